@@ -1,0 +1,37 @@
+"""langgraph_durable: LangGraph checkpointers that survive crashes.
+
+``DurableSaver`` commits every checkpoint to Redis (write-through hot tier) before it
+returns and moves it to MongoDB (durable tier) through a crash-safe outbox.
+"""
+
+from .config import DurableConfig
+from .errors import (
+    CorruptRecordError,
+    DurableSaverError,
+    FlushTimeoutError,
+    InvalidIdentifierError,
+    OutboxFullError,
+    SaverClosedError,
+    SchemaVersionError,
+    SerializationError,
+    SyncCallInEventLoopError,
+    TierUnavailableError,
+)
+from .saver import DurableSaver
+
+__all__ = [
+    "CorruptRecordError",
+    "DurableConfig",
+    "DurableSaver",
+    "DurableSaverError",
+    "FlushTimeoutError",
+    "InvalidIdentifierError",
+    "OutboxFullError",
+    "SaverClosedError",
+    "SchemaVersionError",
+    "SerializationError",
+    "SyncCallInEventLoopError",
+    "TierUnavailableError",
+]
+
+__version__ = "0.1.0"

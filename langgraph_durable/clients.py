@@ -1,0 +1,80 @@
+"""Recognise and build the Redis and MongoDB clients a saver is given (sync or asyncio)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
+
+from .config import DurableConfig
+from .hot.scripts import SCRIPTS
+from .io import Clients
+
+
+def is_async_redis(client: Any) -> bool:
+    """True for ``redis.asyncio.Redis`` / ``redis.asyncio.RedisCluster``."""
+    return isinstance(client, (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster))
+
+
+def is_cluster(client: Any) -> bool:
+    """True for a Redis Cluster client (sync or async)."""
+    return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
+
+
+def is_async_mongo(client: Any) -> bool:
+    """True for ``pymongo.AsyncMongoClient``/``AsyncDatabase`` and Motor clients/databases."""
+    name = type(client).__name__
+    return name.startswith("Async") or name.startswith("AsyncIOMotor") or "Motor" in name
+
+
+def database_of(client: Any, config: DurableConfig) -> Any:
+    """The configured database of a MongoDB client, or the database itself if given one."""
+    if hasattr(client, "list_collection_names") and not hasattr(client, "list_database_names"):
+        return client  # already a Database
+    return client[config.database]
+
+
+def describe_redis(client: Any) -> str:
+    """``host:port`` of a Redis client, for error messages."""
+    try:
+        kw = client.connection_pool.connection_kwargs
+        return f"{kw.get('host', '?')}:{kw.get('port', '?')}"
+    except Exception:
+        return type(client).__name__
+
+
+def describe_mongo(db: Any) -> str:
+    """``host:port/database`` of a MongoDB database, for error messages."""
+    try:
+        client = db.client
+        nodes = getattr(client, "_topology_settings", None)
+        seeds = ",".join(f"{h}:{p}" for h, p in nodes.seeds) if nodes else "?"
+        return f"{seeds}/{db.name}"
+    except Exception:
+        return getattr(db, "name", "?")
+
+
+def make_clients(redis_client: Any, db: Any) -> Clients:
+    """Wrap one side's clients for the I/O drivers."""
+    return Clients(redis=redis_client, db=db, scripts=SCRIPTS,
+                   redis_name=describe_redis(redis_client), mongo_name=describe_mongo(db))
+
+
+def redis_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> Any:
+    """A Redis client for ``url`` with the configured socket timeout (seconds)."""
+    module = redis.asyncio if asyncio else redis
+    timeout = config.socket_timeout_s + config.flush_interval_s
+    return module.Redis.from_url(url, socket_timeout=timeout,
+                                 socket_connect_timeout=config.socket_timeout_s)
+
+
+def mongo_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> Any:
+    """A PyMongo client (``AsyncMongoClient`` when ``asyncio``) for ``url``."""
+    import pymongo
+
+    cls = pymongo.AsyncMongoClient if asyncio else pymongo.MongoClient
+    ms = int(config.server_selection_timeout_s * 1000)
+    return cls(url, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, tz_aware=True)

@@ -1,0 +1,69 @@
+"""Typed configuration of a DurableSaver, validated once (pydantic)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class DurableConfig(BaseModel):
+    """Options of :class:`~langgraph_durable.DurableSaver`; every unit is in the name.
+
+    Attributes:
+        key_prefix: namespace of every Redis key and of the outbox stream, so several
+            applications can share one Redis. Keys of a thread share the hash tag
+            ``{<key_prefix>:<thread>}`` (one Redis Cluster slot per thread).
+        database: MongoDB database name.
+        collection_prefix: prefix of the three MongoDB collections
+            (``<prefix>checkpoints``, ``<prefix>blobs``, ``<prefix>writes``).
+        durability: ``"write_behind"`` (default: a call returns once Redis committed;
+            MongoDB follows within the flush lag) or ``"strict"`` (a call also waits for
+            MongoDB's acknowledgement before returning).
+        flusher: ``"auto"`` runs the in-process flusher (a thread with sync clients, an
+            asyncio task with async-only clients); ``"off"`` leaves the outbox to
+            standalone workers (``python -m langgraph_durable.outbox.worker``).
+        flush_interval_s: longest time, in seconds, the flusher blocks waiting for new
+            outbox entries before it looks again (bounds idle lag).
+        flush_batch_size: most outbox entries moved to MongoDB in one bulk write round.
+        claim_idle_s: seconds an entry may stay pending with a consumer before another
+            flusher claims it (``XAUTOCLAIM``), e.g. after the first one died.
+        max_outbox: most outbox entries waiting for MongoDB; past it, ``on_outbox_full``
+            applies. 0 means no bound.
+        on_outbox_full: ``"block"`` (wait up to ``outbox_full_timeout_s`` seconds, then
+            raise ``OutboxFullError``) or ``"raise"`` (raise at once).
+        outbox_full_timeout_s: seconds a put may wait for room in the outbox.
+        hot_ttl_s: seconds a thread's Redis keys live after everything in them reached
+            MongoDB; a new write removes the TTL again. 0 keeps them forever.
+        delete_flush_timeout_s: seconds a delete/prune/copy waits for the outbox to drain
+            before it acts on both tiers (raises ``FlushTimeoutError`` past it).
+        max_value_bytes: largest serialized value (channel value or write), in bytes,
+            accepted; bigger raises ``SerializationError`` before anything is written.
+        queryable_metadata: store top-level scalar metadata in plain form in MongoDB so
+            ``list(filter=...)`` narrows the query on the server. ``None`` = on unless
+            the serializer is an ``EncryptedSerializer`` (then metadata stays encrypted
+            and filters apply after decoding).
+        socket_timeout_s: Redis socket timeout for clients built by ``from_urls``.
+        server_selection_timeout_s: MongoDB server selection timeout for clients built
+            by ``from_urls``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key_prefix: str = Field(default="lgd", min_length=1, max_length=64)
+    database: str = Field(default="langgraph_durable", min_length=1)
+    collection_prefix: str = ""
+    durability: Literal["write_behind", "strict"] = "write_behind"
+    flusher: Literal["auto", "off"] = "auto"
+    flush_interval_s: float = Field(default=0.05, gt=0, le=60)
+    flush_batch_size: int = Field(default=500, ge=1, le=10_000)
+    claim_idle_s: float = Field(default=30.0, gt=0)
+    max_outbox: int = Field(default=100_000, ge=0)
+    on_outbox_full: Literal["block", "raise"] = "block"
+    outbox_full_timeout_s: float = Field(default=10.0, ge=0)
+    hot_ttl_s: int = Field(default=24 * 3600, ge=0)
+    delete_flush_timeout_s: float = Field(default=30.0, gt=0)
+    max_value_bytes: int = Field(default=15 * 1024 * 1024, gt=0)
+    queryable_metadata: bool | None = None
+    socket_timeout_s: float = Field(default=5.0, gt=0)
+    server_selection_timeout_s: float = Field(default=5.0, gt=0)

@@ -1,0 +1,54 @@
+"""The exception hierarchy of langgraph_durable: one base class, context in every message."""
+
+from __future__ import annotations
+
+
+class DurableSaverError(Exception):
+    """Base class of every error raised by langgraph_durable."""
+
+
+class InvalidIdentifierError(DurableSaverError, ValueError):
+    """A thread_id, checkpoint_ns, checkpoint_id, channel or task_id cannot be stored.
+
+    Raised before anything is written, so stored data is never touched.
+    """
+
+
+class SerializationError(DurableSaverError, TypeError):
+    """A value could not be encoded by the serializer; names thread, channel and type."""
+
+
+class CorruptRecordError(DurableSaverError, ValueError):
+    """A stored record could not be decoded; names the tier and the key."""
+
+
+class SchemaVersionError(CorruptRecordError):
+    """A stored record carries a schema version newer than this package understands."""
+
+
+class OutboxFullError(DurableSaverError):
+    """The outbox holds ``max_outbox`` entries that MongoDB has not taken yet.
+
+    Raised by ``put``/``put_writes`` (nothing is written) when the durable tier falls
+    behind past the configured bound and the policy is ``"raise"`` or the
+    ``"block"`` policy timed out.
+    """
+
+
+class FlushTimeoutError(DurableSaverError, TimeoutError):
+    """``flush()`` (or a delete, which flushes first) did not finish within its timeout."""
+
+
+class TierUnavailableError(DurableSaverError, ConnectionError):
+    """Redis or MongoDB did not answer; names the server and the operation."""
+
+
+class SyncCallInEventLoopError(DurableSaverError, RuntimeError):
+    """A sync method was called from the event loop that owns the saver's async clients.
+
+    Waiting there would deadlock, so the call raises instead (use the ``a*`` method).
+    """
+
+
+class SaverClosedError(DurableSaverError, RuntimeError):
+    """The saver was used after ``close()``/``aclose()`` or after its context manager exited."""

@@ -1,0 +1,134 @@
+"""Lua scripts of the hot tier. Each runs atomically in one round trip.
+
+KEYS always start with the eight thread keys in ``ThreadKeys.all`` order
+(cp, cv, idx, bl, w, wi, ns, meta); a ninth key, when present, is the outbox stream.
+On Redis Cluster the outbox lives in another slot, so the saver sends the XADD in the
+same pipeline instead (see ``DurableSaver`` docs).
+"""
+
+_PERSIST_AND_OUTBOX = r"""
+redis.call('HINCRBY', KEYS[8], 'dirty', 1)
+for i = 1, 8 do redis.call('PERSIST', KEYS[i]) end
+if #KEYS >= 9 then
+  return redis.call('XADD', KEYS[9], '*', 't', ARGV[2], 'p', ARGV[3])
+end
+return 'ok'
+"""
+
+_OUTBOX_BOUND = r"""
+if #KEYS >= 9 then
+  local max = tonumber(ARGV[1])
+  if max > 0 and redis.call('XLEN', KEYS[9]) >= max then
+    return redis.error_reply('OUTBOX_FULL')
+  end
+end
+"""
+
+# ARGV: max_outbox, thread_id, outbox payload, member, ns, record, cv, then blob field/value
+PUT = _OUTBOX_BOUND + r"""
+redis.call('HSET', KEYS[1], ARGV[4], ARGV[6])
+redis.call('HSET', KEYS[2], ARGV[4], ARGV[7])
+redis.call('ZADD', KEYS[3], 0, ARGV[4])
+redis.call('HSETNX', KEYS[7], ARGV[5], ARGV[4])
+for i = 8, #ARGV, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
+""" + _PERSIST_AND_OUTBOX
+
+# ARGV: max_outbox, thread_id, outbox payload, then triples (field, value, overwrite 0/1).
+# Ordinary writes are insert-once (HSETNX); special channels overwrite (HSET).
+PUT_WRITES = _OUTBOX_BOUND + r"""
+for i = 4, #ARGV, 3 do
+  if ARGV[i + 2] == '1' then
+    redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 1])
+  else
+    redis.call('HSETNX', KEYS[5], ARGV[i], ARGV[i + 1])
+  end
+  redis.call('ZADD', KEYS[6], 0, ARGV[i])
+end
+""" + _PERSIST_AND_OUTBOX
+
+# A page of checkpoints, newest first, with everything needed to build their tuples.
+# ARGV: lex max, lex min (ZREVRANGEBYLEX bounds), count.
+# Returns {{member, record, cv, {write values}}, ...}, {blob fields}, {blob values}.
+PAGE = r"""
+local members = redis.call('ZREVRANGEBYLEX', KEYS[3], ARGV[1], ARGV[2], 'LIMIT', 0,
+                           tonumber(ARGV[3]))
+local out, seen, fields = {}, {}, {}
+for _, m in ipairs(members) do
+  local rec = redis.call('HGET', KEYS[1], m) or ''
+  local cv = redis.call('HGET', KEYS[2], m) or ''
+  local wf = redis.call('ZRANGEBYLEX', KEYS[6], '[' .. m .. '\0', '(' .. m .. '\1')
+  local wv = {}
+  if #wf > 0 then wv = redis.call('HMGET', KEYS[5], unpack(wf)) end
+  if cv ~= '' then
+    local parts = cmsgpack.unpack(cv)
+    for j = 2, #parts do
+      local f = parts[j]
+      if not seen[f] then seen[f] = true; fields[#fields + 1] = f end
+    end
+  end
+  out[#out + 1] = {m, rec, cv, wv}
+end
+local values = {}
+if #fields > 0 then values = redis.call('HMGET', KEYS[4], unpack(fields)) end
+return {out, fields, values}
+"""
+
+# Pending writes (and blob values) of checkpoints whose records may live in MongoDB only.
+# ARGV: n members, members..., then blob fields.  Returns {{write values}...}, {blob values}.
+PARTS = r"""
+local n = tonumber(ARGV[1])
+local out = {}
+for i = 2, n + 1 do
+  local m = ARGV[i]
+  local wf = redis.call('ZRANGEBYLEX', KEYS[6], '[' .. m .. '\0', '(' .. m .. '\1')
+  local wv = {}
+  if #wf > 0 then wv = redis.call('HMGET', KEYS[5], unpack(wf)) end
+  out[#out + 1] = wv
+end
+local values = {}
+if #ARGV > n + 1 then values = redis.call('HMGET', KEYS[4], unpack(ARGV, n + 2)) end
+return {out, values}
+"""
+
+# After MongoDB took n entries of this thread: lower the dirty count and, once nothing
+# is left to flush, let the hot keys expire after ARGV[2] seconds (0 = keep).
+SETTLE = r"""
+local left = redis.call('HINCRBY', KEYS[8], 'dirty', -tonumber(ARGV[1]))
+if left <= 0 then
+  redis.call('HSET', KEYS[8], 'dirty', 0)
+  local ttl = tonumber(ARGV[2])
+  if ttl > 0 then
+    for i = 1, 8 do redis.call('EXPIRE', KEYS[i], ttl) end
+  end
+end
+return left
+"""
+
+# Remove checkpoints (members), their writes and the given blob fields from the thread.
+# ARGV: n members, members..., then blob fields.
+DELETE_PARTS = r"""
+local n = tonumber(ARGV[1])
+for i = 2, n + 1 do
+  local m = ARGV[i]
+  redis.call('HDEL', KEYS[1], m)
+  redis.call('HDEL', KEYS[2], m)
+  redis.call('ZREM', KEYS[3], m)
+  local wf = redis.call('ZRANGEBYLEX', KEYS[6], '[' .. m .. '\0', '(' .. m .. '\1')
+  if #wf > 0 then
+    redis.call('HDEL', KEYS[5], unpack(wf))
+    redis.call('ZREM', KEYS[6], unpack(wf))
+  end
+end
+if #ARGV > n + 1 then redis.call('HDEL', KEYS[4], unpack(ARGV, n + 2)) end
+return n
+"""
+
+SCRIPTS = {
+    "put": PUT,
+    "put_writes": PUT_WRITES,
+    "page": PAGE,
+    "parts": PARTS,
+    "settle": SETTLE,
+    "delete_parts": DELETE_PARTS,
+}
+"""Script name -> Lua source, registered once per client."""

@@ -1,0 +1,205 @@
+"""The only place that talks to servers: I/O operations and their sync and async drivers.
+
+Every saver operation is written once, as a generator that ``yield``s the operations
+below and receives their results (sans-I/O). ``run_sync`` executes it with blocking
+clients (``redis.Redis``, ``pymongo.MongoClient``); ``run_async`` with asyncio clients
+(``redis.asyncio.Redis``, ``pymongo.AsyncMongoClient`` or Motor). Nothing else in the
+package has a sync and an async twin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.exceptions
+from pymongo.errors import PyMongoError
+
+from .errors import TierUnavailableError
+
+# --------------------------------------------------------------------------- operations
+
+
+@dataclass
+class Script:
+    """Run the registered Lua script ``name`` (one round trip; EVALSHA, loaded on demand)."""
+
+    name: str
+    keys: Sequence[str]
+    args: Sequence[Any]
+
+
+@dataclass
+class Pipeline:
+    """Send Redis commands in one pipeline (one round trip, no MULTI); returns their replies.
+
+    With ``raise_on_error=False`` a failing command's exception is returned in its place.
+    """
+
+    commands: Sequence[Sequence[Any]]
+    raise_on_error: bool = True
+
+
+@dataclass
+class Mongo:
+    """Call ``method`` on a MongoDB collection; cursors (``find``, ``aggregate``) become lists."""
+
+    collection: str
+    method: str
+    args: Sequence[Any] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Parallel:
+    """Run several operations; concurrently under asyncio, in order with sync clients."""
+
+    ops: Sequence[Any]
+
+
+@dataclass
+class Sleep:
+    """Wait ``seconds`` without holding the event loop."""
+
+    seconds: float
+
+
+Op = Script | Pipeline | Mongo | Parallel | Sleep
+Plan = Generator[Any, Any, Any]
+
+_CURSOR_METHODS = {"find", "aggregate", "list_indexes"}
+
+
+@dataclass
+class Clients:
+    """One side's clients: a Redis client, a MongoDB database and registered Lua scripts."""
+
+    redis: Any
+    db: Any
+    scripts: dict[str, str]
+    redis_name: str = "redis"
+    mongo_name: str = "mongodb"
+    _registered: dict[str, Any] = field(default_factory=dict)
+
+    def script(self, name: str) -> Any:
+        """The client's registered ``Script`` object for ``name`` (EVALSHA with fallback)."""
+        obj = self._registered.get(name)
+        if obj is None:
+            obj = self._registered[name] = self.redis.register_script(self.scripts[name])
+        return obj
+
+
+def _wrap(exc: Exception, clients: Clients, op: Any) -> Exception:
+    if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+        what = op.name if isinstance(op, Script) else "pipeline"
+        return TierUnavailableError(f"Redis {clients.redis_name} did not answer ({what}): {exc}")
+    if isinstance(exc, PyMongoError) and type(exc).__name__ in {
+        "ServerSelectionTimeoutError", "AutoReconnect", "NetworkTimeout", "ConnectionFailure",
+    }:
+        return TierUnavailableError(
+            f"MongoDB {clients.mongo_name} did not answer ({op.collection}.{op.method}): {exc}"
+        )
+    return exc
+
+
+# --------------------------------------------------------------------------- sync driver
+
+
+def _exec_sync(op: Any, c: Clients) -> Any:
+    if isinstance(op, Script):
+        return c.script(op.name)(keys=list(op.keys), args=list(op.args))
+    if isinstance(op, Pipeline):
+        pipe = c.redis.pipeline(transaction=False)
+        for cmd in op.commands:
+            pipe.execute_command(*cmd)
+        return pipe.execute(raise_on_error=op.raise_on_error)
+    if isinstance(op, Mongo):
+        result = getattr(c.db[op.collection], op.method)(*op.args, **op.kwargs)
+        return list(result) if op.method in _CURSOR_METHODS else result
+    if isinstance(op, Parallel):
+        return [_exec_sync_wrapped(o, c) for o in op.ops]
+    if isinstance(op, Sleep):
+        time.sleep(op.seconds)
+        return None
+    raise TypeError(f"unknown operation {op!r}")
+
+
+def _exec_sync_wrapped(op: Any, c: Clients) -> Any:
+    try:
+        return _exec_sync(op, c)
+    except Exception as exc:
+        wrapped = _wrap(exc, c, op)
+        if wrapped is exc:
+            raise
+        raise wrapped from exc
+
+
+def run_sync(plan: Plan, clients: Clients) -> Any:
+    """Drive ``plan`` to completion with blocking clients; returns its return value."""
+    send: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = plan.throw(error) if error is not None else plan.send(send)
+        except StopIteration as stop:
+            return stop.value
+        error = None
+        try:
+            send = _exec_sync_wrapped(op, clients)
+        except Exception as exc:  # handed back to the plan, which may handle it
+            error, send = exc, None
+
+
+# --------------------------------------------------------------------------- async driver
+
+
+async def _exec_async(op: Any, c: Clients) -> Any:
+    if isinstance(op, Script):
+        return await c.script(op.name)(keys=list(op.keys), args=list(op.args))
+    if isinstance(op, Pipeline):
+        pipe = c.redis.pipeline(transaction=False)
+        for cmd in op.commands:
+            pipe.execute_command(*cmd)
+        return await pipe.execute(raise_on_error=op.raise_on_error)
+    if isinstance(op, Mongo):
+        result = getattr(c.db[op.collection], op.method)(*op.args, **op.kwargs)
+        if op.method in _CURSOR_METHODS:
+            if asyncio.iscoroutine(result):  # AsyncMongoClient.aggregate is a coroutine
+                result = await result
+            return await result.to_list(None)
+        return await result
+    if isinstance(op, Parallel):
+        return list(await asyncio.gather(*(_exec_async_wrapped(o, c) for o in op.ops)))
+    if isinstance(op, Sleep):
+        await asyncio.sleep(op.seconds)
+        return None
+    raise TypeError(f"unknown operation {op!r}")
+
+
+async def _exec_async_wrapped(op: Any, c: Clients) -> Any:
+    try:
+        return await _exec_async(op, c)
+    except Exception as exc:
+        wrapped = _wrap(exc, c, op)
+        if wrapped is exc:
+            raise
+        raise wrapped from exc
+
+
+async def run_async(plan: Plan, clients: Clients) -> Any:
+    """Drive ``plan`` to completion with asyncio clients; returns its return value."""
+    send: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = plan.throw(error) if error is not None else plan.send(send)
+        except StopIteration as stop:
+            return stop.value
+        error = None
+        try:
+            send = await _exec_async_wrapped(op, clients)
+        except Exception as exc:
+            error, send = exc, None

@@ -1,0 +1,273 @@
+"""The flusher: reads outbox entries with a consumer group, copies what they name from
+Redis to MongoDB with unordered bulk upserts, then acknowledges and deletes them.
+
+Delivery is at least once and every MongoDB write is an idempotent upsert on a
+deterministic ``_id``, so a repeat changes nothing. Entries a dead consumer left
+pending are claimed with ``XAUTOCLAIM`` after ``claim_idle_s``. The same plan runs in
+a thread (sync clients), an asyncio task (async clients) or a standalone worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import ormsgpack
+import redis.exceptions
+
+from ..context import Context
+from ..durable import documents as D
+from ..hot.keys import CONSUMER_GROUP
+from ..io import Clients, Mongo, Parallel, Pipeline, Plan, Script, run_async, run_sync
+from ..plans.write import bulk_ignoring_newer
+from ..records import SEP, CheckpointRecord, WriteRecord, unpack_blob
+
+log = logging.getLogger("langgraph_durable.flusher")
+
+
+def consumer_name() -> str:
+    """A consumer name unique to this process and flusher: ``host-pid-random``."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def ensure_group_plan(ctx: Context) -> Plan:
+    """Create the outbox stream and its consumer group if missing (idempotent)."""
+    try:
+        yield Pipeline([["XGROUP", "CREATE", ctx.outbox, CONSUMER_GROUP, "0", "MKSTREAM"]])
+    except redis.exceptions.ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+
+
+@dataclass
+class BatchStats:
+    """What one flush round did: entries taken, documents upserted, seconds of put->MongoDB lag."""
+
+    entries: int = 0
+    documents: int = 0
+    max_lag_s: float = 0.0
+    lags_s: list[float] = field(default_factory=list)
+
+
+def _parse(entries: list[Any]) -> list[tuple[bytes, str, list[Any]]]:
+    out = []
+    for eid, fields in entries or []:
+        if isinstance(fields, list):
+            fields = dict(zip(fields[::2], fields[1::2]))
+        out.append((eid, fields[b"t"].decode(), ormsgpack.unpackb(fields[b"p"])))
+    return out
+
+
+def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int, claim: bool) -> Plan:
+    """One flush round: take up to ``flush_batch_size`` entries (own pending first, then
+    claimed idle ones when ``claim``, then new ones, blocking up to ``block_ms``), write
+    them to MongoDB, acknowledge. Returns ``BatchStats``."""
+    n = ctx.config.flush_batch_size
+    try:
+        return (yield from _round(ctx, consumer, n, block_ms=block_ms, claim=claim))
+    except redis.exceptions.ResponseError as exc:
+        if "NOGROUP" not in str(exc) and "no longer exists" not in str(exc):
+            raise
+        # the stream was removed (FLUSHDB, a Redis replaced): make it again
+        yield from ensure_group_plan(ctx)
+        return BatchStats()
+
+
+def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -> Plan:
+    (own,) = yield Pipeline([["XREADGROUP", "GROUP", CONSUMER_GROUP, consumer, "COUNT", n,
+                              "STREAMS", ctx.outbox, "0"]])
+    entries = own[0][1] if own else []
+    if not entries and claim:
+        idle_ms = int(ctx.config.claim_idle_s * 1000)
+        (claimed,) = yield Pipeline([["XAUTOCLAIM", ctx.outbox, CONSUMER_GROUP, consumer,
+                                      idle_ms, "0-0", "COUNT", n]])
+        entries = claimed[1] if claimed else []
+    if not entries:
+        cmd = ["XREADGROUP", "GROUP", CONSUMER_GROUP, consumer, "COUNT", n]
+        if block_ms > 0:
+            cmd += ["BLOCK", block_ms]
+        (new,) = yield Pipeline([cmd + ["STREAMS", ctx.outbox, ">"]])
+        entries = new[0][1] if new else []
+    parsed = _parse(entries)
+    stats = BatchStats(entries=len(parsed))
+    if not parsed:
+        return stats
+    stats.documents = yield from _copy(ctx, parsed)
+    ids = [eid for eid, _, _ in parsed]
+    acked = yield Pipeline([["XACK", ctx.outbox, CONSUMER_GROUP, eid] for eid in ids]
+                           + [["XDEL", ctx.outbox, *ids]])
+    per_thread: dict[str, int] = defaultdict(int)
+    for (eid, tid, _), ok in zip(parsed, acked):
+        per_thread[tid] += int(ok)
+    settle = [Script("settle", ctx.keys(t).all, [k, ctx.config.hot_ttl_s])
+              for t, k in per_thread.items() if k]
+    if settle:
+        yield Parallel(settle)
+    now_ms = time.time() * 1000
+    stats.lags_s = [(now_ms - int(eid.split(b"-")[0])) / 1000 for eid in ids]
+    stats.max_lag_s = max(stats.lags_s)
+    return stats
+
+
+def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) -> Plan:
+    """Read the named records from Redis (one pipeline) and upsert them into MongoDB."""
+    want: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for _, tid, (kind, m, fields) in parsed:
+        if kind == "cp":
+            want[tid]["cp"].add(m)
+            want[tid]["bl"].update(fields)
+        else:
+            want[tid]["w"].update(fields)
+    cmds: list[list[Any]] = []
+    plan: list[tuple[str, str, list[str]]] = []
+    for tid, kinds in want.items():
+        k = ctx.keys(tid)
+        for kind, key in (("cp", k.cp), ("cv", k.cv), ("bl", k.bl), ("w", k.w)):
+            names = sorted(kinds["cp" if kind == "cv" else kind])
+            if names:
+                cmds.append(["HMGET", key, *names])
+                plan.append((tid, kind, names))
+    replies = yield Pipeline(cmds)
+    got: dict[tuple[str, str], dict[str, Any]] = {}
+    for (tid, kind, names), values in zip(plan, replies):
+        got[(tid, kind)] = dict(zip(names, values))
+    cps, blobs, writes = [], [], []
+    for tid, kinds in want.items():
+        recs, cvs = got.get((tid, "cp"), {}), got.get((tid, "cv"), {})
+        for m, raw in recs.items():
+            if raw is None or cvs.get(m) is None:
+                continue  # deleted since: nothing to write, nothing to resurrect
+            ns, cid = m.split(SEP)
+            rec = CheckpointRecord.unpack(ns, cid, raw, cvs[m])
+            cps.append(D.upsert(D.checkpoint_doc(tid, rec, queryable=ctx.queryable)))
+        for f, raw in got.get((tid, "bl"), {}).items():
+            if raw is not None:
+                where = f"redis blob {f!r} of thread {tid!r}"
+                blobs.append(D.upsert(D.blob_doc(tid, f, unpack_blob(raw, where))))
+        for f, raw in got.get((tid, "w"), {}).items():
+            if raw is not None:
+                ns, cid, _task, _idx = f.split(SEP)
+                w = WriteRecord.unpack(raw, f"redis write {f!r} of thread {tid!r}")
+                writes.append(D.upsert_write(D.write_doc(tid, ns, cid, w)))
+    cols = ctx.collections
+    # blobs and writes before the checkpoints that refer to them
+    if blobs:
+        yield Mongo(cols.blobs, "bulk_write", (blobs,), {"ordered": False})
+    if writes:
+        yield from bulk_ignoring_newer(cols.writes, writes)
+    if cps:
+        yield Mongo(cols.checkpoints, "bulk_write", (cps,), {"ordered": False})
+    return len(cps) + len(blobs) + len(writes)
+
+
+class Flusher:
+    """Runs flush rounds until stopped: in a daemon thread with sync clients, or as an
+    asyncio task with async clients. ``wake()`` makes it look at the outbox now.
+
+    Errors (MongoDB down, Redis down) are logged and retried with backoff up to
+    ``max_backoff_s`` seconds; entries stay pending meanwhile, nothing is dropped.
+    """
+
+    def __init__(self, ctx: Context, *, max_backoff_s: float = 2.0) -> None:
+        self.ctx = ctx
+        self.consumer = consumer_name()
+        self.max_backoff_s = max_backoff_s
+        self.rounds = 0
+        self.entries = 0
+        self.errors = 0
+        self.last_error: str | None = None
+        self.lags_s: list[float] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._last_claim = 0.0
+
+    # one round, shared by both loops
+    def _round_plan(self) -> Plan:
+        now = time.monotonic()
+        claim = now - self._last_claim >= self.ctx.config.claim_idle_s / 2
+        if claim:
+            self._last_claim = now
+        block_ms = max(1, int(self.ctx.config.flush_interval_s * 1000))
+        return flush_batch_plan(self.ctx, self.consumer, block_ms=block_ms, claim=claim)
+
+    def _account(self, stats: BatchStats) -> None:
+        self.rounds += 1
+        self.entries += stats.entries
+        self.lags_s = (self.lags_s + stats.lags_s)[-10_000:]
+
+    def _failed(self, exc: Exception, backoff: float) -> float:
+        self.errors += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"
+        log.warning("flush round failed (retrying in %.2f s): %s", backoff, self.last_error)
+        return min(backoff * 2, self.max_backoff_s)
+
+    def start_thread(self, clients: Clients) -> None:
+        """Start the flush loop in a daemon thread using blocking ``clients``."""
+        run_sync(ensure_group_plan(self.ctx), clients)
+        self._thread = threading.Thread(target=self._loop_sync, args=(clients,),
+                                        name=f"langgraph-durable-flusher-{self.consumer}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _loop_sync(self, clients: Clients) -> None:
+        backoff = 0.05
+        while not self._stop.is_set():
+            try:
+                self._account(run_sync(self._round_plan(), clients))
+                backoff = 0.05
+            except Exception as exc:
+                self._stop.wait(backoff)
+                backoff = self._failed(exc, backoff)
+
+    async def start_task(self, clients: Clients) -> None:
+        """Start the flush loop as an asyncio task on the running loop using async clients."""
+        await run_async(ensure_group_plan(self.ctx), clients)
+        self._task = asyncio.get_running_loop().create_task(self._loop_async(clients))
+
+    async def _loop_async(self, clients: Clients) -> None:
+        backoff = 0.05
+        while not self._stop.is_set():
+            try:
+                self._account(await run_async(self._round_plan(), clients))
+                backoff = 0.05
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await asyncio.sleep(backoff)
+                backoff = self._failed(exc, backoff)
+
+    @property
+    def running(self) -> bool:
+        """True while the loop runs."""
+        if self._thread is not None:
+            return self._thread.is_alive()
+        return self._task is not None and not self._task.done()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the loop after its current round (waits up to ``timeout_s`` seconds)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    async def astop(self) -> None:
+        """Stop an asyncio-task loop and wait for it."""
+        self._stop.set()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 5.0)

@@ -1,0 +1,283 @@
+"""Plans for reads: Redis first, MongoDB for what Redis no longer holds; merged by checkpoint_id.
+
+A checkpoint found in Redis is answered from Redis (its pending writes live with it);
+channel blobs Redis lacks come from MongoDB. A checkpoint only MongoDB holds gets its
+writes from MongoDB merged with any Redis has (written after its hot keys expired).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory
+
+from ..context import Context
+from ..durable import documents as D
+from ..io import Mongo, Parallel, Plan, Script
+from ..records import (
+    SEP,
+    CheckpointRecord,
+    Typed,
+    WriteRecord,
+    assemble,
+    member,
+    metadata_matches,
+    split_field,
+    unpack_blob,
+)
+
+Row = tuple[CheckpointRecord, dict[tuple[str, int], WriteRecord]]
+
+
+class Page(NamedTuple):
+    """One page of ``list``: tuples newest first, the cursor for the next page (``None``
+    at the end), and how many checkpoints each tier served."""
+
+    tuples: list[CheckpointTuple]
+    cursor: str | None
+    hot: int
+    durable: int
+
+
+def _writes(raw: Sequence[bytes | None], where: str) -> dict[tuple[str, int], WriteRecord]:
+    out = {}
+    for v in raw or []:
+        if v:
+            w = WriteRecord.unpack(v, where)
+            out[(w.task_id, w.idx)] = w
+    return out
+
+
+def _decode_page(thread_id: str, reply: Any) -> tuple[list[Row], dict[str, Typed | None]]:
+    rows_raw, fields, values = reply
+    blobs: dict[str, Typed | None] = {}
+    for f, v in zip(fields, values):
+        if v is not None:
+            key = f.decode()
+            blobs[key] = unpack_blob(v, f"redis blob {key!r} of thread {thread_id!r}")
+    rows: list[Row] = []
+    for m, rec, cv, wv in rows_raw:
+        if not rec:
+            continue
+        ns, cid = m.decode().split(SEP)
+        where = f"redis thread {thread_id!r}"
+        rows.append((CheckpointRecord.unpack(ns, cid, rec, cv), _writes(wv, where)))
+    return rows, blobs
+
+
+def _lex(ns: str, before: str | None, exact: str | None) -> tuple[str, str]:
+    if exact:
+        m = "[" + member(ns, exact)
+        return m, m
+    hi = "(" + member(ns, before) if before else "(" + ns + "\x01"
+    return hi, "[" + ns + SEP
+
+
+def page_plan(
+    ctx: Context,
+    thread_id: str,
+    ns: str,
+    *,
+    before: str | None = None,
+    exact: str | None = None,
+    count: int = 1,
+    filter: Mapping[str, Any] | None = None,
+    hot_first: bool = False,
+) -> Plan:
+    """Up to ``count`` checkpoints of ``(thread_id, ns)``, newest first, below ``before``
+    (or exactly ``exact``), merged from both tiers. Returns ``(tuples, last_id_seen)``;
+    ``last_id_seen`` is the cursor for the next page (``None`` when nothing is left).
+
+    With ``hot_first`` MongoDB is asked only when Redis holds fewer than ``count``
+    matches: right for the latest or one exact checkpoint, since the newest checkpoints
+    are always written to Redis first."""
+    keys = ctx.keys(thread_id)
+    cols = ctx.collections
+    hi, lo = _lex(ns, before, exact)
+    q: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
+    if exact:
+        q["checkpoint_id"] = exact
+    elif before:
+        q["checkpoint_id"] = {"$lt": before}
+    q.update(D.metadata_query(filter, ctx.queryable))
+    find = Mongo(cols.checkpoints, "find", (q,), {"sort": [("checkpoint_id", -1)], "limit": count})
+    if hot_first:
+        rows, blobs = _decode_page(thread_id, (yield Script("page", keys.all, [hi, lo, count])))
+        docs = [] if len(rows) >= count else (yield find)
+    else:
+        hot_reply, docs = yield Parallel([Script("page", keys.all, [hi, lo, count]), find])
+        rows, blobs = _decode_page(thread_id, hot_reply)
+    hot_ids = {r.checkpoint_id for r, _ in rows}
+    cold = [D.record_of(d) for d in docs if d["checkpoint_id"] not in hot_ids]
+    merged: list[tuple[CheckpointRecord, bool]] = sorted(
+        [(r, True) for r, _ in rows] + [(r, False) for r in cold],
+        key=lambda x: x[0].checkpoint_id, reverse=True,
+    )[:count]
+    if not merged:
+        return Page([], None, 0, 0)
+    hot_writes = {r.checkpoint_id: w for r, w in rows}
+    cold_recs = [r for r, hot in merged if not hot]
+    need_blobs = sorted({f for r, _ in merged for f in r.blob_fields if f not in blobs})
+    ops: list[Any] = []
+    if need_blobs:
+        ops.append(Mongo(cols.blobs, "find", ({"_id": {"$in": D.blob_ids(thread_id, need_blobs)}},)))
+    if cold_recs:
+        cids = [r.checkpoint_id for r in cold_recs]
+        ops.append(Mongo(cols.writes, "find", ({
+            "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}},)))
+        ops.append(Script("parts", keys.all, [len(cids), *(member(ns, c) for c in cids)]))
+    results = (yield Parallel(ops)) if ops else []
+    if need_blobs:
+        for d in results.pop(0):
+            f, v = D.blob_value_of(d)
+            blobs[f] = v
+    if cold_recs:
+        wdocs, parts = results
+        by_cp: dict[str, dict[tuple[str, int], WriteRecord]] = {r.checkpoint_id: {} for r in cold_recs}
+        for d in wdocs:
+            w = D.write_of(d)
+            by_cp[d["checkpoint_id"]][(w.task_id, w.idx)] = w
+        for r, raw in zip(cold_recs, parts[0]):
+            by_cp[r.checkpoint_id].update(_writes(raw, f"redis thread {thread_id!r}"))
+        hot_writes.update(by_cp)
+    out = []
+    for r, _ in merged:
+        tup = assemble(ctx.serde, thread_id, r, blobs, list(hot_writes[r.checkpoint_id].values()))
+        if metadata_matches(tup.metadata, filter):
+            out.append(tup)
+    cursor = merged[-1][0].checkpoint_id if len(merged) == count else None
+    return Page(out, cursor, len(merged) - len(cold_recs), len(cold_recs))
+
+
+def get_tuple_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str | None) -> Plan:
+    """``get_tuple``: the checkpoint ``checkpoint_id``, or the latest of ``(thread, ns)``.
+    Returns a ``Page`` of at most one tuple (its ``hot``/``durable`` say which tier)."""
+    return (yield from page_plan(
+        ctx, thread_id, ns, exact=checkpoint_id, count=1, hot_first=True
+    ))
+
+
+def namespaces_plan(ctx: Context, thread_id: str) -> Plan:
+    """The thread's checkpoint namespaces in first-written order (InMemorySaver's order)."""
+    keys = ctx.keys(thread_id)
+    hot, cold = yield Parallel([
+        _hgetall(keys.ns),
+        Mongo(ctx.collections.checkpoints, "aggregate", ([
+            {"$match": {"thread_id": thread_id}},
+            {"$group": {"_id": "$checkpoint_ns", "first": {"$min": "$checkpoint_id"}}},
+        ],)),
+    ])
+    first: dict[str, str] = {}
+    for ns, cid in _pairs(hot):
+        first[ns] = min(first.get(ns, cid), cid)
+    for d in cold:
+        first[d["_id"]] = min(first.get(d["_id"], d["first"]), d["first"])
+    return sorted(first, key=lambda n: (first[n], n))
+
+
+def _hgetall(key: str) -> Any:
+    from ..io import Pipeline
+
+    return Pipeline([["HGETALL", key]])
+
+
+def _pairs(reply: Any) -> list[tuple[str, str]]:
+    data = reply[0]
+    if isinstance(data, dict):
+        return [(k.decode(), v.decode()) for k, v in data.items()]
+    return [(data[i].decode(), data[i + 1].decode()) for i in range(0, len(data), 2)]
+
+
+def threads_plan(ctx: Context) -> Plan:
+    """Every thread in MongoDB, in order of its first checkpoint (call after a flush)."""
+    docs = yield Mongo(ctx.collections.checkpoints, "aggregate", ([
+        {"$group": {"_id": "$thread_id", "first": {"$min": "$checkpoint_id"}}},
+    ],))
+    return [d["_id"] for d in sorted(docs, key=lambda d: (d["first"], d["_id"]))]
+
+
+def delta_history_plan(
+    ctx: Context, thread_id: str, ns: str, checkpoint_id: str | None, channels: Sequence[str]
+) -> Plan:
+    """``get_delta_channel_history`` from storage in two rounds of queries, whatever the
+    chain length; mirrors ``InMemorySaver.get_delta_channel_history``."""
+    keys = ctx.keys(thread_id)
+    cols = ctx.collections
+    hot_cv, cold = yield Parallel([
+        _hgetall(keys.cv),
+        Mongo(cols.checkpoints, "find", ({"thread_id": thread_id, "checkpoint_ns": ns},),
+              {"projection": {"checkpoint_id": 1, "parent_checkpoint_id": 1, "blob_fields": 1}}),
+    ])
+    import ormsgpack
+
+    skel: dict[str, tuple[str | None, dict[str, str]]] = {}
+    for d in cold:
+        skel[d["checkpoint_id"]] = (
+            d.get("parent_checkpoint_id"),
+            {ch: f"{ns}{SEP}{ch}{SEP}{ver}" for ch, ver in d["blob_fields"]},
+        )
+    for m, cv in _pairs_bytes(hot_cv):
+        m_ns, cid = m.split(SEP)
+        if m_ns != ns:
+            continue
+        parts = ormsgpack.unpackb(cv)
+        skel[cid] = (parts[0] or None, {split_field(f)[1]: f for f in parts[1:]})
+    target = checkpoint_id or max(skel, default=None)
+    chain: list[str] = []
+    cur = skel[target][0] if target in skel else None
+    while cur is not None and cur in skel:
+        chain.append(cur)
+        cur = skel[cur][0]
+    result: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in channels}
+    if not chain or not channels:
+        return result
+    fields = sorted({skel[c][1][ch] for c in chain for ch in channels if ch in skel[c][1]})
+    members = [member(ns, c) for c in chain]
+    parts, bdocs, wdocs = yield Parallel([
+        Script("parts", keys.all, [len(members), *members, *fields]),
+        Mongo(cols.blobs, "find", ({"_id": {"$in": D.blob_ids(thread_id, fields)}},)),
+        Mongo(cols.writes, "find", ({"thread_id": thread_id, "checkpoint_ns": ns,
+                                     "checkpoint_id": {"$in": chain},
+                                     "channel": {"$in": list(channels)}},)),
+    ])
+    blobs: dict[str, Typed | None] = {}
+    for d in bdocs:
+        f, v = D.blob_value_of(d)
+        blobs[f] = v
+    for f, v in zip(fields, parts[1]):
+        if v is not None:
+            blobs[f] = unpack_blob(v, f"redis blob {f!r} of thread {thread_id!r}")
+    writes: dict[str, dict[tuple[str, int], WriteRecord]] = {c: {} for c in chain}
+    for d in wdocs:
+        w = D.write_of(d)
+        writes[d["checkpoint_id"]][(w.task_id, w.idx)] = w
+    for c, raw in zip(chain, parts[0]):
+        writes[c].update(_writes(raw, f"redis thread {thread_id!r}"))
+    serde = ctx.serde
+    remaining = set(channels)
+    collected: dict[str, list[Any]] = {ch: [] for ch in channels}
+    for c in chain:
+        if not remaining:
+            break
+        seeds = {}
+        for ch in remaining:
+            f = skel[c][1].get(ch)
+            if f is not None and blobs.get(f) is not None:
+                seeds[ch] = serde.loads_typed(blobs[f])
+        for w in sorted(writes[c].values(), key=WriteRecord.sort_key, reverse=True):
+            if w.channel in remaining:
+                collected[w.channel].append((w.task_id, w.channel, serde.loads_typed(w.value)))
+        for ch, value in seeds.items():
+            result[ch]["seed"] = value
+            remaining.discard(ch)
+    for ch in channels:
+        result[ch]["writes"] = list(reversed(collected[ch]))
+    return result
+
+
+def _pairs_bytes(reply: Any) -> list[tuple[str, bytes]]:
+    data = reply[0]
+    if isinstance(data, dict):
+        return [(k.decode(), v) for k, v in data.items()]
+    return [(data[i].decode(), data[i + 1]) for i in range(0, len(data), 2)]

@@ -1,0 +1,190 @@
+"""Plans for ``put`` and ``put_writes``: one Redis round trip each (plus MongoDB in strict mode)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import ormsgpack
+import redis.exceptions
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    get_checkpoint_metadata,
+)
+
+from ..context import Context
+from ..durable import documents as D
+from ..errors import InvalidIdentifierError, OutboxFullError, SerializationError
+from ..io import Mongo, Parallel, Pipeline, Plan, Script, Sleep
+from ..records import (
+    CheckpointRecord,
+    Typed,
+    WriteRecord,
+    blob_field,
+    check_id,
+    config_of,
+    md_query_of,
+    member,
+    pack_blob,
+    write_field,
+    write_idx,
+)
+
+
+def thread_ns(config: RunnableConfig) -> tuple[str, str]:
+    """Validated ``(thread_id, checkpoint_ns)`` of a config; raises InvalidIdentifierError."""
+    conf = config.get("configurable") or {}
+    if "thread_id" not in conf or conf["thread_id"] is None:
+        raise InvalidIdentifierError(
+            "config['configurable']['thread_id'] is required by DurableSaver"
+        )
+    tid = check_id("thread_id", conf["thread_id"])
+    ns = check_id("checkpoint_ns", conf.get("checkpoint_ns") or "", thread_id=tid)
+    return tid, ns
+
+
+def dumps(ctx: Context, value: Any, *, thread_id: str, what: str) -> Typed:
+    """``serde.dumps_typed`` with errors and the size bound naming thread and channel."""
+    try:
+        typed = ctx.serde.dumps_typed(value)
+    except Exception as exc:
+        raise SerializationError(
+            f"cannot serialize {what} of thread {thread_id!r}: value of type "
+            f"{type(value).__module__}.{type(value).__qualname__}: {exc}"
+        ) from exc
+    if len(typed[1]) > ctx.config.max_value_bytes:
+        raise SerializationError(
+            f"{what} of thread {thread_id!r} is {len(typed[1])} bytes serialized, over "
+            f"max_value_bytes={ctx.config.max_value_bytes}"
+        )
+    return typed
+
+
+def _send(ctx: Context, thread_id: str, script: str, args: list[Any]) -> Plan:
+    """Run a writing script; apply the outbox-full policy; on a cluster XADD separately."""
+    keys = ctx.script_keys(thread_id)
+    deadline = time.monotonic() + (
+        ctx.config.outbox_full_timeout_s if ctx.config.on_outbox_full == "block" else 0
+    )
+    pause = 0.005
+    while True:
+        try:
+            yield Script(script, keys, args)
+            break
+        except redis.exceptions.ResponseError as exc:
+            if "OUTBOX_FULL" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise OutboxFullError(
+                    f"outbox {ctx.outbox!r} holds max_outbox={ctx.config.max_outbox} entries "
+                    f"not yet in MongoDB; {script} of thread {thread_id!r} was not written"
+                ) from None
+            yield Sleep(pause)
+            pause = min(pause * 2, 0.1)
+    if ctx.cluster:
+        yield Pipeline([["XADD", ctx.outbox, "*", "t", thread_id, "p", args[2]]])
+
+
+def put_plan(
+    ctx: Context,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+) -> Plan:
+    """Store a checkpoint and its changed channel values; mirrors ``InMemorySaver.put``."""
+    tid, ns = thread_ns(config)
+    cid = check_id("checkpoint_id", checkpoint["id"], thread_id=tid)
+    parent = config["configurable"].get("checkpoint_id")
+    c = dict(checkpoint)
+    values = c.pop("channel_values", {})
+    blobs: list[tuple[str, Typed | None]] = []
+    for ch, ver in new_versions.items():
+        check_id("channel", ch, thread_id=tid)
+        typed = (
+            dumps(ctx, values[ch], thread_id=tid, what=f"channel {ch!r} (ns {ns!r})")
+            if ch in values else None
+        )
+        blobs.append((blob_field(ns, ch, ver), typed))
+    md = get_checkpoint_metadata(config, metadata)
+    rec = CheckpointRecord(
+        ns=ns,
+        checkpoint_id=cid,
+        parent_id=parent,
+        checkpoint=dumps(ctx, c, thread_id=tid, what=f"checkpoint {cid!r}"),
+        metadata=dumps(ctx, md, thread_id=tid, what=f"metadata of checkpoint {cid!r}"),
+        run_id=str(md["run_id"]) if md.get("run_id") is not None else None,
+        md_query=md_query_of(md) if ctx.queryable else (),
+        blob_fields=tuple(blob_field(ns, ch, v) for ch, v in c["channel_versions"].items()),
+    )
+    m = member(ns, cid)
+    payload = ormsgpack.packb(["cp", m, [f for f, _ in blobs]])
+    args: list[Any] = [ctx.config.max_outbox, tid, payload, m, ns, rec.pack(), rec.pack_index()]
+    for f, typed in blobs:
+        args += [f, pack_blob(typed)]
+    yield from _send(ctx, tid, "put", args)
+    if ctx.config.durability == "strict":
+        cols = ctx.collections
+        ops: list[Any] = [Mongo(cols.checkpoints, "bulk_write",
+                                ([D.upsert(D.checkpoint_doc(tid, rec, queryable=ctx.queryable))],),
+                                {"ordered": False})]
+        if blobs:
+            ops.append(Mongo(cols.blobs, "bulk_write",
+                             ([D.upsert(D.blob_doc(tid, f, t)) for f, t in blobs],),
+                             {"ordered": False}))
+        yield Parallel(ops)
+    return config_of(tid, ns, cid)
+
+
+def put_writes_plan(
+    ctx: Context,
+    config: RunnableConfig,
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> Plan:
+    """Store pending writes of a task; special channels overwrite, others insert once."""
+    tid, ns = thread_ns(config)
+    raw_cid = config["configurable"].get("checkpoint_id")
+    if not raw_cid:
+        raise InvalidIdentifierError(
+            f"put_writes of thread {tid!r} (ns {ns!r}) needs config['configurable']"
+            "['checkpoint_id']"
+        )
+    cid = check_id("checkpoint_id", raw_cid, thread_id=tid)
+    task_id = check_id("task_id", task_id, thread_id=tid)
+    if not writes:
+        return None
+    seq = time.time_ns()
+    recs: list[WriteRecord] = []
+    for pos, (ch, value) in enumerate(writes):
+        idx = write_idx(ch, pos)
+        typed = dumps(ctx, value, thread_id=tid,
+                      what=f"write to channel {ch!r} by task {task_id!r}")
+        recs.append(WriteRecord(task_id, idx, ch, typed, task_path or "", seq))
+    fields = [write_field(ns, cid, task_id, w.idx) for w in recs]
+    payload = ormsgpack.packb(["w", member(ns, cid), fields])
+    args: list[Any] = [ctx.config.max_outbox, tid, payload]
+    for f, w in zip(fields, recs):
+        args += [f, w.pack(), "1" if w.idx < 0 else "0"]
+    yield from _send(ctx, tid, "put_writes", args)
+    if ctx.config.durability == "strict":
+        docs = [D.upsert_write(D.write_doc(tid, ns, cid, w)) for w in recs]
+        yield from bulk_ignoring_newer(ctx.collections.writes, docs)
+    return None
+
+
+def bulk_ignoring_newer(collection: str, requests: list[Any]) -> Plan:
+    """Unordered bulk write that ignores duplicate-key errors (a newer value is stored)."""
+    from pymongo.errors import BulkWriteError
+
+    try:
+        yield Mongo(collection, "bulk_write", (requests,), {"ordered": False})
+    except BulkWriteError as exc:
+        others = [e for e in exc.details.get("writeErrors", []) if e.get("code") != 11000]
+        if others or exc.details.get("writeConcernErrors"):
+            raise

@@ -1,0 +1,274 @@
+"""Sans-I/O record shapes shared by both tiers: what is stored, how it is encoded.
+
+Nothing here talks to a server. The saver turns LangGraph's calls into these records,
+the hot tier stores their bytes in Redis, the flusher turns the same bytes into MongoDB
+documents, and reads turn them back into ``CheckpointTuple``s. Every stored value is
+``(type, bytes)`` from the serializer; the envelopes around it are msgpack arrays that
+start with ``SCHEMA_VERSION``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ormsgpack
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    CheckpointTuple,
+    writes_sort_key,
+)
+
+from .errors import CorruptRecordError, InvalidIdentifierError, SchemaVersionError
+
+SCHEMA_VERSION = 1
+"""Format version written into every stored record (Redis envelope, MongoDB document)."""
+
+SEP = "\x00"
+"""Separator of the parts of a Redis hash field; identifiers may not contain it."""
+
+EMPTY = b""
+"""Redis value of a channel blob that exists but holds no value (LangGraph's "empty")."""
+
+Typed = tuple[str, bytes]
+
+
+def check_id(kind: str, value: Any, *, thread_id: str | None = None) -> str:
+    """Return ``value`` as a storable identifier string or raise ``InvalidIdentifierError``.
+
+    ``thread_id`` may be any ``str``, ``int`` or ``uuid.UUID`` (converted with ``str``);
+    every identifier must be non-NUL text (``"\\x00"`` separates key parts).
+    """
+    if isinstance(value, bool) or not isinstance(value, (str, int)) and not _is_uuid(value):
+        where = f" (thread {thread_id!r})" if thread_id is not None else ""
+        raise InvalidIdentifierError(
+            f"{kind} must be a str, int or UUID, got {type(value).__name__}{where}"
+        )
+    text = str(value)
+    if SEP in text:
+        where = f" of thread {thread_id!r}" if thread_id is not None and kind != "thread_id" else ""
+        raise InvalidIdentifierError(f"{kind}{where} contains a NUL character: {text[:80]!r}")
+    return text
+
+
+def _is_uuid(value: Any) -> bool:
+    import uuid
+
+    return isinstance(value, uuid.UUID)
+
+
+def member(ns: str, checkpoint_id: str) -> str:
+    """Redis field/member naming one checkpoint of a thread: ``ns NUL checkpoint_id``."""
+    return f"{ns}{SEP}{checkpoint_id}"
+
+
+def blob_field(ns: str, channel: str, version: Any) -> str:
+    """Redis field naming one channel blob: ``ns NUL channel NUL version``."""
+    return f"{ns}{SEP}{channel}{SEP}{version}"
+
+
+def write_field(ns: str, checkpoint_id: str, task_id: str, idx: int) -> str:
+    """Redis field naming one pending write: ``ns NUL checkpoint_id NUL task_id NUL idx``."""
+    return f"{ns}{SEP}{checkpoint_id}{SEP}{task_id}{SEP}{idx}"
+
+
+def split_field(field: str | bytes) -> list[str]:
+    """Split a Redis field built by the helpers above into its parts."""
+    if isinstance(field, bytes):
+        field = field.decode()
+    return field.split(SEP)
+
+
+def write_idx(channel: str, position: int) -> int:
+    """Index of a write: ``WRITES_IDX_MAP`` for special channels (negative), else position."""
+    return WRITES_IDX_MAP.get(channel, position)
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    """One checkpoint as stored, without its channel values.
+
+    ``blob_fields`` name the channel blobs (one per channel in ``channel_versions``)
+    that hold its values; ``md_query`` is the plain, queryable form of its top-level
+    scalar metadata (empty when metadata must stay encrypted).
+    """
+
+    ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    checkpoint: Typed
+    metadata: Typed
+    run_id: str | None
+    md_query: tuple[tuple[str, Any], ...]
+    blob_fields: tuple[str, ...]
+
+    def pack(self) -> bytes:
+        """Envelope stored in Redis (``T:cp``)."""
+        return ormsgpack.packb(
+            [
+                SCHEMA_VERSION,
+                self.parent_id,
+                self.checkpoint[0],
+                self.checkpoint[1],
+                self.metadata[0],
+                self.metadata[1],
+                self.run_id,
+                [list(kv) for kv in self.md_query],
+            ]
+        )
+
+    def pack_index(self) -> bytes:
+        """Small msgpack array of strings that Lua reads (``T:cv``): parent, blob fields."""
+        return ormsgpack.packb([self.parent_id or "", *self.blob_fields])
+
+    @classmethod
+    def unpack(cls, ns: str, checkpoint_id: str, raw: bytes, index: bytes) -> CheckpointRecord:
+        """Inverse of ``pack``/``pack_index``; raises ``CorruptRecordError`` naming the key."""
+        where = f"checkpoint {checkpoint_id!r} (ns {ns!r})"
+        v = _unpack(raw, where)
+        idx = _unpack(index, where)
+        try:
+            _, parent, ct, cb, mt, mb, run_id, mdq = v
+            return cls(
+                ns=ns,
+                checkpoint_id=checkpoint_id,
+                parent_id=parent,
+                checkpoint=(ct, cb),
+                metadata=(mt, mb),
+                run_id=run_id,
+                md_query=tuple((k, val) for k, val in mdq),
+                blob_fields=tuple(idx[1:]),
+            )
+        except (TypeError, ValueError) as exc:
+            raise CorruptRecordError(f"malformed record of {where}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class WriteRecord:
+    """One pending write as stored: which task wrote what to which channel.
+
+    ``seq`` orders overwrites of special channels (``WRITES_IDX_MAP``) so that a late
+    flush never replaces a newer value in MongoDB.
+    """
+
+    task_id: str
+    idx: int
+    channel: str
+    value: Typed
+    task_path: str
+    seq: int
+
+    def pack(self) -> bytes:
+        """Envelope stored in Redis (``T:w``)."""
+        return ormsgpack.packb(
+            [SCHEMA_VERSION, self.task_id, self.idx, self.channel, *self.value,
+             self.task_path, self.seq]
+        )
+
+    @classmethod
+    def unpack(cls, raw: bytes, where: str) -> WriteRecord:
+        """Inverse of ``pack``; raises ``CorruptRecordError`` naming ``where``."""
+        v = _unpack(raw, where)
+        try:
+            _, task_id, idx, channel, t, b, task_path, seq = v
+            return cls(task_id, int(idx), channel, (t, b), task_path, int(seq))
+        except (TypeError, ValueError) as exc:
+            raise CorruptRecordError(f"malformed write {where}: {exc}") from exc
+
+    def sort_key(self) -> tuple[str, str, int]:
+        """LangGraph's ``writes_sort_key``: ``(task_path, task_id, idx)``."""
+        return writes_sort_key(self.task_path, self.task_id, self.idx)
+
+
+def pack_blob(value: Typed | None) -> bytes:
+    """Redis value of a channel blob; ``None`` (LangGraph's "empty") becomes ``EMPTY``."""
+    if value is None or value[0] == "empty":
+        return EMPTY
+    return ormsgpack.packb([SCHEMA_VERSION, value[0], value[1]])
+
+
+def unpack_blob(raw: bytes | None, where: str) -> Typed | None:
+    """Inverse of ``pack_blob``; ``None`` for an empty blob."""
+    if not raw:
+        return None
+    v = _unpack(raw, where)
+    try:
+        _, t, b = v
+        return (t, b)
+    except (TypeError, ValueError) as exc:
+        raise CorruptRecordError(f"malformed blob {where}: {exc}") from exc
+
+
+def _unpack(raw: bytes, where: str) -> Any:
+    try:
+        v = ormsgpack.unpackb(raw)
+    except Exception as exc:  # ormsgpack raises its own error types
+        raise CorruptRecordError(f"undecodable record at {where}: {exc}") from exc
+    if isinstance(v, list) and v and isinstance(v[0], int) and v[0] > SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"record at {where} has schema version {v[0]}, newer than {SCHEMA_VERSION} "
+            "understood by this langgraph_durable; upgrade the package"
+        )
+    return v
+
+
+def md_query_of(metadata: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """Top-level metadata pairs whose values MongoDB can compare exactly (scalars)."""
+    out = []
+    for k, v in metadata.items():
+        if v is None or isinstance(v, (str, bool, float)) or (
+            isinstance(v, int) and -(2**63) <= v < 2**63
+        ):
+            out.append((str(k), v))
+    return tuple(out)
+
+
+def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    """The ``RunnableConfig`` naming one checkpoint, as LangGraph's savers return it."""
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+def assemble(
+    serde: Any,
+    thread_id: str,
+    rec: CheckpointRecord,
+    blobs: Mapping[str, Typed | None],
+    writes: Sequence[WriteRecord],
+) -> CheckpointTuple:
+    """Build the ``CheckpointTuple`` InMemorySaver would return for the same stored data.
+
+    ``blobs`` maps blob field -> typed value (``None`` = empty); a field missing from it
+    leaves that channel out of ``channel_values``, as InMemorySaver does.
+    """
+    checkpoint = serde.loads_typed(rec.checkpoint)
+    values: dict[str, Any] = {}
+    for f in rec.blob_fields:
+        typed = blobs.get(f)
+        if typed is None:
+            continue
+        channel = split_field(f)[1]
+        values[channel] = serde.loads_typed(typed)
+    checkpoint["channel_values"] = values
+    ordered = sorted(writes, key=WriteRecord.sort_key)
+    return CheckpointTuple(
+        config=config_of(thread_id, rec.ns, rec.checkpoint_id),
+        checkpoint=checkpoint,
+        metadata=serde.loads_typed(rec.metadata),
+        parent_config=(
+            config_of(thread_id, rec.ns, rec.parent_id) if rec.parent_id else None
+        ),
+        pending_writes=[(w.task_id, w.channel, serde.loads_typed(w.value)) for w in ordered],
+    )
+
+
+def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
+    """InMemorySaver's filter rule: every ``filter`` pair equals the top-level metadata value."""
+    return not filter or all(metadata.get(k) == v for k, v in filter.items())

@@ -1,0 +1,138 @@
+"""Real-server tests for langgraph_durable.testing: Redis, MongoDB wire (SecantusDB), S3 (moto)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pymongo
+import pytest
+import redis
+
+from langgraph_durable.testing import (
+    MongoServer,
+    RedisServer,
+    S3Server,
+    ServerError,
+    mongo_server,
+    redis_server,
+)
+
+boto3 = pytest.importorskip("boto3")
+
+
+def _restartable(server: RedisServer | MongoServer) -> None:
+    if server.external or server._container is not None:
+        pytest.skip("stop/start needs a local server process")
+
+
+def test_redis_ping_set_get(redis_server_proc: RedisServer, redis_url: str) -> None:
+    assert redis_url == redis_server_proc.url
+    assert redis_url.startswith("redis://")
+    with redis.Redis.from_url(redis_url) as client:
+        assert client.ping() is True
+        client.set("testing:key", b"value")
+        assert client.get("testing:key") == b"value"
+
+
+def test_redis_appendonly_survives_restart() -> None:
+    with redis_server(appendonly=True) as server:
+        _restartable(server)
+        port = server.port
+        with redis.Redis.from_url(server.url) as client:
+            client.set("durable", "yes")
+        server.stop()
+        with pytest.raises(redis.ConnectionError), redis.Redis.from_url(server.url) as client:
+            client.ping()
+        server.start()
+        assert server.port == port
+        with redis.Redis.from_url(server.url) as client:
+            assert client.get("durable") == b"yes"
+
+
+def test_redis_kill_then_start() -> None:
+    with redis_server(appendonly=True) as server:
+        _restartable(server)
+        with redis.Redis.from_url(server.url) as client:
+            client.set("k", "v")
+        server.kill()
+        server.start()  # AOF fsyncs every second, so the key may or may not be there
+        with redis.Redis.from_url(server.url) as client:
+            assert client.ping() is True
+        with pytest.raises(ServerError, match="already running"):
+            server.start()
+
+
+def test_mongo_sync_insert_find(mongo_url: str, clean_servers: None) -> None:
+    with pymongo.MongoClient[dict[str, Any]](mongo_url) as client:
+        coll = client["testing_db"]["docs"]
+        coll.insert_one({"_id": "a", "n": 1})
+        assert coll.find_one({"_id": "a"}) == {"_id": "a", "n": 1}
+
+
+async def test_mongo_async_insert_find(mongo_url: str, clean_servers: None) -> None:
+    client = pymongo.AsyncMongoClient[dict[str, Any]](mongo_url)
+    try:
+        coll = client["testing_db"]["docs"]
+        await coll.insert_one({"_id": "b", "n": 2})
+        assert await coll.find_one({"_id": "b"}) == {"_id": "b", "n": 2}
+    finally:
+        await client.close()
+
+
+def test_clean_servers_isolates(mongo_url: str, redis_url: str, clean_servers: None) -> None:
+    with pymongo.MongoClient[dict[str, Any]](mongo_url) as client:
+        assert "testing_db" not in client.list_database_names()
+    with redis.Redis.from_url(redis_url) as rclient:
+        assert rclient.dbsize() == 0
+
+
+def test_mongo_survives_restart() -> None:
+    with mongo_server() as server:
+        _restartable(server)
+        with pymongo.MongoClient[dict[str, Any]](server.url) as client:
+            client["restart_db"]["c"].insert_one({"_id": 1, "v": "kept"})
+        server.stop()
+        server.start()
+        with pymongo.MongoClient[dict[str, Any]](server.url) as client:
+            assert client["restart_db"]["c"].find_one({"_id": 1}) == {"_id": 1, "v": "kept"}
+
+
+def test_s3_put_get_and_conditional_put(s3_server_proc: S3Server, s3_endpoint_url: str) -> None:
+    from botocore.exceptions import ClientError
+
+    assert s3_endpoint_url == s3_server_proc.endpoint_url
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=s3_endpoint_url,
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+        region_name="us-east-1",
+    )
+    bucket = f"testing-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="k", Body=b"first")
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"first"
+    with pytest.raises(ClientError) as info:
+        s3.put_object(Bucket=bucket, Key="k", Body=b"second", IfNoneMatch="*")
+    assert info.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert info.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"first"
+    s3.put_object(Bucket=bucket, Key="new", Body=b"x", IfNoneMatch="*")  # absent key: accepted
+
+
+def test_external_server_refuses_control(monkeypatch: pytest.MonkeyPatch, redis_url: str) -> None:
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    with redis_server() as server:
+        assert server.external and server.url == redis_url
+        for action in (server.stop, server.start, server.kill):
+            with pytest.raises(ServerError, match="external"):
+                action()
+
+
+def test_startup_times_recorded(
+    redis_server_proc: RedisServer, mongo_server_proc: MongoServer, s3_server_proc: S3Server
+) -> None:
+    for server in (redis_server_proc, mongo_server_proc, s3_server_proc):
+        assert 0 < server.startup_seconds < 30
+        print(f"{server.kind}: started in {server.startup_seconds:.3f} s")
