@@ -10,8 +10,8 @@ import redis.asyncio.cluster
 import redis.cluster
 
 from .config import DurableConfig
+from .drivers import Clients
 from .hot.scripts import SCRIPTS
-from .io import Clients
 
 
 def is_async_redis(client: Any) -> bool:

@@ -28,9 +28,10 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from . import clients as C
 from .config import DurableConfig
 from .context import Context
+from .drivers import Clients, Mongo, Parallel, Pipeline, Plan, run_async, run_sync
 from .durable.documents import INDEXES
 from .errors import SaverClosedError, SyncCallInEventLoopError
-from .io import Clients, Mongo, Parallel, Plan, run_async, run_sync
+from .hot.scripts import SCRIPTS
 from .outbox.flusher import Flusher
 from .plans import admin, read, write
 from .records import check_id
@@ -236,6 +237,8 @@ class DurableSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsy
         cols = self._ctx.collections
         yield Parallel([Mongo(getattr(cols, kind), "create_indexes", (models,))
                         for kind, models in INDEXES.items()])
+        # load the Lua scripts now so the first put is already one round trip
+        yield Pipeline([["SCRIPT", "LOAD", src] for src in SCRIPTS.values()])
         yield from ensure_group_plan(self._ctx)
 
     def flush(self, timeout_s: float = 30.0) -> None:

@@ -1,5 +1,5 @@
 """Durable tier: MongoDB, written behind through the outbox. Document shapes and indexes."""
 
-from .documents import Collections, INDEXES
+from .documents import INDEXES, Collections
 
 __all__ = ["INDEXES", "Collections"]

@@ -15,6 +15,7 @@ from typing import Any
 from bson import Binary
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReplaceOne, UpdateOne
 
+from ..errors import SchemaVersionError
 from ..records import (
     SCHEMA_VERSION,
     CheckpointRecord,
@@ -23,7 +24,6 @@ from ..records import (
     blob_field,
     split_field,
 )
-from ..errors import SchemaVersionError
 
 
 def doc_id(*parts: Any) -> str:
@@ -69,8 +69,9 @@ INDEXES: dict[str, list[IndexModel]] = {
 # ------------------------------------------------------------------------ to documents
 
 
-def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, queryable: bool) -> dict:
-    """The checkpoints-collection document of ``rec``."""
+def checkpoint_doc(thread_id: str, rec: CheckpointRecord) -> dict:
+    """The checkpoints-collection document of ``rec`` (``md`` holds the queryable scalar
+    metadata the saver chose to expose at ``put`` time; empty when encrypted)."""
     return {
         "_id": doc_id(thread_id, rec.ns, rec.checkpoint_id),
         "v": SCHEMA_VERSION,
@@ -83,7 +84,7 @@ def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, queryable: bool) ->
         "checkpoint": Binary(rec.checkpoint[1]),
         "metadata_type": rec.metadata[0],
         "metadata": Binary(rec.metadata[1]),
-        "md": [{"k": k, "v": v} for k, v in rec.md_query] if queryable else [],
+        "md": [{"k": k, "v": v} for k, v in rec.md_query],
         "blob_fields": [split_field(f)[1:] for f in rec.blob_fields],
     }
 

@@ -93,6 +93,7 @@ return {out, values}
 # After MongoDB took n entries of this thread: lower the dirty count and, once nothing
 # is left to flush, let the hot keys expire after ARGV[2] seconds (0 = keep).
 SETTLE = r"""
+if redis.call('EXISTS', KEYS[8]) == 0 then return 0 end  -- thread deleted meanwhile
 local left = redis.call('HINCRBY', KEYS[8], 'dirty', -tonumber(ARGV[1]))
 if left <= 0 then
   redis.call('HSET', KEYS[8], 'dirty', 0)

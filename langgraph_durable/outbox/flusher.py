@@ -24,9 +24,9 @@ import ormsgpack
 import redis.exceptions
 
 from ..context import Context
+from ..drivers import Clients, Mongo, Parallel, Pipeline, Plan, Script, run_async, run_sync
 from ..durable import documents as D
 from ..hot.keys import CONSUMER_GROUP
-from ..io import Clients, Mongo, Parallel, Pipeline, Plan, Script, run_async, run_sync
 from ..plans.write import bulk_ignoring_newer
 from ..records import SEP, CheckpointRecord, WriteRecord, unpack_blob
 
@@ -105,7 +105,7 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
     acked = yield Pipeline([["XACK", ctx.outbox, CONSUMER_GROUP, eid] for eid in ids]
                            + [["XDEL", ctx.outbox, *ids]])
     per_thread: dict[str, int] = defaultdict(int)
-    for (eid, tid, _), ok in zip(parsed, acked):
+    for (_eid, tid, _), ok in zip(parsed, acked):
         per_thread[tid] += int(ok)
     settle = [Script("settle", ctx.keys(t).all, [k, ctx.config.hot_ttl_s])
               for t, k in per_thread.items() if k]
@@ -140,14 +140,14 @@ def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) -> Plan:
     for (tid, kind, names), values in zip(plan, replies):
         got[(tid, kind)] = dict(zip(names, values))
     cps, blobs, writes = [], [], []
-    for tid, kinds in want.items():
+    for tid in want:
         recs, cvs = got.get((tid, "cp"), {}), got.get((tid, "cv"), {})
         for m, raw in recs.items():
             if raw is None or cvs.get(m) is None:
                 continue  # deleted since: nothing to write, nothing to resurrect
             ns, cid = m.split(SEP)
             rec = CheckpointRecord.unpack(ns, cid, raw, cvs[m])
-            cps.append(D.upsert(D.checkpoint_doc(tid, rec, queryable=ctx.queryable)))
+            cps.append(D.upsert(D.checkpoint_doc(tid, rec)))
         for f, raw in got.get((tid, "bl"), {}).items():
             if raw is not None:
                 where = f"redis blob {f!r} of thread {tid!r}"
@@ -217,6 +217,15 @@ class Flusher:
                                         name=f"langgraph-durable-flusher-{self.consumer}",
                                         daemon=True)
         self._thread.start()
+
+    def run(self, clients: Clients) -> None:
+        """Run the flush loop in the calling thread until ``request_stop()``."""
+        run_sync(ensure_group_plan(self.ctx), clients)
+        self._loop_sync(clients)
+
+    def request_stop(self) -> None:
+        """Ask the loop to end after its current round (safe from a signal handler)."""
+        self._stop.set()
 
     def _loop_sync(self, clients: Clients) -> None:
         backoff = 0.05

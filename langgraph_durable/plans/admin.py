@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..context import Context
+from ..drivers import Mongo, Parallel, Pipeline, Plan, Script, Sleep
 from ..durable import documents as D
 from ..errors import FlushTimeoutError
-from ..io import Mongo, Parallel, Pipeline, Plan, Script, Sleep
 from ..records import blob_field, member
 
 

@@ -13,8 +13,8 @@ from typing import Any, NamedTuple
 from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory
 
 from ..context import Context
+from ..drivers import Mongo, Parallel, Plan, Script
 from ..durable import documents as D
-from ..io import Mongo, Parallel, Plan, Script
 from ..records import (
     SEP,
     CheckpointRecord,
@@ -121,7 +121,8 @@ def page_plan(
     need_blobs = sorted({f for r, _ in merged for f in r.blob_fields if f not in blobs})
     ops: list[Any] = []
     if need_blobs:
-        ops.append(Mongo(cols.blobs, "find", ({"_id": {"$in": D.blob_ids(thread_id, need_blobs)}},)))
+        ids = D.blob_ids(thread_id, need_blobs)
+        ops.append(Mongo(cols.blobs, "find", ({"_id": {"$in": ids}},)))
     if cold_recs:
         cids = [r.checkpoint_id for r in cold_recs]
         ops.append(Mongo(cols.writes, "find", ({
@@ -134,7 +135,9 @@ def page_plan(
             blobs[f] = v
     if cold_recs:
         wdocs, parts = results
-        by_cp: dict[str, dict[tuple[str, int], WriteRecord]] = {r.checkpoint_id: {} for r in cold_recs}
+        by_cp: dict[str, dict[tuple[str, int], WriteRecord]] = {
+            r.checkpoint_id: {} for r in cold_recs
+        }
         for d in wdocs:
             w = D.write_of(d)
             by_cp[d["checkpoint_id"]][(w.task_id, w.idx)] = w
@@ -177,7 +180,7 @@ def namespaces_plan(ctx: Context, thread_id: str) -> Plan:
 
 
 def _hgetall(key: str) -> Any:
-    from ..io import Pipeline
+    from ..drivers import Pipeline
 
     return Pipeline([["HGETALL", key]])
 
@@ -262,9 +265,9 @@ def delta_history_plan(
             break
         seeds = {}
         for ch in remaining:
-            f = skel[c][1].get(ch)
-            if f is not None and blobs.get(f) is not None:
-                seeds[ch] = serde.loads_typed(blobs[f])
+            bf = skel[c][1].get(ch)
+            if bf is not None and blobs.get(bf) is not None:
+                seeds[ch] = serde.loads_typed(blobs[bf])
         for w in sorted(writes[c].values(), key=WriteRecord.sort_key, reverse=True):
             if w.channel in remaining:
                 collected[w.channel].append((w.task_id, w.channel, serde.loads_typed(w.value)))

@@ -17,9 +17,9 @@ from langgraph.checkpoint.base import (
 )
 
 from ..context import Context
+from ..drivers import Mongo, Parallel, Pipeline, Plan, Script, Sleep
 from ..durable import documents as D
 from ..errors import InvalidIdentifierError, OutboxFullError, SerializationError
-from ..io import Mongo, Parallel, Pipeline, Plan, Script, Sleep
 from ..records import (
     CheckpointRecord,
     Typed,
@@ -100,8 +100,8 @@ def put_plan(
     tid, ns = thread_ns(config)
     cid = check_id("checkpoint_id", checkpoint["id"], thread_id=tid)
     parent = config["configurable"].get("checkpoint_id")
-    c = dict(checkpoint)
-    values = c.pop("channel_values", {})
+    c: dict[str, Any] = dict(checkpoint)
+    values: dict[str, Any] = c.pop("channel_values", {})
     blobs: list[tuple[str, Typed | None]] = []
     for ch, ver in new_versions.items():
         check_id("channel", ch, thread_id=tid)
@@ -130,7 +130,7 @@ def put_plan(
     if ctx.config.durability == "strict":
         cols = ctx.collections
         ops: list[Any] = [Mongo(cols.checkpoints, "bulk_write",
-                                ([D.upsert(D.checkpoint_doc(tid, rec, queryable=ctx.queryable))],),
+                                ([D.upsert(D.checkpoint_doc(tid, rec))],),
                                 {"ordered": False})]
         if blobs:
             ops.append(Mongo(cols.blobs, "bulk_write",

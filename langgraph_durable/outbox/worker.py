@@ -1,0 +1,83 @@
+"""Standalone flusher worker: ``python -m langgraph_durable.outbox.worker``.
+
+Joins the outbox consumer group and drains it to MongoDB until SIGTERM/SIGINT; run as
+many as you like beside the application processes (give those ``flusher="off"`` if the
+workers should do all the flushing). On SIGTERM it finishes its round, then exits 0.
+Entries it held when killed are claimed by another worker after ``claim_idle_s``.
+The worker copies bytes; it needs no serializer or encryption key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from typing import Any
+
+import redis
+
+from ..clients import make_clients, mongo_from_url, redis_from_url
+from ..config import DurableConfig
+from ..context import Context
+from .flusher import Flusher
+
+log = logging.getLogger("langgraph_durable.worker")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line options (environment: ``REDIS_URL``, ``MONGODB_URL``)."""
+    import os
+
+    p = argparse.ArgumentParser(prog="python -m langgraph_durable.outbox.worker",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--redis-url", default=os.environ.get("REDIS_URL"))
+    p.add_argument("--mongo-url", default=os.environ.get("MONGODB_URL"))
+    for name, field in DurableConfig.model_fields.items():
+        kind = {int: int, float: float, str: str}.get(field.annotation)  # type: ignore[arg-type]
+        if kind is not None:
+            p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
+                           help=f"DurableConfig.{name} (default {field.default!r})")
+    return p
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the worker until SIGTERM/SIGINT; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    if not args.redis_url or not args.mongo_url:
+        print("error: --redis-url and --mongo-url (or REDIS_URL, MONGODB_URL) are required",
+              file=sys.stderr)
+        return 2
+    options: dict[str, Any] = {
+        k: v for k, v in vars(args).items() if k in DurableConfig.model_fields and v is not None
+    }
+    config = DurableConfig(**options)
+    ctx = Context(config, serde=None, queryable=True)
+    r = redis_from_url(args.redis_url, config, asyncio=False)
+    m = mongo_from_url(args.mongo_url, config, asyncio=False)
+    clients = make_clients(r, m[config.database])
+    flusher = Flusher(ctx)
+
+    def stop(signum: int, _frame: Any) -> None:
+        log.info("signal %s: stopping after this round", signum)
+        flusher.request_stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log.info("flusher worker %s draining %s", flusher.consumer, ctx.outbox)
+    try:
+        flusher.run(clients)
+    except redis.exceptions.RedisError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        r.close()
+        m.close()
+    print(f"flusher {flusher.consumer}: {flusher.entries} entries in {flusher.rounds} rounds, "
+          f"{flusher.errors} errors")
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    sys.exit(run())

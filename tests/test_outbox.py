@@ -1,0 +1,134 @@
+"""The outbox invariants of DESIGN.md §4: idempotence (replay changes nothing) and no
+resurrection (a delete is never undone by a late flush)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import redis
+from conftest import unique_options
+from langgraph.checkpoint.base import empty_checkpoint
+
+from langgraph_durable import DurableSaver, FlushTimeoutError
+from langgraph_durable.drivers import run_sync
+from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
+
+
+@pytest.fixture
+def manual(redis_url: str, mongo_url: str) -> Any:
+    """A saver with no in-process flusher: the test flushes by hand, like a worker."""
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(flusher="off")) as s:
+        yield s
+
+
+def flush_round(saver: DurableSaver, consumer: str | None = None) -> int:
+    stats = run_sync(flush_batch_plan(saver.ctx, consumer or consumer_name(), block_ms=0,
+                                      claim=False), saver._sync)
+    return stats.entries
+
+
+def mongo_docs(saver: DurableSaver) -> dict[str, list[dict]]:
+    db = saver._sync.db
+    cols = saver.ctx.collections
+    return {name: sorted(db[name].find({}), key=lambda d: d["_id"])
+            for name in (cols.checkpoints, cols.blobs, cols.writes)}
+
+
+def write_history(saver: DurableSaver, thread_id: str, n: int, run_id: str = "run-1") -> list:
+    cfg: dict = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    ids = []
+    for i in range(n):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"count": i}
+        cp["channel_versions"] = {"count": f"{i + 1:032}.0"}
+        cfg = saver.put(cfg, cp, {"step": i, "run_id": run_id}, {"count": f"{i + 1:032}.0"})
+        saver.put_writes(cfg, [("count", i + 1), ("__interrupt__", f"stop-{i}")], f"task-{i}")
+        ids.append(cfg["configurable"]["checkpoint_id"])
+    return ids
+
+
+def outbox_entries(saver: DurableSaver, r: redis.Redis) -> list:
+    return r.xrange(saver.ctx.outbox)
+
+
+def test_replaying_every_outbox_entry_leaves_mongodb_unchanged(manual, redis_client) -> None:
+    write_history(manual, "idem", 3)
+    entries = outbox_entries(manual, redis_client)
+    assert len(entries) == 6  # 3 puts + 3 put_writes
+    while flush_round(manual):
+        pass
+    first = mongo_docs(manual)
+    assert [len(v) for v in first.values()] == [3, 3, 6]
+    for _, fields in entries * 2:  # every entry delivered twice more
+        redis_client.xadd(manual.ctx.outbox, fields)
+    assert flush_round(manual) == 12
+    assert mongo_docs(manual) == first
+
+
+def test_delete_thread_waits_for_pending_entries_and_is_not_undone_by_a_late_flush(
+    manual, redis_client
+) -> None:
+    write_history(manual, "victim", 4)
+    old_entries = outbox_entries(manual, redis_client)
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (manual.delete_thread("victim"), done.set()))
+    t.start()
+    assert not done.wait(0.2)  # the delete waits: 8 entries are not in MongoDB yet
+    while flush_round(manual):
+        pass
+    t.join(10)
+    assert done.is_set()
+    for _, fields in old_entries:  # a late, duplicated delivery of every old entry
+        redis_client.xadd(manual.ctx.outbox, fields)
+    assert flush_round(manual) == 8
+    assert [len(v) for v in mongo_docs(manual).values()] == [0, 0, 0]
+    assert manual.get_tuple({"configurable": {"thread_id": "victim"}}) is None
+    assert redis_client.keys(manual.ctx.keys("victim").tag.replace("{", "\\{")
+                             .replace("}", "\\}") + "*") == []
+
+
+def test_delete_with_no_flusher_times_out_and_keeps_the_thread(redis_url, mongo_url) -> None:
+    opts = unique_options(flusher="off", delete_flush_timeout_s=0.2)
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
+        write_history(saver, "kept", 2)
+        with pytest.raises(FlushTimeoutError, match="still holds 4 entries"):
+            saver.delete_thread("kept")
+        assert saver.get_tuple({"configurable": {"thread_id": "kept"}}).metadata["step"] == 1
+
+
+def test_delete_for_runs_and_prune_are_not_undone_by_late_flushes(saver, redis_client) -> None:
+    ids_a = write_history(saver, "runs", 2, run_id="run-a")
+    write_history(saver, "runs", 2, run_id="run-b")
+    entries = outbox_entries(saver, redis_client)
+    saver.flush()
+    saver.delete_for_runs(["run-a"])
+    for _, fields in entries:
+        redis_client.xadd(saver.ctx.outbox, fields)
+    saver.flush()
+    remaining = [t.metadata["run_id"] for t in saver.list({"configurable": {"thread_id": "runs"}})]
+    assert remaining == ["run-b", "run-b"]
+    assert all(saver.get_tuple({"configurable": {"thread_id": "runs", "checkpoint_ns": "",
+                                                 "checkpoint_id": i}}) is None for i in ids_a)
+    saver.prune(["runs"])
+    for _, fields in entries:
+        redis_client.xadd(saver.ctx.outbox, fields)
+    saver.flush()
+    assert len(list(saver.list({"configurable": {"thread_id": "runs"}}))) == 1
+
+
+def test_a_late_older_interrupt_write_never_replaces_a_newer_one(manual, redis_client) -> None:
+    cfg = {"configurable": {"thread_id": "order", "checkpoint_ns": ""}}
+    cfg = manual.put(cfg, empty_checkpoint(), {"step": 0}, {})
+    manual.put_writes(cfg, [("__interrupt__", "old")], "task")
+    older = outbox_entries(manual, redis_client)[-1][1]
+    while flush_round(manual):
+        pass
+    manual.put_writes(cfg, [("__interrupt__", "new")], "task")
+    while flush_round(manual):
+        pass
+    redis_client.xadd(manual.ctx.outbox, older)  # redelivery of the first write's entry
+    flush_round(manual)
+    redis_client.flushdb()
+    assert manual.get_tuple(cfg).pending_writes == [("task", "__interrupt__", "new")]

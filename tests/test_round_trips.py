@@ -1,0 +1,115 @@
+"""Round trips per operation, counted on the wire: Redis commands sent by the client
+(socket-level instrumentation) and MongoDB commands (PyMongo command monitoring)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pymongo
+import pytest
+import redis
+from conftest import unique_options
+from langgraph.checkpoint.base import empty_checkpoint
+from pymongo import monitoring
+
+from langgraph_durable import DurableSaver
+
+
+class RedisCounter:
+    """Counts packets sent by redis-py connections (one per command or pipeline)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent: list[Any] = []
+        original = redis.connection.AbstractConnection.send_packed_command
+
+        def counting(conn: Any, command: Any, check_health: bool = True) -> None:
+            self.sent.append(command)
+            original(conn, command, check_health)
+
+        monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
+
+
+class MongoCounter(monitoring.CommandListener):
+    """Counts commands PyMongo sends (find, bulk write, ...), by name."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name not in {"hello", "isMaster", "ping", "endSessions"}:
+            self.names.append(event.command_name)
+
+    def succeeded(self, event: Any) -> None:
+        pass
+
+    def failed(self, event: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def counted(redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch
+            ) -> Iterator[tuple[DurableSaver, RedisCounter, MongoCounter]]:
+    listener = MongoCounter()
+    r = redis.Redis.from_url(redis_url)
+    m = pymongo.MongoClient(mongo_url, event_listeners=[listener])
+    saver = DurableSaver(r, m, **unique_options(flusher="off"))
+    saver.setup()
+    counter = RedisCounter(monkeypatch)
+    yield saver, counter, listener
+    r.close()
+    m.close()
+
+
+def _checkpoint(n: int) -> dict:
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"messages": ["m"] * n, "count": n}
+    cp["channel_versions"] = {"messages": f"{n:032}.1", "count": f"{n:032}.1"}
+    return cp
+
+
+def _sent(counter: RedisCounter, fn: Any) -> int:
+    counter.sent.clear()
+    fn()
+    return len(counter.sent)
+
+
+def test_put_put_writes_and_latest_get_tuple_are_one_redis_round_trip_each(counted) -> None:
+    saver, counter, mongo = counted
+    cfg = {"configurable": {"thread_id": "rt", "checkpoint_ns": ""}}
+    saver.put(cfg, _checkpoint(1), {"step": -1}, {"messages": f"{1:032}.1", "count": f"{1:032}.1"})
+    cp = _checkpoint(2)
+    cp["channel_versions"]["messages"] = f"{1:032}.1"  # unchanged channel: older version
+    mongo.names.clear()
+    assert _sent(counter, lambda: saver.put(cfg, cp, {"step": 0}, {"count": f"{2:032}.1"})) == 1
+    saved = {"configurable": {**cfg["configurable"], "checkpoint_id": cp["id"]}}
+    assert _sent(counter, lambda: saver.put_writes(saved, [("count", 3), ("x", 1)], "task-1")) == 1
+    assert _sent(counter, lambda: saver.get_tuple(cfg)) == 1
+    assert saver.last_read_tier == "hot"
+    assert mongo.names == []  # write-behind: nothing reached MongoDB on the call path
+
+
+def test_cold_latest_get_tuple_after_redis_is_emptied(counted, redis_client) -> None:
+    saver, counter, mongo = counted
+    cfg = {"configurable": {"thread_id": "cold", "checkpoint_ns": ""}}
+    cp = _checkpoint(1)
+    saved = saver.put(cfg, cp, {"step": -1}, {"messages": f"{1:032}.1", "count": f"{1:032}.1"})
+    saver.put_writes(saved, [("count", 3)], "task-1")
+    from langgraph_durable.drivers import run_sync
+    from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
+
+    run_sync(flush_batch_plan(saver.ctx, consumer_name(), block_ms=0, claim=False),
+             saver._sync)
+    before = saver.get_tuple(cfg)
+    redis_client.flushdb()
+    mongo.names.clear()
+    redis_trips = _sent(counter, lambda: saver.get_tuple(cfg))
+    mongo_trips = list(mongo.names)
+    after = saver.get_tuple(cfg)
+    assert saver.last_read_tier == "durable"
+    assert after.checkpoint == before.checkpoint
+    assert after.pending_writes == before.pending_writes == [("task-1", "count", 3)]
+    # Redis miss (1) + Redis pending writes of the cold checkpoint (1);
+    # MongoDB: the checkpoint (1), then its blobs and writes (2, concurrent under asyncio)
+    assert redis_trips == 2
+    assert mongo_trips == ["find", "find", "find"]
