@@ -93,7 +93,8 @@ class DurableSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsy
             raise ValueError("DurableSaver needs Redis and MongoDB clients (or use from_urls)")
         queryable = self.config.queryable_metadata
         if queryable is None:
-            queryable = not isinstance(self.serde, EncryptedSerializer)
+            queryable = not (isinstance(self.serde, EncryptedSerializer)
+                             or getattr(self.serde, "encrypted", False))
         self._ctx = Context(self.config, self.serde, queryable,
                             cluster=C.is_cluster(redis if redis is not None else async_redis))
         self._sync: Clients | None = (

@@ -1,0 +1,399 @@
+"""Content-addressed blob stores: a local folder and any S3-compatible bucket.
+
+Every store implements :class:`BlobStore`. The synchronous methods do blocking I/O; the ``a``
+variants run them in a worker thread with :func:`asyncio.to_thread`, so an event loop never
+blocks on disk or network.
+
+Keys are written once and never change (the key is a hash of the content), so a put of an
+existing key is skipped. Skipping it *refreshes the blob's last-modified time* (at most once per
+``touch_after_s`` seconds): garbage collection keeps blobs younger than its grace period, so a
+blob that a new checkpoint starts to reference again is not deleted while that checkpoint is
+being written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+from langgraph_durable.serde.errors import BlobNotFoundError, ExternalRefError
+
+__all__ = ["BaseBlobStore", "BlobInfo", "BlobStore", "LocalBlobStore", "S3BlobStore"]
+
+_LOCAL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,254}$")
+_HEAD_FIRST_BYTES = 256 * 1024
+"""Blobs of at least this many bytes are checked with HEAD before upload (saves bandwidth)."""
+
+
+class BlobInfo(NamedTuple):
+    """One stored blob: ``(key, last_modified_utc, size)``; ``size`` is in bytes and
+    ``last_modified`` is a timezone-aware UTC datetime."""
+
+    key: str
+    last_modified: datetime
+    size: int
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    """What :class:`~langgraph_durable.serde.ExternalRefSerializer` needs from a blob store."""
+
+    name: str
+    """Where the blobs live, e.g. ``"s3://bucket/prefix/"``; recorded in every reference."""
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Store ``data`` under ``key`` unless the key exists; ``True`` if this call wrote it."""
+        ...
+
+    def get(self, key: str) -> bytes:
+        """The bytes under ``key``; raises :class:`BlobNotFoundError` if there are none."""
+        ...
+
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` is stored."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove ``key``; removing a missing key is not an error."""
+        ...
+
+    def list_keys(self) -> Iterator[BlobInfo]:
+        """Every stored blob, in no particular order."""
+        ...
+
+    async def aput_if_absent(self, key: str, data: bytes) -> bool:
+        """Async :meth:`put_if_absent`."""
+        ...
+
+    async def aget(self, key: str) -> bytes:
+        """Async :meth:`get`."""
+        ...
+
+    async def aexists(self, key: str) -> bool:
+        """Async :meth:`exists`."""
+        ...
+
+    async def adelete(self, key: str) -> None:
+        """Async :meth:`delete`."""
+        ...
+
+    def alist_keys(self) -> AsyncIterator[BlobInfo]:
+        """Async :meth:`list_keys`."""
+        ...
+
+
+class BaseBlobStore(ABC):
+    """Base class providing the async methods on top of the sync ones (worker threads)."""
+
+    name: str = ""
+
+    @abstractmethod
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Store ``data`` under ``key`` unless the key exists; ``True`` if this call wrote it."""
+
+    @abstractmethod
+    def get(self, key: str) -> bytes:
+        """The bytes under ``key``; raises :class:`BlobNotFoundError` if there are none."""
+
+    @abstractmethod
+    def exists(self, key: str) -> bool:
+        """Whether ``key`` is stored."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove ``key``; removing a missing key is not an error."""
+
+    @abstractmethod
+    def list_keys(self) -> Iterator[BlobInfo]:
+        """Every stored blob, in no particular order."""
+
+    async def aput_if_absent(self, key: str, data: bytes) -> bool:
+        """:meth:`put_if_absent` in a worker thread."""
+        return await asyncio.to_thread(self.put_if_absent, key, data)
+
+    async def aget(self, key: str) -> bytes:
+        """:meth:`get` in a worker thread."""
+        return await asyncio.to_thread(self.get, key)
+
+    async def aexists(self, key: str) -> bool:
+        """:meth:`exists` in a worker thread."""
+        return await asyncio.to_thread(self.exists, key)
+
+    async def adelete(self, key: str) -> None:
+        """:meth:`delete` in a worker thread."""
+        await asyncio.to_thread(self.delete, key)
+
+    async def alist_keys(self) -> AsyncIterator[BlobInfo]:
+        """:meth:`list_keys`, listed in a worker thread, then yielded."""
+        for info in await asyncio.to_thread(lambda: list(self.list_keys())):
+            yield info
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+def _utc(moment: datetime) -> datetime:
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc)
+
+
+class LocalBlobStore(BaseBlobStore):
+    """Blobs as files below ``path`` (``path/<first 2 chars of key>/<key>``).
+
+    Writes are atomic: a temporary file in the target folder is written, fsynced and renamed
+    with :func:`os.replace`, so readers never see a partial blob. The folder is created on the
+    first write. Keys must match ``[A-Za-z0-9][A-Za-z0-9._-]{1,254}`` (else ``ValueError``).
+
+    Args:
+        path: the root folder; relative paths are resolved against the current directory now.
+        fsync: fsync each new file and its folder (durable across power loss; slower).
+        touch_after_s: a skipped put refreshes the file's mtime if it is older than this many
+            seconds (see the module docstring).
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, fsync: bool = True, touch_after_s: float = 60.0
+    ) -> None:
+        self.root = Path(path).expanduser().resolve()
+        self.fsync = fsync
+        self.touch_after_s = touch_after_s
+        self.name = self.root.as_uri()
+
+    def _path(self, key: str) -> Path:
+        if not _LOCAL_KEY.match(key):
+            raise ValueError(f"invalid blob key {key!r} for {self.name}")
+        return self.root / key[:2] / key
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Write ``data`` atomically unless ``key`` exists (then refresh its mtime if old)."""
+        target = self._path(key)
+        try:
+            mtime = target.stat().st_mtime
+        except FileNotFoundError:
+            pass
+        else:
+            if datetime.now(timezone.utc).timestamp() - mtime > self.touch_after_s:
+                with contextlib.suppress(FileNotFoundError):
+                    os.utime(target)
+            return False
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                if self.fsync:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        if self.fsync:
+            self._fsync_dir(target.parent)
+        return True
+
+    @staticmethod
+    def _fsync_dir(folder: Path) -> None:
+        with contextlib.suppress(OSError):  # not possible on every platform
+            dir_fd = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    def get(self, key: str) -> bytes:
+        """The file's bytes; raises :class:`BlobNotFoundError` if it does not exist."""
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            raise BlobNotFoundError(
+                f"blob {key!r} not found in {self.name}", key=key, store=self.name
+            ) from None
+
+    def exists(self, key: str) -> bool:
+        """Whether the file exists."""
+        return self._path(key).is_file()
+
+    def delete(self, key: str) -> None:
+        """Remove the file if it exists."""
+        self._path(key).unlink(missing_ok=True)
+
+    def list_keys(self) -> Iterator[BlobInfo]:
+        """Every blob file (temporary files of unfinished writes are skipped)."""
+        if not self.root.is_dir():
+            return
+        for shard in sorted(self.root.iterdir()):
+            if not shard.is_dir() or shard.name.startswith("."):
+                continue
+            for entry in os.scandir(shard):
+                if entry.name.startswith(".") or not entry.is_file():
+                    continue
+                try:
+                    st = entry.stat()
+                except FileNotFoundError:  # deleted meanwhile
+                    continue
+                modified = datetime.fromtimestamp(st.st_mtime, timezone.utc)
+                yield BlobInfo(entry.name, modified, st.st_size)
+
+
+def _error_code(exc: Exception) -> tuple[str, int]:
+    response: dict[str, Any] = getattr(exc, "response", None) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    return code, status
+
+
+class S3BlobStore(BaseBlobStore):
+    """Blobs as objects ``prefix + key`` in an S3 bucket (AWS, MinIO, Ceph, R2, moto, ...).
+
+    A new key is uploaded with ``IfNoneMatch="*"`` so two writers racing on the same key
+    store it once. A server that rejects that header (HTTP 501 or ``NotImplemented``) is
+    remembered and then guarded by ``head_object`` only. Blobs of 256 KiB or more are checked
+    with ``head_object`` *before* the upload, so a duplicate is never sent over the network.
+
+    Args:
+        bucket: the bucket name (it must exist).
+        prefix: prepended to every key; ``"/"`` is appended when missing (``""``: none).
+        client: a boto3 S3 client; by default ``boto3.client("s3", endpoint_url=...)``.
+        endpoint_url: the endpoint of an S3-compatible server (ignored if ``client`` is given).
+        touch_after_s: a skipped put refreshes the object's LastModified (a server-side
+            self-copy) if it is older than this many seconds.
+
+    Errors of the S3 client other than "not found" propagate as ``botocore`` exceptions.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        client: Any = None,
+        endpoint_url: str | None = None,
+        *,
+        touch_after_s: float = 300.0,
+    ) -> None:
+        if client is None:
+            import boto3
+
+            client = boto3.client("s3", endpoint_url=endpoint_url)
+        self.client = client
+        self.bucket = bucket
+        self.prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"
+        self.touch_after_s = touch_after_s
+        self.conditional_put: bool | None = None
+        """Whether the server honours ``IfNoneMatch="*"``; ``None`` until first learnt."""
+        self.name = f"s3://{bucket}/{self.prefix}"
+
+    def _key(self, key: str) -> str:
+        if not key or key.startswith("/"):
+            raise ValueError(f"invalid blob key {key!r} for {self.name}")
+        return self.prefix + key
+
+    def _head(self, key: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.client.head_object(Bucket=self.bucket, Key=self._key(key)))
+        except Exception as exc:
+            code, status = _error_code(exc)
+            if status == 404 or code in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+
+    def _touch_if_old(self, key: str, head: dict[str, Any] | None) -> None:
+        head = head if head is not None else self._head(key)
+        if head is None or "LastModified" not in head:
+            return
+        age = (datetime.now(timezone.utc) - _utc(head["LastModified"])).total_seconds()
+        if age <= self.touch_after_s:
+            return
+        self.client.copy_object(
+            Bucket=self.bucket,
+            Key=self._key(key),
+            CopySource={"Bucket": self.bucket, "Key": self._key(key)},
+            MetadataDirective="REPLACE",
+            Metadata=dict(head.get("Metadata") or {}),
+            ContentType=head.get("ContentType") or "application/octet-stream",
+        )
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Upload ``data`` unless ``key`` exists (see the class docstring for how)."""
+        full = self._key(key)
+        if len(data) >= _HEAD_FIRST_BYTES or self.conditional_put is False:
+            head = self._head(key)
+            if head is not None:
+                self._touch_if_old(key, head)
+                return False
+        if self.conditional_put is not False:
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=full, Body=data, IfNoneMatch="*")
+                self.conditional_put = True
+                return True
+            except Exception as exc:
+                code, status = _error_code(exc)
+                if status == 412 or code in ("PreconditionFailed", "ConditionalRequestConflict"):
+                    self.conditional_put = True
+                    self._touch_if_old(key, None)
+                    return False
+                if not (status == 501 or code in ("NotImplemented", "InvalidArgument")):
+                    raise
+                self.conditional_put = False
+                if self._head(key) is not None:
+                    return False
+        self.client.put_object(Bucket=self.bucket, Key=full, Body=data)
+        return True
+
+    def get(self, key: str) -> bytes:
+        """The object's bytes; raises :class:`BlobNotFoundError` if it does not exist."""
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+        except Exception as exc:
+            code, status = _error_code(exc)
+            if code != "NoSuchBucket" and (status == 404 or code in ("NoSuchKey", "NotFound")):
+                raise BlobNotFoundError(
+                    f"blob {key!r} not found in {self.name}", key=key, store=self.name
+                ) from None
+            raise
+        body = response["Body"]
+        try:
+            return bytes(body.read())
+        finally:
+            body.close()
+
+    def exists(self, key: str) -> bool:
+        """Whether the object exists (one HEAD request)."""
+        return self._head(key) is not None
+
+    def delete(self, key: str) -> None:
+        """Delete the object (S3 treats a missing key as success)."""
+        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+
+    def list_keys(self) -> Iterator[BlobInfo]:
+        """Every object below ``prefix`` (paginated ``list_objects_v2``), prefix stripped."""
+        paginator = self.client.get_paginator("list_objects_v2")
+        kwargs: dict[str, Any] = {"Bucket": self.bucket}
+        if self.prefix:
+            kwargs["Prefix"] = self.prefix
+        for page in paginator.paginate(**kwargs):
+            for item in page.get("Contents", ()):
+                key = str(item["Key"])[len(self.prefix) :]
+                if key:
+                    yield BlobInfo(key, _utc(item["LastModified"]), int(item["Size"]))
+
+
+def default_local_store() -> LocalBlobStore:
+    """The store used when none is given: ``$LANGGRAPH_BLOB_DIR`` or ``./.langgraph_blobs``."""
+    return LocalBlobStore(os.environ.get("LANGGRAPH_BLOB_DIR") or ".langgraph_blobs")
+
+
+def _ensure_store(store: object) -> BlobStore:
+    if not isinstance(store, BlobStore):
+        raise ExternalRefError(f"{store!r} does not implement the BlobStore protocol")
+    return store
