@@ -1,0 +1,119 @@
+"""Internal message helpers: splitting a history, choosing the verbatim window, rendering."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+
+from .state import SUMMARY_MESSAGE_ID, TokenCounter
+
+
+@dataclass(frozen=True)
+class Split:
+    """A history cut into leading system prompt, summary message and conversation body."""
+
+    system: BaseMessage | None
+    summary: BaseMessage | None
+    body: list[BaseMessage]
+    summary_in_place: bool
+
+
+def split_history(messages: Sequence[BaseMessage]) -> Split:
+    """Separate the leading system prompt and the summary message from the conversation.
+
+    The leading system prompt is ``messages[0]`` when it is a ``SystemMessage`` that is not
+    the summary. The summary message is found by its stable id anywhere in the history;
+    ``summary_in_place`` says whether exactly one sits right after the system prompt.
+    """
+    start = 0
+    system: BaseMessage | None = None
+    if messages and isinstance(messages[0], SystemMessage):
+        if messages[0].id != SUMMARY_MESSAGE_ID:
+            system = messages[0]
+            start = 1
+    positions = [i for i, m in enumerate(messages) if m.id == SUMMARY_MESSAGE_ID]
+    summary = messages[positions[0]] if positions else None
+    body = [m for m in messages[start:] if m.id != SUMMARY_MESSAGE_ID]
+    return Split(system, summary, body, positions == [start])
+
+
+def window_start(
+    body: Sequence[BaseMessage],
+    counter: TokenCounter,
+    *,
+    keep_tokens: int | None,
+    keep_last: int | None,
+) -> int:
+    """Return the index of the first message of ``body`` that is kept verbatim.
+
+    The window is the last ``keep_last`` messages, or the longest tail of at most
+    ``keep_tokens`` tokens. The last message is always kept. The start then moves back over
+    ``ToolMessage``s so that an ``AIMessage`` with ``tool_calls`` stays with all of its tool
+    results (the window may therefore be larger than asked for).
+    """
+    if not body:
+        return 0
+    if keep_last is not None:
+        start = max(0, len(body) - keep_last)
+    else:
+        budget = keep_tokens or 0
+        used = 0
+        start = len(body)
+        for i in range(len(body) - 1, -1, -1):
+            used += counter([body[i]])
+            if used > budget:
+                break
+            start = i
+    start = min(start, len(body) - 1)
+    while start > 0 and isinstance(body[start], ToolMessage):
+        start -= 1
+    return start
+
+
+def content_text(content: str | list[str | dict[Any, Any]]) -> str:
+    """Flatten message content to text; non-text blocks become placeholders like ``[image]``.
+
+    Base64 payloads and URLs of images, audio or files are never copied into the text.
+    """
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+            continue
+        kind = str(block.get("type", "unknown"))
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif kind.startswith("image"):
+            parts.append("[image]")
+        else:
+            parts.append(f"[{kind}]")
+    return "\n".join(p for p in parts if p)
+
+
+_ROLES = {"human": "User", "ai": "Assistant", "system": "System", "tool": "Tool result"}
+
+
+def render_messages(messages: Sequence[BaseMessage]) -> str:
+    """Render messages as ``Role: text`` lines for the summary prompt.
+
+    Tool calls of an ``AIMessage`` are written out with their JSON arguments, and tool
+    results carry the tool name, so the summary can mention what was looked up.
+    """
+    lines: list[str] = []
+    for message in messages:
+        role = _ROLES.get(message.type, message.type.capitalize())
+        if isinstance(message, ToolMessage) and message.name:
+            role = f"Tool result ({message.name})"
+        text = content_text(message.content).strip()
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                args = json.dumps(call["args"], sort_keys=True, default=str)
+                text += f"\n[called tool {call['name']} with {args}]"
+        lines.append(f"{role}: {text.strip()}")
+    return "\n".join(lines)
