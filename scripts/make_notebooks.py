@@ -1,0 +1,83 @@
+"""Writes the notebooks in notebooks/ from the cell sources below (run after editing them).
+
+Keeping the source here keeps notebook diffs readable; tests/test_notebooks.py executes
+the written .ipynb files top to bottom against real servers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+QUICKSTART = [
+    ("md", """# langgraph_durable quickstart
+
+`DurableSaver` is a LangGraph checkpointer: pass it as `checkpointer=` where you used
+`InMemorySaver`. Every checkpoint is committed to **Redis** before the call returns and reaches
+**MongoDB** moments later through an outbox, so a thread survives the death of the process.
+
+The servers below come from `langgraph_durable.testing`: `REDIS_URL` / `MONGODB_URL` when set,
+otherwise local `redis-server` and SecantusDB processes on free ports."""),
+    ("code", """from langgraph_durable.testing import redis_server, mongo_server
+
+redis_srv = redis_server().__enter__()
+mongo_srv = mongo_server().__enter__()
+print(redis_srv.url, mongo_srv.url)"""),
+    ("md", "## A graph with a growing message history"),
+    ("code", """from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+def reply(state: MessagesState):
+    last = state["messages"][-1].content
+    return {"messages": [AIMessage(content=f"you said: {last}")]}
+
+builder = StateGraph(MessagesState)
+builder.add_node("reply", reply)
+builder.add_edge(START, "reply")
+builder.add_edge("reply", END)"""),
+    ("code", """import uuid
+from langgraph_durable import DurableSaver
+
+options = {"key_prefix": "nb-" + uuid.uuid4().hex[:6], "database": "quickstart"}
+config = {"configurable": {"thread_id": "chat-1"}}
+
+with DurableSaver.from_urls(redis_srv.url, mongo_srv.url, **options) as saver:
+    graph = builder.compile(checkpointer=saver)
+    for text in ["hello", "how are you?", "bye"]:
+        graph.invoke({"messages": [HumanMessage(content=text)]}, config)
+    state = graph.get_state(config)
+    print(len(state.values["messages"]), "messages; served by the", saver.last_read_tier, "tier")
+    print([s.metadata["step"] for s in graph.get_state_history(config)])"""),
+    ("md", """## Resume anywhere, even with Redis emptied
+
+Leaving the `with` block drained the outbox to MongoDB. A new saver (think: a new process on
+another machine) resumes the thread; here Redis is emptied first, so MongoDB answers."""),
+    ("code", """import redis
+
+redis.Redis.from_url(redis_srv.url).flushdb()
+with DurableSaver.from_urls(redis_srv.url, mongo_srv.url, **options) as saver:
+    graph = builder.compile(checkpointer=saver)
+    print("after FLUSHDB:", len(graph.get_state(config).values["messages"]), "messages from",
+          saver.last_read_tier)
+    graph.invoke({"messages": [HumanMessage(content="I'm back")]}, config)
+    print(graph.get_state(config).values["messages"][-1].content, "|", saver.last_read_tier)
+    print(saver.stats())"""),
+    ("code", """redis_srv.close()
+mongo_srv.close()"""),
+]
+
+
+def write(name: str, cells: list[tuple[str, str]]) -> Path:
+    nb = new_notebook(cells=[new_markdown_cell(src) if kind == "md" else new_code_cell(src)
+                             for kind, src in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    path = Path(__file__).resolve().parent.parent / "notebooks" / f"{name}.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+if __name__ == "__main__":
+    print(write("quickstart", QUICKSTART))
