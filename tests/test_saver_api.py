@@ -1,0 +1,122 @@
+"""Saver-level behaviour beyond the conformance suite: serializers, allowlist copies,
+strict durability, async-only clients, hot window."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pymongo
+import pytest
+import redis.asyncio
+from conftest import unique_options
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from langgraph_durable import DurableSaver, SaverClosedError
+from langgraph_durable.drivers import run_sync
+from langgraph_durable.outbox.flusher import flush_batch_plan
+
+ROOT = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+
+
+def put(saver: DurableSaver, cfg: dict, value: object, step: int, **md: object) -> dict:
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"v": value}
+    cp["channel_versions"] = {"v": f"{step + 1:032}.0"}
+    return saver.put(cfg, cp, {"step": step, **md}, {"v": f"{step + 1:032}.0"})
+
+
+def test_encrypted_serializer_keeps_values_and_metadata_unreadable_at_rest(
+    redis_url, mongo_url, redis_client
+) -> None:
+    serde = EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 16)
+    with DurableSaver.from_urls(redis_url, mongo_url, serde=serde,
+                                **unique_options()) as saver:
+        cfg = put(saver, ROOT, "secret-value", 0, user="secret-user")
+        saver.put_writes(cfg, [("v", "secret-write")], "task")
+        saver.flush()
+        got = saver.get_tuple(ROOT)
+        assert got.checkpoint["channel_values"] == {"v": "secret-value"}
+        assert got.metadata["user"] == "secret-user"
+        assert got.pending_writes == [("task", "v", "secret-write")]
+        assert [t.metadata["user"] for t in saver.list(ROOT, filter={"user": "secret-user"})] \
+            == ["secret-user"]
+        db = saver._sync.db
+        raw = b"".join(
+            bytes(str(d), "utf8")
+            for name in (saver.ctx.collections.checkpoints, saver.ctx.collections.blobs,
+                         saver.ctx.collections.writes)
+            for d in db[name].find({})
+        )
+        dumped = b"".join(v for k in saver.ctx.keys("t").all if redis_client.type(k) == b"hash"
+                          for v in redis_client.hgetall(k).values())
+        for secret in (b"secret-value", b"secret-user", b"secret-write"):
+            assert secret not in raw
+            assert secret not in dumped
+
+
+def test_with_allowlist_copy_shares_the_flusher_and_sees_the_same_data(
+    redis_url, mongo_url
+) -> None:
+    serde = JsonPlusSerializer(allowed_msgpack_modules=[("collections", "OrderedDict")])
+    saver = DurableSaver.from_urls(redis_url, mongo_url, serde=serde, **unique_options())
+    with saver:
+        clone = saver.with_allowlist([("decimal", "Decimal")])
+        assert clone is not saver and clone.serde is not saver.serde
+        assert clone.ctx.serde is clone.serde and saver.ctx.serde is saver.serde
+        cfg = put(clone, ROOT, Decimal("1.5"), 0)
+        assert clone.get_tuple(ROOT).checkpoint["channel_values"] == {"v": Decimal("1.5")}
+        assert saver.get_tuple(ROOT).config == cfg
+        clone.flush()
+        assert clone.stats()["flusher"]["consumer"] == saver.stats()["flusher"]["consumer"]
+    with pytest.raises(SaverClosedError):  # closing one closes the machinery both share
+        clone.get_tuple(ROOT)
+
+
+def test_strict_durability_has_the_checkpoint_in_mongodb_when_put_returns(
+    redis_url, mongo_url
+) -> None:
+    opts = unique_options(durability="strict", flusher="off")
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
+        cfg = put(saver, ROOT, "v0", 0)
+        saver.put_writes(cfg, [("v", "w0"), ("__interrupt__", "i0")], "task")
+        db = saver._sync.db
+        cols = saver.ctx.collections
+        assert db[cols.checkpoints].count_documents({"thread_id": "t"}) == 1
+        assert db[cols.blobs].count_documents({"thread_id": "t"}) == 1
+        assert sorted(d["channel"] for d in db[cols.writes].find({"thread_id": "t"})) == \
+            ["__interrupt__", "v"]
+
+
+async def test_async_only_clients_run_the_async_api_natively(redis_url, mongo_url) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url)
+    m = pymongo.AsyncMongoClient(mongo_url)
+    saver = DurableSaver(r, m, **unique_options())
+    await saver.asetup()
+    cp = empty_checkpoint()
+    cfg = await saver.aput(ROOT, cp, {"step": 0}, {})
+    await saver.aput_writes(cfg, [("v", 1)], "task")
+    got = await saver.aget_tuple(ROOT)
+    assert got.pending_writes == [("task", "v", 1)]
+    await saver.aflush()
+    db = m[saver.config.database]
+    assert await db[saver.ctx.collections.writes].count_documents({"thread_id": "t"}) == 1
+    assert saver.stats()["flusher"]["consumer"]
+    await saver.aclose()
+    await r.aclose()
+    await m.close()
+
+
+def test_flushed_threads_get_a_ttl_and_a_new_write_removes_it(redis_url, mongo_url,
+                                                               redis_client) -> None:
+    opts = unique_options(hot_ttl_s=600, flusher="off")
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
+        cfg = put(saver, ROOT, 1, 0)
+        keys = saver.ctx.keys("t")
+        assert redis_client.ttl(keys.cp) == -1  # not in MongoDB yet: no TTL
+        run_sync(flush_batch_plan(saver.ctx, "c", block_ms=0, claim=False), saver._sync)
+        assert [0 < redis_client.ttl(k) <= 600 for k in (keys.cp, keys.bl, keys.idx)] == \
+            [True, True, True]
+        put(saver, cfg, 2, 1)
+        assert [redis_client.ttl(k) for k in (keys.cp, keys.bl, keys.idx)] == [-1, -1, -1]
