@@ -57,7 +57,7 @@ class DurableConfig(BaseModel):
     flusher: Literal["auto", "off"] = "auto"
     flush_interval_s: float = Field(default=0.05, gt=0, le=60)
     flush_batch_size: int = Field(default=500, ge=1, le=10_000)
-    claim_idle_s: float = Field(default=30.0, gt=0)
+    claim_idle_s: float = Field(default=5.0, gt=0)
     max_outbox: int = Field(default=100_000, ge=0)
     on_outbox_full: Literal["block", "raise"] = "block"
     outbox_full_timeout_s: float = Field(default=10.0, ge=0)

@@ -132,3 +132,26 @@ def test_a_late_older_interrupt_write_never_replaces_a_newer_one(manual, redis_c
     flush_round(manual)
     redis_client.flushdb()
     assert manual.get_tuple(cfg).pending_writes == [("task", "__interrupt__", "new")]
+
+
+def test_a_poison_entry_goes_to_the_dead_letter_stream_and_the_rest_flows(
+    manual, redis_client
+) -> None:
+    write_history(manual, "ok", 1)
+    redis_client.xadd(manual.ctx.outbox, {"t": "bad", "p": b"\xc1not-msgpack"})
+    keys = manual.ctx.keys("corrupt")
+    cfg = {"configurable": {"thread_id": "corrupt", "checkpoint_ns": ""}}
+    cfg = manual.put(cfg, empty_checkpoint(), {"step": 0}, {})
+    redis_client.hset(keys.cp, f"\x00{cfg['configurable']['checkpoint_id']}", b"\xc1broken")
+    write_history(manual, "ok2", 1)
+    while flush_round(manual):
+        pass
+    from langgraph_durable.outbox.flusher import dead_letter_key
+
+    dead = redis_client.xrange(dead_letter_key(manual.ctx))
+    assert sorted(d[1][b"thread"] for d in dead) == [b"bad", b"corrupt"]
+    assert b"CorruptRecordError" in [d for d in dead if d[1][b"thread"] == b"corrupt"][0][1][
+        b"error"]
+    assert redis_client.xlen(manual.ctx.outbox) == 0
+    cps = manual._sync.db[manual.ctx.collections.checkpoints]
+    assert sorted(cps.distinct("thread_id")) == ["ok", "ok2"]

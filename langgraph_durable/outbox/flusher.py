@@ -22,10 +22,13 @@ from typing import Any
 
 import ormsgpack
 import redis.exceptions
+from bson.errors import InvalidDocument
+from pymongo.errors import DocumentTooLarge
 
 from ..context import Context
 from ..drivers import Clients, Mongo, Parallel, Pipeline, Plan, Script, run_async, run_sync
 from ..durable import documents as D
+from ..errors import CorruptRecordError
 from ..hot.keys import CONSUMER_GROUP
 from ..plans.write import bulk_ignoring_newer
 from ..records import SEP, CheckpointRecord, WriteRecord, unpack_blob
@@ -57,13 +60,26 @@ class BatchStats:
     lags_s: list[float] = field(default_factory=list)
 
 
-def _parse(entries: list[Any]) -> list[tuple[bytes, str, list[Any]]]:
-    out = []
+POISON = (CorruptRecordError, InvalidDocument, DocumentTooLarge, ValueError, KeyError,
+          TypeError, UnicodeDecodeError)
+"""Errors no retry can fix: the entry goes to the dead-letter stream instead of blocking."""
+
+
+def dead_letter_key(ctx: Context) -> str:
+    """Stream of outbox entries that could not be written (with the error), for operators."""
+    return "{" + ctx.config.key_prefix + ":outbox:dead}"
+
+
+def _parse(entries: list[Any]) -> tuple[list[tuple[bytes, str, list[Any]]], list[Any]]:
+    out, bad = [], []
     for eid, fields in entries or []:
         if isinstance(fields, list):
             fields = dict(zip(fields[::2], fields[1::2]))
-        out.append((eid, fields[b"t"].decode(), ormsgpack.unpackb(fields[b"p"])))
-    return out
+        try:
+            out.append((eid, fields[b"t"].decode(), ormsgpack.unpackb(fields[b"p"])))
+        except Exception as exc:
+            bad.append((eid, fields, exc))
+    return out, bad
 
 
 def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int, claim: bool) -> Plan:
@@ -96,11 +112,32 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
             cmd += ["BLOCK", block_ms]
         (new,) = yield Pipeline([cmd + ["STREAMS", ctx.outbox, ">"]])
         entries = new[0][1] if new else []
-    parsed = _parse(entries)
-    stats = BatchStats(entries=len(parsed))
+    parsed, bad = _parse(entries)
+    stats = BatchStats(entries=len(parsed) + len(bad))
+    if not parsed and not bad:
+        return stats
+    try:
+        stats.documents = yield from _copy(ctx, parsed)
+    except POISON:
+        # one entry cannot be written: find it, set it aside, write the others
+        kept = []
+        for entry in parsed:
+            try:
+                stats.documents += yield from _copy(ctx, [entry])
+                kept.append(entry)
+            except POISON as exc:
+                bad.append((entry[0], {b"t": entry[1].encode()}, exc))
+        parsed = kept
+    if bad:
+        log.error("%d outbox entries could not be written to MongoDB; moved to %s",
+                  len(bad), dead_letter_key(ctx))
+        yield Pipeline([["XADD", dead_letter_key(ctx), "*", "entry", eid,
+                         "thread", fields.get(b"t", b""), "error", f"{type(e).__name__}: {e}"]
+                        for eid, fields, e in bad]
+                       + [["XACK", ctx.outbox, CONSUMER_GROUP, *[b[0] for b in bad]],
+                          ["XDEL", ctx.outbox, *[b[0] for b in bad]]])
     if not parsed:
         return stats
-    stats.documents = yield from _copy(ctx, parsed)
     ids = [eid for eid, _, _ in parsed]
     acked = yield Pipeline([["XACK", ctx.outbox, CONSUMER_GROUP, eid] for eid in ids]
                            + [["XDEL", ctx.outbox, *ids]])
