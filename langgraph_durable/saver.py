@@ -33,7 +33,7 @@ from .durable.documents import INDEXES
 from .errors import SaverClosedError, SyncCallInEventLoopError
 from .hot.scripts import SCRIPTS
 from .outbox.flusher import Flusher
-from .plans import admin, read, write
+from .plans import admin, delta, read, write
 from .records import check_id
 
 log = logging.getLogger("langgraph_durable.saver")
@@ -498,12 +498,14 @@ class DurableSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsy
 
     def _delta_plan(self, config: RunnableConfig, channels: Sequence[str]) -> Plan:
         tid, ns = write.thread_ns(config)
-        return read.delta_history_plan(self._ctx, tid, ns, get_checkpoint_id(config), channels)
+        return delta.delta_history_plan(self._ctx, tid, ns, get_checkpoint_id(config), channels)
 
     def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]
                                   ) -> Mapping[str, DeltaChannelHistory]:
-        """Per-channel writes and seed along the parent chain, served from storage in two
-        rounds of queries; mirrors ``InMemorySaver.get_delta_channel_history``."""
+        """Per-channel writes and seed along the parent chain, walked only back to each
+        channel's nearest stored value: one Redis round trip while the chain is in Redis,
+        a few MongoDB queries per 64 ancestors beyond; mirrors
+        ``InMemorySaver.get_delta_channel_history``."""
         if not channels:
             return {}
         return self._run(self._delta_plan(config, channels))

@@ -124,6 +124,52 @@ if #ARGV > n + 1 then redis.call('HDEL', KEYS[4], unpack(ARGV, n + 2)) end
 return n
 """
 
+# Walk the parent chain of ARGV[2] (a checkpoint_id in namespace ARGV[1]) for the channels
+# ARGV[4..]: per ancestor its id, index (cv), write values and the non-empty blob values of
+# still-open channels; a channel closes at its first stored value. At most ARGV[3] ancestors.
+# Returns {status, rows, next}: status 0 = done, 1 = next ancestor is not in Redis (next is
+# its id), 2 = a blob Redis lacks must be looked up (next = the ancestor's id; its row lists
+# the fields), 3 = the step limit was reached (next = the last ancestor's id), 4 = the
+# target itself is not in Redis.
+CHAIN = r"""
+local ns, maxn = ARGV[1], tonumber(ARGV[3])
+local open, nopen = {}, 0
+for i = 4, #ARGV do open[ARGV[i]] = true; nopen = nopen + 1 end
+local cv = redis.call('HGET', KEYS[2], ns .. '\0' .. ARGV[2])
+if not cv then return {4, {}, ARGV[2]} end
+local parent = cmsgpack.unpack(cv)[1]
+local rows, n = {}, 0
+while parent ~= '' and nopen > 0 do
+  if n >= maxn then return {3, rows, rows[#rows][1]} end
+  local m = ns .. '\0' .. parent
+  local pcv = redis.call('HGET', KEYS[2], m)
+  if not pcv then return {1, rows, parent} end
+  local parts = cmsgpack.unpack(pcv)
+  local wf = redis.call('ZRANGEBYLEX', KEYS[6], '[' .. m .. '\0', '(' .. m .. '\1')
+  local wv = {}
+  if #wf > 0 then wv = redis.call('HMGET', KEYS[5], unpack(wf)) end
+  local seeds, missing, closing = {}, {}, {}
+  for j = 2, #parts do
+    local f = parts[j]
+    local a = string.find(f, '\0', 1, true)
+    local b = string.find(f, '\0', a + 1, true)
+    local ch = string.sub(f, a + 1, b - 1)
+    if open[ch] then
+      local v = redis.call('HGET', KEYS[4], f)
+      if not v then missing[#missing + 1] = f
+      elseif v ~= '' then seeds[#seeds + 1] = f; seeds[#seeds + 1] = v; closing[#closing + 1] = ch
+      end
+    end
+  end
+  rows[#rows + 1] = {parent, pcv, wv, seeds, missing}
+  n = n + 1
+  if #missing > 0 then return {2, rows, parent} end
+  for _, ch in ipairs(closing) do open[ch] = nil; nopen = nopen - 1 end
+  parent = parts[1]
+end
+return {0, rows, ''}
+"""
+
 SCRIPTS = {
     "put": PUT,
     "put_writes": PUT_WRITES,
@@ -131,5 +177,6 @@ SCRIPTS = {
     "parts": PARTS,
     "settle": SETTLE,
     "delete_parts": DELETE_PARTS,
+    "chain": CHAIN,
 }
 """Script name -> Lua source, registered once per client."""

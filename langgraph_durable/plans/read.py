@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from langgraph.checkpoint.base import CheckpointTuple, DeltaChannelHistory
+from langgraph.checkpoint.base import CheckpointTuple
 
 from ..context import Context
 from ..drivers import Mongo, Parallel, Plan, Script
@@ -23,7 +23,6 @@ from ..records import (
     assemble,
     member,
     metadata_matches,
-    split_field,
     unpack_blob,
 )
 
@@ -198,89 +197,3 @@ def threads_plan(ctx: Context) -> Plan:
         {"$group": {"_id": "$thread_id", "first": {"$min": "$checkpoint_id"}}},
     ],))
     return [d["_id"] for d in sorted(docs, key=lambda d: (d["first"], d["_id"]))]
-
-
-def delta_history_plan(
-    ctx: Context, thread_id: str, ns: str, checkpoint_id: str | None, channels: Sequence[str]
-) -> Plan:
-    """``get_delta_channel_history`` from storage in two rounds of queries, whatever the
-    chain length; mirrors ``InMemorySaver.get_delta_channel_history``."""
-    keys = ctx.keys(thread_id)
-    cols = ctx.collections
-    hot_cv, cold = yield Parallel([
-        _hgetall(keys.cv),
-        Mongo(cols.checkpoints, "find", ({"thread_id": thread_id, "checkpoint_ns": ns},),
-              {"projection": {"checkpoint_id": 1, "parent_checkpoint_id": 1, "blob_fields": 1}}),
-    ])
-    import ormsgpack
-
-    skel: dict[str, tuple[str | None, dict[str, str]]] = {}
-    for d in cold:
-        skel[d["checkpoint_id"]] = (
-            d.get("parent_checkpoint_id"),
-            {ch: f"{ns}{SEP}{ch}{SEP}{ver}" for ch, ver in d["blob_fields"]},
-        )
-    for m, cv in _pairs_bytes(hot_cv):
-        m_ns, cid = m.split(SEP)
-        if m_ns != ns:
-            continue
-        parts = ormsgpack.unpackb(cv)
-        skel[cid] = (parts[0] or None, {split_field(f)[1]: f for f in parts[1:]})
-    target = checkpoint_id or max(skel, default=None)
-    chain: list[str] = []
-    cur = skel[target][0] if target in skel else None
-    while cur is not None and cur in skel:
-        chain.append(cur)
-        cur = skel[cur][0]
-    result: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in channels}
-    if not chain or not channels:
-        return result
-    fields = sorted({skel[c][1][ch] for c in chain for ch in channels if ch in skel[c][1]})
-    members = [member(ns, c) for c in chain]
-    parts, bdocs, wdocs = yield Parallel([
-        Script("parts", keys.all, [len(members), *members, *fields]),
-        Mongo(cols.blobs, "find", ({"_id": {"$in": D.blob_ids(thread_id, fields)}},)),
-        Mongo(cols.writes, "find", ({"thread_id": thread_id, "checkpoint_ns": ns,
-                                     "checkpoint_id": {"$in": chain},
-                                     "channel": {"$in": list(channels)}},)),
-    ])
-    blobs: dict[str, Typed | None] = {}
-    for d in bdocs:
-        f, v = D.blob_value_of(d)
-        blobs[f] = v
-    for f, v in zip(fields, parts[1]):
-        if v is not None:
-            blobs[f] = unpack_blob(v, f"redis blob {f!r} of thread {thread_id!r}")
-    writes: dict[str, dict[tuple[str, int], WriteRecord]] = {c: {} for c in chain}
-    for d in wdocs:
-        w = D.write_of(d)
-        writes[d["checkpoint_id"]][(w.task_id, w.idx)] = w
-    for c, raw in zip(chain, parts[0]):
-        writes[c].update(_writes(raw, f"redis thread {thread_id!r}"))
-    serde = ctx.serde
-    remaining = set(channels)
-    collected: dict[str, list[Any]] = {ch: [] for ch in channels}
-    for c in chain:
-        if not remaining:
-            break
-        seeds = {}
-        for ch in remaining:
-            bf = skel[c][1].get(ch)
-            if bf is not None and blobs.get(bf) is not None:
-                seeds[ch] = serde.loads_typed(blobs[bf])
-        for w in sorted(writes[c].values(), key=WriteRecord.sort_key, reverse=True):
-            if w.channel in remaining:
-                collected[w.channel].append((w.task_id, w.channel, serde.loads_typed(w.value)))
-        for ch, value in seeds.items():
-            result[ch]["seed"] = value
-            remaining.discard(ch)
-    for ch in channels:
-        result[ch]["writes"] = list(reversed(collected[ch]))
-    return result
-
-
-def _pairs_bytes(reply: Any) -> list[tuple[str, bytes]]:
-    data = reply[0]
-    if isinstance(data, dict):
-        return [(k.decode(), v) for k, v in data.items()]
-    return [(data[i].decode(), data[i + 1]) for i in range(0, len(data), 2)]
