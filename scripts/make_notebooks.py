@@ -20,10 +20,12 @@ QUICKSTART = [
 
 The servers below come from `langgraph_durable.testing`: `REDIS_URL` / `MONGODB_URL` when set,
 otherwise local `redis-server` and SecantusDB processes on free ports."""),
-    ("code", """from langgraph_durable.testing import redis_server, mongo_server
+    ("code", """from contextlib import ExitStack
+from langgraph_durable.testing import redis_server, mongo_server
 
-redis_srv = redis_server().__enter__()
-mongo_srv = mongo_server().__enter__()
+servers = ExitStack()  # keeps the servers running until servers.close()
+redis_srv = servers.enter_context(redis_server())
+mongo_srv = servers.enter_context(mongo_server())
 print(redis_srv.url, mongo_srv.url)"""),
     ("md", "## A graph with a growing message history"),
     ("code", """from langchain_core.messages import AIMessage, HumanMessage
@@ -64,8 +66,7 @@ with DurableSaver.from_urls(redis_srv.url, mongo_srv.url, **options) as saver:
     graph.invoke({"messages": [HumanMessage(content="I'm back")]}, config)
     print(graph.get_state(config).values["messages"][-1].content, "|", saver.last_read_tier)
     print(saver.stats())"""),
-    ("code", """redis_srv.close()
-mongo_srv.close()"""),
+    ("code", "servers.close()"),
 ]
 
 
