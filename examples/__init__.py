@@ -1,0 +1,1 @@
+"""Runnable examples of langgraph_durable (not part of the installed package)."""

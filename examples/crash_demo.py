@@ -1,0 +1,417 @@
+"""Crash and resume on real data: SIGKILL a LangGraph run mid-flight, resume it elsewhere.
+
+Run from the repository root (either form works)::
+
+    python -m examples.crash_demo            # resume from the Redis hot tier
+    python -m examples.crash_demo --cold     # empty Redis first: resume from MongoDB
+    python examples/crash_demo.py --step-s 0.1 --kill-after 5
+
+What it does:
+
+1. starts a Redis and a MongoDB-wire server (``langgraph_durable.testing``; ``REDIS_URL`` /
+   ``MONGODB_URL`` are used instead when set);
+2. runs the penguins agent (``examples/penguins_agent.py``) uninterrupted with
+   ``InMemorySaver`` on thread "reference": the expected report;
+3. runs the same agent with ``DurableSaver`` on thread "penguins-1" in a child process,
+   waits until the execution log shows ``--kill-after`` completed nodes and the next one
+   running, and kills the child with SIGKILL;
+4. ``--cold`` only: a saver drains what the dead process left in the outbox to MongoDB
+   (``flush()``), then Redis is emptied (FLUSHDB; with an external ``REDIS_URL`` only the
+   demo's keys are deleted);
+5. a fresh child process opens a new ``DurableSaver``, reads the thread's state
+   (``last_read_tier`` tells which tier answered) and resumes with ``invoke(None, config)``;
+6. prints what ran where (counted from the execution log) and checks the result.
+
+Exit code 0 only when all checks pass: the resumed report equals the reference report, the
+message transcript equals the reference transcript, no node execution that was acknowledged
+(its checkpoint or its task writes stored) before the kill ran again (the node that was
+running at the kill re-runs, as it should), and the resumed state came from the expected
+tier ("hot" by default, "durable" with ``--cold``). 1 when a check fails, 2 when the demo
+could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):  # `python examples/crash_demo.py`: make `examples` importable
+    sys.path.insert(0, str(ROOT))
+
+from examples.penguins_agent import (  # noqa: E402
+    DEFAULT_STEP_S,
+    ENV_LOG,
+    ENV_STEP_S,
+    build_agent,
+    initial_input,
+    read_log,
+    real_model,
+    render_report,
+    transcript,
+)
+
+THREAD_ID = "penguins-1"
+REFERENCE_THREAD_ID = "reference"
+
+
+def _config(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _saver_options(args: argparse.Namespace) -> dict[str, Any]:
+    # claim_idle_s: a resuming process takes over the outbox entries the dead flusher had
+    # read but not acknowledged after 1 s (instead of DurableConfig's default)
+    return {"key_prefix": args.key_prefix, "database": args.database, "claim_idle_s": 1.0}
+
+
+# =========================================================================== child side
+
+def child_main(args: argparse.Namespace) -> int:
+    from langgraph_durable import DurableSaver
+
+    out: dict[str, Any] = {"pid": os.getpid()}
+    config = _config(args.thread_id)
+    began = time.perf_counter()
+    with DurableSaver.from_urls(args.redis, args.mongo, **_saver_options(args)) as saver:
+        graph = build_agent(saver)
+        out["open_s"] = time.perf_counter() - began
+        if args.child == "run":
+            graph.invoke(initial_input(), config, durability=args.durability)  # killed
+            out["finished"] = True
+        else:
+            t0 = time.perf_counter()
+            snap = graph.get_state(config)  # the first read of this process
+            out["first_read_s"] = time.perf_counter() - t0
+            out["tier"] = saver.last_read_tier
+            if not snap.metadata:
+                raise SystemExit(f"no checkpoint of thread {args.thread_id!r} was stored "
+                                 f"before the kill (tier {saver.last_read_tier})")
+            step = snap.metadata["step"]
+            out["resumed"] = {
+                "step": step, "next": [t.name for t in snap.tasks],
+                "checkpoint_id": snap.config["configurable"].get("checkpoint_id"),
+                "pending_done": [t.name for t in snap.tasks if t.result is not None],
+            }
+            # executions the store acknowledges: every task behind a later checkpoint, plus
+            # tasks of the newest checkpoint whose writes are stored (LangGraph skips them)
+            acked = [[t.name, step + 1] for t in snap.tasks if t.result is not None]
+            for past in graph.get_state_history(config):
+                k = past.metadata["step"]
+                if k < step:
+                    acked += [[name, k + 1] for name in past.next if name != "__start__"]
+            out["acknowledged"] = sorted(acked, key=lambda a: a[1])
+            t0 = time.perf_counter()
+            final = graph.invoke(None, config, durability=args.durability)
+            out["resume_run_s"] = time.perf_counter() - t0
+            out["report"] = final.get("report")
+            out["transcript"] = transcript(final.get("messages", []))
+            out["stats"] = saver.stats()
+        t_close = time.perf_counter()
+    out["close_s"] = time.perf_counter() - t_close  # drains the outbox to MongoDB
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, default=str))
+    return 0
+
+
+# =========================================================================== parent side
+
+def _spawn(mode: str, args: argparse.Namespace, work: Path, urls: tuple[str, str]) -> Any:
+    argv = [sys.executable, str(Path(__file__).resolve()), "--child", mode,
+            "--redis", urls[0], "--mongo", urls[1], "--thread-id", THREAD_ID,
+            "--key-prefix", args.key_prefix, "--database", args.database,
+            "--durability", args.durability, "--out", str(work / f"{mode}.json")]
+    env = {**os.environ, ENV_LOG: str(work / "executions.jsonl"), ENV_STEP_S: str(args.step_s)}
+    with open(work / f"{mode}.stderr", "wb") as err:  # the child keeps its own descriptor
+        proc = subprocess.Popen(argv, cwd=str(ROOT), env=env, stdin=subprocess.DEVNULL,
+                                stdout=err, stderr=subprocess.STDOUT)
+    proc.stderr_path = work / f"{mode}.stderr"  # type: ignore[attr-defined]
+    return proc
+
+
+def _tail(path: Path, chars: int = 2500) -> str:
+    with contextlib.suppress(OSError):
+        return path.read_text(errors="replace")[-chars:]
+    return "(no output)"
+
+
+class DemoError(RuntimeError):
+    pass
+
+
+def _kill_mid_node(proc: Any, log_path: Path, kill_after: int, delay_s: float,
+                   timeout_s: float) -> dict[str, Any]:
+    """Wait until ``proc`` logged ``kill_after`` completed nodes and started the next one,
+    wait ``delay_s`` more (into that node), SIGKILL it. Returns what was seen."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        events = [e for e in read_log(log_path) if e["pid"] == proc.pid]
+        ends = [e for e in events if e["event"] == "end"]
+        starts = [e for e in events if e["event"] == "start"]
+        if len(ends) >= kill_after and len(starts) > kill_after:
+            break
+        if proc.poll() is not None:
+            raise DemoError(f"the first child exited (code {proc.returncode}) before the "
+                            f"kill point:\n{_tail(proc.stderr_path)}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise DemoError(f"no kill point within {timeout_s} s:\n{_tail(proc.stderr_path)}")
+        time.sleep(0.005)
+    time.sleep(delay_s)
+    if proc.poll() is not None:
+        raise DemoError("the first child finished before it could be killed; use a larger "
+                        "--step-s or a smaller --kill-after")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return {"killed_at": time.time(), "returncode": proc.returncode}
+
+
+def _empty_hot_tier(args: argparse.Namespace, urls: tuple[str, str], owned: bool
+                    ) -> dict[str, Any]:
+    """--cold: drain the dead process's outbox into MongoDB, then empty Redis."""
+    import pymongo
+    import redis
+
+    from langgraph_durable import DurableSaver
+
+    t0 = time.perf_counter()
+    with DurableSaver.from_urls(*urls, **_saver_options(args)) as saver:
+        saver.flush(timeout_s=60)
+    drain_s = time.perf_counter() - t0
+    with redis.Redis.from_url(urls[0]) as r:
+        if owned:
+            r.flushdb()
+            how = "FLUSHDB"
+        else:  # a shared server: delete only this demo's keys
+            keys = list(r.scan_iter(match="{" + args.key_prefix + ":*", count=1000))
+            if keys:
+                r.delete(*keys)
+            how = f"deleted {len(keys)} demo keys"
+        left = r.dbsize() if owned else None
+    with pymongo.MongoClient(urls[1]) as m:
+        n = m[args.database]["checkpoints"].count_documents({"thread_id": THREAD_ID})
+    return {"drain_s": drain_s, "how": how, "redis_keys_left": left, "mongo_checkpoints": n}
+
+
+def _reference() -> tuple[dict[str, Any], list[Any], float]:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    t0 = time.perf_counter()
+    graph = build_agent(InMemorySaver(), step_s=0, log_path="")
+    final = graph.invoke(initial_input(), _config(REFERENCE_THREAD_ID))
+    return final["report"], transcript(final["messages"]), time.perf_counter() - t0
+
+
+def _executions(events: list[dict[str, Any]], pids: dict[int, str]) -> list[dict[str, Any]]:
+    """One row per (step, node): what each process did with it."""
+    rows: dict[tuple[int, str], dict[str, Any]] = {}
+    for e in events:
+        who = pids.get(e["pid"])
+        if who is None:
+            continue
+        row = rows.setdefault((e["step"], e["node"]), {"step": e["step"], "node": e["node"],
+                                                       "first": "", "second": ""})
+        if e["event"] == "start" and not row[who]:
+            row[who] = "started"
+        elif e["event"] == "end":
+            row[who] = "completed"
+    return [rows[k] for k in sorted(rows)]
+
+
+def _table(rows: list[dict[str, Any]], acked: set[tuple[str, int]]) -> str:
+    head = f"{'step':>4}  {'node':<8}  {'1st process (killed)':<22}  {'2nd process (resumed)':<22}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        first = {"started": "interrupted (kill)", "completed": "completed"}.get(r["first"], "-")
+        if r["first"] == "completed" and (r["node"], r["step"]) in acked:
+            first = "completed + acked"
+        second = {"started": "started (killed?)", "completed": "ran"}.get(r["second"], "")
+        if not second:
+            second = "not re-run" if r["first"] else "-"
+        elif r["first"]:
+            second = "RE-RUN" if (r["node"], r["step"]) in acked else "re-ran (in flight)"
+        lines.append(f"{r['step']:>4}  {r['node']:<8}  {first:<22}  {second:<22}")
+    return "\n".join(lines)
+
+
+def parent_main(args: argparse.Namespace) -> int:
+    from langgraph_durable.testing import mongo_server, redis_server
+
+    timings: dict[str, float] = {}
+    work = Path(tempfile.mkdtemp(prefix="lgd-crash-demo-"))
+    log_path = work / "executions.jsonl"
+    tag = uuid.uuid4().hex[:8]
+    args.key_prefix, args.database = f"demo{tag}", f"penguins_demo_{tag}"
+    mode = "cold (Redis emptied, resume from MongoDB)" if args.cold else "hot (resume from Redis)"
+    print(f"crash demo: {mode}; step delay {args.step_s} s; kill after {args.kill_after} "
+          f"completed nodes; durability={args.durability}; work dir {work}", flush=True)
+    t0 = time.perf_counter()
+    with redis_server() as rs, mongo_server() as ms:
+        urls = (rs.url, ms.url)
+        owned = not rs.external
+        timings["servers start"] = time.perf_counter() - t0
+        print(f"servers: redis {rs.url}  mongodb {ms.url}", flush=True)
+
+        ref_report, ref_transcript, timings["reference run (InMemorySaver)"] = _reference()
+        print(f"reference report digest {ref_report['digest']}", flush=True)
+
+        t0 = time.perf_counter()
+        first = _spawn("run", args, work, urls)
+        kill = _kill_mid_node(first, log_path, args.kill_after, args.step_s / 2,
+                              timeout_s=args.timeout_s)
+        timings["1st process: start -> SIGKILL"] = time.perf_counter() - t0
+        print(f"killed pid {first.pid} with SIGKILL (exit code {kill['returncode']})",
+              flush=True)
+
+        cold: dict[str, Any] | None = None
+        if args.cold:
+            cold = _empty_hot_tier(args, urls, owned)
+            timings["cold: drain outbox + empty Redis"] = cold["drain_s"]
+            left = "" if cold["redis_keys_left"] is None else \
+                f"; {cold['redis_keys_left']} keys left"
+            print(f"cold: outbox drained to MongoDB ({cold['mongo_checkpoints']} checkpoints "
+                  f"of the thread there), Redis emptied ({cold['how']}{left})", flush=True)
+
+        t0 = time.perf_counter()
+        second = _spawn("resume", args, work, urls)
+        try:
+            second.wait(timeout=args.timeout_s)
+        except subprocess.TimeoutExpired:
+            second.kill()
+            second.wait()
+            raise DemoError(f"the resumed run took over {args.timeout_s} s:\n"
+                            f"{_tail(second.stderr_path)}") from None
+        timings["2nd process: start -> exit"] = time.perf_counter() - t0
+        if second.returncode != 0:
+            raise DemoError(f"the resumed run failed (exit code {second.returncode}):\n"
+                            f"{_tail(second.stderr_path)}")
+        res = json.loads((work / "resume.json").read_text())
+        timings["2nd process: first get_state"] = res["first_read_s"]
+        timings["2nd process: invoke(None) to the end"] = res["resume_run_s"]
+        timings["2nd process: close (outbox drained)"] = res["close_s"]
+
+        if not owned:  # external servers: remove what the demo stored
+            import pymongo
+            import redis
+            with redis.Redis.from_url(urls[0]) as r:
+                keys = list(r.scan_iter(match="{" + args.key_prefix + ":*", count=1000))
+                if keys:
+                    r.delete(*keys)
+            with pymongo.MongoClient(urls[1]) as m:
+                m.drop_database(args.database)
+
+    # ------------------------------------------------------------------ analysis
+    events = read_log(log_path)
+    pids = {first.pid: "first", res["pid"]: "second"}
+    rows = _executions(events, pids)
+    acked = {(n, s) for n, s in res["acknowledged"]}
+    ran_first = [(r["step"], r["node"]) for r in rows if r["first"] == "completed"]
+    interrupted = [(r["step"], r["node"]) for r in rows if r["first"] == "started"]
+    ran_second = {(r["step"], r["node"]) for r in rows if r["second"]}
+    not_rerun = [x for x in ran_first if x not in ran_second]
+    reran_acked = [x for x in ran_first + interrupted if x in ran_second and (x[1], x[0]) in acked]
+    reran_unacked = [x for x in ran_first if x in ran_second and (x[1], x[0]) not in acked]
+    resumed = res["resumed"]
+    expected_tier = "durable" if args.cold else "hot"
+    checks = {
+        "final report equals the reference": res["report"] == ref_report,
+        "message transcript equals the reference": res["transcript"] == ref_transcript,
+        "no acknowledged node re-ran": not reran_acked,
+        f"resumed state served by the {expected_tier} tier": res["tier"] == expected_tier,
+    }
+    if args.durability == "sync":  # each step's writes are stored before the next step starts
+        checks["every completed node was acknowledged (sync)"] = not reran_unacked and all(
+            (n, s) in acked for s, n in ran_first)
+
+    def fmt(xs: list[tuple[int, str]]) -> str:
+        return ", ".join(f"{n}@{s}" for s, n in xs) or "none"
+
+    print()
+    print("=" * 72)
+    print(f"CRASH & RESUME REPORT ({'cold' if args.cold else 'hot'})")
+    print("=" * 72)
+    print(_table(rows, acked))
+    print()
+    pend = f"\n                         + stored writes of {', '.join(resumed['pending_done'])}" \
+        if resumed["pending_done"] else ""
+    print(f"resumed from:            step {resumed['step']} (next: "
+          f"{', '.join(resumed['next']) or 'END'}; checkpoint {resumed['checkpoint_id']})"
+          f"{pend}")
+    tier_name = {"hot": "Redis hot tier", "durable": "MongoDB durable tier"}.get(res["tier"], "")
+    print(f"state served by:         {res['tier']} ({tier_name})")
+    print(f"1st process (pid {first.pid}) completed {len(ran_first)}: {fmt(ran_first)}")
+    print(f"  interrupted by the kill: {fmt(interrupted)}")
+    print(f"2nd process (pid {res['pid']}) ran {len(ran_second)}: {fmt(sorted(ran_second))}")
+    print(f"completed nodes not re-run: {len(not_rerun)} of {len(ran_first)}")
+    print(f"re-run of acknowledged nodes: {len(reran_acked)}"
+          + (f" ({fmt(reran_acked)})" if reran_acked else ""))
+    if reran_unacked:
+        print(f"re-run, completed but not yet acknowledged at the kill: {fmt(reran_unacked)}")
+    print(f"final report digest:     {res['report']['digest'] if res['report'] else None} "
+          f"(reference {ref_report['digest']})")
+    print("reads by tier in the 2nd process: "
+          f"hot {res['stats'].get('reads_hot', 0)}, durable "
+          f"{res['stats'].get('reads_durable', 0)}, miss {res['stats'].get('reads_miss', 0)}")
+    print()
+    print("final report:")
+    print("  " + render_report(res["report"]).replace("\n", "\n  ") if res["report"] else "  -")
+    print()
+    print("timings:")
+    for k, v in timings.items():
+        print(f"  {k:<40} {v:7.3f} s")
+    print()
+    for k, ok in checks.items():
+        print(f"check: {k:<48} {'yes' if ok else 'NO'}")
+    passed = all(checks.values())
+    print(f"RESULT: {'PASS' if passed else 'FAIL'}")
+    if passed and not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        print(f"execution log and child outputs kept in {work}")
+    return 0 if passed else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cold", action="store_true",
+                   help="empty Redis after the kill so the state comes from MongoDB")
+    p.add_argument("--step-s", type=float,
+                   default=float(os.environ.get(ENV_STEP_S, DEFAULT_STEP_S)),
+                   help=f"seconds each node sleeps (default ${ENV_STEP_S} or {DEFAULT_STEP_S})")
+    p.add_argument("--kill-after", type=int, default=3,
+                   help="completed nodes before the SIGKILL (1-9; default 3)")
+    p.add_argument("--durability", choices=["sync", "async"], default="async",
+                   help="LangGraph durability mode of both runs (default async: a step's "
+                   "checkpoint is saved while the next step runs)")
+    p.add_argument("--timeout-s", type=float, default=120.0, help="limit for each child")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the work dir (execution log, child outputs) after a pass")
+    p.add_argument("--child", choices=["run", "resume"], help=argparse.SUPPRESS)
+    for flag in ("--redis", "--mongo", "--thread-id", "--key-prefix", "--database", "--out"):
+        p.add_argument(flag, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        return child_main(args)
+    if not 1 <= args.kill_after <= 9:
+        p.error("--kill-after must be between 1 and 9 (the agent runs 10 nodes)")
+    try:
+        real_model()  # fail early, with a clear message, on a bad LANGGRAPH_DURABLE_DEMO_MODEL
+        return parent_main(args)
+    except (DemoError, RuntimeError) as exc:
+        print(f"demo could not run: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,426 @@
+"""A small LangGraph agent that analyses the Palmer penguins table, for the crash demo.
+
+    plan -> load -> tools -> clean -> tools -> model_a -> tools -> model_b -> tools -> report
+
+* ``plan`` asks the chat model for a plan; ``load``/``clean``/``model_a``/``model_b`` ask it
+  for a tool call (an ``AIMessage`` with ``tool_calls``) that the ``tools`` node runs with
+  LangGraph's prebuilt ``ToolNode``; ``report`` builds the final report from the state.
+* The data is the table shipped inside the ``palmerpenguins`` wheel
+  (``palmerpenguins.load_penguins()`` reads ``data/penguins.csv`` from the package; no
+  network). Intermediate data stays in the state as plain JSON-able values (column list +
+  row lists, metric dicts) because LangGraph's default serializer does not take DataFrames.
+* Everything is deterministic (fixed ``random_state``, one job), so two runs give the same
+  report whatever happens between them.
+* The chat model is a scripted ``GenericFakeChatModel`` (offline, deterministic). Set
+  ``LANGGRAPH_DURABLE_DEMO_MODEL="provider:model"`` (e.g. ``openai:gpt-4o-mini``) to use a real
+  model through ``langchain.chat_models.init_chat_model`` (needs ``pip install langchain``
+  and the provider package); the metrics still come from the tools.
+* Every node sleeps ``LANGGRAPH_DURABLE_DEMO_STEP_S`` seconds (default 0.3) so a crash can land
+  mid-run, and appends ``{"node", "pid", "ts", "step", "event"}`` JSON lines (``event`` is
+  ``"start"`` or ``"end"``) to the file named by ``LANGGRAPH_DURABLE_DEMO_LOG`` (or the
+  ``log_path`` argument), so re-runs can be counted across processes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import InjectedState, ToolNode
+
+ENV_STEP_S = "LANGGRAPH_DURABLE_DEMO_STEP_S"
+ENV_LOG = "LANGGRAPH_DURABLE_DEMO_LOG"
+ENV_MODEL = "LANGGRAPH_DURABLE_DEMO_MODEL"
+DEFAULT_STEP_S = 0.3
+
+FEATURES = ["bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g"]
+TARGET = "species"
+RANDOM_STATE = 7
+TASK = ("Analyse the Palmer penguins table: load it, clean it, train two species classifiers "
+        "and report which one is better.")
+SYSTEM = ("You are a careful data analyst. Use exactly one tool call when a tool is offered; "
+          "keep prose short.")
+
+
+# --------------------------------------------------------------------------- state
+
+def merge_dicts(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Reducer: later keys win (each model adds its own metrics)."""
+    return {**(left or {}), **(right or {})}
+
+
+class PenguinState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    plan: list[str]
+    raw: dict[str, Any]      # {"columns": [...], "rows": [[...], ...]} (None for missing)
+    clean: dict[str, Any]    # same, plus "dropped", "train_idx", "test_idx"
+    models: Annotated[dict[str, Any], merge_dicts]  # metrics per model
+    report: dict[str, Any]
+
+
+def initial_input() -> dict[str, Any]:
+    return {"messages": [HumanMessage(TASK)]}
+
+
+# --------------------------------------------------------------------------- data helpers
+
+def _frame(table: dict[str, Any]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame(table["rows"], columns=table["columns"])
+
+
+def _table(df: Any) -> dict[str, Any]:
+    """A DataFrame as JSON-able columns + rows, NaN -> None, numpy scalars -> Python."""
+    obj = df.astype(object).where(df.notna(), None)
+    rows = [[v.item() if hasattr(v, "item") else v for v in row] for row in obj.itertuples(
+        index=False, name=None)]
+    return {"columns": [str(c) for c in df.columns], "rows": rows}
+
+
+def _r(x: float) -> float:
+    return round(float(x), 4)
+
+
+def _xy(state: dict[str, Any]) -> tuple[Any, Any, Any, Any, list[str]]:
+    clean = state.get("clean")
+    if not clean:
+        raise ValueError("no clean table in the state yet: run clean_table first")
+    df = _frame(clean)
+    tr, te = clean["train_idx"], clean["test_idx"]
+    x, y = df[FEATURES].to_numpy(dtype=float), df[TARGET].to_numpy()
+    return x[tr], x[te], y[tr], y[te], sorted(set(y))
+
+
+def _metrics(name: str, params: dict[str, Any], model: Any, x_te: Any, y_te: Any,
+             labels: list[str]) -> dict[str, Any]:
+    from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
+
+    pred = model.predict(x_te)
+    return {
+        "model": name,
+        "params": params,
+        "n_test": len(y_te),
+        "accuracy": _r(accuracy_score(y_te, pred)),
+        "macro_f1": _r(f1_score(y_te, pred, average="macro")),
+        "labels": labels,
+        "confusion": confusion_matrix(y_te, pred, labels=labels).tolist(),
+    }
+
+
+# --------------------------------------------------------------------------- tools
+
+@tool(response_format="content_and_artifact")
+def load_penguins_table(dataset: Literal["penguins"] = "penguins"
+                        ) -> tuple[str, dict[str, Any]]:
+    """Load the Palmer penguins table (344 rows, 8 columns) shipped with the palmerpenguins
+    package (a CSV file inside the package; no network)."""
+    import palmerpenguins
+
+    df = palmerpenguins.load_penguins()
+    missing = {c: int(n) for c, n in df.isna().sum().items() if n}
+    content = f"Loaded {dataset}: {len(df)} rows x {df.shape[1]} columns; missing: {missing}"
+    return content, {"raw": _table(df)}
+
+
+@tool(response_format="content_and_artifact")
+def clean_table(state: Annotated[dict, InjectedState], test_size: float = 0.3
+                ) -> tuple[str, dict[str, Any]]:
+    """Drop rows missing a measurement or the species, then make a stratified train/test
+    split (fixed random_state)."""
+    import numpy as np
+    from sklearn.model_selection import train_test_split
+
+    if not state.get("raw"):
+        raise ValueError("no raw table in the state yet: run load_penguins_table first")
+    df = _frame(state["raw"])
+    kept = df.dropna(subset=[*FEATURES, TARGET]).reset_index(drop=True)
+    tr, te = train_test_split(np.arange(len(kept)), test_size=test_size,
+                              stratify=kept[TARGET], random_state=RANDOM_STATE)
+    clean = {**_table(kept), "dropped": len(df) - len(kept),
+             "train_idx": sorted(int(i) for i in tr), "test_idx": sorted(int(i) for i in te)}
+    content = (f"Kept {len(kept)} of {len(df)} rows ({clean['dropped']} dropped); "
+               f"train {len(tr)}, test {len(te)}")
+    return content, {"clean": clean}
+
+
+@tool(response_format="content_and_artifact")
+def train_logistic_regression(state: Annotated[dict, InjectedState], c: float = 1.0
+                              ) -> tuple[str, dict[str, Any]]:
+    """Model A: standardised features + multinomial logistic regression (inverse
+    regularisation strength ``c``); returns test metrics."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x_tr, x_te, y_tr, y_te, labels = _xy(state)
+    model = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=1000))
+    model.fit(x_tr, y_tr)
+    m = _metrics("logistic_regression", {"C": c}, model, x_te, y_te, labels)
+    return f"logistic_regression: accuracy {m['accuracy']}, macro F1 {m['macro_f1']}", \
+        {"models": {"logistic_regression": m}}
+
+
+@tool(response_format="content_and_artifact")
+def train_random_forest(state: Annotated[dict, InjectedState], n_estimators: int = 200,
+                        max_depth: int | None = None) -> tuple[str, dict[str, Any]]:
+    """Model B: random forest (fixed random_state, one job); returns test metrics and
+    feature importances."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    x_tr, x_te, y_tr, y_te, labels = _xy(state)
+    model = RandomForestClassifier(n_estimators=n_estimators, max_depth=max_depth,
+                                   random_state=RANDOM_STATE, n_jobs=1)
+    model.fit(x_tr, y_tr)
+    m = _metrics("random_forest", {"n_estimators": n_estimators, "max_depth": max_depth},
+                 model, x_te, y_te, labels)
+    m["feature_importance"] = {f: _r(v) for f, v in zip(FEATURES, model.feature_importances_)}
+    return f"random_forest: accuracy {m['accuracy']}, macro F1 {m['macro_f1']}", \
+        {"models": {"random_forest": m}}
+
+
+TOOLS = [load_penguins_table, clean_table, train_logistic_regression, train_random_forest]
+NEXT_AFTER_TOOL = {"load_penguins_table": "clean", "clean_table": "model_a",
+                   "train_logistic_regression": "model_b", "train_random_forest": "report"}
+
+
+# --------------------------------------------------------------------------- the chat model
+
+PLAN = ["load the table with load_penguins_table",
+        "clean it and split it with clean_table",
+        "model A: train_logistic_regression",
+        "model B: train_random_forest",
+        "compare both models and write the report"]
+
+
+def _call(name: str, call_id: str, args: dict[str, Any], text: str) -> AIMessage:
+    return AIMessage(content=text, tool_calls=[{"name": name, "args": args, "id": call_id,
+                                                "type": "tool_call"}])
+
+
+def scripted_reply(node: str, state: dict[str, Any]) -> AIMessage:
+    """What the scripted model answers in ``node`` (fresh objects; deterministic)."""
+    if node == "plan":
+        return AIMessage("Plan:\n" + "\n".join(f"{i}. {s}" for i, s in enumerate(PLAN, 1)))
+    if node == "load":
+        return _call("load_penguins_table", "call_load", {"dataset": "penguins"},
+                     "Loading the penguins table.")
+    if node == "clean":
+        return _call("clean_table", "call_clean", {"test_size": 0.3},
+                     "Dropping incomplete rows and splitting 70/30.")
+    if node == "model_a":
+        return _call("train_logistic_regression", "call_model_a", {"c": 1.0},
+                     "Training model A (logistic regression).")
+    if node == "model_b":
+        return _call("train_random_forest", "call_model_b", {"n_estimators": 200},
+                     "Training model B (random forest).")
+    if node == "report":
+        return AIMessage(render_report(state["report"]))
+    raise KeyError(node)
+
+
+def real_model() -> Any | None:
+    """The chat model named by ``LANGGRAPH_DURABLE_DEMO_MODEL`` or None (scripted)."""
+    spec = os.environ.get(ENV_MODEL, "").strip()
+    if not spec:
+        return None
+    try:
+        from langchain.chat_models import init_chat_model  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise RuntimeError(
+            f"{ENV_MODEL}={spec!r} asks for a real chat model, but the `langchain` package is "
+            "not installed: `pip install langchain langchain-<provider>` (e.g. "
+            "langchain-openai), or unset the variable to use the scripted offline model"
+        ) from exc
+    try:
+        return init_chat_model(spec, temperature=0)
+    except (ImportError, ValueError) as exc:  # provider package missing, unknown provider
+        raise RuntimeError(f"{ENV_MODEL}={spec!r}: cannot make the chat model: {exc}") from exc
+
+
+def _ask(model: Any | None, node: str, state: dict[str, Any], instruction: str,
+         tool_: Any = None) -> AIMessage:
+    prompt = [SystemMessage(SYSTEM), *state.get("messages", []), HumanMessage(instruction)]
+    if model is None:
+        fake = GenericFakeChatModel(messages=iter([scripted_reply(node, state)]))
+        return fake.invoke(prompt)
+    bound = model.bind_tools([tool_], tool_choice=tool_.name) if tool_ is not None else model
+    return bound.invoke(prompt)
+
+
+# --------------------------------------------------------------------------- report
+
+def build_report(state: dict[str, Any]) -> dict[str, Any]:
+    """The deterministic report (what the crash demo compares)."""
+    clean, models = state["clean"], state["models"]
+    df = _frame(clean)
+    means = df.groupby(TARGET)[FEATURES].mean().round(2)
+    body = {
+        "plan": state.get("plan", []),
+        "rows_raw": len(state["raw"]["rows"]),
+        "rows_clean": len(clean["rows"]),
+        "dropped": clean["dropped"],
+        "train": len(clean["train_idx"]),
+        "test": len(clean["test_idx"]),
+        "species": {k: int(v) for k, v in df[TARGET].value_counts().sort_index().items()},
+        "means_by_species": {s: {f: float(means.loc[s, f]) for f in FEATURES}
+                             for s in means.index},
+        "models": {k: {"accuracy": v["accuracy"], "macro_f1": v["macro_f1"],
+                       "confusion": v["confusion"]} for k, v in sorted(models.items())},
+        "best_model": max(sorted(models), key=lambda k: (models[k]["macro_f1"],
+                                                          models[k]["accuracy"])),
+    }
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+    return {**body, "digest": digest}
+
+
+def render_report(report: dict[str, Any]) -> str:
+    lines = [f"Palmer penguins: {report['rows_clean']} of {report['rows_raw']} rows used "
+             f"({report['dropped']} dropped), train {report['train']} / test {report['test']}",
+             "species: " + ", ".join(f"{k} {v}" for k, v in report["species"].items())]
+    for name, m in report["models"].items():
+        lines.append(f"{name}: accuracy {m['accuracy']:.4f}, macro F1 {m['macro_f1']:.4f}")
+    lines.append(f"best model: {report['best_model']} (report digest {report['digest']})")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the graph
+
+class ExecutionLog:
+    """Append-only JSON-lines log of node executions (one ``write`` per line, O_APPEND)."""
+
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+        self.path = os.fspath(path) if path else None
+
+    def append(self, node: str, event: str, step: int | None) -> None:
+        if not self.path:
+            return
+        line = json.dumps({"node": node, "pid": os.getpid(), "ts": time.time(),
+                           "step": step, "event": event}) + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+def read_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The events of an execution log (a torn last line, from a kill, is skipped)."""
+    out = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def build_agent(checkpointer: Any = None, *, step_s: float | None = None,
+                log_path: str | os.PathLike[str] | None = None, model: Any = "env") -> Any:
+    """The compiled agent. ``step_s``/``log_path`` default to the environment variables;
+    ``model="env"`` reads ``LANGGRAPH_DURABLE_DEMO_MODEL`` (None = scripted)."""
+    delay = float(os.environ.get(ENV_STEP_S, DEFAULT_STEP_S)) if step_s is None else step_s
+    log = ExecutionLog(log_path if log_path is not None else os.environ.get(ENV_LOG))
+    llm = real_model() if model == "env" else model
+    tool_node = ToolNode(TOOLS)
+
+    def node(name: str) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., Any]]:
+        def wrap(fn: Callable[..., dict[str, Any]]) -> Callable[..., Any]:
+            @functools.wraps(fn)
+            def run(state: PenguinState, config: RunnableConfig) -> dict[str, Any]:
+                step = config.get("metadata", {}).get("langgraph_step")
+                log.append(name, "start", step)
+                if delay > 0:
+                    time.sleep(delay)
+                out = fn(state, config)
+                log.append(name, "end", step)
+                return out
+            return run
+        return wrap
+
+    @node("plan")
+    def plan(state: PenguinState, config: RunnableConfig) -> dict[str, Any]:
+        msg = _ask(llm, "plan", state, "Write a numbered plan of at most five steps.")
+        steps = [line.split(". ", 1)[1] for line in str(msg.content).splitlines()
+                 if ". " in line and line.split(". ", 1)[0].strip().isdigit()]
+        return {"messages": [msg], "plan": steps}
+
+    def tool_step(name: str, instruction: str, tool_: Any) -> Callable[..., Any]:
+        @node(name)
+        def step(state: PenguinState, config: RunnableConfig) -> dict[str, Any]:
+            msg = _ask(llm, name, state, instruction, tool_)
+            if not getattr(msg, "tool_calls", None):
+                raise RuntimeError(f"{name}: the model did not call {tool_.name}")
+            return {"messages": [msg]}
+        return step
+
+    @node("tools")
+    def tools(state: PenguinState, config: RunnableConfig) -> dict[str, Any]:
+        out = tool_node.invoke(state, config)
+        update: dict[str, Any] = {"messages": out["messages"]}
+        for msg in out["messages"]:
+            if isinstance(msg, ToolMessage) and msg.status == "error":
+                raise RuntimeError(f"tool {msg.name} failed: {msg.content}")
+            if isinstance(msg, ToolMessage) and isinstance(msg.artifact, dict):
+                update.update(msg.artifact)
+        return update
+
+    @node("report")
+    def report(state: PenguinState, config: RunnableConfig) -> dict[str, Any]:
+        rep = build_report(state)
+        msg = _ask(llm, "report", {**state, "report": rep},
+                   "Summarise the results for a biologist:\n" + json.dumps(rep, indent=1))
+        return {"messages": [msg], "report": rep}
+
+    def after_tools(state: PenguinState) -> str:
+        last = state["messages"][-1]
+        return NEXT_AFTER_TOOL[getattr(last, "name", "")]
+
+    g = StateGraph(PenguinState)
+    g.add_node("plan", plan)
+    g.add_node("load", tool_step("load", "Load the penguins table.", load_penguins_table))
+    g.add_node("clean", tool_step("clean", "Clean the table and split it.", clean_table))
+    g.add_node("model_a", tool_step("model_a", "Train model A.", train_logistic_regression))
+    g.add_node("model_b", tool_step("model_b", "Train model B.", train_random_forest))
+    g.add_node("tools", tools)
+    g.add_node("report", report)
+    g.add_edge(START, "plan")
+    g.add_edge("plan", "load")
+    for name in ("load", "clean", "model_a", "model_b"):
+        g.add_edge(name, "tools")
+    g.add_conditional_edges("tools", after_tools, ["clean", "model_a", "model_b", "report"])
+    g.add_edge("report", END)
+    return g.compile(checkpointer=checkpointer)
+
+
+def transcript(messages: list[Any]) -> list[list[Any]]:
+    """Messages without their ids (those differ between runs): type, content, tool calls."""
+    out = []
+    for m in messages:
+        calls = [[c["name"], c["args"], c["id"]] for c in getattr(m, "tool_calls", None) or []]
+        out.append([m.type, m.content, calls, getattr(m, "tool_call_id", None)])
+    return out
+
+
+if __name__ == "__main__":  # a quick uninterrupted run
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    graph = build_agent(InMemorySaver(), step_s=0)
+    final = graph.invoke(initial_input(), {"configurable": {"thread_id": "demo"}})
+    for m in final["messages"]:
+        m.pretty_print()
