@@ -6,6 +6,7 @@ returns and moves it to MongoDB (durable tier) through a crash-safe outbox.
 
 from .config import DurableConfig
 from .errors import (
+    ConcurrentRunError,
     CorruptRecordError,
     DurableSaverError,
     FlushTimeoutError,
@@ -20,6 +21,7 @@ from .errors import (
 from .saver import DurableSaver
 
 __all__ = [
+    "ConcurrentRunError",
     "CorruptRecordError",
     "DurableConfig",
     "DurableSaver",

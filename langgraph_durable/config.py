@@ -43,6 +43,11 @@ class DurableConfig(BaseModel):
             ``list(filter=...)`` narrows the query on the server. ``None`` = on unless
             the serializer is an ``EncryptedSerializer`` (then metadata stays encrypted
             and filters apply after decoding).
+        on_concurrent_run: what a ``put`` does when its run read the thread's latest
+            checkpoint and another run has extended the thread since (two processes invoking
+            one ``thread_id`` at once): ``"raise"`` (default) refuses it with
+            ``ConcurrentRunError`` and writes nothing; ``"fork"`` stores it as a sibling
+            branch, as InMemorySaver does (the latest state then shows one run only).
         socket_timeout_s: Redis socket timeout for clients built by ``from_urls``.
         server_selection_timeout_s: MongoDB server selection timeout for clients built
             by ``from_urls``.
@@ -65,5 +70,6 @@ class DurableConfig(BaseModel):
     delete_flush_timeout_s: float = Field(default=30.0, gt=0)
     max_value_bytes: int = Field(default=15 * 1024 * 1024, gt=0)
     queryable_metadata: bool | None = None
+    on_concurrent_run: Literal["raise", "fork"] = "raise"
     socket_timeout_s: float = Field(default=5.0, gt=0)
     server_selection_timeout_s: float = Field(default=5.0, gt=0)

@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 from .config import DurableConfig
 from .durable.documents import Collections
 from .hot.keys import ThreadKeys, outbox_key
+
+
+class Heads:
+    """The latest checkpoint id this saver saw per ``(thread, ns)``: read as "latest" by
+    ``get_tuple`` or written by its own ``put``. A put whose parent is that head expects it
+    still to be the newest (see ``ConcurrentRunError``). Bounded LRU of ``size`` entries."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self._heads: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def seen(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
+        """Record ``checkpoint_id`` as the newest known checkpoint of ``(thread_id, ns)``."""
+        with self._lock:
+            self._heads[(thread_id, ns)] = checkpoint_id
+            self._heads.move_to_end((thread_id, ns))
+            while len(self._heads) > self._size:
+                self._heads.popitem(last=False)
+
+    def get(self, thread_id: str, ns: str) -> str | None:
+        """The recorded head of ``(thread_id, ns)``, if any."""
+        return self._heads.get((thread_id, ns))
 
 
 @dataclass(frozen=True)
@@ -18,6 +43,7 @@ class Context:
     serde: Any
     queryable: bool
     cluster: bool = False
+    heads: Heads = field(default_factory=Heads, compare=False, repr=False)
 
     @property
     def outbox(self) -> str:

@@ -35,6 +35,16 @@ class OutboxFullError(DurableSaverError):
     """
 
 
+class ConcurrentRunError(DurableSaverError):
+    """Another run extended this thread (and namespace) after this run read its latest
+    checkpoint: continuing would fork the thread silently and hide one run's messages from
+    the latest state. Nothing was written; reload the thread (``get_state``) and retry.
+
+    Raised only with ``on_concurrent_run="raise"`` (the default). Forks you ask for (a
+    ``checkpoint_id`` in the config, ``update_state`` on an old checkpoint) never raise.
+    """
+
+
 class FlushTimeoutError(DurableSaverError, TimeoutError):
     """``flush()`` (or a delete, which flushes first) did not finish within its timeout."""
 

@@ -24,13 +24,22 @@ if #KEYS >= 9 then
 end
 """
 
-# ARGV: max_outbox, thread_id, outbox payload, member, ns, record, cv, then blob field/value
+# ARGV: max_outbox, thread_id, outbox payload, member, ns, record, cv, expected head member
+# ('' = no expectation), then blob field/value pairs. With an expected head, the put is
+# refused (STALE_HEAD <actual>) when another run has extended the namespace meanwhile.
 PUT = _OUTBOX_BOUND + r"""
+if ARGV[8] ~= '' then
+  local head = redis.call('ZREVRANGEBYLEX', KEYS[3], '(' .. ARGV[5] .. '\1',
+                          '[' .. ARGV[5] .. '\0', 'LIMIT', 0, 1)
+  if #head > 0 and head[1] ~= ARGV[8] and head[1] ~= ARGV[4] then
+    return redis.error_reply('STALE_HEAD ' .. head[1])
+  end
+end
 redis.call('HSET', KEYS[1], ARGV[4], ARGV[6])
 redis.call('HSET', KEYS[2], ARGV[4], ARGV[7])
 redis.call('ZADD', KEYS[3], 0, ARGV[4])
 redis.call('HSETNX', KEYS[7], ARGV[5], ARGV[4])
-for i = 8, #ARGV, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
+for i = 9, #ARGV, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
 """ + _PERSIST_AND_OUTBOX
 
 # ARGV: max_outbox, thread_id, outbox payload, then triples (field, value, overwrite 0/1).

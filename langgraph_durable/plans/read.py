@@ -155,9 +155,11 @@ def page_plan(
 def get_tuple_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str | None) -> Plan:
     """``get_tuple``: the checkpoint ``checkpoint_id``, or the latest of ``(thread, ns)``.
     Returns a ``Page`` of at most one tuple (its ``hot``/``durable`` say which tier)."""
-    return (yield from page_plan(
-        ctx, thread_id, ns, exact=checkpoint_id, count=1, hot_first=True
-    ))
+    page = yield from page_plan(ctx, thread_id, ns, exact=checkpoint_id, count=1,
+                                hot_first=True)
+    if checkpoint_id is None and page.tuples:  # this run now builds on the latest
+        ctx.heads.seen(thread_id, ns, page.tuples[0].config["configurable"]["checkpoint_id"])
+    return page
 
 
 def namespaces_plan(ctx: Context, thread_id: str) -> Plan:

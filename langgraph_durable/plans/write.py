@@ -19,8 +19,14 @@ from langgraph.checkpoint.base import (
 from ..context import Context
 from ..drivers import Mongo, Parallel, Pipeline, Plan, Script, Sleep
 from ..durable import documents as D
-from ..errors import InvalidIdentifierError, OutboxFullError, SerializationError
+from ..errors import (
+    ConcurrentRunError,
+    InvalidIdentifierError,
+    OutboxFullError,
+    SerializationError,
+)
 from ..records import (
+    SEP,
     CheckpointRecord,
     Typed,
     WriteRecord,
@@ -76,6 +82,14 @@ def _send(ctx: Context, thread_id: str, script: str, args: list[Any]) -> Plan:
             yield Script(script, keys, args)
             break
         except redis.exceptions.ResponseError as exc:
+            if str(exc).startswith("STALE_HEAD"):
+                head = str(exc).split(" ", 1)[1].split(SEP)[-1]
+                raise ConcurrentRunError(
+                    f"thread {thread_id!r} (ns {args[4]!r}) was extended by another run: its "
+                    f"latest checkpoint is now {head!r}, this run started from "
+                    f"{args[7].split(SEP)[-1]!r}; nothing was written. Reload the thread and "
+                    "retry (or set on_concurrent_run='fork')"
+                ) from None
             if "OUTBOX_FULL" not in str(exc):
                 raise
             if time.monotonic() >= deadline:
@@ -123,10 +137,15 @@ def put_plan(
     )
     m = member(ns, cid)
     payload = ormsgpack.packb(["cp", m, [f for f, _ in blobs]])
-    args: list[Any] = [ctx.config.max_outbox, tid, payload, m, ns, rec.pack(), rec.pack_index()]
+    expect = ""
+    if ctx.config.on_concurrent_run == "raise" and parent and ctx.heads.get(tid, ns) == parent:
+        expect = member(ns, parent)
+    args: list[Any] = [ctx.config.max_outbox, tid, payload, m, ns, rec.pack(), rec.pack_index(),
+                       expect]
     for f, typed in blobs:
         args += [f, pack_blob(typed)]
     yield from _send(ctx, tid, "put", args)
+    ctx.heads.seen(tid, ns, cid)
     if ctx.config.durability == "strict":
         cols = ctx.collections
         ops: list[Any] = [Mongo(cols.checkpoints, "bulk_write",
