@@ -151,7 +151,8 @@ class DurableSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsy
         # with_allowlist() makes a shallow copy and assigns serde: keep the context in step
         self.__dict__["_serde"] = value
         if "_ctx" in self.__dict__:
-            self._ctx = Context(self._ctx.config, value, self._ctx.queryable, self._ctx.cluster)
+            self._ctx = Context(self._ctx.config, value, self._ctx.queryable, self._ctx.cluster,
+                                heads=self._ctx.heads)
 
     # ------------------------------------------------------------------ driving plans
 
