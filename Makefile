@@ -10,7 +10,7 @@ setup:
 	@bash scripts/setup.sh
 
 test: setup
-	$(PY) -m ruff check langgraph_durable tests examples scripts benchmarks
+	$(PY) -m ruff check .
 	$(PY) -m mypy --explicit-package-bases langgraph_durable
 	$(PY) -m pytest -q
 
@@ -18,5 +18,5 @@ demo: setup
 	$(PY) examples/crash_demo.py
 
 lint: setup
-	$(PY) -m ruff check langgraph_durable tests examples scripts benchmarks
+	$(PY) -m ruff check .
 	$(PY) -m mypy --explicit-package-bases langgraph_durable
