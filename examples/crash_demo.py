@@ -20,7 +20,14 @@ What it does:
    demo's keys are deleted);
 5. a fresh child process opens a new ``DurableSaver``, reads the thread's state
    (``last_read_tier`` tells which tier answered) and resumes with ``invoke(None, config)``;
-6. prints what ran where (counted from the execution log) and checks the result.
+6. prints what ran where (counted from the execution log), what the blob store holds and
+   checks the result.
+
+The agent keeps its loaded and cleaned tables in the state as pandas DataFrames, so every
+saver (and the reference ``InMemorySaver``) uses ``ExternalRefSerializer``: the frames are
+Parquet blobs in a ``LocalBlobStore`` in the work dir, or in a new S3 bucket when
+``S3_ENDPOINT_URL`` is set; checkpoints in Redis and MongoDB hold small references. Both
+child processes open the same store by name (``--blob-store``).
 
 Exit code 0 only when all checks pass: the resumed report equals the reference report, the
 message transcript equals the reference transcript, no node execution that was acknowledged
@@ -50,11 +57,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if __package__ in (None, ""):  # `python examples/crash_demo.py`: make `examples` importable
     sys.path.insert(0, str(ROOT))
 
+from examples.blob_store import drop_bucket, open_blob_store, store_from_name  # noqa: E402
 from examples.penguins_agent import (  # noqa: E402
     DEFAULT_STEP_S,
     ENV_LOG,
     ENV_STEP_S,
     build_agent,
+    dataframe_serde,
     initial_input,
     read_log,
     real_model,
@@ -84,7 +93,9 @@ def child_main(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {"pid": os.getpid()}
     config = _config(args.thread_id)
     began = time.perf_counter()
-    with DurableSaver.from_urls(args.redis, args.mongo, **_saver_options(args)) as saver:
+    serde = dataframe_serde(store_from_name(args.blob_store))
+    with DurableSaver.from_urls(args.redis, args.mongo, serde=serde,
+                                **_saver_options(args)) as saver:
         graph = build_agent(saver)
         out["open_s"] = time.perf_counter() - began
         if args.child == "run":
@@ -131,7 +142,8 @@ def _spawn(mode: str, args: argparse.Namespace, work: Path, urls: tuple[str, str
     argv = [sys.executable, str(Path(__file__).resolve()), "--child", mode,
             "--redis", urls[0], "--mongo", urls[1], "--thread-id", THREAD_ID,
             "--key-prefix", args.key_prefix, "--database", args.database,
-            "--durability", args.durability, "--out", str(work / f"{mode}.json")]
+            "--durability", args.durability, "--out", str(work / f"{mode}.json"),
+            "--blob-store", args.blob_store]
     env = {**os.environ, ENV_LOG: str(work / "executions.jsonl"), ENV_STEP_S: str(args.step_s)}
     with open(work / f"{mode}.stderr", "wb") as err:  # the child keeps its own descriptor
         proc = subprocess.Popen(argv, cwd=str(ROOT), env=env, stdin=subprocess.DEVNULL,
@@ -186,7 +198,8 @@ def _empty_hot_tier(args: argparse.Namespace, urls: tuple[str, str], owned: bool
     from langgraph_durable import DurableSaver
 
     t0 = time.perf_counter()
-    with DurableSaver.from_urls(*urls, **_saver_options(args)) as saver:
+    serde = dataframe_serde(store_from_name(args.blob_store))
+    with DurableSaver.from_urls(*urls, serde=serde, **_saver_options(args)) as saver:
         saver.flush(timeout_s=60)
     drain_s = time.perf_counter() - t0
     with redis.Redis.from_url(urls[0]) as r:
@@ -204,11 +217,14 @@ def _empty_hot_tier(args: argparse.Namespace, urls: tuple[str, str], owned: bool
     return {"drain_s": drain_s, "how": how, "redis_keys_left": left, "mongo_checkpoints": n}
 
 
-def _reference() -> tuple[dict[str, Any], list[Any], float]:
+def _reference(work: Path) -> tuple[dict[str, Any], list[Any], float]:
     from langgraph.checkpoint.memory import InMemorySaver
 
+    from langgraph_durable.serde import LocalBlobStore
+
     t0 = time.perf_counter()
-    graph = build_agent(InMemorySaver(), step_s=0, log_path="")
+    serde = dataframe_serde(LocalBlobStore(work / "reference-blobs"))
+    graph = build_agent(InMemorySaver(serde=serde), step_s=0, log_path="")
     final = graph.invoke(initial_input(), _config(REFERENCE_THREAD_ID))
     return final["report"], transcript(final["messages"]), time.perf_counter() - t0
 
@@ -245,6 +261,19 @@ def _table(rows: list[dict[str, Any]], acked: set[tuple[str, int]]) -> str:
     return "\n".join(lines)
 
 
+def _blob_inventory(args: argparse.Namespace, urls: tuple[str, str]) -> dict[str, Any]:
+    """What the blob store holds after the run, and which of it the saver references."""
+    from langgraph_durable import DurableSaver
+    from langgraph_durable.blobs import referenced_blob_keys
+
+    store = store_from_name(args.blob_store)
+    objects = sorted((i.key, i.size) for i in store.list_keys())
+    with DurableSaver.from_urls(*urls, serde=dataframe_serde(store),
+                                **_saver_options(args)) as saver:
+        referenced = referenced_blob_keys(saver)
+    return {"objects": objects, "referenced": sorted(referenced)}
+
+
 def parent_main(args: argparse.Namespace) -> int:
     from langgraph_durable.testing import mongo_server, redis_server
 
@@ -257,13 +286,16 @@ def parent_main(args: argparse.Namespace) -> int:
     print(f"crash demo: {mode}; step delay {args.step_s} s; kill after {args.kill_after} "
           f"completed nodes; durability={args.durability}; work dir {work}", flush=True)
     t0 = time.perf_counter()
+    store, where = open_blob_store(work / "blobs", bucket=f"lgd-demo-{tag}")
+    args.blob_store = store.name
     with redis_server() as rs, mongo_server() as ms:
         urls = (rs.url, ms.url)
         owned = not rs.external
         timings["servers start"] = time.perf_counter() - t0
         print(f"servers: redis {rs.url}  mongodb {ms.url}", flush=True)
+        print(f"blob store: {where}", flush=True)
 
-        ref_report, ref_transcript, timings["reference run (InMemorySaver)"] = _reference()
+        ref_report, ref_transcript, timings["reference run (InMemorySaver)"] = _reference(work)
         print(f"reference report digest {ref_report['digest']}", flush=True)
 
         t0 = time.perf_counter()
@@ -300,6 +332,7 @@ def parent_main(args: argparse.Namespace) -> int:
         timings["2nd process: first get_state"] = res["first_read_s"]
         timings["2nd process: invoke(None) to the end"] = res["resume_run_s"]
         timings["2nd process: close (outbox drained)"] = res["close_s"]
+        blobs = _blob_inventory(args, urls)
 
         if not owned:  # external servers: remove what the demo stored
             import pymongo
@@ -325,6 +358,8 @@ def parent_main(args: argparse.Namespace) -> int:
     resumed = res["resumed"]
     expected_tier = "durable" if args.cold else "hot"
     checks = {
+        "DataFrames stored in the blob store": bool(blobs["referenced"]) and all(
+            key.endswith(".parquet") for key in blobs["referenced"]),
         "final report equals the reference": res["report"] == ref_report,
         "message transcript equals the reference": res["transcript"] == ref_transcript,
         "no acknowledged node re-ran": not reran_acked,
@@ -363,6 +398,12 @@ def parent_main(args: argparse.Namespace) -> int:
     print("reads by tier in the 2nd process: "
           f"hot {res['stats'].get('reads_hot', 0)}, durable "
           f"{res['stats'].get('reads_durable', 0)}, miss {res['stats'].get('reads_miss', 0)}")
+    total = sum(size for _, size in blobs["objects"])
+    print(f"blob store {args.blob_store}: {len(blobs['objects'])} objects, {total:,} bytes "
+          f"({len(blobs['referenced'])} referenced by the thread's checkpoints)")
+    for key, size in blobs["objects"]:
+        mark = "referenced" if key in blobs["referenced"] else "unreferenced"
+        print(f"  {key}  {size:>9,} B  {mark}")
     print()
     print("final report:")
     print("  " + render_report(res["report"]).replace("\n", "\n  ") if res["report"] else "  -")
@@ -375,6 +416,8 @@ def parent_main(args: argparse.Namespace) -> int:
         print(f"check: {k:<48} {'yes' if ok else 'NO'}")
     passed = all(checks.values())
     print(f"RESULT: {'PASS' if passed else 'FAIL'}")
+    if passed and not args.keep:
+        drop_bucket(store)
     if passed and not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     else:
@@ -398,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true",
                    help="keep the work dir (execution log, child outputs) after a pass")
     p.add_argument("--child", choices=["run", "resume"], help=argparse.SUPPRESS)
-    for flag in ("--redis", "--mongo", "--thread-id", "--key-prefix", "--database", "--out"):
+    for flag in ("--redis", "--mongo", "--thread-id", "--key-prefix", "--database", "--out",
+                 "--blob-store"):
         p.add_argument(flag, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:

@@ -7,8 +7,12 @@
   LangGraph's prebuilt ``ToolNode``; ``report`` builds the final report from the state.
 * The data is the table shipped inside the ``palmerpenguins`` wheel
   (``palmerpenguins.load_penguins()`` reads ``data/penguins.csv`` from the package; no
-  network). Intermediate data stays in the state as plain JSON-able values (column list +
-  row lists, metric dicts) because LangGraph's default serializer does not take DataFrames.
+  network). The loaded and the cleaned tables stay in the state as pandas DataFrames
+  (``raw``, ``clean``): the checkpointer's serializer must store them, which
+  ``langgraph_durable.serde.ExternalRefSerializer`` does (each frame is a Parquet blob in a
+  local folder or S3; checkpoints hold a small reference). LangGraph's default serializer
+  refuses DataFrames. Tool results reach the state as artifacts, which the ``tools`` node moves
+  out of the ``ToolMessage`` into the state (a message never carries a frame).
 * Everything is deterministic (fixed ``random_state``, one job), so two runs give the same
   report whatever happens between them.
 * The chat model is a scripted ``GenericFakeChatModel`` (offline, deterministic). Set
@@ -31,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypedDict
 
+import pandas as pd
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -63,8 +68,9 @@ def merge_dicts(left: dict[str, Any] | None, right: dict[str, Any] | None) -> di
 class PenguinState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     plan: list[str]
-    raw: dict[str, Any]      # {"columns": [...], "rows": [[...], ...]} (None for missing)
-    clean: dict[str, Any]    # same, plus "dropped", "train_idx", "test_idx"
+    raw: pd.DataFrame        # the table as loaded (344 rows, 8 columns)
+    clean: pd.DataFrame      # complete rows only, index 0..n-1
+    split: dict[str, Any]    # {"dropped": n, "train_idx": [...], "test_idx": [...]}
     models: Annotated[dict[str, Any], merge_dicts]  # metrics per model
     report: dict[str, Any]
 
@@ -75,30 +81,15 @@ def initial_input() -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- data helpers
 
-def _frame(table: dict[str, Any]) -> Any:
-    import pandas as pd
-
-    return pd.DataFrame(table["rows"], columns=table["columns"])
-
-
-def _table(df: Any) -> dict[str, Any]:
-    """A DataFrame as JSON-able columns + rows, NaN -> None, numpy scalars -> Python."""
-    obj = df.astype(object).where(df.notna(), None)
-    rows = [[v.item() if hasattr(v, "item") else v for v in row] for row in obj.itertuples(
-        index=False, name=None)]
-    return {"columns": [str(c) for c in df.columns], "rows": rows}
-
-
 def _r(x: float) -> float:
     return round(float(x), 4)
 
 
 def _xy(state: dict[str, Any]) -> tuple[Any, Any, Any, Any, list[str]]:
-    clean = state.get("clean")
-    if not clean:
+    df, split = state.get("clean"), state.get("split")
+    if df is None or not split:
         raise ValueError("no clean table in the state yet: run clean_table first")
-    df = _frame(clean)
-    tr, te = clean["train_idx"], clean["test_idx"]
+    tr, te = split["train_idx"], split["test_idx"]
     x, y = df[FEATURES].to_numpy(dtype=float), df[TARGET].to_numpy()
     return x[tr], x[te], y[tr], y[te], sorted(set(y))
 
@@ -131,7 +122,7 @@ def load_penguins_table(dataset: Literal["penguins"] = "penguins"
     df = palmerpenguins.load_penguins()
     missing = {c: int(n) for c, n in df.isna().sum().items() if n}
     content = f"Loaded {dataset}: {len(df)} rows x {df.shape[1]} columns; missing: {missing}"
-    return content, {"raw": _table(df)}
+    return content, {"raw": df}
 
 
 @tool(response_format="content_and_artifact")
@@ -142,17 +133,17 @@ def clean_table(state: Annotated[dict, InjectedState], test_size: float = 0.3
     import numpy as np
     from sklearn.model_selection import train_test_split
 
-    if not state.get("raw"):
+    df = state.get("raw")
+    if df is None:
         raise ValueError("no raw table in the state yet: run load_penguins_table first")
-    df = _frame(state["raw"])
     kept = df.dropna(subset=[*FEATURES, TARGET]).reset_index(drop=True)
     tr, te = train_test_split(np.arange(len(kept)), test_size=test_size,
                               stratify=kept[TARGET], random_state=RANDOM_STATE)
-    clean = {**_table(kept), "dropped": len(df) - len(kept),
+    split = {"dropped": len(df) - len(kept),
              "train_idx": sorted(int(i) for i in tr), "test_idx": sorted(int(i) for i in te)}
-    content = (f"Kept {len(kept)} of {len(df)} rows ({clean['dropped']} dropped); "
+    content = (f"Kept {len(kept)} of {len(df)} rows ({split['dropped']} dropped); "
                f"train {len(tr)}, test {len(te)}")
-    return content, {"clean": clean}
+    return content, {"clean": kept, "split": split}
 
 
 @tool(response_format="content_and_artifact")
@@ -263,16 +254,15 @@ def _ask(model: Any | None, node: str, state: dict[str, Any], instruction: str,
 
 def build_report(state: dict[str, Any]) -> dict[str, Any]:
     """The deterministic report (what the crash demo compares)."""
-    clean, models = state["clean"], state["models"]
-    df = _frame(clean)
+    df, split, models = state["clean"], state["split"], state["models"]
     means = df.groupby(TARGET)[FEATURES].mean().round(2)
     body = {
         "plan": state.get("plan", []),
-        "rows_raw": len(state["raw"]["rows"]),
-        "rows_clean": len(clean["rows"]),
-        "dropped": clean["dropped"],
-        "train": len(clean["train_idx"]),
-        "test": len(clean["test_idx"]),
+        "rows_raw": len(state["raw"]),
+        "rows_clean": len(df),
+        "dropped": split["dropped"],
+        "train": len(split["train_idx"]),
+        "test": len(split["test_idx"]),
         "species": {k: int(v) for k, v in df[TARGET].value_counts().sort_index().items()},
         "means_by_species": {s: {f: float(means.loc[s, f]) for f in FEATURES}
                              for s in means.index},
@@ -372,13 +362,16 @@ def build_agent(checkpointer: Any = None, *, step_s: float | None = None,
     @node("tools")
     def tools(state: PenguinState, config: RunnableConfig) -> dict[str, Any]:
         out = tool_node.invoke(state, config)
-        update: dict[str, Any] = {"messages": out["messages"]}
+        update: dict[str, Any] = {}
+        messages = []
         for msg in out["messages"]:
             if isinstance(msg, ToolMessage) and msg.status == "error":
                 raise RuntimeError(f"tool {msg.name} failed: {msg.content}")
             if isinstance(msg, ToolMessage) and isinstance(msg.artifact, dict):
-                update.update(msg.artifact)
-        return update
+                update.update(msg.artifact)  # DataFrames go to the state, not the message
+                msg = msg.model_copy(update={"artifact": None})
+            messages.append(msg)
+        return {**update, "messages": messages}
 
     @node("report")
     def report(state: PenguinState, config: RunnableConfig) -> dict[str, Any]:
@@ -417,10 +410,22 @@ def transcript(messages: list[Any]) -> list[list[Any]]:
     return out
 
 
+def dataframe_serde(store: Any = None) -> Any:
+    """The serializer the agent's checkpointer needs: ``ExternalRefSerializer`` (DataFrames as
+    Parquet blobs in ``store``; default a new temporary folder)."""
+    import tempfile
+
+    from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
+
+    if store is None:
+        store = LocalBlobStore(tempfile.mkdtemp(prefix="lgd-penguins-blobs-"))
+    return ExternalRefSerializer(store=store)
+
+
 if __name__ == "__main__":  # a quick uninterrupted run
     from langgraph.checkpoint.memory import InMemorySaver
 
-    graph = build_agent(InMemorySaver(), step_s=0)
+    graph = build_agent(InMemorySaver(serde=dataframe_serde()), step_s=0)
     final = graph.invoke(initial_input(), {"configurable": {"thread_id": "demo"}})
     for m in final["messages"]:
         m.pretty_print()

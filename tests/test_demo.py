@@ -2,7 +2,9 @@
 
 Each test runs the demo as a subprocess, the way a user does, with its own real Redis and
 MongoDB-wire servers (or REDIS_URL / MONGODB_URL when set), and checks its exit code and
-the key lines of its report.
+the key lines of its report. The agent keeps its tables in the state as DataFrames, stored by
+ExternalRefSerializer in a local folder (hot test) or in S3 (cold test, the session's moto
+server through S3_ENDPOINT_URL).
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "examples" / "crash_demo.py"
 
 
-def run_demo(*flags: str) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "LANGGRAPH_DURABLE_DEMO_MODEL"}
+def run_demo(*flags: str, s3_endpoint_url: str | None = None) -> str:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LANGGRAPH_DURABLE_DEMO_MODEL", "S3_ENDPOINT_URL")}
+    if s3_endpoint_url:
+        env["S3_ENDPOINT_URL"] = s3_endpoint_url
     proc = subprocess.run([sys.executable, str(DEMO), *flags], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=180)
     out = proc.stdout + proc.stderr
@@ -46,18 +51,26 @@ def check_common(out: str, *, tier: str) -> None:
     # the table: the completed nodes of the first process were not re-run by the second
     assert re.search(r"\n +1  plan +completed \+ acked +not re-run", out), out
     assert "RE-RUN" not in out
+    # the loaded and the cleaned DataFrames: two Parquet blobs, both referenced
+    assert re.search(r"check: DataFrames stored in the blob store +yes", out), out
+    assert re.search(r"\nblob store \S+: 2 objects, [\d,]+ bytes \(2 referenced", out), out
+    listed = re.findall(r"\n  ([0-9a-f]{64}\.parquet) +([\d,]+) B  referenced", out)
+    assert len(listed) == 2 and all(int(size.replace(",", "")) > 1000 for _, size in listed)
 
 
 def test_crash_and_resume_from_redis() -> None:
     out = run_demo("--step-s", "0.15", "--kill-after", "3")
     check_common(out, tier="hot")
+    assert "(local folder)" in line(out, "blob store: file://")
     assert "(Redis hot tier)" in line(out, "state served by:")
     assert re.search(r"resumed from: +step \d+ \(next: \w+", out), out
 
 
-def test_crash_and_resume_from_mongodb_cold() -> None:
-    out = run_demo("--cold", "--step-s", "0.25", "--kill-after", "5", "--durability", "sync")
+def test_crash_and_resume_from_mongodb_cold(s3_endpoint_url: str) -> None:
+    out = run_demo("--cold", "--step-s", "0.25", "--kill-after", "5", "--durability", "sync",
+                   s3_endpoint_url=s3_endpoint_url)
     check_common(out, tier="durable")
+    assert f"(S3 at {s3_endpoint_url})" in line(out, "blob store: s3://lgd-demo-")
     assert "(MongoDB durable tier)" in line(out, "state served by:")
     assert re.search(r"cold: outbox drained to MongoDB \(\d+ checkpoints", out), out
     assert "reads by tier in the 2nd process: hot 0," in out

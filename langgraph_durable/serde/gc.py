@@ -9,6 +9,11 @@ saved, so a blob may be unreferenced for a moment. Blobs modified within ``grace
 seconds are kept. A skipped duplicate upload refreshes a blob's modification time (stores do
 so when it is older than their ``touch_after_s``, 60 s local / 300 s S3), so the grace period
 must exceed ``touch_after_s`` plus the longest time between upload and checkpoint save.
+
+Each blob chosen for deletion is looked at once more right before it is deleted (``stat``,
+when the store has it: both built-in stores do), and kept if it was refreshed meanwhile. This
+narrows the one remaining race, a writer re-using the blob between that last look and the
+delete, to the duration of one delete request.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ class GcReport:
     dry_run: bool = False
     cutoff: datetime | None = None
     """Blobs modified at or after this UTC time were kept as recent."""
+    referenced: int = 0
+    """How many distinct keys were given as referenced (by the saver scan, if any)."""
 
 
 def _as_utc(now: datetime | float | None) -> datetime:
@@ -82,7 +89,8 @@ def collect_garbage(
         raise ValueError(f"grace_period_s must be >= 0, got {grace_period_s}")
     referenced = set(referenced_keys)
     cutoff = _as_utc(now) - timedelta(seconds=grace_period_s)
-    report = GcReport(dry_run=dry_run, cutoff=cutoff)
+    report = GcReport(dry_run=dry_run, cutoff=cutoff, referenced=len(referenced))
+    stat = getattr(store, "stat", None)
     for info in list(store.list_keys()):
         if key_pattern is not None and not key_pattern.match(info.key):
             report.ignored_foreign += 1
@@ -93,6 +101,13 @@ def collect_garbage(
         elif info.last_modified >= cutoff:
             report.kept_recent += 1
         else:
+            if not dry_run and stat is not None:
+                fresh = stat(info.key)  # refreshed by a writer since the listing?
+                if fresh is None:
+                    continue
+                if fresh.last_modified >= cutoff:
+                    report.kept_recent += 1
+                    continue
             if not dry_run:
                 store.delete(info.key)
             report.deleted.append(info.key)

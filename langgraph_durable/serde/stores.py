@@ -181,10 +181,13 @@ class LocalBlobStore(BaseBlobStore):
         except FileNotFoundError:
             pass
         else:
-            if datetime.now(timezone.utc).timestamp() - mtime > self.touch_after_s:
-                with contextlib.suppress(FileNotFoundError):
-                    os.utime(target)
-            return False
+            if datetime.now(timezone.utc).timestamp() - mtime <= self.touch_after_s:
+                return False
+            try:
+                os.utime(target)
+                return False
+            except FileNotFoundError:  # garbage-collected meanwhile: write it again
+                pass
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
         try:
@@ -223,6 +226,14 @@ class LocalBlobStore(BaseBlobStore):
     def exists(self, key: str) -> bool:
         """Whether the file exists."""
         return self._path(key).is_file()
+
+    def stat(self, key: str) -> BlobInfo | None:
+        """The blob's current :class:`BlobInfo`, or ``None`` if it does not exist."""
+        try:
+            st = self._path(key).stat()
+        except FileNotFoundError:
+            return None
+        return BlobInfo(key, datetime.fromtimestamp(st.st_mtime, timezone.utc), st.st_size)
 
     def delete(self, key: str) -> None:
         """Remove the file if it exists."""
@@ -307,30 +318,51 @@ class S3BlobStore(BaseBlobStore):
                 return None
             raise
 
-    def _touch_if_old(self, key: str, head: dict[str, Any] | None) -> None:
+    def _touch_if_old(self, key: str, head: dict[str, Any] | None) -> bool:
+        """Refresh LastModified if old; ``False`` if the object is gone (deleted meanwhile)."""
         head = head if head is not None else self._head(key)
-        if head is None or "LastModified" not in head:
-            return
+        if head is None:
+            return False
+        if "LastModified" not in head:
+            return True
         age = (datetime.now(timezone.utc) - _utc(head["LastModified"])).total_seconds()
         if age <= self.touch_after_s:
-            return
-        self.client.copy_object(
-            Bucket=self.bucket,
-            Key=self._key(key),
-            CopySource={"Bucket": self.bucket, "Key": self._key(key)},
-            MetadataDirective="REPLACE",
-            Metadata=dict(head.get("Metadata") or {}),
-            ContentType=head.get("ContentType") or "application/octet-stream",
-        )
+            return True
+        try:
+            self.client.copy_object(
+                Bucket=self.bucket,
+                Key=self._key(key),
+                CopySource={"Bucket": self.bucket, "Key": self._key(key)},
+                MetadataDirective="REPLACE",
+                Metadata=dict(head.get("Metadata") or {}),
+                ContentType=head.get("ContentType") or "application/octet-stream",
+            )
+        except Exception as exc:
+            code, status = _error_code(exc)
+            if status == 404 or code in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
-        """Upload ``data`` unless ``key`` exists (see the class docstring for how)."""
+        """Upload ``data`` unless ``key`` exists (see the class docstring for how).
+
+        An existing object that disappears while it is being refreshed (garbage collection
+        racing this put) is uploaded again, so a ``False`` return means the key exists."""
+        for _ in range(3):
+            written = self._put_once(key, data)
+            if written is not None:
+                return written
+        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        return True
+
+    def _put_once(self, key: str, data: bytes) -> bool | None:
+        """``True`` written, ``False`` existed (and was refreshed), ``None`` vanished: retry."""
         full = self._key(key)
         if len(data) >= _HEAD_FIRST_BYTES or self.conditional_put is False:
             head = self._head(key)
             if head is not None:
-                self._touch_if_old(key, head)
-                return False
+                return False if self._touch_if_old(key, head) else None
         if self.conditional_put is not False:
             try:
                 self.client.put_object(Bucket=self.bucket, Key=full, Body=data, IfNoneMatch="*")
@@ -340,8 +372,7 @@ class S3BlobStore(BaseBlobStore):
                 code, status = _error_code(exc)
                 if status == 412 or code in ("PreconditionFailed", "ConditionalRequestConflict"):
                     self.conditional_put = True
-                    self._touch_if_old(key, None)
-                    return False
+                    return False if self._touch_if_old(key, None) else None
                 if not (status == 501 or code in ("NotImplemented", "InvalidArgument")):
                     raise
                 self.conditional_put = False
@@ -370,6 +401,13 @@ class S3BlobStore(BaseBlobStore):
     def exists(self, key: str) -> bool:
         """Whether the object exists (one HEAD request)."""
         return self._head(key) is not None
+
+    def stat(self, key: str) -> BlobInfo | None:
+        """The object's current :class:`BlobInfo` (one HEAD request), or ``None``."""
+        head = self._head(key)
+        if head is None:
+            return None
+        return BlobInfo(key, _utc(head["LastModified"]), int(head.get("ContentLength", 0)))
 
     def delete(self, key: str) -> None:
         """Delete the object (S3 treats a missing key as success)."""

@@ -82,3 +82,30 @@ async def test_async_collect(serde: ExternalRefSerializer) -> None:
     later = _newest(serde.store) + timedelta(hours=2)
     report = await acollect_garbage(serde.store, collect_refs(typed[:2]), now=later)
     assert report.deleted == sorted(refs_in(*typed[2]))
+
+
+class _StaleListing:
+    """A store whose listing is three hours out of date (the blob was re-used since)."""
+
+    def __init__(self, store: BlobStore) -> None:
+        self.store = store
+        self.deleted: list[str] = []
+
+    def list_keys(self):  # type: ignore[no-untyped-def]
+        for info in self.store.list_keys():
+            yield info._replace(last_modified=info.last_modified - timedelta(hours=3))
+
+    def stat(self, key: str):  # type: ignore[no-untyped-def]
+        return self.store.stat(key)  # type: ignore[attr-defined]
+
+    def delete(self, key: str) -> None:
+        self.deleted.append(key)
+        self.store.delete(key)
+
+
+def test_a_blob_refreshed_after_the_listing_is_kept(serde: ExternalRefSerializer) -> None:
+    _write_three(serde)
+    stale = _StaleListing(serde.store)
+    report = collect_garbage(stale, set())  # type: ignore[arg-type]
+    assert report.deleted == [] and stale.deleted == [] and report.kept_recent == 3
+    assert len(list(serde.store.list_keys())) == 3

@@ -209,3 +209,52 @@ def test_s3_missing_bucket_is_not_a_missing_blob(s3_client: Any) -> None:
     store = S3BlobStore("lgd-no-such-bucket-for-serde", client=s3_client)
     with pytest.raises(ClientError, match="NoSuchBucket"):
         store.get("k.bin")
+
+
+def test_stat_reports_the_current_blob(store: BlobStore) -> None:
+    assert store.stat("st-key.bin") is None  # type: ignore[attr-defined]
+    store.put_if_absent("st-key.bin", b"12345")
+    info = store.stat("st-key.bin")  # type: ignore[attr-defined]
+    assert info is not None and (info.key, info.size) == ("st-key.bin", 5)
+    assert abs(info.last_modified - datetime.now(timezone.utc)) < timedelta(minutes=5)
+
+
+def test_local_put_rewrites_a_blob_deleted_while_being_refreshed(
+    local_store: LocalBlobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local_store.put_if_absent("racy.bin", b"v")
+    path = local_store.root / "ra" / "racy.bin"
+    old = (datetime.now(timezone.utc) - timedelta(days=2)).timestamp()
+    os.utime(path, (old, old))
+    real_utime = os.utime
+
+    def collected_first(target: Any, *args: Any) -> None:  # garbage collection wins the race
+        os.unlink(target)
+        real_utime(target, *args)
+
+    monkeypatch.setattr("langgraph_durable.serde.stores.os.utime", collected_first)
+    assert local_store.put_if_absent("racy.bin", b"v") is True
+    assert local_store.get("racy.bin") == b"v"
+
+
+class CollectingClient(RecordingClient):
+    """Deletes the object right before the store refreshes it (a collector racing the put)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "copy_object":
+            def copy(**kwargs: Any) -> Any:
+                self._client.delete_object(Bucket=kwargs["Bucket"], Key=kwargs["Key"])
+                return self._client.copy_object(**kwargs)
+            return copy
+        return super().__getattr__(name)
+
+
+@pytest.mark.parametrize("size", [10, 300 * 1024], ids=["conditional-put", "head-first"])
+def test_s3_put_reuploads_an_object_deleted_while_being_refreshed(
+    s3_client: Any, bucket: str, size: int
+) -> None:
+    data = b"r" * size
+    S3BlobStore(bucket, client=s3_client).put_if_absent("racy.bin", data)
+    store = S3BlobStore(bucket, client=CollectingClient(s3_client), touch_after_s=-1)
+    assert store.put_if_absent("racy.bin", data) is True
+    assert store.get("racy.bin") == data
