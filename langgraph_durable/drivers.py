@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +68,7 @@ class Sleep:
 
 
 Op = Script | Pipeline | Mongo | Parallel | Sleep
+_TIMED = (Script, Pipeline, Mongo)
 Plan = Generator[Any, Any, Any]
 
 _CURSOR_METHODS = {"find", "aggregate", "list_indexes"}
@@ -83,6 +84,9 @@ class Clients:
     redis_name: str = "redis"
     mongo_name: str = "mongodb"
     _registered: dict[str, Any] = field(default_factory=dict)
+    observer: Callable[[Any, float, bool], None] | None = None
+    """Called after each Script, Pipeline and Mongo operation with ``(op, seconds, ok)``
+    (round-trip time from ``time.perf_counter``); ``None`` = not timed (metrics.py sets it)."""
 
     def script(self, name: str) -> Any:
         """The client's registered ``Script`` object for ``name`` (EVALSHA with fallback)."""
@@ -128,6 +132,20 @@ def _exec_sync(op: Any, c: Clients) -> Any:
 
 
 def _exec_sync_wrapped(op: Any, c: Clients) -> Any:
+    obs = c.observer
+    if obs is not None and type(op) in _TIMED:
+        t0 = time.perf_counter()
+        try:
+            result = _exec_sync_wrapped_untimed(op, c)
+        except Exception:
+            obs(op, time.perf_counter() - t0, False)
+            raise
+        obs(op, time.perf_counter() - t0, True)
+        return result
+    return _exec_sync_wrapped_untimed(op, c)
+
+
+def _exec_sync_wrapped_untimed(op: Any, c: Clients) -> Any:
     try:
         return _exec_sync(op, c)
     except Exception as exc:
@@ -180,6 +198,20 @@ async def _exec_async(op: Any, c: Clients) -> Any:
 
 
 async def _exec_async_wrapped(op: Any, c: Clients) -> Any:
+    obs = c.observer
+    if obs is not None and type(op) in _TIMED:
+        t0 = time.perf_counter()
+        try:
+            result = await _exec_async_wrapped_untimed(op, c)
+        except Exception:
+            obs(op, time.perf_counter() - t0, False)
+            raise
+        obs(op, time.perf_counter() - t0, True)
+        return result
+    return await _exec_async_wrapped_untimed(op, c)
+
+
+async def _exec_async_wrapped_untimed(op: Any, c: Clients) -> Any:
     try:
         return await _exec_async(op, c)
     except Exception as exc:

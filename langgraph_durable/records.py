@@ -127,7 +127,7 @@ class CheckpointRecord:
     def unpack(cls, ns: str, checkpoint_id: str, raw: bytes, index: bytes) -> CheckpointRecord:
         """Inverse of ``pack``/``pack_index``; raises ``CorruptRecordError`` naming the key."""
         where = f"checkpoint {checkpoint_id!r} (ns {ns!r})"
-        v = _unpack(raw, where)
+        v = _unpack(raw, where, "cp")
         idx = _unpack(index, where)
         try:
             _, parent, ct, cb, mt, mb, run_id, mdq = v
@@ -170,7 +170,7 @@ class WriteRecord:
     @classmethod
     def unpack(cls, raw: bytes, where: str) -> WriteRecord:
         """Inverse of ``pack``; raises ``CorruptRecordError`` naming ``where``."""
-        v = _unpack(raw, where)
+        v = _unpack(raw, where, "w")
         try:
             _, task_id, idx, channel, t, b, task_path, seq = v
             return cls(task_id, int(idx), channel, (t, b), task_path, int(seq))
@@ -193,7 +193,7 @@ def unpack_blob(raw: bytes | None, where: str) -> Typed | None:
     """Inverse of ``pack_blob``; ``None`` for an empty blob."""
     if not raw:
         return None
-    v = _unpack(raw, where)
+    v = _unpack(raw, where, "bl")
     try:
         _, t, b = v
         return (t, b)
@@ -201,7 +201,9 @@ def unpack_blob(raw: bytes | None, where: str) -> Typed | None:
         raise CorruptRecordError(f"malformed blob {where}: {exc}") from exc
 
 
-def _unpack(raw: bytes, where: str) -> Any:
+def _unpack(raw: bytes, where: str, kind: str | None = None) -> Any:
+    """Decode an envelope; one of an older version of ``kind`` (``"cp"``, ``"w"``,
+    ``"bl"``) is upgraded through ``migrations.ENVELOPE_STEPS``."""
     try:
         v = ormsgpack.unpackb(raw)
     except Exception as exc:  # ormsgpack raises its own error types
@@ -211,6 +213,11 @@ def _unpack(raw: bytes, where: str) -> Any:
             f"record at {where} has schema version {v[0]}, newer than {SCHEMA_VERSION} "
             "understood by this langgraph_durable; upgrade the package"
         )
+    if kind is not None and isinstance(v, list) and v and type(v[0]) is int \
+            and v[0] < SCHEMA_VERSION:
+        from .migrations import upgrade_envelope
+
+        v = upgrade_envelope(kind, v, where)
     return v
 
 

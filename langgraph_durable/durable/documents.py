@@ -33,15 +33,18 @@ def doc_id(*parts: Any) -> str:
 
 @dataclass(frozen=True)
 class Collections:
-    """Names of the three collections for a ``collection_prefix``."""
+    """Names of the three collections for a ``collection_prefix``, and of ``meta`` (the
+    deployed schema version and migration cursors)."""
 
     checkpoints: str
     blobs: str
     writes: str
+    meta: str = "meta"
 
     @classmethod
     def with_prefix(cls, prefix: str) -> Collections:
-        return cls(f"{prefix}checkpoints", f"{prefix}blobs", f"{prefix}writes")
+        return cls(f"{prefix}checkpoints", f"{prefix}blobs", f"{prefix}writes",
+                   f"{prefix}meta")
 
 
 INDEXES: dict[str, list[IndexModel]] = {
@@ -139,18 +142,25 @@ def upsert_write(doc: dict) -> UpdateOne | ReplaceOne:
 # ------------------------------------------------------------------------ from documents
 
 
-def _check(doc: Mapping[str, Any]) -> None:
+def _check(doc: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    """``doc`` in the current format: an older one upgraded through
+    ``migrations.DOCUMENT_STEPS`` (in memory), a newer one refused."""
     v = doc.get("v", 1)
     if v > SCHEMA_VERSION:
         raise SchemaVersionError(
             f"MongoDB document {doc.get('_id')!r} has schema version {v}, newer than "
             f"{SCHEMA_VERSION} understood by this langgraph_durable; upgrade the package"
         )
+    if v < SCHEMA_VERSION:
+        from ..migrations import upgrade_document
+
+        return upgrade_document(kind, doc)
+    return doc
 
 
 def record_of(doc: Mapping[str, Any]) -> CheckpointRecord:
     """The ``CheckpointRecord`` stored in a checkpoints document."""
-    _check(doc)
+    doc = _check(doc, "checkpoints")
     ns = doc["checkpoint_ns"]
     return CheckpointRecord(
         ns=ns,
@@ -166,7 +176,7 @@ def record_of(doc: Mapping[str, Any]) -> CheckpointRecord:
 
 def blob_value_of(doc: Mapping[str, Any]) -> tuple[str, Typed | None]:
     """``(redis blob field, typed value or None for empty)`` of a blobs document."""
-    _check(doc)
+    doc = _check(doc, "blobs")
     field = blob_field(doc["checkpoint_ns"], doc["channel"], doc["version"])
     if doc["type"] == "empty":
         return field, None
@@ -175,7 +185,7 @@ def blob_value_of(doc: Mapping[str, Any]) -> tuple[str, Typed | None]:
 
 def write_of(doc: Mapping[str, Any]) -> WriteRecord:
     """The ``WriteRecord`` stored in a writes document."""
-    _check(doc)
+    doc = _check(doc, "writes")
     return WriteRecord(
         doc["task_id"], int(doc["idx"]), doc["channel"], (doc["type"], bytes(doc["data"])),
         doc.get("task_path", ""), int(doc.get("seq", 0)),
@@ -190,7 +200,8 @@ def blob_ids(thread_id: str, fields: Iterable[str]) -> list[str]:
 def metadata_query(filter: Mapping[str, Any] | None, queryable: bool) -> dict:
     """Server-side narrowing for ``list(filter=...)``: only scalar values, matched as data
     (``{k, v}`` pairs), so a key like ``"$where"`` or ``"a.b"`` is never a query operator
-    or a path. Exact equality is always re-checked after decoding."""
+    or a path. Exact equality is always re-checked after decoding. Documents of an older
+    schema version (without ``md`` perhaps) always pass, to be checked after decoding."""
     if not filter or not queryable:
         return {}
     clauses = []
@@ -199,4 +210,4 @@ def metadata_query(filter: Mapping[str, Any] | None, queryable: bool) -> dict:
             isinstance(v, int) and -(2**63) <= v < 2**63
         ):
             clauses.append({"md": {"$elemMatch": {"k": str(k), "v": v}}})
-    return {"$and": clauses} if clauses else {}
+    return {"$or": [{"$and": clauses}, {"v": {"$lt": SCHEMA_VERSION}}]} if clauses else {}

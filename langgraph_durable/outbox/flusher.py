@@ -30,6 +30,7 @@ from ..drivers import Clients, Mongo, Parallel, Pipeline, Plan, Script, run_asyn
 from ..durable import documents as D
 from ..errors import CorruptRecordError
 from ..hot.keys import CONSUMER_GROUP
+from ..metrics import Metrics, safe_error
 from ..plans.write import bulk_ignoring_newer
 from ..records import SEP, CheckpointRecord, WriteRecord, unpack_blob
 
@@ -52,12 +53,16 @@ def ensure_group_plan(ctx: Context) -> Plan:
 
 @dataclass
 class BatchStats:
-    """What one flush round did: entries taken, documents upserted, seconds of put->MongoDB lag."""
+    """What one flush round did: entries taken, documents upserted, seconds of put->MongoDB
+    lag, record bytes upserted, entries dead-lettered, outbox length after the round."""
 
     entries: int = 0
     documents: int = 0
     max_lag_s: float = 0.0
     lags_s: list[float] = field(default_factory=list)
+    bytes_written: int = 0
+    dead: int = 0
+    outbox_length: int | None = None
 
 
 POISON = (CorruptRecordError, InvalidDocument, DocumentTooLarge, ValueError, KeyError,
@@ -117,17 +122,18 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
     if not parsed and not bad:
         return stats
     try:
-        stats.documents = yield from _copy(ctx, parsed)
+        stats.documents = yield from _copy(ctx, parsed, stats)
     except POISON:
         # one entry cannot be written: find it, set it aside, write the others
         kept = []
         for entry in parsed:
             try:
-                stats.documents += yield from _copy(ctx, [entry])
+                stats.documents += yield from _copy(ctx, [entry], stats)
                 kept.append(entry)
             except POISON as exc:
                 bad.append((entry[0], {b"t": entry[1].encode()}, exc))
         parsed = kept
+    stats.dead = len(bad)
     if bad:
         log.error("%d outbox entries could not be written to MongoDB; moved to %s",
                   len(bad), dead_letter_key(ctx))
@@ -140,7 +146,8 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
         return stats
     ids = [eid for eid, _, _ in parsed]
     acked = yield Pipeline([["XACK", ctx.outbox, CONSUMER_GROUP, eid] for eid in ids]
-                           + [["XDEL", ctx.outbox, *ids]])
+                           + [["XDEL", ctx.outbox, *ids], ["XLEN", ctx.outbox]])
+    stats.outbox_length = int(acked[-1])
     per_thread: dict[str, int] = defaultdict(int)
     for (_eid, tid, _), ok in zip(parsed, acked):
         per_thread[tid] += int(ok)
@@ -154,8 +161,10 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
     return stats
 
 
-def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) -> Plan:
-    """Read the named records from Redis (one pipeline) and upsert them into MongoDB."""
+def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]],
+          stats: BatchStats | None = None) -> Plan:
+    """Read the named records from Redis (one pipeline) and upsert them into MongoDB;
+    adds the record bytes written to ``stats.bytes_written``."""
     want: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for _, tid, (kind, m, fields) in parsed:
         if kind == "cp":
@@ -177,6 +186,7 @@ def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) -> Plan:
     for (tid, kind, names), values in zip(plan, replies):
         got[(tid, kind)] = dict(zip(names, values))
     cps, blobs, writes = [], [], []
+    nbytes = 0
     for tid in want:
         recs, cvs = got.get((tid, "cp"), {}), got.get((tid, "cv"), {})
         for m, raw in recs.items():
@@ -185,15 +195,19 @@ def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) -> Plan:
             ns, cid = m.split(SEP)
             rec = CheckpointRecord.unpack(ns, cid, raw, cvs[m])
             cps.append(D.upsert(D.checkpoint_doc(tid, rec)))
+            nbytes += len(rec.checkpoint[1]) + len(rec.metadata[1])
         for f, raw in got.get((tid, "bl"), {}).items():
             if raw is not None:
                 where = f"redis blob {f!r} of thread {tid!r}"
-                blobs.append(D.upsert(D.blob_doc(tid, f, unpack_blob(raw, where))))
+                value = unpack_blob(raw, where)
+                blobs.append(D.upsert(D.blob_doc(tid, f, value)))
+                nbytes += len(value[1]) if value else 0
         for f, raw in got.get((tid, "w"), {}).items():
             if raw is not None:
                 ns, cid, _task, _idx = f.split(SEP)
                 w = WriteRecord.unpack(raw, f"redis write {f!r} of thread {tid!r}")
                 writes.append(D.upsert_write(D.write_doc(tid, ns, cid, w)))
+                nbytes += len(w.value[1])
     cols = ctx.collections
     # blobs and writes before the checkpoints that refer to them
     if blobs:
@@ -202,6 +216,8 @@ def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) -> Plan:
         yield from bulk_ignoring_newer(cols.writes, writes)
     if cps:
         yield Mongo(cols.checkpoints, "bulk_write", (cps,), {"ordered": False})
+    if stats is not None:
+        stats.bytes_written += nbytes
     return len(cps) + len(blobs) + len(writes)
 
 
@@ -211,10 +227,18 @@ class Flusher:
 
     Errors (MongoDB down, Redis down) are logged and retried with backoff up to
     ``max_backoff_s`` seconds; entries stay pending meanwhile, nothing is dropped.
+    Rounds are counted in ``metrics`` (a new ``Metrics`` when not given); a backlog of
+    half ``max_outbox`` or a lag over ``BACKLOG_LAG_S`` is logged as a warning.
     """
 
-    def __init__(self, ctx: Context, *, max_backoff_s: float = 2.0) -> None:
+    BACKLOG_LAG_S = 30.0
+    """Seconds of put->MongoDB lag past which a backlog warning is logged."""
+
+    def __init__(self, ctx: Context, *, max_backoff_s: float = 2.0,
+                 metrics: Metrics | None = None) -> None:
         self.ctx = ctx
+        self.metrics = metrics or Metrics(ctx.outbox, ctx.config.collection_prefix)
+        self._warned_at = 0.0
         self.consumer = consumer_name()
         self.max_backoff_s = max_backoff_s
         self.rounds = 0
@@ -240,15 +264,30 @@ class Flusher:
         self.rounds += 1
         self.entries += stats.entries
         self.lags_s = (self.lags_s + stats.lags_s)[-10_000:]
+        self.metrics.flush_round(stats.entries, stats.documents, stats.lags_s,
+                                 stats.bytes_written, stats.dead, stats.outbox_length)
+        n, cap = stats.outbox_length or 0, self.ctx.config.max_outbox
+        if (cap and n >= cap // 2) or stats.max_lag_s >= self.BACKLOG_LAG_S:
+            now = time.monotonic()
+            if now - self._warned_at >= 30.0:
+                self._warned_at = now
+                log.warning("outbox backlog: %d entries waiting for MongoDB (max_outbox=%d), "
+                            "oldest flushed entry %.1f s old", n, cap, stats.max_lag_s)
 
     def _failed(self, exc: Exception, backoff: float) -> float:
         self.errors += 1
-        self.last_error = f"{type(exc).__name__}: {exc}"
+        self.last_error = safe_error(exc)
+        self.metrics.flush_failed()
         log.warning("flush round failed (retrying in %.2f s): %s", backoff, self.last_error)
         return min(backoff * 2, self.max_backoff_s)
 
+    def _observe(self, clients: Clients) -> None:
+        if clients.observer is None:  # a standalone worker's clients: time them too
+            clients.observer = self.metrics.observe_op
+
     def start_thread(self, clients: Clients) -> None:
         """Start the flush loop in a daemon thread using blocking ``clients``."""
+        self._observe(clients)
         run_sync(ensure_group_plan(self.ctx), clients)
         self._thread = threading.Thread(target=self._loop_sync, args=(clients,),
                                         name=f"langgraph-durable-flusher-{self.consumer}",
@@ -257,6 +296,7 @@ class Flusher:
 
     def run(self, clients: Clients) -> None:
         """Run the flush loop in the calling thread until ``request_stop()``."""
+        self._observe(clients)
         run_sync(ensure_group_plan(self.ctx), clients)
         self._loop_sync(clients)
 
@@ -276,6 +316,7 @@ class Flusher:
 
     async def start_task(self, clients: Clients) -> None:
         """Start the flush loop as an asyncio task on the running loop using async clients."""
+        self._observe(clients)
         await run_async(ensure_group_plan(self.ctx), clients)
         self._task = asyncio.get_running_loop().create_task(self._loop_async(clients))
 

@@ -1,0 +1,5 @@
+"""``python -m langgraph_durable.cli``: the same as the ``langgraph-durable`` script."""
+
+from . import main
+
+main()

@@ -1,0 +1,101 @@
+"""The ``langgraph-durable`` command: global options like ``DurableSaver.from_urls``
+(``--redis-url``/``REDIS_URL``, ``--mongo-url``/``MONGODB_URL``, ``--serde``, and every
+``DurableConfig`` field as ``--field-name`` / ``LGD_FIELD_NAME``), then a subcommand."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from typing import Any, Literal
+
+import typer
+
+from ..config import DurableConfig
+from . import browse, ops, transfer
+from .session import Session
+
+HELP = """Inspect and operate langgraph_durable storage (Redis hot tier, MongoDB durable tier).
+
+Servers and options are given like DurableSaver.from_urls: --redis-url/REDIS_URL,
+--mongo-url/MONGODB_URL, and DurableConfig fields such as --key-prefix and --database
+(env LGD_KEY_PREFIX, LGD_DATABASE, ...). Destructive commands ask before acting (--yes
+skips the question). Errors print one line and exit 1."""
+
+app = typer.Typer(name="langgraph-durable", help=HELP, no_args_is_help=True,
+                  add_completion=False, pretty_exceptions_enable=False,
+                  rich_markup_mode="markdown")
+
+_SKIPPED = {"flusher"}  # chosen per command: read-only commands never flush
+
+
+def _config_params() -> list[inspect.Parameter]:
+    params = []
+    for name, field in DurableConfig.model_fields.items():
+        ann = field.annotation
+        if name in _SKIPPED:
+            continue
+        if typing.get_origin(ann) is Literal:
+            kind: Any = str
+            choices = " | ".join(str(a) for a in typing.get_args(ann))
+        elif ann in (int, float, str):
+            kind, choices = ann, ""
+        else:
+            continue
+        extra = f"; {choices}" if choices else ""
+        desc = f"DurableConfig.{name} (default {field.default!r}{extra})"
+        option = typer.Option(None, f"--{name.replace('_', '-')}", envvar=f"LGD_{name.upper()}",
+                              help=desc, show_default=False, rich_help_panel="DurableConfig")
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                                        annotation=typing.Optional[kind]))  # noqa: UP045
+    return params
+
+
+def _main(ctx: typer.Context, **kwargs: Any) -> None:
+    redis_url, mongo_url = kwargs.pop("redis_url"), kwargs.pop("mongo_url")
+    serde, store = kwargs.pop("serde"), kwargs.pop("blob_store")
+    options = {k: v for k, v in kwargs.items() if v is not None}
+    ctx.obj = Session(redis_url, mongo_url, options, serde, store)
+
+
+_main.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+    inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
+    inspect.Parameter("redis_url", inspect.Parameter.KEYWORD_ONLY, annotation=typing.Optional[str],  # noqa: UP045
+                      default=typer.Option(None, "--redis-url", envvar="REDIS_URL",
+                                           help="Redis URL of the hot tier")),
+    inspect.Parameter("mongo_url", inspect.Parameter.KEYWORD_ONLY, annotation=typing.Optional[str],  # noqa: UP045
+                      default=typer.Option(None, "--mongo-url", envvar="MONGODB_URL",
+                                           help="MongoDB URL of the durable tier")),
+    inspect.Parameter("serde", inspect.Parameter.KEYWORD_ONLY, annotation=typing.Optional[str],  # noqa: UP045
+                      default=typer.Option(None, "--serde", envvar="LGD_SERDE",
+                                           help="serializer as module:attribute (an object "
+                                           "or a factory), e.g. for EncryptedSerializer")),
+    inspect.Parameter("blob_store", inspect.Parameter.KEYWORD_ONLY,
+                      annotation=typing.Optional[str],  # noqa: UP045
+                      default=typer.Option(None, "--blob-store", envvar="LGD_BLOB_STORE",
+                                           help="blob store of ExternalRefSerializer values: "
+                                           "s3://bucket/prefix or a folder (decoding, gc)")),
+    *_config_params(),
+])
+_main.__annotations__ = {}
+app.callback()(_main)
+
+app.command("threads")(browse.threads)
+app.command("history")(browse.history)
+app.command("show")(browse.show)
+app.command("diff")(browse.diff)
+app.command("fork")(ops.fork)
+app.command("copy")(ops.copy)
+app.command("export")(transfer.export)
+app.command("import")(transfer.import_)
+app.command("flush")(ops.flush)
+app.command("flusher")(ops.flusher)
+app.command("status")(ops.status)
+app.command("gc")(ops.gc)
+app.command("prune")(ops.prune)
+app.command("delete")(ops.delete)
+app.command("migrate")(ops.migrate)
+
+
+def main() -> None:
+    """Entry point of the ``langgraph-durable`` console script."""
+    app()

@@ -1,0 +1,267 @@
+"""Operating commands: ``status``, ``flush``, ``flusher``, ``gc``, ``prune``, ``delete``,
+``copy``, ``fork``, ``migrate``. Writing commands run an in-process flusher, so the
+outbox drains even when no application is running; destructive ones ask first."""
+
+from __future__ import annotations
+
+import copy as _copy
+import datetime
+import importlib
+import importlib.util
+import logging
+import time
+from collections import defaultdict
+from typing import Any
+
+import typer
+from langgraph.checkpoint.base.id import uuid6
+from rich.table import Table
+
+from .. import migrations as M
+from ..drivers import run_sync
+from ..durable import documents as D
+from ..records import SCHEMA_VERSION
+from . import render as R
+from . import storage as S
+from .session import CliError, command, confirm, console, echo_json, progress, session_of
+
+YES = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")
+
+
+@command
+def status(ctx: typer.Context,
+           as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """Outbox length, pending entries per consumer, oldest unflushed entry's age (s),
+    dead letters, Redis memory of the hot tier, MongoDB sizes, schema versions."""
+    session = session_of(ctx)
+    saver = session.saver()
+    c, sctx = session.clients, saver.ctx
+    data: dict[str, Any] = {
+        "outbox": S.outbox_status(sctx, c.redis),
+        "hot": S.hot_memory(sctx, c.redis),
+        "durable": S.durable_sizes(sctx, c.db),
+        "schema": {"package": SCHEMA_VERSION,
+                   "deployed": run_sync(M.deployed_version_plan(sctx), c)},
+        "key_prefix": sctx.config.key_prefix, "database": sctx.config.database,
+    }
+    if as_json:
+        echo_json(data)
+        return
+    o, h = data["outbox"], data["hot"]
+    age = "-" if o["oldest_age_s"] is None else f"{o['oldest_age_s']:.1f} s"
+    out = console()
+    t = Table(title=f"langgraph-durable status (prefix {data['key_prefix']}, "
+                    f"database {data['database']})", show_header=False)
+    t.add_column("what")
+    t.add_column("value")
+    t.add_row("outbox length", f"{o['length']} entries ({o['stream']})")
+    t.add_row("pending (read, not acked)", str(o["pending"]))
+    quiet = 0
+    for cons in o["consumers"]:
+        if cons["pending"] or cons["idle_s"] < 60:
+            t.add_row(f"  consumer {cons['name']}",
+                      f"{cons['pending']} pending, idle {cons['idle_s']:.1f} s")
+        else:
+            quiet += 1
+    if quiet:
+        t.add_row("  other consumers", f"{quiet} idle over 60 s with nothing pending")
+    t.add_row("oldest unflushed entry", age)
+    t.add_row("dead letters", f"{o['dead_letters']} ({o['dead_letter_stream']})")
+    t.add_row("redis (hot tier)", f"{R.human_bytes(h['bytes'])} in {h['keys']} keys, "
+              f"{h['threads']} threads; server {R.human_bytes(h['server_used_memory'])}, "
+              f"maxmemory-policy {h['maxmemory_policy']}")
+    for kind, s in data["durable"].items():
+        t.add_row(f"mongodb {kind}", f"{s['documents']} documents, "
+                  f"{R.human_bytes(s['size'])} data, {R.human_bytes(s['index_size'])} indexes")
+    schema = data["schema"]
+    t.add_row("schema version", f"package {schema['package']}, deployed "
+              f"{schema['deployed'] if schema['deployed'] is not None else '- (no setup)'}")
+    out.print(t)
+
+
+@command
+def flush(ctx: typer.Context,
+          timeout_s: float = typer.Option(60.0, "--timeout-s", help="seconds to wait")) -> None:
+    """Move everything in the outbox to MongoDB now (runs a flusher until it is empty)."""
+    session = session_of(ctx)
+    saver = session.saver(flusher=True, setup=False)
+    waiting = session.clients.redis.xlen(saver.ctx.outbox)  # before the flusher starts
+    began = time.perf_counter()
+    saver.setup()
+    saver.flush(timeout_s=timeout_s)
+    typer.echo(f"flushed: {waiting} outbox entries were waiting; outbox drained in "
+               f"{time.perf_counter() - began:.2f} s")
+
+
+@command
+def flusher(ctx: typer.Context) -> None:
+    """Run a standalone flusher worker (``python -m langgraph_durable.outbox.worker``)
+    with these options until SIGTERM/SIGINT."""
+    from ..outbox import worker
+
+    session = session_of(ctx)
+    if not session.redis_url or not session.mongo_url:
+        raise CliError("--redis-url and --mongo-url (or REDIS_URL and MONGODB_URL) are "
+                       "required")
+    argv = ["--redis-url", session.redis_url, "--mongo-url", session.mongo_url]
+    accepted = {a.dest for a in worker.build_parser()._actions}
+    for name, value in session.options.items():
+        if name in accepted:
+            argv += [f"--{name.replace('_', '-')}", str(value)]
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    code = worker.run(argv)
+    raise typer.Exit(code)
+
+
+@command
+def gc(ctx: typer.Context,
+       grace_period_s: float = typer.Option(3600.0, "--grace-period-s",
+                                            help="keep unreferenced blobs younger than this"),
+       dry_run: bool = typer.Option(False, "--dry-run", help="report, delete nothing"),
+       yes: bool = YES) -> None:
+    """Delete blob-store objects (--blob-store, or the --serde's store) that no checkpoint,
+    write or channel value in either tier refers to and that are older than the grace
+    period (``langgraph_durable.blobs.collect_saver_garbage``)."""
+    spec = importlib.util.find_spec("langgraph_durable.blobs")
+    fn = getattr(importlib.import_module("langgraph_durable.blobs"),
+                 "collect_saver_garbage", None) if spec else None
+    if fn is None:
+        raise CliError("gc is not available: this langgraph_durable has no "
+                       "langgraph_durable.blobs.collect_saver_garbage")
+    session = session_of(ctx)
+    saver = session.saver(flusher=True)
+    store = session.blob_store() or getattr(saver.serde, "store", None)
+    if store is None:
+        raise CliError("gc needs the blob store: pass --blob-store (s3://bucket/prefix or a "
+                       "folder) or a --serde with a store")
+    if not dry_run:
+        confirm(f"delete unreferenced blobs older than {grace_period_s:g} s from {store!r}?",
+                yes)
+    report = fn(saver, store, grace_period_s=grace_period_s, dry_run=dry_run)
+    verb = "would delete" if dry_run else "deleted"
+    typer.echo(f"gc: {report.scanned} blobs scanned, {report.referenced} referenced keys; "
+               f"{verb} {len(report.deleted)} ({R.human_bytes(report.bytes_deleted)}), kept "
+               f"{report.kept_referenced} referenced and {report.kept_recent} recent")
+
+
+def _threads_arg(ctx: typer.Context, threads: list[str], every: bool) -> list[str]:
+    session = session_of(ctx)
+    if every:
+        saver = session.saver(flusher=True)
+        return [r["thread_id"] for r in S.thread_rows(saver.ctx, session.clients, saver.serde)]
+    if not threads:
+        raise CliError("name at least one thread (or --all)")
+    return threads
+
+
+@command
+def prune(ctx: typer.Context,
+          threads: list[str] = typer.Argument(None, help="thread ids"),  # noqa: B008
+          every: bool = typer.Option(False, "--all", help="every thread"),
+          strategy: str = typer.Option("keep_latest", "--strategy",
+                                       help="keep_latest (and the delta ancestors it needs) "
+                                       "or delete"),
+          yes: bool = YES) -> None:
+    """Drop old checkpoints of threads (``DurableSaver.prune``) in both tiers."""
+    if strategy not in ("keep_latest", "delete"):
+        raise CliError(f"--strategy must be keep_latest or delete, got {strategy!r}")
+    ids = _threads_arg(ctx, threads or [], every)
+    confirm(f"prune {len(ids)} thread(s) with strategy {strategy}?", yes)
+    saver = session_of(ctx).saver(flusher=True)
+    with progress("pruning", len(ids)) as advance:
+        for tid in ids:
+            saver.prune([tid], strategy=strategy)
+            advance(1)
+    typer.echo(f"pruned {len(ids)} thread(s) ({strategy})")
+
+
+@command
+def delete(ctx: typer.Context,
+           threads: list[str] = typer.Argument(..., help="thread ids"),  # noqa: B008
+           yes: bool = YES) -> None:
+    """Delete threads entirely from both tiers (``DurableSaver.delete_thread``)."""
+    confirm(f"delete {len(threads)} thread(s) and all their checkpoints?", yes)
+    saver = session_of(ctx).saver(flusher=True)
+    with progress("deleting", len(threads)) as advance:
+        for tid in threads:
+            saver.delete_thread(tid)
+            advance(1)
+    typer.echo(f"deleted {len(threads)} thread(s)")
+
+
+@command
+def copy(ctx: typer.Context, src: str = typer.Argument(..., help="source thread_id"),
+         dst: str = typer.Argument(..., help="target thread_id"), yes: bool = YES) -> None:
+    """Copy every checkpoint, blob and write of SRC to DST (``copy_thread``)."""
+    session = session_of(ctx)
+    saver = session.saver(flusher=True)
+    if not S.thread_exists(saver.ctx, session.clients, src):
+        raise CliError(f"thread {src!r} not found")
+    if S.thread_exists(saver.ctx, session.clients, dst):
+        confirm(f"thread {dst!r} exists; copy {src!r} into it (same ids are overwritten)?",
+                yes)
+    saver.copy_thread(src, dst)
+    typer.echo(f"copied {src} -> {dst}")
+
+
+@command
+def fork(ctx: typer.Context, thread: str = typer.Argument(..., help="source thread_id"),
+         checkpoint: str = typer.Option(..., "--checkpoint", help="checkpoint id to fork"),
+         to: str = typer.Option(..., "--to", help="new thread_id"),
+         ns: str = typer.Option("", "--ns", help="checkpoint namespace")) -> None:
+    """Time travel: a new thread whose latest checkpoint is CHECKPOINT of THREAD (same
+    channel values and pending writes; metadata source "fork", forked_from_thread and
+    forked_from_checkpoint). Resuming it continues from that point."""
+    session = session_of(ctx)
+    saver = session.saver(flusher=True)
+    if S.thread_exists(saver.ctx, session.clients, to):
+        raise CliError(f"thread {to!r} already exists; delete it or choose another name")
+    conf = {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint}
+    tup = saver.get_tuple({"configurable": conf})
+    if tup is None:
+        raise CliError(f"checkpoint {checkpoint!r} of thread {thread!r} (ns {ns!r}) not found")
+    saver.flush()  # the writes' task paths are read from MongoDB
+    wdocs = list(session.clients.db[saver.ctx.collections.writes].find(
+        {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint}))
+    cp = _copy.deepcopy(tup.checkpoint)
+    cp["id"] = str(uuid6())
+    cp["ts"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    md: dict[str, Any] = {**tup.metadata, "source": "fork", "forked_from_thread": thread,
+                          "forked_from_checkpoint": checkpoint}
+    new = saver.put({"configurable": {"thread_id": to, "checkpoint_ns": ns}}, cp, md,  # type: ignore[arg-type]
+                    dict(cp["channel_versions"]))
+    tasks: dict[tuple[str, str], list[Any]] = defaultdict(list)
+    for w in sorted((D.write_of(d) for d in wdocs), key=lambda w: w.sort_key()):
+        tasks[(w.task_path, w.task_id)].append((w.channel, saver.serde.loads_typed(w.value)))
+    for (path, task_id), writes in tasks.items():
+        saver.put_writes(new, writes, task_id, path)
+    typer.echo(f"forked {thread}@{checkpoint} -> {to}@{new['configurable']['checkpoint_id']} "
+               f"(step {md.get('step')}, {len(wdocs)} pending writes)")
+
+
+@command
+def migrate(ctx: typer.Context,
+            batch_size: int = typer.Option(500, "--batch-size", min=1,
+                                           help="documents rewritten per round"),
+            dry_run: bool = typer.Option(False, "--dry-run", help="count, rewrite nothing"),
+            max_batches: int = typer.Option(None, "--max-batches", hidden=True)) -> None:
+    """Rewrite MongoDB documents of older schema versions in the current format, with a
+    progress bar; resumable (cursor in the meta collection) and idempotent."""
+    session = session_of(ctx)
+    saver = session.saver()
+    saver.setup()  # records the deployed version
+    c, sctx = session.clients, saver.ctx
+    census = run_sync(M.census_plan(sctx), c)
+    old = sum(x["old"] for x in census.values())
+    summary = ", ".join(f"{k} {v['old']}" for k, v in census.items())
+    typer.echo(f"schema version {SCHEMA_VERSION}: {old} older documents ({summary})")
+    if any(x["newer"] for x in census.values()):
+        run_sync(M.migrate_plan(sctx), c)  # raises SchemaVersionError, rewrites nothing
+    if dry_run or not old:
+        return
+    with progress("migrating", old) as advance:
+        done = run_sync(M.migrate_plan(sctx, batch_size=batch_size,
+                                       on_batch=lambda _k, n: advance(n),
+                                       max_batches=max_batches), c)
+    typer.echo(f"rewrote {sum(done.values())} documents ("
+               + ", ".join(f"{k} {n}" for k, n in done.items()) + ")")

@@ -1,0 +1,248 @@
+"""What every CLI command shares: the saver built from the global options, consoles,
+one-line errors, confirmation and progress bars."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..config import DurableConfig
+from ..drivers import Clients
+from ..saver import DurableSaver
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CliError(Exception):
+    """An error the CLI reports as one line (``error: ...``) with exit code 1."""
+
+
+def console(*, stderr: bool = False) -> Console:
+    """A rich console on stdout (or stderr); width from ``COLUMNS``, else the terminal,
+    else 160 columns when not a terminal (so captured tables are not squeezed)."""
+    cols = os.environ.get("COLUMNS")
+    stream = sys.stderr if stderr else sys.stdout
+    tty = stream.isatty()
+    width = int(cols) if cols and cols.isdigit() else (None if tty else 160)
+    return Console(stderr=stderr, width=width, highlight=False, soft_wrap=False,
+                   force_terminal=tty, color_system="auto" if tty else None)
+
+
+def echo_json(data: Any) -> None:
+    """Print ``data`` as indented JSON on stdout."""
+    typer.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+
+
+class Undecodable:
+    """Stands for a stored value the CLI's serializer could not decode (shown, never
+    written back): its serializer type, size in bytes and the error's type."""
+
+    __slots__ = ("type", "size", "error")
+
+    def __init__(self, type_: str, size: int, error: str) -> None:
+        self.type, self.size, self.error = type_, size, error
+
+    def __repr__(self) -> str:
+        return f"<undecodable {self.type} value, {self.size} bytes: {self.error}>"
+
+
+class TolerantSerde:
+    """Wraps a serializer for read-only commands: a value that does not decode (a blob
+    store or key not given, a type not allowed) becomes an ``Undecodable``."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        """The inner serializer's ``dumps_typed``."""
+        return self.inner.dumps_typed(obj)  # type: ignore[no-any-return]
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        """The inner serializer's ``loads_typed``, or an ``Undecodable``."""
+        try:
+            return self.inner.loads_typed(data)
+        except Exception as exc:
+            return Undecodable(data[0], len(data[1]), type(exc).__name__)
+
+
+def open_blob_store(spec: str) -> Any:
+    """A blob store from ``--blob-store``: ``s3://bucket/prefix`` (boto3; endpoint from
+    ``S3_ENDPOINT_URL`` when set) or a folder (``file:///path`` or a plain path)."""
+    from urllib.parse import unquote, urlparse
+
+    from ..serde import LocalBlobStore
+
+    url = urlparse(spec)
+    if url.scheme == "s3":
+        import boto3
+
+        from ..serde import S3BlobStore
+
+        client = boto3.client("s3", endpoint_url=os.environ.get("S3_ENDPOINT_URL") or None)
+        return S3BlobStore(url.netloc, prefix=url.path.lstrip("/"), client=client)
+    if url.scheme in ("", "file"):
+        return LocalBlobStore(unquote(url.path) if url.scheme else spec)
+    raise CliError(f"--blob-store must be s3://bucket/prefix or a folder, got {spec!r}")
+
+
+class Session:
+    """The servers and options of one CLI invocation; the saver is built on first use.
+
+    Args:
+        redis_url, mongo_url: server URLs (``--redis-url``/``REDIS_URL``,
+            ``--mongo-url``/``MONGODB_URL``).
+        options: ``DurableConfig`` fields given on the command line or in ``LGD_*``.
+        serde: ``module:attribute`` of a serializer, or of a factory returning one.
+        blob_store: where ``ExternalRefSerializer`` blobs live (``--blob-store``); without
+            ``serde`` it makes the serializer an ``ExternalRefSerializer`` on it.
+    """
+
+    def __init__(self, redis_url: str | None, mongo_url: str | None,
+                 options: dict[str, Any], serde: str | None,
+                 blob_store: str | None = None) -> None:
+        self.redis_url, self.mongo_url = redis_url, mongo_url
+        self.options = options
+        self.serde_path = serde
+        self.blob_store_spec = blob_store
+        self._saver: DurableSaver | None = None
+
+    @property
+    def config(self) -> DurableConfig:
+        """The validated configuration (``flusher`` is chosen per command)."""
+        return DurableConfig(**self.options)
+
+    def saver(self, *, flusher: bool = False, tolerant: bool = False,
+              setup: bool = True) -> DurableSaver:
+        """The saver; with ``flusher`` an in-process flusher runs (from the first call) and
+        ``setup()`` is done unless ``setup=False`` (writing commands); without it nothing
+        is written by opening it. ``tolerant`` (read-only commands) shows undecodable
+        values as ``Undecodable``."""
+        if self._saver is None:
+            if not self.redis_url or not self.mongo_url:
+                raise CliError("--redis-url and --mongo-url (or REDIS_URL and MONGODB_URL) "
+                               "are required")
+            self.config  # noqa: B018 - validate the options before connecting
+            serde = self.serde()
+            if tolerant:
+                from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+                serde = TolerantSerde(serde or JsonPlusSerializer())
+            self._saver = DurableSaver.from_urls(
+                self.redis_url, self.mongo_url, serde=serde,
+                **{**self.options, "flusher": "auto" if flusher else "off"})
+            if flusher and setup:
+                self._saver.setup()
+        return self._saver
+
+    @property
+    def clients(self) -> Clients:
+        """The saver's sync clients (``.redis``, ``.db``)."""
+        clients = self.saver()._sync
+        assert clients is not None
+        return clients
+
+    def blob_store(self) -> Any:
+        """The ``--blob-store`` store, or None."""
+        return open_blob_store(self.blob_store_spec) if self.blob_store_spec else None
+
+    def serde(self) -> Any:
+        """The serializer from ``--serde`` / ``--blob-store`` (None = the saver's default)."""
+        if not self.serde_path:
+            store = self.blob_store()
+            if store is None:
+                return None
+            from ..serde import ExternalRefSerializer
+
+            return ExternalRefSerializer(store=store)
+        module, _, attr = self.serde_path.partition(":")
+        try:
+            obj: Any = importlib.import_module(module)
+            for part in attr.split(".") if attr else []:
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as exc:
+            raise CliError(f"--serde {self.serde_path!r} cannot be imported: {exc}") from exc
+        return obj if hasattr(obj, "dumps_typed") else obj()
+
+    def close(self) -> None:
+        """Close the saver (draining the outbox if this command ran a flusher)."""
+        saver, self._saver = self._saver, None
+        if saver is not None:
+            saver.close()
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line of text (pydantic errors name the option)."""
+    errors = getattr(exc, "errors", None)
+    if type(exc).__name__ == "ValidationError" and callable(errors):
+        parts = [f"--{'.'.join(str(x) for x in e['loc']).replace('_', '-')}: {e['msg']}"
+                 for e in errors()]
+        return "invalid option " + "; ".join(parts)
+    from ..errors import DurableSaverError
+
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else ""
+    if not isinstance(exc, (DurableSaverError, CliError)):
+        text = f"{type(exc).__name__}: {text}"
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+def command(fn: F) -> F:
+    """Wrap a command: errors become one line on stderr and exit code 1; the session is
+    closed afterwards (a close that fails is reported the same way)."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        ctx = kwargs.get("ctx")
+        try:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if ctx is not None and isinstance(ctx.obj, Session):
+                    ctx.obj.close()
+        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort,
+                click.ClickException):
+            raise
+        except Exception as exc:
+            typer.echo(f"error: {one_line(exc)}", err=True)
+            raise typer.Exit(1) from None
+
+    return run  # type: ignore[return-value]
+
+
+def session_of(ctx: typer.Context) -> Session:
+    """The ``Session`` the global callback stored in the typer context."""
+    obj = ctx.obj
+    if not isinstance(obj, Session):  # pragma: no cover - the callback always sets it
+        raise CliError("no session")
+    return obj
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Ask ``question`` unless ``yes``; a "no" (or no terminal) aborts with exit code 1."""
+    if not yes:
+        typer.confirm(question, abort=True, err=True)
+
+
+@contextmanager
+def progress(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr; yields ``advance(n)``."""
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), console=console(stderr=True), transient=False)
+    with bar:
+        task = bar.add_task(description, total=total)
+
+        def advance(n: int = 1) -> None:
+            bar.advance(task, n)
+
+        yield advance

@@ -1,0 +1,201 @@
+"""Direct reads of both tiers for the CLI: which threads exist, their sizes and latest
+checkpoint, outbox and memory figures. Read only; writes go through the saver."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import redis.exceptions
+
+from ..context import Context
+from ..drivers import Clients
+from ..durable import documents as D
+from ..hot.keys import CONSUMER_GROUP
+from ..outbox.flusher import dead_letter_key
+from ..records import SEP, CheckpointRecord, member
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([\\*?\[\]])", r"\\\1", text)
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def hot_threads(ctx: Context, r: Any) -> list[str]:
+    """Threads that have an index in Redis (SCAN for ``{prefix:len:thread}:idx``)."""
+    prefix = ctx.config.key_prefix
+    head = "{" + prefix + ":"
+    out = []
+    for raw in r.scan_iter(match=_glob_escape(head) + "*}:idx", count=1000):
+        key = _text(raw)
+        size, sep, rest = key[len(head):].partition(":")
+        if not sep or not size.isdigit():
+            continue
+        tid = rest[: int(size)]
+        if rest[int(size):] == "}:idx":
+            out.append(tid)
+    return sorted(set(out))
+
+
+def thread_exists(ctx: Context, clients: Clients, thread_id: str) -> bool:
+    """True when either tier holds a checkpoint of ``thread_id``."""
+    if clients.redis.zcard(ctx.keys(thread_id).idx):
+        return True
+    return clients.db[ctx.collections.checkpoints].find_one(
+        {"thread_id": thread_id}, {"_id": 1}) is not None
+
+
+def _durable_sizes(ctx: Context, db: Any) -> dict[str, dict[str, int]]:
+    cols = ctx.collections
+    out: dict[str, dict[str, int]] = {}
+    for name in (cols.checkpoints, cols.blobs, cols.writes):
+        for d in db[name].aggregate([{"$group": {
+                "_id": "$thread_id", "n": {"$sum": 1},
+                "bytes": {"$sum": {"$bsonSize": "$$ROOT"}}}}]):
+            row = out.setdefault(d["_id"], {"checkpoints": 0, "bytes": 0})
+            row["bytes"] += int(d["bytes"])
+            if name == cols.checkpoints:
+                row["checkpoints"] = int(d["n"])
+    return out
+
+
+def latest_record(ctx: Context, clients: Clients, thread_id: str,
+                  hot_members: list[str]) -> CheckpointRecord | None:
+    """The newest checkpoint record of the thread's root namespace (any namespace if it has
+    no root checkpoint), from Redis when it holds it, else MongoDB; channel values are not
+    read."""
+    col = clients.db[ctx.collections.checkpoints]
+    for ns_filter in ("", None):
+        hot = [m for m in hot_members if ns_filter is None or m.split(SEP)[0] == ns_filter]
+        q: dict[str, Any] = {"thread_id": thread_id}
+        if ns_filter is not None:
+            q["checkpoint_ns"] = ns_filter
+        doc = col.find_one(q, sort=[("checkpoint_id", -1)])
+        best_hot = max(hot, key=lambda m: m.split(SEP)[1], default=None)
+        if best_hot and (doc is None or best_hot.split(SEP)[1] >= doc["checkpoint_id"]):
+            keys = ctx.keys(thread_id)
+            raw, cv = clients.redis.hget(keys.cp, best_hot), clients.redis.hget(keys.cv, best_hot)
+            if raw and cv:
+                ns, cid = best_hot.split(SEP)
+                return CheckpointRecord.unpack(ns, cid, raw, cv)
+        if doc is not None:
+            return D.record_of(doc)
+    return None
+
+
+def thread_rows(ctx: Context, clients: Clients, serde: Any) -> list[dict[str, Any]]:
+    """One row per thread in either tier: ``thread_id``, ``checkpoints`` (both tiers, each
+    once), ``step``/``source``/``metadata``/``updated`` of the latest root checkpoint,
+    ``hot_bytes`` (Redis MEMORY USAGE of its keys) and ``durable_bytes`` (BSON size of its
+    documents). Newest update first."""
+    r, db = clients.redis, clients.db
+    durable = _durable_sizes(ctx, db)
+    hot = hot_threads(ctx, r)
+    rows = []
+    for tid in sorted(set(durable) | set(hot)):
+        keys = ctx.keys(tid)
+        members = [_text(m) for m in r.zrange(keys.idx, 0, -1)]
+        pipe = r.pipeline(transaction=False)
+        for k in keys.all:
+            pipe.memory_usage(k)
+        hot_bytes = sum(int(x or 0) for x in pipe.execute())
+        count = durable.get(tid, {}).get("checkpoints", 0)
+        if members:
+            ids = [m.split(SEP)[1] for m in members]
+            flushed = {member(d["checkpoint_ns"], d["checkpoint_id"]) for d in
+                       db[ctx.collections.checkpoints].find(
+                           {"thread_id": tid, "checkpoint_id": {"$in": ids}},
+                           {"checkpoint_ns": 1, "checkpoint_id": 1})}
+            count += len(set(members) - flushed)
+        rec = latest_record(ctx, clients, tid, members)
+        md: dict[str, Any] = {}
+        ts = None
+        if rec is not None:
+            md = serde.loads_typed(rec.metadata) or {}
+            ts = (serde.loads_typed(rec.checkpoint) or {}).get("ts")
+        rows.append({
+            "thread_id": tid, "checkpoints": count, "step": md.get("step"),
+            "source": md.get("source"), "updated": ts,
+            "latest": rec.checkpoint_id if rec else None, "metadata": md,
+            "hot_bytes": hot_bytes, "durable_bytes": durable.get(tid, {}).get("bytes", 0),
+        })
+    rows.sort(key=lambda row: str(row["updated"] or ""), reverse=True)
+    return rows
+
+
+# --------------------------------------------------------------------------- status
+
+
+def outbox_status(ctx: Context, r: Any) -> dict[str, Any]:
+    """Outbox length, pending entries per consumer (XPENDING, with XINFO idle times),
+    oldest unflushed entry's age (seconds) and the dead-letter count."""
+    out: dict[str, Any] = {"stream": ctx.outbox, "length": r.xlen(ctx.outbox),
+                           "pending": 0, "consumers": [], "oldest_age_s": None,
+                           "dead_letters": r.xlen(dead_letter_key(ctx)),
+                           "dead_letter_stream": dead_letter_key(ctx)}
+    try:
+        summary = r.xpending(ctx.outbox, CONSUMER_GROUP)
+        out["pending"] = int(summary["pending"])
+        idle = {_text(c["name"]): int(c.get("idle", 0))
+                for c in r.xinfo_consumers(ctx.outbox, CONSUMER_GROUP)}
+        per = {_text(c["name"]): int(c["pending"]) for c in summary.get("consumers") or []}
+        out["consumers"] = [{"name": n, "pending": per.get(n, 0), "idle_s": idle[n] / 1000}
+                            for n in sorted(idle)]
+    except redis.exceptions.ResponseError:
+        pass  # no stream or no group yet: nothing pending
+    oldest = r.xrange(ctx.outbox, "-", "+", count=1)
+    if oldest:
+        ms = int(_text(oldest[0][0]).split("-")[0])
+        out["oldest_age_s"] = max(0.0, time.time() - ms / 1000)
+    return out
+
+
+def hot_memory(ctx: Context, r: Any) -> dict[str, Any]:
+    """Redis memory of this key prefix (sum of MEMORY USAGE, bytes), its key and thread
+    counts, and the server's ``used_memory`` (bytes)."""
+    pattern = _glob_escape("{" + ctx.config.key_prefix + ":") + "*"
+    total = keys = threads = 0
+    batch: list[Any] = []
+
+    def measure() -> int:
+        pipe = r.pipeline(transaction=False)
+        for k in batch:
+            pipe.memory_usage(k)
+        return sum(int(x or 0) for x in pipe.execute())
+
+    for k in r.scan_iter(match=pattern, count=1000):
+        keys += 1
+        threads += _text(k).endswith("}:idx")
+        batch.append(k)
+        if len(batch) >= 500:
+            total += measure()
+            batch = []
+    if batch:
+        total += measure()
+    info = r.info("memory")
+    return {"bytes": total, "keys": keys, "threads": threads,
+            "server_used_memory": int(info.get("used_memory", 0)),
+            "maxmemory_policy": _text(info.get("maxmemory_policy", "?"))}
+
+
+def durable_sizes(ctx: Context, db: Any) -> dict[str, Any]:
+    """Per collection: documents, data size, storage size and index size (bytes)."""
+    cols = ctx.collections
+    out = {}
+    for kind in ("checkpoints", "blobs", "writes"):
+        name = getattr(cols, kind)
+        try:
+            s = db.command("collStats", name)
+            out[kind] = {"collection": name, "documents": int(s.get("count", 0)),
+                         "size": int(s.get("size", 0)),
+                         "storage_size": int(s.get("storageSize", 0)),
+                         "index_size": int(s.get("totalIndexSize", 0))}
+        except Exception:  # collStats refused (permissions, serverless): count only
+            out[kind] = {"collection": name,
+                         "documents": db[name].estimated_document_count(),
+                         "size": None, "storage_size": None, "index_size": None}
+    return out

@@ -1,0 +1,176 @@
+"""``export THREAD`` / ``import FILE``: a thread's stored records as JSON Lines.
+
+The first line is a header ``{"format": "langgraph-durable-export", "format_version": 1,
+"schema_version": N, "thread_id": ..., "exported_at": ..., "counts": {...}}``; then one
+record a line, sorted by identity, with its ``type`` (``checkpoint``, ``blob``,
+``write``), its schema version ``v`` and every serialized value as ``[serializer type,
+base64 bytes]``. Records are copied, not decoded, so the serializer (and an encryption
+key) is not needed and an import recreates exactly the documents that were exported.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from ..durable import documents as D
+from ..errors import SchemaVersionError
+from ..records import SCHEMA_VERSION, CheckpointRecord, WriteRecord, blob_field, split_field
+from . import storage as S
+from .session import CliError, command, confirm, session_of
+
+FORMAT = "langgraph-durable-export"
+FORMAT_VERSION = 1
+
+
+def _typed(t: tuple[str, bytes] | None) -> list[str] | None:
+    return None if t is None else [t[0], base64.b64encode(t[1]).decode()]
+
+
+def _untyped(v: list[str] | None) -> tuple[str, bytes] | None:
+    return None if v is None else (v[0], base64.b64decode(v[1], validate=True))
+
+
+def export_lines(db: Any, cols: Any, thread_id: str) -> Iterator[str]:
+    """The export of ``thread_id`` from MongoDB (flush first), header first."""
+    q = {"thread_id": thread_id}
+    cps = sorted((D.record_of(d) for d in db[cols.checkpoints].find(q)),
+                 key=lambda r: (r.ns, r.checkpoint_id))
+    blobs = sorted(D.blob_value_of(d) for d in db[cols.blobs].find(q))
+    wdocs = sorted(db[cols.writes].find(q),
+                   key=lambda d: (d["checkpoint_ns"], d["checkpoint_id"], d["task_id"], d["idx"]))
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION,
+              "schema_version": SCHEMA_VERSION, "thread_id": thread_id,
+              "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+              "counts": {"checkpoint": len(cps), "blob": len(blobs), "write": len(wdocs)}}
+    yield json.dumps(header)
+    for r in cps:
+        yield json.dumps({
+            "type": "checkpoint", "v": SCHEMA_VERSION, "ns": r.ns,
+            "checkpoint_id": r.checkpoint_id, "parent_id": r.parent_id, "run_id": r.run_id,
+            "checkpoint": _typed(r.checkpoint), "metadata": _typed(r.metadata),
+            "md": [list(kv) for kv in r.md_query],
+            "blob_fields": [split_field(f)[1:] for f in r.blob_fields]})
+    for field, value in blobs:
+        ns, channel, version = split_field(field)
+        yield json.dumps({"type": "blob", "v": SCHEMA_VERSION, "ns": ns, "channel": channel,
+                          "version": version, "value": _typed(value)})
+    for d in wdocs:
+        w = D.write_of(d)
+        yield json.dumps({
+            "type": "write", "v": SCHEMA_VERSION, "ns": d["checkpoint_ns"],
+            "checkpoint_id": d["checkpoint_id"], "task_id": w.task_id, "idx": w.idx,
+            "channel": w.channel, "task_path": w.task_path, "seq": w.seq,
+            "value": _typed(w.value)})
+
+
+def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str, list[dict]]]:
+    """Validate an export: ``(header, {"checkpoint": docs-to-be, ...})`` keyed by kind,
+    still without thread ids. Raises ``CliError``/``SchemaVersionError`` before anything
+    is written."""
+    rows = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
+    if not rows:
+        raise CliError(f"{where} is empty")
+    try:
+        header = json.loads(rows[0][1])
+    except ValueError as exc:
+        raise CliError(f"{where}:1 is not JSON: {exc}") from exc
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise CliError(f"{where} is not a langgraph-durable export (no {FORMAT} header)")
+    if header.get("format_version", 0) > FORMAT_VERSION:
+        raise CliError(f"{where} has export format {header['format_version']}, newer than "
+                       f"{FORMAT_VERSION}; upgrade langgraph_durable")
+    records: dict[str, list[dict]] = {"checkpoint": [], "blob": [], "write": []}
+    for n, line in rows[1:]:
+        try:
+            rec = json.loads(line)
+            kind, v = rec["type"], rec["v"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CliError(f"{where}:{n}: malformed record ({type(exc).__name__}: {exc})") \
+                from exc
+        if v > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"{where}:{n}: record has schema version {v}, newer than {SCHEMA_VERSION} "
+                "understood by this langgraph_durable; upgrade the package (nothing written)")
+        if v < SCHEMA_VERSION or kind not in records:
+            raise CliError(f"{where}:{n}: unsupported record (type {kind!r}, version {v})")
+        records[kind].append(rec)
+    for kind, count in (header.get("counts") or {}).items():
+        if len(records.get(kind, [])) != count:
+            raise CliError(f"{where}: header counts {count} {kind} records, file has "
+                           f"{len(records.get(kind, []))} (truncated?)")
+    return header, records
+
+
+def documents_of(records: dict[str, list[dict]], thread_id: str) -> dict[str, list[dict]]:
+    """MongoDB documents of parsed records for ``thread_id`` (the flusher's shapes)."""
+    try:
+        cps = [D.checkpoint_doc(thread_id, CheckpointRecord(
+            ns=r["ns"], checkpoint_id=r["checkpoint_id"], parent_id=r["parent_id"],
+            checkpoint=_untyped(r["checkpoint"]), metadata=_untyped(r["metadata"]),  # type: ignore[arg-type]
+            run_id=r["run_id"], md_query=tuple((k, v) for k, v in r["md"]),
+            blob_fields=tuple(blob_field(r["ns"], ch, ver) for ch, ver in r["blob_fields"])))
+            for r in records["checkpoint"]]
+        blobs = [D.blob_doc(thread_id, blob_field(r["ns"], r["channel"], r["version"]),
+                            _untyped(r["value"])) for r in records["blob"]]
+        writes = [D.write_doc(thread_id, r["ns"], r["checkpoint_id"], WriteRecord(
+            r["task_id"], int(r["idx"]), r["channel"], _untyped(r["value"]),  # type: ignore[arg-type]
+            r["task_path"], int(r["seq"]))) for r in records["write"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CliError(f"malformed record in export: {type(exc).__name__}: {exc}") from exc
+    return {"checkpoints": cps, "blobs": blobs, "writes": writes}
+
+
+@command
+def export(ctx: typer.Context, thread: str = typer.Argument(..., help="thread_id"),
+           output: str = typer.Option("-", "--output", "-o", help="file (default stdout)")
+           ) -> None:
+    """Write every stored record of THREAD as JSON Lines (after flushing the outbox)."""
+    session = session_of(ctx)
+    saver = session.saver(flusher=True)
+    if not S.thread_exists(saver.ctx, session.clients, thread):
+        raise CliError(f"thread {thread!r} not found")
+    saver.flush()
+    lines = list(export_lines(session.clients.db, saver.ctx.collections, thread))
+    text = "\n".join(lines) + "\n"
+    if output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(output).write_text(text)
+        typer.echo(f"exported {len(lines) - 1} records of {thread} to {output}", err=True)
+
+
+@command
+def import_(ctx: typer.Context, file: str = typer.Argument(..., help="export file ('-' = stdin)"),
+            thread: str = typer.Option(None, "--thread", help="import under this thread_id "
+                                       "(default: the exported one)"),
+            yes: bool = typer.Option(False, "--yes", "-y", help="replace an existing thread "
+                                     "without asking")) -> None:
+    """Recreate a thread from an export; an existing thread of that id is replaced."""
+    try:
+        lines = (sys.stdin.read() if file == "-" else Path(file).read_text()).splitlines()
+    except OSError as exc:
+        raise CliError(f"cannot read {file}: {exc.strerror}") from exc
+    header, records = parse_export(lines, file)
+    target = thread or header["thread_id"]
+    docs = documents_of(records, target)
+    session = session_of(ctx)
+    saver = session.saver(flusher=True)
+    if S.thread_exists(saver.ctx, session.clients, target):
+        confirm(f"thread {target!r} exists; replace it with {file}?", yes)
+        saver.delete_thread(target)
+    saver.flush()
+    cols, db = saver.ctx.collections, session.clients.db
+    for kind in ("blobs", "writes", "checkpoints"):  # the flusher's order
+        if docs[kind]:
+            db[getattr(cols, kind)].bulk_write([D.upsert(d) for d in docs[kind]], ordered=False)
+    session.clients.redis.delete(*saver.ctx.keys(target).all)  # would shadow MongoDB
+    n = sum(len(v) for v in docs.values())
+    typer.echo(f"imported {n} records into thread {target}")

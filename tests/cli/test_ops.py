@@ -1,0 +1,220 @@
+"""status, flush, flusher, prune, delete, copy, fork, gc, migrate, end to end."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from langgraph_durable.hot.keys import CONSUMER_GROUP
+from langgraph_durable.outbox.flusher import dead_letter_key
+
+from .conftest import Cli, build_graph, first_input
+
+
+def _put(cli: Cli, thread: str, n: int) -> None:
+    """``n`` checkpoints of ``thread`` in Redis, left in the outbox (no flusher)."""
+    with cli.saver(flusher="off") as s:
+        cfg: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        for i in range(n):
+            cfg = s.put(cfg, empty_checkpoint(), {"step": i}, {})
+
+
+def test_status_reports_outbox_consumers_dead_letters_and_sizes(cli: Cli) -> None:
+    _put(cli, "s", 3)
+    with cli.saver(flusher="off") as s:
+        r, ctx = s._sync.redis, s.ctx  # type: ignore[union-attr]
+        r.xreadgroup(CONSUMER_GROUP, "worker-1", {ctx.outbox: ">"}, count=2)
+        r.xadd(dead_letter_key(ctx), {"entry": "1-0", "thread": "s", "error": "x"})
+    st = cli.json("status")
+    o = st["outbox"]
+    assert o["length"] == 3 and o["pending"] == 2
+    assert o["consumers"] == [{"name": "worker-1", "pending": 2, "idle_s": o["consumers"][0]
+                               ["idle_s"]}]
+    assert 0 <= o["oldest_age_s"] < 60 and o["dead_letters"] == 1
+    assert st["hot"]["bytes"] > 0 and st["hot"]["threads"] == 1
+    assert st["hot"]["keys"] == 7  # cp cv idx ns meta, outbox, dead letters
+    assert st["durable"]["checkpoints"]["documents"] == 0
+    assert st["schema"] == {"package": 1, "deployed": 1}
+    text = cli("status").stdout
+    for label in ("outbox length", "consumer worker-1", "oldest unflushed entry",
+                  "dead letters", "redis (hot tier)", "mongodb checkpoints", "schema version"):
+        assert label in text
+
+    out = cli("--claim-idle-s", "0.2", "flush").stdout  # claims worker-1's entries too
+    assert out.startswith("flushed: 3 outbox entries were waiting")
+    st = cli.json("status")
+    assert (st["outbox"]["length"], st["outbox"]["pending"]) == (0, 0)
+    assert st["outbox"]["oldest_age_s"] is None
+    assert st["durable"]["checkpoints"]["documents"] == 3
+
+
+def test_flusher_command_runs_the_worker_until_sigterm(cli: Cli) -> None:
+    _put(cli, "w", 4)
+    env = {**os.environ, **cli.env}
+    proc = subprocess.Popen([sys.executable, "-m", "langgraph_durable.cli", "flusher"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while cli.json("status")["outbox"]["length"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert cli.json("status")["durable"]["checkpoints"]["documents"] == 4
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "4 entries" in out
+
+
+def test_prune_and_delete_ask_first_then_act(cli: Cli, t1: dict) -> None:
+    r = cli("prune", "t1", code=1)  # no terminal answer: aborted, nothing done
+    assert "Aborted" in r.output
+    cli("prune", "t1", input="n\n", code=1)
+    assert len(cli.json("history", "t1")["checkpoints"]) == 5
+    r = cli("prune", "t1", input="y\n")
+    assert "pruned 1 thread(s) (keep_latest)" in r.stdout
+    assert [c["checkpoint_id"] for c in cli.json("history", "t1")["checkpoints"]] == \
+        [t1["ids"][0]]
+    cli("prune", "--strategy", "sideways", "t1", "--yes", code=1)
+    _put(cli, "other", 2)
+    r = cli("delete", "t1", "other", code=1)
+    assert "Aborted" in r.output
+    r = cli("delete", "t1", "other", "--yes")
+    assert "deleted 2 thread(s)" in r.stdout and "deleting" in r.stderr  # progress bar
+    assert cli.json("threads")["threads"] == []
+    cli("delete", code=2)  # usage error: no thread named
+
+
+def test_prune_all_threads(cli: Cli, t1: dict) -> None:
+    _put(cli, "x", 3)
+    cli("prune", "--all", "--yes")
+    rows = {r["thread_id"]: r["checkpoints"] for r in cli.json("threads")["threads"]}
+    assert rows == {"t1": 1, "x": 1}
+
+
+def test_copy_duplicates_a_thread(cli: Cli, t1: dict) -> None:
+    cli("copy", "t1", "t1-copy")
+    src = cli.json("history", "t1")["checkpoints"]
+    dst = cli.json("history", "t1-copy")["checkpoints"]
+    assert [c["checkpoint_id"] for c in dst] == [c["checkpoint_id"] for c in src]
+    assert cli.json("show", "t1-copy")["channel_values"] == \
+        cli.json("show", "t1")["channel_values"]
+    cli("copy", "t1", "t1-copy", code=1)  # exists: asks, no answer aborts
+    cli("copy", "t1", "t1-copy", "--yes")
+    r = cli("copy", "missing", "x", code=1)
+    assert r.stderr == "error: thread 'missing' not found\n"
+
+
+def test_fork_makes_a_thread_that_resumes_from_the_checkpoint(cli: Cli, t1: dict) -> None:
+    step1 = t1["ids"][2]  # after "a": next is "b"
+    r = cli("fork", "t1", "--checkpoint", step1, "--to", "f1")
+    assert r.stdout.startswith(f"forked t1@{step1} -> f1@")
+    shown = cli.json("show", "f1")
+    src = cli.json("show", "t1", "--checkpoint", step1)
+    assert shown["channel_values"] == src["channel_values"]
+    assert shown["metadata"]["source"] == "fork" and shown["metadata"]["step"] == 1
+    assert shown["metadata"]["forked_from_checkpoint"] == step1
+    assert [w["channel"] for w in shown["pending_writes"]] == \
+        [w["channel"] for w in src["pending_writes"]]
+    with cli.saver() as s:
+        graph = build_graph(s)
+        final = graph.invoke(None, {"configurable": {"thread_id": "f1"}})
+        hist = [h.metadata["source"] for h in
+                graph.get_state_history({"configurable": {"thread_id": "f1"}})]
+    assert final == t1["final"]
+    assert hist[-1] == "fork" and len(hist) == 3  # the fork, then "c"
+    assert cli("fork", "t1", "--checkpoint", step1, "--to", "f1", code=1).stderr == \
+        "error: thread 'f1' already exists; delete it or choose another name\n"
+    cli("fork", "t1", "--checkpoint", "nope", "--to", "f2", code=1)
+
+
+def test_fork_keeps_an_interrupt_pending(cli: Cli) -> None:
+    from langgraph.types import Command
+
+    with cli.saver() as s:
+        graph = build_graph(s, ask=True)
+        graph.invoke(first_input(), {"configurable": {"thread_id": "q"}})
+    latest = cli.json("show", "q")
+    cli("fork", "q", "--checkpoint", latest["checkpoint_id"], "--to", "q2")
+    assert cli.json("show", "q2")["interrupts"] == latest["interrupts"]
+    with cli.saver() as s:
+        graph = build_graph(s, ask=True)
+        out = graph.invoke(Command(resume="yes"), {"configurable": {"thread_id": "q2"}})
+    assert out["notes"]["answer"] == "yes" and out["log"] == ["a", "b", "c", "ask"]
+
+
+def test_gc_removes_unreferenced_blobs(cli: Cli, tmp_path: Path) -> None:
+    pytest.importorskip("langgraph_durable.blobs")
+    from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
+
+    store = LocalBlobStore(tmp_path / "blobs")
+    with cli.saver(serde=ExternalRefSerializer(store=store, threshold_bytes=300)) as s:
+        for thread in ("keep", "drop"):
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"big": (thread * 100).encode()}
+            cp["channel_versions"] = {"big": "1"}
+            s.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, cp, {},
+                  {"big": "1"})
+    assert len(list(store.list_keys())) == 2
+    cli("delete", "drop", "--yes")
+    spec = ["--blob-store", str(tmp_path / "blobs")]
+    r = cli(*spec, "gc", "--grace-period-s", "0", "--dry-run")
+    assert "would delete 1" in r.stdout and len(list(store.list_keys())) == 2
+    cli(*spec, "gc", "--grace-period-s", "0", code=1)  # asks first
+    r = cli(*spec, "gc", "--grace-period-s", "0", "--yes")
+    assert "deleted 1" in r.stdout and "kept 1 referenced" in r.stdout
+    assert len(list(store.list_keys())) == 1
+    shown = cli.json(*spec, "show", "keep")  # decoded through the store
+    assert shown["channel_values"]["big"] == {"$bytes": __import__("base64").b64encode(
+        b"keep" * 100).decode()}
+    undecodable = cli.json("show", "keep")["channel_values"]["big"]  # no store given
+    assert undecodable["$type"] == "Undecodable" and undecodable["type"] == "extref"
+    r = cli("gc", code=1)
+    assert r.stderr.startswith("error: gc needs the blob store")
+
+
+def _to_v0(cli: Cli) -> None:
+    with cli.saver(flusher="off") as s:
+        db, cols = s._sync.db, s.ctx.collections  # type: ignore[union-attr]
+        for d in db[cols.checkpoints].find():
+            md = s.serde.loads_typed((d["metadata_type"], bytes(d["metadata"])))
+            keep = {k: v for k, v in d.items() if k not in ("checkpoint", "metadata_type",
+                                                            "md", "run_id", "metadata")}
+            db[cols.checkpoints].replace_one({"_id": d["_id"]}, {
+                **keep, "v": 0, "checkpoint_bytes": d["checkpoint"], "metadata": md})
+        db[cols.blobs].update_many({}, {"$set": {"v": 0}})
+        db[cols.writes].update_many({}, {"$set": {"v": 0}})
+
+
+def test_migrate_rewrites_old_documents_resumably(cli: Cli, t1: dict) -> None:
+    before = cli.json("show", "t1")
+    with cli.saver() as s:
+        s._sync.redis.delete(*s.ctx.keys("t1").all)  # type: ignore[union-attr]
+    _to_v0(cli)
+    assert cli.json("show", "t1") == before  # read through the chain
+    r = cli("migrate", "--dry-run")
+    assert r.stdout.startswith("schema version 1: ")
+    total = int(r.stdout.split(": ")[1].split()[0])
+    assert total > 10
+    r = cli("migrate", "--batch-size", "3", "--max-batches", "2")
+    assert r.stdout.splitlines()[-1].startswith("rewrote 5 documents (checkpoints 5, blobs 0")
+    r = cli("migrate", "--batch-size", "3")
+    assert f"{total - 5} older documents" in r.stdout
+    assert r.stdout.splitlines()[-1].startswith(f"rewrote {total - 5} documents")
+    assert "migrating" in r.stderr  # the progress bar
+    assert cli("migrate").stdout == "schema version 1: 0 older documents (checkpoints 0, " \
+        "blobs 0, writes 0)\n"
+    assert cli.json("show", "t1") == before
+    with cli.saver(flusher="off") as s:
+        db = s._sync.db  # type: ignore[union-attr]
+        db[s.ctx.collections.blobs].update_one({}, {"$set": {"v": 5}})
+    r = cli("migrate", code=1)
+    assert r.stderr.startswith("error: 1 blobs documents (e.g. ") and "version 5" in r.stderr
+    assert r.stderr.count("\n") == 1

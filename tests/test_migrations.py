@@ -1,0 +1,200 @@
+"""Schema versions: older records (a v0 format built on purpose here) are read through the
+migration chain in both tiers and rewritten in bulk by migrate_plan (resumable,
+idempotent); newer ones raise SchemaVersionError and are never overwritten."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import ormsgpack
+import pytest
+import redis
+from bson import Binary
+from conftest import unique_options
+from langgraph.checkpoint.base import empty_checkpoint
+
+from langgraph_durable import DurableSaver
+from langgraph_durable import migrations as M
+from langgraph_durable.drivers import run_sync
+from langgraph_durable.errors import SchemaVersionError
+from langgraph_durable.records import SCHEMA_VERSION
+
+
+def _fill(saver: DurableSaver, thread: str = "old") -> Any:
+    """Three checkpoints with channel values, metadata (run_id) and pending writes."""
+    cfg: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    for n in range(3):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"notes": [f"note {n}"], "count": n}
+        cp["channel_versions"] = {"notes": f"{n + 1:032}.0", "count": f"{n + 1:032}.1"}
+        cfg = saver.put(cfg, cp, {"step": n, "source": "loop", "run_id": f"run-{n}",
+                                  "tags": ["x"]}, dict(cp["channel_versions"]))
+        saver.put_writes(cfg, [("notes", f"w{n}"), ("count", n)], f"task-{n}", "path")
+    return cfg
+
+
+def _snapshot(saver: DurableSaver, thread: str = "old") -> list[Any]:
+    return [(t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
+            for t in saver.list({"configurable": {"thread_id": thread}})]
+
+
+def _docs(saver: DurableSaver) -> dict[str, list[dict]]:
+    db, cols = saver._sync.db, saver.ctx.collections  # type: ignore[union-attr]
+    return {k: sorted(db[getattr(cols, k)].find(), key=lambda d: d["_id"]) for k in M.KINDS}
+
+
+def _to_v0(saver: DurableSaver) -> None:
+    """Rewrite every document in the pretend v0 format (see migrations.py)."""
+    db, cols = saver._sync.db, saver.ctx.collections  # type: ignore[union-attr]
+    for d in db[cols.checkpoints].find():
+        md = saver.serde.loads_typed((d["metadata_type"], bytes(d["metadata"])))
+        old = {k: v for k, v in d.items() if k not in ("checkpoint", "metadata_type", "md",
+                                                     "run_id", "metadata")}
+        db[cols.checkpoints].replace_one({"_id": d["_id"]}, {
+            **old, "v": 0, "checkpoint_bytes": d["checkpoint"], "metadata": md})
+    db[cols.blobs].update_many({}, {"$set": {"v": 0}})
+    db[cols.writes].update_many({}, {"$set": {"v": 0}, "$unset": {"seq": "", "task_path": ""}})
+
+
+def test_documents_of_an_older_version_are_read_and_migrated_in_bulk(
+    redis_url: str, mongo_url: str
+) -> None:
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as saver:
+        _fill(saver)
+        saver.flush()
+        with redis.Redis.from_url(redis_url) as r:
+            r.delete(*saver.ctx.keys("old").all)  # MongoDB alone answers
+        # v0 had no seq/task_path: what a v0 write reads back as
+        saver._sync.db[saver.ctx.collections.writes].update_many(  # type: ignore[union-attr]
+            {}, {"$set": {"seq": 0, "task_path": ""}})
+        expected_docs = _docs(saver)
+        expected = _snapshot(saver)
+        _to_v0(saver)
+        assert {d["v"] for docs in _docs(saver).values() for d in docs} == {0}
+        assert _snapshot(saver) == expected  # read through the chain, in memory
+        filtered = list(saver.list({"configurable": {"thread_id": "old"}},
+                                   filter={"run_id": "run-1"}))
+        assert [t.metadata["step"] for t in filtered] == [1]
+        assert {d["v"] for docs in _docs(saver).values() for d in docs} == {0}  # unchanged
+
+        clients = saver._sync
+        assert clients is not None
+        seen: list[tuple[str, int]] = []
+        done = run_sync(M.migrate_plan(saver.ctx, batch_size=2, max_batches=2,
+                                       on_batch=lambda k, n: seen.append((k, n))), clients)
+        assert done == {"checkpoints": 3, "blobs": 0, "writes": 0}  # stopped after 2 batches
+        meta = clients.db[saver.ctx.collections.meta]
+        cursor = meta.find_one({"_id": "migration:checkpoints"})
+        assert cursor is not None and cursor["target"] == SCHEMA_VERSION
+        done = run_sync(M.migrate_plan(saver.ctx, batch_size=2,
+                                       on_batch=lambda k, n: seen.append((k, n))), clients)
+        assert done == {"checkpoints": 0, "blobs": 6, "writes": 6}  # resumed
+        assert sum(n for _, n in seen) == 15
+        assert meta.find_one({"_id": "migration:checkpoints"}) is None  # finished: no cursor
+        assert _docs(saver) == expected_docs  # exactly what v1 would have written
+        assert _snapshot(saver) == expected
+        again = run_sync(M.migrate_plan(saver.ctx), clients)
+        assert again == {"checkpoints": 0, "blobs": 0, "writes": 0}  # idempotent
+        saver.delete_thread("old")
+
+
+def test_redis_envelopes_of_an_older_version_are_read_and_flushed_upgraded(
+    redis_url: str, mongo_url: str
+) -> None:
+    opts = unique_options(flusher="off")
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
+        _fill(saver)
+        expected = _snapshot(saver)
+        keys = saver.ctx.keys("old")
+        r = saver._sync.redis  # type: ignore[union-attr]
+        for m, raw in r.hgetall(keys.cp).items():
+            v = ormsgpack.unpackb(raw)
+            md = saver.serde.loads_typed((v[4], v[5]))
+            r.hset(keys.cp, m, ormsgpack.packb([0, v[1], v[2], v[3], md]))
+        for f, raw in r.hgetall(keys.w).items():
+            v = ormsgpack.unpackb(raw)
+            r.hset(keys.w, f, ormsgpack.packb([0, *v[1:6]]))
+        for f, raw in r.hgetall(keys.bl).items():
+            if raw:
+                r.hset(keys.bl, f, ormsgpack.packb([0, *ormsgpack.unpackb(raw)[1:]]))
+        assert _snapshot(saver) == expected  # upgraded in memory on every read
+        assert ormsgpack.unpackb(r.hget(keys.w, next(iter(r.hkeys(keys.w)))))[0] == 0
+    with DurableSaver.from_urls(redis_url, mongo_url, **{**opts, "flusher": "auto"}) as s2:
+        s2.flush()
+        docs = _docs(s2)
+        assert {d["v"] for ds in docs.values() for d in ds} == {SCHEMA_VERSION}
+        assert sorted(d["run_id"] for d in docs["checkpoints"]) == ["run-0", "run-1", "run-2"]
+        assert {d["task_path"] for d in docs["writes"]} == {""}  # v0 had none
+        s2._sync.redis.delete(*keys.all)  # type: ignore[union-attr]
+        assert [g[:4] for g in _snapshot(s2)] == [e[:4] for e in expected]
+        s2.delete_thread("old")
+
+
+def test_newer_versions_raise_and_are_never_overwritten(redis_url: str, mongo_url: str) -> None:
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as saver:
+        _fill(saver)
+        saver.flush()
+        clients = saver._sync
+        assert clients is not None
+        cols = saver.ctx.collections
+        _to_v0(saver)
+        newest = clients.db[cols.checkpoints].find_one(sort=[("checkpoint_id", -1)])
+        clients.db[cols.checkpoints].update_one({"_id": newest["_id"]}, {"$set": {"v": 99}})
+        keys = saver.ctx.keys("old")
+        clients.redis.delete(*keys.all)
+        before = _docs(saver)
+        with pytest.raises(SchemaVersionError, match="schema version 99"):
+            saver.get_tuple({"configurable": {"thread_id": "old"}})
+        with pytest.raises(SchemaVersionError, match="Nothing was rewritten"):
+            run_sync(M.migrate_plan(saver.ctx), clients)
+        assert _docs(saver) == before  # the v0 documents were not rewritten either
+
+        _fill(saver, "hot")  # a Redis envelope of a newer version
+        hk = saver.ctx.keys("hot")
+        m, raw = next(iter(clients.redis.hgetall(hk.cp).items()))
+        newer = ormsgpack.packb([99, *ormsgpack.unpackb(raw)[1:]])
+        clients.redis.hset(hk.cp, m, newer)
+        with pytest.raises(SchemaVersionError, match="schema version 99"):
+            list(saver.list({"configurable": {"thread_id": "hot"}}))
+        assert clients.redis.hget(hk.cp, m) == newer
+        clients.db[cols.checkpoints].delete_many({})
+        clients.redis.delete(*hk.all)
+
+
+def test_setup_records_the_deployed_version_and_warns_about_a_newer_one(
+    redis_url: str, mongo_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    opts = unique_options()
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
+        clients = saver._sync
+        assert clients is not None
+        meta = clients.db[saver.ctx.collections.meta]
+        doc = meta.find_one({"_id": M.SCHEMA_DOC_ID})
+        assert doc["v"] == SCHEMA_VERSION and str(SCHEMA_VERSION) in doc["seen"]
+        assert run_sync(M.deployed_version_plan(saver.ctx), clients) == SCHEMA_VERSION
+        meta.update_one({"_id": M.SCHEMA_DOC_ID}, {"$set": {"v": 7}})
+    caplog.set_level(logging.WARNING, logger="langgraph_durable")
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
+        assert run_sync(M.deployed_version_plan(saver.ctx), saver._sync) == 7  # never lowered
+    assert any("schema version 7" in r.getMessage() for r in caplog.records)
+
+
+def test_the_chain_applies_every_step_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(M, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(M.DOCUMENT_STEPS, "blobs", {
+        0: lambda d: {**d, "v": 1, "trail": ["0->1"]},
+        1: lambda d: {**d, "v": 2, "trail": d.get("trail", []) + ["1->2"]},
+        2: lambda d: {**d, "v": 3, "trail": d.get("trail", []) + ["2->3"]},
+    })
+    monkeypatch.setitem(M.ENVELOPE_STEPS, "bl", {1: lambda v: [2, *v[1:], "a"],
+                                                 2: lambda v: [3, *v[1:], "b"]})
+    doc = {"_id": "x", "v": 0, "data": Binary(b"1")}
+    assert M.upgrade_document("blobs", doc)["trail"] == ["0->1", "1->2", "2->3"]
+    assert doc["v"] == 0  # the argument is not changed
+    assert M.upgrade_document("blobs", {"_id": "y"})["trail"] == ["1->2", "2->3"]  # no v = 1
+    assert M.upgrade_envelope("bl", [1, "t", b"b"], "here") == [3, "t", b"b", "a", "b"]
+    with pytest.raises(SchemaVersionError, match="newer than 3"):
+        M.upgrade_document("blobs", {"_id": "z", "v": 4})
+    with pytest.raises(SchemaVersionError, match="no migration"):
+        M.upgrade_document("writes", {"_id": "w", "v": 1})
