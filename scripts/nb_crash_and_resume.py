@@ -6,10 +6,7 @@ tests/test_notebooks.py executes the written notebook top to bottom against real
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbkit import write
 
 NAME = "crash_and_resume"
 
@@ -212,14 +209,6 @@ servers.close()"""),
 ]
 
 
-def write(name: str, cells: list[tuple[str, str]]) -> Path:
-    nb = new_notebook(cells=[new_markdown_cell(src) if kind == "md" else new_code_cell(src)
-                             for kind, src in cells])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    path = Path(__file__).resolve().parent.parent / "notebooks" / f"{name}.ipynb"
-    nbformat.write(nb, path)
-    return path
 
 
 if __name__ == "__main__":
