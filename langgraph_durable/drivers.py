@@ -10,8 +10,10 @@ package has a sync and an async twin.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Generator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,6 +113,20 @@ def _wrap(exc: Exception, clients: Clients, op: Any) -> Exception:
 
 # --------------------------------------------------------------------------- sync driver
 
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """Threads for the sync driver's ``Parallel`` operations (created on first use)."""
+    global _POOL
+    if _POOL is None:
+        with _POOL_LOCK:
+            if _POOL is None:
+                _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="lgd-parallel")
+    return _POOL
+
+
 
 def _exec_sync(op: Any, c: Clients) -> Any:
     if isinstance(op, Script):
@@ -124,7 +140,10 @@ def _exec_sync(op: Any, c: Clients) -> Any:
         result = getattr(c.db[op.collection], op.method)(*op.args, **op.kwargs)
         return list(result) if op.method in _CURSOR_METHODS else result
     if isinstance(op, Parallel):
-        return [_exec_sync_wrapped(o, c) for o in op.ops]
+        if len(op.ops) < 2:
+            return [_exec_sync_wrapped(o, c) for o in op.ops]
+        # concurrent round trips (redis-py and PyMongo clients are thread-safe)
+        return list(_pool().map(lambda o: _exec_sync_wrapped(o, c), op.ops))
     if isinstance(op, Sleep):
         time.sleep(op.seconds)
         return None

@@ -100,14 +100,15 @@ def page_plan(
     elif before:
         q["checkpoint_id"] = {"$lt": before}
     q.update(D.metadata_query(filter, ctx.queryable))
-    find = Mongo(cols.checkpoints, "find", (q,), {"sort": [("checkpoint_id", -1)], "limit": count})
-    if hot_first:
-        rows, blobs = _decode_page(thread_id, (yield Script("page", keys.all, [hi, lo, count])))
-        docs = [] if len(rows) >= count else (yield find)
-    else:
-        hot_reply, docs = yield Parallel([Script("page", keys.all, [hi, lo, count]), find])
-        rows, blobs = _decode_page(thread_id, hot_reply)
+    rows, blobs = _decode_page(thread_id, (yield Script("page", keys.all, [hi, lo, count])))
     hot_ids = {r.checkpoint_id for r, _ in rows}
+    docs: list[dict] = []
+    if not (hot_first and len(rows) >= count):
+        # only what Redis did not answer: the top `count` of the union is in the two answers
+        if hot_ids and not exact:
+            q = {"$and": [q, {"checkpoint_id": {"$nin": sorted(hot_ids)}}]}
+        docs = yield Mongo(cols.checkpoints, "find", (q,),
+                           {"sort": [("checkpoint_id", -1)], "limit": count})
     cold = [D.record_of(d) for d in docs if d["checkpoint_id"] not in hot_ids]
     merged: list[tuple[CheckpointRecord, bool]] = sorted(
         [(r, True) for r, _ in rows] + [(r, False) for r in cold],
