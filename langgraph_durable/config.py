@@ -37,6 +37,9 @@ class DurableConfig(BaseModel):
             MongoDB; a new write removes the TTL again. 0 keeps them forever.
         delete_flush_timeout_s: seconds a delete/prune/copy waits for the outbox to drain
             before it acts on both tiers (raises ``FlushTimeoutError`` past it).
+        close_drain_timeout_s: seconds ``close()`` (leaving the context manager) waits for
+            the outbox to reach MongoDB; past it the saver closes anyway and what is left
+            stays in Redis for the next flusher (keep it under your termination grace).
         max_value_bytes: largest serialized value (channel value or write), in bytes,
             accepted; bigger raises ``SerializationError`` before anything is written.
         queryable_metadata: store top-level scalar metadata in plain form in MongoDB so
@@ -68,6 +71,7 @@ class DurableConfig(BaseModel):
     outbox_full_timeout_s: float = Field(default=10.0, ge=0)
     hot_ttl_s: int = Field(default=24 * 3600, ge=0)
     delete_flush_timeout_s: float = Field(default=30.0, gt=0)
+    close_drain_timeout_s: float = Field(default=10.0, ge=0)
     max_value_bytes: int = Field(default=15 * 1024 * 1024, gt=0)
     queryable_metadata: bool | None = None
     on_concurrent_run: Literal["raise", "fork"] = "raise"

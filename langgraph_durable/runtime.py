@@ -5,6 +5,7 @@ LangGraph's contract on top (``saver.py``)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import weakref
 from typing import Any
@@ -18,11 +19,18 @@ from .config import DurableConfig
 from .context import Context
 from .drivers import Clients, Mongo, Parallel, Pipeline, Plan, run_async, run_sync
 from .durable.documents import INDEXES
-from .errors import SaverClosedError, SyncCallInEventLoopError
+from .errors import (
+    FlushTimeoutError,
+    SaverClosedError,
+    SyncCallInEventLoopError,
+    TierUnavailableError,
+)
 from .hot.scripts import SCRIPTS
 from .metrics import Metrics
 from .outbox.flusher import Flusher
 from .plans import admin
+
+log = logging.getLogger("langgraph_durable.saver")
 
 
 class SaverRuntime(BaseCheckpointSaver[str]):
@@ -221,15 +229,20 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         """Async ``flush``."""
         await self._arun(admin.flush_wait_plan(self._ctx, timeout_s))
 
-    def close(self, drain_timeout_s: float = 30.0) -> None:
-        """Drain the outbox (up to ``drain_timeout_s`` seconds), stop the flusher, close
-        the clients this saver created. Later calls raise ``SaverClosedError``."""
+    def close(self, drain_timeout_s: float | None = None) -> None:
+        """Drain the outbox (up to ``drain_timeout_s`` seconds, default the configured
+        ``close_drain_timeout_s``; what is left stays in Redis for the next flusher, never
+        lost: a warning is logged), stop the flusher, close the clients this saver created.
+        Later calls raise ``SaverClosedError``."""
         sh = self._shared
         if sh.closed:
             return
         try:
             if sh.flusher is not None and sh.flusher.running:
-                self.flush(drain_timeout_s)
+                self.flush(self._drain_s(drain_timeout_s))
+        except (FlushTimeoutError, TierUnavailableError) as exc:
+            log.warning("closing with entries still in the outbox (they stay in Redis for the "
+                        "next flusher): %s", exc)
         finally:
             sh.closed = True
             if sh.flusher is not None:
@@ -237,14 +250,20 @@ class SaverRuntime(BaseCheckpointSaver[str]):
             for c in self._owned:
                 c.close()
 
-    async def aclose(self, drain_timeout_s: float = 30.0) -> None:
+    def _drain_s(self, given: float | None) -> float:
+        return self.config.close_drain_timeout_s if given is None else given
+
+    async def aclose(self, drain_timeout_s: float | None = None) -> None:
         """Async ``close``; also closes the asyncio clients made for this event loop."""
         sh = self._shared
         if sh.closed:
             return
         try:
             if sh.flusher is not None and sh.flusher.running:
-                await self.aflush(drain_timeout_s)
+                await self.aflush(self._drain_s(drain_timeout_s))
+        except (FlushTimeoutError, TierUnavailableError) as exc:
+            log.warning("closing with entries still in the outbox (they stay in Redis for the "
+                        "next flusher): %s", exc)
         finally:
             sh.closed = True
             if sh.flusher is not None:

@@ -70,13 +70,15 @@ def run_twice(redis_url: str, mongo_url: str, **options: object) -> tuple[list, 
 
 
 def test_second_concurrent_run_is_refused_and_the_first_is_intact(redis_url, mongo_url) -> None:
-    results, messages, _ = run_twice(redis_url, mongo_url)
+    results, messages, history = run_twice(redis_url, mongo_url)
     outcomes = sorted("ok" if r == "ok" else type(r).__name__ for r in results.values())
     assert outcomes == ["ConcurrentRunError", "ok"]
     winner = next(n for n, r in results.items() if r == "ok")
     assert messages == ["hello", "re: hello", winner, f"re: {winner}"]
     loser = next(r for r in results.values() if r != "ok")
     assert "thread 'shared' (ns '') was extended by another run" in str(loser)
+    head = history[0].config["configurable"]["checkpoint_id"]
+    assert f"its latest checkpoint is now {head!r}" in str(loser)
 
 
 def test_the_refused_run_can_reload_and_retry(redis_url, mongo_url) -> None:

@@ -32,7 +32,8 @@ if ARGV[8] ~= '' then
   local head = redis.call('ZREVRANGEBYLEX', KEYS[3], '(' .. ARGV[5] .. '\1',
                           '[' .. ARGV[5] .. '\0', 'LIMIT', 0, 1)
   if #head > 0 and head[1] ~= ARGV[8] and head[1] ~= ARGV[4] then
-    return redis.error_reply('STALE_HEAD ' .. head[1])
+    -- the reply carries the head's checkpoint_id only (an error string ends at a NUL)
+    return redis.error_reply('STALE_HEAD ' .. string.sub(head[1], #ARGV[5] + 2))
   end
 end
 redis.call('HSET', KEYS[1], ARGV[4], ARGV[6])

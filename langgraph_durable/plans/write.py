@@ -83,7 +83,7 @@ def _send(ctx: Context, thread_id: str, script: str, args: list[Any]) -> Plan:
             break
         except redis.exceptions.ResponseError as exc:
             if str(exc).startswith("STALE_HEAD"):
-                head = str(exc).split(" ", 1)[1].split(SEP)[-1]
+                head = str(exc).split(" ", 1)[1]
                 raise ConcurrentRunError(
                     f"thread {thread_id!r} (ns {args[4]!r}) was extended by another run: its "
                     f"latest checkpoint is now {head!r}, this run started from "
