@@ -64,11 +64,15 @@ def make_clients(redis_client: Any, db: Any) -> Clients:
 
 
 def redis_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> Any:
-    """A Redis client for ``url`` with the configured socket timeout (seconds)."""
+    """A Redis client for ``url`` with the configured socket timeout (seconds) and a
+    blocking pool of ``redis_max_connections``: a call waits up to ``socket_timeout_s``
+    for a free connection instead of failing when many run at once."""
     module = redis.asyncio if asyncio else redis
     timeout = config.socket_timeout_s + config.flush_interval_s
-    return module.Redis.from_url(url, socket_timeout=timeout,
-                                 socket_connect_timeout=config.socket_timeout_s)
+    pool = module.BlockingConnectionPool.from_url(
+        url, max_connections=config.redis_max_connections, timeout=config.socket_timeout_s,
+        socket_timeout=timeout, socket_connect_timeout=config.socket_timeout_s)
+    return module.Redis(connection_pool=pool)
 
 
 def mongo_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> Any:

@@ -51,6 +51,8 @@ class DurableConfig(BaseModel):
             one ``thread_id`` at once): ``"raise"`` (default) refuses it with
             ``ConcurrentRunError`` and writes nothing; ``"fork"`` stores it as a sibling
             branch, as InMemorySaver does (the latest state then shows one run only).
+        redis_max_connections: size of the Redis connection pool of clients built by
+            ``from_urls`` (per client; calls beyond it wait for a free connection).
         socket_timeout_s: Redis socket timeout for clients built by ``from_urls``.
         server_selection_timeout_s: MongoDB server selection timeout for clients built
             by ``from_urls``.
@@ -75,5 +77,6 @@ class DurableConfig(BaseModel):
     max_value_bytes: int = Field(default=15 * 1024 * 1024, gt=0)
     queryable_metadata: bool | None = None
     on_concurrent_run: Literal["raise", "fork"] = "raise"
+    redis_max_connections: int = Field(default=256, ge=1)
     socket_timeout_s: float = Field(default=5.0, gt=0)
     server_selection_timeout_s: float = Field(default=5.0, gt=0)

@@ -26,10 +26,11 @@ from bson.errors import InvalidDocument
 from pymongo.errors import DocumentTooLarge
 
 from ..context import Context
-from ..drivers import Clients, Mongo, Parallel, Pipeline, Plan, Script, run_async, run_sync
+from ..drivers import Clients, Mongo, Pipeline, Plan, run_async, run_sync
 from ..durable import documents as D
 from ..errors import CorruptRecordError
 from ..hot.keys import CONSUMER_GROUP
+from ..hot.scripts import SETTLE
 from ..metrics import Metrics, safe_error
 from ..plans.write import bulk_ignoring_newer
 from ..records import SEP, CheckpointRecord, WriteRecord, unpack_blob
@@ -151,10 +152,11 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
     per_thread: dict[str, int] = defaultdict(int)
     for (_eid, tid, _), ok in zip(parsed, acked):
         per_thread[tid] += int(ok)
-    settle = [Script("settle", ctx.keys(t).all, [k, ctx.config.hot_ttl_s])
+    # one pipeline of small EVALs (not one script call per thread in turn)
+    settle = [["EVAL", SETTLE, 8, *ctx.keys(t).all, k, ctx.config.hot_ttl_s]
               for t, k in per_thread.items() if k]
     if settle:
-        yield Parallel(settle)
+        yield Pipeline(settle)
     now_ms = time.time() * 1000
     stats.lags_s = [(now_ms - int(eid.split(b"-")[0])) / 1000 for eid in ids]
     stats.max_lag_s = max(stats.lags_s)
