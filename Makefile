@@ -1,6 +1,7 @@
 # Two commands on a fresh Debian machine (each does its own set-up):
 #   make demo   - kill an agent mid-run with SIGKILL and resume it in a new process
 #   make test   - the whole test suite against real Redis, MongoDB-wire and S3 servers
+#   make bench  - the benchmark harness (adds PostgreSQL and the peer savers)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
@@ -16,6 +17,13 @@ test: setup
 
 demo: setup
 	$(PY) examples/crash_demo.py
+
+bench: setup
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || ( \
+	  SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql >/dev/null )
+	$(VENV)/bin/python -m pip install -q -e ".[bench]"
+	$(PY) -m benchmarks.run --out benchmarks/results
 
 lint: setup
 	$(PY) -m ruff check .

@@ -1,0 +1,289 @@
+"""The benchmark harness: every workload against every saver, in one run.
+
+    .venv/bin/python -m benchmarks.run [--quick] [--out benchmarks/results]
+                                       [--savers inmemory,durable,...] [--reps N]
+                                       [--no-profile]
+
+Starts the servers it needs (Redis and SecantusDB as the tests do, PostgreSQL from
+Debian's package with initdb/pg_ctl), runs W1-W6 with repetitions interleaved round robin
+across savers, and writes ``report.md``, ``results.json`` and PNG plots into ``--out``.
+``--quick`` is a smoke run of a few seconds per workload (InMemorySaver and DurableSaver
+unless ``--savers`` says otherwise); it checks that the harness works, not timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from . import workloads as W
+from .savers import Env, SaverSpec, all_specs
+
+QUICK_SAVERS = ["inmemory", "durable", "durable_strict"]
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Recorder:
+    """Every measurement as a flat record: workload, saver, rep, metrics (or error)."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self.durations: dict[str, float] = {}
+
+    def add(self, workload: str, spec: SaverSpec, rep: int, metrics: dict[str, Any]) -> None:
+        self.records.append({"workload": workload, "saver": spec.name, "label": spec.label,
+                             "rep": rep, **metrics})
+
+    def run(self, workload: str, specs: list[SaverSpec], reps: int,
+            fn: Callable[[SaverSpec], dict[str, Any]]) -> None:
+        """``reps`` repetitions, each running every saver once (order rotated per rep)."""
+        began = time.perf_counter()
+        specs = [s for s in specs if s.only is None or workload in s.only]
+        for rep in range(reps):
+            for spec in W.rotate(specs, rep):
+                a = time.perf_counter()
+                try:
+                    m = fn(spec)
+                except Exception as exc:
+                    log(f"{workload} {spec.name} rep {rep}: FAILED {type(exc).__name__}: {exc}")
+                    traceback.print_exc(file=sys.stderr)
+                    m = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+                self.add(workload, spec, rep, m)
+                log(f"{workload} {spec.name} rep {rep + 1}/{reps}: "
+                    f"{time.perf_counter() - a:.1f} s")
+        self.durations[workload] = time.perf_counter() - began
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smoke run (seconds); no timing claims")
+    ap.add_argument("--out", default=os.path.join("benchmarks", "results"),
+                    help="folder for report.md, results.json and PNGs")
+    ap.add_argument("--savers", default=None,
+                    help="comma-separated subset: inmemory,durable,durable_strict,postgres,"
+                         "mongodb,sqlite,redis_stack (default: all; quick: "
+                         + ",".join(QUICK_SAVERS) + "); 'all' for all")
+    ap.add_argument("--reps", type=int, default=None, help="repetitions per workload")
+    ap.add_argument("--no-profile", action="store_true", help="skip the py-spy profiles")
+    ap.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,RT",
+                    help="comma-separated subset of W1..W6,RT")
+    ap.add_argument("--at-commit", default=None, metavar="REV",
+                    help="benchmark langgraph_durable as committed at REV (e.g. HEAD), "
+                         "extracted with `git archive` to a temporary folder, instead of the "
+                         "working tree")
+    return ap.parse_args(argv)
+
+
+def _at_commit(rev: str, argv: list[str]) -> int:
+    """Re-run the harness with ``langgraph_durable`` from ``git archive REV`` first on the
+    path (read-only git commands; the working tree is not touched)."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    sha = subprocess.run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    tmp = tempfile.mkdtemp(prefix="lgd-bench-src-")
+    try:
+        archive = subprocess.run(["git", "archive", sha, "langgraph_durable"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (tmp, os.getcwd(),
+                                                        env.get("PYTHONPATH")) if p)
+        env["LGD_BENCH_SOURCE"] = f"git archive {rev} ({sha[:12]})"
+        rest, skip = [], False
+        for a in argv:
+            if skip:
+                skip = False
+                continue
+            if a == "--at-commit":
+                skip = True
+                continue
+            if a.startswith("--at-commit="):
+                continue
+            rest.append(a)
+        log(f"benchmarking langgraph_durable at {rev} ({sha[:12]}) from {tmp}")
+        return subprocess.run([sys.executable, "-m", "benchmarks.run", *rest],
+                              env=env).returncode
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    if args.at_commit:
+        return _at_commit(args.at_commit, list(sys.argv[1:] if argv is None else argv))
+    params = W.QUICK if args.quick else W.FULL
+    if args.reps:
+        params = dataclasses.replace(params, reps=args.reps)
+    only: list[str] | None
+    if args.savers in (None, ""):
+        only = QUICK_SAVERS if args.quick else None
+    elif args.savers == "all":
+        only = None
+    else:
+        only = [s.strip() for s in args.savers.split(",") if s.strip()]
+    todo = {w.strip().upper() for w in args.workloads.split(",")}
+    os.makedirs(args.out, exist_ok=True)
+    started = time.perf_counter()
+
+    from langgraph_durable.testing import mongo_server, redis_server
+
+    from .servers import PostgresUnavailable, postgres_server
+
+    notes: list[str] = []
+    with contextlib.ExitStack() as stack:
+        log("starting redis-server and SecantusDB")
+        rs = stack.enter_context(redis_server())
+        ms = stack.enter_context(mongo_server())
+        pg_url = None
+        want_pg = only is None or "postgres" in only
+        if want_pg:
+            log("starting PostgreSQL")
+            try:
+                pg = stack.enter_context(postgres_server())
+                pg_url = pg.url
+            except PostgresUnavailable as exc:
+                notes.append(f"PostgresSaver skipped: {exc}")
+                log(notes[-1])
+        env = Env(redis_url=rs.url, mongo_url=ms.url, postgres_url=pg_url,
+                  redis_stack_url=os.environ.get("REDIS_STACK_URL") or None)
+        stack.callback(lambda: __import__("shutil").rmtree(env.tmpdir, ignore_errors=True))
+        from urllib.parse import urlparse
+
+        from . import cpu
+
+        cpu.find_servers(urlparse(rs.url).port, urlparse(ms.url).port,
+                         urlparse(pg_url).port if pg_url else None)
+        specs, skipped = all_specs(env, only)
+        notes += [s for s in skipped if not (s.startswith("PostgresSaver") and not want_pg)]
+        from .machine import describe
+
+        machine = describe(env.redis_url, env.mongo_url, env.postgres_url, env.redis_stack_url)
+        rec = Recorder()
+        spt = W.steps_per_turn()
+        log(f"savers: {[s.name for s in specs]}; {spt} checkpoints per agent turn; "
+            f"params {params}")
+        sync_specs = [s for s in specs if s.name != "redis_stack"]
+        durable = [s for s in specs if s.is_durable_saver and s.only is None]
+
+        if "W1" in todo:
+            rec.run("W1 sync", sync_specs, params.reps, lambda s: W.w1_sync(s, params, spt))
+            rec.run("W1 async", specs, params.reps, lambda s: W.w1_async(s, params, spt))
+        if "W2" in todo:
+            rec.run("W2", sync_specs, params.reps, lambda s: W.w2(s, params))
+        if "W3" in todo:
+            rec.run("W3", specs, params.reps, lambda s: W.w3(s, params))
+        if "W4" in todo:
+            _w4(rec, [s for s in sync_specs if s.only is None], durable, params, env)
+        if "W6" in todo:
+            rec.run("W6", sync_specs, 1, lambda s: W.w6(s, params))
+        checks: dict[str, str] = {}
+        if "W3" in todo and any(s.name == "durable" for s in specs):
+            import asyncio
+
+            from .savers import from_urls_concurrency_check
+
+            checks["from_urls_concurrency"] = asyncio.run(
+                from_urls_concurrency_check(env, params.w3_threads))
+            log(f"from_urls with {params.w3_threads} concurrent threads: "
+                f"{checks['from_urls_concurrency']}")
+        rt: dict[str, Any] = {}
+        if "RT" in todo:
+            from . import roundtrips
+
+            log("counting round trips")
+            try:
+                rt = roundtrips.measure(env.redis_url, env.mongo_url, params.rt_turns, spt)
+            except Exception as exc:
+                traceback.print_exc(file=sys.stderr)
+                rt = {"error": f"{type(exc).__name__}: {exc}"}
+        profiles: dict[str, Any] = {}
+        if not args.no_profile and any(s.name == "durable" for s in specs):
+            from .profiling import profile
+
+            for which, sizes in (("w1", [params.profile_turns]),
+                                 ("w3", [params.w3_threads, params.w3_steps])):
+                log(f"profiling DurableSaver {which} with py-spy")
+                profiles[which] = profile(which, env.redis_url, env.mongo_url, sizes, args.out)
+        if "W5" in todo:
+            wb = [s for s in durable if s.name == "durable"]
+            rec.run("W5", wb, 1, lambda s: W.w5(s, params, env.redis_url, env.mongo_url))
+
+    from .report import write_report
+
+    machine["load average at end (1/5/15 min)"] = " / ".join(
+        f"{x:.2f}" for x in os.getloadavg())
+    total = time.perf_counter() - started
+    path = write_report(args.out, params=params, quick=args.quick, records=rec.records,
+                        durations=rec.durations, machine=machine, notes=notes, rt=rt,
+                        profiles=profiles, specs=specs, spt=spt, total_s=total,
+                        checks=checks, w3_threads=params.w3_threads)
+    with open(os.path.join(args.out, "results.json"), "w") as fh:
+        json.dump({"params": dataclasses.asdict(params), "quick": args.quick,
+                   "machine": machine, "notes": notes, "records": rec.records, "rt": rt,
+                   "profiles": profiles, "durations": rec.durations, "total_s": total,
+                   "checks": checks},
+                  fh, indent=1, default=str)
+    log(f"done in {total:.0f} s: {path}")
+    return 0
+
+
+def _w4(rec: Recorder, specs: list[SaverSpec], durable: list[SaverSpec], params: W.Params,
+        env: Env) -> None:
+    """Build one long thread per saver, then measure hot reads (all savers, interleaved),
+    then cold reads (DurableSaver with the thread's Redis keys removed after a flush)."""
+    began = time.perf_counter()
+    with contextlib.ExitStack() as stack:
+        threads: dict[str, W.ResumeThread] = {}
+        for spec in specs:
+            try:
+                h = stack.enter_context(spec.open_sync())
+                threads[spec.name] = W.w4_build(h, params)
+                log(f"W4 built {params.w4_checkpoints} checkpoints with {spec.name} in "
+                    f"{threads[spec.name].build_s:.1f} s")
+            except Exception as exc:
+                traceback.print_exc(file=sys.stderr)
+                rec.add("W4 hot", spec, 0, {"error": f"{type(exc).__name__}: {exc}"})
+        live = [s for s in specs if s.name in threads]
+        for rep in range(params.reps):
+            for spec in W.rotate(live, rep):
+                try:
+                    m = W.w4_measure(threads[spec.name], params, "hot")
+                    m["build_s"] = threads[spec.name].build_s
+                except Exception as exc:
+                    traceback.print_exc(file=sys.stderr)
+                    m = {"error": f"{type(exc).__name__}: {exc}"}
+                rec.add("W4 hot", spec, rep, m)
+        cold = [s for s in durable if s.name in threads]
+        for spec in cold:
+            rt = threads[spec.name]
+            spec.settle(rt.handle)
+            W.empty_redis_of(rt.handle, env.redis_url, rt.cfg["configurable"]["thread_id"])
+        for rep in range(params.reps):
+            for spec in W.rotate(cold, rep):
+                try:
+                    m = W.w4_measure(threads[spec.name], params, "durable")
+                except Exception as exc:
+                    traceback.print_exc(file=sys.stderr)
+                    m = {"error": f"{type(exc).__name__}: {exc}"}
+                rec.add("W4 cold", spec, rep, m)
+        log(f"W4 measured in {time.perf_counter() - began:.1f} s")
+    rec.durations["W4"] = time.perf_counter() - began
+
+
+if __name__ == "__main__":
+    sys.exit(main())
