@@ -77,7 +77,10 @@ def test_second_concurrent_run_is_refused_and_the_first_is_intact(redis_url, mon
     assert messages == ["hello", "re: hello", winner, f"re: {winner}"]
     loser = next(r for r in results.values() if r != "ok")
     assert "thread 'shared' (ns '') was extended by another run" in str(loser)
-    head = history[0].config["configurable"]["checkpoint_id"]
+    # it names the winner's first checkpoint (the head when the loser tried to write)
+    winner_input = next(t for t in history if t.metadata["source"] == "input"
+                        and t.metadata["step"] == 2)
+    head = winner_input.config["configurable"]["checkpoint_id"]
     assert f"its latest checkpoint is now {head!r}" in str(loser)
 
 

@@ -85,8 +85,10 @@ def test_delete_thread_waits_for_pending_entries_and_is_not_undone_by_a_late_flu
     assert flush_round(manual) == 8
     assert [len(v) for v in mongo_docs(manual).values()] == [0, 0, 0]
     assert manual.get_tuple({"configurable": {"thread_id": "victim"}}) is None
-    assert redis_client.keys(manual.ctx.keys("victim").tag.replace("{", "\\{")
-                             .replace("}", "\\}") + "*") == []
+    keys = manual.ctx.keys("victim")
+    left = redis_client.keys(keys.tag.replace("{", "\\{").replace("}", "\\}") + "*")
+    assert left == [keys.gone.encode()]  # only the delete's tombstone, which expires
+    assert 0 < redis_client.ttl(keys.gone) <= 7 * 24 * 3600
 
 
 def test_delete_with_no_flusher_times_out_and_keeps_the_thread(redis_url, mongo_url) -> None:
@@ -155,3 +157,37 @@ def test_a_poison_entry_goes_to_the_dead_letter_stream_and_the_rest_flows(
     assert redis_client.xlen(manual.ctx.outbox) == 0
     cps = manual._sync.db[manual.ctx.collections.checkpoints]
     assert sorted(cps.distinct("thread_id")) == ["ok", "ok2"]
+
+
+def test_a_stalled_flush_round_that_writes_after_a_delete_takes_its_copy_back(
+    redis_url, mongo_url, redis_client
+) -> None:
+    from langgraph_durable.drivers import Mongo, _exec_sync_wrapped
+
+    opts = unique_options(flusher="off", claim_idle_s=0.01)
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
+        write_history(saver, "z", 3)
+        # the zombie reads the entries and their records, then stalls before writing
+        zombie = flush_batch_plan(saver.ctx, "zombie", block_ms=0, claim=False)
+        op, result = zombie.send(None), None
+        while not (isinstance(op, Mongo) and op.method == "bulk_write"):
+            op = zombie.send(_exec_sync_wrapped(op, saver._sync))
+        # meanwhile another flusher claims the idle entries and flushes them
+        import time
+
+        time.sleep(0.05)  # let the entries become idle past claim_idle_s (0.01 s)
+        claimed = run_sync(flush_batch_plan(saver.ctx, "rescuer", block_ms=0, claim=True),
+                           saver._sync)
+        assert claimed.entries == 6
+        saver.delete_thread("z")  # the outbox is drained: the delete proceeds
+        assert [len(v) for v in mongo_docs(saver).values()] == [0, 0, 0]
+        # the zombie wakes up and writes what it read before the delete ...
+        try:
+            while True:
+                result = _exec_sync_wrapped(op, saver._sync)
+                op = zombie.send(result)
+        except StopIteration:
+            pass
+        # ... and, finding the delete's tombstones, takes it back out
+        assert [len(v) for v in mongo_docs(saver).values()] == [0, 0, 0]
+        assert saver.get_tuple({"configurable": {"thread_id": "z"}}) is None

@@ -19,9 +19,11 @@ class ThreadKeys:
     - ``wi``: sorted set (score 0) of the ``w`` fields, for range reads per checkpoint
     - ``ns``: hash, checkpoint_ns -> first checkpoint_id seen (namespace order)
     - ``meta``: hash with ``dirty`` = outbox entries of this thread not yet in MongoDB
+    - ``gone``: tombstones of deletes (field -> deletion time, ms; ``*`` = whole thread),
+      kept ``TOMBSTONE_TTL_S``; not in ``all`` (it outlives the thread's data)
     """
 
-    __slots__ = ("thread_id", "tag", "cp", "cv", "idx", "bl", "w", "wi", "ns", "meta")
+    __slots__ = ("thread_id", "tag", "cp", "cv", "idx", "bl", "w", "wi", "ns", "meta", "gone")
 
     def __init__(self, prefix: str, thread_id: str) -> None:
         self.thread_id = thread_id
@@ -29,6 +31,7 @@ class ThreadKeys:
         t = self.tag
         self.cp, self.cv, self.idx, self.bl = f"{t}:cp", f"{t}:cv", f"{t}:idx", f"{t}:bl"
         self.w, self.wi, self.ns, self.meta = f"{t}:w", f"{t}:wi", f"{t}:ns", f"{t}:meta"
+        self.gone = f"{t}:gone"
 
     @property
     def all(self) -> list[str]:
@@ -40,6 +43,9 @@ def outbox_key(prefix: str) -> str:
     """The outbox stream (read by the ``flushers`` consumer group)."""
     return "{" + prefix + ":outbox}"
 
+
+TOMBSTONE_TTL_S = 7 * 24 * 3600
+"""Seconds a delete's tombstones stay: longer than any flusher round can stall."""
 
 CONSUMER_GROUP = "flushers"
 """Name of the consumer group every flusher (in-process or worker) joins."""

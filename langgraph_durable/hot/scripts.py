@@ -115,11 +115,18 @@ end
 return left
 """
 
-# Remove checkpoints (members), their writes and the given blob fields from the thread.
-# ARGV: n members, members..., then blob fields.
-DELETE_PARTS = r"""
-local n = tonumber(ARGV[1])
-for i = 2, n + 1 do
+_NOW_MS = r"""
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+"""
+
+# Remove checkpoints (members), their writes and the given blob fields from the thread, and
+# leave a tombstone (KEYS[9], field -> deletion time in ms, for ARGV[1] seconds) so a flusher
+# that wrote an older copy after this (a stalled "zombie" round) takes it back out of MongoDB.
+# ARGV: tombstone ttl, n members, members..., then blob fields.
+DELETE_PARTS = _NOW_MS + r"""
+local n = tonumber(ARGV[2])
+for i = 3, n + 2 do
   local m = ARGV[i]
   redis.call('HDEL', KEYS[1], m)
   redis.call('HDEL', KEYS[2], m)
@@ -129,9 +136,22 @@ for i = 2, n + 1 do
     redis.call('HDEL', KEYS[5], unpack(wf))
     redis.call('ZREM', KEYS[6], unpack(wf))
   end
+  redis.call('HSET', KEYS[9], m, now)
 end
-if #ARGV > n + 1 then redis.call('HDEL', KEYS[4], unpack(ARGV, n + 2)) end
+for i = n + 3, #ARGV do
+  redis.call('HDEL', KEYS[4], ARGV[i])
+  redis.call('HSET', KEYS[9], ARGV[i], now)
+end
+redis.call('EXPIRE', KEYS[9], tonumber(ARGV[1]))
 return n
+"""
+
+# Remove every key of the thread; tombstone '*' (see DELETE_PARTS). ARGV: tombstone ttl.
+DELETE_THREAD = _NOW_MS + r"""
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+redis.call('HSET', KEYS[9], '*', now)
+redis.call('EXPIRE', KEYS[9], tonumber(ARGV[1]))
+return 1
 """
 
 # Walk the parent chain of ARGV[2] (a checkpoint_id in namespace ARGV[1]) for the channels
@@ -187,6 +207,7 @@ SCRIPTS = {
     "parts": PARTS,
     "settle": SETTLE,
     "delete_parts": DELETE_PARTS,
+    "delete_thread": DELETE_THREAD,
     "chain": CHAIN,
 }
 """Script name -> Lua source, registered once per client."""

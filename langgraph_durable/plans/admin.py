@@ -17,6 +17,7 @@ from ..context import Context
 from ..drivers import Mongo, Parallel, Pipeline, Plan, Script, Sleep
 from ..durable import documents as D
 from ..errors import FlushTimeoutError
+from ..hot.keys import TOMBSTONE_TTL_S
 from ..records import blob_field, member
 
 
@@ -52,12 +53,15 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan:
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     q = {"thread_id": thread_id}
+    keys = ctx.keys(thread_id)
+    # Redis first (with a tombstone), then MongoDB: a stalled flusher that writes an older
+    # copy after the MongoDB delete finds the tombstone and takes its copy out again
+    yield Script("delete_thread", [*keys.all, keys.gone], [TOMBSTONE_TTL_S])
     yield Parallel([
         Mongo(cols.checkpoints, "delete_many", (q,)),
         Mongo(cols.blobs, "delete_many", (q,)),
         Mongo(cols.writes, "delete_many", (q,)),
     ])
-    yield Pipeline([["DEL", *ctx.keys(thread_id).all]])
 
 
 def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
@@ -79,9 +83,10 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
             {"_id": {"$in": D.blob_ids(thread_id, blob_fields)}},)))
     if not ops:
         return
+    keys = ctx.keys(thread_id)
+    yield Script("delete_parts", [*keys.all, keys.gone],
+                 [TOMBSTONE_TTL_S, len(members), *members, *blob_fields])
     yield Parallel(ops)
-    yield Script("delete_parts", ctx.keys(thread_id).all,
-                 [len(members), *members, *blob_fields])
 
 
 def delete_for_runs_plan(ctx: Context, run_ids: Sequence[str]) -> Plan:
