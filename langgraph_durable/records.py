@@ -47,6 +47,13 @@ def check_id(kind: str, value: Any, *, thread_id: str | None = None) -> str:
             f"{kind} must be a str, int or UUID, got {type(value).__name__}{where}"
         )
     text = str(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        where = f" of thread {thread_id!r}" if thread_id is not None and kind != "thread_id" else ""
+        raise InvalidIdentifierError(
+            f"{kind}{where} is not valid UTF-8 text (a lone surrogate?): {text[:80]!r}"
+        ) from None
     if SEP in text:
         where = f" of thread {thread_id!r}" if thread_id is not None and kind != "thread_id" else ""
         raise InvalidIdentifierError(f"{kind}{where} contains a NUL character: {text[:80]!r}")
@@ -221,10 +228,16 @@ def _unpack(raw: bytes, where: str, kind: str | None = None) -> Any:
     return v
 
 
+MD_QUERY_MAX_CHARS = 1024
+"""Longest metadata string copied into the queryable ``md`` pairs of a MongoDB document."""
+
+
 def md_query_of(metadata: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     """Top-level metadata pairs whose values MongoDB can compare exactly (scalars)."""
     out = []
     for k, v in metadata.items():
+        if isinstance(v, str) and len(v) > MD_QUERY_MAX_CHARS:
+            continue  # long text is not worth an index entry; filters re-check after decoding
         if v is None or isinstance(v, (str, bool, float)) or (
             isinstance(v, int) and -(2**63) <= v < 2**63
         ):

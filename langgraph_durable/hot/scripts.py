@@ -7,6 +7,11 @@ same pipeline instead (see ``DurableSaver`` docs).
 """
 
 _PERSIST_AND_OUTBOX = r"""
+if redis.call('HSETNX', KEYS[8], 'born', 0) == 1 then  -- this incarnation of the thread
+  local clock = redis.call('TIME')
+  redis.call('HSET', KEYS[8], 'born', tonumber(clock[1]) * 1000
+             + math.floor(tonumber(clock[2]) / 1000))
+end
 redis.call('HINCRBY', KEYS[8], 'dirty', 1)
 for i = 1, 8 do redis.call('PERSIST', KEYS[i]) end
 if #KEYS >= 9 then
@@ -100,14 +105,21 @@ if #ARGV > n + 1 then values = redis.call('HMGET', KEYS[4], unpack(ARGV, n + 2))
 return {out, values}
 """
 
-# After MongoDB took n entries of this thread: lower the dirty count and, once nothing
-# is left to flush, let the hot keys expire after ARGV[2] seconds (0 = keep).
+# After MongoDB took entries of this thread (ARGV[2..]: their stream times in ms): lower the
+# dirty count and, once nothing is left to flush, let the hot keys expire after ARGV[1]
+# seconds (0 = keep).
 SETTLE = r"""
 if redis.call('EXISTS', KEYS[8]) == 0 then return 0 end  -- thread deleted meanwhile
-local left = redis.call('HINCRBY', KEYS[8], 'dirty', -tonumber(ARGV[1]))
+-- count only entries of this incarnation (an older one's entries were written before a
+-- delete_thread and must not lower the count of a thread written again since)
+local born = tonumber(redis.call('HGET', KEYS[8], 'born') or '0')
+local n = 0
+for i = 2, #ARGV do if tonumber(ARGV[i]) >= born then n = n + 1 end end
+if n == 0 then return -1 end
+local left = redis.call('HINCRBY', KEYS[8], 'dirty', -n)
 if left <= 0 then
   redis.call('HSET', KEYS[8], 'dirty', 0)
-  local ttl = tonumber(ARGV[2])
+  local ttl = tonumber(ARGV[1])
   if ttl > 0 then
     for i = 1, 8 do redis.call('EXPIRE', KEYS[i], ttl) end
   end

@@ -23,7 +23,7 @@ from typing import Any
 import ormsgpack
 import redis.exceptions
 from bson.errors import InvalidDocument
-from pymongo.errors import DocumentTooLarge
+from pymongo.errors import BulkWriteError, DocumentTooLarge
 
 from ..context import Context
 from ..drivers import Clients, Mongo, Parallel, Pipeline, Plan, run_async, run_sync
@@ -67,8 +67,23 @@ class BatchStats:
 
 
 POISON = (CorruptRecordError, InvalidDocument, DocumentTooLarge, ValueError, KeyError,
-          TypeError, UnicodeDecodeError)
+          TypeError, UnicodeDecodeError, BulkWriteError)
 """Errors no retry can fix: the entry goes to the dead-letter stream instead of blocking."""
+
+
+_TRANSIENT_CODES = {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436}
+"""MongoDB error codes of a server or network in trouble (retry), not of a bad document."""
+
+
+def _transient(exc: Exception) -> bool:
+    """True for a bulk write that failed for reasons a retry can fix (write concern,
+    shutdown, step-down); False for a document MongoDB will never take (e.g. too large)."""
+    if not isinstance(exc, BulkWriteError):
+        return False
+    details = exc.details or {}
+    errors = details.get("writeErrors") or []
+    return bool(details.get("writeConcernErrors")) or not errors or any(
+        e.get("code") in _TRANSIENT_CODES for e in errors)
 
 
 def dead_letter_key(ctx: Context) -> str:
@@ -124,7 +139,9 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
         return stats
     try:
         stats.documents = yield from _copy(ctx, parsed, stats)
-    except POISON:
+    except POISON as exc:
+        if _transient(exc):
+            raise
         # one entry cannot be written: find it, set it aside, write the others
         kept = []
         for entry in parsed:
@@ -132,6 +149,8 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
                 stats.documents += yield from _copy(ctx, [entry], stats)
                 kept.append(entry)
             except POISON as exc:
+                if _transient(exc):
+                    raise
                 bad.append((entry[0], {b"t": entry[1].encode()}, exc))
         parsed = kept
     stats.dead = len(bad)
@@ -149,12 +168,13 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
     acked = yield Pipeline([["XACK", ctx.outbox, CONSUMER_GROUP, eid] for eid in ids]
                            + [["XDEL", ctx.outbox, *ids], ["XLEN", ctx.outbox]])
     stats.outbox_length = int(acked[-1])
-    per_thread: dict[str, int] = defaultdict(int)
-    for (_eid, tid, _), ok in zip(parsed, acked):
-        per_thread[tid] += int(ok)
+    per_thread: dict[str, list[int]] = defaultdict(list)
+    for (eid, tid, _), ok in zip(parsed, acked):
+        if ok:
+            per_thread[tid].append(int(eid.split(b"-")[0]))
     # one pipeline of small EVALs (not one script call per thread in turn)
-    settle = [["EVAL", SETTLE, 8, *ctx.keys(t).all, k, ctx.config.hot_ttl_s]
-              for t, k in per_thread.items() if k]
+    settle = [["EVAL", SETTLE, 8, *ctx.keys(t).all, ctx.config.hot_ttl_s, *times]
+              for t, times in per_thread.items()]
     if settle:
         yield Pipeline(settle)
     late = [e for e, ok in zip(parsed, acked) if not ok]

@@ -1,0 +1,462 @@
+"""Scenario 5: deletes racing the flusher, against a model of what must exist.
+
+Each interleaving is a random sequence of saver calls on three threads (two namespaces,
+two run ids): ``put``, ``put_writes`` (to any stored checkpoint, special channels
+included), ``delete_thread``, ``delete_for_runs``, ``prune`` (both strategies),
+``copy_thread``, flush rounds by several consumers with random batch sizes (the saver has
+``flusher="off"``; rounds are ``flush_batch_plan`` driven by ``run_sync``, as a worker
+does), re-deliveries of old outbox entries (copies added to the stream, as in
+``tests/test_outbox.py``), entries read and abandoned by a "ghost" consumer (so they stay
+pending until another consumer claims them with ``XAUTOCLAIM``), and hot-window expiry
+(a settled thread's Redis keys removed, as their TTL would). An admin call (delete, prune,
+copy) runs in its own thread while this one keeps flushing, re-delivering and writing to
+threads the call does not touch. A model (a dict of what InMemorySaver would hold)
+follows the same sequence.
+
+After every step: each thread's ``list`` (checkpoints, metadata, channel values, pending
+writes) equals the model; no checkpoint or write the model does not hold is stored in
+Redis or in MongoDB (resurrected); nothing the model holds is missing from both (lost).
+At the end the outbox is drained, every old entry re-delivered once more and drained,
+Redis emptied, and the threads compared again from MongoDB alone.
+
+``zombies=True`` (scenario 5b) adds a stalled flusher: a round that read its entries and
+the records from Redis, then stops before its MongoDB write (a GC pause, a slow network)
+past ``claim_idle_s``; another consumer claims and flushes its entries, an admin call
+deletes, and the stalled round then completes its write.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
+
+from langgraph_durable import DurableSaver
+from langgraph_durable.drivers import Mongo, Plan, run_sync
+from langgraph_durable.hot.keys import CONSUMER_GROUP, ThreadKeys
+from langgraph_durable.outbox.flusher import flush_batch_plan
+
+from .common import Env, cleanup, clients, names
+from .result import Result
+from .tiers import mongo_checkpoints, mongo_writes, redis_checkpoints, redis_writes
+
+NAMESPACES = ["", "sub:1"]
+TASKS = ["task-a", "task-b", "task-c"]
+WRITE_CHANNELS = ["x", "y", "__interrupt__", "__error__"]
+
+
+class Model:
+    """What must exist: InMemorySaver's view of the same calls."""
+
+    def __init__(self) -> None:
+        self.cps: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.writes: dict[tuple[str, str, str, str, int], tuple[str, Any]] = {}
+
+    def latest(self, t: str, ns: str) -> str | None:
+        ids = [c for (tt, n, c) in self.cps if tt == t and n == ns]
+        return max(ids) if ids else None
+
+    def put(self, t: str, ns: str, cid: str, rec: dict[str, Any]) -> None:
+        self.cps[(t, ns, cid)] = rec
+
+    def put_writes(self, t: str, ns: str, cid: str, task: str, writes: list[Any]) -> None:
+        for pos, (ch, v) in enumerate(writes):
+            key = (t, ns, cid, task, WRITES_IDX_MAP.get(ch, pos))
+            if key[4] >= 0 and key in self.writes:
+                continue
+            self.writes[key] = (ch, v)
+
+    def _drop(self, cps: set[tuple[str, str, str]]) -> None:
+        for k in cps:
+            self.cps.pop(k, None)
+        for w in [w for w in self.writes if w[:3] in cps]:
+            del self.writes[w]
+
+    def delete_thread(self, t: str) -> None:
+        self._drop({k for k in self.cps if k[0] == t})
+
+    def delete_for_runs(self, runs: list[str]) -> None:
+        self._drop({k for k, v in self.cps.items() if v["md"]["run_id"] in runs})
+
+    def prune_keep_latest(self, t: str) -> None:
+        keep = {(t, ns, self.latest(t, ns)) for ns in NAMESPACES}
+        self._drop({k for k in self.cps if k[0] == t and k not in keep})
+
+    def copy_thread(self, src: str, dst: str) -> None:
+        for (t, ns, cid), v in list(self.cps.items()):
+            if t == src:
+                self.cps[(dst, ns, cid)] = v
+        for (t, ns, cid, task, idx), v in list(self.writes.items()):
+            if t == src:
+                self.writes[(dst, ns, cid, task, idx)] = v
+
+    def view(self, t: str) -> dict[tuple[str, str], Any]:
+        out = {}
+        for (tt, ns, cid), v in self.cps.items():
+            if tt != t:
+                continue
+            ws = sorted(((task, idx, ch, val) for (t2, n2, c2, task, idx), (ch, val)
+                         in self.writes.items() if (t2, n2, c2) == (t, ns, cid)),
+                        key=lambda w: ("", w[0], w[1]))
+            out[(ns, cid)] = (v["parent"], v["md"], v["values"],
+                              [(task, ch, val) for task, _idx, ch, val in ws])
+        return out
+
+
+def saver_view(saver: DurableSaver, t: str) -> dict[tuple[str, str], Any]:
+    out = {}
+    for tup in saver.list({"configurable": {"thread_id": t}}):
+        c = tup.config["configurable"]
+        parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        out[(c["checkpoint_ns"], c["checkpoint_id"])] = (
+            parent, dict(tup.metadata), dict(tup.checkpoint["channel_values"]),
+            [tuple(w) for w in tup.pending_writes or []])
+    return out
+
+
+def _until_mongo(gen: Plan) -> Plan:
+    """Drive a flush round up to (not including) its first MongoDB write; return that op
+    (None when the round had nothing to write)."""
+    send: Any = None
+    while True:
+        try:
+            op = gen.send(send)
+        except StopIteration:
+            return None
+        if isinstance(op, Mongo):
+            return op
+        send = yield op
+
+
+def _resume(gen: Plan, op: Any) -> Plan:
+    """Finish a parked round: execute ``op``, then the rest of the round."""
+    while True:
+        try:
+            send = yield op
+        except Exception as exc:
+            try:
+                op = gen.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+            continue
+        try:
+            op = gen.send(send)
+        except StopIteration as stop:
+            return stop.value
+
+
+class Interleaving:
+    def __init__(self, env: Env, i: int, rng: random.Random, saver: DurableSaver,
+                 r: Any, db: Any, *, copies: bool, zombies: bool, repeat_tasks: bool) -> None:
+        self.env, self.rng, self.saver, self.r, self.db = env, rng, saver, r, db
+        self.ctx = saver.ctx
+        self.copies, self.zombies, self.repeat_tasks = copies, zombies, repeat_tasks
+        self.race_copies = zombies and copies
+        self.written: set[tuple[str, str, str, str, int]] = set()
+        self.threads = [f"s5-{i}-{k}" for k in range(3)]
+        self.runs = [f"run-{i}-a", f"run-{i}-b"]
+        self.model = Model()
+        self.seen: list[dict[bytes, bytes]] = []
+        self.step = 0
+        self.parked: list[tuple[Plan, Any]] = []
+        self.figures = defaultdict(int)
+        self.trace: list[str] = []
+
+    # ------------------------------------------------------------------ operations
+
+    def put(self, t: str, *, run: str | None = None) -> None:
+        """A checkpoint child of the latest of (thread, ns), as LangGraph makes them:
+        channel ``n`` changes every time, ``tag`` now and then (so blobs are shared)."""
+        rng = self.rng
+        ns = rng.choice(NAMESPACES)
+        run = run or rng.choice(self.runs)
+        parent = self.model.latest(t, ns)
+        base = self.model.cps[(t, ns, parent)] if parent else None
+        self.step += 1
+        vals = dict(base["values"]) if base else {}
+        versions = dict(base["versions"]) if base else {}
+        vals["n"] = self.step
+        changed = ["n"]
+        if base is None or rng.random() < 0.3:
+            vals["tag"] = f"tag-{self.step}"
+            changed.append("tag")
+        new = {}
+        for ch in changed:
+            new[ch] = versions[ch] = self.saver.get_next_version(versions.get(ch), None)
+        cp = empty_checkpoint()
+        cp["channel_values"] = dict(vals)
+        cp["channel_versions"] = dict(versions)
+        md = {"step": self.step, "run_id": run, "source": "loop"}
+        cfg: dict[str, Any] = {"configurable": {"thread_id": t, "checkpoint_ns": ns}}
+        if parent:
+            cfg["configurable"]["checkpoint_id"] = parent
+        self.saver.put(cfg, cp, md, new)
+        self.model.put(t, ns, cp["id"], {"parent": parent, "md": md, "values": vals,
+                                         "versions": versions})
+        self.trace.append(f"put {t} {ns!r} {cp['id'][-6:]} {run}")
+
+    def put_writes(self, t: str) -> None:
+        stored = [k for k in self.model.cps if k[0] == t]
+        if not stored:
+            return self.put(t)
+        _, ns, cid = self.rng.choice(stored)
+        task = self.rng.choice(TASKS)
+        writes = [(ch, f"{ch}-{self.step}-{self.rng.randint(0, 9)}")
+                  for ch in self.rng.sample(WRITE_CHANNELS, self.rng.randint(1, 2))]
+        if self.repeat_tasks and self.rng.random() < 0.6:  # the same task writes again
+            task, writes = TASKS[0], [("x", f"x-{self.step}")]
+        if not self.repeat_tasks:  # an ordinary (task, idx) is written once, as LangGraph does
+            writes = [(ch, v) for pos, (ch, v) in enumerate(writes)
+                      if ch in WRITES_IDX_MAP or (t, ns, cid, task, pos) not in self.written]
+            if not writes:
+                return None
+        self.written |= {(t, ns, cid, task, pos) for pos in range(len(writes))}
+        self.step += 1
+        cfg = {"configurable": {"thread_id": t, "checkpoint_ns": ns, "checkpoint_id": cid}}
+        self.saver.put_writes(cfg, writes, task)
+        self.model.put_writes(t, ns, cid, task, writes)
+        self.trace.append(f"put_writes {t} {cid[-6:]} {task} {[w[0] for w in writes]}")
+        return None
+
+    def snapshot_outbox(self) -> None:
+        for _eid, fields in self.r.xrange(self.ctx.outbox):
+            if fields not in self.seen:
+                self.seen.append(fields)
+
+    def flush_round(self, claim: bool | None = None) -> int:
+        self.snapshot_outbox()
+        batch = self.rng.choice([1, 2, 5, 500])
+        ctx = type(self.ctx)(self.ctx.config.model_copy(update={"flush_batch_size": batch}),
+                             self.ctx.serde, self.ctx.queryable, self.ctx.cluster)
+        claim = self.rng.random() < 0.5 if claim is None else claim
+        consumer = self.rng.choice(["c1", "c2"])
+        stats = run_sync(flush_batch_plan(ctx, consumer, block_ms=0, claim=claim),
+                         self.saver._sync)
+        self.figures["flush rounds"] += 1
+        return stats.entries
+
+    def redeliver(self) -> None:
+        if self.copies and self.seen:
+            self.r.xadd(self.ctx.outbox, self.rng.choice(self.seen))
+            self.figures["re-deliveries (copies)"] += 1
+
+    def ghost(self) -> None:
+        got = self.r.xreadgroup(CONSUMER_GROUP, "ghost", {self.ctx.outbox: ">"},
+                                count=self.rng.randint(1, 3))
+        self.figures["entries abandoned by a ghost"] += sum(len(e) for _, e in got or [])
+
+    def expire(self) -> None:
+        t = self.rng.choice(self.threads)
+        keys = ThreadKeys(self.ctx.config.key_prefix, t)
+        if self.r.ttl(keys.cp) > 0:  # settled: everything of it is in MongoDB
+            self.r.delete(*keys.all)
+            self.figures["hot windows expired"] += 1
+            self.trace.append(f"expire {t}")
+
+    def park_zombie(self) -> None:
+        gen = flush_batch_plan(self.ctx, f"zombie-{len(self.parked)}", block_ms=0, claim=False)
+        op = run_sync(_until_mongo(gen), self.saver._sync)
+        if op is not None:
+            self.parked.append((gen, op))
+            self.trace.append("zombie parked")
+
+    def wake_zombie(self) -> None:
+        if self.parked:
+            gen, op = self.parked.pop(0)
+            run_sync(_resume(gen, op), self.saver._sync)
+            self.figures["stalled rounds resumed"] += 1
+            self.trace.append("zombie resumed")
+
+    def admin(self) -> None:
+        rng, s, m = self.rng, self.saver, self.model
+        kind = rng.choice(["delete_thread", "delete_for_runs", "prune_keep_latest",
+                           "prune_delete", "copy_thread"])
+        t, other = rng.sample(self.threads, 2)
+        if kind == "delete_thread":
+            call, apply, busy = (lambda: s.delete_thread(t)), (lambda: m.delete_thread(t)), {t}
+        elif kind == "delete_for_runs":
+            run = rng.choice(self.runs)
+            call = lambda: s.delete_for_runs([run])  # noqa: E731
+            apply, busy = (lambda: m.delete_for_runs([run])), set(self.threads)
+            t = run
+        elif kind == "prune_keep_latest":
+            call = lambda: s.prune([t], strategy="keep_latest")  # noqa: E731
+            apply, busy = (lambda: m.prune_keep_latest(t)), {t}
+        elif kind == "prune_delete":
+            call = lambda: s.prune([t], strategy="delete")  # noqa: E731
+            apply, busy = (lambda: m.delete_thread(t)), {t}
+        else:
+            call = lambda: s.copy_thread(t, other)  # noqa: E731
+
+            def apply() -> None:
+                m.copy_thread(t, other)  # the target now holds the source's writes too
+                self.written |= {(other, *w[1:]) for w in self.written if w[0] == t}
+
+            busy = {t, other}
+        errors: list[BaseException] = []
+
+        def go() -> None:
+            try:
+                call()
+            except BaseException as exc:
+                errors.append(exc)
+
+        if self.zombies and rng.random() < 0.7:
+            self.park_zombie()  # a round stalls with its records read
+        worker = threading.Thread(target=go)
+        worker.start()
+        free = [x for x in self.threads if x not in busy]
+        deadline = time.monotonic() + 60
+        while worker.is_alive():  # keep the outbox moving (and racing) meanwhile
+            x = rng.random()
+            if x < 0.75:
+                self.flush_round(claim=True)
+            elif x < 0.85:
+                if self.race_copies:  # a duplicate delivery while the call runs
+                    self.redeliver()
+            elif free:
+                self.put(rng.choice(free), run=f"free-{self.step}")
+            worker.join(0.001)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{kind} did not finish in 60 s")
+        if errors:
+            raise errors[0]
+        apply()
+        self.figures[kind] += 1
+        self.trace.append(f"{kind} {t}")
+        if self.zombies:
+            self.wake_zombie()
+
+    # ------------------------------------------------------------------ checks
+
+    def check(self, where: str) -> dict[str, int]:
+        got = {"mismatch": 0, "resurrected": 0, "lost": 0}
+        for t in self.threads:
+            want, have = self.model.view(t), saver_view(self.saver, t)
+            got["mismatch"] += sum(want.get(k) != have.get(k) for k in set(want) | set(have))
+        prefix = self.ctx.config.key_prefix
+        cps_r, cps_m = (redis_checkpoints(self.r, prefix, self.threads),
+                        mongo_checkpoints(self.db, self.threads))
+        ws_r, ws_m = redis_writes(self.r, prefix, self.threads), mongo_writes(self.db,
+                                                                               self.threads)
+        cps, ws = set(self.model.cps), set(self.model.writes)
+        extra = sorted([("redis", *k) for k in (cps_r - cps) | (ws_r - ws)]
+                       + [("mongo", *k) for k in (cps_m - cps) | (ws_m - ws)])
+        got["resurrected"] = len(cps_r - cps) + len(cps_m - cps) + len(ws_r - ws) + \
+            len(ws_m - ws)
+        got["lost"] = len(cps - cps_r - cps_m) + len(ws - ws_r - ws_m)
+        if any(got.values()) and "first_failure" not in self.figures:
+            self.figures["first_failure"] = 1
+            self.trace.append(f"FAILED at {where}: {got}; extra {extra[:4]}")
+        return got
+
+    def drain(self) -> None:
+        deadline = time.monotonic() + 60
+        while self.r.xlen(self.ctx.outbox):
+            self.flush_round(claim=True)
+            if time.monotonic() > deadline:
+                raise RuntimeError("the outbox did not drain in 60 s")
+
+    def run(self, steps: int) -> dict[str, int]:
+        total = {"mismatch": 0, "resurrected": 0, "lost": 0}
+
+        def add(d: dict[str, int]) -> None:
+            for k, v in d.items():
+                total[k] += v
+
+        for t in self.threads:  # every thread starts with a little history
+            self.put(t)
+        for n in range(steps):
+            x = self.rng.random()
+            if x < 0.25:
+                self.put(self.rng.choice(self.threads))
+            elif x < 0.42:
+                self.put_writes(self.rng.choice(self.threads))
+            elif x < 0.62:
+                self.flush_round()
+            elif x < 0.70:
+                self.redeliver()
+            elif x < 0.76:
+                self.ghost()
+            elif x < (0.88 if self.repeat_tasks else 0.80):
+                self.expire()
+            elif x < 0.83 and self.zombies:
+                self.park_zombie()
+            else:
+                self.admin()
+            add(self.check(f"step {n}"))
+        # the end: drain, re-deliver everything once more, drain, then MongoDB alone
+        self.drain()
+        while self.parked:
+            self.wake_zombie()
+        if self.copies:
+            for fields in self.seen:
+                self.r.xadd(self.ctx.outbox, fields)
+        self.drain()
+        add(self.check("drained"))
+        for t in self.threads:
+            self.r.delete(*ThreadKeys(self.ctx.config.key_prefix, t).all)
+        add(self.check("MongoDB alone"))
+        return total
+
+
+TITLES = {
+    "s5": "5. deletes racing the flusher (randomized interleavings against a model)",
+    "s5b": "5b. as 5, plus duplicate deliveries while a delete runs: old entries re-added, "
+           "flusher rounds stalled past claim_idle_s",
+    "s5c": "5c. as 5, with put_writes repeating a task's (task_id, idx) (insert-once)",
+}
+
+
+def run(env: Env, interleavings: int, steps: int = 24, seed: int = 5,
+        zombies: bool = False, repeat_tasks: bool = False) -> Result:
+    key = "s5b" if zombies else "s5c" if repeat_tasks else "s5"
+    res = Result(key, TITLES[key])
+    began = time.monotonic()
+    prefix, database = names("s5")
+    figures: dict[str, int] = defaultdict(int)
+    failed: list[list[str]] = []
+    totals = {"mismatch": 0, "resurrected": 0, "lost": 0}
+    opts = {"key_prefix": prefix, "database": database, "flusher": "off",
+            "claim_idle_s": 0.001, "delete_flush_timeout_s": 30}
+    try:
+        with DurableSaver.from_urls(env.redis_url, env.mongo_url, **opts) as saver, \
+                clients(env.redis_url, env.mongo_url) as (r, m):
+            for i in range(interleavings):
+                it = Interleaving(env, i, random.Random(seed * 1_000_003 + i), saver, r,
+                                  m[database], copies=i % 2 == 0, zombies=zombies,
+                                  repeat_tasks=repeat_tasks)
+                got = it.run(steps)
+                for k, v in got.items():
+                    totals[k] += v
+                for k, v in it.figures.items():
+                    figures[k] += v
+                if any(got.values()):
+                    failed.append(it.trace)
+                res.acked = (res.acked or 0) + sum(1 for x in it.trace if x.startswith("put "))
+    finally:
+        cleanup(env.redis_url, env.mongo_url, prefix, database)
+    res.trials = interleavings
+    res.faults = sum(v for k, v in figures.items() if k in (
+        "re-deliveries (copies)", "entries abandoned by a ghost", "hot windows expired",
+        "stalled rounds resumed", "delete_thread", "delete_for_runs", "prune_keep_latest",
+        "prune_delete", "copy_thread"))
+    res.resurrected = totals["resurrected"]
+    res.lost = totals["lost"]
+    res.mismatches = totals["mismatch"]
+    figures.pop("first_failure", None)
+    res.measures = dict(sorted(figures.items()))
+    res.measures["interleavings failing"] = len(failed)
+    if failed:
+        first = failed[0]
+        at = next((k for k, x in enumerate(first) if x.startswith("FAILED")), len(first))
+        res.notes.append("first failing interleaving (steps before the failure): "
+                         + " / ".join(first[max(0, at - 7):at + 1]))
+    res.records = [{"trace": t} for t in failed]
+    res.seconds = time.monotonic() - began
+    return res
+

@@ -1,0 +1,199 @@
+"""Looking straight at the two tiers (raw Redis keys, raw MongoDB documents), without the
+saver's read path, so a scenario can tell what is stored where.
+
+Identities:
+- checkpoint: ``(thread_id, checkpoint_ns, checkpoint_id)``
+- write: ``(thread_id, checkpoint_ns, checkpoint_id, task_id, idx)``
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pymongo
+import redis
+
+from langgraph_durable.durable import documents as D
+from langgraph_durable.hot.keys import ThreadKeys
+from langgraph_durable.records import (
+    SEP,
+    CheckpointRecord,
+    WriteRecord,
+    member,
+    split_field,
+    unpack_blob,
+)
+
+Cp = tuple[str, str, str]
+Wr = tuple[str, str, str, str, int]
+
+
+def wait_for(pred: Callable[[], Any], timeout_s: float, what: str, pause_s: float = 0.01) -> Any:
+    """Poll ``pred`` until it returns a true value or ``timeout_s`` passes (raises
+    ``TimeoutError`` naming ``what``). A bounded wait, never a timing assertion."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(pause_s)
+
+
+# --------------------------------------------------------------------------- Redis
+
+
+def redis_checkpoints(r: redis.Redis, prefix: str, threads: Iterable[str]) -> set[Cp]:
+    out: set[Cp] = set()
+    for t in threads:
+        for m in r.hkeys(ThreadKeys(prefix, t).cp):
+            ns, cid = m.decode().split(SEP)
+            out.add((t, ns, cid))
+    return out
+
+
+def redis_writes(r: redis.Redis, prefix: str, threads: Iterable[str]) -> set[Wr]:
+    out: set[Wr] = set()
+    for t in threads:
+        for f in r.hkeys(ThreadKeys(prefix, t).w):
+            ns, cid, task, idx = split_field(f)
+            out.add((t, ns, cid, task, int(idx)))
+    return out
+
+
+def redis_has(r: redis.Redis, prefix: str, cps: Iterable[Cp]) -> list[bool]:
+    cps = list(cps)
+    pipe = r.pipeline(transaction=False)
+    for t, ns, cid in cps:
+        pipe.hexists(ThreadKeys(prefix, t).cp, member(ns, cid))
+    return [bool(x) for x in pipe.execute()] if cps else []
+
+
+def drop_prefix(r: redis.Redis, prefix: str) -> int:
+    """Delete every Redis key of a saver with ``key_prefix=prefix`` (threads and outbox)."""
+    keys = list(r.scan_iter(match="{" + prefix + ":*", count=1000))
+    for i in range(0, len(keys), 500):
+        r.delete(*keys[i:i + 500])
+    return len(keys)
+
+
+# --------------------------------------------------------------------------- MongoDB
+
+
+def mongo_checkpoints(db: Any, threads: Iterable[str] | None = None) -> set[Cp]:
+    q = {} if threads is None else {"thread_id": {"$in": list(threads)}}
+    return {(d["thread_id"], d["checkpoint_ns"], d["checkpoint_id"])
+            for d in db["checkpoints"].find(q, {"thread_id": 1, "checkpoint_ns": 1,
+                                                "checkpoint_id": 1})}
+
+
+def mongo_writes(db: Any, threads: Iterable[str] | None = None) -> set[Wr]:
+    q = {} if threads is None else {"thread_id": {"$in": list(threads)}}
+    return {(d["thread_id"], d["checkpoint_ns"], d["checkpoint_id"], d["task_id"], int(d["idx"]))
+            for d in db["writes"].find(q, {"data": 0})}
+
+
+def mongo_has(db: Any, cps: Iterable[Cp]) -> list[bool]:
+    cps = list(cps)
+    ids = [D.doc_id(t, ns, cid) for t, ns, cid in cps]
+    found = {d["_id"] for d in db["checkpoints"].find({"_id": {"$in": ids}}, {"_id": 1})}
+    return [i in found for i in ids]
+
+
+def mongo_identity_duplicates(db: Any) -> int:
+    """Documents beyond the first with the same identity (``_id`` aside), all collections."""
+    n = 0
+    for col, ident in (("checkpoints", ["thread_id", "checkpoint_ns", "checkpoint_id"]),
+                       ("blobs", ["thread_id", "checkpoint_ns", "channel", "version"]),
+                       ("writes", ["thread_id", "checkpoint_ns", "checkpoint_id", "task_id",
+                                   "idx"])):
+        seen: dict[tuple[Any, ...], int] = {}
+        for d in db[col].find({}, {k: 1 for k in ident}):
+            key = tuple(d.get(k) for k in ident)
+            seen[key] = seen.get(key, 0) + 1
+        n += sum(c - 1 for c in seen.values() if c > 1)
+    return n
+
+
+def drop_db(client: pymongo.MongoClient, name: str) -> None:
+    client.drop_database(name)
+
+
+# --------------------------------------------------------------------------- both
+
+
+def expected_docs_from_redis(r: redis.Redis, prefix: str, threads: Iterable[str]
+                             ) -> dict[str, dict[str, dict]]:
+    """The MongoDB documents a complete, exact flush of what Redis holds must produce:
+    ``{collection: {_id: document}}`` (documents built from the raw Redis records)."""
+    out: dict[str, dict[str, dict]] = {"checkpoints": {}, "blobs": {}, "writes": {}}
+    for t in threads:
+        k = ThreadKeys(prefix, t)
+        cvs = r.hgetall(k.cv)
+        for m, raw in r.hgetall(k.cp).items():
+            ns, cid = m.decode().split(SEP)
+            doc = D.checkpoint_doc(t, CheckpointRecord.unpack(ns, cid, raw, cvs[m]))
+            out["checkpoints"][doc["_id"]] = doc
+        for f, raw in r.hgetall(k.bl).items():
+            doc = D.blob_doc(t, f.decode(), unpack_blob(raw, "expected"))
+            out["blobs"][doc["_id"]] = doc
+        for f, raw in r.hgetall(k.w).items():
+            ns, cid, _task, _idx = split_field(f)
+            doc = D.write_doc(t, ns, cid, WriteRecord.unpack(raw, "expected"))
+            out["writes"][doc["_id"]] = doc
+    return out
+
+
+def compare_docs(expected: dict[str, dict[str, dict]], db: Any, threads: Iterable[str]
+                 ) -> dict[str, int]:
+    """Compare MongoDB with ``expected``: documents missing, extra, or different."""
+    threads = list(threads)
+    missing = extra = different = 0
+    for col, want in expected.items():
+        have = {d["_id"]: d for d in db[col].find({"thread_id": {"$in": threads}})}
+        missing += len(set(want) - set(have))
+        extra += len(set(have) - set(want))
+        for i in set(want) & set(have):
+            a, b = dict(want[i]), dict(have[i])
+            if _norm(a) != _norm(b):
+                different += 1
+    return {"missing": missing, "extra": extra, "different": different}
+
+
+def _norm(doc: dict) -> dict:
+    return {k: (bytes(v) if isinstance(v, (bytes, bytearray)) else v) for k, v in doc.items()}
+
+
+# --------------------------------------------------------------------------- ack log
+
+
+class AckLog:
+    """Append-only JSON-lines file; each line is written with one ``write`` and fsynced,
+    so whatever a killed process recorded is on disk."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def append(self, **rec: Any) -> None:
+        os.write(self._fd, (json.dumps(rec) + "\n").encode())
+        os.fsync(self._fd)
+
+    @staticmethod
+    def read(path: str) -> list[dict[str, Any]]:
+        out = []
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        pass  # a torn last line
+        except FileNotFoundError:
+            pass
+        return out

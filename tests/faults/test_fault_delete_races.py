@@ -1,0 +1,109 @@
+"""Scenario 5 (short form): deletes racing the flusher against a model, and the
+deterministic forms of what the randomized runs found."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from conftest import unique_options
+from faultkit import make_env
+from langgraph.checkpoint.base import empty_checkpoint
+
+from faults import s5_delete_races
+from faults.s5_delete_races import _resume, _until_mongo
+from faults.tiers import mongo_checkpoints, mongo_writes, wait_for
+from langgraph_durable import DurableSaver
+from langgraph_durable.drivers import Pipeline, run_sync
+from langgraph_durable.outbox.flusher import flush_batch_plan
+
+
+@pytest.fixture
+def env(redis_url, mongo_url, tmp_path):
+    return make_env(redis_url, mongo_url, tmp_path)
+
+
+@pytest.fixture
+def manual(redis_url, mongo_url):
+    opts = unique_options(flusher="off", claim_idle_s=0.001, delete_flush_timeout_s=10)
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as s:
+        yield s
+
+
+def put(saver: DurableSaver, thread: str, n: int = 1) -> dict:
+    cfg: dict = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    for i in range(n):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"v": i}
+        cp["channel_versions"] = {"v": f"{i + 1:032}.0"}
+        cfg = saver.put(cfg, cp, {"step": i}, {"v": f"{i + 1:032}.0"})
+    return cfg
+
+
+def drain(saver: DurableSaver, r: redis.Redis) -> None:
+    def one_round() -> bool:
+        run_sync(flush_batch_plan(saver.ctx, "other", block_ms=0, claim=True), saver._sync)
+        return r.xlen(saver.ctx.outbox) == 0
+    wait_for(one_round, 10, "the outbox to drain")
+
+
+def test_deletes_racing_the_flusher_never_resurrect_or_lose_anything(env) -> None:
+    res = s5_delete_races.run(env, interleavings=100, steps=20, seed=5)
+    assert res.resurrected == 0, res.notes
+    assert res.lost == 0, res.notes
+    assert res.mismatches == 0, res.notes
+    for op in ("delete_thread", "delete_for_runs", "prune_keep_latest", "prune_delete",
+               "copy_thread", "re-deliveries (copies)", "entries abandoned by a ghost"):
+        assert res.measures.get(op, 0) > 5, (op, res.measures)
+
+
+def test_a_stalled_flusher_round_cannot_write_back_a_deleted_thread(manual) -> None:
+    r = manual._sync.redis
+    cfg = put(manual, "victim", 2)
+    manual.put_writes(cfg, [("v", 9)], "task")
+    stalled = flush_batch_plan(manual.ctx, "stalled", block_ms=0, claim=False)
+    op = run_sync(_until_mongo(stalled), manual._sync)  # read entries + records, then stall
+    assert op is not None
+    drain(manual, r)  # another consumer claims them (claim_idle_s=1 ms) and flushes
+    manual.delete_thread("victim")
+    db = manual._sync.db
+    assert mongo_checkpoints(db, ["victim"]) == set()
+    run_sync(_resume(stalled, op), manual._sync)  # the stalled round wakes up and writes
+    assert mongo_checkpoints(db, ["victim"]) == set()  # fails today: 2 checkpoints back
+    assert mongo_writes(db, ["victim"]) == set()
+    assert manual.get_tuple({"configurable": {"thread_id": "victim"}}) is None
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: insert-once is kept per tier: once a thread's hot keys are gone (hot window "
+    "expired, copy_thread target, Redis replaced), a repeated put_writes of the same "
+    "(task_id, idx) is accepted by Redis and served by reads (Redis writes override "
+    "MongoDB's in plans/read.py), while MongoDB keeps the first value"))
+def test_insert_once_writes_hold_across_the_hot_window(manual) -> None:
+    r = manual._sync.redis
+    cfg = put(manual, "once")
+    manual.put_writes(cfg, [("x", "first")], "task")
+    drain(manual, r)
+    r.delete(*manual.ctx.keys("once").all)  # what the hot window's TTL does
+    manual.put_writes(cfg, [("x", "second")], "task")  # a retried task writes again
+    assert manual.get_tuple(cfg).pending_writes == [("task", "x", "first")]  # InMemorySaver
+
+
+def test_unflushed_checkpoints_never_get_a_ttl(manual) -> None:
+    r = manual._sync.redis
+    put(manual, "again")
+
+    def until_settle(gen):
+        send = None
+        while True:
+            op = gen.send(send)
+            if isinstance(op, Pipeline) and op.commands and op.commands[0][0] == "EVAL":
+                return op  # the settle round (one pipeline of EVALs)
+            send = yield op
+
+    late = flush_batch_plan(manual.ctx, "late", block_ms=0, claim=False)
+    op = run_sync(until_settle(late), manual._sync)  # flushed and acked, not yet settled
+    manual.delete_thread("again")  # the outbox is empty: it goes ahead
+    put(manual, "again")  # a new, acknowledged, unflushed checkpoint
+    run_sync(_resume(late, op), manual._sync)  # the late settle
+    assert r.xlen(manual.ctx.outbox) == 1
+    assert r.ttl(manual.ctx.keys("again").cp) == -1  # fails today: 86400

@@ -1,0 +1,42 @@
+"""Scenario 4 (short form): Redis hung or dead fails fast; Redis SIGKILLed with AOF loses
+nothing acknowledged; Redis emptied after a flush answers every read from MongoDB."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from faultkit import make_env
+
+from faults import s4_redis_down
+
+
+@pytest.fixture
+def env(redis_url, mongo_url, tmp_path):
+    return make_env(redis_url, mongo_url, tmp_path)
+
+
+def test_redis_hung_or_dead_fails_fast_with_tier_unavailable(env) -> None:
+    rec = s4_redis_down.fail_fast(env)
+    assert rec["calls"] == 14
+    assert rec["wrong"] == []  # every call: TierUnavailableError naming host:port
+    assert rec["slow"] == []  # each within 3 x socket_timeout_s
+    assert rec["max_s"] < 3 * s4_redis_down.TIMEOUT_S
+
+
+@pytest.mark.parametrize("fsync", ["everysec", "always"])
+def test_redis_sigkill_with_aof_loses_nothing_acknowledged(env, fsync) -> None:
+    rng = random.Random(4 if fsync == "always" else 5)
+    rec = s4_redis_down.aof_crash(env, rng, fsync)
+    assert rec["acked"] > 0
+    assert rec["lost"] == 0, rec  # every acknowledged checkpoint back after the restart
+    assert rec["not_in_mongo"] == 0, rec  # and in MongoDB after a flush
+    assert rec["mismatch"] == 0, rec  # resumed to InMemorySaver's final state
+
+
+def test_redis_emptied_after_a_flush_every_read_equals_the_previous_answer(env) -> None:
+    rec = s4_redis_down.emptied(env)
+    assert rec["reads"] > 50
+    assert rec["mismatches"] == 0
+    assert rec["tier"] == "durable"
+    assert rec["resume_mismatch"] == 0
