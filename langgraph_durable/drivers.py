@@ -240,13 +240,31 @@ async def _exec_async_wrapped_untimed(op: Any, c: Clients) -> Any:
         raise wrapped from exc
 
 
-async def run_async(plan: Plan, clients: Clients) -> Any:
-    """Drive ``plan`` to completion with asyncio clients; returns its return value."""
+def _step(plan: Plan, send: Any, error: BaseException | None) -> Any:
+    """One step of ``plan`` (for a worker thread); its end comes back as the value."""
+    try:
+        return plan.throw(error) if error is not None else plan.send(send)
+    except StopIteration as stop:
+        return stop
+
+
+async def run_async(plan: Plan, clients: Clients, *, offload: bool = False) -> Any:
+    """Drive ``plan`` to completion with asyncio clients; returns its return value.
+
+    With ``offload`` the plan's own steps (serializing, decoding) run in a worker thread,
+    so a serializer that does blocking I/O (``ExternalRefSerializer`` uploading to S3)
+    never blocks the event loop; the round trips stay on the loop."""
     send: Any = None
     error: BaseException | None = None
     while True:
         try:
-            op = plan.throw(error) if error is not None else plan.send(send)
+            if offload:
+                # StopIteration cannot cross a Future: the step returns it as a value
+                op = await asyncio.to_thread(_step, plan, send, error)
+                if isinstance(op, StopIteration):
+                    raise op
+            else:
+                op = plan.throw(error) if error is not None else plan.send(send)
         except StopIteration as stop:
             return stop.value
         error = None
