@@ -128,7 +128,9 @@ def _classify(op: Any) -> str:
         return "ack"
     if isinstance(op, Parallel) and op.ops and isinstance(op.ops[0], Script) and \
             op.ops[0].name == "settle":
-        return "settle"
+        return "settle"  # one settle script per thread
+    if isinstance(op, Pipeline) and op.commands and op.commands[0][0] in ("EVAL", "EVALSHA"):
+        return "settle"  # the settle scripts of a batch's threads in one pipeline
     return "other"
 
 

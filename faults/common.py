@@ -67,7 +67,8 @@ def cleanup(redis_url: str, mongo_url: str, prefix: str, database: str) -> None:
 class Child:
     """A ``python -m faults.child`` process (output in ``<work>/<name>.log``)."""
 
-    def __init__(self, spec: dict[str, Any], work: Path, name: str) -> None:
+    def __init__(self, spec: dict[str, Any], work: Path, name: str,
+                 env: dict[str, str] | None = None) -> None:
         self.spec = spec
         self.log_path = work / f"{name}.log"
         spec.setdefault("out", str(work / f"{name}.json"))
@@ -75,7 +76,7 @@ class Child:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "faults.child", json.dumps(spec)], cwd=str(ROOT),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
             )
 
     @property

@@ -43,14 +43,15 @@ BEGIN, END = "<!-- faults:results:begin -->", "<!-- faults:results:end -->"
 PLAN: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("1", {"trials": 100}, {"trials": 10}),
     ("2", {"trials": 10}, {"trials": 2}),
-    ("3", {"trials_per_policy": 2}, {"trials_per_policy": 1}),
+    ("3", {"trials_per_policy": 2, "mid_flush_stops": 8},
+     {"trials_per_policy": 1, "subgraph_probe": False}),
     ("4", {"aof_trials": 10, "no_aof_trial": True}, {"aof_trials": 2}),
     ("5", {"interleavings": 1000}, {"interleavings": 100}),
-    ("5b", {"interleavings": 200, "zombies": True}, {"interleavings": 20, "zombies": True}),
-    ("5c", {"interleavings": 200, "repeat_tasks": True},
+    ("5b", {"interleavings": 150, "zombies": True}, {"interleavings": 20, "zombies": True}),
+    ("5c", {"interleavings": 150, "repeat_tasks": True},
      {"interleavings": 30, "repeat_tasks": True}),
-    ("6", {"trials_per_rule": 4}, {"trials_per_rule": 1}),
-    ("7", {"trials": 2, "with_default_drain": True, "sys_exit_trials": 20}, {"trials": 1}),
+    ("6", {"trials_per_rule": 3}, {"trials_per_rule": 1}),
+    ("7", {"trials": 2, "with_default_drain": True, "sys_exit_trials": 12}, {"trials": 1}),
     ("hostile", {}, {}),
 ]
 

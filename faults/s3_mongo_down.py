@@ -154,37 +154,24 @@ def subgraph_step_while_down(env: Env) -> dict[str, Any]:
     return rec
 
 
-def stop_mid_flush(env: Env, stops: int, seed: int = 3) -> dict[str, Any]:
-    """MongoDB stopped while the in-process flusher is busy (a backlog, ``flush_batch_size=1``),
-    restarted at once, then drained: acknowledged checkpoints whose entries left the outbox
-    but whose documents MongoDB does not have after the restart."""
-    import random
+def stop_mid_flush(env: Env, stops: int) -> dict[str, Any]:
+    """MongoDB stopped while a child process's in-process flusher is busy (a backlog,
+    ``flush_batch_size=1``), restarted, drained: acknowledged checkpoints whose entries
+    left the outbox but whose documents MongoDB does not have after the restart. The child
+    logs every flusher write and MongoDB's answer, so a loss can be attributed."""
+    from .s7_shutdown import sigterm
 
-    rng = random.Random(seed)
-    out = {"stops": 0, "acked": 0, "lost": 0, "stops_losing": 0, "lost_in_redis": 0}
-    for _ in range(stops):
-        prefix, database = names("s3f")
-        with mongo_server() as ms:
-            saver = Recording.from_urls(env.redis_url, ms.url, key_prefix=prefix,
-                                        database=database, flush_batch_size=1,
-                                        server_selection_timeout_s=1.0)
-            saver.acked, saver.refused = [], []
-            with saver, clients(env.redis_url, ms.url) as (r, m):
-                graph = graphs.build_flow(saver, subgraph=False)
-                for t in range(4):  # ~200 entries; the flusher takes one per round
-                    graph.invoke(graphs.flow_input(), {"configurable": {"thread_id": f"f{t}"}})
-                time.sleep(rng.uniform(0.0, 0.2))  # the fault's timing: mid-backlog
-                ms.stop()
-                ms.start()
-                saver.flush(timeout_s=120)
-                lost = [c for c, ok in zip(saver.acked, mongo_has(m[database], saver.acked))
-                        if not ok]
-                out["stops"] += 1
-                out["acked"] += len(saver.acked)
-                out["lost"] += len(lost)
-                out["stops_losing"] += int(bool(lost))
-                out["lost_in_redis"] += redis_has(r, prefix, lost).count(True)
-            cleanup(env.redis_url, ms.url, prefix, database)
+    out = {"stops": 0, "acked": 0, "lost": 0, "stops_losing": 0, "lost_in_redis": 0,
+           "lost_acknowledged_by_mongo": 0}
+    for k in range(stops):
+        rec = sigterm(env, 200 + k, "flag", mongo_down=True, drain_s=2.0, freeze=False,
+                      trace=True)
+        out["stops"] += 1
+        out["acked"] += rec["acked"]
+        out["lost"] += rec["lost"]
+        out["stops_losing"] += int(rec["lost"] > 0)
+        out["lost_in_redis"] += rec.get("lost_in_redis", 0)
+        out["lost_acknowledged_by_mongo"] += rec.get("lost_acknowledged_by_mongo", 0)
     return out
 
 
@@ -227,8 +214,9 @@ def run(env: Env, trials_per_policy: int = 1, subgraph_probe: bool = True,
                 f"MongoDB stopped while the flusher was busy: in {mf['stops_losing']} of "
                 f"{mf['stops']} stops, {mf['lost']} acknowledged checkpoints left the outbox "
                 f"but were not in MongoDB after the restart ({mf['lost_in_redis']} still in "
-                "Redis, until hot_ttl_s). SecantusDB acknowledged those upserts while it shut "
-                "down and did not keep them; the flusher deletes entries on a w:1 "
+                f"Redis, until hot_ttl_s; MongoDB had acknowledged "
+                f"{mf['lost_acknowledged_by_mongo']} of their upserts to the flusher). "
+                "SecantusDB lost writes it acknowledged; the flusher deletes entries on a w:1 "
                 "acknowledgment, which real MongoDB can also lose (crash within the journal "
                 "commit interval, replica-set rollback)")
     for r in recs:

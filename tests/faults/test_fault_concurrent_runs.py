@@ -32,10 +32,6 @@ def test_fork_rule_keeps_both_branches_latest_shows_one(env) -> None:
     assert len(rec["missing_from_latest"]) == 1  # as InMemorySaver: one run wins "latest"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: ConcurrentRunError says the thread's latest checkpoint is '' - the STALE_HEAD "
-    "error reply of the put script carries the head member 'ns NUL checkpoint_id', and "
-    "Redis truncates error replies at the NUL"))
 def test_concurrent_run_error_names_the_new_head(redis_url, mongo_url) -> None:
     from conftest import unique_options
     from langgraph.checkpoint.base import empty_checkpoint

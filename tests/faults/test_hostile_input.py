@@ -119,6 +119,21 @@ def test_dollar_and_dotted_metadata_keys_round_trip_unchanged_hot_and_cold(g) ->
     g.assert_intact_and_resumable()
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG (since c3c8d38): md_query_of leaves strings over MD_QUERY_MAX_CHARS out of the "
+    "queryable 'md' copy, but documents.metadata_query still adds an md clause for such a "
+    "filter value, so MongoDB never matches it: list(filter=) served by MongoDB misses the "
+    "checkpoint InMemorySaver returns"))
+def test_filter_on_a_long_metadata_string_matches_hot_and_cold(g) -> None:
+    md = {"step": 1, "note": "n" * 5000, "who": "x"}
+    cfg = put(g.saver, H, {"v": 1}, md)
+    assert [t.config for t in g.saver.list(H, filter={"note": "n" * 5000})] == [cfg]
+    cold(g.saver)  # MongoDB alone: the long text is not in the queryable copy
+    assert [t.config for t in g.saver.list(H, filter={"note": "n" * 5000})] == [cfg]
+    assert [t.config for t in g.saver.list(H, filter={"note": "n" * 5000, "who": "x"})] == [cfg]
+    g.assert_intact_and_resumable()
+
+
 def test_non_string_metadata_keys_round_trip_as_in_memory_saver(g) -> None:
     md = {"step": 1, 5: "five", 2.5: "x"}
     mem = InMemorySaver()
