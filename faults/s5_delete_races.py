@@ -417,29 +417,32 @@ def run(env: Env, interleavings: int, steps: int = 24, seed: int = 5,
     key = "s5b" if zombies else "s5c" if repeat_tasks else "s5"
     res = Result(key, TITLES[key])
     began = time.monotonic()
-    prefix, database = names("s5")
     figures: dict[str, int] = defaultdict(int)
     failed: list[list[str]] = []
     totals = {"mismatch": 0, "resurrected": 0, "lost": 0}
-    opts = {"key_prefix": prefix, "database": database, "flusher": "off",
-            "claim_idle_s": 0.001, "delete_flush_timeout_s": 30}
-    try:
-        with DurableSaver.from_urls(env.redis_url, env.mongo_url, **opts) as saver, \
-                clients(env.redis_url, env.mongo_url) as (r, m):
-            for i in range(interleavings):
-                it = Interleaving(env, i, random.Random(seed * 1_000_003 + i), saver, r,
-                                  m[database], copies=i % 2 == 0, zombies=zombies,
-                                  repeat_tasks=repeat_tasks)
-                got = it.run(steps)
-                for k, v in got.items():
-                    totals[k] += v
-                for k, v in it.figures.items():
-                    figures[k] += v
-                if any(got.values()):
-                    failed.append(it.trace)
-                res.acked = (res.acked or 0) + sum(1 for x in it.trace if x.startswith("put "))
-    finally:
-        cleanup(env.redis_url, env.mongo_url, prefix, database)
+    chunk = 50  # a fresh key prefix and database per chunk keeps every query small
+    for first in range(0, interleavings, chunk):
+        prefix, database = names("s5")
+        opts = {"key_prefix": prefix, "database": database, "flusher": "off",
+                "claim_idle_s": 0.001, "delete_flush_timeout_s": 30}
+        try:
+            with DurableSaver.from_urls(env.redis_url, env.mongo_url, **opts) as saver, \
+                    clients(env.redis_url, env.mongo_url) as (r, m):
+                for i in range(first, min(first + chunk, interleavings)):
+                    it = Interleaving(env, i, random.Random(seed * 1_000_003 + i), saver, r,
+                                      m[database], copies=i % 2 == 0, zombies=zombies,
+                                      repeat_tasks=repeat_tasks)
+                    got = it.run(steps)
+                    for k, v in got.items():
+                        totals[k] += v
+                    for k, v in it.figures.items():
+                        figures[k] += v
+                    if any(got.values()):
+                        failed.append(it.trace)
+                    res.acked = (res.acked or 0) + sum(1 for x in it.trace
+                                                       if x.startswith("put "))
+        finally:
+            cleanup(env.redis_url, env.mongo_url, prefix, database)
     res.trials = interleavings
     res.faults = sum(v for k, v in figures.items() if k in (
         "re-deliveries (copies)", "entries abandoned by a ghost", "hot windows expired",

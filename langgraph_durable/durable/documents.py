@@ -17,6 +17,7 @@ from pymongo import ASCENDING, DESCENDING, IndexModel, ReplaceOne, UpdateOne
 
 from ..errors import SchemaVersionError
 from ..records import (
+    MD_QUERY_MAX_CHARS,
     SCHEMA_VERSION,
     CheckpointRecord,
     Typed,
@@ -206,6 +207,8 @@ def metadata_query(filter: Mapping[str, Any] | None, queryable: bool) -> dict:
         return {}
     clauses = []
     for k, v in filter.items():
+        if isinstance(v, str) and len(v) > MD_QUERY_MAX_CHARS:
+            continue  # not in the md copy (see records.md_query_of): matched after decoding
         if v is None or isinstance(v, (str, bool, float)) or (
             isinstance(v, int) and -(2**63) <= v < 2**63
         ):

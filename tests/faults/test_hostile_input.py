@@ -119,11 +119,6 @@ def test_dollar_and_dotted_metadata_keys_round_trip_unchanged_hot_and_cold(g) ->
     g.assert_intact_and_resumable()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (since c3c8d38): md_query_of leaves strings over MD_QUERY_MAX_CHARS out of the "
-    "queryable 'md' copy, but documents.metadata_query still adds an md clause for such a "
-    "filter value, so MongoDB never matches it: list(filter=) served by MongoDB misses the "
-    "checkpoint InMemorySaver returns"))
 def test_filter_on_a_long_metadata_string_matches_hot_and_cold(g) -> None:
     md = {"step": 1, "note": "n" * 5000, "who": "x"}
     cfg = put(g.saver, H, {"v": 1}, md)
