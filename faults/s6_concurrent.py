@@ -64,7 +64,7 @@ def trial(env: Env, i: int, rule: str, cold: bool) -> dict[str, Any]:
             saver.flush()
             if cold:
                 saver._sync.redis.delete(*saver.ctx.keys(thread).all)
-            start_at = time.time() + 3.0  # both children are up and connected by then
+            start_at = time.time() + 4.0  # both children are up and connected by then
             base = {"mode": "chat", "redis": env.redis_url, "mongo": env.mongo_url,
                     "prefix": prefix, "database": database, "thread": thread,
                     "step_s": STEP_S, "start_at": start_at, "options": opts}

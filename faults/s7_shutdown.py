@@ -195,11 +195,11 @@ def run(env: Env, trials: int = 1, with_default_drain: bool = False,
         res.measures["sys.exit handler: hung at exit"] = f"{len(hung)} of {len(exits)}"
         res.lost = (res.lost or 0) + sum(r["lost"] for r in exits)
         res.notes.append(
-            f"sys.exit() from a SIGTERM handler hung the process at interpreter exit in "
-            f"{len(hung)} of {len(exits)} trials (threading._shutdown waiting for a "
-            "ThreadPoolExecutor worker of LangGraph's that the exception, raised inside "
-            "executor.submit, left unregistered): raise nothing from the handler; set a flag "
-            "and leave the `with` block")
+            f"sys.exit() from a SIGTERM handler: the process hung at interpreter exit in "
+            f"{len(hung)} of {len(exits)} trials" + (
+                " (threading._shutdown waiting for a worker of LangGraph's ThreadPoolExecutor "
+                "that the exception, raised inside executor.submit, left unregistered)"
+                if hung else "") + "; safe: a handler that only sets a flag")
     if any(r["left_at_exit"] == 0 for r in none):
         res.notes.append("(a no-handler trial happened to find the outbox empty)")
     res.notes.append(

@@ -17,7 +17,7 @@ from ..context import Context
 from ..drivers import Mongo, Parallel, Plan, Script
 from ..durable import documents as D
 from ..records import SEP, Typed, WriteRecord, member, split_field, unpack_blob
-from .read import _writes
+from .read import merge_writes, writes_of
 
 REDIS_STEPS = 512
 MONGO_BATCH = 64
@@ -85,7 +85,7 @@ def delta_history_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str
                         f, v = D.blob_value_of(d)
                         if v is not None:
                             found[split_field(f)[1]] = v
-                walk.visit(_writes(wv, f"redis thread {thread_id!r}"),
+                walk.visit(writes_of(wv, f"redis thread {thread_id!r}"),
                            {ch: v for ch, v in found.items() if v is not None})
             if status == 0:
                 break
@@ -134,7 +134,7 @@ def _mongo_segment(ctx: Context, thread_id: str, ns: str, cursor: str, skip_curs
         w = D.write_of(d)
         writes[d["checkpoint_id"]][(w.task_id, w.idx)] = w
     for c, raw in zip(cids, parts[0]):
-        writes[c].update(_writes(raw, f"redis thread {thread_id!r}"))
+        merge_writes(writes[c], writes_of(raw, f"redis thread {thread_id!r}"))
     blobs: dict[str, Typed | None] = {}
     for d in bdocs:
         f, v = D.blob_value_of(d)

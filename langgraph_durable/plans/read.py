@@ -39,13 +39,28 @@ class Page(NamedTuple):
     durable: int
 
 
-def _writes(raw: Sequence[bytes | None], where: str) -> dict[tuple[str, int], WriteRecord]:
+def writes_of(raw: Sequence[bytes | None], where: str) -> dict[tuple[str, int], WriteRecord]:
+    """Decode Redis write envelopes (``None`` = gone) into ``{(task_id, idx): record}``;
+    ``where`` names the source in ``CorruptRecordError``."""
     out = {}
     for v in raw or []:
         if v:
             w = WriteRecord.unpack(v, where)
             out[(w.task_id, w.idx)] = w
     return out
+
+
+def merge_writes(durable: dict[tuple[str, int], WriteRecord],
+                 hot: dict[tuple[str, int], WriteRecord]) -> None:
+    """Add Redis's writes of a checkpoint only MongoDB holds to MongoDB's, with the rules
+    both tiers apply on their own (``put_writes_plan``, ``documents.upsert_write``): an
+    ordinary write (idx >= 0) is insert-once, so MongoDB's first value stays even if a
+    retried task wrote again after the hot keys expired; a special channel's write
+    (idx < 0) keeps the newer ``seq``."""
+    for key, w in hot.items():
+        have = durable.get(key)
+        if have is None or (w.idx < 0 and w.seq > have.seq):
+            durable[key] = w
 
 
 def _decode_page(thread_id: str, reply: Any) -> tuple[list[Row], dict[str, Typed | None]]:
@@ -61,7 +76,7 @@ def _decode_page(thread_id: str, reply: Any) -> tuple[list[Row], dict[str, Typed
             continue
         ns, cid = m.decode().split(SEP)
         where = f"redis thread {thread_id!r}"
-        rows.append((CheckpointRecord.unpack(ns, cid, rec, cv), _writes(wv, where)))
+        rows.append((CheckpointRecord.unpack(ns, cid, rec, cv), writes_of(wv, where)))
     return rows, blobs
 
 
@@ -142,7 +157,7 @@ def page_plan(
             w = D.write_of(d)
             by_cp[d["checkpoint_id"]][(w.task_id, w.idx)] = w
         for r, raw in zip(cold_recs, parts[0]):
-            by_cp[r.checkpoint_id].update(_writes(raw, f"redis thread {thread_id!r}"))
+            merge_writes(by_cp[r.checkpoint_id], writes_of(raw, f"redis thread {thread_id!r}"))
         hot_writes.update(by_cp)
     out = []
     for r, _ in merged:

@@ -73,11 +73,6 @@ def test_a_stalled_flusher_round_cannot_write_back_a_deleted_thread(manual) -> N
     assert manual.get_tuple({"configurable": {"thread_id": "victim"}}) is None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: insert-once is kept per tier: once a thread's hot keys are gone (hot window "
-    "expired, copy_thread target, Redis replaced), a repeated put_writes of the same "
-    "(task_id, idx) is accepted by Redis and served by reads (Redis writes override "
-    "MongoDB's in plans/read.py), while MongoDB keeps the first value"))
 def test_insert_once_writes_hold_across_the_hot_window(manual) -> None:
     r = manual._sync.redis
     cfg = put(manual, "once")
@@ -86,6 +81,22 @@ def test_insert_once_writes_hold_across_the_hot_window(manual) -> None:
     r.delete(*manual.ctx.keys("once").all)  # what the hot window's TTL does
     manual.put_writes(cfg, [("x", "second")], "task")  # a retried task writes again
     assert manual.get_tuple(cfg).pending_writes == [("task", "x", "first")]  # InMemorySaver
+    drain(manual, r)
+    r.delete(*manual.ctx.keys("once").all)
+    assert manual.get_tuple(cfg).pending_writes == [("task", "x", "first")]  # MongoDB agrees
+
+
+def test_special_channel_writes_keep_the_newest_across_the_hot_window(manual) -> None:
+    r = manual._sync.redis
+    cfg = put(manual, "special")
+    manual.put_writes(cfg, [("__error__", "first")], "task")
+    drain(manual, r)
+    r.delete(*manual.ctx.keys("special").all)
+    manual.put_writes(cfg, [("__error__", "second")], "task")  # special: overwrites
+    assert manual.get_tuple(cfg).pending_writes == [("task", "__error__", "second")]
+    drain(manual, r)
+    r.delete(*manual.ctx.keys("special").all)
+    assert manual.get_tuple(cfg).pending_writes == [("task", "__error__", "second")]
 
 
 def test_unflushed_checkpoints_never_get_a_ttl(manual) -> None:
