@@ -13,7 +13,8 @@ Modes (``spec["mode"]``):
   - ``{"kind": "flush", "n": N, "point": P}``: in the N-th non-empty round of the in-process
     flusher, ``before_mongo`` (entries read, nothing written), ``mid_mongo`` (some
     collections written), ``before_ack`` (all written, not acknowledged) or
-    ``before_settle`` (acknowledged, hot keys not settled);
+    ``after_ack`` (the round's acknowledging step ran: on a single Redis one script that
+    acknowledges and settles, so the thread's hot keys got their TTL; the round not ended);
   - ``{"kind": "none"}`` or ``{"kind": "time"}`` (the parent kills at a random time).
 
 - ``flow-resume``: open a plain ``DurableSaver``, read the thread's state, resume it
@@ -125,7 +126,9 @@ def _classify(op: Any) -> str:
     if isinstance(op, Mongo):
         return "mongo"
     if isinstance(op, Pipeline) and op.commands and op.commands[0][0] == "XACK":
-        return "ack"
+        return "ack"  # on a cluster: XACK/XDEL, then the settle scripts
+    if isinstance(op, Script) and op.name == "ack_settle":
+        return "ack"  # on a single Redis: acknowledge and settle in one script
     if isinstance(op, Parallel) and op.ops and isinstance(op.ops[0], Script) and \
             op.ops[0].name == "settle":
         return "settle"  # one settle script per thread
@@ -165,6 +168,8 @@ def _install_flush_hook(kill: dict[str, Any]) -> None:
                 send, err = (yield op), None
             except Exception as exc:  # handed back to the inner plan
                 send, err = None, exc
+            if round_no == kill["n"] and kill["point"] == "after_ack" and kind == "ack":
+                die(f"flush round #{round_no} after_ack")
             if kind == "mongo":
                 mongo_ops += 1
 

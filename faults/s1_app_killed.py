@@ -42,7 +42,7 @@ from .tiers import (
 
 STEP_S = 0.02
 OPTIONS = {"claim_idle_s": 0.5}
-FLUSH_POINTS = ["before_mongo", "mid_mongo", "before_ack", "before_settle"]
+FLUSH_POINTS = ["before_mongo", "mid_mongo", "before_ack", "after_ack"]
 
 
 def choose_kill(i: int, rng: random.Random, calls: dict[str, int], run_s: float

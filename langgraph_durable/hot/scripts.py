@@ -127,6 +127,46 @@ end
 return left
 """
 
+# Acknowledge and delete flushed outbox entries and settle their threads in one atomic step,
+# so no crash can land between the two (a thread whose entries left the outbox with its
+# 'dirty' count never lowered would keep its hot keys forever). Single Redis only: on a
+# cluster the outbox and the threads live in different slots (flusher.py then sends XACK
+# and SETTLE separately). KEYS: the outbox, then the eight keys of each thread.
+# ARGV: consumer group, hot ttl (s), then per thread: k, its k entry ids.
+# Returns {{1/0 per entry id in ARGV order: acknowledged by this call}, outbox length}.
+ACK_SETTLE = r"""
+local group, ttl = ARGV[1], tonumber(ARGV[2])
+local acked, ids = {}, {}
+local a, base = 3, 1
+while a <= #ARGV do
+  local k, meta = tonumber(ARGV[a]), KEYS[base + 8]
+  local alive = redis.call('EXISTS', meta) == 1
+  local born = tonumber(redis.call('HGET', meta, 'born') or '0')
+  local n = 0
+  for i = a + 1, a + k do
+    local ok = redis.call('XACK', KEYS[1], group, ARGV[i])
+    acked[#acked + 1] = ok
+    ids[#ids + 1] = ARGV[i]
+    -- as SETTLE: only entries of this incarnation of the thread count
+    if ok == 1 and tonumber(string.match(ARGV[i], '^%d+')) >= born then n = n + 1 end
+  end
+  if alive and n > 0 then
+    local left = redis.call('HINCRBY', meta, 'dirty', -n)
+    if left <= 0 then
+      redis.call('HSET', meta, 'dirty', 0)
+      if ttl > 0 then
+        for j = base + 1, base + 8 do redis.call('EXPIRE', KEYS[j], ttl) end
+      end
+    end
+  end
+  a, base = a + k + 1, base + 8
+end
+for i = 1, #ids, 1000 do
+  redis.call('XDEL', KEYS[1], unpack(ids, i, math.min(i + 999, #ids)))
+end
+return {acked, redis.call('XLEN', KEYS[1])}
+"""
+
 _NOW_MS = r"""
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -218,6 +258,7 @@ SCRIPTS = {
     "page": PAGE,
     "parts": PARTS,
     "settle": SETTLE,
+    "ack_settle": ACK_SETTLE,
     "delete_parts": DELETE_PARTS,
     "delete_thread": DELETE_THREAD,
     "chain": CHAIN,

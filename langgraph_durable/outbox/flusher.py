@@ -26,7 +26,7 @@ from bson.errors import InvalidDocument
 from pymongo.errors import BulkWriteError, DocumentTooLarge
 
 from ..context import Context
-from ..drivers import Clients, Mongo, Parallel, Pipeline, Plan, run_async, run_sync
+from ..drivers import Clients, Mongo, Parallel, Pipeline, Plan, Script, run_async, run_sync
 from ..durable import documents as D
 from ..errors import CorruptRecordError
 from ..hot.keys import CONSUMER_GROUP
@@ -165,18 +165,7 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
     if not parsed:
         return stats
     ids = [eid for eid, _, _ in parsed]
-    acked = yield Pipeline([["XACK", ctx.outbox, CONSUMER_GROUP, eid] for eid in ids]
-                           + [["XDEL", ctx.outbox, *ids], ["XLEN", ctx.outbox]])
-    stats.outbox_length = int(acked[-1])
-    per_thread: dict[str, list[int]] = defaultdict(list)
-    for (eid, tid, _), ok in zip(parsed, acked):
-        if ok:
-            per_thread[tid].append(int(eid.split(b"-")[0]))
-    # one pipeline of small EVALs (not one script call per thread in turn)
-    settle = [["EVAL", SETTLE, 8, *ctx.keys(t).all, ctx.config.hot_ttl_s, *times]
-              for t, times in per_thread.items()]
-    if settle:
-        yield Pipeline(settle)
+    acked, stats.outbox_length = yield from _ack_and_settle(ctx, parsed)
     late = [e for e, ok in zip(parsed, acked) if not ok]
     if late:  # another consumer had acknowledged them: this round may have stalled
         yield from _take_back_deleted(ctx, late)
@@ -184,6 +173,40 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
     stats.lags_s = [(now_ms - int(eid.split(b"-")[0])) / 1000 for eid in ids]
     stats.max_lag_s = max(stats.lags_s)
     return stats
+
+
+def _ack_and_settle(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) -> Plan:
+    """Acknowledge and delete the written entries, lower their threads' ``dirty`` counts
+    and give settled threads their TTL (``hot_ttl_s``). Returns ``(acked, outbox length)``
+    with one flag per entry of ``parsed``: False when another consumer had acknowledged it
+    first. One atomic script (``ACK_SETTLE``) on a single Redis; on a cluster (outbox and
+    threads in different slots) XACK/XDEL then one SETTLE per thread, so a flusher dying
+    between the two leaves that thread's ``dirty`` above 0 (its keys then never expire)."""
+    per_thread: dict[str, list[bytes]] = defaultdict(list)
+    for eid, tid, _ in parsed:
+        per_thread[tid].append(eid)
+    if not ctx.cluster:
+        keys: list[str] = [ctx.outbox]
+        args: list[Any] = [CONSUMER_GROUP, ctx.config.hot_ttl_s]
+        for tid, eids in per_thread.items():
+            keys += ctx.keys(tid).all
+            args += [len(eids), *eids]
+        flags, length = yield Script("ack_settle", keys, args)
+        by_id = dict(zip([e for eids in per_thread.values() for e in eids], flags))
+        return [bool(by_id[eid]) for eid, _, _ in parsed], int(length)
+    ids = [eid for eid, _, _ in parsed]
+    acked = yield Pipeline([["XACK", ctx.outbox, CONSUMER_GROUP, eid] for eid in ids]
+                           + [["XDEL", ctx.outbox, *ids], ["XLEN", ctx.outbox]])
+    times: dict[str, list[int]] = defaultdict(list)
+    for (eid, tid, _), ok in zip(parsed, acked):
+        if ok:
+            times[tid].append(int(eid.split(b"-")[0]))
+    # one pipeline of small EVALs (not one script call per thread in turn)
+    settle = [["EVAL", SETTLE, 8, *ctx.keys(t).all, ctx.config.hot_ttl_s, *ts]
+              for t, ts in times.items()]
+    if settle:
+        yield Pipeline(settle)
+    return [bool(ok) for ok in acked[:len(ids)]], int(acked[-1])
 
 
 def _take_back_deleted(ctx: Context, late: list[tuple[bytes, str, list[Any]]]) -> Plan:

@@ -3,6 +3,8 @@ deterministic forms of what the randomized runs found."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import redis
 from conftest import unique_options
@@ -13,7 +15,7 @@ from faults import s5_delete_races
 from faults.s5_delete_races import _resume, _until_mongo
 from faults.tiers import mongo_checkpoints, mongo_writes, wait_for
 from langgraph_durable import DurableSaver
-from langgraph_durable.drivers import Pipeline, run_sync
+from langgraph_durable.drivers import Mongo, Pipeline, run_sync
 from langgraph_durable.outbox.flusher import flush_batch_plan
 
 
@@ -99,9 +101,12 @@ def test_special_channel_writes_keep_the_newest_across_the_hot_window(manual) ->
     assert manual.get_tuple(cfg).pending_writes == [("task", "__error__", "second")]
 
 
-def test_unflushed_checkpoints_never_get_a_ttl(manual) -> None:
+def test_unflushed_checkpoints_never_get_a_ttl_on_the_cluster_path(manual) -> None:
+    # on a Redis Cluster the acknowledgement and the settle are two steps (the outbox is in
+    # another slot); a settle arriving after delete_thread + a new put must not count
     r = manual._sync.redis
     put(manual, "again")
+    cluster_ctx = dataclasses.replace(manual.ctx, cluster=True)
 
     def until_settle(gen):
         send = None
@@ -111,10 +116,38 @@ def test_unflushed_checkpoints_never_get_a_ttl(manual) -> None:
                 return op  # the settle round (one pipeline of EVALs)
             send = yield op
 
-    late = flush_batch_plan(manual.ctx, "late", block_ms=0, claim=False)
+    late = flush_batch_plan(cluster_ctx, "late", block_ms=0, claim=False)
     op = run_sync(until_settle(late), manual._sync)  # flushed and acked, not yet settled
     manual.delete_thread("again")  # the outbox is empty: it goes ahead
     put(manual, "again")  # a new, acknowledged, unflushed checkpoint
     run_sync(_resume(late, op), manual._sync)  # the late settle
     assert r.xlen(manual.ctx.outbox) == 1
-    assert r.ttl(manual.ctx.keys("again").cp) == -1  # fails today: 86400
+    assert r.ttl(manual.ctx.keys("again").cp) == -1
+
+
+def test_one_script_acknowledges_and_settles(manual) -> None:
+    r = manual._sync.redis
+    put(manual, "one", 2)
+    put(manual, "two", 1)
+    ops: list = []
+
+    def record(gen):
+        send = None
+        while True:
+            try:
+                op = gen.send(send)
+            except StopIteration as stop:
+                return stop.value
+            ops.append(op)
+            send = yield op
+
+    stats = run_sync(record(flush_batch_plan(manual.ctx, "c", block_ms=0, claim=False)),
+                     manual._sync)
+    assert (stats.entries, stats.outbox_length) == (3, 0)
+    redis_ops = [o for o in ops if not isinstance(o, Mongo)]
+    # read own pending, read new, read the records; then one script acknowledges + settles
+    assert [type(o).__name__ for o in redis_ops] == ["Pipeline"] * 3 + ["Script"]
+    assert redis_ops[-1].name == "ack_settle"
+    for t in ("one", "two"):
+        assert r.hget(manual.ctx.keys(t).meta, "dirty") == b"0"
+        assert 0 < r.ttl(manual.ctx.keys(t).cp) <= manual.ctx.config.hot_ttl_s
