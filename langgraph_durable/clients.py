@@ -31,10 +31,13 @@ def is_async_mongo(client: Any) -> bool:
 
 
 def database_of(client: Any, config: DurableConfig) -> Any:
-    """The configured database of a MongoDB client, or the database itself if given one."""
+    """The configured database of a MongoDB client (or the database itself if given one),
+    with the saver's write concern (``DurableConfig.write_concern``) on every write."""
     if hasattr(client, "list_collection_names") and not hasattr(client, "list_database_names"):
-        return client  # already a Database
-    return client[config.database]
+        db = client  # already a Database
+    else:
+        db = client[config.database]
+    return db.with_options(write_concern=config.write_concern)
 
 
 def describe_redis(client: Any) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pymongo import WriteConcern
 
 
 class DurableConfig(BaseModel):
@@ -51,6 +52,16 @@ class DurableConfig(BaseModel):
             one ``thread_id`` at once): ``"raise"`` (default) refuses it with
             ``ConcurrentRunError`` and writes nothing; ``"fork"`` stores it as a sibling
             branch, as InMemorySaver does (the latest state then shows one run only).
+        write_concern_w: MongoDB write concern ``w`` of every write the saver makes
+            (flusher bulk writes, strict-mode writes, deletes, copies): ``"majority"``
+            (default) or a number of members. ``1`` trusts the primary's acknowledgement
+            alone, which a failover can roll back (then an entry already removed from the
+            outbox is lost).
+        write_concern_j: wait for the on-disk journal before MongoDB acknowledges (default
+            True; with False an acknowledged write can be lost if mongod stops).
+        write_concern_timeout_s: seconds MongoDB may wait for ``w`` members before it
+            answers with a write concern error (the flusher retries; a strict-mode call
+            raises). 0 waits without limit.
         redis_max_connections: size of the Redis connection pool of clients built by
             ``from_urls`` (per client; calls beyond it wait for a free connection).
         socket_timeout_s: Redis socket timeout for clients built by ``from_urls``.
@@ -77,6 +88,24 @@ class DurableConfig(BaseModel):
     max_value_bytes: int = Field(default=15 * 1024 * 1024, gt=0)
     queryable_metadata: bool | None = None
     on_concurrent_run: Literal["raise", "fork"] = "raise"
+    write_concern_w: Literal["majority"] | int = Field(default="majority")
+    write_concern_j: bool = True
+    write_concern_timeout_s: float = Field(default=10.0, ge=0)
     redis_max_connections: int = Field(default=256, ge=1)
     socket_timeout_s: float = Field(default=5.0, gt=0)
     server_selection_timeout_s: float = Field(default=5.0, gt=0)
+
+    @field_validator("write_concern_w")
+    @classmethod
+    def _w_positive(cls, w: str | int) -> str | int:
+        if isinstance(w, int) and w < 1:
+            raise ValueError("write_concern_w must be 'majority' or a number >= 1 (w=0 "
+                             "would not wait for MongoDB at all)")
+        return w
+
+    @property
+    def write_concern(self) -> WriteConcern:
+        """The ``pymongo.WriteConcern`` built from the ``write_concern_*`` options."""
+        ms = int(self.write_concern_timeout_s * 1000)
+        return WriteConcern(w=self.write_concern_w, j=self.write_concern_j,
+                            wtimeout=ms or None)

@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from ..clients import make_clients, mongo_from_url, redis_from_url
+from ..clients import database_of, make_clients, mongo_from_url, redis_from_url
 from ..config import DurableConfig
 from ..context import Context
 from .flusher import Flusher
@@ -38,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
         if kind is not None:
             p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
                            help=f"DurableConfig.{name} (default {field.default!r})")
+    p.add_argument("--write-concern-w", default=None,
+                   type=lambda v: int(v) if v.isdigit() else v,
+                   help="DurableConfig.write_concern_w: 'majority' (default) or a number")
+    p.add_argument("--write-concern-j", default=None, choices=("true", "false"),
+                   help="DurableConfig.write_concern_j (default true)")
     return p
 
 
@@ -51,11 +56,13 @@ def run(argv: list[str] | None = None) -> int:
     options: dict[str, Any] = {
         k: v for k, v in vars(args).items() if k in DurableConfig.model_fields and v is not None
     }
+    if args.write_concern_j is not None:
+        options["write_concern_j"] = args.write_concern_j == "true"
     config = DurableConfig(**options)
     ctx = Context(config, serde=None, queryable=True)
     r = redis_from_url(args.redis_url, config, asyncio=False)
     m = mongo_from_url(args.mongo_url, config, asyncio=False)
-    clients = make_clients(r, m[config.database])
+    clients = make_clients(r, database_of(m, config))
     flusher = Flusher(ctx)
 
     def stop(signum: int, _frame: Any) -> None:

@@ -1,0 +1,61 @@
+"""The MongoDB write concern of every write the saver makes (DurableConfig.write_concern_*)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from conftest import unique_options
+from langgraph.checkpoint.base import empty_checkpoint
+from pydantic import ValidationError
+from pymongo import WriteConcern
+from pymongo.errors import BulkWriteError
+
+from langgraph_durable import DurableSaver
+from langgraph_durable.drivers import run_sync
+from langgraph_durable.outbox.flusher import dead_letter_key, flush_batch_plan
+
+
+def _put(saver: DurableSaver, thread: str) -> None:
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"v": 1}
+    cp["channel_versions"] = {"v": 1}
+    saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, cp, {"step": 0},
+              {"v": 1})
+
+
+def test_default_write_concern_is_majority_with_journal(saver: DurableSaver) -> None:
+    assert saver._sync.db.write_concern == WriteConcern(w="majority", j=True, wtimeout=10_000)
+    _put(saver, "t")
+    saver.flush()  # SecantusDB takes w:majority, j:true like a standalone mongod
+    assert saver._sync.db["checkpoints"].count_documents({"thread_id": "t"}) == 1
+
+
+def test_an_unmet_write_concern_keeps_entries_in_the_outbox(redis_url, mongo_url) -> None:
+    # w=3 on a single server: MongoDB applies the write but answers with a write concern
+    # error; the flusher must not acknowledge (the write is not durable as configured)
+    opts = unique_options(flusher="off")
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts):
+        pass  # indexes and consumer group (setup itself needs the write concern met)
+    s = DurableSaver.from_urls(redis_url, mongo_url, write_concern_w=3,
+                               write_concern_timeout_s=0.2, close_drain_timeout_s=0, **opts)
+    try:
+        r: redis.Redis = s._sync.redis
+        _put(s, "t")
+        with pytest.raises(BulkWriteError) as err:
+            run_sync(flush_batch_plan(s.ctx, "c", block_ms=0, claim=False), s._sync)
+        assert err.value.details["writeConcernErrors"][0]["codeName"] == \
+            "UnsatisfiableWriteConcern"
+        assert r.xlen(s.ctx.outbox) == 1  # still there, for the next round
+        assert r.xlen(dead_letter_key(s.ctx)) == 0  # a retryable error, not poison
+        assert r.ttl(s.ctx.keys("t").cp) == -1  # not settled
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("bad, message", [
+    (0, "write_concern_w must be 'majority' or a number >= 1"),
+    ("all", "Input should be 'majority'"),
+])
+def test_bad_write_concern_is_refused(bad, message) -> None:
+    with pytest.raises(ValidationError, match=message):
+        DurableSaver(redis=redis.Redis(), mongo=None, write_concern_w=bad)
