@@ -18,7 +18,10 @@ class ThreadKeys:
     - ``w``: hash, ``ns NUL checkpoint_id NUL task_id NUL idx`` -> write envelope
     - ``wi``: sorted set (score 0) of the ``w`` fields, for range reads per checkpoint
     - ``ns``: hash, checkpoint_ns -> first checkpoint_id seen (namespace order)
-    - ``meta``: hash with ``dirty`` = outbox entries of this thread not yet in MongoDB
+    - ``meta``: hash with ``dirty`` = outbox entries of this thread not yet in MongoDB,
+      ``born`` = when these keys were created (ms; entries older than it belong to a
+      deleted incarnation) and ``complete`` = 1 when the thread started in Redis, so
+      Redis holds all of it (MongoDB is not asked about what Redis lacks)
     - ``gone``: tombstones of deletes (field -> deletion time, ms; ``*`` = whole thread),
       kept ``TOMBSTONE_TTL_S``; not in ``all`` (it outlives the thread's data)
     """

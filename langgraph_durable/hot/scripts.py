@@ -30,8 +30,11 @@ end
 """
 
 # ARGV: max_outbox, thread_id, outbox payload, member, ns, record, cv, expected head member
-# ('' = no expectation), then blob field/value pairs. With an expected head, the put is
-# refused (STALE_HEAD <actual>) when another run has extended the namespace meanwhile.
+# ('' = no expectation), new-thread flag, then blob field/value pairs. With an expected
+# head, the put is refused (STALE_HEAD <actual>) when another run has extended the
+# namespace meanwhile. With the new-thread flag ('1': a thread's first input checkpoint,
+# see put_plan) on a thread Redis holds nothing of, meta 'complete' = 1: Redis holds the
+# whole thread, so reads need not ask MongoDB about what Redis lacks (PAGE).
 PUT = _OUTBOX_BOUND + r"""
 if ARGV[8] ~= '' then
   local head = redis.call('ZREVRANGEBYLEX', KEYS[3], '(' .. ARGV[5] .. '\1',
@@ -41,11 +44,14 @@ if ARGV[8] ~= '' then
     return redis.error_reply('STALE_HEAD ' .. string.sub(head[1], #ARGV[5] + 2))
   end
 end
+if ARGV[9] == '1' and redis.call('EXISTS', KEYS[8]) == 0 then
+  redis.call('HSET', KEYS[8], 'complete', 1)
+end
 redis.call('HSET', KEYS[1], ARGV[4], ARGV[6])
 redis.call('HSET', KEYS[2], ARGV[4], ARGV[7])
 redis.call('ZADD', KEYS[3], 0, ARGV[4])
 redis.call('HSETNX', KEYS[7], ARGV[5], ARGV[4])
-for i = 9, #ARGV, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
+for i = 10, #ARGV, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
 """ + _PERSIST_AND_OUTBOX
 
 # ARGV: max_outbox, thread_id, outbox payload, then triples (field, value, overwrite 0/1).
@@ -63,7 +69,8 @@ end
 
 # A page of checkpoints, newest first, with everything needed to build their tuples.
 # ARGV: lex max, lex min (ZREVRANGEBYLEX bounds), count.
-# Returns {{member, record, cv, {write values}}, ...}, {blob fields}, {blob values}.
+# Returns {{member, record, cv, {write values}}, ...}, {blob fields}, {blob values},
+# complete (1 when Redis holds the whole thread: see PUT).
 PAGE = r"""
 local members = redis.call('ZREVRANGEBYLEX', KEYS[3], ARGV[1], ARGV[2], 'LIMIT', 0,
                            tonumber(ARGV[3]))
@@ -85,7 +92,11 @@ for _, m in ipairs(members) do
 end
 local values = {}
 if #fields > 0 then values = redis.call('HMGET', KEYS[4], unpack(fields)) end
-return {out, fields, values}
+local complete = 0
+if redis.call('HGET', KEYS[8], 'complete') == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
+  complete = 1
+end
+return {out, fields, values, complete}
 """
 
 # Pending writes (and blob values) of checkpoints whose records may live in MongoDB only.

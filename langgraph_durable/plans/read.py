@@ -64,7 +64,7 @@ def merge_writes(durable: dict[tuple[str, int], WriteRecord],
 
 
 def _decode_page(thread_id: str, reply: Any) -> tuple[list[Row], dict[str, Typed | None]]:
-    rows_raw, fields, values = reply
+    rows_raw, fields, values, _complete = reply
     blobs: dict[str, Typed | None] = {}
     for f, v in zip(fields, values):
         if v is not None:
@@ -105,7 +105,9 @@ def page_plan(
 
     With ``hot_first`` MongoDB is asked only when Redis holds fewer than ``count``
     matches: right for the latest or one exact checkpoint, since the newest checkpoints
-    are always written to Redis first."""
+    are always written to Redis first. MongoDB is not asked at all when Redis holds the
+    whole thread (its meta ``complete`` flag, set by the put of a new thread's first input
+    checkpoint, and gone with the hot keys when they expire or are deleted)."""
     keys = ctx.keys(thread_id)
     cols = ctx.collections
     hi, lo = _lex(ns, before, exact)
@@ -115,10 +117,14 @@ def page_plan(
     elif before:
         q["checkpoint_id"] = {"$lt": before}
     q.update(D.metadata_query(filter, ctx.queryable))
-    rows, blobs = _decode_page(thread_id, (yield Script("page", keys.all, [hi, lo, count])))
+    reply = yield Script("page", keys.all, [hi, lo, count])
+    rows, blobs = _decode_page(thread_id, reply)
     hot_ids = {r.checkpoint_id for r, _ in rows}
     docs: list[dict] = []
-    if not (hot_first and len(rows) >= count):
+    # Redis holds the whole thread (started in Redis, nothing expired since): MongoDB has
+    # nothing more, so it is not asked (a subgraph's first read works while it is down)
+    complete = reply[3] == 1
+    if not (complete or (hot_first and len(rows) >= count)):
         # only what Redis did not answer: the top `count` of the union is in the two answers
         if hot_ids and not exact:
             q = {"$and": [q, {"checkpoint_id": {"$nin": sorted(hot_ids)}}]}

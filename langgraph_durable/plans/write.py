@@ -140,8 +140,11 @@ def put_plan(
     expect = ""
     if ctx.config.on_concurrent_run == "raise" and parent and ctx.heads.get(tid, ns) == parent:
         expect = member(ns, parent)
+    # a thread's first input checkpoint (LangGraph's step -1, no parent, root namespace)
+    # on a thread Redis holds nothing of starts a new thread: Redis then holds all of it
+    fresh = parent is None and ns == "" and md.get("step") == -1
     args: list[Any] = [ctx.config.max_outbox, tid, payload, m, ns, rec.pack(), rec.pack_index(),
-                       expect]
+                       expect, "1" if fresh else "0"]
     for f, typed in blobs:
         args += [f, pack_blob(typed)]
     yield from _send(ctx, tid, "put", args)

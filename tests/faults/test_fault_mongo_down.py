@@ -30,10 +30,6 @@ def test_mongodb_down_bounded_backlog_loud_refusal_then_drain(env) -> None:
     assert not res.findings
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: with MongoDB down a hot thread cannot enter a subgraph: the subgraph's first "
-    "get_tuple is for a checkpoint_ns Redis has never seen, and a Redis miss always asks "
-    "MongoDB (TierUnavailableError after server_selection_timeout_s)"))
 def test_a_hot_thread_can_enter_a_subgraph_while_mongodb_is_down(env) -> None:
     rec = s3_mongo_down.subgraph_step_while_down(env)
     assert rec["mismatch"] == 0
