@@ -154,7 +154,8 @@ def subgraph_step_while_down(env: Env) -> dict[str, Any]:
     return rec
 
 
-def stop_mid_flush(env: Env, stops: int) -> dict[str, Any]:
+def stop_mid_flush(env: Env, stops: int, options: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
     """MongoDB stopped while a child process's in-process flusher is busy (a backlog,
     ``flush_batch_size=1``), restarted, drained: acknowledged checkpoints whose entries
     left the outbox but whose documents MongoDB does not have after the restart. The child
@@ -165,7 +166,7 @@ def stop_mid_flush(env: Env, stops: int) -> dict[str, Any]:
            "lost_acknowledged_by_mongo": 0}
     for k in range(stops):
         rec = sigterm(env, 200 + k, "flag", mongo_down=True, drain_s=2.0, freeze=False,
-                      trace=True)
+                      trace=True, options=options)
         out["stops"] += 1
         out["acked"] += rec["acked"]
         out["lost"] += rec["lost"]

@@ -40,9 +40,10 @@ IDLE_BOUND_S = 5.0
 
 def sigterm(env: Env, i: int, handler: str, *, mongo_down: bool = False,
             drain_s: float | None = None, exit_timeout_s: float = 40, freeze: bool = True,
-            trace: bool = False) -> dict[str, Any]:
+            trace: bool = False, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """One SIGTERM trial. ``freeze=False`` stops MongoDB while the child's flusher is busy;
-    ``trace`` has the child log each MongoDB write of its flusher and the answer."""
+    ``trace`` has the child log each MongoDB write of its flusher and the answer;
+    ``options`` are more DurableSaver options for the child."""
     prefix, database = names("s7")
     ack = str(env.work / f"s7-{i}-{prefix}.ack")
     rec: dict[str, Any] = {"handler": handler, "mongo_down": mongo_down, "drain_s": drain_s}
@@ -51,7 +52,8 @@ def sigterm(env: Env, i: int, handler: str, *, mongo_down: bool = False,
         spec: dict[str, Any] = {
             "mode": "shutdown", "redis": env.redis_url, "mongo": mongo_url, "prefix": prefix,
             "database": database, "handler": handler, "backlog": BACKLOG, "ack": ack,
-            "options": {"flush_batch_size": 1, "server_selection_timeout_s": 1.0}}
+            "options": {"flush_batch_size": 1, "server_selection_timeout_s": 1.0,
+                        **(options or {})}}
         if drain_s is not None:
             spec["drain_s"] = drain_s
         child = Child(spec, env.work, f"s7-{i}-{prefix}",
