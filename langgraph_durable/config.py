@@ -95,13 +95,15 @@ class DurableConfig(BaseModel):
     socket_timeout_s: float = Field(default=5.0, gt=0)
     server_selection_timeout_s: float = Field(default=5.0, gt=0)
 
-    @field_validator("write_concern_w")
+    @field_validator("write_concern_w", mode="before")
     @classmethod
-    def _w_positive(cls, w: str | int) -> str | int:
-        if isinstance(w, int) and w < 1:
-            raise ValueError("write_concern_w must be 'majority' or a number >= 1 (w=0 "
-                             "would not wait for MongoDB at all)")
-        return w
+    def _w_majority_or_positive(cls, w: object) -> object:
+        if isinstance(w, str) and w.strip().isdigit():
+            w = int(w)  # from the command line or an environment variable
+        if w == "majority" or (isinstance(w, int) and not isinstance(w, bool) and w >= 1):
+            return w
+        raise ValueError(f"write_concern_w must be 'majority' or a number >= 1, got {w!r} "
+                         "(w=0 would not wait for MongoDB at all)")
 
     @property
     def write_concern(self) -> WriteConcern:

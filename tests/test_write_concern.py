@@ -53,9 +53,20 @@ def test_an_unmet_write_concern_keeps_entries_in_the_outbox(redis_url, mongo_url
 
 
 @pytest.mark.parametrize("bad, message", [
-    (0, "write_concern_w must be 'majority' or a number >= 1"),
-    ("all", "Input should be 'majority'"),
+    (0, "write_concern_w must be 'majority' or a number >= 1, got 0"),
+    ("all", "write_concern_w must be 'majority' or a number >= 1, got 'all'"),
+    (True, "write_concern_w must be 'majority' or a number >= 1, got True"),
+    (None, "write_concern_w must be 'majority' or a number >= 1, got None"),
 ])
 def test_bad_write_concern_is_refused(bad, message) -> None:
     with pytest.raises(ValidationError, match=message):
         DurableSaver(redis=redis.Redis(), mongo=None, write_concern_w=bad)
+
+
+def test_write_concern_w_from_text() -> None:
+    from langgraph_durable.config import DurableConfig
+
+    assert DurableConfig(write_concern_w="2").write_concern == WriteConcern(
+        w=2, j=True, wtimeout=10_000)
+    assert DurableConfig(write_concern_w=1, write_concern_j=False,
+                         write_concern_timeout_s=0).write_concern == WriteConcern(w=1, j=False)

@@ -37,13 +37,20 @@ def _config_params() -> list[inspect.Parameter]:
         if typing.get_origin(ann) is Literal:
             kind: Any = str
             choices = " | ".join(str(a) for a in typing.get_args(ann))
-        elif ann in (int, float, str):
+        elif ann in (int, float, str, bool):
             kind, choices = ann, ""
+        elif any(typing.get_origin(a) is Literal for a in typing.get_args(ann)):
+            kind = str  # e.g. write_concern_w: 'majority' or a number (pydantic converts)
+            choices = " | ".join(str(x) for a in typing.get_args(ann)
+                                 for x in (typing.get_args(a) or [a.__name__]))
         else:
             continue
         extra = f"; {choices}" if choices else ""
         desc = f"DurableConfig.{name} (default {field.default!r}{extra})"
-        option = typer.Option(None, f"--{name.replace('_', '-')}", envvar=f"LGD_{name.upper()}",
+        flag = f"--{name.replace('_', '-')}"
+        if kind is bool:
+            flag += f"/--no-{name.replace('_', '-')}"
+        option = typer.Option(None, flag, envvar=f"LGD_{name.upper()}",
                               help=desc, show_default=False, rich_help_panel="DurableConfig")
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
                                         annotation=typing.Optional[kind]))  # noqa: UP045

@@ -218,3 +218,17 @@ def test_migrate_rewrites_old_documents_resumably(cli: Cli, t1: dict) -> None:
     r = cli("migrate", code=1)
     assert r.stderr.startswith("error: 1 blobs documents (e.g. ") and "version 5" in r.stderr
     assert r.stderr.count("\n") == 1
+
+
+def test_write_concern_options(cli: Cli, t1: dict) -> None:
+    r = cli("--write-concern-w", "0", "threads", code=1)
+    assert r.stderr.startswith("error: invalid option --write-concern-w:")
+    assert "'majority' or a number >= 1" in r.stderr and r.stderr.count("\n") == 1
+    r = cli("--write-concern-w", "all", "threads", code=1)
+    assert r.stderr.startswith("error: invalid option --write-concern-w:")
+    cli("--write-concern-w", "1", "--no-write-concern-j", "copy", "t1", "t1-copy")
+    assert "t1-copy" in cli("threads").stdout
+    # the option reaches MongoDB: one server cannot satisfy w=3
+    r = cli("--write-concern-w", "3", "--write-concern-timeout-s", "0.2", "copy", "t1", "t1-x",
+            code=1)
+    assert "Not enough data-bearing nodes" in r.stderr and r.stderr.count("\n") == 1
