@@ -278,14 +278,22 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                 await asyncio.to_thread(c.close)
 
     def __enter__(self) -> Self:
-        self._run(self._setup_plan())
+        try:
+            self._run(self._setup_plan())
+        except BaseException:
+            self.close(drain_timeout_s=0)  # no saver reaches the caller: stop what started
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
     async def __aenter__(self) -> Self:
-        await self._arun(self._setup_plan())
+        try:
+            await self._arun(self._setup_plan())
+        except BaseException:
+            await self.aclose(drain_timeout_s=0)
+            raise
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -12,6 +12,7 @@ from pymongo.errors import BulkWriteError
 
 from langgraph_durable import DurableSaver
 from langgraph_durable.drivers import run_sync
+from langgraph_durable.errors import SaverClosedError
 from langgraph_durable.outbox.flusher import dead_letter_key, flush_batch_plan
 
 
@@ -70,3 +71,47 @@ def test_write_concern_w_from_text() -> None:
         w=2, j=True, wtimeout=10_000)
     assert DurableConfig(write_concern_w=1, write_concern_j=False,
                          write_concern_timeout_s=0).write_concern == WriteConcern(w=1, j=False)
+
+
+def test_a_failed_setup_leaves_no_flusher_running(redis_url, mongo_url) -> None:
+    import threading
+
+    def flushers() -> int:
+        return sum(t.name.startswith("langgraph-durable-flusher") and t.is_alive()
+                   for t in threading.enumerate())
+
+    before = flushers()
+    saver = DurableSaver.from_urls(redis_url, mongo_url, write_concern_w=3,
+                                   write_concern_timeout_s=0.2, **unique_options())
+    with pytest.raises(Exception, match="Not enough data-bearing nodes"):
+        with saver:
+            pass
+    assert flushers() == before  # the flusher started by setup's first call was stopped
+    with pytest.raises(SaverClosedError):
+        saver.get_tuple({"configurable": {"thread_id": "t"}})
+
+
+def test_a_flusher_that_keeps_failing_lets_a_healthy_one_take_its_entries(
+        redis_url, mongo_url) -> None:
+    # a live flusher whose writes always fail (here: w=3 cannot be met) must not hold the
+    # entries it read forever: after failing for claim_idle_s it pauses, they go idle, and
+    # another flusher claims them. claim_idle_s is above the retry backoff (2 s at most),
+    # else the entries would go idle between two retries anyway
+    from faults.tiers import wait_for
+
+    opts = unique_options(claim_idle_s=2.5)
+    with DurableSaver.from_urls(redis_url, mongo_url, flusher="off", **opts):
+        pass  # indexes and consumer group
+    bad = DurableSaver.from_urls(redis_url, mongo_url, write_concern_w=3,
+                                 write_concern_timeout_s=0.1, close_drain_timeout_s=0, **opts)
+    try:
+        _put(bad, "held")  # starts bad's flusher, which reads the entry and fails
+        r: redis.Redis = bad._sync.redis
+        wait_for(lambda: r.xpending(bad.ctx.outbox, "flushers")["pending"] == 1, 10,
+                 "the failing flusher to hold the entry")
+        with DurableSaver.from_urls(redis_url, mongo_url, **opts) as good:
+            good.flush(timeout_s=20)  # timed out before: the entry never went idle
+            assert good._sync.db["checkpoints"].count_documents({"thread_id": "held"}) == 1
+        assert bad._shared.flusher is not None and bad._shared.flusher.errors >= 2
+    finally:
+        bad.close()

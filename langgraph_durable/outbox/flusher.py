@@ -313,7 +313,12 @@ class Flusher:
     asyncio task with async clients. ``wake()`` makes it look at the outbox now.
 
     Errors (MongoDB down, Redis down) are logged and retried with backoff up to
-    ``max_backoff_s`` seconds; entries stay pending meanwhile, nothing is dropped.
+    ``max_backoff_s`` seconds; entries stay pending meanwhile, nothing is dropped. A
+    flusher whose rounds have failed for longer than ``claim_idle_s`` (it cannot reach
+    MongoDB, or its write concern cannot be met) then pauses for ``2 * claim_idle_s``
+    after each failure without touching the outbox, so the entries it holds go idle and a
+    healthy flusher claims them (re-reading them would keep them from ever going idle);
+    a lone flusher retries them after the pause.
     Rounds are counted in ``metrics`` (a new ``Metrics`` when not given); a backlog of
     half ``max_outbox`` or a lag over ``BACKLOG_LAG_S`` is logged as a warning.
     """
@@ -337,6 +342,8 @@ class Flusher:
         self._thread: threading.Thread | None = None
         self._task: asyncio.Task[None] | None = None
         self._last_claim = 0.0
+        self._failing_since: float | None = None
+        self._quiet_until = 0.0
 
     # one round, shared by both loops
     def _round_plan(self) -> Plan:
@@ -365,8 +372,26 @@ class Flusher:
         self.errors += 1
         self.last_error = safe_error(exc)
         self.metrics.flush_failed()
-        log.warning("flush round failed (retrying in %.2f s): %s", backoff, self.last_error)
+        now = time.monotonic()
+        if self._failing_since is None:
+            self._failing_since = now
+        idle = self.ctx.config.claim_idle_s
+        if now - self._failing_since >= idle:
+            self._quiet_until = now + 2 * idle
+            log.warning("flush rounds failing for %.0f s; pausing %.1f s so other flushers "
+                        "can claim this one's pending entries: %s", now - self._failing_since,
+                        2 * idle, self.last_error)
+        else:
+            log.warning("flush round failed (retrying in %.2f s): %s", backoff,
+                        self.last_error)
         return min(backoff * 2, self.max_backoff_s)
+
+    def _succeeded(self) -> None:
+        self._failing_since = None
+
+    def _quiet_s(self) -> float:
+        """Seconds left of the pause after a long failing streak (0 = none)."""
+        return max(0.0, self._quiet_until - time.monotonic())
 
     def _observe(self, clients: Clients) -> None:
         if clients.observer is None:  # a standalone worker's clients: time them too
@@ -394,8 +419,13 @@ class Flusher:
     def _loop_sync(self, clients: Clients) -> None:
         backoff = 0.05
         while not self._stop.is_set():
+            quiet = self._quiet_s()
+            if quiet > 0:
+                self._stop.wait(min(quiet, 0.5))
+                continue
             try:
                 self._account(run_sync(self._round_plan(), clients))
+                self._succeeded()
                 backoff = 0.05
             except Exception as exc:
                 self._stop.wait(backoff)
@@ -410,8 +440,13 @@ class Flusher:
     async def _loop_async(self, clients: Clients) -> None:
         backoff = 0.05
         while not self._stop.is_set():
+            quiet = self._quiet_s()
+            if quiet > 0:
+                await asyncio.sleep(min(quiet, 0.5))
+                continue
             try:
                 self._account(await run_async(self._round_plan(), clients))
+                self._succeeded()
                 backoff = 0.05
             except asyncio.CancelledError:
                 raise
