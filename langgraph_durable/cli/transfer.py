@@ -20,8 +20,10 @@ from typing import Any
 
 import typer
 
+from ..drivers import run_sync
 from ..durable import documents as D
 from ..errors import SchemaVersionError
+from ..plans.admin import release_plan
 from ..records import SCHEMA_VERSION, CheckpointRecord, WriteRecord, blob_field, split_field
 from . import storage as S
 from .session import CliError, command, confirm, session_of
@@ -171,6 +173,7 @@ def import_(ctx: typer.Context, file: str = typer.Argument(..., help="export fil
     for kind in ("blobs", "writes", "checkpoints"):  # the flusher's order
         if docs[kind]:
             db[getattr(cols, kind)].bulk_write([D.upsert(d) for d in docs[kind]], ordered=False)
-    session.clients.redis.delete(*saver.ctx.keys(target).all)  # would shadow MongoDB
+    # the target's hot keys would shadow MongoDB (kept until what they hold is flushed)
+    run_sync(release_plan(saver.ctx, target), session.clients)
     n = sum(len(v) for v in docs.values())
     typer.echo(f"imported {n} records into thread {target}")

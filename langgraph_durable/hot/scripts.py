@@ -217,6 +217,20 @@ redis.call('EXPIRE', KEYS[9], tonumber(ARGV[1]))
 return 1
 """
 
+# Drop a thread's hot keys once everything in them is in MongoDB, so its reads go to MongoDB
+# (copy_thread and import wrote there). Refused while entries are unflushed: returns the
+# 'dirty' count (the caller waits for the flusher and tries again); 0 when done. A fresh
+# meta stays as a marker for ARGV[1] seconds: the next put then finds the thread not new,
+# so Redis is never taken as holding the whole thread (no 'complete', see PUT).
+RELEASE = r"""
+local dirty = tonumber(redis.call('HGET', KEYS[8], 'dirty') or '0')
+if dirty > 0 then return dirty end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+redis.call('HSET', KEYS[8], 'released', 1)
+redis.call('EXPIRE', KEYS[8], tonumber(ARGV[1]))
+return 0
+"""
+
 # Walk the parent chain of ARGV[2] (a checkpoint_id in namespace ARGV[1]) for the channels
 # ARGV[4..]: per ancestor its id, index (cv), write values and the non-empty blob values of
 # still-open channels; a channel closes at its first stored value. At most ARGV[3] ancestors.
@@ -272,6 +286,7 @@ SCRIPTS = {
     "ack_settle": ACK_SETTLE,
     "delete_parts": DELETE_PARTS,
     "delete_thread": DELETE_THREAD,
+    "release": RELEASE,
     "chain": CHAIN,
 }
 """Script name -> Lua source, registered once per client."""

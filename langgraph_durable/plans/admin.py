@@ -179,5 +179,23 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan:
             d["_id"] = D.doc_id(target, *(d[k] for k in ident))
         ops.append(Mongo(name, "bulk_write", ([D.upsert(d) for d in docs],), {"ordered": False}))
     yield Parallel(ops)
-    # the target's hot keys (all flushed now) would shadow the copied history
-    yield Pipeline([["DEL", *ctx.keys(target).all]])
+    yield from release_plan(ctx, target)
+
+
+def release_plan(ctx: Context, thread_id: str) -> Plan:
+    """Drop the hot keys of ``thread_id`` once all of it is in MongoDB, so reads go there
+    (after ``copy_thread`` or an import wrote history Redis lacks, which the hot keys would
+    shadow). A put that lands meanwhile is flushed first, never dropped: the script refuses
+    while the thread has unflushed entries, and this plan waits for the outbox and tries
+    again, up to ``delete_flush_timeout_s`` (then ``FlushTimeoutError``)."""
+    keys = ctx.keys(thread_id)
+    deadline = time.monotonic() + ctx.config.delete_flush_timeout_s
+    while True:
+        left = yield Script("release", keys.all, [TOMBSTONE_TTL_S])
+        if not left:
+            return
+        if time.monotonic() >= deadline:
+            raise FlushTimeoutError(
+                f"thread {thread_id!r} still has {left} outbox entries not in MongoDB after "
+                f"{ctx.config.delete_flush_timeout_s} s; its hot keys were kept")
+        yield from flush_wait_plan(ctx, max(0.0, deadline - time.monotonic()))

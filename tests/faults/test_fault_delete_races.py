@@ -151,3 +151,57 @@ def test_one_script_acknowledges_and_settles(manual) -> None:
     for t in ("one", "two"):
         assert r.hget(manual.ctx.keys(t).meta, "dirty") == b"0"
         assert 0 < r.ttl(manual.ctx.keys(t).cp) <= manual.ctx.config.hot_ttl_s
+
+
+def test_a_put_landing_during_copy_thread_is_kept(redis_url, mongo_url) -> None:
+    # another process puts on the target after copy_thread's flush-wait, before it drops
+    # the target's hot keys: the put must survive (it used to be deleted from Redis before
+    # any flusher copied it), and the next new-thread put must not mark the target complete
+    from langgraph_durable.drivers import Script
+    from langgraph_durable.plans import admin
+
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:
+        put(s, "S", 3)
+        head = put(s, "T", 1)
+        landed: dict = {}
+
+        def copy_with_a_put_landing(ctx, source, target):
+            gen = admin.copy_thread_plan(ctx, source, target)
+            send = None
+            while True:
+                try:
+                    op = gen.send(send)
+                except StopIteration as stop:
+                    return stop.value
+                if isinstance(op, Script) and op.name == "release" and not landed:
+                    cp = empty_checkpoint()
+                    cp["channel_values"] = {"v": "landed"}
+                    cp["channel_versions"] = {"v": f"{9:032}.0"}
+                    landed.update(s.put(head, cp, {"step": 9}, {"v": f"{9:032}.0"}))
+                send = yield op
+
+        s._run(copy_with_a_put_landing(s.ctx, "S", "T"))
+        s.flush()
+        cid = landed["configurable"]["checkpoint_id"]
+        assert s.get_tuple(landed).checkpoint["channel_values"] == {"v": "landed"}
+        assert mongo_checkpoints(s._sync.db, ["T"]) >= {("T", "", cid)}
+        assert len(list(s.list({"configurable": {"thread_id": "T"}}))) == 1 + 1 + 3
+        r = s._sync.redis
+        assert r.hget(s.ctx.keys("T").meta, "complete") is None
+
+
+def test_a_new_run_starting_as_a_copy_lands_does_not_hide_the_copy(redis_url, mongo_url) -> None:
+    # a run read thread "U" (nothing there), then copy_thread("S", "U") ran, then the run
+    # put its input checkpoint (no parent, step -1): Redis must not be taken as holding
+    # the whole of "U" (the copied history is in MongoDB only)
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:
+        put(s, "S", 2)
+        assert s.get_tuple({"configurable": {"thread_id": "U"}}) is None
+        s.copy_thread("S", "U")
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"v": "new"}
+        cp["channel_versions"] = {"v": f"{7:032}.0"}
+        s.put({"configurable": {"thread_id": "U", "checkpoint_ns": ""}}, cp, {"step": -1},
+              {"v": f"{7:032}.0"})
+        assert s._sync.redis.hget(s.ctx.keys("U").meta, "complete") is None
+        assert len(list(s.list({"configurable": {"thread_id": "U"}}))) == 3  # as InMemorySaver
