@@ -13,8 +13,10 @@ class DurableConfig(BaseModel):
 
     Attributes:
         key_prefix: namespace of every Redis key and of the outbox stream, so several
-            applications can share one Redis. Keys of a thread share the hash tag
-            ``{<key_prefix>:<thread>}`` (one Redis Cluster slot per thread).
+            applications can share one Redis: letters, digits, ``_``, ``.`` and ``-``
+            (no ``:``, so no two prefixes and thread ids can make the same key). Keys of
+            a thread share the hash tag ``{<key_prefix>:<len>:<thread>}`` (one Redis
+            Cluster slot per thread).
         database: MongoDB database name.
         collection_prefix: prefix of the three MongoDB collections
             (``<prefix>checkpoints``, ``<prefix>blobs``, ``<prefix>writes``).
@@ -71,7 +73,8 @@ class DurableConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    key_prefix: str = Field(default="lgd", min_length=1, max_length=64)
+    key_prefix: str = Field(default="lgd", min_length=1, max_length=64,
+                            pattern=r"^[A-Za-z0-9_.\-]+$")
     database: str = Field(default="langgraph_durable", min_length=1)
     collection_prefix: str = ""
     durability: Literal["write_behind", "strict"] = "write_behind"
@@ -90,7 +93,7 @@ class DurableConfig(BaseModel):
     on_concurrent_run: Literal["raise", "fork"] = "raise"
     write_concern_w: Literal["majority"] | int = Field(default="majority")
     write_concern_j: bool = True
-    write_concern_timeout_s: float = Field(default=10.0, ge=0)
+    write_concern_timeout_s: float = Field(default=10.0, ge=0, le=86_400)
     redis_max_connections: int = Field(default=256, ge=1)
     socket_timeout_s: float = Field(default=5.0, gt=0)
     server_selection_timeout_s: float = Field(default=5.0, gt=0)
@@ -100,10 +103,21 @@ class DurableConfig(BaseModel):
     def _w_majority_or_positive(cls, w: object) -> object:
         if isinstance(w, str) and w.strip().isdigit():
             w = int(w)  # from the command line or an environment variable
-        if w == "majority" or (isinstance(w, int) and not isinstance(w, bool) and w >= 1):
+        if w == "majority" or (isinstance(w, int) and not isinstance(w, bool)
+                               and 1 <= w <= 50):
             return w
-        raise ValueError(f"write_concern_w must be 'majority' or a number >= 1, got {w!r} "
-                         "(w=0 would not wait for MongoDB at all)")
+        raise ValueError(f"write_concern_w must be 'majority' or a number from 1 to 50 (the "
+                         f"most members a replica set has), got {w!r} (w=0 would not wait "
+                         "for MongoDB at all)")
+
+    @field_validator("write_concern_timeout_s")
+    @classmethod
+    def _wtimeout_ms(cls, s: float) -> float:
+        if 0 < s < 0.001:
+            raise ValueError(f"write_concern_timeout_s is in seconds, with millisecond "
+                             f"resolution: {s} would round to 0 (no limit); use 0 for no "
+                             "limit or at least 0.001")
+        return s
 
     @property
     def write_concern(self) -> WriteConcern:

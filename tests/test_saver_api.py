@@ -120,3 +120,27 @@ def test_flushed_threads_get_a_ttl_and_a_new_write_removes_it(redis_url, mongo_u
             [True, True, True]
         put(saver, cfg, 2, 1)
         assert [redis_client.ttl(k) for k in (keys.cp, keys.bl, keys.idx)] == [-1, -1, -1]
+
+
+def test_list_without_namespace_follows_first_written_order_while_hot(saver) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    mem = InMemorySaver()
+    for ns in ("", "zeta:1", "alpha:2"):  # written in this order, not alphabetical
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"x": ns}
+        cp["channel_versions"] = {"x": "1"}
+        for s in (mem, saver):
+            s.put({"configurable": {"thread_id": "t", "checkpoint_ns": ns}}, cp,
+                  {"step": -1}, {"x": "1"})
+
+    def order(s):
+        return [t.config["configurable"]["checkpoint_ns"]
+                for t in s.list({"configurable": {"thread_id": "t"}})]
+
+    assert order(mem) == ["", "zeta:1", "alpha:2"]
+    assert order(saver) == order(mem)  # served from Redis
+    saver.flush()
+    saver._sync.redis.delete(*saver.ctx.keys("t").all)
+    assert order(saver) == order(mem)  # served from MongoDB

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 
+import pytest
 from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 
@@ -35,3 +36,19 @@ def test_worker_process_drains_the_outbox_and_exits_cleanly_on_sigterm(
             out, err = worker.communicate(timeout=20)
         assert worker.returncode == 0, err
         assert "5 entries" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--write-concern-w", "0"], "error: invalid option --write-concern-w: Value error, "
+     "write_concern_w must be 'majority' or a number from 1 to 50"),
+    (["--flush-batch-size", "0"], "error: invalid option --flush-batch-size: Input should "
+     "be greater than or equal to 1"),
+    (["--key-prefix", "a:b"], "error: invalid option --key-prefix: String should match"),
+])
+def test_bad_worker_options_are_one_line_errors(argv, message, capsys) -> None:
+    from langgraph_durable.outbox.worker import run
+
+    assert run(["--redis-url", "redis://127.0.0.1:1", "--mongo-url",
+                "mongodb://127.0.0.1:1", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1, err

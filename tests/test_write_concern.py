@@ -54,14 +54,34 @@ def test_an_unmet_write_concern_keeps_entries_in_the_outbox(redis_url, mongo_url
 
 
 @pytest.mark.parametrize("bad, message", [
-    (0, "write_concern_w must be 'majority' or a number >= 1, got 0"),
-    ("all", "write_concern_w must be 'majority' or a number >= 1, got 'all'"),
-    (True, "write_concern_w must be 'majority' or a number >= 1, got True"),
-    (None, "write_concern_w must be 'majority' or a number >= 1, got None"),
+    (0, "write_concern_w must be 'majority' or a number from 1 to 50 .* got 0 "),
+    ("all", "got 'all'"),
+    (True, "got True"),
+    (None, "got None"),
+    (51, "got 51"),
+    (10**30, "got 1000000000000000000000000000000"),
 ])
 def test_bad_write_concern_is_refused(bad, message) -> None:
     with pytest.raises(ValidationError, match=message):
         DurableSaver(redis=redis.Redis(), mongo=None, write_concern_w=bad)
+
+
+@pytest.mark.parametrize("timeout, message", [
+    (0.0004, "0.0004 would round to 0 \\(no limit\\)"),
+    (float("inf"), "less than or equal to 86400"),
+    (-1, "greater than or equal to 0"),
+])
+def test_bad_write_concern_timeout_is_refused(timeout, message) -> None:
+    with pytest.raises(ValidationError, match=message):
+        DurableSaver(redis=redis.Redis(), mongo=None, write_concern_timeout_s=timeout)
+
+
+@pytest.mark.parametrize("prefix", ["app:7", "a{b}", "a b", ""])
+def test_key_prefixes_that_could_collide_are_refused(prefix) -> None:
+    # with a ':' prefixes "app" and "app:7" made the same keys for threads "5:hello" and
+    # "hello"; the length-prefixed tag is unique only if the prefix cannot hold ':'
+    with pytest.raises(ValidationError, match="key_prefix"):
+        DurableSaver(redis=redis.Redis(), mongo=None, key_prefix=prefix)
 
 
 def test_write_concern_w_from_text() -> None:

@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 import redis
+from pydantic import ValidationError
 
 from ..clients import database_of, make_clients, mongo_from_url, redis_from_url
 from ..config import DurableConfig
@@ -58,7 +59,13 @@ def run(argv: list[str] | None = None) -> int:
     }
     if args.write_concern_j is not None:
         options["write_concern_j"] = args.write_concern_j == "true"
-    config = DurableConfig(**options)
+    try:
+        config = DurableConfig(**options)
+    except ValidationError as exc:
+        for e in exc.errors():
+            name = str(e["loc"][0]).replace("_", "-") if e["loc"] else "?"
+            print(f"error: invalid option --{name}: {e['msg']}", file=sys.stderr)
+        return 2
     ctx = Context(config, serde=None, queryable=True)
     r = redis_from_url(args.redis_url, config, asyncio=False)
     m = mongo_from_url(args.mongo_url, config, asyncio=False)

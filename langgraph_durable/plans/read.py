@@ -195,7 +195,8 @@ def namespaces_plan(ctx: Context, thread_id: str) -> Plan:
         ],)),
     ])
     first: dict[str, str] = {}
-    for ns, cid in _pairs(hot):
+    for ns, m in _pairs(hot):  # value: the member (ns NUL checkpoint_id) first put
+        cid = m.split(SEP)[-1]
         first[ns] = min(first.get(ns, cid), cid)
     for d in cold:
         first[d["_id"]] = min(first.get(d["_id"], d["first"]), d["first"])
