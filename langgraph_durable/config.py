@@ -22,7 +22,10 @@ class DurableConfig(BaseModel):
             (``<prefix>checkpoints``, ``<prefix>blobs``, ``<prefix>writes``).
         durability: ``"write_behind"`` (default: a call returns once Redis committed;
             MongoDB follows within the flush lag) or ``"strict"`` (a call also waits for
-            MongoDB's acknowledgement before returning).
+            MongoDB's acknowledgement before returning). A strict call that raises after
+            Redis committed (MongoDB down, write concern not met) has still stored its
+            checkpoint: it is read back and reaches MongoDB through the outbox, as after
+            any timeout; the error means "not confirmed durable", not "not written".
         flusher: ``"auto"`` runs the in-process flusher (a thread with sync clients, an
             asyncio task with async-only clients); ``"off"`` leaves the outbox to
             standalone workers (``python -m langgraph_durable.outbox.worker``).
