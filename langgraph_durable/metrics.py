@@ -286,7 +286,10 @@ def safe_error(exc: BaseException, limit: int = 300) -> str:
     details = getattr(exc, "details", None)
     if name == "BulkWriteError" and isinstance(details, dict):
         codes = sorted({e.get("code") for e in details.get("writeErrors", [])}, key=str)
-        return f"{name}: {len(details.get('writeErrors', []))} write errors, codes {codes}"
+        text = f"{name}: {len(details.get('writeErrors', []))} write errors, codes {codes}"
+        concern = sorted({f"{e.get('code')} {e.get('codeName', '')}".strip()
+                          for e in details.get("writeConcernErrors", [])})
+        return text + (f"; write concern errors: {', '.join(concern)}" if concern else "")
     if name in ("InvalidDocument", "DocumentTooLarge"):
         return f"{name} (document content not logged)"
     text = f"{name}: {exc}"

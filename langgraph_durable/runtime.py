@@ -225,10 +225,14 @@ class SaverRuntime(BaseCheckpointSaver[str]):
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait until everything written so far (by any process) is in MongoDB.
         Raises ``FlushTimeoutError`` after ``timeout_s`` seconds."""
+        if self._shared.flusher is not None:
+            self._shared.flusher.wake()
         self._run(admin.flush_wait_plan(self._ctx, timeout_s))
 
     async def aflush(self, timeout_s: float = 30.0) -> None:
         """Async ``flush``."""
+        if self._shared.flusher is not None:
+            self._shared.flusher.wake()
         await self._arun(admin.flush_wait_plan(self._ctx, timeout_s))
 
     def close(self, drain_timeout_s: float | None = None) -> None:

@@ -310,7 +310,7 @@ def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]],
 
 class Flusher:
     """Runs flush rounds until stopped: in a daemon thread with sync clients, or as an
-    asyncio task with async clients. ``wake()`` makes it look at the outbox now.
+    asyncio task with async clients. ``wake()`` ends a pause after failures.
 
     Errors (MongoDB down, Redis down) are logged and retried with backoff up to
     ``max_backoff_s`` seconds; entries stay pending meanwhile, nothing is dropped. A
@@ -385,6 +385,11 @@ class Flusher:
             log.warning("flush round failed (retrying in %.2f s): %s", backoff,
                         self.last_error)
         return min(backoff * 2, self.max_backoff_s)
+
+    def wake(self) -> None:
+        """End a pause after failures now (``flush()`` calls it: the caller wants the
+        outbox moved, e.g. right after MongoDB came back). Safe from any thread."""
+        self._quiet_until = 0.0
 
     def _succeeded(self) -> None:
         self._failing_since = None

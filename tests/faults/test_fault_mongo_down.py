@@ -34,3 +34,29 @@ def test_a_hot_thread_can_enter_a_subgraph_while_mongodb_is_down(env) -> None:
     rec = s3_mongo_down.subgraph_step_while_down(env)
     assert rec["mismatch"] == 0
     assert rec["outcome"] == "finished", rec
+
+
+def test_flush_wakes_a_flusher_paused_after_failing(redis_url) -> None:
+    # a lone flusher failing for longer than claim_idle_s pauses 2 x claim_idle_s after
+    # each failure; an explicit flush() (MongoDB is back) must not wait that pause out
+    from conftest import unique_options
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from faults.tiers import wait_for
+    from langgraph_durable import DurableSaver
+    from langgraph_durable.testing import mongo_server
+
+    with mongo_server() as ms, DurableSaver.from_urls(
+            redis_url, ms.url, claim_idle_s=2.5, server_selection_timeout_s=0.3,
+            **unique_options()) as s:
+        ms.stop()
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"v": 1}
+        cp["channel_versions"] = {"v": "1"}
+        s.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, cp, {"step": -1},
+              {"v": "1"})
+        f = s._shared.flusher
+        wait_for(lambda: f._quiet_s() > 0, 30, "the flusher to pause")
+        ms.start()
+        s.flush(timeout_s=3)  # the pause has ~5 s left: only a woken flusher makes it
+        assert s._sync.db["checkpoints"].count_documents({"thread_id": "t"}) == 1
