@@ -77,11 +77,12 @@ def test_second_concurrent_run_is_refused_and_the_first_is_intact(redis_url, mon
     assert messages == ["hello", "re: hello", winner, f"re: {winner}"]
     loser = next(r for r in results.values() if r != "ok")
     assert "thread 'shared' (ns '') was extended by another run" in str(loser)
-    # it names the winner's first checkpoint (the head when the loser tried to write)
-    winner_input = next(t for t in history if t.metadata["source"] == "input"
-                        and t.metadata["step"] == 2)
-    head = winner_input.config["configurable"]["checkpoint_id"]
-    assert f"its latest checkpoint is now {head!r}" in str(loser)
+    # it names the head when the loser tried to write: one of the winner's checkpoints
+    # (its input one, or a later one if the winner was faster)
+    named = str(loser).split("its latest checkpoint is now '", 1)[1].split("'", 1)[0]
+    winners = {t.config["configurable"]["checkpoint_id"] for t in history
+               if t.metadata["step"] >= 2}
+    assert named in winners, (named, winners)
 
 
 def test_the_refused_run_can_reload_and_retry(redis_url, mongo_url) -> None:
