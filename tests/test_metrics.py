@@ -9,17 +9,16 @@ import sys
 import time
 from typing import Any
 
+import opentelemetry.sdk.metrics as otel_sdk
 import pytest
 import redis
 from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from langgraph_durable import DurableSaver
 from langgraph_durable.metrics import INSTRUMENTS
 from langgraph_durable.testing import mongo_server
-
-otel_sdk = pytest.importorskip("opentelemetry.sdk.metrics")
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 
 SECRET = "s3cr3t-penguin-value"
 

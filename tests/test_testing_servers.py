@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import boto3
 import pymongo
 import pytest
 import redis
@@ -17,8 +18,6 @@ from langgraph_durable.testing import (
     mongo_server,
     redis_server,
 )
-
-boto3 = pytest.importorskip("boto3")
 
 
 def _restartable(server: RedisServer | MongoServer) -> None:

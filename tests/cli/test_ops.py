@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable.hot.keys import CONSUMER_GROUP
@@ -151,7 +150,6 @@ def test_fork_keeps_an_interrupt_pending(cli: Cli) -> None:
 
 
 def test_gc_removes_unreferenced_blobs(cli: Cli, tmp_path: Path) -> None:
-    pytest.importorskip("langgraph_durable.blobs")
     from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
 
     store = LocalBlobStore(tmp_path / "blobs")

@@ -230,7 +230,6 @@ def test_encrypted_blob_needs_the_right_key(store: BlobStore) -> None:
 
 
 def test_pycryptodome_encrypted_serializer(local_store: LocalBlobStore) -> None:
-    pytest.importorskip("Crypto", reason="pycryptodome is not installed")
     inner = EncryptedSerializer.from_pycryptodome_aes(key=b"1" * 16)
     serde = ExternalRefSerializer(inner=inner, store=local_store)
     pd.testing.assert_frame_equal(serde.loads_typed(serde.dumps_typed(frame())), frame())
