@@ -45,6 +45,7 @@ from langgraph_durable.outbox import flusher as flusher_mod
 from langgraph_durable.records import write_idx
 
 from . import graphs
+from .common import tap
 from .tiers import AckLog
 
 ACK: AckLog | None = None
@@ -142,38 +143,45 @@ def _install_flush_hook(kill: dict[str, Any]) -> None:
     orig = flusher_mod.flush_batch_plan
 
     def hooked(ctx: Any, consumer: str, *, block_ms: int, claim: bool) -> Any:
-        inner = orig(ctx, consumer, block_ms=block_ms, claim=claim)
-        mongo_ops, round_no = 0, 0
-        send: Any = None
-        err: BaseException | None = None
-        while True:
-            try:
-                op = inner.throw(err) if err is not None else inner.send(send)
-            except StopIteration as stop:
-                return stop.value
+        at = {"mongo_ops": 0, "round": 0}  # MongoDB writes so far, this round's number
+
+        def before(op: Any) -> None:
             kind = _classify(op)
-            if kind == "mongo" and mongo_ops == 0:
+            if kind == "mongo" and at["mongo_ops"] == 0:
                 with _lock:
                     _counts["flush"] += 1
-                    round_no = _counts["flush"]
-            if round_no == kill["n"]:
-                p = kill["point"]
-                if (p == "before_mongo" and kind == "mongo" and mongo_ops == 0) or \
-                        (p == "mid_mongo" and ((kind == "mongo" and mongo_ops == 1)
-                                               or (kind == "ack" and mongo_ops == 1))) or \
+                    at["round"] = _counts["flush"]
+            if at["round"] == kill["n"]:
+                p, n = kill["point"], at["mongo_ops"]
+                if (p == "before_mongo" and kind == "mongo" and n == 0) or \
+                        (p == "mid_mongo" and kind in ("mongo", "ack") and n == 1) or \
                         (p == "before_ack" and kind == "ack") or \
                         (p == "before_settle" and kind == "settle"):
-                    die(f"flush round #{round_no} {p}")
-            try:
-                send, err = (yield op), None
-            except Exception as exc:  # handed back to the inner plan
-                send, err = None, exc
-            if round_no == kill["n"] and kill["point"] == "after_ack" and kind == "ack":
-                die(f"flush round #{round_no} after_ack")
+                    die(f"flush round #{at['round']} {p}")
+
+        def after(op: Any, _result: Any, _err: Any) -> None:
+            kind = _classify(op)
+            if at["round"] == kill["n"] and kill["point"] == "after_ack" and kind == "ack":
+                die(f"flush round #{at['round']} after_ack")
             if kind == "mongo":
-                mongo_ops += 1
+                at["mongo_ops"] += 1
+
+        return tap(orig(ctx, consumer, block_ms=block_ms, claim=claim), before, after)
 
     flusher_mod.flush_batch_plan = hooked  # type: ignore[assignment]
+
+
+def _acked_ids(op: Any) -> list[str]:
+    """The entry ids an acknowledging operation names (ACK_SETTLE script or XACK pipeline)."""
+    if isinstance(op, Script):  # args: group, ttl, then per thread: k, k entry ids
+        ids, args, i = [], list(op.args), 2
+        while i < len(args):
+            k = int(args[i])
+            ids += args[i + 1:i + 1 + k]
+            i += k + 1
+    else:
+        ids = [c[3] for c in op.commands if c[0] == "XACK"]
+    return [x.decode() if isinstance(x, bytes) else x for x in ids]
 
 
 def _install_flush_trace() -> None:
@@ -181,31 +189,20 @@ def _install_flush_trace() -> None:
     acknowledged (``FAULTS_TRACE_FLUSH=1``): to tell, after a loss, who acknowledged what."""
     orig = flusher_mod.flush_batch_plan
 
+    def after(op: Any, result: Any, err: Any) -> None:
+        if ACK is None:
+            return
+        if isinstance(op, Mongo) and op.method == "bulk_write":
+            ids = [getattr(r, "_filter", {}).get("_id") for r in op.args[0]]
+            res = None if err else {k: getattr(result, k, None) for k in (
+                "upserted_count", "matched_count", "modified_count")}
+            ACK.append(k="mongo", col=op.collection, ids=ids[:3], n=len(ids), res=res,
+                       err=repr(err)[:120] if err else None, t=time.time())
+        if _classify(op) == "ack" and err is None:
+            ACK.append(k="acked", ids=_acked_ids(op), t=time.time())
+
     def traced(ctx: Any, consumer: str, *, block_ms: int, claim: bool) -> Any:
-        inner = orig(ctx, consumer, block_ms=block_ms, claim=claim)
-        send: Any = None
-        err: BaseException | None = None
-        while True:
-            try:
-                op = inner.throw(err) if err is not None else inner.send(send)
-            except StopIteration as stop:
-                return stop.value
-            try:
-                send, err = (yield op), None
-            except Exception as exc:
-                send, err = None, exc
-            if ACK is None:
-                continue
-            if isinstance(op, Mongo) and op.method == "bulk_write":
-                ids = [getattr(r, "_filter", {}).get("_id") for r in op.args[0]]
-                res = None if err else {k: getattr(send, k, None) for k in (
-                    "upserted_count", "matched_count", "modified_count")}
-                ACK.append(k="mongo", col=op.collection, ids=ids[:3], n=len(ids), res=res,
-                           err=repr(err)[:120] if err else None, t=time.time())
-            if _classify(op) == "ack" and err is None:
-                ACK.append(k="acked", ids=[c[3].decode() if isinstance(c[3], bytes) else c[3]
-                                           for c in op.commands if c[0] == "XACK"],
-                           t=time.time())
+        return tap(orig(ctx, consumer, block_ms=block_ms, claim=claim), after=after)
 
     flusher_mod.flush_batch_plan = traced  # type: ignore[assignment]
 

@@ -21,6 +21,27 @@ import redis
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def tap(plan: Any, before: Any = None, after: Any = None) -> Any:
+    """A plan that runs ``plan`` unchanged (each operation to the driver, each error back to
+    ``plan``), calling ``before(op)`` before an operation runs and ``after(op, result,
+    error)`` once it has: the hook the scenarios use to kill, trace or interleave."""
+    send: Any = None
+    err: BaseException | None = None
+    while True:
+        try:
+            op = plan.throw(err) if err is not None else plan.send(send)
+        except StopIteration as stop:
+            return stop.value
+        if before is not None:
+            before(op)
+        try:
+            send, err = (yield op), None
+        except Exception as exc:  # handed back to the inner plan
+            send, err = None, exc
+        if after is not None:
+            after(op, send, err)
+
+
 @dataclass
 class Env:
     """What a scenario runs against: the shared servers' URLs and a work folder.

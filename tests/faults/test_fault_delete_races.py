@@ -12,6 +12,7 @@ from faultkit import make_env
 from langgraph.checkpoint.base import empty_checkpoint
 
 from faults import s5_delete_races
+from faults.common import tap
 from faults.s5_delete_races import _resume, _until_mongo
 from faults.tiers import mongo_checkpoints, mongo_writes, wait_for
 from langgraph_durable import DurableSaver
@@ -130,19 +131,8 @@ def test_one_script_acknowledges_and_settles(manual) -> None:
     put(manual, "one", 2)
     put(manual, "two", 1)
     ops: list = []
-
-    def record(gen):
-        send = None
-        while True:
-            try:
-                op = gen.send(send)
-            except StopIteration as stop:
-                return stop.value
-            ops.append(op)
-            send = yield op
-
-    stats = run_sync(record(flush_batch_plan(manual.ctx, "c", block_ms=0, claim=False)),
-                     manual._sync)
+    stats = run_sync(tap(flush_batch_plan(manual.ctx, "c", block_ms=0, claim=False),
+                         before=ops.append), manual._sync)
     assert (stats.entries, stats.outbox_length) == (3, 0)
     redis_ops = [o for o in ops if not isinstance(o, Mongo)]
     # read own pending, read new, read the records; then one script acknowledges + settles
@@ -165,22 +155,14 @@ def test_a_put_landing_during_copy_thread_is_kept(redis_url, mongo_url) -> None:
         head = put(s, "T", 1)
         landed: dict = {}
 
-        def copy_with_a_put_landing(ctx, source, target):
-            gen = admin.copy_thread_plan(ctx, source, target)
-            send = None
-            while True:
-                try:
-                    op = gen.send(send)
-                except StopIteration as stop:
-                    return stop.value
-                if isinstance(op, Script) and op.name == "release" and not landed:
-                    cp = empty_checkpoint()
-                    cp["channel_values"] = {"v": "landed"}
-                    cp["channel_versions"] = {"v": f"{9:032}.0"}
-                    landed.update(s.put(head, cp, {"step": 9}, {"v": f"{9:032}.0"}))
-                send = yield op
+        def put_before_release(op) -> None:
+            if isinstance(op, Script) and op.name == "release" and not landed:
+                cp = empty_checkpoint()
+                cp["channel_values"] = {"v": "landed"}
+                cp["channel_versions"] = {"v": f"{9:032}.0"}
+                landed.update(s.put(head, cp, {"step": 9}, {"v": f"{9:032}.0"}))
 
-        s._run(copy_with_a_put_landing(s.ctx, "S", "T"))
+        s._run(tap(admin.copy_thread_plan(s.ctx, "S", "T"), before=put_before_release))
         s.flush()
         cid = landed["configurable"]["checkpoint_id"]
         assert s.get_tuple(landed).checkpoint["channel_values"] == {"v": "landed"}
