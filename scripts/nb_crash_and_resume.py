@@ -6,7 +6,7 @@ tests/test_notebooks.py executes the written notebook top to bottom against real
 
 from __future__ import annotations
 
-from nbkit import write
+from nbkit import SERVERS, write
 
 NAME = "crash_and_resume"
 
@@ -28,9 +28,7 @@ from pathlib import Path
 
 from langgraph_durable.testing import mongo_server, redis_server
 
-servers = ExitStack()  # keeps the servers running until servers.close()
-redis_srv = servers.enter_context(redis_server())
-mongo_srv = servers.enter_context(mongo_server())
+""" + SERVERS + """
 prefix, database = "nbcrash" + uuid.uuid4().hex[:6], "nb_crash_" + uuid.uuid4().hex[:6]
 work = Path(tempfile.mkdtemp(prefix="lgd-nb-crash-"))
 print(redis_srv.url, mongo_srv.url, prefix, database)"""),

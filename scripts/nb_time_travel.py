@@ -6,7 +6,7 @@ tests/test_notebooks.py executes the written notebook top to bottom against real
 
 from __future__ import annotations
 
-from nbkit import write
+from nbkit import SERVERS, cli_helper, write
 
 NAME = "time_travel"
 
@@ -26,21 +26,10 @@ from contextlib import ExitStack
 
 from langgraph_durable.testing import mongo_server, redis_server
 
-servers = ExitStack()  # keeps the servers running until servers.close()
-redis_srv = servers.enter_context(redis_server())
-mongo_srv = servers.enter_context(mongo_server())
+""" + SERVERS + """
 options = {"key_prefix": "nbtt" + uuid.uuid4().hex[:6],
            "database": "nb_time_travel_" + uuid.uuid4().hex[:6]}
-cli_env = {**os.environ, "REDIS_URL": redis_srv.url, "MONGODB_URL": mongo_srv.url,
-           "LGD_KEY_PREFIX": options["key_prefix"], "LGD_DATABASE": options["database"],
-           "COLUMNS": "140"}
-
-def cli(*args):
-    \"\"\"Run `langgraph-durable ARGS` against this notebook's servers and print its output.\"\"\"
-    out = subprocess.run([sys.executable, "-m", "langgraph_durable.cli", *args], env=cli_env,
-                         capture_output=True, text=True)
-    print(out.stdout + out.stderr, end="")
-    return out"""),
+""" + cli_helper(140)),
     ("md", """## A trip planner
 
 A deterministic "planner" node answers each request and records decisions in a `plan`
