@@ -233,15 +233,21 @@ MD_QUERY_MAX_CHARS = 1024
 
 
 def md_query_of(metadata: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """Top-level metadata pairs whose values MongoDB can compare exactly (scalars)."""
+    """Top-level metadata pairs whose values MongoDB compares as Python does: ``str`` keys
+    with values of exactly ``None``, ``bool``, ``int`` (64-bit), ``float`` or ``str`` (up to
+    ``MD_QUERY_MAX_CHARS``). Other pairs are left out and always pass the server-side
+    narrowing (``documents.metadata_query``), to be matched after decoding."""
     out = []
     for k, v in metadata.items():
-        if isinstance(v, str) and len(v) > MD_QUERY_MAX_CHARS:
+        if type(k) is not str:
+            continue
+        kind = type(v)
+        if kind is str and len(v) > MD_QUERY_MAX_CHARS:
             continue  # long text is not worth an index entry; filters re-check after decoding
-        if v is None or isinstance(v, (str, bool, float)) or (
-            isinstance(v, int) and -(2**63) <= v < 2**63
+        if v is None or kind in (str, bool, float) or (
+            kind is int and -(2**63) <= v < 2**63
         ):
-            out.append((str(k), v))
+            out.append((k, v))
     return tuple(out)
 
 
@@ -290,5 +296,6 @@ def assemble(
 
 
 def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
-    """InMemorySaver's filter rule: every ``filter`` pair equals the top-level metadata value."""
-    return not filter or all(metadata.get(k) == v for k, v in filter.items())
+    """InMemorySaver's filter rule: ``filter_value == metadata.get(key)`` for every pair
+    (a missing key reads as ``None``; the filter value is the left operand, as there)."""
+    return not filter or all(v == metadata.get(k) for k, v in filter.items())

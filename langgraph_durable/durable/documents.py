@@ -17,7 +17,6 @@ from pymongo import ASCENDING, DESCENDING, IndexModel, ReplaceOne, UpdateOne
 
 from ..errors import SchemaVersionError
 from ..records import (
-    MD_QUERY_MAX_CHARS,
     SCHEMA_VERSION,
     CheckpointRecord,
     Typed,
@@ -198,19 +197,56 @@ def blob_ids(thread_id: str, fields: Iterable[str]) -> list[str]:
     return [doc_id(thread_id, *split_field(f)) for f in fields]
 
 
+def _python_equals(value: Any) -> list[Any] | None:
+    """Every value MongoDB may hold in ``md`` (see ``records.md_query_of``) that Python's
+    ``==`` takes as equal to ``value``, or ``None`` when that set cannot be written down.
+
+    Only exact ``None``, ``bool``, ``int`` and ``float``/``str`` filter values qualify (a
+    subclass or another type may define its own ``__eq__``). Python equates ``True`` with
+    ``1`` and ``1.0``, and ``False`` with ``0`` and ``0.0``, where MongoDB keeps booleans
+    and numbers apart; MongoDB compares ``int`` and ``float`` numerically, as Python does.
+    """
+    kind = type(value)
+    if value is None or kind is str:
+        return [value]
+    if kind is bool:
+        return [value, int(value), float(value)]
+    if kind is int:
+        if not -(2**63) <= value < 2**63:
+            return None  # md holds no such int (it is matched after decoding)
+        same: list[Any] = [value]
+        if float(value) == value:
+            same.append(float(value))
+        if value in (0, 1):
+            same.append(bool(value))
+        return same
+    if kind is float:
+        same = [value]
+        if value.is_integer() and -(2**63) <= value < 2**63:
+            same.append(int(value))
+        if value in (0.0, 1.0):
+            same.append(bool(value))
+        return same
+    return None
+
+
 def metadata_query(filter: Mapping[str, Any] | None, queryable: bool) -> dict:
-    """Server-side narrowing for ``list(filter=...)``: only scalar values, matched as data
-    (``{k, v}`` pairs), so a key like ``"$where"`` or ``"a.b"`` is never a query operator
-    or a path. Exact equality is always re-checked after decoding. Documents of an older
-    schema version (without ``md`` perhaps) always pass, to be checked after decoding."""
+    """Server-side narrowing for ``list(filter=...)`` that never drops a checkpoint Python's
+    equality would keep (InMemorySaver compares ``filter_value == metadata.get(key)`` on the
+    decoded metadata, a missing key reading as ``None``).
+
+    A checkpoint is dropped only when its ``md`` copy holds the filter key with a value
+    that Python's ``==`` says differs (``_python_equals``); a key absent from ``md``
+    (missing from the metadata, or a value ``md`` does not copy: long text, a big int, a
+    container, another type; or a document written with encrypted metadata or before
+    ``md`` existed) lets the checkpoint through to be checked after decoding. Keys and
+    values are data in the query (``{k, v}`` pairs), so a key like ``"$where"`` or
+    ``"a.b"`` is never an operator or a path."""
     if not filter or not queryable:
         return {}
     clauses = []
     for k, v in filter.items():
-        if isinstance(v, str) and len(v) > MD_QUERY_MAX_CHARS:
-            continue  # not in the md copy (see records.md_query_of): matched after decoding
-        if v is None or isinstance(v, (str, bool, float)) or (
-            isinstance(v, int) and -(2**63) <= v < 2**63
-        ):
-            clauses.append({"md": {"$elemMatch": {"k": str(k), "v": v}}})
-    return {"$or": [{"$and": clauses}, {"v": {"$lt": SCHEMA_VERSION}}]} if clauses else {}
+        same = _python_equals(v) if type(k) is str else None
+        if same is not None:
+            clauses.append({"md": {"$elemMatch": {"k": k, "v": {"$nin": same}}}})
+    return {"$nor": clauses} if clauses else {}
