@@ -16,6 +16,7 @@ from .errors import (
     SchemaVersionError,
     SerializationError,
     SyncCallInEventLoopError,
+    ThreadDeletedError,
     TierUnavailableError,
 )
 from .saver import DurableSaver
@@ -33,6 +34,7 @@ __all__ = [
     "SchemaVersionError",
     "SerializationError",
     "SyncCallInEventLoopError",
+    "ThreadDeletedError",
     "TierUnavailableError",
 ]
 

@@ -60,6 +60,8 @@ class Context:
         return ThreadKeys(self.config.key_prefix, thread_id)
 
     def script_keys(self, thread_id: str) -> list[str]:
-        """KEYS for a writing script: the thread's keys, plus the outbox unless on a cluster."""
-        keys = self.keys(thread_id).all
-        return keys if self.cluster else [*keys, self.outbox]
+        """KEYS for a writing script: the thread's keys and tombstones, plus the outbox
+        unless on a cluster."""
+        keys = self.keys(thread_id)
+        both = [*keys.all, keys.gone]
+        return both if self.cluster else [*both, self.outbox]

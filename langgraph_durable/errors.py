@@ -62,3 +62,23 @@ class SyncCallInEventLoopError(DurableSaverError, RuntimeError):
 
 class SaverClosedError(DurableSaverError, RuntimeError):
     """The saver was used after ``close()``/``aclose()`` or after its context manager exited."""
+
+
+class ThreadDeletedError(DurableSaverError):
+    """A ``put`` or ``put_writes`` names a checkpoint (the put's parent, the writes'
+    checkpoint) that a ``delete_thread``, ``delete_for_runs`` or ``prune`` removed: a run
+    still going while its thread was deleted. Nothing was written, so the deleted thread
+    stays deleted (InMemorySaver would recreate it, pointing at a missing parent).
+
+    A new run on the same ``thread_id`` (no ``checkpoint_id`` in its config) still works.
+    Attributes: ``thread_id``, ``checkpoint_ns``, ``checkpoint_id``, ``deleted_at_ms``
+    (Redis server time of the delete, ms since the epoch).
+    """
+
+    def __init__(self, message: str, *, thread_id: str, checkpoint_ns: str,
+                 checkpoint_id: str, deleted_at_ms: int) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.checkpoint_id = checkpoint_id
+        self.deleted_at_ms = deleted_at_ms

@@ -169,6 +169,9 @@ def import_(ctx: typer.Context, file: str = typer.Argument(..., help="export fil
         confirm(f"thread {target!r} exists; replace it with {file}?", yes)
         saver.delete_thread(target)
     saver.flush()
+    sec, usec = session.clients.redis.time()  # stored now: writes naming them are not
+    for d in docs["checkpoints"]:               # taken for a deleted thread's late writes
+        d["put_ms"] = int(sec) * 1000 + int(usec) // 1000
     cols, db = saver.ctx.collections, session.clients.db
     for kind in ("blobs", "writes", "checkpoints"):  # the flusher's order
         if docs[kind]:

@@ -72,9 +72,12 @@ INDEXES: dict[str, list[IndexModel]] = {
 # ------------------------------------------------------------------------ to documents
 
 
-def checkpoint_doc(thread_id: str, rec: CheckpointRecord) -> dict:
+def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, put_ms: int = 0) -> dict:
     """The checkpoints-collection document of ``rec`` (``md`` holds the queryable scalar
-    metadata the saver chose to expose at ``put`` time; empty when encrypted)."""
+    metadata the saver chose to expose at ``put`` time; empty when encrypted). ``put_ms``:
+    Redis server time (ms) when the checkpoint was stored (its outbox entry's time, or the
+    time ``copy_thread``/an import wrote it), so a write naming it can tell it from a
+    checkpoint a later delete removed (see ``ThreadDeletedError``); 0 = unknown."""
     return {
         "_id": doc_id(thread_id, rec.ns, rec.checkpoint_id),
         "v": SCHEMA_VERSION,
@@ -89,6 +92,7 @@ def checkpoint_doc(thread_id: str, rec: CheckpointRecord) -> dict:
         "metadata": Binary(rec.metadata[1]),
         "md": [{"k": k, "v": v} for k, v in rec.md_query],
         "blob_fields": [split_field(f)[1:] for f in rec.blob_fields],
+        "put_ms": put_ms,
     }
 
 
@@ -125,9 +129,15 @@ def write_doc(thread_id: str, ns: str, checkpoint_id: str, w: WriteRecord) -> di
     }
 
 
-def upsert(doc: dict) -> ReplaceOne:
-    """Idempotent upsert of an immutable document (checkpoint or blob)."""
-    return ReplaceOne({"_id": doc["_id"]}, doc, upsert=True)
+def upsert(doc: dict) -> ReplaceOne | UpdateOne:
+    """Idempotent upsert of an immutable document (checkpoint or blob). A checkpoint's
+    ``put_ms`` is set once, when the document is first inserted: replaying its outbox
+    entry (a later stream time) leaves the document unchanged."""
+    if "put_ms" not in doc:
+        return ReplaceOne({"_id": doc["_id"]}, doc, upsert=True)
+    fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
+    return UpdateOne({"_id": doc["_id"]},
+                     {"$set": fields, "$setOnInsert": {"put_ms": doc["put_ms"]}}, upsert=True)
 
 
 def upsert_write(doc: dict) -> UpdateOne | ReplaceOne:

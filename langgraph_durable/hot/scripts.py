@@ -1,9 +1,10 @@
 """Lua scripts of the hot tier. Each runs atomically in one round trip.
 
 KEYS always start with the eight thread keys in ``ThreadKeys.all`` order
-(cp, cv, idx, bl, w, wi, ns, meta); a ninth key, when present, is the outbox stream.
-On Redis Cluster the outbox lives in another slot, so the saver sends the XADD in the
-same pipeline instead (see ``DurableSaver`` docs).
+(cp, cv, idx, bl, w, wi, ns, meta). The writing scripts (PUT, PUT_WRITES) then take the
+thread's tombstones (``gone``) and, when present, the outbox stream as KEYS[10]. On Redis
+Cluster the outbox lives in another slot, so the saver sends the XADD in a second command
+instead (see ``plans/write.py``).
 """
 
 _PERSIST_AND_OUTBOX = r"""
@@ -14,28 +15,45 @@ if redis.call('HSETNX', KEYS[8], 'born', 0) == 1 then  -- this incarnation of th
 end
 redis.call('HINCRBY', KEYS[8], 'dirty', 1)
 for i = 1, 8 do redis.call('PERSIST', KEYS[i]) end
-if #KEYS >= 9 then
-  return redis.call('XADD', KEYS[9], '*', 't', ARGV[2], 'p', ARGV[3])
+if #KEYS >= 10 then
+  return redis.call('XADD', KEYS[10], '*', 't', ARGV[2], 'p', ARGV[3])
 end
 return 'ok'
 """
 
 _OUTBOX_BOUND = r"""
-if #KEYS >= 9 then
+if #KEYS >= 10 then
   local max = tonumber(ARGV[1])
-  if max > 0 and redis.call('XLEN', KEYS[9]) >= max then
+  if max > 0 and redis.call('XLEN', KEYS[10]) >= max then
     return redis.error_reply('OUTBOX_FULL')
   end
 end
 """
 
+def _deleted_ref(ref: int) -> str:
+    """Lua refusing a write that names a deleted checkpoint: the member ``ARGV[ref]`` (a
+    put's parent, put_writes' checkpoint; ``''`` = none) that Redis does not hold, on a
+    thread whose tombstones (KEYS[9]) say that checkpoint or the whole thread was deleted,
+    gets ``DELETED <deletion time ms>``. The caller then asks MongoDB whether a checkpoint
+    of that id was stored after the delete (``copy_thread``, an import) and either raises
+    ``ThreadDeletedError`` or sends again with ``ARGV[ref + 1] = '0'`` (checked)."""
+    return f"""
+if ARGV[{ref}] ~= '' and ARGV[{ref + 1}] == '1'
+   and redis.call('HEXISTS', KEYS[1], ARGV[{ref}]) == 0 then
+  local at = math.max(tonumber(redis.call('HGET', KEYS[9], '*') or '0'),
+                      tonumber(redis.call('HGET', KEYS[9], ARGV[{ref}]) or '0'))
+  if at > 0 then return redis.error_reply('DELETED ' .. at) end
+end
+"""
+
 # ARGV: max_outbox, thread_id, outbox payload, member, ns, record, cv, expected head member
-# ('' = no expectation), new-thread flag, then blob field/value pairs. With an expected
-# head, the put is refused (STALE_HEAD <actual>) when another run has extended the
+# ('' = no expectation), new-thread flag, parent member ('' = none), check-deleted flag,
+# then blob field/value pairs. A parent that was deleted is refused (see _deleted_ref).
+# With an expected head, the put is refused (STALE_HEAD <actual>) when another run has extended the
 # namespace meanwhile. With the new-thread flag ('1': a thread's first input checkpoint,
 # see put_plan) on a thread Redis holds nothing of, meta 'complete' = 1: Redis holds the
 # whole thread, so reads need not ask MongoDB about what Redis lacks (PAGE).
-PUT = _OUTBOX_BOUND + r"""
+PUT = _OUTBOX_BOUND + _deleted_ref(10) + r"""
 if ARGV[8] ~= '' then
   local head = redis.call('ZREVRANGEBYLEX', KEYS[3], '(' .. ARGV[5] .. '\1',
                           '[' .. ARGV[5] .. '\0', 'LIMIT', 0, 1)
@@ -51,13 +69,14 @@ redis.call('HSET', KEYS[1], ARGV[4], ARGV[6])
 redis.call('HSET', KEYS[2], ARGV[4], ARGV[7])
 redis.call('ZADD', KEYS[3], 0, ARGV[4])
 redis.call('HSETNX', KEYS[7], ARGV[5], ARGV[4])
-for i = 10, #ARGV, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
+for i = 12, #ARGV, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
 """ + _PERSIST_AND_OUTBOX
 
-# ARGV: max_outbox, thread_id, outbox payload, then triples (field, value, overwrite 0/1).
-# Ordinary writes are insert-once (HSETNX); special channels overwrite (HSET).
-PUT_WRITES = _OUTBOX_BOUND + r"""
-for i = 4, #ARGV, 3 do
+# ARGV: max_outbox, thread_id, outbox payload, checkpoint member, check-deleted flag, then
+# triples (field, value, overwrite 0/1). Ordinary writes are insert-once (HSETNX); special
+# channels overwrite (HSET). A deleted checkpoint is refused (see _deleted_ref).
+PUT_WRITES = _OUTBOX_BOUND + _deleted_ref(4) + r"""
+for i = 6, #ARGV, 3 do
   if ARGV[i + 2] == '1' then
     redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 1])
   else

@@ -32,7 +32,7 @@ from ..errors import CorruptRecordError
 from ..hot.keys import CONSUMER_GROUP
 from ..hot.scripts import SETTLE
 from ..metrics import Metrics, safe_error
-from ..plans.write import bulk_ignoring_newer
+from ..plans.write import bulk_ignoring_newer, stream_ms
 from ..records import SEP, CheckpointRecord, WriteRecord, split_field, unpack_blob
 
 log = logging.getLogger("langgraph_durable.flusher")
@@ -253,9 +253,11 @@ def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]],
     """Read the named records from Redis (one pipeline) and upsert them into MongoDB;
     adds the record bytes written to ``stats.bytes_written``."""
     want: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for _, tid, (kind, m, fields) in parsed:
+    put_ms: dict[tuple[str, str], int] = {}
+    for eid, tid, (kind, m, fields) in parsed:
         if kind == "cp":
             want[tid]["cp"].add(m)
+            put_ms[(tid, m)] = max(put_ms.get((tid, m), 0), stream_ms(eid))
             want[tid]["bl"].update(fields)
         else:
             want[tid]["w"].update(fields)
@@ -281,7 +283,7 @@ def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]],
                 continue  # deleted since: nothing to write, nothing to resurrect
             ns, cid = m.split(SEP)
             rec = CheckpointRecord.unpack(ns, cid, raw, cvs[m])
-            cps.append(D.upsert(D.checkpoint_doc(tid, rec)))
+            cps.append(D.upsert(D.checkpoint_doc(tid, rec, put_ms=put_ms[(tid, m)])))
             nbytes += len(rec.checkpoint[1]) + len(rec.metadata[1])
         for f, raw in got.get((tid, "bl"), {}).items():
             if raw is not None:

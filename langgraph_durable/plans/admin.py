@@ -166,6 +166,10 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan:
     ])
     if not cps:
         return
+    (clock,) = yield Pipeline([["TIME"]])  # Redis time: these checkpoints are stored now
+    now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
+    for d in cps:
+        d["put_ms"] = now_ms
     ops = []
     for name, docs, ident in (
         (cols.checkpoints, cps, ("checkpoint_ns", "checkpoint_id")),

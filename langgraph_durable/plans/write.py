@@ -24,6 +24,7 @@ from ..errors import (
     InvalidIdentifierError,
     OutboxFullError,
     SerializationError,
+    ThreadDeletedError,
 )
 from ..records import (
     SEP,
@@ -70,8 +71,17 @@ def dumps(ctx: Context, value: Any, *, thread_id: str, what: str) -> Typed:
     return typed
 
 
-def _send(ctx: Context, thread_id: str, script: str, args: list[Any]) -> Plan:
-    """Run a writing script; apply the outbox-full policy; on a cluster XADD separately."""
+def stream_ms(entry_id: bytes | str) -> int:
+    """The Redis server time (ms) in an outbox stream entry id ``<ms>-<seq>``."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(text.split("-")[0])
+
+
+def _send(ctx: Context, thread_id: str, script: str, args: list[Any], ref: int) -> Plan:
+    """Run a writing script; apply the outbox-full policy; on a cluster XADD separately.
+    ``args[ref]`` is the member of the checkpoint the write names (a put's parent,
+    put_writes' checkpoint; ``""`` = none) and ``args[ref + 1]`` the check-deleted flag
+    (``_deleted_ref`` in hot/scripts.py). Returns the outbox entry id."""
     keys = ctx.script_keys(thread_id)
     deadline = time.monotonic() + (
         ctx.config.outbox_full_timeout_s if ctx.config.on_outbox_full == "block" else 0
@@ -79,9 +89,14 @@ def _send(ctx: Context, thread_id: str, script: str, args: list[Any]) -> Plan:
     pause = 0.005
     while True:
         try:
-            yield Script(script, keys, args)
+            entry = yield Script(script, keys, args)
             break
         except redis.exceptions.ResponseError as exc:
+            if str(exc).startswith("DELETED"):
+                deleted_at = int(str(exc).split(" ", 1)[1])
+                yield from _check_deleted(ctx, thread_id, args[ref], deleted_at)
+                args[ref + 1] = "0"  # stored again after the delete: write it
+                continue
             if str(exc).startswith("STALE_HEAD"):
                 head = str(exc).split(" ", 1)[1]
                 raise ConcurrentRunError(
@@ -100,7 +115,38 @@ def _send(ctx: Context, thread_id: str, script: str, args: list[Any]) -> Plan:
             yield Sleep(pause)
             pause = min(pause * 2, 0.1)
     if ctx.cluster:
-        yield Pipeline([["XADD", ctx.outbox, "*", "t", thread_id, "p", args[2]]])
+        (entry,) = yield Pipeline([["XADD", ctx.outbox, "*", "t", thread_id, "p", args[2]]])
+    return entry
+
+
+def _check_deleted(ctx: Context, thread_id: str, ref_member: str, deleted_at_ms: int) -> Plan:
+    """Raise ``ThreadDeletedError`` unless MongoDB holds the named checkpoint as stored
+    after the delete at ``deleted_at_ms`` (its ``put_ms``: ``copy_thread`` or an import
+    wrote it there since). A checkpoint MongoDB still holds from before the delete is one
+    the delete is removing right now."""
+    ns, cid = ref_member.split(SEP)
+    doc = yield Mongo(ctx.collections.checkpoints, "find_one",
+                      ({"_id": D.doc_id(thread_id, ns, cid)},), {"projection": {"put_ms": 1}})
+    if doc is not None and int(doc.get("put_ms") or 0) > deleted_at_ms:
+        return
+    raise ThreadDeletedError(
+        f"checkpoint {cid!r} (ns {ns!r}) of thread {thread_id!r} was deleted (delete_thread, "
+        f"delete_for_runs or prune at {deleted_at_ms} ms); nothing was written. Start a new "
+        "run on the thread (no checkpoint_id in the config) to use the thread_id again",
+        thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=cid, deleted_at_ms=deleted_at_ms)
+
+
+def _named(config: RunnableConfig, ns: str, parent: str | None) -> str:
+    """The member of the checkpoint a put builds on, which must not have been deleted: its
+    parent; for a subgraph's first checkpoint (no parent in its namespace), the enclosing
+    namespace's checkpoint from LangGraph's ``checkpoint_map``; ``""`` for a new thread."""
+    if parent:
+        return member(ns, parent)
+    if not ns:
+        return ""
+    outer = ns.rpartition("|")[0]
+    found = (config["configurable"].get("checkpoint_map") or {}).get(outer)
+    return member(outer, str(found)) if isinstance(found, str) and SEP not in found else ""
 
 
 def put_plan(
@@ -144,16 +190,16 @@ def put_plan(
     # on a thread Redis holds nothing of starts a new thread: Redis then holds all of it
     fresh = parent is None and ns == "" and md.get("step") == -1
     args: list[Any] = [ctx.config.max_outbox, tid, payload, m, ns, rec.pack(), rec.pack_index(),
-                       expect, "1" if fresh else "0"]
+                       expect, "1" if fresh else "0", _named(config, ns, parent), "1"]
     for f, typed in blobs:
         args += [f, pack_blob(typed)]
-    yield from _send(ctx, tid, "put", args)
+    entry = yield from _send(ctx, tid, "put", args, 9)
     ctx.heads.seen(tid, ns, cid)
     if ctx.config.durability == "strict":
         cols = ctx.collections
-        ops: list[Any] = [Mongo(cols.checkpoints, "bulk_write",
-                                ([D.upsert(D.checkpoint_doc(tid, rec))],),
-                                {"ordered": False})]
+        doc = D.checkpoint_doc(tid, rec, put_ms=stream_ms(entry))
+        ops: list[Any] = [Mongo(cols.checkpoints, "bulk_write", ([D.upsert(doc)],),
+                           {"ordered": False})]
         if blobs:
             ops.append(Mongo(cols.blobs, "bulk_write",
                              ([D.upsert(D.blob_doc(tid, f, t)) for f, t in blobs],),
@@ -190,10 +236,10 @@ def put_writes_plan(
         recs.append(WriteRecord(task_id, idx, ch, typed, task_path or "", seq))
     fields = [write_field(ns, cid, task_id, w.idx) for w in recs]
     payload = ormsgpack.packb(["w", member(ns, cid), fields])
-    args: list[Any] = [ctx.config.max_outbox, tid, payload]
+    args: list[Any] = [ctx.config.max_outbox, tid, payload, member(ns, cid), "1"]
     for f, w in zip(fields, recs):
         args += [f, w.pack(), "1" if w.idx < 0 else "0"]
-    yield from _send(ctx, tid, "put_writes", args)
+    yield from _send(ctx, tid, "put_writes", args, 3)
     if ctx.config.durability == "strict":
         docs = [D.upsert_write(D.write_doc(tid, ns, cid, w)) for w in recs]
         yield from bulk_ignoring_newer(ctx.collections.writes, docs)

@@ -13,9 +13,12 @@ from .conftest import Cli, build_graph, first_input
 
 
 def _stored(cli: Cli, thread: str) -> dict[str, list[dict]]:
+    """Every stored document of ``thread`` but the time its checkpoints were stored
+    (``put_ms``: an import stores them anew)."""
     with cli.saver(flusher="off") as s:
         db, cols = s._sync.db, s.ctx.collections  # type: ignore[union-attr]
-        return {k: sorted(db[getattr(cols, k)].find({"thread_id": thread}),
+        return {k: sorted(db[getattr(cols, k)].find({"thread_id": thread},
+                                                    {"put_ms": 0}),
                           key=lambda d: d["_id"])
                 for k in ("checkpoints", "blobs", "writes")}
 
