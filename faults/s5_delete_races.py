@@ -13,6 +13,9 @@ copy) runs in its own thread while this one keeps flushing, re-delivering and wr
 threads the call does not touch. A model (a dict of what InMemorySaver would hold)
 follows the same sequence.
 
+After a delete, a run still going may write to a checkpoint it removed (``late_write``):
+that write must be refused (``ThreadDeletedError``).
+
 After every step: each thread's ``list`` (checkpoints, metadata, channel values, pending
 writes) equals the model; no checkpoint or write the model does not hold is stored in
 Redis or in MongoDB (resurrected); nothing the model holds is missing from both (lost).
@@ -35,7 +38,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
 
-from langgraph_durable import DurableSaver
+from langgraph_durable import DurableSaver, ThreadDeletedError
 from langgraph_durable.drivers import Mongo, Plan, run_sync
 from langgraph_durable.hot.keys import CONSUMER_GROUP, ThreadKeys
 from langgraph_durable.outbox.flusher import flush_batch_plan
@@ -222,6 +225,27 @@ class Interleaving:
         self.trace.append(f"put_writes {t} {cid[-6:]} {task} {[w[0] for w in writes]}")
         return None
 
+    def late_write(self, key: tuple[str, str, str]) -> None:
+        """A run still going writes to a checkpoint a delete just removed: refused with
+        ``ThreadDeletedError``; one taken would be found resurrected by ``check``."""
+        t, ns, cid = key
+        cfg = {"configurable": {"thread_id": t, "checkpoint_ns": ns, "checkpoint_id": cid}}
+        try:
+            if self.rng.random() < 0.5:
+                self.saver.put_writes(cfg, [("x", f"late-{self.step}")], "task-late")
+            else:
+                cp = empty_checkpoint()
+                cp["channel_values"] = {"n": -1}
+                cp["channel_versions"] = {"n": self.saver.get_next_version(None, None)}
+                self.saver.put(cfg, cp, {"step": -1, "run_id": "late", "source": "loop"},
+                               dict(cp["channel_versions"]))
+        except ThreadDeletedError:
+            self.figures["late writes refused"] += 1
+            self.trace.append(f"late write {t} {cid[-6:]} refused")
+            return
+        self.figures["late writes taken"] += 1
+        self.trace.append(f"late write {t} {cid[-6:]} TAKEN")
+
     def snapshot_outbox(self) -> None:
         for _eid, fields in self.r.xrange(self.ctx.outbox):
             if fields not in self.seen:
@@ -325,7 +349,11 @@ class Interleaving:
                 raise RuntimeError(f"{kind} did not finish in 60 s")
         if errors:
             raise errors[0]
+        before = set(m.cps)
         apply()
+        removed = sorted(before - set(m.cps))
+        if removed and rng.random() < 0.6:
+            self.late_write(rng.choice(removed))
         self.figures[kind] += 1
         self.trace.append(f"{kind} {t}")
         if self.zombies:

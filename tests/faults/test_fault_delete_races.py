@@ -55,8 +55,10 @@ def test_deletes_racing_the_flusher_never_resurrect_or_lose_anything(env) -> Non
     assert res.lost == 0, res.notes
     assert res.mismatches == 0, res.notes
     for op in ("delete_thread", "delete_for_runs", "prune_keep_latest", "prune_delete",
-               "copy_thread", "re-deliveries (copies)", "entries abandoned by a ghost"):
+               "copy_thread", "re-deliveries (copies)", "entries abandoned by a ghost",
+               "late writes refused"):
         assert res.measures.get(op, 0) > 5, (op, res.measures)
+    assert res.measures.get("late writes taken", 0) == 0, res.notes
 
 
 def test_a_stalled_flusher_round_cannot_write_back_a_deleted_thread(manual) -> None:
