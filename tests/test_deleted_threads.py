@@ -9,17 +9,23 @@ while a new run on the same ``thread_id`` works, and so do writes naming checkpo
 
 from __future__ import annotations
 
+import operator
 import threading
-from typing import Any
+from typing import Annotated, Any
 
 import pymongo
 import pytest
 from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
+from faults.common import tap
 from langgraph_durable import DurableSaver, ThreadDeletedError
+from langgraph_durable.drivers import Mongo, Parallel, Script, run_sync
+from langgraph_durable.plans import write
 
 
 def cfg(thread: str, checkpoint_id: str | None = None) -> dict:
@@ -214,3 +220,123 @@ def test_a_run_going_on_while_its_thread_is_deleted_cannot_revive_it(
         assert len(errors) == 1 and isinstance(errors[0], ThreadDeletedError), errors
         with DurableSaver.from_urls(redis_url, mongo_url, **{**opts, "flusher": "auto"}) as s:
             assert stored(s, "g") == []  # stored() flushes first
+
+
+# ---------------------------------------------------------------- found by trying to break it
+
+
+def test_writes_for_a_checkpoint_not_stored_yet_after_a_delete_are_taken(saver) -> None:
+    """``durability="async"``: a task's put_writes for checkpoint N may arrive before
+    put(N). After a delete of the thread (or of an id never used) that is a new run's
+    checkpoint, not a deleted one: taken, as InMemorySaver takes it."""
+    saver.delete_thread("t")
+    c1 = put(saver, cfg("t"), 0)
+    cp = empty_checkpoint()
+    saver.put_writes(cfg("t", cp["id"]), [("v", 5)], "task-1")
+    c2 = saver.put(c1, cp, {"step": 0, "source": "loop"}, {})
+    got = saver.get_tuple(cfg("t"))
+    assert got is not None and got.config == c2
+    assert got.pending_writes == [("task-1", "v", 5)]
+
+
+class Log(TypedDict):
+    v: Annotated[list, operator.add]
+
+
+def _subgraph_with_interrupt(saver: Any, runs: list[str]) -> Any:
+    def s1(state: Log) -> Log:
+        runs.append("s1")
+        return {"v": ["s1"]}
+
+    def ask(state: Log) -> Log:
+        return {"v": [f"answer={interrupt('q')}"]}
+
+    inner = StateGraph(Log)
+    inner.add_node("s1", s1)
+    inner.add_node("ask", ask)
+    inner.add_edge(START, "s1")
+    inner.add_edge("s1", "ask")
+    outer = StateGraph(Log)
+    outer.add_node("sub", inner.compile())
+    outer.add_edge(START, "sub")
+    return outer.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("durability", ["exit", "async", "sync"])
+def test_graphs_on_a_thread_id_deleted_before_run_as_in_memory_saver(
+    saver, durability: str
+) -> None:
+    """A thread id a cleanup job deleted (or never used) runs like a new one, whatever the
+    durability mode: a subgraph interrupt and its resume, each node once."""
+    def play(checkpointer: Any) -> tuple[list[str], list[str]]:
+        runs: list[str] = []
+        graph = _subgraph_with_interrupt(checkpointer, runs)
+        checkpointer.delete_thread("x")
+        graph.invoke({"v": ["in"]}, cfg("x"), durability=durability)
+        out = graph.invoke(Command(resume="1"), cfg("x"), durability=durability)
+        return runs, out["v"]
+
+    ours = play(saver)
+    assert ours == play(InMemorySaver()) and ours[0] == ["s1"]
+
+
+def _delete_before_the_first(op_kind: type, saver: DurableSaver, after: Any = None) -> Any:
+    """A ``tap`` hook deleting thread ``t`` right before the first operation of
+    ``op_kind`` (once ``after`` is true, when given)."""
+    done: list[int] = []
+
+    def before(op: Any) -> None:
+        if isinstance(op, op_kind) and not done and (after is None or after()):
+            done.append(1)
+            saver.delete_thread("t")
+    return before
+
+
+def _mongo_left(saver: DurableSaver, mongo_url: str) -> int:
+    db = pymongo.MongoClient(mongo_url)[saver.config.database]
+    cols = saver.ctx.collections
+    return sum(db[c].count_documents({"thread_id": "t"})
+               for c in (cols.checkpoints, cols.blobs, cols.writes))
+
+
+def test_strict_put_and_put_writes_overtaken_by_a_delete_leave_nothing(
+    redis_url, mongo_url
+) -> None:
+    """Strict mode writes MongoDB itself after the Redis script: a delete running in
+    between must not be undone by that write (it takes back what the delete removed)."""
+    with DurableSaver.from_urls(redis_url, mongo_url,
+                                **unique_options(durability="strict")) as s:
+        c1 = put(s, cfg("t"), 0)
+        cp = empty_checkpoint()
+        cp["channel_values"], cp["channel_versions"] = {"v": 1}, {"v": f"{2:032}.0"}
+        plan = write.put_plan(s.ctx, c1, cp, {"step": 0}, {"v": f"{2:032}.0"})
+        run_sync(tap(plan, _delete_before_the_first(Parallel, s)), s._sync)
+        assert stored(s, "t") == [] and _mongo_left(s, mongo_url) == 0
+        c1 = put(s, cfg("t"), 0)
+        plan = write.put_writes_plan(s.ctx, c1, [("v", 1), ("__error__", "x")], "task", "")
+        run_sync(tap(plan, _delete_before_the_first(Mongo, s)), s._sync)
+        assert stored(s, "t") == [] and _mongo_left(s, mongo_url) == 0
+
+
+def test_a_delete_between_the_mongodb_check_and_the_retry_still_refuses(
+    saver, mongo_url
+) -> None:
+    """A write naming a checkpoint ``copy_thread`` stored again after a delete passes the
+    MongoDB check; a second delete before it is sent again refuses it."""
+    s1 = put(saver, cfg("src"), 0)
+    saver.copy_thread("src", "t")
+    saver.delete_thread("t")
+    saver.copy_thread("src", "t")
+    checked: list[int] = []
+
+    def seen(op: Any, result: Any, error: Any) -> None:
+        if isinstance(op, Mongo) and op.method == "find_one":
+            checked.append(1)
+
+    plan = write.put_writes_plan(saver.ctx, cfg("t", s1["configurable"]["checkpoint_id"]),
+                                 [("v", 1)], "task", "")
+    with pytest.raises(ThreadDeletedError):
+        run_sync(tap(plan, _delete_before_the_first(Script, saver, lambda: checked), seen),
+                 saver._sync)
+    assert checked == [1, 1]  # passed the first time; the second delete removed it
+    assert stored(saver, "t") == [] and _mongo_left(saver, mongo_url) == 0

@@ -32,22 +32,22 @@ end
 
 def _deleted_ref(ref: int) -> str:
     """Lua refusing a write that names a deleted checkpoint: the member ``ARGV[ref]`` (a
-    put's parent, put_writes' checkpoint; ``''`` = none) that Redis does not hold, on a
-    thread whose tombstones (KEYS[9]) say that checkpoint or the whole thread was deleted,
-    gets ``DELETED <deletion time ms>``. The caller then asks MongoDB whether a checkpoint
-    of that id was stored after the delete (``copy_thread``, an import) and either raises
-    ``ThreadDeletedError`` or sends again with ``ARGV[ref + 1] = '0'`` (checked)."""
+    put's parent, put_writes' checkpoint, a subgraph's enclosing checkpoint; ``''`` =
+    none) that Redis does not hold and that a delete tombstoned (KEYS[9]: every delete
+    leaves a tombstone per checkpoint it removed, so a checkpoint not stored *yet* is never
+    taken for a deleted one) gets ``DELETED <deletion time ms>`` when that time is later
+    than ``ARGV[ref + 1]`` (ms; the caller found in MongoDB a checkpoint of that id stored
+    after a delete of that time, by ``copy_thread`` or an import, and sends again)."""
     return f"""
-if ARGV[{ref}] ~= '' and ARGV[{ref + 1}] == '1'
-   and redis.call('HEXISTS', KEYS[1], ARGV[{ref}]) == 0 then
-  local at = math.max(tonumber(redis.call('HGET', KEYS[9], '*') or '0'),
-                      tonumber(redis.call('HGET', KEYS[9], ARGV[{ref}]) or '0'))
-  if at > 0 then return redis.error_reply('DELETED ' .. at) end
+if ARGV[{ref}] ~= '' and redis.call('HEXISTS', KEYS[1], ARGV[{ref}]) == 0 then
+  local at = tonumber(redis.call('HGET', KEYS[9], ARGV[{ref}]) or '0')
+  if at > tonumber(ARGV[{ref + 1}]) then return redis.error_reply('DELETED ' .. at) end
 end
 """
 
+
 # ARGV: max_outbox, thread_id, outbox payload, member, ns, record, cv, expected head member
-# ('' = no expectation), new-thread flag, parent member ('' = none), check-deleted flag,
+# ('' = no expectation), new-thread flag, parent member ('' = none), checked-through ms,
 # then blob field/value pairs. A parent that was deleted is refused (see _deleted_ref).
 # With an expected head, the put is refused (STALE_HEAD <actual>) when another run has extended the
 # namespace meanwhile. With the new-thread flag ('1': a thread's first input checkpoint,
@@ -72,7 +72,7 @@ redis.call('HSETNX', KEYS[7], ARGV[5], ARGV[4])
 for i = 12, #ARGV, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
 """ + _PERSIST_AND_OUTBOX
 
-# ARGV: max_outbox, thread_id, outbox payload, checkpoint member, check-deleted flag, then
+# ARGV: max_outbox, thread_id, outbox payload, checkpoint member, checked-through ms, then
 # triples (field, value, overwrite 0/1). Ordinary writes are insert-once (HSETNX); special
 # channels overwrite (HSET). A deleted checkpoint is refused (see _deleted_ref).
 PUT_WRITES = _OUTBOX_BOUND + _deleted_ref(4) + r"""
@@ -228,8 +228,17 @@ redis.call('EXPIRE', KEYS[9], tonumber(ARGV[1]))
 return n
 """
 
-# Remove every key of the thread; tombstone '*' (see DELETE_PARTS). ARGV: tombstone ttl.
+# Remove every key of the thread; tombstone '*' (see DELETE_PARTS) and every checkpoint it
+# held (each member of the index, plus ARGV[2..]: those only MongoDB holds), so a late write
+# naming one of them is refused (_deleted_ref). ARGV: tombstone ttl, members...
 DELETE_THREAD = _NOW_MS + r"""
+local held = redis.call('ZRANGE', KEYS[3], 0, -1)
+for i = 1, #held, 1000 do
+  local pairs = {}
+  for j = i, math.min(i + 999, #held) do pairs[#pairs + 1] = held[j]; pairs[#pairs + 1] = now end
+  redis.call('HSET', KEYS[9], unpack(pairs))
+end
+for i = 2, #ARGV do redis.call('HSET', KEYS[9], ARGV[i], now) end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 redis.call('HSET', KEYS[9], '*', now)
 redis.call('EXPIRE', KEYS[9], tonumber(ARGV[1]))

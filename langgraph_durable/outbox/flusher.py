@@ -26,14 +26,15 @@ from bson.errors import InvalidDocument
 from pymongo.errors import BulkWriteError, DocumentTooLarge
 
 from ..context import Context
-from ..drivers import Clients, Mongo, Parallel, Pipeline, Plan, Script, run_async, run_sync
+from ..drivers import Clients, Mongo, Pipeline, Plan, Script, run_async, run_sync
 from ..durable import documents as D
 from ..errors import CorruptRecordError
 from ..hot.keys import CONSUMER_GROUP
 from ..hot.scripts import SETTLE
 from ..metrics import Metrics, safe_error
-from ..plans.write import bulk_ignoring_newer, stream_ms
-from ..records import SEP, CheckpointRecord, WriteRecord, split_field, unpack_blob
+from ..plans.fence import stream_ms, take_back_deleted
+from ..plans.write import bulk_ignoring_newer
+from ..records import SEP, CheckpointRecord, WriteRecord, unpack_blob
 
 log = logging.getLogger("langgraph_durable.flusher")
 
@@ -168,7 +169,7 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
     acked, stats.outbox_length = yield from _ack_and_settle(ctx, parsed)
     late = [e for e, ok in zip(parsed, acked) if not ok]
     if late:  # another consumer had acknowledged them: this round may have stalled
-        yield from _take_back_deleted(ctx, late)
+        yield from take_back_deleted(ctx, late)
     now_ms = time.time() * 1000
     stats.lags_s = [(now_ms - int(eid.split(b"-")[0])) / 1000 for eid in ids]
     stats.max_lag_s = max(stats.lags_s)
@@ -207,45 +208,6 @@ def _ack_and_settle(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) ->
     if settle:
         yield Pipeline(settle)
     return [bool(ok) for ok in acked[:len(ids)]], int(acked[-1])
-
-
-def _take_back_deleted(ctx: Context, late: list[tuple[bytes, str, list[Any]]]) -> Plan:
-    """No resurrection by a stalled ("zombie") round: for entries another consumer had
-    already acknowledged, look up the deletes' tombstones (``ThreadKeys.gone``); what this
-    round wrote from an entry older than a tombstone is deleted from MongoDB again. Deletes
-    write their tombstone in Redis before they delete in MongoDB, so either the delete
-    comes after this round's write, or this lookup sees the tombstone."""
-    threads = sorted({tid for _, tid, _ in late})
-    replies = yield Pipeline([["HGETALL", ctx.keys(t).gone] for t in threads])
-    stones: dict[str, dict[str, int]] = {}
-    for t, raw in zip(threads, replies):
-        items = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2])
-        stones[t] = {k.decode(): int(v) for k, v in items}
-    cps: list[str] = []
-    blobs: list[str] = []
-    writes: list[str] = []
-    for eid, tid, (kind, m, fields) in late:
-        gone = stones.get(tid) or {}
-        if not gone:
-            continue
-        at = int(eid.split(b"-")[0])
-        whole = gone.get("*", 0) > at
-        m_gone = whole or gone.get(m, 0) > at
-        ns, cid = m.split(SEP)
-        if kind == "cp":
-            if m_gone:
-                cps.append(D.doc_id(tid, ns, cid))
-            blobs += D.blob_ids(tid, [f for f in fields if whole or gone.get(f, 0) > at])
-        elif m_gone:
-            writes += [D.doc_id(tid, *split_field(f)) for f in fields]
-    cols = ctx.collections
-    ops = [Mongo(name, "delete_many", ({"_id": {"$in": ids}},))
-           for name, ids in ((cols.checkpoints, cps), (cols.blobs, blobs), (cols.writes, writes))
-           if ids]
-    if ops:
-        log.warning("a stalled flush round wrote %d records deleted meanwhile; removed again",
-                    len(cps) + len(blobs) + len(writes))
-        yield Parallel(ops)
 
 
 def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]],

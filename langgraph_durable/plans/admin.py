@@ -54,9 +54,14 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan:
     cols = ctx.collections
     q = {"thread_id": thread_id}
     keys = ctx.keys(thread_id)
-    # Redis first (with a tombstone), then MongoDB: a stalled flusher that writes an older
-    # copy after the MongoDB delete finds the tombstone and takes its copy out again
-    yield Script("delete_thread", [*keys.all, keys.gone], [TOMBSTONE_TTL_S])
+    held = yield Mongo(cols.checkpoints, "find", (q,),
+                       {"projection": {"_id": 0, "checkpoint_ns": 1, "checkpoint_id": 1}})
+    # Redis first (with tombstones), then MongoDB: a stalled flusher that writes an older
+    # copy after the MongoDB delete finds the tombstone and takes its copy out again, and a
+    # late write naming a deleted checkpoint is refused
+    yield Script("delete_thread", [*keys.all, keys.gone],
+                 [TOMBSTONE_TTL_S, *(member(d["checkpoint_ns"], d["checkpoint_id"])
+                                     for d in held)])
     yield Parallel([
         Mongo(cols.checkpoints, "delete_many", (q,)),
         Mongo(cols.blobs, "delete_many", (q,)),

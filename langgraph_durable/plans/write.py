@@ -40,6 +40,7 @@ from ..records import (
     write_field,
     write_idx,
 )
+from .fence import stream_ms, take_back_deleted
 
 
 def thread_ns(config: RunnableConfig) -> tuple[str, str]:
@@ -71,17 +72,12 @@ def dumps(ctx: Context, value: Any, *, thread_id: str, what: str) -> Typed:
     return typed
 
 
-def stream_ms(entry_id: bytes | str) -> int:
-    """The Redis server time (ms) in an outbox stream entry id ``<ms>-<seq>``."""
-    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    return int(text.split("-")[0])
-
-
 def _send(ctx: Context, thread_id: str, script: str, args: list[Any], ref: int) -> Plan:
     """Run a writing script; apply the outbox-full policy; on a cluster XADD separately.
     ``args[ref]`` is the member of the checkpoint the write names (a put's parent,
-    put_writes' checkpoint; ``""`` = none) and ``args[ref + 1]`` the check-deleted flag
-    (``_deleted_ref`` in hot/scripts.py). Returns the outbox entry id."""
+    put_writes' checkpoint; ``""`` = none) and ``args[ref + 1]`` the time (ms) through
+    which MongoDB showed it stored again after a delete (``_deleted_ref`` in
+    hot/scripts.py; ``"0"`` at first). Returns the outbox entry id."""
     keys = ctx.script_keys(thread_id)
     deadline = time.monotonic() + (
         ctx.config.outbox_full_timeout_s if ctx.config.on_outbox_full == "block" else 0
@@ -95,8 +91,8 @@ def _send(ctx: Context, thread_id: str, script: str, args: list[Any], ref: int) 
             if str(exc).startswith("DELETED"):
                 deleted_at = int(str(exc).split(" ", 1)[1])
                 yield from _check_deleted(ctx, thread_id, args[ref], deleted_at)
-                args[ref + 1] = "0"  # stored again after the delete: write it
-                continue
+                args[ref + 1] = str(deleted_at)  # stored again since: refused only by a
+                continue                          # later delete
             if str(exc).startswith("STALE_HEAD"):
                 head = str(exc).split(" ", 1)[1]
                 raise ConcurrentRunError(
@@ -190,7 +186,7 @@ def put_plan(
     # on a thread Redis holds nothing of starts a new thread: Redis then holds all of it
     fresh = parent is None and ns == "" and md.get("step") == -1
     args: list[Any] = [ctx.config.max_outbox, tid, payload, m, ns, rec.pack(), rec.pack_index(),
-                       expect, "1" if fresh else "0", _named(config, ns, parent), "1"]
+                       expect, "1" if fresh else "0", _named(config, ns, parent), "0"]
     for f, typed in blobs:
         args += [f, pack_blob(typed)]
     entry = yield from _send(ctx, tid, "put", args, 9)
@@ -205,6 +201,8 @@ def put_plan(
                              ([D.upsert(D.blob_doc(tid, f, t)) for f, t in blobs],),
                              {"ordered": False}))
         yield Parallel(ops)
+        # a delete that ran since the Redis write must not be undone by this MongoDB write
+        yield from take_back_deleted(ctx, [(entry, tid, ["cp", m, [f for f, _ in blobs]])])
     return config_of(tid, ns, cid)
 
 
@@ -236,13 +234,14 @@ def put_writes_plan(
         recs.append(WriteRecord(task_id, idx, ch, typed, task_path or "", seq))
     fields = [write_field(ns, cid, task_id, w.idx) for w in recs]
     payload = ormsgpack.packb(["w", member(ns, cid), fields])
-    args: list[Any] = [ctx.config.max_outbox, tid, payload, member(ns, cid), "1"]
+    args: list[Any] = [ctx.config.max_outbox, tid, payload, member(ns, cid), "0"]
     for f, w in zip(fields, recs):
         args += [f, w.pack(), "1" if w.idx < 0 else "0"]
-    yield from _send(ctx, tid, "put_writes", args, 3)
+    entry = yield from _send(ctx, tid, "put_writes", args, 3)
     if ctx.config.durability == "strict":
         docs = [D.upsert_write(D.write_doc(tid, ns, cid, w)) for w in recs]
         yield from bulk_ignoring_newer(ctx.collections.writes, docs)
+        yield from take_back_deleted(ctx, [(entry, tid, ["w", member(ns, cid), fields])])
     return None
 
 

@@ -1,0 +1,61 @@
+"""Fencing MongoDB writes that a delete overtook: what was written from an outbox entry
+older than a delete's tombstone is taken out of MongoDB again (sans-I/O plan)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..context import Context
+from ..drivers import Mongo, Parallel, Pipeline, Plan
+from ..durable import documents as D
+from ..records import SEP, split_field
+
+log = logging.getLogger("langgraph_durable.flusher")
+
+
+def stream_ms(entry_id: bytes | str) -> int:
+    """The Redis server time (ms) in an outbox stream entry id ``<ms>-<seq>``."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return int(text.split("-")[0])
+
+
+def take_back_deleted(ctx: Context, late: list[tuple[bytes, str, list[Any]]]) -> Plan:
+    """No resurrection by a write to MongoDB that a delete overtook (a stalled "zombie"
+    flush round whose entries another consumer had acknowledged; a strict-mode put): for
+    the outbox entries ``late`` (``(entry id, thread_id, payload)``) whose records were just
+    written, look up the deletes' tombstones (``ThreadKeys.gone``); what this
+    round wrote from an entry older than a tombstone is deleted from MongoDB again. Deletes
+    write their tombstone in Redis before they delete in MongoDB, so either the delete
+    comes after this round's write, or this lookup sees the tombstone."""
+    threads = sorted({tid for _, tid, _ in late})
+    replies = yield Pipeline([["HGETALL", ctx.keys(t).gone] for t in threads])
+    stones: dict[str, dict[str, int]] = {}
+    for t, raw in zip(threads, replies):
+        items = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2])
+        stones[t] = {k.decode(): int(v) for k, v in items}
+    cps: list[str] = []
+    blobs: list[str] = []
+    writes: list[str] = []
+    for eid, tid, (kind, m, fields) in late:
+        gone = stones.get(tid) or {}
+        if not gone:
+            continue
+        at = stream_ms(eid)
+        whole = gone.get("*", 0) > at
+        m_gone = whole or gone.get(m, 0) > at
+        ns, cid = m.split(SEP)
+        if kind == "cp":
+            if m_gone:
+                cps.append(D.doc_id(tid, ns, cid))
+            blobs += D.blob_ids(tid, [f for f in fields if whole or gone.get(f, 0) > at])
+        elif m_gone:
+            writes += [D.doc_id(tid, *split_field(f)) for f in fields]
+    cols = ctx.collections
+    ops = [Mongo(name, "delete_many", ({"_id": {"$in": ids}},))
+           for name, ids in ((cols.checkpoints, cps), (cols.blobs, blobs), (cols.writes, writes))
+           if ids]
+    if ops:
+        log.warning("a MongoDB write overtaken by a delete stored %d deleted records; "
+                    "removed again", len(cps) + len(blobs) + len(writes))
+        yield Parallel(ops)
