@@ -77,7 +77,8 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
             ``max_input_tokens``, a dict of several (all must hold) or a list (any).
             A history over ``max_tokens`` always compacts.
         keep: What is kept verbatim: ``("messages", n)``, ``("tokens", n)`` or
-            ``("fraction", f)``; defaults to ``("tokens", max_tokens // 2)``.
+            ``("fraction", f)``; defaults to ``("tokens", max_tokens // 2)`` with a
+            ``model``, to as much as fits ``max_tokens`` without one.
         max_tokens: Budget (tokens) of every model call's messages, system prompt
             included. Defaults to the smallest token threshold of ``trigger``, else the
             profile's ``max_input_tokens``.
