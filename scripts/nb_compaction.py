@@ -220,6 +220,52 @@ with DurableSaver.from_urls(redis_srv.url, mongo_srv.url, **summary_options) as 
           f"{summarizer2.calls} new summaries; summary now has "
           f"{len(values['summary'].splitlines())} lines")
     assert summarizer2.calls >= 1"""),
+    ("md", """## The whole conversation is still there
+
+Compaction removes messages from the *current* state; the checkpoints written before keep
+them. `transcript(saver, config)` walks the thread's checkpoints and rebuilds the full,
+uncompacted conversation, each message once, in order (here from MongoDB, as Redis no
+longer holds the thread)."""),
+    ("code", """from langgraph_durable.compaction import transcript
+
+with DurableSaver.from_urls(redis_srv.url, mongo_srv.url, **summary_options) as saver:
+    full = transcript(saver, config)
+    current = saver.get_tuple(config).checkpoint["channel_values"]["messages"]
+users = [m for m in full if isinstance(m, HumanMessage)]
+print(f"{len(full)} messages in the transcript ({len(users)} user turns), "
+      f"{len(current)} in the compacted state")
+assert [m.id for m in users] == [f"h{n}" for n in range(1, TURNS + 11)]"""),
+    ("md", """## LangChain 1.x agents: `CompactionMiddleware` against `SummarizationMiddleware`
+
+With `langchain.agents.create_agent`, compaction is middleware:
+`create_agent(model, tools, middleware=[CompactionMiddleware(summary_model,
+trigger=("tokens", 4000), keep=("tokens", 2000))], checkpointer=saver)`.
+`scripts/compaction_compare.py` runs one scripted 200-turn conversation (tool calls every
+third turn, two parallel ones every sixth) through `create_agent` twice on `DurableSaver`,
+with ours and with LangChain's `SummarizationMiddleware`, same options, and records what the
+agent model received on every call."""),
+    ("code", """import sys
+from pathlib import Path
+
+from IPython.display import Markdown, display
+
+sys.path.insert(0, str(Path.cwd().parent / "scripts"))
+import compaction_compare
+
+side = compaction_compare.compare(200, (redis_srv.url, mongo_srv.url))
+display(Markdown(compaction_compare.table(side)))
+ours, theirs = side["runs"]["ours"], side["runs"]["langchain"]
+assert ours["max_tokens"] <= side["trigger"] and ours["broken_pairs"] == 0
+assert ours["not_user_turn_first"] == 0"""),
+    ("code", """fig, ax = plt.subplots(figsize=(8, 4))
+for run in side["runs"].values():
+    ax.plot(range(1, side["turns"] + 1), run["turn_max_tokens"], lw=1, label=run["label"])
+ax.axhline(side["trigger"], color="grey", lw=0.8, ls="--", label="trigger")
+ax.set_xlabel("turn")
+ax.set_ylabel("largest model-call input of the turn (tokens)")
+ax.legend()
+ax.grid(alpha=0.3)
+plt.show()"""),
     ("code", """import pymongo
 
 mongo = pymongo.MongoClient(mongo_srv.url)

@@ -47,31 +47,97 @@ def window_start(
     *,
     keep_tokens: int | None,
     keep_last: int | None,
+    start_on: str | None = None,
 ) -> int:
     """Return the index of the first message of ``body`` that is kept verbatim.
 
-    The window is the last ``keep_last`` messages, or the longest tail of at most
-    ``keep_tokens`` tokens. The last message is always kept. The start then moves back over
-    ``ToolMessage``s so that an ``AIMessage`` with ``tool_calls`` stays with all of its tool
-    results (the window may therefore be larger than asked for).
+    The window is the last ``keep_last`` messages and/or the longest tail of at most
+    ``keep_tokens`` tokens (the shorter of the two when both are given). The last message
+    is always kept. The start then moves back over ``ToolMessage``s so that an
+    ``AIMessage`` with ``tool_calls`` stays with all of its tool results (the window may
+    therefore be larger than asked for). With ``start_on`` (a message type such as
+    ``"human"``) the start then moves forward to the next message of that type inside the
+    window, or, when the window holds none, back to the previous one (so the window may
+    again be larger than asked for).
     """
     if not body:
         return 0
+    start = 0
     if keep_last is not None:
-        start = max(0, len(body) - keep_last)
-    else:
-        budget = keep_tokens or 0
+        start = max(start, len(body) - keep_last)
+    if keep_tokens is not None:
         used = 0
-        start = len(body)
+        tail = len(body)
         for i in range(len(body) - 1, -1, -1):
             used += counter([body[i]])
-            if used > budget:
+            if used > keep_tokens:
                 break
-            start = i
+            tail = i
+        start = max(start, tail)
     start = min(start, len(body) - 1)
     while start > 0 and isinstance(body[start], ToolMessage):
         start -= 1
+    return align_start(body, start, start_on)
+
+
+def align_start(body: Sequence[BaseMessage], start: int, start_on: str | None) -> int:
+    """Move ``start`` onto a message of type ``start_on``: forward if one follows, else back.
+
+    Returns ``start`` unchanged when ``start_on`` is ``None`` or ``body`` has no message of
+    that type. A message of type ``"human"`` never sits inside a tool-call group, so the
+    result stays pair-safe.
+    """
+    if start_on is None or not body:
+        return start
+    for i in range(start, len(body)):
+        if body[i].type == start_on:
+            return i
+    for i in range(min(start, len(body) - 1), -1, -1):
+        if body[i].type == start_on:
+            return i
     return start
+
+
+def _boundaries(body: Sequence[BaseMessage], start_on: str | None) -> list[int]:
+    """Indexes where a kept window may begin without splitting a tool-call group."""
+    out = []
+    for i, message in enumerate(body):
+        if isinstance(message, ToolMessage):
+            continue
+        if start_on is not None and message.type != start_on:
+            continue
+        out.append(i)
+    return out
+
+
+def fit_window(
+    head: Sequence[BaseMessage],
+    body: Sequence[BaseMessage],
+    counter: TokenCounter,
+    budget: int,
+    start_on: str | None,
+) -> int:
+    """Return the earliest start of ``body`` such that ``head + body[start:]`` fits ``budget``.
+
+    Only pair-safe starts (not a ``ToolMessage``; of type ``start_on`` when given) are
+    considered, and the whole list is counted at once (``counter`` need not be additive).
+    When even the last such start does not fit, that start is returned (the result is then
+    over budget: a single turn larger than the budget is never cut in half). When ``body``
+    has no such start at all, ``len(body) - 1`` (or ``0`` for an empty body) is returned.
+    """
+    starts = _boundaries(body, start_on)
+    if not starts:
+        starts = _boundaries(body, None) or [max(0, len(body) - 1)]
+    lo, hi = 0, len(starts) - 1
+    found = starts[-1]
+    while lo <= hi:  # suffix tokens shrink as the start moves right: binary search
+        mid = (lo + hi) // 2
+        if counter([*head, *body[starts[mid] :]]) <= budget:
+            found = starts[mid]
+            hi = mid - 1
+        else:
+            lo = mid + 1
+    return found
 
 
 def content_text(content: str | list[str | dict[Any, Any]]) -> str:

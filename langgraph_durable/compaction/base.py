@@ -12,7 +12,8 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import Runnable, RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from ._messages import Split, split_history, window_start
+from ._messages import Split, fit_window, split_history, window_start
+from ._options import Clause, clause_met
 from .state import CompactionInfo, TokenCounter
 
 logger = logging.getLogger("langgraph_durable.compaction")
@@ -56,6 +57,16 @@ class BaseCompactor:
         token_counter: Counts the tokens of a list of messages.
         messages_key: State key of the message list.
         info_key: State key that receives the ``CompactionInfo`` report.
+        trigger: Resolved extra trigger clauses (``{"tokens": n}`` and/or
+            ``{"messages": n}``, all of a clause must be reached, any clause triggers);
+            a history over ``max_tokens`` always triggers.
+        start_on: Message type (e.g. ``"human"``) the kept conversation must start with,
+            after the system prompt and the summary; ``None`` for no constraint.
+
+    Attributes:
+        reserve_tokens: Tokens the caller sends besides the history (e.g. a system prompt
+            kept outside the state); the effective budget is ``max_tokens`` minus this.
+            ``0`` unless set (``CompactionMiddleware`` sets it).
 
     Raises:
         ValueError: If a budget is not positive, ``keep_tokens`` exceeds ``max_tokens``
@@ -74,6 +85,8 @@ class BaseCompactor:
         messages_key: str,
         info_key: str,
         default_keep_tokens: int,
+        trigger: list[Clause] | None = None,
+        start_on: str | None = None,
     ) -> None:
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
@@ -91,6 +104,20 @@ class BaseCompactor:
         self.token_counter: TokenCounter = token_counter or count_tokens_approximately
         self.messages_key = messages_key
         self.info_key = info_key
+        self.trigger: list[Clause] = list(trigger or [])
+        self.start_on = start_on
+        self.reserve_tokens = 0
+
+    @property
+    def budget(self) -> int:
+        """Tokens the history may use: ``max_tokens - reserve_tokens`` (at least 1)."""
+        return max(1, self.max_tokens - self.reserve_tokens)
+
+    def triggered(self, messages: list[BaseMessage], tokens: int) -> bool:
+        """Whether a history of ``tokens`` tokens and ``len(messages)`` messages compacts."""
+        if tokens > self.budget:
+            return True
+        return any(clause_met(c, tokens, len(messages)) for c in self.trigger)
 
     # -- planning -------------------------------------------------------------------------
 
@@ -116,7 +143,7 @@ class BaseCompactor:
         if not messages:
             return None
         tokens = self.token_counter(messages)
-        if tokens <= self.max_tokens:
+        if not self.triggered(messages, tokens):
             return None
         split = split_history(messages)
         start = window_start(
@@ -124,6 +151,7 @@ class BaseCompactor:
             self.token_counter,
             keep_tokens=self._window_tokens(split),
             keep_last=self.keep_last,
+            start_on=self.start_on,
         )
         if start == 0:
             logger.debug("history over budget (%d tokens) but nothing left to fold", tokens)
@@ -134,6 +162,26 @@ class BaseCompactor:
             kept=split.body[start:],
             tokens_before=tokens,
             previous_summary=self._previous_summary(state, split),
+        )
+
+    def trimmed(self, plan: Plan) -> Plan:
+        """``plan`` with the kept window cut to fit the budget next to the existing head.
+
+        Used when no summary can be written: the system prompt and the existing summary
+        message stay, and the kept window is the longest pair-safe tail (starting on
+        ``start_on``) that fits ``budget`` together with them and is no longer than the
+        window ``plan`` chose.
+        """
+        split = plan.split
+        head = [m for m in (split.system, split.summary) if m is not None]
+        fitting = fit_window(head, split.body, self.token_counter, self.budget, self.start_on)
+        start = max(fitting, len(plan.folded))
+        return Plan(
+            split=split,
+            folded=split.body[:start],
+            kept=split.body[start:],
+            tokens_before=plan.tokens_before,
+            previous_summary=plan.previous_summary,
         )
 
     # -- updates --------------------------------------------------------------------------
@@ -152,22 +200,30 @@ class BaseCompactor:
         return [RemoveMessage(id=REMOVE_ALL_MESSAGES), *head, *plan.kept]
 
     def _success(
-        self, plan: Plan, summary: BaseMessage | None, extra: dict[str, Any] | None = None
+        self,
+        plan: Plan,
+        summary: BaseMessage | None,
+        extra: dict[str, Any] | None = None,
+        *,
+        error: str | None = None,
     ) -> dict[str, Any]:
         head = [m for m in (plan.split.system, summary) if m is not None]
         tokens_after = self.token_counter([*head, *plan.kept])
         info: CompactionInfo = {
             "strategy": self.strategy,
-            "error": None,
+            "error": error,
             "folded": len(plan.folded),
             "kept": len(plan.kept),
             "tokens_before": plan.tokens_before,
             "tokens_after": tokens_after,
-            "over_budget": tokens_after > self.max_tokens,
+            "over_budget": tokens_after > self.budget,
         }
+        if error is not None:
+            info["fallback"] = "trim"
         logger.info(
-            "%s: folded %d messages, kept %d, tokens %d -> %d",
+            "%s%s: folded %d messages, kept %d, tokens %d -> %d",
             self.strategy,
+            " (trim fallback)" if error is not None else "",
             len(plan.folded),
             len(plan.kept),
             plan.tokens_before,

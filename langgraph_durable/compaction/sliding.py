@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._messages import Split
+from ._options import TriggerSpec, normalize_trigger
 from .base import BaseCompactor
 from .state import TokenCounter
 
@@ -29,9 +30,14 @@ class SlidingWindow(BaseCompactor):
             ``count_tokens_approximately``.
         messages_key: State key of the messages.
         info_key: State key that receives the ``CompactionInfo`` report.
+        trigger: Extra conditions that trim before ``max_tokens`` is reached:
+            ``("tokens", n)``, ``("messages", n)``, a dict of several (all must hold) or
+            a list (any may hold). Fractions need a model profile and are refused here.
+        start_on: Message type the kept conversation starts on (after the system prompt
+            and the summary), e.g. ``"human"``; ``None`` (default) for no constraint.
 
     Raises:
-        ValueError: On invalid budgets (see ``BaseCompactor``).
+        ValueError: On invalid budgets (see ``BaseCompactor``) or an invalid ``trigger``.
     """
 
     strategy = "sliding_window"
@@ -45,6 +51,8 @@ class SlidingWindow(BaseCompactor):
         token_counter: TokenCounter | None = None,
         messages_key: str = "messages",
         info_key: str = "compaction",
+        trigger: TriggerSpec | None = None,
+        start_on: str | None = None,
     ) -> None:
         super().__init__(
             max_tokens=max_tokens,
@@ -54,13 +62,15 @@ class SlidingWindow(BaseCompactor):
             messages_key=messages_key,
             info_key=info_key,
             default_keep_tokens=max_tokens,
+            trigger=normalize_trigger(trigger, None),
+            start_on=start_on,
         )
 
     def _window_tokens(self, split: Split) -> int | None:
         if self.keep_tokens is None:
             return None
         head = [m for m in (split.system, split.summary) if m is not None]
-        room = self.max_tokens - (self.token_counter(head) if head else 0)
+        room = self.budget - (self.token_counter(head) if head else 0)
         return max(0, min(self.keep_tokens, room))
 
     def __call__(self, state: Any) -> dict[str, Any]:

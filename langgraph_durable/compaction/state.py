@@ -30,20 +30,27 @@ class CompactionInfo(TypedDict, total=False):
     Keys:
         strategy: ``"summary_buffer"`` or ``"sliding_window"``.
         error: ``None`` on success, otherwise ``"ExceptionType: message"`` of the
-            summarising model's failure (the history was then left untouched).
+            summarising model's failure or timeout.
+        fallback: Present after a failure: ``"trim"`` when the history was trimmed to the
+            budget instead (``on_failure="trim"``, the default; the summary stays as it
+            was and the next compaction asks the model again), ``"keep"`` when it was
+            left untouched (``on_failure="keep"``).
         folded: Number of messages removed from the history (summarised or dropped).
         kept: Number of conversation messages kept verbatim (the leading system prompt
             and the summary message are not counted).
-        pending: On failure, the number of messages that would have been folded.
+        pending: With ``fallback="keep"``, the number of messages that would have been
+            folded.
         tokens_before: Tokens of the whole history before compaction.
         tokens_after: Tokens of the whole history after compaction (equal to
-            ``tokens_before`` on failure).
-        over_budget: ``True`` when the history is still larger than ``max_tokens``
-            after compaction (e.g. a single message larger than the budget).
+            ``tokens_before`` when left untouched).
+        over_budget: ``True`` when the history is still larger than the budget
+            (``max_tokens`` minus ``reserve_tokens``) after compaction (e.g. a single
+            message larger than the budget).
     """
 
     strategy: str
     error: str | None
+    fallback: str
     folded: int
     kept: int
     pending: int

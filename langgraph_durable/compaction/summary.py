@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -14,6 +14,7 @@ from langgraph.constants import TAG_NOSTREAM
 from langgraph.errors import GraphBubbleUp
 
 from ._messages import Split, content_text, render_messages
+from ._options import TriggerSpec, normalize_trigger, profile_limit
 from .base import BaseCompactor, Plan, _get, logger
 from .state import SUMMARY_MESSAGE_ID, CompactionInfo, TokenCounter
 
@@ -48,10 +49,14 @@ class SummaryBuffer(BaseCompactor):
     ``SystemMessage`` with id ``SUMMARY_MESSAGE_ID`` right after the leading system prompt.
     An ``AIMessage`` with tool calls is never separated from its ``ToolMessage``s.
 
-    If the model raises, times out or answers with empty text, the history is left
-    untouched, the failure is logged (message content only at DEBUG) and reported in the
-    ``compaction`` state key; the graph continues. Running it twice in a row changes
-    nothing the second time.
+    If the model raises, times out or answers with empty text, the failure is logged
+    (message content only at DEBUG) and reported in the ``compaction`` state key, and with
+    ``on_failure="trim"`` (the default) the history is trimmed like ``SlidingWindow`` would:
+    the oldest messages are dropped until the rest fits the budget and the verbatim
+    window, pair-safe and starting on ``start_on``; the summary stays as it was and the
+    next compaction asks the model again. The dropped messages remain in the thread's
+    earlier checkpoints (see ``transcript``). The graph continues either way. Running it
+    twice in a row changes nothing the second time.
 
     Args:
         model: Chat model that writes the summary (``invoke``/``ainvoke`` are used).
@@ -70,10 +75,19 @@ class SummaryBuffer(BaseCompactor):
         messages_key: State key of the messages.
         summary_key: State key that receives the summary text.
         info_key: State key that receives the ``CompactionInfo`` report.
+        trigger: Extra conditions that compact before ``max_tokens`` is reached, in
+            LangChain's forms: ``("tokens", n)``, ``("messages", n)``,
+            ``("fraction", f)`` of ``model.profile["max_input_tokens"]``, a dict of
+            several (all must hold) or a list (any may hold).
+        start_on: Message type the kept conversation starts on (after the system prompt
+            and the summary), e.g. ``"human"``; ``None`` (default) for no constraint.
+        on_failure: ``"trim"`` (default) drops the oldest messages to fit the budget when
+            no summary comes; ``"keep"`` leaves the history untouched.
 
     Raises:
         ValueError: On invalid budgets (see ``BaseCompactor``), a non-positive
-            ``timeout_s`` or templates missing their placeholders.
+            ``timeout_s``, templates missing their placeholders, an invalid ``trigger``
+            or an unknown ``on_failure``.
     """
 
     strategy = "summary_buffer"
@@ -92,6 +106,9 @@ class SummaryBuffer(BaseCompactor):
         messages_key: str = "messages",
         summary_key: str = "summary",
         info_key: str = "compaction",
+        trigger: TriggerSpec | None = None,
+        start_on: str | None = None,
+        on_failure: Literal["trim", "keep"] = "trim",
     ) -> None:
         super().__init__(
             max_tokens=max_tokens,
@@ -101,7 +118,12 @@ class SummaryBuffer(BaseCompactor):
             messages_key=messages_key,
             info_key=info_key,
             default_keep_tokens=max(1, max_tokens // 2),
+            trigger=normalize_trigger(trigger, profile_limit(model)),
+            start_on=start_on,
         )
+        if on_failure not in ("trim", "keep"):
+            raise ValueError(f"on_failure must be 'trim' or 'keep', got {on_failure!r}")
+        self.on_failure = on_failure
         if "{summary}" not in prompt or "{messages}" not in prompt:
             raise ValueError("prompt must contain the {summary} and {messages} placeholders")
         if "{summary}" not in summary_message:
@@ -177,9 +199,18 @@ class SummaryBuffer(BaseCompactor):
     # -- results --------------------------------------------------------------------------
 
     def _failure(self, plan: Plan, exc: Exception) -> dict[str, Any]:
+        error = f"{type(exc).__name__}: {exc}"
+        logger.debug("summary compaction failure detail", exc_info=exc)
+        if self.on_failure == "trim":
+            logger.warning(
+                "summary compaction failed (%s); trimming the history to the budget instead",
+                type(exc).__name__,
+            )
+            return self._success(self.trimmed(plan), plan.split.summary, error=error)
         info: CompactionInfo = {
             "strategy": self.strategy,
-            "error": f"{type(exc).__name__}: {exc}",
+            "error": error,
+            "fallback": "keep",
             "folded": 0,
             "kept": len(plan.split.body),
             "pending": len(plan.folded),
@@ -193,7 +224,6 @@ class SummaryBuffer(BaseCompactor):
             len(plan.split.body),
             plan.tokens_before,
         )
-        logger.debug("summary compaction failure detail", exc_info=exc)
         return {self.info_key: info}
 
     def _finish(self, plan: Plan, summary: str) -> dict[str, Any]:

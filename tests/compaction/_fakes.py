@@ -94,3 +94,66 @@ def apply(messages: list[BaseMessage], update: dict[str, Any]) -> list[BaseMessa
         return list(messages)
     merged: Any = add_messages(cast(Any, messages), update["messages"])
     return list(merged)
+
+
+class ScriptedAgentModel(GenericFakeChatModel):
+    """Agent model for ``create_agent`` tests: answers turn ``n`` (the id ``h<n>`` of the
+    last user message it received) and records every prompt it was sent.
+
+    Every third turn it first calls ``lookup`` (``c<n>``, call ids ``call<n>``), every sixth
+    turn with two parallel calls (``call<n>``, ``call<n>b``); the answer is ``a<n>`` with
+    ``pad`` characters of text.
+    """
+
+    messages: Any = iter(())
+    pad: int = 200
+    prompts: list[list[BaseMessage]] = []
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedAgentModel:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+        from langchain_core.outputs import ChatGeneration
+
+        self.prompts.append(list(messages))
+        humans = [m for m in messages if isinstance(m, HumanMessage)]
+        n = int(str(humans[-1].id)[1:])
+        if n % 3 == 0 and not isinstance(messages[-1], ToolMessage):
+            calls = [{"name": "lookup", "args": {"q": f"q{n}"}, "id": f"call{n}"}]
+            if n % 6 == 0:
+                calls.append({"name": "lookup", "args": {"q": f"r{n}"}, "id": f"call{n}b"})
+            reply = AIMessage("", tool_calls=calls, id=f"c{n}")
+        else:
+            reply = AIMessage(f"a{n} " + "x" * self.pad, id=f"a{n}")
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    async def _agenerate(self, *args: Any, **kwargs: Any) -> ChatResult:
+        return self._generate(*args, **kwargs)
+
+
+def pairs_intact(prompt: Sequence[BaseMessage]) -> bool:
+    """Every tool call of an ``AIMessage`` in ``prompt`` has its ``ToolMessage`` right after
+    it (before the next non-tool message), and every ``ToolMessage`` follows its call."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    open_calls: set[str] = set()
+    for message in prompt:
+        if isinstance(message, ToolMessage):
+            if message.tool_call_id not in open_calls:
+                return False
+            open_calls.discard(message.tool_call_id)
+            continue
+        if open_calls:
+            return False
+        if isinstance(message, AIMessage):
+            open_calls = {str(c["id"]) for c in message.tool_calls}
+    return not open_calls
+
+
+def starts_on_human_turn(prompt: Sequence[BaseMessage]) -> bool:
+    """The first message after system messages (prompt, summary) is a user's ``h<n>``."""
+    from langchain_core.messages import HumanMessage
+
+    rest = [m for m in prompt if m.type != "system"]
+    return bool(rest) and isinstance(rest[0], HumanMessage) and str(rest[0].id).startswith("h")

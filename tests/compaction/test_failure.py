@@ -1,4 +1,5 @@
-"""Failure handling of ``SummaryBuffer``: errors and timeouts leave the history untouched."""
+"""Failure handling of ``SummaryBuffer``: errors and timeouts trim the history to the budget
+(``on_failure="trim"``, the default) or leave it untouched (``on_failure="keep"``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from typing import Any, cast
 
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -31,15 +38,34 @@ HISTORY: list[BaseMessage] = [
 
 
 def expected_report(error: str) -> dict[str, Any]:
+    """The report when the history is left untouched (``on_failure="keep"``)."""
     return {
         "strategy": "summary_buffer",
         "error": error,
+        "fallback": "keep",
         "folded": 0,
         "kept": 7,
         "pending": 4,
         "tokens_before": 80,
         "tokens_after": 80,
         "over_budget": True,
+    }
+
+
+def trimmed_update(error: str) -> dict[str, Any]:
+    """The update of the trim fallback: the 4 oldest messages go, the summary window stays."""
+    return {
+        "messages": [RemoveMessage(id=i) for i in ("h1", "a1", "h2", "a2")],
+        "compaction": {
+            "strategy": "summary_buffer",
+            "error": error,
+            "fallback": "trim",
+            "folded": 4,
+            "kept": 3,
+            "tokens_before": 80,
+            "tokens_after": 40,
+            "over_budget": False,
+        },
     }
 
 
@@ -50,10 +76,24 @@ def buffer(model: Any, **kwargs: Any) -> SummaryBuffer:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-async def test_model_error_leaves_history_untouched_and_is_reported(
+async def test_model_error_trims_to_the_budget_by_default(
     mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     buf = buffer(FailingChatModel())
+    caplog.set_level(logging.INFO, logger="langgraph_durable.compaction")
+    state = {"messages": list(HISTORY)}
+    update = await buf.acall(state) if mode == "async" else buf(state)
+    assert update == trimmed_update("RuntimeError: provider down")
+    assert [r.levelname for r in caplog.records] == ["WARNING", "INFO"]
+    for record in caplog.records:  # no message content at INFO and above
+        assert SECRET not in record.getMessage()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_model_error_with_keep_leaves_history_untouched_and_is_reported(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    buf = buffer(FailingChatModel(), on_failure="keep")
     caplog.set_level(logging.DEBUG, logger="langgraph_durable.compaction")
     state = {"messages": list(HISTORY)}
     update = await buf.acall(state) if mode == "async" else buf(state)
@@ -70,26 +110,26 @@ async def test_model_error_leaves_history_untouched_and_is_reported(
 def test_empty_summary_counts_as_failure() -> None:
     model, _ = summariser("   ")
     update = buffer(model)({"messages": list(HISTORY)})
-    assert update == {"compaction": expected_report("ValueError: summary model returned no text")}
+    assert update == trimmed_update("ValueError: summary model returned no text")
 
 
-def test_sync_timeout_leaves_history_untouched() -> None:
+def test_sync_timeout_trims_to_the_budget() -> None:
     gate = threading.Event()
     try:
         update = buffer(BlockingChatModel(gate=gate), timeout_s=0.05)({"messages": HISTORY})
     finally:
         gate.set()  # release the abandoned worker thread
-    assert update == {"compaction": expected_report("TimeoutError: no summary within 0.05 s")}
+    assert update == trimmed_update("TimeoutError: no summary within 0.05 s")
 
 
 async def test_async_timeout_leaves_history_untouched() -> None:
-    buf = buffer(BlockingChatModel(gate=threading.Event()), timeout_s=0.05)
+    buf = buffer(BlockingChatModel(gate=threading.Event()), timeout_s=0.05, on_failure="keep")
     update = await buf.acall({"messages": HISTORY})
     assert update == {"compaction": expected_report("TimeoutError: no summary within 0.05 s")}
 
 
 def test_graph_continues_after_a_failed_compaction() -> None:
-    buf = buffer(FailingChatModel())
+    buf = buffer(FailingChatModel(), on_failure="keep")
     chat = FakeListChatModel(responses=["a4"])
 
     def reply(state: SummaryState) -> dict[str, Any]:
