@@ -25,7 +25,7 @@ from typing_extensions import TypedDict
 from faults.common import tap
 from langgraph_durable import DurableSaver, ThreadDeletedError
 from langgraph_durable.drivers import Mongo, Parallel, Script, run_sync
-from langgraph_durable.plans import write
+from langgraph_durable.plans import admin, write
 
 
 def cfg(thread: str, checkpoint_id: str | None = None) -> dict:
@@ -340,3 +340,38 @@ def test_a_delete_between_the_mongodb_check_and_the_retry_still_refuses(
                  saver._sync)
     assert checked == [1, 1]  # passed the first time; the second delete removed it
     assert stored(saver, "t") == [] and _mongo_left(saver, mongo_url) == 0
+
+
+def test_a_new_run_flushed_while_the_delete_runs_is_not_deleted_with_it(
+    saver, redis_client
+) -> None:
+    """The delete removes Redis, then MongoDB: a new run's first checkpoint, put and
+    flushed in between, is newer than the delete and stays (it used to be deleted from
+    MongoDB and lost once its hot keys expired). Stored-at times have millisecond
+    precision: a put in the very millisecond of the delete counts as before it, so this
+    one waits for the next millisecond of the Redis clock."""
+    put(saver, cfg("t"), 0)
+    deleted_at: list[int] = []
+    new: list[dict] = []
+
+    def redis_ms() -> int:
+        sec, usec = redis_client.time()
+        return sec * 1000 + usec // 1000
+
+    def after(op: Any, result: Any, error: Any) -> None:
+        if isinstance(op, Script):
+            deleted_at.append(int(result))
+
+    def between(op: Any) -> None:
+        if isinstance(op, Parallel) and not new:  # the delete's MongoDB step comes next
+            while redis_ms() <= deleted_at[0]:
+                pass
+            new.append(put(saver, cfg("t"), 0, run_id="new"))
+            saver.flush()
+
+    run_sync(tap(admin.delete_thread_plan(saver.ctx, "t"), between, after), saver._sync)
+    saver.flush()
+    redis_client.delete(*saver.ctx.keys("t").all)  # hot_ttl_s later: MongoDB alone
+    assert [t.config for t in saver.list(cfg("t"))] == new
+    got = saver.get_tuple(cfg("t"))
+    assert got is not None and got.metadata["run_id"] == "new"

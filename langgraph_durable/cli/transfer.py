@@ -170,8 +170,8 @@ def import_(ctx: typer.Context, file: str = typer.Argument(..., help="export fil
         saver.delete_thread(target)
     saver.flush()
     sec, usec = session.clients.redis.time()  # stored now: writes naming them are not
-    for d in docs["checkpoints"]:               # taken for a deleted thread's late writes
-        d["put_ms"] = int(sec) * 1000 + int(usec) // 1000
+    for d in (*docs["checkpoints"], *docs["blobs"], *docs["writes"]):  # (late writes of a
+        d["put_ms"] = int(sec) * 1000 + int(usec) // 1000  # deleted thread are not taken)
     cols, db = saver.ctx.collections, session.clients.db
     for kind in ("blobs", "writes", "checkpoints"):  # the flusher's order
         if docs[kind]:

@@ -77,7 +77,8 @@ def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, put_ms: int = 0) ->
     metadata the saver chose to expose at ``put`` time; empty when encrypted). ``put_ms``:
     Redis server time (ms) when the checkpoint was stored (its outbox entry's time, or the
     time ``copy_thread``/an import wrote it), so a write naming it can tell it from a
-    checkpoint a later delete removed (see ``ThreadDeletedError``); 0 = unknown."""
+    checkpoint a later delete removed (see ``ThreadDeletedError``), and ``delete_thread``
+    removes only what was stored before it (``stored_before``); 0 = unknown."""
     return {
         "_id": doc_id(thread_id, rec.ns, rec.checkpoint_id),
         "v": SCHEMA_VERSION,
@@ -96,8 +97,9 @@ def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, put_ms: int = 0) ->
     }
 
 
-def blob_doc(thread_id: str, field: str, value: Typed | None) -> dict:
-    """The blobs-collection document for a Redis blob field (``None`` = empty)."""
+def blob_doc(thread_id: str, field: str, value: Typed | None, *, put_ms: int = 0) -> dict:
+    """The blobs-collection document for a Redis blob field (``None`` = empty);
+    ``put_ms`` as in ``checkpoint_doc``."""
     ns, channel, version = split_field(field)
     return {
         "_id": doc_id(thread_id, ns, channel, version),
@@ -108,11 +110,14 @@ def blob_doc(thread_id: str, field: str, value: Typed | None) -> dict:
         "version": version,
         "type": value[0] if value else "empty",
         "data": Binary(value[1] if value else b""),
+        "put_ms": put_ms,
     }
 
 
-def write_doc(thread_id: str, ns: str, checkpoint_id: str, w: WriteRecord) -> dict:
-    """The writes-collection document of one pending write."""
+def write_doc(thread_id: str, ns: str, checkpoint_id: str, w: WriteRecord, *,
+              put_ms: int = 0) -> dict:
+    """The writes-collection document of one pending write; ``put_ms`` as in
+    ``checkpoint_doc``."""
     return {
         "_id": doc_id(thread_id, ns, checkpoint_id, w.task_id, w.idx),
         "v": SCHEMA_VERSION,
@@ -126,7 +131,15 @@ def write_doc(thread_id: str, ns: str, checkpoint_id: str, w: WriteRecord) -> di
         "type": w.value[0],
         "data": Binary(w.value[1]),
         "seq": w.seq,
+        "put_ms": put_ms,
     }
+
+
+def stored_before(thread_id: str, at_ms: int) -> dict:
+    """Query of a thread's documents stored at or before ``at_ms`` (``put_ms``; documents
+    without one count as before): what a delete at that time removes, and not what a new
+    run stored since (flushed while the delete ran)."""
+    return {"thread_id": thread_id, "put_ms": {"$not": {"$gt": at_ms}}}
 
 
 def upsert(doc: dict) -> ReplaceOne | UpdateOne:

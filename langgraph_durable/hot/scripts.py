@@ -231,6 +231,7 @@ return n
 # Remove every key of the thread; tombstone '*' (see DELETE_PARTS) and every checkpoint it
 # held (each member of the index, plus ARGV[2..]: those only MongoDB holds), so a late write
 # naming one of them is refused (_deleted_ref). ARGV: tombstone ttl, members...
+# Returns the deletion time (ms, Redis clock).
 DELETE_THREAD = _NOW_MS + r"""
 local held = redis.call('ZRANGE', KEYS[3], 0, -1)
 for i = 1, #held, 1000 do
@@ -242,7 +243,7 @@ for i = 2, #ARGV do redis.call('HSET', KEYS[9], ARGV[i], now) end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 redis.call('HSET', KEYS[9], '*', now)
 redis.call('EXPIRE', KEYS[9], tonumber(ARGV[1]))
-return 1
+return now
 """
 
 # Drop a thread's hot keys once everything in them is in MongoDB, so its reads go to MongoDB

@@ -215,11 +215,13 @@ def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]],
     """Read the named records from Redis (one pipeline) and upsert them into MongoDB;
     adds the record bytes written to ``stats.bytes_written``."""
     want: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    put_ms: dict[tuple[str, str], int] = {}
+    put_ms: dict[tuple[str, str], int] = {}  # (thread, member or field) -> entry time
     for eid, tid, (kind, m, fields) in parsed:
+        at = stream_ms(eid)
+        for name in (m, *fields) if kind == "cp" else fields:
+            put_ms[(tid, name)] = max(put_ms.get((tid, name), 0), at)
         if kind == "cp":
             want[tid]["cp"].add(m)
-            put_ms[(tid, m)] = max(put_ms.get((tid, m), 0), stream_ms(eid))
             want[tid]["bl"].update(fields)
         else:
             want[tid]["w"].update(fields)
@@ -251,13 +253,14 @@ def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]],
             if raw is not None:
                 where = f"redis blob {f!r} of thread {tid!r}"
                 value = unpack_blob(raw, where)
-                blobs.append(D.upsert(D.blob_doc(tid, f, value)))
+                blobs.append(D.upsert(D.blob_doc(tid, f, value, put_ms=put_ms[(tid, f)])))
                 nbytes += len(value[1]) if value else 0
         for f, raw in got.get((tid, "w"), {}).items():
             if raw is not None:
                 ns, cid, _task, _idx = f.split(SEP)
                 w = WriteRecord.unpack(raw, f"redis write {f!r} of thread {tid!r}")
-                writes.append(D.upsert_write(D.write_doc(tid, ns, cid, w)))
+                doc = D.write_doc(tid, ns, cid, w, put_ms=put_ms[(tid, f)])
+                writes.append(D.upsert_write(doc))
                 nbytes += len(w.value[1])
     cols = ctx.collections
     # blobs and writes before the checkpoints that refer to them

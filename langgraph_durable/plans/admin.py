@@ -59,13 +59,15 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan:
     # Redis first (with tombstones), then MongoDB: a stalled flusher that writes an older
     # copy after the MongoDB delete finds the tombstone and takes its copy out again, and a
     # late write naming a deleted checkpoint is refused
-    yield Script("delete_thread", [*keys.all, keys.gone],
-                 [TOMBSTONE_TTL_S, *(member(d["checkpoint_ns"], d["checkpoint_id"])
-                                     for d in held)])
+    at_ms = yield Script("delete_thread", [*keys.all, keys.gone],
+                         [TOMBSTONE_TTL_S, *(member(d["checkpoint_ns"], d["checkpoint_id"])
+                                             for d in held)])
+    # not what a new run on the thread stored since (flushed while this delete ran)
+    before = D.stored_before(thread_id, int(at_ms))
     yield Parallel([
-        Mongo(cols.checkpoints, "delete_many", (q,)),
-        Mongo(cols.blobs, "delete_many", (q,)),
-        Mongo(cols.writes, "delete_many", (q,)),
+        Mongo(cols.checkpoints, "delete_many", (before,)),
+        Mongo(cols.blobs, "delete_many", (before,)),
+        Mongo(cols.writes, "delete_many", (before,)),
     ])
 
 
@@ -171,9 +173,9 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan:
     ])
     if not cps:
         return
-    (clock,) = yield Pipeline([["TIME"]])  # Redis time: these checkpoints are stored now
+    (clock,) = yield Pipeline([["TIME"]])  # Redis time: these records are stored now
     now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
-    for d in cps:
+    for d in (*cps, *blobs, *writes):
         d["put_ms"] = now_ms
     ops = []
     for name, docs, ident in (

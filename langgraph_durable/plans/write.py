@@ -198,7 +198,8 @@ def put_plan(
                            {"ordered": False})]
         if blobs:
             ops.append(Mongo(cols.blobs, "bulk_write",
-                             ([D.upsert(D.blob_doc(tid, f, t)) for f, t in blobs],),
+                             ([D.upsert(D.blob_doc(tid, f, t, put_ms=stream_ms(entry)))
+                               for f, t in blobs],),
                              {"ordered": False}))
         yield Parallel(ops)
         # a delete that ran since the Redis write must not be undone by this MongoDB write
@@ -239,7 +240,8 @@ def put_writes_plan(
         args += [f, w.pack(), "1" if w.idx < 0 else "0"]
     entry = yield from _send(ctx, tid, "put_writes", args, 3)
     if ctx.config.durability == "strict":
-        docs = [D.upsert_write(D.write_doc(tid, ns, cid, w)) for w in recs]
+        docs = [D.upsert_write(D.write_doc(tid, ns, cid, w, put_ms=stream_ms(entry)))
+                for w in recs]
         yield from bulk_ignoring_newer(ctx.collections.writes, docs)
         yield from take_back_deleted(ctx, [(entry, tid, ["w", member(ns, cid), fields])])
     return None
