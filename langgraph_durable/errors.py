@@ -62,3 +62,9 @@ class SyncCallInEventLoopError(DurableSaverError, RuntimeError):
 
 class SaverClosedError(DurableSaverError, RuntimeError):
     """The saver was used after ``close()``/``aclose()`` or after its context manager exited."""
+
+
+class ConfigurationError(DurableSaverError, ValueError):
+    """The options of a saver contradict each other (``config=`` together with keyword
+    options; a ``database`` different from the one named in the MongoDB URL). Raised before
+    any server is contacted."""

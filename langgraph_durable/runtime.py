@@ -29,6 +29,7 @@ from .hot.scripts import SCRIPTS
 from .metrics import Metrics
 from .outbox.flusher import Flusher
 from .plans import admin
+from .settings import database_of_url, resolve_config, server_settings, with_database
 
 log = logging.getLogger("langgraph_durable.saver")
 
@@ -49,9 +50,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         **options: Any,
     ) -> None:
         super().__init__(serde=serde)
-        self.config = config.model_copy(update=options) if config else DurableConfig(**options)
-        if options and config:
-            self.config = DurableConfig(**{**config.model_dump(), **options})
+        self.config = resolve_config(config, options)
         if redis is not None and C.is_async_redis(redis):
             redis, async_redis = None, redis
         if mongo is not None and C.is_async_mongo(mongo):
@@ -61,6 +60,10 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                              "kind (both sync, both asyncio, or both pairs)")
         if redis is None and async_redis is None:
             raise ValueError("DurableSaver needs Redis and MongoDB clients (or use from_urls)")
+        for client in (mongo, async_mongo):
+            if client is not None:
+                self.config = with_database(self.config, C.named_database(client),
+                                            "MongoDB client given")
         queryable = self.config.queryable_metadata
         if queryable is None:
             queryable = not (isinstance(self.serde, EncryptedSerializer)
@@ -98,17 +101,49 @@ class SaverRuntime(BaseCheckpointSaver[str]):
     ) -> Self:
         """A saver with its own clients for ``redis_url`` and ``mongo_url``: sync clients
         now, asyncio clients made on first async use in each event loop. Use it as a
-        context manager (``with`` or ``async with``): leaving it drains the outbox to
-        MongoDB and closes the clients."""
-        cfg = config or DurableConfig(**options)
-        if config and options:
-            cfg = DurableConfig(**{**config.model_dump(), **options})
+        context manager (``with`` or ``async with``): entering runs ``setup()``, leaving it
+        drains the outbox to MongoDB and closes the clients.
+
+        The configuration is ``config`` or the keyword ``options`` over ``LGD_*``
+        environment variables (``langgraph_durable.settings``); the database is the one in
+        ``mongo_url`` (``mongodb://h:p/myappdb``) unless ``database`` is given. Raises
+        ``ConfigurationError`` for ``config`` together with ``options`` and for a
+        ``database`` that differs from the URL's."""
+        cfg = with_database(resolve_config(config, options), database_of_url(mongo_url),
+                            f"MongoDB URL {mongo_url!r}")
         r = C.redis_from_url(redis_url, cfg, asyncio=False)
         m = C.mongo_from_url(mongo_url, cfg, asyncio=False)
         saver = cls(r, m, serde=serde, config=cfg, meter_provider=meter_provider)
         saver._urls = (redis_url, mongo_url)
         saver._owned += [r, m]
         return saver
+
+    @classmethod
+    def from_conn_string(
+        cls, redis_url: str | None = None, mongo_url: str | None = None, *,
+        serde: Any = None, config: DurableConfig | None = None, meter_provider: Any = None,
+        **options: Any,
+    ) -> Self:
+        """The ``from_conn_string`` of LangGraph's savers (``PostgresSaver``,
+        ``RedisSaver``, ``MongoDBSaver``), for both APIs in one: use it as
+        ``with DurableSaver.from_conn_string(redis_url, mongo_url) as saver:`` or
+        ``async with ...``. URLs left out come from ``REDIS_URL`` / ``MONGODB_URL``;
+        otherwise the same as ``from_urls`` (entering runs ``setup()``, leaving drains the
+        outbox and closes the clients). Raises ``ConfigurationError`` when a URL is given
+        neither way."""
+        env = server_settings()
+        redis_url = redis_url or env.redis_url
+        mongo_url = mongo_url or env.mongodb_url
+        if not redis_url or not mongo_url:
+            from .errors import ConfigurationError
+
+            raise ConfigurationError(
+                "DurableSaver.from_conn_string needs a Redis URL and a MongoDB URL: pass "
+                "them or set REDIS_URL and MONGODB_URL (missing: "
+                + ", ".join(n for n, u in (("redis_url", redis_url), ("mongo_url", mongo_url))
+                            if not u) + ")")
+        return cls.from_urls(redis_url, mongo_url, serde=serde, config=config,
+                             meter_provider=meter_provider, **options)
 
     @property
     def ctx(self) -> Context:

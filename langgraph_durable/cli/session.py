@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..config import DurableConfig
 from ..drivers import Clients
 from ..saver import DurableSaver
+from ..settings import database_of_url, resolve_config, server_settings, with_database
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -100,9 +101,10 @@ class Session:
     """The servers and options of one CLI invocation; the saver is built on first use.
 
     Args:
-        redis_url, mongo_url: server URLs (``--redis-url``/``REDIS_URL``,
-            ``--mongo-url``/``MONGODB_URL``).
-        options: ``DurableConfig`` fields given on the command line or in ``LGD_*``.
+        redis_url, mongo_url: server URLs (``--redis-url``, ``--mongo-url``); None takes
+            ``REDIS_URL`` / ``MONGODB_URL`` (``langgraph_durable.settings``).
+        options: ``DurableConfig`` fields given on the command line (``LGD_*`` variables
+            are read by ``langgraph_durable.settings``, as for the library).
         serde: ``module:attribute`` of a serializer, or of a factory returning one.
         blob_store: where ``ExternalRefSerializer`` blobs live (``--blob-store``); without
             ``serde`` it makes the serializer an ``ExternalRefSerializer`` on it.
@@ -111,7 +113,9 @@ class Session:
     def __init__(self, redis_url: str | None, mongo_url: str | None,
                  options: dict[str, Any], serde: str | None,
                  blob_store: str | None = None) -> None:
-        self.redis_url, self.mongo_url = redis_url, mongo_url
+        env = server_settings()
+        self.redis_url = redis_url or env.redis_url
+        self.mongo_url = mongo_url or env.mongodb_url
         self.options = options
         self.serde_path = serde
         self.blob_store_spec = blob_store
@@ -119,8 +123,14 @@ class Session:
 
     @property
     def config(self) -> DurableConfig:
-        """The validated configuration (``flusher`` is chosen per command)."""
-        return DurableConfig(**self.options)
+        """The validated configuration: the options over ``LGD_*`` over the defaults, the
+        database of the MongoDB URL when none is given (``langgraph_durable.settings``;
+        ``flusher`` is chosen per command)."""
+        config = resolve_config(None, self.options)
+        if self.mongo_url:
+            config = with_database(config, database_of_url(self.mongo_url),
+                                   f"MongoDB URL {self.mongo_url!r}")
+        return config
 
     def saver(self, *, flusher: bool = False, tolerant: bool = False,
               setup: bool = True) -> DurableSaver:
