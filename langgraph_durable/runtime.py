@@ -17,6 +17,7 @@ from typing_extensions import Self
 from . import clients as C
 from .config import DurableConfig
 from .context import Context
+from .deferred import DeferredSetup
 from .drivers import Clients, Mongo, Parallel, Pipeline, Plan, run_async, run_sync
 from .durable.documents import INDEXES
 from .errors import (
@@ -246,16 +247,36 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         await self._arun(self._setup_plan())
 
     def _setup_plan(self) -> Plan:
+        yield from self._mongo_setup_plan()
+        yield from self._redis_setup_plan()
+
+    def _mongo_setup_plan(self) -> Plan:
         from .migrations import record_version_plan
-        from .outbox.flusher import ensure_group_plan
 
         cols = self._ctx.collections
         yield Parallel([Mongo(getattr(cols, kind), "create_indexes", (models,))
                         for kind, models in INDEXES.items()])
+        yield from record_version_plan(self._ctx)
+
+    def _redis_setup_plan(self) -> Plan:
+        from .outbox.flusher import ensure_group_plan
+
         # load the Lua scripts now so the first put is already one round trip
         yield Pipeline([["SCRIPT", "LOAD", src] for src in SCRIPTS.values()])
         yield from ensure_group_plan(self._ctx)
-        yield from record_version_plan(self._ctx)
+
+    def _mongo_setup_failed(self, exc: TierUnavailableError, clients: Clients | None) -> None:
+        """Entering while MongoDB is down: go on from Redis and set MongoDB up later."""
+        log.warning("MongoDB did not answer while the saver started (%s); starting anyway: "
+                    "Redis serves the threads it holds and the outbox keeps every write "
+                    "until MongoDB answers; the indexes and the schema version are set up "
+                    "in the background as soon as it does", exc)
+        deferred = self._shared.deferred = DeferredSetup(self._mongo_setup_plan)
+        if self._sync is not None:
+            deferred.start_thread(self._sync)
+        else:
+            assert clients is not None
+            deferred.start_task(clients)
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait until everything written so far (by any process) is in MongoDB.
@@ -286,6 +307,8 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                         "next flusher): %s", exc)
         finally:
             sh.closed = True
+            if sh.deferred is not None:
+                sh.deferred.stop()
             if sh.flusher is not None:
                 sh.flusher.stop()
             for c in self._owned:
@@ -307,6 +330,8 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                         "next flusher): %s", exc)
         finally:
             sh.closed = True
+            if sh.deferred is not None:
+                sh.deferred.stop()
             if sh.flusher is not None:
                 await sh.flusher.astop()
             for clients in list(self._per_loop.values()):
@@ -317,8 +342,15 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                 await asyncio.to_thread(c.close)
 
     def __enter__(self) -> Self:
+        """``setup()``, except that MongoDB not answering does not stop the saver: its
+        part of the set-up is retried in the background (a warning is logged). Raises
+        ``TierUnavailableError`` when Redis does not answer."""
         try:
-            self._run(self._setup_plan())
+            self._run(self._redis_setup_plan())
+            try:
+                self._run(self._mongo_setup_plan())
+            except TierUnavailableError as exc:
+                self._mongo_setup_failed(exc, None)
         except BaseException:
             self.close(drain_timeout_s=0)  # no saver reaches the caller: stop what started
             raise
@@ -328,8 +360,13 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         self.close()
 
     async def __aenter__(self) -> Self:
+        """Async ``__enter__``."""
         try:
-            await self._arun(self._setup_plan())
+            await self._arun(self._redis_setup_plan())
+            try:
+                await self._arun(self._mongo_setup_plan())
+            except TierUnavailableError as exc:
+                self._mongo_setup_failed(exc, self._async_clients())
         except BaseException:
             await self.aclose(drain_timeout_s=0)
             raise
@@ -363,6 +400,7 @@ class _Shared:
     def __init__(self, metrics: Metrics) -> None:
         self.lock = threading.Lock()
         self.flusher: Flusher | None = None
+        self.deferred: DeferredSetup | None = None
         self.closed = False
         self.metrics = metrics
         self.last_read_tier: str | None = None
