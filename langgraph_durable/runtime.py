@@ -302,9 +302,14 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         try:
             if sh.flusher is not None and sh.flusher.running:
                 self.flush(self._drain_s(drain_timeout_s))
+            elif self.config.flusher == "off":
+                (n,) = self._run(_xlen_plan(self._ctx))
+                if n:
+                    log.info("closing with %d entries in the outbox %s for the flushers; %s",
+                             n, self._ctx.outbox, self._drain_hint())
         except (FlushTimeoutError, TierUnavailableError) as exc:
-            log.warning("closing with entries still in the outbox (they stay in Redis for the "
-                        "next flusher): %s", exc)
+            log.warning("closing with entries still in the outbox: %s; %s", exc,
+                        self._drain_hint())
         finally:
             sh.closed = True
             if sh.deferred is not None:
@@ -313,6 +318,20 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                 sh.flusher.stop()
             for c in self._owned:
                 c.close()
+
+    def _drain_hint(self) -> str:
+        """What drains a leftover outbox, for the log line of ``close``."""
+        import shlex
+
+        c = self.config
+        clients = self._sync or self._async
+        where = (f" (Redis {clients.redis_name}, MongoDB {clients.mongo_name})"
+                 if clients is not None else "")
+        return ("they stay in Redis, and the next saver (flusher='auto') or flusher worker "
+                f"with key_prefix={c.key_prefix!r} on this Redis drains them; to drain them "
+                f"now run: langgraph-durable --key-prefix {shlex.quote(c.key_prefix)} "
+                f"--database {shlex.quote(c.database)} flush  (with REDIS_URL and "
+                f"MONGODB_URL set to this saver's servers{where})")
 
     def _drain_s(self, given: float | None) -> float:
         return self.config.close_drain_timeout_s if given is None else given
@@ -325,9 +344,14 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         try:
             if sh.flusher is not None and sh.flusher.running:
                 await self.aflush(self._drain_s(drain_timeout_s))
+            elif self.config.flusher == "off":
+                (n,) = await self._arun(_xlen_plan(self._ctx))
+                if n:
+                    log.info("closing with %d entries in the outbox %s for the flushers; %s",
+                             n, self._ctx.outbox, self._drain_hint())
         except (FlushTimeoutError, TierUnavailableError) as exc:
-            log.warning("closing with entries still in the outbox (they stay in Redis for the "
-                        "next flusher): %s", exc)
+            log.warning("closing with entries still in the outbox: %s; %s", exc,
+                        self._drain_hint())
         finally:
             sh.closed = True
             if sh.deferred is not None:
@@ -392,6 +416,10 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                 "lag_max_s": lags[-1] if lags else None,
             },
         }
+
+
+def _xlen_plan(ctx: Context) -> Plan:
+    return (yield Pipeline([["XLEN", ctx.outbox]]))
 
 
 class _Shared:

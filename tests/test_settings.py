@@ -176,8 +176,8 @@ def test_the_worker_reads_the_same_environment(monkeypatch, capsys) -> None:
     monkeypatch.setenv("MONGODB_URL", "mongodb://127.0.0.1:1/urldb")
     monkeypatch.setenv("LGD_FLUSH_BATCH_SIZE", "0")
     assert run([]) == 2
-    assert "error: invalid option --flush-batch-size: Input should be greater than or equal to 1" in \
-        capsys.readouterr().err
+    assert capsys.readouterr().err == ("error: invalid option --flush-batch-size: Input "
+                                       "should be greater than or equal to 1\n")
     monkeypatch.delenv("LGD_FLUSH_BATCH_SIZE")
     assert run(["--database", "other"]) == 2
     assert capsys.readouterr().err == ("error: two MongoDB databases given: "

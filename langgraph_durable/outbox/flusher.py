@@ -34,6 +34,7 @@ from ..hot.scripts import SETTLE
 from ..metrics import Metrics, safe_error
 from ..plans.write import bulk_ignoring_newer
 from ..records import SEP, CheckpointRecord, WriteRecord, split_field, unpack_blob
+from .group import leave_plan, upkeep_plan
 
 log = logging.getLogger("langgraph_durable.flusher")
 
@@ -104,9 +105,10 @@ def _parse(entries: list[Any]) -> tuple[list[tuple[bytes, str, list[Any]]], list
 
 
 def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int, claim: bool) -> Plan:
-    """One flush round: take up to ``flush_batch_size`` entries (own pending first, then
-    claimed idle ones when ``claim``, then new ones, blocking up to ``block_ms``), write
-    them to MongoDB, acknowledge. Returns ``BatchStats``."""
+    """One flush round: take up to ``flush_batch_size`` entries (own pending first, then,
+    when ``claim``, the group's upkeep (``group.upkeep_plan``) and claimed idle ones, then
+    new ones, blocking up to ``block_ms``), write them to MongoDB, acknowledge. Returns
+    ``BatchStats``."""
     n = ctx.config.flush_batch_size
     try:
         return (yield from _round(ctx, consumer, n, block_ms=block_ms, claim=claim))
@@ -123,6 +125,7 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
                               "STREAMS", ctx.outbox, "0"]])
     entries = own[0][1] if own else []
     if not entries and claim:
+        yield from upkeep_plan(ctx)
         idle_ms = int(ctx.config.claim_idle_s * 1000)
         (claimed,) = yield Pipeline([["XAUTOCLAIM", ctx.outbox, CONSUMER_GROUP, consumer,
                                       idle_ms, "0-0", "COUNT", n]])
@@ -344,6 +347,9 @@ class Flusher:
         self._last_claim = 0.0
         self._failing_since: float | None = None
         self._quiet_until = 0.0
+        self.left_group = False
+        """True once the loop ended and removed its consumer from the group (it held no
+        pending entries; otherwise they stay for another flusher to claim)."""
 
     # one round, shared by both loops
     def _round_plan(self) -> Plan:
@@ -435,6 +441,7 @@ class Flusher:
             except Exception as exc:
                 self._stop.wait(backoff)
                 backoff = self._failed(exc, backoff)
+        self._leave(lambda: run_sync(leave_plan(self.ctx, self.consumer), clients))
 
     async def start_task(self, clients: Clients) -> None:
         """Start the flush loop as an asyncio task on the running loop using async clients."""
@@ -458,6 +465,19 @@ class Flusher:
             except Exception as exc:
                 await asyncio.sleep(backoff)
                 backoff = self._failed(exc, backoff)
+        try:
+            self.left_group = await run_async(leave_plan(self.ctx, self.consumer), clients)
+        except Exception as exc:
+            log.info("flusher %s could not leave the consumer group: %s", self.consumer,
+                     safe_error(exc))
+
+    def _leave(self, call: Any) -> None:
+        """Leave the consumer group (``group.leave_plan``) as the loop ends."""
+        try:
+            self.left_group = bool(call())
+        except Exception as exc:
+            log.info("flusher %s could not leave the consumer group: %s", self.consumer,
+                     safe_error(exc))
 
     @property
     def running(self) -> bool:
@@ -474,11 +494,15 @@ class Flusher:
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
-    async def astop(self) -> None:
-        """Stop an asyncio-task loop and wait for it."""
+    async def astop(self, timeout_s: float = 5.0) -> None:
+        """Stop an asyncio-task loop after its current round and wait for it (cancelled
+        after ``timeout_s`` seconds)."""
         self._stop.set()
+        self._quiet_until = 0.0
         if self._task is not None and not self._task.done():
-            self._task.cancel()
+            await asyncio.wait({self._task}, timeout=timeout_s)
+            if not self._task.done():
+                self._task.cancel()
             try:
                 await self._task
             except (asyncio.CancelledError, Exception):
