@@ -401,19 +401,48 @@ class SaverRuntime(BaseCheckpointSaver[str]):
 
     def stats(self) -> dict[str, Any]:
         """The numbers of ``langgraph_durable.metrics`` as a plain dict: reads by tier
-        (``hot``/``durable``/``miss``), puts, writes, bytes written per tier, outbox length,
-        flush counts and lags (seconds), per-operation round-trip times (seconds), and the
-        in-process flusher's rounds, entries, errors and lag (seconds)."""
+        (``hot``/``durable``/``miss``), puts, writes, bytes written per tier, flush counts
+        and lags (seconds), per-operation round-trip times (seconds), and the in-process
+        flusher's rounds, entries, errors, lag (seconds) and the outbox length it saw
+        after its last round (``outbox_length_seen``).
+
+        ``outbox_length`` is read from Redis now (one ``XLEN``, at most ``socket_timeout_s``
+        seconds): the entries waiting for MongoDB at this moment, whoever flushes them.
+        It is None when Redis does not answer, after ``close()``, and when called from the
+        event loop of a saver with asyncio clients only (use ``astats()`` there)."""
+        live: int | None = None
+        if not self._shared.closed:
+            try:
+                (live,) = self._run(_xlen_plan(self._ctx))
+            except (TierUnavailableError, SyncCallInEventLoopError):
+                live = None
+        return self._stats(live)
+
+    async def astats(self) -> dict[str, Any]:
+        """Async ``stats`` (``outbox_length`` read with the asyncio clients)."""
+        live: int | None = None
+        if not self._shared.closed:
+            try:
+                (live,) = await self._arun(_xlen_plan(self._ctx))
+            except TierUnavailableError:
+                live = None
+        return self._stats(live)
+
+    def _stats(self, live: int | None) -> dict[str, Any]:
         sh = self._shared
         f = sh.flusher
         lags = sorted(f.lags_s) if f else []
+        snapshot = sh.metrics.snapshot()
+        seen = snapshot.pop("outbox_length")
         return {
-            **sh.metrics.snapshot(),
+            **snapshot,
+            "outbox_length": live,
             "flusher": None if f is None else {
                 "consumer": f.consumer, "rounds": f.rounds, "entries": f.entries,
                 "errors": f.errors, "last_error": f.last_error,
                 "lag_p50_s": lags[len(lags) // 2] if lags else None,
                 "lag_max_s": lags[-1] if lags else None,
+                "outbox_length_seen": seen,
             },
         }
 
