@@ -78,20 +78,19 @@ class TolerantSerde:
 
 
 def open_blob_store(spec: str) -> Any:
-    """A blob store from ``--blob-store``: ``s3://bucket/prefix`` (boto3; endpoint from
-    ``S3_ENDPOINT_URL`` when set) or a folder (``file:///path`` or a plain path)."""
+    """A blob store from ``--blob-store``: ``s3://bucket/prefix`` (boto3; endpoint as for
+    every ``S3BlobStore``: ``S3_ENDPOINT_URL``, else boto3's configuration) or a folder
+    (``file:///path`` or a plain path)."""
     from urllib.parse import unquote, urlparse
 
     from ..serde import LocalBlobStore
 
     url = urlparse(spec)
     if url.scheme == "s3":
-        import boto3
-
         from ..serde import S3BlobStore
 
-        client = boto3.client("s3", endpoint_url=os.environ.get("S3_ENDPOINT_URL") or None)
-        return S3BlobStore(url.netloc, prefix=url.path.lstrip("/"), client=client)
+        # the endpoint follows S3BlobStore's rule (S3_ENDPOINT_URL, then boto3's own)
+        return S3BlobStore(url.netloc, prefix=url.path.lstrip("/"))
     if url.scheme in ("", "file"):
         return LocalBlobStore(unquote(url.path) if url.scheme else spec)
     raise CliError(f"--blob-store must be s3://bucket/prefix or a folder, got {spec!r}")
