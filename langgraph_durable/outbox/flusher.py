@@ -34,7 +34,7 @@ from ..hot.scripts import SETTLE
 from ..metrics import Metrics, safe_error
 from ..plans.write import bulk_ignoring_newer
 from ..records import SEP, CheckpointRecord, WriteRecord, split_field, unpack_blob
-from .group import leave_plan, upkeep_plan
+from .group import dead_letter_key, ensure_group_plan, leave_plan, upkeep_plan
 
 log = logging.getLogger("langgraph_durable.flusher")
 
@@ -42,15 +42,6 @@ log = logging.getLogger("langgraph_durable.flusher")
 def consumer_name() -> str:
     """A consumer name unique to this process and flusher: ``host-pid-random``."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def ensure_group_plan(ctx: Context) -> Plan:
-    """Create the outbox stream and its consumer group if missing (idempotent)."""
-    try:
-        yield Pipeline([["XGROUP", "CREATE", ctx.outbox, CONSUMER_GROUP, "0", "MKSTREAM"]])
-    except redis.exceptions.ResponseError as exc:
-        if "BUSYGROUP" not in str(exc):
-            raise
 
 
 @dataclass
@@ -85,11 +76,6 @@ def _transient(exc: Exception) -> bool:
     errors = details.get("writeErrors") or []
     return bool(details.get("writeConcernErrors")) or not errors or any(
         e.get("code") in _TRANSIENT_CODES for e in errors)
-
-
-def dead_letter_key(ctx: Context) -> str:
-    """Stream of outbox entries that could not be written (with the error), for operators."""
-    return "{" + ctx.config.key_prefix + ":outbox:dead}"
 
 
 def _parse(entries: list[Any]) -> tuple[list[tuple[bytes, str, list[Any]]], list[Any]]:

@@ -65,6 +65,20 @@ id back to 0 so ``XREADGROUP >`` delivers it (and what follows) again. Returns
 ``{consumers removed, 1 if rewound, oldest id}``."""
 
 
+def ensure_group_plan(ctx: Context) -> Plan:
+    """Create the outbox stream and its consumer group if missing (idempotent)."""
+    try:
+        yield Pipeline([["XGROUP", "CREATE", ctx.outbox, CONSUMER_GROUP, "0", "MKSTREAM"]])
+    except redis.exceptions.ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+
+
+def dead_letter_key(ctx: Context) -> str:
+    """Stream of outbox entries that could not be written (with the error), for operators."""
+    return "{" + ctx.config.key_prefix + ":outbox:dead}"
+
+
 def stale_consumer_ms(ctx: Context) -> int:
     """Milliseconds a consumer holding nothing may stay idle before live flushers remove it:
     10 x ``claim_idle_s`` (a flusher pausing after failures is idle 2 x ``claim_idle_s``;

@@ -383,10 +383,6 @@ class S3BlobStore(BaseBlobStore):
         return True
 
     def _put_if_absent(self, key: str, data: bytes) -> bool:
-        """Upload ``data`` unless ``key`` exists (see the class docstring for how).
-
-        An existing object that disappears while it is being refreshed (garbage collection
-        racing this put) is uploaded again, so a ``False`` return means the key exists."""
         for _ in range(3):
             written = self._put_once(key, data)
             if written is not None:
@@ -420,7 +416,6 @@ class S3BlobStore(BaseBlobStore):
         return True
 
     def _get(self, key: str) -> bytes:
-        """The object's bytes; raises :class:`BlobNotFoundError` if it does not exist."""
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
         except Exception as exc:
@@ -437,18 +432,15 @@ class S3BlobStore(BaseBlobStore):
             body.close()
 
     def _exists(self, key: str) -> bool:
-        """Whether the object exists (one HEAD request)."""
         return self._head(key) is not None
 
     def _stat(self, key: str) -> BlobInfo | None:
-        """The object's current :class:`BlobInfo` (one HEAD request), or ``None``."""
         head = self._head(key)
         if head is None:
             return None
         return BlobInfo(key, _utc(head["LastModified"]), int(head.get("ContentLength", 0)))
 
     def _delete(self, key: str) -> None:
-        """Delete the object (S3 treats a missing key as success)."""
         self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
 
     def _list_keys(self) -> Iterator[BlobInfo]:
