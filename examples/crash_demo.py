@@ -16,8 +16,8 @@ What it does:
    waits until the execution log shows ``--kill-after`` completed nodes and the next one
    running, and kills the child with SIGKILL;
 4. ``--cold`` only: a saver drains what the dead process left in the outbox to MongoDB
-   (``flush()``), then Redis is emptied (FLUSHDB; with an external ``REDIS_URL`` only the
-   demo's keys are deleted);
+   (``flush()``), then the demo's Redis keys are deleted (its key prefix only: other keys
+   on that Redis are never touched);
 5. a fresh child process opens a new ``DurableSaver``, reads the thread's state
    (``last_read_tier`` tells which tier answered) and resumes with ``invoke(None, config)``;
 6. prints what ran where (counted from the execution log), what the blob store holds and
@@ -203,15 +203,12 @@ def _empty_hot_tier(args: argparse.Namespace, urls: tuple[str, str], owned: bool
         saver.flush(timeout_s=60)
     drain_s = time.perf_counter() - t0
     with redis.Redis.from_url(urls[0]) as r:
-        if owned:
-            r.flushdb()
-            how = "FLUSHDB"
-        else:  # a shared server: delete only this demo's keys
-            keys = list(r.scan_iter(match="{" + args.key_prefix + ":*", count=1000))
-            if keys:
-                r.delete(*keys)
-            how = f"deleted {len(keys)} demo keys"
-        left = r.dbsize() if owned else None
+        # only this demo's keys, even on a server the demo started itself
+        keys = list(r.scan_iter(match="{" + args.key_prefix + ":*", count=1000))
+        if keys:
+            r.delete(*keys)
+        how = f"deleted {len(keys)} demo keys"
+        left = len(list(r.scan_iter(match="{" + args.key_prefix + ":*"))) if owned else None
     with pymongo.MongoClient(urls[1]) as m:
         n = m[args.database]["checkpoints"].count_documents({"thread_id": THREAD_ID})
     return {"drain_s": drain_s, "how": how, "redis_keys_left": left, "mongo_checkpoints": n}

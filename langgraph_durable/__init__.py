@@ -7,6 +7,7 @@ returns and moves it to MongoDB (durable tier) through a crash-safe outbox.
 from .config import DurableConfig
 from .errors import (
     ConcurrentRunError,
+    ConfigurationError,
     CorruptRecordError,
     DurableSaverError,
     FlushTimeoutError,
@@ -23,6 +24,7 @@ from .saver import DurableSaver
 
 __all__ = [
     "ConcurrentRunError",
+    "ConfigurationError",
     "CorruptRecordError",
     "DurableConfig",
     "DurableSaver",

@@ -30,13 +30,28 @@ def is_async_mongo(client: Any) -> bool:
     return name.startswith("Async") or name.startswith("AsyncIOMotor") or "Motor" in name
 
 
+def is_database(client: Any) -> bool:
+    """True for a MongoDB database object (not a client)."""
+    return hasattr(client, "list_collection_names") and not hasattr(client,
+                                                                     "list_database_names")
+
+
+def named_database(client: Any) -> str | None:
+    """The database a MongoDB client names by itself: a database object's name, or the
+    default database of the URL the client was made from (``mongodb://h:p/myappdb``); None
+    when it names none."""
+    if is_database(client):
+        return str(client.name)
+    try:
+        return str(client.get_default_database().name)
+    except Exception:  # ConfigurationError: no database in the URL
+        return None
+
+
 def database_of(client: Any, config: DurableConfig) -> Any:
     """The configured database of a MongoDB client (or the database itself if given one),
     with the saver's write concern (``DurableConfig.write_concern``) on every write."""
-    if hasattr(client, "list_collection_names") and not hasattr(client, "list_database_names"):
-        db = client  # already a Database
-    else:
-        db = client[config.database]
+    db = client if is_database(client) else client[config.database]
     return db.with_options(write_concern=config.write_concern)
 
 

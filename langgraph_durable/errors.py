@@ -82,3 +82,9 @@ class ThreadDeletedError(DurableSaverError):
         self.checkpoint_ns = checkpoint_ns
         self.checkpoint_id = checkpoint_id
         self.deleted_at_ms = deleted_at_ms
+
+
+class ConfigurationError(DurableSaverError, ValueError):
+    """The options of a saver contradict each other (``config=`` together with keyword
+    options; a ``database`` different from the one named in the MongoDB URL). Raised before
+    any server is contacted."""

@@ -17,6 +17,7 @@ from typing_extensions import Self
 from . import clients as C
 from .config import DurableConfig
 from .context import Context
+from .deferred import DeferredSetup
 from .drivers import Clients, Mongo, Parallel, Pipeline, Plan, run_async, run_sync
 from .durable.documents import INDEXES
 from .errors import (
@@ -29,6 +30,7 @@ from .hot.scripts import SCRIPTS
 from .metrics import Metrics
 from .outbox.flusher import Flusher
 from .plans import admin
+from .settings import database_of_url, resolve_config, server_settings, with_database
 
 log = logging.getLogger("langgraph_durable.saver")
 
@@ -49,9 +51,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         **options: Any,
     ) -> None:
         super().__init__(serde=serde)
-        self.config = config.model_copy(update=options) if config else DurableConfig(**options)
-        if options and config:
-            self.config = DurableConfig(**{**config.model_dump(), **options})
+        self.config = resolve_config(config, options)
         if redis is not None and C.is_async_redis(redis):
             redis, async_redis = None, redis
         if mongo is not None and C.is_async_mongo(mongo):
@@ -61,6 +61,10 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                              "kind (both sync, both asyncio, or both pairs)")
         if redis is None and async_redis is None:
             raise ValueError("DurableSaver needs Redis and MongoDB clients (or use from_urls)")
+        for client in (mongo, async_mongo):
+            if client is not None:
+                self.config = with_database(self.config, C.named_database(client),
+                                            "MongoDB client given")
         queryable = self.config.queryable_metadata
         if queryable is None:
             queryable = not (isinstance(self.serde, EncryptedSerializer)
@@ -98,17 +102,49 @@ class SaverRuntime(BaseCheckpointSaver[str]):
     ) -> Self:
         """A saver with its own clients for ``redis_url`` and ``mongo_url``: sync clients
         now, asyncio clients made on first async use in each event loop. Use it as a
-        context manager (``with`` or ``async with``): leaving it drains the outbox to
-        MongoDB and closes the clients."""
-        cfg = config or DurableConfig(**options)
-        if config and options:
-            cfg = DurableConfig(**{**config.model_dump(), **options})
+        context manager (``with`` or ``async with``): entering runs ``setup()``, leaving it
+        drains the outbox to MongoDB and closes the clients.
+
+        The configuration is ``config`` or the keyword ``options`` over ``LGD_*``
+        environment variables (``langgraph_durable.settings``); the database is the one in
+        ``mongo_url`` (``mongodb://h:p/myappdb``) unless ``database`` is given. Raises
+        ``ConfigurationError`` for ``config`` together with ``options`` and for a
+        ``database`` that differs from the URL's."""
+        cfg = with_database(resolve_config(config, options), database_of_url(mongo_url),
+                            f"MongoDB URL {mongo_url!r}")
         r = C.redis_from_url(redis_url, cfg, asyncio=False)
         m = C.mongo_from_url(mongo_url, cfg, asyncio=False)
         saver = cls(r, m, serde=serde, config=cfg, meter_provider=meter_provider)
         saver._urls = (redis_url, mongo_url)
         saver._owned += [r, m]
         return saver
+
+    @classmethod
+    def from_conn_string(
+        cls, redis_url: str | None = None, mongo_url: str | None = None, *,
+        serde: Any = None, config: DurableConfig | None = None, meter_provider: Any = None,
+        **options: Any,
+    ) -> Self:
+        """The ``from_conn_string`` of LangGraph's savers (``PostgresSaver``,
+        ``RedisSaver``, ``MongoDBSaver``), for both APIs in one: use it as
+        ``with DurableSaver.from_conn_string(redis_url, mongo_url) as saver:`` or
+        ``async with ...``. URLs left out come from ``REDIS_URL`` / ``MONGODB_URL``;
+        otherwise the same as ``from_urls`` (entering runs ``setup()``, leaving drains the
+        outbox and closes the clients). Raises ``ConfigurationError`` when a URL is given
+        neither way."""
+        env = server_settings()
+        redis_url = redis_url or env.redis_url
+        mongo_url = mongo_url or env.mongodb_url
+        if not redis_url or not mongo_url:
+            from .errors import ConfigurationError
+
+            raise ConfigurationError(
+                "DurableSaver.from_conn_string needs a Redis URL and a MongoDB URL: pass "
+                "them or set REDIS_URL and MONGODB_URL (missing: "
+                + ", ".join(n for n, u in (("redis_url", redis_url), ("mongo_url", mongo_url))
+                            if not u) + ")")
+        return cls.from_urls(redis_url, mongo_url, serde=serde, config=config,
+                             meter_provider=meter_provider, **options)
 
     @property
     def ctx(self) -> Context:
@@ -211,16 +247,36 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         await self._arun(self._setup_plan())
 
     def _setup_plan(self) -> Plan:
+        yield from self._mongo_setup_plan()
+        yield from self._redis_setup_plan()
+
+    def _mongo_setup_plan(self) -> Plan:
         from .migrations import record_version_plan
-        from .outbox.flusher import ensure_group_plan
 
         cols = self._ctx.collections
         yield Parallel([Mongo(getattr(cols, kind), "create_indexes", (models,))
                         for kind, models in INDEXES.items()])
+        yield from record_version_plan(self._ctx)
+
+    def _redis_setup_plan(self) -> Plan:
+        from .outbox.flusher import ensure_group_plan
+
         # load the Lua scripts now so the first put is already one round trip
         yield Pipeline([["SCRIPT", "LOAD", src] for src in SCRIPTS.values()])
         yield from ensure_group_plan(self._ctx)
-        yield from record_version_plan(self._ctx)
+
+    def _mongo_setup_failed(self, exc: TierUnavailableError, clients: Clients | None) -> None:
+        """Entering while MongoDB is down: go on from Redis and set MongoDB up later."""
+        log.warning("MongoDB did not answer while the saver started (%s); starting anyway: "
+                    "Redis serves the threads it holds and the outbox keeps every write "
+                    "until MongoDB answers; the indexes and the schema version are set up "
+                    "in the background as soon as it does", exc)
+        deferred = self._shared.deferred = DeferredSetup(self._mongo_setup_plan)
+        if self._sync is not None:
+            deferred.start_thread(self._sync)
+        else:
+            assert clients is not None
+            deferred.start_task(clients)
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait until everything written so far (by any process) is in MongoDB.
@@ -246,15 +302,36 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         try:
             if sh.flusher is not None and sh.flusher.running:
                 self.flush(self._drain_s(drain_timeout_s))
+            elif self.config.flusher == "off":
+                (n,) = self._run(_xlen_plan(self._ctx))
+                if n:
+                    log.info("closing with %d entries in the outbox %s for the flushers; %s",
+                             n, self._ctx.outbox, self._drain_hint())
         except (FlushTimeoutError, TierUnavailableError) as exc:
-            log.warning("closing with entries still in the outbox (they stay in Redis for the "
-                        "next flusher): %s", exc)
+            log.warning("closing with entries still in the outbox: %s; %s", exc,
+                        self._drain_hint())
         finally:
             sh.closed = True
+            if sh.deferred is not None:
+                sh.deferred.stop()
             if sh.flusher is not None:
                 sh.flusher.stop()
             for c in self._owned:
                 c.close()
+
+    def _drain_hint(self) -> str:
+        """What drains a leftover outbox, for the log line of ``close``."""
+        import shlex
+
+        c = self.config
+        clients = self._sync or self._async
+        where = (f" (Redis {clients.redis_name}, MongoDB {clients.mongo_name})"
+                 if clients is not None else "")
+        return ("they stay in Redis, and the next saver (flusher='auto') or flusher worker "
+                f"with key_prefix={c.key_prefix!r} on this Redis drains them; to drain them "
+                f"now run: langgraph-durable --key-prefix {shlex.quote(c.key_prefix)} "
+                f"--database {shlex.quote(c.database)} flush  (with REDIS_URL and "
+                f"MONGODB_URL set to this saver's servers{where})")
 
     def _drain_s(self, given: float | None) -> float:
         return self.config.close_drain_timeout_s if given is None else given
@@ -267,11 +344,18 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         try:
             if sh.flusher is not None and sh.flusher.running:
                 await self.aflush(self._drain_s(drain_timeout_s))
+            elif self.config.flusher == "off":
+                (n,) = await self._arun(_xlen_plan(self._ctx))
+                if n:
+                    log.info("closing with %d entries in the outbox %s for the flushers; %s",
+                             n, self._ctx.outbox, self._drain_hint())
         except (FlushTimeoutError, TierUnavailableError) as exc:
-            log.warning("closing with entries still in the outbox (they stay in Redis for the "
-                        "next flusher): %s", exc)
+            log.warning("closing with entries still in the outbox: %s; %s", exc,
+                        self._drain_hint())
         finally:
             sh.closed = True
+            if sh.deferred is not None:
+                sh.deferred.stop()
             if sh.flusher is not None:
                 await sh.flusher.astop()
             for clients in list(self._per_loop.values()):
@@ -282,8 +366,15 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                 await asyncio.to_thread(c.close)
 
     def __enter__(self) -> Self:
+        """``setup()``, except that MongoDB not answering does not stop the saver: its
+        part of the set-up is retried in the background (a warning is logged). Raises
+        ``TierUnavailableError`` when Redis does not answer."""
         try:
-            self._run(self._setup_plan())
+            self._run(self._redis_setup_plan())
+            try:
+                self._run(self._mongo_setup_plan())
+            except TierUnavailableError as exc:
+                self._mongo_setup_failed(exc, None)
         except BaseException:
             self.close(drain_timeout_s=0)  # no saver reaches the caller: stop what started
             raise
@@ -293,8 +384,13 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         self.close()
 
     async def __aenter__(self) -> Self:
+        """Async ``__enter__``."""
         try:
-            await self._arun(self._setup_plan())
+            await self._arun(self._redis_setup_plan())
+            try:
+                await self._arun(self._mongo_setup_plan())
+            except TierUnavailableError as exc:
+                self._mongo_setup_failed(exc, self._async_clients())
         except BaseException:
             await self.aclose(drain_timeout_s=0)
             raise
@@ -305,21 +401,54 @@ class SaverRuntime(BaseCheckpointSaver[str]):
 
     def stats(self) -> dict[str, Any]:
         """The numbers of ``langgraph_durable.metrics`` as a plain dict: reads by tier
-        (``hot``/``durable``/``miss``), puts, writes, bytes written per tier, outbox length,
-        flush counts and lags (seconds), per-operation round-trip times (seconds), and the
-        in-process flusher's rounds, entries, errors and lag (seconds)."""
+        (``hot``/``durable``/``miss``), puts, writes, bytes written per tier, flush counts
+        and lags (seconds), per-operation round-trip times (seconds), and the in-process
+        flusher's rounds, entries, errors, lag (seconds) and the outbox length it saw
+        after its last round (``outbox_length_seen``).
+
+        ``outbox_length`` is read from Redis now (one ``XLEN``, at most ``socket_timeout_s``
+        seconds): the entries waiting for MongoDB at this moment, whoever flushes them.
+        It is None when Redis does not answer, after ``close()``, and when called from the
+        event loop of a saver with asyncio clients only (use ``astats()`` there)."""
+        live: int | None = None
+        if not self._shared.closed:
+            try:
+                (live,) = self._run(_xlen_plan(self._ctx))
+            except (TierUnavailableError, SyncCallInEventLoopError):
+                live = None
+        return self._stats(live)
+
+    async def astats(self) -> dict[str, Any]:
+        """Async ``stats`` (``outbox_length`` read with the asyncio clients)."""
+        live: int | None = None
+        if not self._shared.closed:
+            try:
+                (live,) = await self._arun(_xlen_plan(self._ctx))
+            except TierUnavailableError:
+                live = None
+        return self._stats(live)
+
+    def _stats(self, live: int | None) -> dict[str, Any]:
         sh = self._shared
         f = sh.flusher
         lags = sorted(f.lags_s) if f else []
+        snapshot = sh.metrics.snapshot()
+        seen = snapshot.pop("outbox_length")
         return {
-            **sh.metrics.snapshot(),
+            **snapshot,
+            "outbox_length": live,
             "flusher": None if f is None else {
                 "consumer": f.consumer, "rounds": f.rounds, "entries": f.entries,
                 "errors": f.errors, "last_error": f.last_error,
                 "lag_p50_s": lags[len(lags) // 2] if lags else None,
                 "lag_max_s": lags[-1] if lags else None,
+                "outbox_length_seen": seen,
             },
         }
+
+
+def _xlen_plan(ctx: Context) -> Plan:
+    return (yield Pipeline([["XLEN", ctx.outbox]]))
 
 
 class _Shared:
@@ -328,6 +457,7 @@ class _Shared:
     def __init__(self, metrics: Metrics) -> None:
         self.lock = threading.Lock()
         self.flusher: Flusher | None = None
+        self.deferred: DeferredSetup | None = None
         self.closed = False
         self.metrics = metrics
         self.last_read_tier: str | None = None

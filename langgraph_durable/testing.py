@@ -45,7 +45,7 @@ except ImportError:  # pragma: no cover - the demo may run without pytest
     pytest = None  # type: ignore[assignment]
 
 __all__ = ["MongoServer", "RedisServer", "S3Server", "ServerError"]
-__all__ += ["mongo_server", "redis_server", "s3_server"]
+__all__ += ["drop_key_prefix", "drop_namespace", "mongo_server", "redis_server", "s3_server"]
 
 START_TIMEOUT = 30.0
 """Seconds a server has to answer its first ping before :class:`ServerError` is raised."""
@@ -374,6 +374,28 @@ def s3_server() -> contextlib.AbstractContextManager[S3Server]:
     return _running(S3Server())
 
 
+def drop_key_prefix(client: redis.Redis, key_prefix: str) -> int:
+    """Delete every Redis key of savers with ``key_prefix`` (threads, outbox, dead letters:
+    the keys ``{<key_prefix>:...``) and nothing else (SCAN, then DEL in batches of 500).
+    Returns how many keys were deleted. Use it instead of FLUSHDB, which would delete every
+    other application's keys on that Redis."""
+    if not key_prefix or ":" in key_prefix or any(c in key_prefix for c in "*?[]\\"):
+        raise ValueError(f"not a key_prefix: {key_prefix!r}")
+    keys = list(client.scan_iter(match="{" + key_prefix + ":*", count=1000))
+    for i in range(0, len(keys), 500):
+        client.delete(*keys[i:i + 500])
+    return len(keys)
+
+
+def drop_namespace(redis_url: str, mongo_url: str, key_prefix: str, database: str) -> None:
+    """Remove what savers with ``key_prefix`` and ``database`` stored: their Redis keys
+    (``drop_key_prefix``) and that MongoDB database, nothing else."""
+    with redis.Redis.from_url(redis_url) as r:
+        drop_key_prefix(r, key_prefix)
+    with pymongo.MongoClient[dict[str, Any]](mongo_url) as m:
+        m.drop_database(database)
+
+
 @atexit.register
 def _kill_leftovers() -> None:
     for server in list(_LIVE):
@@ -417,11 +439,13 @@ if pytest is not None:
         return s3_server_proc.endpoint_url
 
     @pytest.fixture
-    def clean_servers(redis_url: str, mongo_url: str) -> None:
-        """Before the test: FLUSHALL the session Redis and drop every non-system database of
-        the session MongoDB server. Yields nothing."""
-        with redis.Redis.from_url(redis_url) as client:
-            client.flushall()
-        with pymongo.MongoClient[dict[str, Any]](mongo_url) as mongo:
-            for name in set(mongo.list_database_names()) - _SYSTEM_DBS:
-                mongo.drop_database(name)
+    def clean_servers(redis_url: str, mongo_url: str) -> Iterator[tuple[str, str]]:
+        """A key prefix and a MongoDB database no one else uses, as ``(key_prefix,
+        database)``; both are removed after the test (``drop_namespace``). Nothing else on
+        the servers is touched (it used to FLUSHALL and drop every database)."""
+        import uuid
+
+        tag = uuid.uuid4().hex[:10]
+        prefix, database = f"clean{tag}", f"clean_{tag}"
+        yield prefix, database
+        drop_namespace(redis_url, mongo_url, prefix, database)

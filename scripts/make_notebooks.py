@@ -39,7 +39,8 @@ builder.add_edge("reply", END)"""),
     ("code", """import uuid
 from langgraph_durable import DurableSaver
 
-options = {"key_prefix": "nb-" + uuid.uuid4().hex[:6], "database": "quickstart"}
+tag = uuid.uuid4().hex[:6]  # this notebook's own key prefix and database
+options = {"key_prefix": "nb-" + tag, "database": "nb_quickstart_" + tag}
 config = {"configurable": {"thread_id": "chat-1"}}
 
 with DurableSaver.from_urls(redis_srv.url, mongo_srv.url, **options) as saver:
@@ -52,18 +53,25 @@ with DurableSaver.from_urls(redis_srv.url, mongo_srv.url, **options) as saver:
     ("md", """## Resume anywhere, even with Redis emptied
 
 Leaving the `with` block drained the outbox to MongoDB. A new saver (think: a new process on
-another machine) resumes the thread; here Redis is emptied first, so MongoDB answers."""),
+another machine) resumes the thread; here this notebook's Redis keys are deleted first (its key
+prefix only, never FLUSHDB: other applications may share the server), so MongoDB answers."""),
     ("code", """import redis
+from langgraph_durable.testing import drop_key_prefix
 
-redis.Redis.from_url(redis_srv.url).flushdb()
+with redis.Redis.from_url(redis_srv.url) as r:
+    print("deleted", drop_key_prefix(r, options["key_prefix"]), "Redis keys of this notebook")
 with DurableSaver.from_urls(redis_srv.url, mongo_srv.url, **options) as saver:
     graph = builder.compile(checkpointer=saver)
-    print("after FLUSHDB:", len(graph.get_state(config).values["messages"]), "messages from",
+    print("after deleting them:", len(graph.get_state(config).values["messages"]), "messages from",
           saver.last_read_tier)
     graph.invoke({"messages": [HumanMessage(content="I'm back")]}, config)
     print(graph.get_state(config).values["messages"][-1].content, "|", saver.last_read_tier)
     print(saver.stats())"""),
-    ("code", "servers.close()"),
+    ("md", "Clean up: remove this notebook's Redis keys and MongoDB database (nothing else)."),
+    ("code", """from langgraph_durable.testing import drop_namespace
+
+drop_namespace(redis_srv.url, mongo_srv.url, options["key_prefix"], options["database"])
+servers.close()"""),
 ]
 
 

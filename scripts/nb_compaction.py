@@ -267,15 +267,13 @@ ax.legend()
 ax.grid(alpha=0.3)
 plt.show()"""),
     ("code", """import pymongo
+from langgraph_durable.testing import drop_namespace
 
 mongo = pymongo.MongoClient(mongo_srv.url)
 for options in (plain_options, summary_options):
     size = mongo[options["database"]].command("dbStats")["dataSize"]
     print(f"{options['database']}: {size / 1e6:.1f} MB in MongoDB")
-    mongo.drop_database(options["database"])
-    keys = list(hot.scan_iter(match="{" + options["key_prefix"] + ":*"))
-    if keys:
-        hot.delete(*keys)
+    drop_namespace(redis_srv.url, mongo_srv.url, options["key_prefix"], options["database"])
 mongo.close()
 hot.close()
 servers.close()"""),

@@ -200,9 +200,9 @@ ax.set_title("node executions across the crash")
 plt.tight_layout()
 plt.show()"""),
     ("code", """cli("delete", "pipeline-1", "--yes")
-import pymongo
-with pymongo.MongoClient(mongo_srv.url) as m:
-    m.drop_database(database)
+from langgraph_durable.testing import drop_namespace
+
+drop_namespace(redis_srv.url, mongo_srv.url, prefix, database)  # this notebook's only
 servers.close()"""),
 ]
 

@@ -109,7 +109,8 @@ keys), MongoDB (BSON size of its documents) and the blob store."""),
 from langgraph_durable import DurableSaver
 from langgraph_durable.blobs import storage_footprint
 
-options = {"key_prefix": "nb-df-" + uuid.uuid4().hex[:6], "database": "dataframes_in_state"}
+tag = uuid.uuid4().hex[:6]  # this notebook's own key prefix and database
+options = {"key_prefix": "nb-df-" + tag, "database": "nb_dataframes_" + tag}
 config = {"configurable": {"thread_id": "sales-1"}}
 
 with DurableSaver.from_urls(redis_srv.url, mongo_srv.url,
@@ -171,11 +172,11 @@ for info in sorted(store.list_keys()):
           f"{'referenced' if info.key in referenced else 'unreferenced'}")
 print(f"{gc.scanned} blobs, {gc.kept_referenced} referenced, would delete {len(gc.deleted)}")
 assert len(referenced) == 3 and gc.deleted == []"""),
-    ("md", """Clean up: drop the notebook's database and stop the servers."""),
-    ("code", """import pymongo
+    ("md", """Clean up: remove the notebook's Redis keys and database (nothing else) and stop the
+servers."""),
+    ("code", """from langgraph_durable.testing import drop_namespace
 
-with pymongo.MongoClient(mongo_srv.url) as client:
-    client.drop_database(options["database"])
+drop_namespace(redis_srv.url, mongo_srv.url, options["key_prefix"], options["database"])
 servers.close()"""),
 ]
 

@@ -178,9 +178,9 @@ print(f"mean put round trip: {1000 * put['sum'] / put['count']:.2f} ms (max "
 drainer.close()
 probe.close()
 cli("delete", *[f"user-{i}" for i in range(4)], "--yes")
-import pymongo
-with pymongo.MongoClient(mongo_srv.url) as m:
-    m.drop_database(options["database"])
+from langgraph_durable.testing import drop_namespace
+
+drop_namespace(redis_srv.url, mongo_srv.url, options["key_prefix"], options["database"])
 servers.close()"""),
 ]
 

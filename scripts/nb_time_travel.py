@@ -141,9 +141,9 @@ ax.set_title("trip-1 and its fork at the end of turn 2")
 plt.tight_layout()
 plt.show()"""),
     ("code", """cli("delete", "trip-1", "trip-1-porto", "--yes")
-import pymongo
-with pymongo.MongoClient(mongo_srv.url) as m:
-    m.drop_database(options["database"])
+from langgraph_durable.testing import drop_namespace
+
+drop_namespace(redis_srv.url, mongo_srv.url, options["key_prefix"], options["database"])
 servers.close()"""),
 ]
 

@@ -14,6 +14,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.testing import drop_key_prefix
 
 EXPECTED_TESTS = 81
 
@@ -49,16 +50,15 @@ class SyncDriven(DurableSaver):
 
 
 class ColdReads(DurableSaver):
-    """Before every read: flush to MongoDB, then empty Redis (FLUSHDB), so every answer
-    comes from MongoDB alone."""
+    """Before every read: flush to MongoDB, then delete its Redis keys (its key prefix
+    only), so every answer comes from MongoDB alone."""
 
     redis_url: str = ""
 
     async def _cold(self) -> None:
         await self.aflush()
-        client = redis.asyncio.Redis.from_url(self.redis_url)
-        await client.flushdb()
-        await client.aclose()
+        with redis.Redis.from_url(self.redis_url) as client:
+            drop_key_prefix(client, self.config.key_prefix)
 
     async def aget_tuple(self, *a: Any, **k: Any) -> Any:
         await self._cold()

@@ -8,6 +8,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_durable.plans import delta as delta_module
+from langgraph_durable.testing import drop_key_prefix
 
 CHANNELS = ["a", "b", "c"]
 
@@ -58,7 +59,7 @@ def test_chain_in_mongodb_only(saver, redis_client) -> None:
     mem = InMemorySaver()
     cfg = build([mem, saver], 150, {"a": 9, "b": 70, "c": 1000})
     saver.flush()
-    redis_client.flushdb()
+    drop_key_prefix(redis_client, saver.config.key_prefix)  # Redis lost: MongoDB only
     compare(mem, saver, cfg)
 
 
@@ -68,7 +69,7 @@ def test_chain_split_between_tiers_with_seed_blobs_only_in_mongodb(saver, redis_
     def empty_redis_at(i: int) -> None:
         if i == 30:
             saver.flush()
-            redis_client.flushdb()
+            drop_key_prefix(redis_client, saver.config.key_prefix)
 
     cfg = build([mem, saver], 60, {"a": 11, "b": 45, "c": 1000}, on_step=empty_redis_at)
     compare(mem, saver, cfg)

@@ -1,7 +1,7 @@
 """Graph-level equivalence: real LangGraph graphs give the same results and the same
 history with DurableSaver as with InMemorySaver, through the sync and the async API,
-from Redis (hot) and from MongoDB alone (cold: ``flush()`` + FLUSHDB at the script's
-``COLD`` points and before every read of the final record).
+from Redis (hot) and from MongoDB alone (cold: ``flush()`` + the saver's Redis keys deleted
+at the script's ``COLD`` points and before every read of the final record).
 
 Checkpoint ids, task ids, interrupt ids, random message ids and timestamps differ
 between two runs of the same graph, so runs are compared after ``Normalizer``: every id
@@ -37,6 +37,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Send
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.testing import drop_key_prefix
 
 # ------------------------------------------------------------------ normalization
 
@@ -122,12 +123,12 @@ class Run:
     def cold(self) -> None:
         if self.redis is not None:
             self.saver.flush()
-            self.redis.flushdb()
+            drop_key_prefix(self.redis, self.saver.config.key_prefix)
 
     async def acold(self) -> None:
         if self.redis is not None:
             await self.saver.aflush()
-            self.redis.flushdb()
+            drop_key_prefix(self.redis, self.saver.config.key_prefix)
 
     def play(self, script: Any) -> list[Any]:
         outputs, gen, result = [], script(), None

@@ -94,7 +94,8 @@ def test_known_calls_give_exact_counts_in_otel_and_stats(redis_url: str, mongo_u
     hot_bytes = stats["bytes_written"]["hot"]
     assert hot_bytes > durable_bytes
     assert _value(pts, "langgraph_durable.bytes_written", tier="hot") == hot_bytes
-    assert stats["outbox_length"] == 0
+    assert stats["outbox_length"] is None  # read live from Redis: none after close()
+    assert stats["flusher"]["outbox_length_seen"] == 0
     assert _value(pts, "langgraph_durable.outbox.length", outbox=saver.ctx.outbox) == 0
     assert _value(pts, "langgraph_durable.flush.errors", kind="retry") is None
     ops = stats["op_duration_s"]
@@ -223,3 +224,36 @@ async def test_async_calls_are_counted_the_same_way(redis_url: str, mongo_url: s
     assert _value(pts, "langgraph_durable.reads", tier="miss") == 1
     assert stats["op_duration_s"]["hot.put"]["count"] == 2
     assert _value(pts, "langgraph_durable.op.duration", tier="hot", op="put")[0] == 2
+
+
+def test_stats_outbox_length_is_live_during_a_mongodb_outage(redis_url) -> None:
+    # MongoDB down: the flusher never completes a round, so what it last saw (nothing)
+    # says nothing; stats() reads the outbox now and shows it full
+    from langgraph_durable import OutboxFullError
+    from langgraph_durable.testing import mongo_server
+
+    with mongo_server() as ms:
+        with DurableSaver.from_urls(redis_url, ms.url, max_outbox=30, on_outbox_full="raise",
+                                    server_selection_timeout_s=0.3,
+                                    **unique_options()) as saver:
+            ms.stop()
+            cfg = {"configurable": {"thread_id": "full", "checkpoint_ns": ""}}
+            with pytest.raises(OutboxFullError):
+                for n in range(31):
+                    cp = _checkpoint(n)
+                    cfg = saver.put(cfg, cp, {"step": n},
+                                    {"notes": cp["channel_versions"]["notes"]})
+            stats = saver.stats()
+            assert stats["outbox_length"] == 30
+            assert stats["flusher"]["outbox_length_seen"] in (None, 0)
+            ms.start()
+            saver.flush(timeout_s=60)
+            assert saver.stats()["outbox_length"] == 0
+
+
+async def test_astats_reads_the_outbox_length_with_asyncio_clients(asaver) -> None:
+    cfg = {"configurable": {"thread_id": "a", "checkpoint_ns": ""}}
+    cp = _checkpoint(1)
+    await asaver.aput(cfg, cp, {"step": 1}, {"notes": cp["channel_versions"]["notes"]})
+    await asaver.aflush()
+    assert (await asaver.astats())["outbox_length"] == 0

@@ -10,6 +10,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from motor import motor_asyncio  # a test dependency only
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.testing import drop_key_prefix
 
 
 async def test_graph_runs_on_a_motor_client(redis_url: str, mongo_url: str) -> None:
@@ -29,7 +30,8 @@ async def test_graph_runs_on_a_motor_client(redis_url: str, mongo_url: str) -> N
     cfg = {"configurable": {"thread_id": "motor"}}
     await graph.ainvoke({"messages": [HumanMessage(content="hello")]}, cfg)
     await saver.aflush()
-    await r.flushdb()
+    with redis.Redis.from_url(redis_url) as sync_r:
+        drop_key_prefix(sync_r, saver.config.key_prefix)
     state = await graph.aget_state(cfg)
     assert [m.content for m in state.values["messages"]] == ["hello", "hi"]
     assert saver.last_read_tier == "durable"

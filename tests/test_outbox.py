@@ -14,6 +14,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_durable import DurableSaver, FlushTimeoutError
 from langgraph_durable.drivers import run_sync
 from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
+from langgraph_durable.testing import drop_key_prefix
 
 
 @pytest.fixture
@@ -132,7 +133,7 @@ def test_a_late_older_interrupt_write_never_replaces_a_newer_one(manual, redis_c
         pass
     redis_client.xadd(manual.ctx.outbox, older)  # redelivery of the first write's entry
     flush_round(manual)
-    redis_client.flushdb()
+    drop_key_prefix(redis_client, manual.config.key_prefix)
     assert manual.get_tuple(cfg).pending_writes == [("task", "__interrupt__", "new")]
 
 

@@ -14,6 +14,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from pymongo import monitoring
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.testing import drop_key_prefix
 
 
 class RedisCounter:
@@ -101,7 +102,7 @@ def test_cold_latest_get_tuple_after_redis_is_emptied(counted, redis_client) -> 
     run_sync(flush_batch_plan(saver.ctx, consumer_name(), block_ms=0, claim=False),
              saver._sync)
     before = saver.get_tuple(cfg)
-    redis_client.flushdb()
+    drop_key_prefix(redis_client, saver.config.key_prefix)
     mongo.names.clear()
     redis_trips = _sent(counter, lambda: saver.get_tuple(cfg))
     mongo_trips = list(mongo.names)

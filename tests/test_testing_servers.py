@@ -62,28 +62,43 @@ def test_redis_kill_then_start() -> None:
             server.start()
 
 
-def test_mongo_sync_insert_find(mongo_url: str, clean_servers: None) -> None:
+def test_mongo_sync_insert_find(mongo_url: str, clean_servers: tuple[str, str]) -> None:
     with pymongo.MongoClient[dict[str, Any]](mongo_url) as client:
-        coll = client["testing_db"]["docs"]
+        coll = client[clean_servers[1]]["docs"]
         coll.insert_one({"_id": "a", "n": 1})
         assert coll.find_one({"_id": "a"}) == {"_id": "a", "n": 1}
 
 
-async def test_mongo_async_insert_find(mongo_url: str, clean_servers: None) -> None:
+async def test_mongo_async_insert_find(mongo_url: str, clean_servers: tuple[str, str]) -> None:
     client = pymongo.AsyncMongoClient[dict[str, Any]](mongo_url)
     try:
-        coll = client["testing_db"]["docs"]
+        coll = client[clean_servers[1]]["docs"]
         await coll.insert_one({"_id": "b", "n": 2})
         assert await coll.find_one({"_id": "b"}) == {"_id": "b", "n": 2}
     finally:
         await client.close()
 
 
-def test_clean_servers_isolates(mongo_url: str, redis_url: str, clean_servers: None) -> None:
-    with pymongo.MongoClient[dict[str, Any]](mongo_url) as client:
-        assert "testing_db" not in client.list_database_names()
-    with redis.Redis.from_url(redis_url) as rclient:
-        assert rclient.dbsize() == 0
+def test_drop_namespace_removes_only_its_own_keys_and_database(mongo_url: str,
+                                                              redis_url: str) -> None:
+    from langgraph_durable.testing import drop_namespace
+
+    with redis.Redis.from_url(redis_url) as r, \
+            pymongo.MongoClient[dict[str, Any]](mongo_url) as m:
+        r.set("{mine:1:t}:cp", 1)
+        r.set("{mine:outbox}", 1)
+        r.set("{mine-2:1:t}:cp", 1)  # another prefix that starts the same
+        r.set("{other:1:t}:cp", 1)
+        r.set("plain", 1)
+        m["mine_db"]["c"].insert_one({"_id": 1})
+        m["other_db"]["c"].insert_one({"_id": 1})
+        drop_namespace(redis_url, mongo_url, "mine", "mine_db")
+        assert r.exists("{mine:1:t}:cp", "{mine:outbox}") == 0
+        assert r.exists("{mine-2:1:t}:cp", "{other:1:t}:cp", "plain") == 3
+        assert "mine_db" not in m.list_database_names()
+        assert m["other_db"]["c"].count_documents({}) == 1
+        r.delete("{mine-2:1:t}:cp", "{other:1:t}:cp", "plain")
+        m.drop_database("other_db")
 
 
 def test_mongo_survives_restart() -> None:

@@ -50,8 +50,9 @@ def _config_params() -> list[inspect.Parameter]:
         flag = f"--{name.replace('_', '-')}"
         if kind is bool:
             flag += f"/--no-{name.replace('_', '-')}"
-        option = typer.Option(None, flag, envvar=f"LGD_{name.upper()}",
-                              help=desc, show_default=False, rich_help_panel="DurableConfig")
+        desc += f"; env LGD_{name.upper()}"  # read by langgraph_durable.settings
+        option = typer.Option(None, flag, help=desc, show_default=False,
+                              rich_help_panel="DurableConfig")
         params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
                                         annotation=typing.Optional[kind]))  # noqa: UP045
     return params
@@ -67,11 +68,13 @@ def _main(ctx: typer.Context, **kwargs: Any) -> None:
 _main.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
     inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
     inspect.Parameter("redis_url", inspect.Parameter.KEYWORD_ONLY, annotation=typing.Optional[str],  # noqa: UP045
-                      default=typer.Option(None, "--redis-url", envvar="REDIS_URL",
-                                           help="Redis URL of the hot tier")),
+                      default=typer.Option(None, "--redis-url",
+                                           help="Redis URL of the hot tier (env REDIS_URL)")),
     inspect.Parameter("mongo_url", inspect.Parameter.KEYWORD_ONLY, annotation=typing.Optional[str],  # noqa: UP045
-                      default=typer.Option(None, "--mongo-url", envvar="MONGODB_URL",
-                                           help="MongoDB URL of the durable tier")),
+                      default=typer.Option(None, "--mongo-url",
+                                           help="MongoDB URL of the durable tier; its "
+                                           "database is used unless --database is given "
+                                           "(env MONGODB_URL)")),
     inspect.Parameter("serde", inspect.Parameter.KEYWORD_ONLY, annotation=typing.Optional[str],  # noqa: UP045
                       default=typer.Option(None, "--serde", envvar="LGD_SERDE",
                                            help="serializer as module:attribute (an object "

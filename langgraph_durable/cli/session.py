@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..config import DurableConfig
 from ..drivers import Clients
 from ..saver import DurableSaver
+from ..settings import database_of_url, resolve_config, server_settings, with_database
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -77,20 +78,19 @@ class TolerantSerde:
 
 
 def open_blob_store(spec: str) -> Any:
-    """A blob store from ``--blob-store``: ``s3://bucket/prefix`` (boto3; endpoint from
-    ``S3_ENDPOINT_URL`` when set) or a folder (``file:///path`` or a plain path)."""
+    """A blob store from ``--blob-store``: ``s3://bucket/prefix`` (boto3; endpoint as for
+    every ``S3BlobStore``: ``S3_ENDPOINT_URL``, else boto3's configuration) or a folder
+    (``file:///path`` or a plain path)."""
     from urllib.parse import unquote, urlparse
 
     from ..serde import LocalBlobStore
 
     url = urlparse(spec)
     if url.scheme == "s3":
-        import boto3
-
         from ..serde import S3BlobStore
 
-        client = boto3.client("s3", endpoint_url=os.environ.get("S3_ENDPOINT_URL") or None)
-        return S3BlobStore(url.netloc, prefix=url.path.lstrip("/"), client=client)
+        # the endpoint follows S3BlobStore's rule (S3_ENDPOINT_URL, then boto3's own)
+        return S3BlobStore(url.netloc, prefix=url.path.lstrip("/"))
     if url.scheme in ("", "file"):
         return LocalBlobStore(unquote(url.path) if url.scheme else spec)
     raise CliError(f"--blob-store must be s3://bucket/prefix or a folder, got {spec!r}")
@@ -100,9 +100,10 @@ class Session:
     """The servers and options of one CLI invocation; the saver is built on first use.
 
     Args:
-        redis_url, mongo_url: server URLs (``--redis-url``/``REDIS_URL``,
-            ``--mongo-url``/``MONGODB_URL``).
-        options: ``DurableConfig`` fields given on the command line or in ``LGD_*``.
+        redis_url, mongo_url: server URLs (``--redis-url``, ``--mongo-url``); None takes
+            ``REDIS_URL`` / ``MONGODB_URL`` (``langgraph_durable.settings``).
+        options: ``DurableConfig`` fields given on the command line (``LGD_*`` variables
+            are read by ``langgraph_durable.settings``, as for the library).
         serde: ``module:attribute`` of a serializer, or of a factory returning one.
         blob_store: where ``ExternalRefSerializer`` blobs live (``--blob-store``); without
             ``serde`` it makes the serializer an ``ExternalRefSerializer`` on it.
@@ -111,7 +112,9 @@ class Session:
     def __init__(self, redis_url: str | None, mongo_url: str | None,
                  options: dict[str, Any], serde: str | None,
                  blob_store: str | None = None) -> None:
-        self.redis_url, self.mongo_url = redis_url, mongo_url
+        env = server_settings()
+        self.redis_url = redis_url or env.redis_url
+        self.mongo_url = mongo_url or env.mongodb_url
         self.options = options
         self.serde_path = serde
         self.blob_store_spec = blob_store
@@ -119,8 +122,14 @@ class Session:
 
     @property
     def config(self) -> DurableConfig:
-        """The validated configuration (``flusher`` is chosen per command)."""
-        return DurableConfig(**self.options)
+        """The validated configuration: the options over ``LGD_*`` over the defaults, the
+        database of the MongoDB URL when none is given (``langgraph_durable.settings``;
+        ``flusher`` is chosen per command)."""
+        config = resolve_config(None, self.options)
+        if self.mongo_url:
+            config = with_database(config, database_of_url(self.mongo_url),
+                                   f"MongoDB URL {self.mongo_url!r}")
+        return config
 
     def saver(self, *, flusher: bool = False, tolerant: bool = False,
               setup: bool = True) -> DurableSaver:

@@ -35,6 +35,7 @@ from ..metrics import Metrics, safe_error
 from ..plans.fence import stream_ms, take_back_deleted
 from ..plans.write import bulk_ignoring_newer
 from ..records import SEP, CheckpointRecord, WriteRecord, unpack_blob
+from .group import dead_letter_key, ensure_group_plan, leave_plan, upkeep_plan
 
 log = logging.getLogger("langgraph_durable.flusher")
 
@@ -42,15 +43,6 @@ log = logging.getLogger("langgraph_durable.flusher")
 def consumer_name() -> str:
     """A consumer name unique to this process and flusher: ``host-pid-random``."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def ensure_group_plan(ctx: Context) -> Plan:
-    """Create the outbox stream and its consumer group if missing (idempotent)."""
-    try:
-        yield Pipeline([["XGROUP", "CREATE", ctx.outbox, CONSUMER_GROUP, "0", "MKSTREAM"]])
-    except redis.exceptions.ResponseError as exc:
-        if "BUSYGROUP" not in str(exc):
-            raise
 
 
 @dataclass
@@ -87,11 +79,6 @@ def _transient(exc: Exception) -> bool:
         e.get("code") in _TRANSIENT_CODES for e in errors)
 
 
-def dead_letter_key(ctx: Context) -> str:
-    """Stream of outbox entries that could not be written (with the error), for operators."""
-    return "{" + ctx.config.key_prefix + ":outbox:dead}"
-
-
 def _parse(entries: list[Any]) -> tuple[list[tuple[bytes, str, list[Any]]], list[Any]]:
     out, bad = [], []
     for eid, fields in entries or []:
@@ -105,9 +92,10 @@ def _parse(entries: list[Any]) -> tuple[list[tuple[bytes, str, list[Any]]], list
 
 
 def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int, claim: bool) -> Plan:
-    """One flush round: take up to ``flush_batch_size`` entries (own pending first, then
-    claimed idle ones when ``claim``, then new ones, blocking up to ``block_ms``), write
-    them to MongoDB, acknowledge. Returns ``BatchStats``."""
+    """One flush round: take up to ``flush_batch_size`` entries (own pending first, then,
+    when ``claim``, the group's upkeep (``group.upkeep_plan``) and claimed idle ones, then
+    new ones, blocking up to ``block_ms``), write them to MongoDB, acknowledge. Returns
+    ``BatchStats``."""
     n = ctx.config.flush_batch_size
     try:
         return (yield from _round(ctx, consumer, n, block_ms=block_ms, claim=claim))
@@ -124,6 +112,7 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
                               "STREAMS", ctx.outbox, "0"]])
     entries = own[0][1] if own else []
     if not entries and claim:
+        yield from upkeep_plan(ctx)
         idle_ms = int(ctx.config.claim_idle_s * 1000)
         (claimed,) = yield Pipeline([["XAUTOCLAIM", ctx.outbox, CONSUMER_GROUP, consumer,
                                       idle_ms, "0-0", "COUNT", n]])
@@ -311,6 +300,9 @@ class Flusher:
         self._last_claim = 0.0
         self._failing_since: float | None = None
         self._quiet_until = 0.0
+        self.left_group = False
+        """True once the loop ended and removed its consumer from the group (it held no
+        pending entries; otherwise they stay for another flusher to claim)."""
 
     # one round, shared by both loops
     def _round_plan(self) -> Plan:
@@ -402,6 +394,7 @@ class Flusher:
             except Exception as exc:
                 self._stop.wait(backoff)
                 backoff = self._failed(exc, backoff)
+        self._leave(lambda: run_sync(leave_plan(self.ctx, self.consumer), clients))
 
     async def start_task(self, clients: Clients) -> None:
         """Start the flush loop as an asyncio task on the running loop using async clients."""
@@ -425,6 +418,19 @@ class Flusher:
             except Exception as exc:
                 await asyncio.sleep(backoff)
                 backoff = self._failed(exc, backoff)
+        try:
+            self.left_group = await run_async(leave_plan(self.ctx, self.consumer), clients)
+        except Exception as exc:
+            log.info("flusher %s could not leave the consumer group: %s", self.consumer,
+                     safe_error(exc))
+
+    def _leave(self, call: Any) -> None:
+        """Leave the consumer group (``group.leave_plan``) as the loop ends."""
+        try:
+            self.left_group = bool(call())
+        except Exception as exc:
+            log.info("flusher %s could not leave the consumer group: %s", self.consumer,
+                     safe_error(exc))
 
     @property
     def running(self) -> bool:
@@ -441,11 +447,15 @@ class Flusher:
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
-    async def astop(self) -> None:
-        """Stop an asyncio-task loop and wait for it."""
+    async def astop(self, timeout_s: float = 5.0) -> None:
+        """Stop an asyncio-task loop after its current round and wait for it (cancelled
+        after ``timeout_s`` seconds)."""
         self._stop.set()
+        self._quiet_until = 0.0
         if self._task is not None and not self._task.done():
-            self._task.cancel()
+            await asyncio.wait({self._task}, timeout=timeout_s)
+            if not self._task.done():
+                self._task.cancel()
             try:
                 await self._task
             except (asyncio.CancelledError, Exception):

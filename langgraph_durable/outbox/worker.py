@@ -21,19 +21,22 @@ from pydantic import ValidationError
 from ..clients import database_of, make_clients, mongo_from_url, redis_from_url
 from ..config import DurableConfig
 from ..context import Context
+from ..errors import ConfigurationError
+from ..settings import database_of_url, resolve_config, server_settings, with_database
 from .flusher import Flusher
 
 log = logging.getLogger("langgraph_durable.worker")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Command-line options (environment: ``REDIS_URL``, ``MONGODB_URL``)."""
-    import os
-
+    """Command-line options; what is not given comes from the environment (``REDIS_URL``,
+    ``MONGODB_URL``, ``LGD_<FIELD>``: ``langgraph_durable.settings``)."""
     p = argparse.ArgumentParser(prog="python -m langgraph_durable.outbox.worker",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--redis-url", default=os.environ.get("REDIS_URL"))
-    p.add_argument("--mongo-url", default=os.environ.get("MONGODB_URL"))
+    p.add_argument("--redis-url", default=None, help="Redis URL (env REDIS_URL)")
+    p.add_argument("--mongo-url", default=None,
+                   help="MongoDB URL (env MONGODB_URL); its database is used unless "
+                   "--database is given")
     for name, field in DurableConfig.model_fields.items():
         kind = {int: int, float: float, str: str}.get(field.annotation)  # type: ignore[arg-type]
         if kind is not None:
@@ -50,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 def run(argv: list[str] | None = None) -> int:
     """Run the worker until SIGTERM/SIGINT; returns the exit code."""
     args = build_parser().parse_args(argv)
+    env = server_settings()
+    args.redis_url = args.redis_url or env.redis_url
+    args.mongo_url = args.mongo_url or env.mongodb_url
     if not args.redis_url or not args.mongo_url:
         print("error: --redis-url and --mongo-url (or REDIS_URL, MONGODB_URL) are required",
               file=sys.stderr)
@@ -60,7 +66,11 @@ def run(argv: list[str] | None = None) -> int:
     if args.write_concern_j is not None:
         options["write_concern_j"] = args.write_concern_j == "true"
     try:
-        config = DurableConfig(**options)
+        config = with_database(resolve_config(None, options), database_of_url(args.mongo_url),
+                               "MongoDB URL")
+    except ConfigurationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except ValidationError as exc:
         for e in exc.errors():
             name = str(e["loc"][0]).replace("_", "-") if e["loc"] else "?"

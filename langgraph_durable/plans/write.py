@@ -40,6 +40,7 @@ from ..records import (
     write_field,
     write_idx,
 )
+from ..serde.errors import BlobStoreError
 from .fence import stream_ms, take_back_deleted
 
 
@@ -59,6 +60,8 @@ def dumps(ctx: Context, value: Any, *, thread_id: str, what: str) -> Typed:
     """``serde.dumps_typed`` with errors and the size bound naming thread and channel."""
     try:
         typed = ctx.serde.dumps_typed(value)
+    except BlobStoreError as exc:  # the store failed, not the value: retryable, kept apart
+        raise exc.add_context(thread_id=thread_id, value=what) from exc.__cause__
     except Exception as exc:
         raise SerializationError(
             f"cannot serialize {what} of thread {thread_id!r}: value of type "

@@ -14,6 +14,7 @@ from langgraph_durable.serde.codecs import Codec, NumpyCodec, PolarsCodec, defau
 from langgraph_durable.serde.errors import (
     BlobIntegrityError,
     BlobNotFoundError,
+    BlobStoreError,
     ExternalRefError,
     UnsupportedValueError,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "BlobIntegrityError",
     "BlobNotFoundError",
     "BlobStore",
+    "BlobStoreError",
     "Codec",
     "ExternalRefError",
     "ExternalRefSerializer",

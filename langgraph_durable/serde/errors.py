@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph_durable.errors import DurableSaverError
+
 __all__ = [
     "BlobIntegrityError",
     "BlobNotFoundError",
+    "BlobStoreError",
     "ExternalRefError",
     "UnsupportedValueError",
 ]
@@ -47,6 +50,14 @@ class ExternalRefError(Exception):
 
 class BlobNotFoundError(ExternalRefError, LookupError):
     """A checkpoint references a blob that its store does not hold (``key`` names it)."""
+
+
+class BlobStoreError(ExternalRefError, DurableSaverError, ConnectionError):
+    """A blob store could not be reached or refused the request (no credentials, endpoint
+    unreachable, no such bucket, access denied, disk full, permissions): an I/O failure, not a
+    bad value, so the same call may succeed later (retryable). ``store`` and ``key`` name the
+    store and the blob (``key`` is None for a listing); the cause is chained
+    (``__cause__``). Nothing was written to the saver's tiers when a ``put`` raises it."""
 
 
 class BlobIntegrityError(ExternalRefError):

@@ -17,14 +17,14 @@ import asyncio
 import contextlib
 import os
 import re
-import tempfile
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from langgraph_durable.serde.errors import BlobNotFoundError, ExternalRefError
+from langgraph_durable.serde.errors import BlobNotFoundError, BlobStoreError, ExternalRefError
 
 __all__ = ["BaseBlobStore", "BlobInfo", "BlobStore", "LocalBlobStore", "S3BlobStore"]
 
@@ -140,6 +140,24 @@ class BaseBlobStore(ABC):
         return f"{type(self).__name__}({self.name!r})"
 
 
+@contextlib.contextmanager
+def _io_errors(store: BaseBlobStore, action: str, key: str | None) -> Iterator[None]:
+    """Turn the I/O failures of a store's client (botocore errors, ``OSError``) into
+    :class:`BlobStoreError` naming the store and the key; "not found" answers and the
+    package's own errors pass unchanged."""
+    try:
+        yield
+    except (ExternalRefError, ValueError):
+        raise
+    except Exception as exc:
+        what = f"blob {key!r}" if key is not None else "its blobs"
+        code, status = _error_code(exc)
+        detail = f" ({code}, HTTP {status})" if code or status else ""
+        raise BlobStoreError(
+            f"blob store {store.name} failed to {action} {what}{detail}: "
+            f"{type(exc).__name__}: {exc}", key=key, store=store.name) from exc
+
+
 def _utc(moment: datetime) -> datetime:
     if moment.tzinfo is None:
         return moment.replace(tzinfo=timezone.utc)
@@ -174,8 +192,14 @@ class LocalBlobStore(BaseBlobStore):
         return self.root / key[:2] / key
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
-        """Write ``data`` atomically unless ``key`` exists (then refresh its mtime if old)."""
+        """Write ``data`` atomically unless ``key`` exists (then refresh its mtime if old).
+        The new file's mode follows the process umask. Raises :class:`BlobStoreError` when
+        the folder cannot be written (permissions, disk full)."""
         target = self._path(key)
+        with _io_errors(self, "write", key):
+            return self._put(target, data)
+
+    def _put(self, target: Path, data: bytes) -> bool:
         try:
             mtime = target.stat().st_mtime
         except FileNotFoundError:
@@ -189,7 +213,11 @@ class LocalBlobStore(BaseBlobStore):
             except FileNotFoundError:  # garbage-collected meanwhile: write it again
                 pass
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        # O_CREAT with 0o666: the process umask decides the mode, as for any new file
+        # (tempfile.mkstemp would make it 0600)
+        tmp = str(target.parent / f".tmp-{uuid.uuid4().hex}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                     0o666)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
@@ -216,12 +244,14 @@ class LocalBlobStore(BaseBlobStore):
 
     def get(self, key: str) -> bytes:
         """The file's bytes; raises :class:`BlobNotFoundError` if it does not exist."""
-        try:
-            return self._path(key).read_bytes()
-        except FileNotFoundError:
-            raise BlobNotFoundError(
-                f"blob {key!r} not found in {self.name}", key=key, store=self.name
-            ) from None
+        path = self._path(key)
+        with _io_errors(self, "read", key):
+            try:
+                return path.read_bytes()
+            except FileNotFoundError:
+                raise BlobNotFoundError(
+                    f"blob {key!r} not found in {self.name}", key=key, store=self.name
+                ) from None
 
     def exists(self, key: str) -> bool:
         """Whether the file exists."""
@@ -276,11 +306,16 @@ class S3BlobStore(BaseBlobStore):
         bucket: the bucket name (it must exist).
         prefix: prepended to every key; ``"/"`` is appended when missing (``""``: none).
         client: a boto3 S3 client; by default ``boto3.client("s3", endpoint_url=...)``.
-        endpoint_url: the endpoint of an S3-compatible server (ignored if ``client`` is given).
+        endpoint_url: the endpoint of an S3-compatible server (ignored if ``client`` is
+            given). The one rule, for the library, the CLI and the test servers alike: this
+            argument, else ``S3_ENDPOINT_URL`` (``langgraph_durable.settings``), else boto3's
+            own configuration (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, AWS).
         touch_after_s: a skipped put refreshes the object's LastModified (a server-side
             self-copy) if it is older than this many seconds.
 
-    Errors of the S3 client other than "not found" propagate as ``botocore`` exceptions.
+    Errors of the S3 client other than "not found" (no credentials, endpoint unreachable,
+    ``NoSuchBucket``, access denied) raise :class:`BlobStoreError` naming the store and the
+    key, with the ``botocore`` exception as its cause.
     """
 
     def __init__(
@@ -295,6 +330,9 @@ class S3BlobStore(BaseBlobStore):
         if client is None:
             import boto3
 
+            from langgraph_durable.settings import server_settings
+
+            endpoint_url = endpoint_url or server_settings().s3_endpoint_url
             client = boto3.client("s3", endpoint_url=endpoint_url)
         self.client = client
         self.bucket = bucket
@@ -344,11 +382,7 @@ class S3BlobStore(BaseBlobStore):
             raise
         return True
 
-    def put_if_absent(self, key: str, data: bytes) -> bool:
-        """Upload ``data`` unless ``key`` exists (see the class docstring for how).
-
-        An existing object that disappears while it is being refreshed (garbage collection
-        racing this put) is uploaded again, so a ``False`` return means the key exists."""
+    def _put_if_absent(self, key: str, data: bytes) -> bool:
         for _ in range(3):
             written = self._put_once(key, data)
             if written is not None:
@@ -381,8 +415,7 @@ class S3BlobStore(BaseBlobStore):
         self.client.put_object(Bucket=self.bucket, Key=full, Body=data)
         return True
 
-    def get(self, key: str) -> bytes:
-        """The object's bytes; raises :class:`BlobNotFoundError` if it does not exist."""
+    def _get(self, key: str) -> bytes:
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
         except Exception as exc:
@@ -398,23 +431,19 @@ class S3BlobStore(BaseBlobStore):
         finally:
             body.close()
 
-    def exists(self, key: str) -> bool:
-        """Whether the object exists (one HEAD request)."""
+    def _exists(self, key: str) -> bool:
         return self._head(key) is not None
 
-    def stat(self, key: str) -> BlobInfo | None:
-        """The object's current :class:`BlobInfo` (one HEAD request), or ``None``."""
+    def _stat(self, key: str) -> BlobInfo | None:
         head = self._head(key)
         if head is None:
             return None
         return BlobInfo(key, _utc(head["LastModified"]), int(head.get("ContentLength", 0)))
 
-    def delete(self, key: str) -> None:
-        """Delete the object (S3 treats a missing key as success)."""
+    def _delete(self, key: str) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
 
-    def list_keys(self) -> Iterator[BlobInfo]:
-        """Every object below ``prefix`` (paginated ``list_objects_v2``), prefix stripped."""
+    def _list_keys(self) -> Iterator[BlobInfo]:
         paginator = self.client.get_paginator("list_objects_v2")
         kwargs: dict[str, Any] = {"Bucket": self.bucket}
         if self.prefix:
@@ -424,6 +453,41 @@ class S3BlobStore(BaseBlobStore):
                 key = str(item["Key"])[len(self.prefix) :]
                 if key:
                     yield BlobInfo(key, _utc(item["LastModified"]), int(item["Size"]))
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Upload ``data`` unless ``key`` exists (see the class docstring for how).
+
+        An existing object that disappears while it is being refreshed (garbage collection
+        racing this put) is uploaded again, so a ``False`` return means the key exists.
+        Raises :class:`BlobStoreError` when the bucket cannot be written."""
+        with _io_errors(self, "write", key):
+            return self._put_if_absent(key, data)
+
+    def get(self, key: str) -> bytes:
+        """The object's bytes; raises :class:`BlobNotFoundError` if it does not exist,
+        :class:`BlobStoreError` if the bucket cannot be read."""
+        with _io_errors(self, "read", key):
+            return self._get(key)
+
+    def exists(self, key: str) -> bool:
+        """Whether the object exists (one HEAD request)."""
+        with _io_errors(self, "look up", key):
+            return self._exists(key)
+
+    def stat(self, key: str) -> BlobInfo | None:
+        """The object's current :class:`BlobInfo` (one HEAD request), or ``None``."""
+        with _io_errors(self, "look up", key):
+            return self._stat(key)
+
+    def delete(self, key: str) -> None:
+        """Delete the object (S3 treats a missing key as success)."""
+        with _io_errors(self, "delete", key):
+            self._delete(key)
+
+    def list_keys(self) -> Iterator[BlobInfo]:
+        """Every object below ``prefix`` (paginated ``list_objects_v2``), prefix stripped."""
+        with _io_errors(self, "list", None):
+            yield from self._list_keys()
 
 
 def default_local_store() -> LocalBlobStore:

@@ -14,6 +14,7 @@ from langgraph_durable.serde import (
     BlobInfo,
     BlobNotFoundError,
     BlobStore,
+    BlobStoreError,
     LocalBlobStore,
     S3BlobStore,
 )
@@ -199,16 +200,18 @@ def test_s3_store_from_endpoint_url(
     assert store.put_if_absent("e.bin", b"e") and store.get("e.bin") == b"e"
 
 
-def test_s3_other_errors_propagate(s3_client: Any) -> None:
+def test_s3_other_errors_are_blob_store_errors(s3_client: Any) -> None:
     store = S3BlobStore("lgd-no-such-bucket-for-serde", client=s3_client)
-    with pytest.raises(ClientError):
+    with pytest.raises(BlobStoreError) as info:
         store.put_if_absent("k.bin", b"x")
+    assert isinstance(info.value.__cause__, ClientError)
 
 
 def test_s3_missing_bucket_is_not_a_missing_blob(s3_client: Any) -> None:
     store = S3BlobStore("lgd-no-such-bucket-for-serde", client=s3_client)
-    with pytest.raises(ClientError, match="NoSuchBucket"):
+    with pytest.raises(BlobStoreError, match="NoSuchBucket") as info:
         store.get("k.bin")
+    assert not isinstance(info.value, BlobNotFoundError)
 
 
 def test_stat_reports_the_current_blob(store: BlobStore) -> None:

@@ -1,0 +1,117 @@
+"""Upkeep of the outbox consumer group: a flusher leaves the group when it stops (if it holds
+nothing), live flushers remove consumers long gone, and entries the group's last-delivered
+id has passed without any consumer holding them are delivered again.
+
+Each step is one small Lua script, so it reads and changes the group atomically.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis.exceptions
+
+from ..context import Context
+from ..drivers import Pipeline, Plan
+from ..hot.keys import CONSUMER_GROUP
+
+log = logging.getLogger("langgraph_durable.flusher")
+
+_FIELD = """
+local function field(arr, name)
+  for i = 1, #arr, 2 do if arr[i] == name then return arr[i + 1] end end
+end
+"""
+
+LEAVE = """
+if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then return 0 end
+redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+"""Delete consumer ARGV[2] of group ARGV[1] of stream KEYS[1] unless it holds pending entries
+(``XGROUP DELCONSUMER`` would drop them from the group's pending list). 1 if deleted."""
+
+UPKEEP = _FIELD + """
+local s, g, stale = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local removed = 0
+for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', s, g)) do
+  if field(c, 'pending') == 0 and field(c, 'idle') > stale then
+    redis.call('XGROUP', 'DELCONSUMER', s, g, field(c, 'name'))
+    removed = removed + 1
+  end
+end
+local first = redis.call('XRANGE', s, '-', '+', 'COUNT', 1)
+if #first == 0 then return {removed, 0} end
+local last
+for _, grp in ipairs(redis.call('XINFO', 'GROUPS', s)) do
+  if field(grp, 'name') == g then last = field(grp, 'last-delivered-id') end
+end
+local oldest = first[1][1]
+local om, os_ = string.match(oldest, '(%d+)-(%d+)')
+local lm, ls = string.match(last or '0-0', '(%d+)-(%d+)')
+om, os_, lm, ls = tonumber(om), tonumber(os_), tonumber(lm), tonumber(ls)
+local passed = om < lm or (om == lm and os_ <= ls)
+if passed and #redis.call('XPENDING', s, g, oldest, oldest, 1) == 0 then
+  redis.call('XGROUP', 'SETID', s, g, '0')
+  return {removed, 1, oldest}
+end
+return {removed, 0}
+"""
+"""Remove consumers of group ARGV[1] idle over ARGV[2] ms holding nothing; then, when the
+stream's oldest entry is at or before the group's last-delivered id and no consumer holds it
+(delivered to a consumer since deleted, or the group's id moved past it), set the group's
+id back to 0 so ``XREADGROUP >`` delivers it (and what follows) again. Returns
+``{consumers removed, 1 if rewound, oldest id}``."""
+
+
+def ensure_group_plan(ctx: Context) -> Plan:
+    """Create the outbox stream and its consumer group if missing (idempotent)."""
+    try:
+        yield Pipeline([["XGROUP", "CREATE", ctx.outbox, CONSUMER_GROUP, "0", "MKSTREAM"]])
+    except redis.exceptions.ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+
+
+def dead_letter_key(ctx: Context) -> str:
+    """Stream of outbox entries that could not be written (with the error), for operators."""
+    return "{" + ctx.config.key_prefix + ":outbox:dead}"
+
+
+def stale_consumer_ms(ctx: Context) -> int:
+    """Milliseconds a consumer holding nothing may stay idle before live flushers remove it:
+    10 x ``claim_idle_s`` (a flusher pausing after failures is idle 2 x ``claim_idle_s``;
+    a consumer removed while alive is re-created by its next ``XREADGROUP``)."""
+    return int(ctx.config.claim_idle_s * 10_000)
+
+
+def leave_plan(ctx: Context, consumer: str) -> Plan:
+    """Remove ``consumer`` from the group unless it holds pending entries; True if removed."""
+    try:
+        (done,) = yield Pipeline([["EVAL", LEAVE, 1, ctx.outbox, CONSUMER_GROUP, consumer]])
+    except redis.exceptions.ResponseError:  # no stream or no group: nothing to leave
+        return False
+    return bool(done)
+
+
+def upkeep_plan(ctx: Context) -> Plan:
+    """Run ``UPKEEP`` (see there); logs what it changed. Returns ``(removed, rewound)``."""
+    try:
+        (reply,) = yield Pipeline([["EVAL", UPKEEP, 1, ctx.outbox, CONSUMER_GROUP,
+                                    stale_consumer_ms(ctx)]])
+    except redis.exceptions.ResponseError as exc:
+        if "NOGROUP" in str(exc) or "no such key" in str(exc).lower():
+            return 0, False
+        raise
+    removed, rewound = int(reply[0]), bool(reply[1])
+    if removed:
+        log.info("removed %d consumers of %s idle over %.0f s with nothing pending", removed,
+                 ctx.outbox, stale_consumer_ms(ctx) / 1000)
+    if rewound:
+        oldest: Any = reply[2]
+        log.warning("outbox %s held entries from %s on that no consumer held although the "
+                    "group had delivered them (a consumer deleted with its pending entries, "
+                    "or the group's id moved); delivering them again", ctx.outbox,
+                    oldest.decode() if isinstance(oldest, bytes) else oldest)
+    return removed, rewound

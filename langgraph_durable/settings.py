@@ -1,0 +1,106 @@
+"""Configuration from the environment, in one place for the library, the CLI and the worker.
+
+Read through pydantic-settings:
+
+- ``REDIS_URL``, ``MONGODB_URL``: the servers (``DurableSaver.from_conn_string`` without
+  URLs, ``langgraph-durable``, ``python -m langgraph_durable.outbox.worker``);
+- ``S3_ENDPOINT_URL``: the endpoint of every ``S3BlobStore`` built without a client or an
+  explicit ``endpoint_url`` (then boto3's own ``AWS_ENDPOINT_URL*`` rules apply);
+- ``LGD_<FIELD>`` for every ``DurableConfig`` field (``LGD_KEY_PREFIX``,
+  ``LGD_FLUSH_INTERVAL_S``, ``LGD_WRITE_CONCERN_W``, ...).
+
+How a saver's configuration is chosen (``resolve_config``), one rule everywhere:
+
+1. ``config=`` (a ``DurableConfig``) is used as it is: the environment is not read.
+   Passing ``config=`` and keyword options together raises ``ConfigurationError``.
+2. Otherwise every field comes from the keyword options (command-line flags for the CLI
+   and the worker), else from ``LGD_<FIELD>``, else from the default.
+3. ``database``: when it is given nowhere (options, ``LGD_DATABASE``, ``config=`` with an
+   explicit ``database``), the database of the MongoDB URL (``mongodb://h:p/myappdb``) or
+   client is used, else ``"langgraph_durable"``. A database given both ways and different
+   raises ``ConfigurationError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .config import DurableConfig
+from .errors import ConfigurationError
+
+
+class ServerSettings(BaseSettings):
+    """``REDIS_URL``, ``MONGODB_URL`` and ``S3_ENDPOINT_URL`` (None when unset or empty)."""
+
+    model_config = SettingsConfigDict(extra="ignore", env_ignore_empty=True,
+                                      case_sensitive=True)
+
+    redis_url: str | None = Field(default=None, validation_alias=AliasChoices("REDIS_URL"))
+    mongodb_url: str | None = Field(default=None,
+                                    validation_alias=AliasChoices("MONGODB_URL"))
+    s3_endpoint_url: str | None = Field(default=None,
+                                        validation_alias=AliasChoices("S3_ENDPOINT_URL"))
+
+
+class EnvConfig(DurableConfig, BaseSettings):
+    """``DurableConfig`` read from ``LGD_<FIELD>`` environment variables (validated as the
+    fields are; ``LGD_QUERYABLE_METADATA=true``, ``LGD_WRITE_CONCERN_W=1``, ...)."""
+
+    model_config = SettingsConfigDict(env_prefix="LGD_", extra="ignore", frozen=True,
+                                      env_ignore_empty=True, case_sensitive=False)
+
+
+def server_settings() -> ServerSettings:
+    """The server URLs of the environment, read now."""
+    return ServerSettings()
+
+
+def env_options() -> dict[str, Any]:
+    """The ``DurableConfig`` fields set by ``LGD_*`` variables now, validated (raises
+    pydantic's ``ValidationError`` naming the field for a bad value)."""
+    env = EnvConfig()
+    return {name: getattr(env, name) for name in env.model_fields_set}
+
+
+def resolve_config(config: DurableConfig | None, options: dict[str, Any]) -> DurableConfig:
+    """The configuration a saver uses (the module docstring has the rule). Raises
+    ``ConfigurationError`` for ``config=`` together with keyword options, pydantic's
+    ``ValidationError`` for an invalid value."""
+    if config is not None:
+        if options:
+            raise ConfigurationError(
+                "pass either config=DurableConfig(...) or keyword options, not both (got "
+                f"config= and {sorted(options)}); put the options in the DurableConfig, e.g. "
+                "config.model_copy(update={...})")
+        return config
+    return DurableConfig(**{**env_options(), **options})
+
+
+def database_of_url(url: str) -> str | None:
+    """The database named in a MongoDB URL's path (``mongodb://h:p/myappdb`` -> ``myappdb``),
+    or None."""
+    from urllib.parse import unquote
+
+    rest = url.split("://", 1)[-1]  # no DNS lookup, unlike pymongo's parser for +srv
+    if "/" not in rest:
+        return None
+    return unquote(rest.split("/", 1)[1].split("?", 1)[0]) or None
+
+
+def with_database(config: DurableConfig, found: str | None, where: str) -> DurableConfig:
+    """``config`` with the database named by the MongoDB URL or client (``found``, from
+    ``where``) when the configuration gives none; raises ``ConfigurationError`` when both
+    name one and they differ."""
+    if not found:
+        return config
+    if "database" in config.model_fields_set:
+        if config.database != found:
+            raise ConfigurationError(
+                f"two MongoDB databases given: database={config.database!r} and "
+                f"{found!r} in the {where}; give one, or make them equal")
+        return config
+    return DurableConfig(**{**{k: getattr(config, k) for k in config.model_fields_set},
+                            "database": found})

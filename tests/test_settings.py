@@ -1,0 +1,185 @@
+"""Configuration: the database of the MongoDB URL, from_conn_string, REDIS_URL/MONGODB_URL
+and LGD_<FIELD> from the environment (one rule for the library, the CLI and the worker)."""
+
+from __future__ import annotations
+
+import pymongo
+import pytest
+from conftest import unique_options
+from langgraph.checkpoint.base import empty_checkpoint
+from typer.testing import CliRunner
+
+from langgraph_durable import ConfigurationError, DurableConfig, DurableSaver
+from langgraph_durable.settings import env_options
+
+# a value different from the default for every DurableConfig field, as an environment
+# variable would give it, and as the field holds it once validated
+ENV_VALUES: dict[str, tuple[str, object]] = {
+    "key_prefix": ("envpfx", "envpfx"),
+    "database": ("env_db", "env_db"),
+    "collection_prefix": ("c_", "c_"),
+    "durability": ("strict", "strict"),
+    "flusher": ("off", "off"),
+    "flush_interval_s": ("0.2", 0.2),
+    "flush_batch_size": ("7", 7),
+    "claim_idle_s": ("3.5", 3.5),
+    "max_outbox": ("99", 99),
+    "on_outbox_full": ("raise", "raise"),
+    "outbox_full_timeout_s": ("1.5", 1.5),
+    "hot_ttl_s": ("60", 60),
+    "delete_flush_timeout_s": ("4", 4.0),
+    "close_drain_timeout_s": ("2", 2.0),
+    "max_value_bytes": ("1000", 1000),
+    "queryable_metadata": ("false", False),
+    "on_concurrent_run": ("fork", "fork"),
+    "write_concern_w": ("1", 1),
+    "write_concern_j": ("false", False),
+    "write_concern_timeout_s": ("3", 3.0),
+    "redis_max_connections": ("9", 9),
+    "socket_timeout_s": ("2.5", 2.5),
+    "server_selection_timeout_s": ("1.5", 1.5),
+}
+
+
+def with_db(mongo_url: str, name: str) -> str:
+    """``mongodb://h:p/?opts`` -> ``mongodb://h:p/<name>?opts``."""
+    base, _, query = mongo_url.partition("?")
+    return base.rstrip("/") + "/" + name + ("?" + query if query else "")
+
+
+def _put(saver: DurableSaver, thread: str) -> None:
+    saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
+              empty_checkpoint(), {"step": -1}, {})
+
+
+def test_every_config_field_is_read_from_lgd_variables(monkeypatch) -> None:
+    assert set(ENV_VALUES) == set(DurableConfig.model_fields)
+    for name, (text, _) in ENV_VALUES.items():
+        monkeypatch.setenv(f"LGD_{name.upper()}", text)
+    monkeypatch.setenv("LGD_SERDE", "not:a-field")  # a CLI variable, not a config field
+    assert env_options() == {name: value for name, (_, value) in ENV_VALUES.items()}
+
+
+def test_keyword_options_win_over_lgd_variables(redis_url, mongo_url, monkeypatch) -> None:
+    opts = unique_options()
+    monkeypatch.setenv("LGD_FLUSH_BATCH_SIZE", "7")
+    monkeypatch.setenv("LGD_KEY_PREFIX", "from_env")
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
+        assert saver.config.flush_batch_size == 7
+        assert saver.config.key_prefix == opts["key_prefix"]
+
+
+def test_an_explicit_config_ignores_the_environment(redis_url, mongo_url, monkeypatch) -> None:
+    monkeypatch.setenv("LGD_FLUSH_BATCH_SIZE", "7")
+    with DurableSaver.from_urls(redis_url, mongo_url,
+                                config=DurableConfig(**unique_options())) as saver:
+        assert saver.config.flush_batch_size == 500
+
+
+def test_config_and_keyword_options_together_are_refused(redis_url, mongo_url) -> None:
+    with pytest.raises(ConfigurationError, match=r"either config=DurableConfig\(...\) or "
+                       r"keyword options, not both \(got config= and \['flush_batch_size'\]\)"):
+        DurableSaver.from_urls(redis_url, mongo_url, config=DurableConfig(),
+                               flush_batch_size=3)
+
+
+def test_the_database_of_the_mongodb_url_is_used(redis_url, mongo_url) -> None:
+    opts = unique_options()
+    del opts["database"]
+    name = "lgd_url_" + opts["key_prefix"]
+    with DurableSaver.from_urls(redis_url, with_db(mongo_url, name), **opts) as saver:
+        assert saver.config.database == name
+        _put(saver, "t")
+        saver.flush()
+    with pymongo.MongoClient(mongo_url) as client:
+        assert client[name]["checkpoints"].count_documents({"thread_id": "t"}) == 1
+        assert client["langgraph_durable"]["checkpoints"].count_documents(
+            {"thread_id": "t"}) == 0
+        client.drop_database(name)
+
+
+def test_a_database_different_from_the_urls_is_refused(redis_url, mongo_url) -> None:
+    with pytest.raises(ConfigurationError, match="two MongoDB databases given: "
+                       "database='other' and 'mine' in the MongoDB URL"):
+        DurableSaver.from_urls(redis_url, with_db(mongo_url, "mine"), database="other")
+    # equal is fine
+    saver = DurableSaver.from_urls(redis_url, with_db(mongo_url, "mine"), database="mine")
+    assert saver.config.database == "mine"
+    saver.close()
+
+
+def test_the_default_database_of_a_given_client_is_used(redis_url, mongo_url) -> None:
+    import redis
+
+    r = redis.Redis.from_url(redis_url)
+    m = pymongo.MongoClient(with_db(mongo_url, "clientdb"))
+    try:
+        assert DurableSaver(r, m).config.database == "clientdb"
+        with pytest.raises(ConfigurationError, match="database='x' and 'clientdb' in the "
+                           "MongoDB client given"):
+            DurableSaver(r, m, database="x")
+    finally:
+        r.close()
+        m.close()
+
+
+def test_from_conn_string_takes_urls_from_the_environment(redis_url, mongo_url,
+                                                         monkeypatch) -> None:
+    opts = unique_options()
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("MONGODB_URL", mongo_url)
+    with DurableSaver.from_conn_string(**opts) as saver:
+        _put(saver, "env")
+        assert saver.get_tuple({"configurable": {"thread_id": "env"}}) is not None
+    with DurableSaver.from_conn_string(redis_url, mongo_url, **opts) as saver:
+        assert saver.get_tuple({"configurable": {"thread_id": "env"}}) is not None
+
+
+async def test_from_conn_string_as_an_async_context_manager(redis_url, mongo_url) -> None:
+    opts = unique_options()
+    async with DurableSaver.from_conn_string(redis_url, mongo_url, **opts) as saver:
+        await saver.aput({"configurable": {"thread_id": "a", "checkpoint_ns": ""}},
+                         empty_checkpoint(), {"step": -1}, {})
+        assert (await saver.aget_tuple({"configurable": {"thread_id": "a"}})) is not None
+
+
+def test_from_conn_string_without_urls_names_what_is_missing(monkeypatch) -> None:
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.delenv("MONGODB_URL", raising=False)
+    with pytest.raises(ConfigurationError, match=r"set REDIS_URL and MONGODB_URL \(missing: "
+                       r"mongo_url\)"):
+        DurableSaver.from_conn_string("redis://127.0.0.1:1/0")
+
+
+def test_the_cli_reads_the_same_environment(redis_url, mongo_url) -> None:
+    from langgraph_durable.cli import app
+
+    opts = unique_options()
+    env = {"REDIS_URL": redis_url, "MONGODB_URL": with_db(mongo_url, opts["database"]),
+           "LGD_KEY_PREFIX": opts["key_prefix"], "LGD_DATABASE": None, "COLUMNS": "200"}
+    res = CliRunner().invoke(app, ["status", "--json"], env=env)
+    assert res.exit_code == 0, res.output
+    assert '"database": "' + opts["database"] + '"' in res.stdout
+    assert '"key_prefix": "' + opts["key_prefix"] + '"' in res.stdout
+    env["LGD_DATABASE"] = "different"
+    res = CliRunner().invoke(app, ["status", "--json"], env=env)
+    assert res.exit_code == 1
+    assert res.stderr == (f"error: two MongoDB databases given: database='different' and "
+                          f"{opts['database']!r} in the MongoDB URL "
+                          f"{env['MONGODB_URL']!r}; give one, or make them equal\n")
+
+
+def test_the_worker_reads_the_same_environment(monkeypatch, capsys) -> None:
+    from langgraph_durable.outbox.worker import run
+
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv("MONGODB_URL", "mongodb://127.0.0.1:1/urldb")
+    monkeypatch.setenv("LGD_FLUSH_BATCH_SIZE", "0")
+    assert run([]) == 2
+    assert capsys.readouterr().err == ("error: invalid option --flush-batch-size: Input "
+                                       "should be greater than or equal to 1\n")
+    monkeypatch.delenv("LGD_FLUSH_BATCH_SIZE")
+    assert run(["--database", "other"]) == 2
+    assert capsys.readouterr().err == ("error: two MongoDB databases given: "
+                                       "database='other' and 'urldb' in the MongoDB URL; give "
+                                       "one, or make them equal\n")
