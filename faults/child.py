@@ -279,11 +279,35 @@ def flow_resume(spec: dict[str, Any]) -> int:
     return 0
 
 
+def _meet_before_first_put(saver: DurableSaver, spec: dict[str, Any]) -> None:
+    """Both chat children read the thread's latest checkpoint before either writes: each
+    one's first ``put`` (the run's input checkpoint, right after ``invoke`` read the
+    latest) waits until its sibling has reached its own first ``put`` (a counter under the
+    trial's own key prefix; 30 s at most). The race is then the same on a loaded machine."""
+    import redis
+
+    r = redis.Redis.from_url(spec["redis"])
+    key = "{" + spec["prefix"] + ":barrier}:" + spec["thread"]
+    put, first = saver.put, [True]
+
+    def met(*args: Any, **kwargs: Any) -> Any:
+        if first:
+            first.clear()
+            r.incr(key)
+            deadline = time.monotonic() + 30
+            while int(r.get(key) or 0) < 2 and time.monotonic() < deadline:
+                time.sleep(0.001)
+        return put(*args, **kwargs)
+
+    saver.put = met  # type: ignore[method-assign]
+
+
 def chat(spec: dict[str, Any]) -> int:
     cfg = {"configurable": {"thread_id": spec["thread"]}}
     with DurableSaver.from_urls(spec["redis"], spec["mongo"], **_options(spec)) as saver:
         graph = graphs.build_chat(saver, step_s=spec["step_s"])
         graph.get_state(cfg)  # connections warm before the barrier
+        _meet_before_first_put(saver, spec)
         while time.time() < spec["start_at"]:
             time.sleep(0.0005)
         began = time.time()
