@@ -18,6 +18,7 @@ from .errors import (
     SyncCallInEventLoopError,
     TierUnavailableError,
 )
+from .plans.threads import ThreadInfo, ThreadPage
 from .saver import DurableSaver
 
 __all__ = [
@@ -33,6 +34,8 @@ __all__ = [
     "SchemaVersionError",
     "SerializationError",
     "SyncCallInEventLoopError",
+    "ThreadInfo",
+    "ThreadPage",
     "TierUnavailableError",
 ]
 
