@@ -131,7 +131,8 @@ def documents_of(records: dict[str, list[dict]], thread_id: str) -> dict[str, li
 
 
 @command
-def export(ctx: typer.Context, thread: str = typer.Argument(..., help="thread_id"),
+def export(ctx: typer.Context,
+           thread: str = typer.Argument(..., metavar="THREAD", help="thread_id"),
            output: str = typer.Option("-", "--output", "-o", help="file (default stdout)")
            ) -> None:
     """Write every stored record of THREAD as JSON Lines (after flushing the outbox)."""
@@ -150,7 +151,8 @@ def export(ctx: typer.Context, thread: str = typer.Argument(..., help="thread_id
 
 
 @command
-def import_(ctx: typer.Context, file: str = typer.Argument(..., help="export file ('-' = stdin)"),
+def import_(ctx: typer.Context,
+            file: str = typer.Argument(..., metavar="FILE", help="export file ('-' = stdin)"),
             thread: str = typer.Option(None, "--thread", help="import under this thread_id "
                                        "(default: the exported one)"),
             yes: bool = typer.Option(False, "--yes", "-y", help="replace an existing thread "
