@@ -74,7 +74,12 @@ class TolerantSerde:
         try:
             return self.inner.loads_typed(data)
         except Exception as exc:
-            return Undecodable(data[0], len(data[1]), type(exc).__name__)
+            from ..serde.external import EXTREF_TYPE, ExternalRefSerializer
+
+            error = type(exc).__name__
+            if data[0] == EXTREF_TYPE and not isinstance(self.inner, ExternalRefSerializer):
+                error = "external reference: pass --blob-store to decode"
+            return Undecodable(data[0], len(data[1]), error)
 
 
 def open_blob_store(spec: str) -> Any:
