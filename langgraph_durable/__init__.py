@@ -20,6 +20,7 @@ from .errors import (
     ThreadDeletedError,
     TierUnavailableError,
 )
+from .plans.threads import ThreadInfo, ThreadPage
 from .saver import DurableSaver
 
 __all__ = [
@@ -37,6 +38,8 @@ __all__ = [
     "SerializationError",
     "SyncCallInEventLoopError",
     "ThreadDeletedError",
+    "ThreadInfo",
+    "ThreadPage",
     "TierUnavailableError",
 ]
 

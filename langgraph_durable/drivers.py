@@ -56,6 +56,16 @@ class Mongo:
 
 
 @dataclass
+class Scan:
+    """Every Redis key matching the glob ``match`` (SCAN with ``COUNT count``, on every
+    primary of a cluster); returns the keys. Many round trips on a large keyspace: for
+    administration (listing threads), never on a saver's hot path."""
+
+    match: str
+    count: int = 1000
+
+
+@dataclass
 class Parallel:
     """Run several operations; concurrently under asyncio, in order with sync clients."""
 
@@ -69,7 +79,7 @@ class Sleep:
     seconds: float
 
 
-Op = Script | Pipeline | Mongo | Parallel | Sleep
+Op = Script | Pipeline | Mongo | Scan | Parallel | Sleep
 _TIMED = (Script, Pipeline, Mongo)
 Plan = Generator[Any, Any, Any]
 
@@ -100,7 +110,7 @@ class Clients:
 
 def _wrap(exc: Exception, clients: Clients, op: Any) -> Exception:
     if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
-        what = op.name if isinstance(op, Script) else "pipeline"
+        what = op.name if isinstance(op, Script) else type(op).__name__.lower()
         return TierUnavailableError(f"Redis {clients.redis_name} did not answer ({what}): {exc}")
     if isinstance(exc, PyMongoError) and type(exc).__name__ in {
         "ServerSelectionTimeoutError", "AutoReconnect", "NetworkTimeout", "ConnectionFailure",
@@ -139,6 +149,8 @@ def _exec_sync(op: Any, c: Clients) -> Any:
     if isinstance(op, Mongo):
         result = getattr(c.db[op.collection], op.method)(*op.args, **op.kwargs)
         return list(result) if op.method in _CURSOR_METHODS else result
+    if isinstance(op, Scan):
+        return list(c.redis.scan_iter(match=op.match, count=op.count))
     if isinstance(op, Parallel):
         if len(op.ops) < 2:
             return [_exec_sync_wrapped(o, c) for o in op.ops]
@@ -208,6 +220,8 @@ async def _exec_async(op: Any, c: Clients) -> Any:
                 result = await result
             return await result.to_list(None)
         return await result
+    if isinstance(op, Scan):
+        return [k async for k in c.redis.scan_iter(match=op.match, count=op.count)]
     if isinstance(op, Parallel):
         return list(await asyncio.gather(*(_exec_async_wrapped(o, c) for o in op.ops)))
     if isinstance(op, Sleep):

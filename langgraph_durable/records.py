@@ -299,3 +299,23 @@ def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | No
     """InMemorySaver's filter rule: ``filter_value == metadata.get(key)`` for every pair
     (a missing key reads as ``None``; the filter value is the left operand, as there)."""
     return not filter or all(v == metadata.get(k) for k, v in filter.items())
+
+
+_UUID_EPOCH_100NS = 0x01B21DD213814000
+"""100-ns intervals from the UUID epoch (1582-10-15) to the Unix epoch (uuid6's offset)."""
+
+
+def checkpoint_time_s(checkpoint_id: str) -> float | None:
+    """When a checkpoint was made, in seconds since the Unix epoch, read from its
+    ``checkpoint_id`` (LangGraph makes every id with ``uuid6``, whose first 60 bits are a
+    100-ns timestamp); ``None`` for an id that is not a version-6 UUID (a custom id)."""
+    import uuid
+
+    try:
+        u = uuid.UUID(checkpoint_id)
+    except (ValueError, TypeError, AttributeError):
+        return None
+    if u.version != 6:
+        return None
+    ticks = (u.time_low << 28) | (u.time_mid << 12) | (u.time_hi_version & 0x0FFF)
+    return (ticks - _UUID_EPOCH_100NS) / 1e7

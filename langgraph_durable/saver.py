@@ -20,7 +20,8 @@ from langgraph.checkpoint.base import (
 )
 
 from .drivers import Plan
-from .plans import admin, delta, read, write
+from .plans import admin, delta, read, threads, write
+from .plans.threads import ThreadPage
 from .records import check_id
 from .runtime import SaverRuntime
 
@@ -221,17 +222,58 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
             self._ctx, check_id("thread_id", source_thread_id),
             check_id("thread_id", target_thread_id)))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """``keep_latest``: keep each namespace's newest checkpoint (and, for DeltaChannel,
-        its ancestors back to a stored value of every delta channel); ``delete``: remove
-        all. Raises ``ValueError`` for another strategy."""
+    def _prune_plan(self, thread_ids: Sequence[str], strategy: str, keep_last: int | None,
+                    older_than_s: float | None) -> Plan:
+        admin.check_prune(strategy, keep_last, older_than_s)
         ids = [check_id("thread_id", t) for t in thread_ids]
-        self._run(admin.prune_plan(self._ctx, ids, strategy))
+        return admin.prune_plan(self._ctx, ids, strategy, keep_last=keep_last,
+                                older_than_s=older_than_s)
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
+              keep_last: int | None = None, older_than_s: float | None = None) -> None:
+        """Retention for ``thread_ids`` in both tiers; LangGraph's ``prune(thread_ids, *,
+        strategy)`` plus two keyword options.
+
+        Args:
+            thread_ids: threads to prune (unknown ones are left alone).
+            strategy: ``"keep_latest"`` keeps each namespace's newest checkpoint;
+                ``"delete"`` removes the threads.
+            keep_last: with ``keep_latest``, keep the newest ``keep_last`` checkpoints of
+                each namespace instead of one (``keep_last=1`` is ``keep_latest``).
+            older_than_s: with ``keep_latest``, also keep every checkpoint younger than
+                this many seconds (so only older ones go; the newest always stays); with
+                ``delete``, remove only threads whose newest checkpoint is older. A
+                checkpoint's time is read from its uuid6 ``checkpoint_id``; a custom id
+                counts as young.
+
+        Kept checkpoints keep the DeltaChannel ancestors they need (back to a stored value
+        of each delta channel) and the blobs they refer to; dropped ones go with their
+        pending writes, after the outbox drained (no late flush brings them back). One
+        read round, one Redis script and one bulk delete per collection per thread.
+        Raises ``ValueError`` for another strategy, ``keep_last`` < 1 or with
+        ``delete``, or a negative ``older_than_s``; ``FlushTimeoutError`` when the outbox
+        does not drain within ``delete_flush_timeout_s``."""
+        self._run(self._prune_plan(thread_ids, strategy, keep_last, older_than_s))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
+                     keep_last: int | None = None, older_than_s: float | None = None) -> None:
         """Async ``prune``."""
-        ids = [check_id("thread_id", t) for t in thread_ids]
-        await self._arun(admin.prune_plan(self._ctx, ids, strategy))
+        await self._arun(self._prune_plan(thread_ids, strategy, keep_last, older_than_s))
+
+    def list_threads(self, *, limit: int = 100, cursor: str | None = None) -> ThreadPage:
+        """A page of the threads either tier holds, in ``thread_id`` order: for each, its
+        checkpoint count (every namespace, both tiers merged, each checkpoint once), newest
+        ``checkpoint_id`` and last activity (UTC ``datetime`` read from that uuid6 id), and
+        which tiers hold it. ``limit``: most threads in the page (>= 1, else
+        ``ValueError``); ``cursor``: the ``next_cursor`` of the previous page. Returns a
+        ``ThreadPage``; its ``next_cursor`` is ``None`` on the last page. Costs a SCAN of
+        this key prefix in Redis and two or three MongoDB queries per page."""
+        return self._run(threads.list_threads_plan(self._ctx, limit, cursor))
+
+    async def alist_threads(self, *, limit: int = 100, cursor: str | None = None
+                            ) -> ThreadPage:
+        """Async ``list_threads``."""
+        return await self._arun(threads.list_threads_plan(self._ctx, limit, cursor))
 
     def _delta_plan(self, config: RunnableConfig, channels: Sequence[str]) -> Plan:
         tid, ns = write.thread_ns(config)

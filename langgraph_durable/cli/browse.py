@@ -3,32 +3,96 @@ without a flusher, so looking never writes anything."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import typer
 from langgraph.checkpoint.base import CheckpointTuple
+from rich import box
 from rich.table import Table
 
 from ..records import metadata_matches
+from ..serde.external import EXTREF_TYPE
 from . import render as R
 from . import storage as S
-from .session import CliError, command, console, echo_json, session_of
+from .session import CliError, Undecodable, command, console, echo_json, session_of
 
 JSON = typer.Option(False, "--json", help="print JSON instead of a table")
 NS = typer.Option(None, "--ns", help="checkpoint namespace (default: the root, \"\")")
+THREAD = typer.Argument(..., metavar="THREAD", help="thread_id")
+CHECKPOINT_HELP = "a step number (3, -1), a checkpoint_id or a unique prefix of one"
+
+
+STEP = re.compile(r"-?\d{1,7}")
+"""A checkpoint reference that is a step number (uuid6 ids and their prefixes are longer
+or hold letters)."""
+
+
+def _thread_missing(ctx: typer.Context, thread: str) -> bool:
+    session = session_of(ctx)
+    return not S.thread_exists(session.saver(tolerant=True).ctx, session.clients, thread)
+
+
+def resolve(ctx: typer.Context, thread: str, ref: str | None, ns: str | None) -> str | None:
+    """The checkpoint_id a command-line reference names: a step number (``3``, ``-1``;
+    the newest checkpoint of that step), a checkpoint_id, or a unique prefix of one (at
+    least 4 characters). ``None`` stays ``None`` (the latest). Raises ``CliError`` naming
+    the thread, the namespace and what did not match."""
+    if ref is None or len(ref) == 36:
+        return ref
+    saver = session_of(ctx).saver(tolerant=True)
+    where = f"thread {thread!r} (ns {ns or ''!r})"
+    conf = {"configurable": {"thread_id": thread, "checkpoint_ns": ns or ""}}
+    ids = []
+    for tup in saver.list(conf):  # type: ignore[arg-type]
+        cid = tup.config["configurable"]["checkpoint_id"]
+        if STEP.fullmatch(ref):
+            if tup.metadata.get("step") == int(ref):
+                return str(cid)
+        elif cid.startswith(ref):
+            ids.append(cid)
+    if STEP.fullmatch(ref):
+        if _thread_missing(ctx, thread):
+            raise CliError(f"thread {thread!r} not found")
+        raise CliError(f"{where} has no checkpoint at step {ref}")
+    if len(ref) < 4:
+        raise CliError(f"checkpoint {ref!r}: give a step number, or at least 4 characters "
+                       "of a checkpoint_id")
+    if len(ids) == 1:
+        return ids[0]
+    if not ids and _thread_missing(ctx, thread):
+        raise CliError(f"thread {thread!r} not found")
+    if not ids:
+        raise CliError(f"no checkpoint of {where} starts with {ref!r}")
+    raise CliError(f"checkpoint prefix {ref!r} is ambiguous in {where}: {len(ids)} "
+                   "checkpoints start with it")
 
 
 def _get(ctx: typer.Context, thread: str, checkpoint: str | None,
          ns: str | None) -> CheckpointTuple:
     saver = session_of(ctx).saver(tolerant=True)
+    checkpoint = resolve(ctx, thread, checkpoint, ns)
     conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns or ""}
     if checkpoint:
         conf["checkpoint_id"] = checkpoint
     tup = saver.get_tuple({"configurable": conf})
     if tup is None:
-        what = f"checkpoint {checkpoint!r} of thread" if checkpoint else "thread"
-        raise CliError(f"{what} {thread!r} (ns {ns or ''!r}) not found")
+        if not checkpoint or _thread_missing(ctx, thread):
+            raise CliError(f"thread {thread!r} (ns {ns or ''!r}) not found")
+        raise CliError(f"checkpoint {checkpoint!r} of thread {thread!r} (ns {ns or ''!r}) "
+                       "not found")
     return tup
+
+
+def _blob_store_note(ctx: typer.Context, values: list[Any]) -> str | None:
+    """A hint when values are external references the CLI could not decode."""
+    refs = sum(1 for v in values if isinstance(v, Undecodable) and v.type == EXTREF_TYPE)
+    if not refs:
+        return None
+    if session_of(ctx).blob_store_spec is None:
+        return (f"{refs} value(s) are external references (ExternalRefSerializer): pass "
+                "--blob-store s3://bucket/prefix or a folder (or LGD_BLOB_STORE) to decode them")
+    return f"{refs} external reference(s) could not be read from the --blob-store given"
 
 
 @command
@@ -43,7 +107,7 @@ def threads(ctx: typer.Context,
     session = session_of(ctx)
     saver = session.saver(tolerant=True)
     want = R.parse_where(where)
-    rows = [row for row in S.thread_rows(saver.ctx, session.clients, saver.serde)
+    rows = [row for row in S.thread_rows(saver, session.clients, saver.serde)
             if metadata_matches(row["metadata"], want)]
     total, rows = len(rows), rows[:limit]
     if as_json:
@@ -64,7 +128,7 @@ def threads(ctx: typer.Context,
 
 
 @command
-def history(ctx: typer.Context, thread: str = typer.Argument(..., help="thread_id"),
+def history(ctx: typer.Context, thread: str = THREAD,
             ns: str = NS,
             limit: int = typer.Option(20, "--limit", min=1, help="checkpoints per page"),
             before: str = typer.Option(None, "--before",
@@ -86,26 +150,54 @@ def history(ctx: typer.Context, thread: str = typer.Argument(..., help="thread_i
                      "source": tup.metadata.get("source"), "writes": len(tup.pending_writes or []),
                      "ts": tup.checkpoint.get("ts")})
     if not rows and not before:
-        raise CliError(f"thread {thread!r} not found")
+        raise CliError(f"thread {thread!r} not found" + (f" (ns {ns!r})" if ns else ""))
     more, rows = len(rows) > limit, rows[:limit]
     nxt = rows[-1]["checkpoint_id"] if more else None
     if as_json:
         echo_json({"thread_id": thread, "checkpoints": rows, "next_before": nxt})
         return
-    table = Table(title=f"history of {thread}")
-    widths = {"ns": 2, "checkpoint_id": 36, "parent": 13, "step": 4, "source": 6,
-              "writes": 6, "time (UTC)": 20}
-    for col, width in widths.items():  # only the parent (the next row's id) may be cut
-        table.add_column(col, justify="right" if col in ("step", "writes") else "left",
-                         no_wrap=col != "parent", min_width=width, overflow="ellipsis")
-    for row in rows:
-        table.add_row(row["ns"] or '""', row["checkpoint_id"], row["parent"] or "-",
-                      str(row["step"]), str(row["source"]), str(row["writes"]),
-                      R.utc(row["ts"]))
     out = console()
-    out.print(table)
+    out.print(_history_table(thread, rows, out.width))
     if nxt:
         out.print(f"next page: --before {nxt}")
+
+
+def short_ids(ids: list[str], least: int = 13) -> dict[str, str]:
+    """Each id cut to the shortest prefix (``least`` characters or more: a uuid6's time
+    to 0.4 ms) that no other of ``ids`` shares; ``show``/``diff`` accept such prefixes."""
+    distinct = sorted(set(ids))
+    n = least
+    while n < 36 and len({i[:n] for i in distinct}) < len(distinct):
+        n += 1
+    return {i: i[:n] for i in distinct}
+
+
+def _history_table(thread: str, rows: list[dict[str, Any]], width: int) -> Table:
+    """Full ids from 120 columns on; narrower, ids and parents become unique prefixes, the
+    namespace goes to the title when there is one, and no column is squeezed."""
+    spaces = {row["ns"] for row in rows}
+    wide = width >= 120
+    show_ns = wide or len(spaces) > 1
+    title = f"history of {thread}"
+    if not show_ns:
+        title += f" (ns {next(iter(spaces), '')!r})"
+    table = Table(title=title, box=None if not wide else box.HEAVY_HEAD, pad_edge=False)
+    short = (lambda x: x) if wide else short_ids(  # noqa: E731
+        [r["checkpoint_id"] for r in rows] + [r["parent"] for r in rows if r["parent"]]).get
+    cols = [("ns", "left")] if show_ns else []
+    cols += [("checkpoint_id", "left"), ("parent", "left"), ("step", "right"),
+             ("source", "left"), ("writes", "right"), ("time (UTC)", "left")]
+    for col, just in cols:
+        table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    for row in rows:
+        cells = [row["ns"] or '""'] if show_ns else []
+        cells += [short(row["checkpoint_id"]), short(row["parent"]) if row["parent"] else "-",
+                  str(row["step"]), str(row["source"]), str(row["writes"]),
+                  R.utc(row["ts"])]
+        table.add_row(*cells)
+    if not wide:
+        table.caption = "ids cut to unique prefixes (show/diff take them; --json: full ids)"
+    return table
 
 
 def _tuple_data(tup: CheckpointTuple) -> dict[str, Any]:
@@ -127,15 +219,18 @@ def _tuple_data(tup: CheckpointTuple) -> dict[str, Any]:
 
 
 @command
-def show(ctx: typer.Context, thread: str = typer.Argument(..., help="thread_id"),
-         checkpoint: str = typer.Option(None, "--checkpoint", help="checkpoint id "
-                                        "(default: the latest)"),
+def show(ctx: typer.Context, thread: str = THREAD,
+         at: str = typer.Argument(None, metavar="[CHECKPOINT]", help=CHECKPOINT_HELP),
+         checkpoint: str = typer.Option(None, "--checkpoint", help="the same as CHECKPOINT"),
          ns: str = NS, as_json: bool = JSON) -> None:
-    """One checkpoint decoded: metadata, channel values, pending writes and interrupts."""
-    tup = _get(ctx, thread, checkpoint, ns)
+    """One checkpoint decoded: metadata, channel values, pending writes and interrupts.
+    CHECKPOINT is a step number, a checkpoint_id or a unique prefix of one (default: the
+    latest). External-reference values need --blob-store."""
+    tup = _get(ctx, thread, at or checkpoint, ns)
     data = _tuple_data(tup)
     if as_json:
-        echo_json(data)
+        note = _blob_store_note(ctx, list(tup.checkpoint.get("channel_values", {}).values()))
+        echo_json({**data, **({"note": note} if note else {})})
         return
     out = console()
     md = tup.metadata
@@ -159,16 +254,22 @@ def show(ctx: typer.Context, thread: str = typer.Argument(..., help="thread_id")
         out.print(writes)
     if data["interrupts"]:
         out.print(f"interrupts: {R.preview(data['interrupts'], 200)}")
+    note = _blob_store_note(ctx, [*tup.checkpoint.get("channel_values", {}).values(),
+                                  *(v for _t, _c, v in tup.pending_writes or [])])
+    if note:
+        out.print(f"note: {note}")
 
 
 @command
-def diff(ctx: typer.Context, thread: str = typer.Argument(..., help="thread_id"),
-         a: str = typer.Argument(..., help="older checkpoint id"),
-         b: str = typer.Argument(..., help="newer checkpoint id"),
+def diff(ctx: typer.Context, thread: str = THREAD,
+         a: str = typer.Argument(..., metavar="A", help="older checkpoint: " + CHECKPOINT_HELP),
+         b: str = typer.Argument(..., metavar="B", help="newer checkpoint: " + CHECKPOINT_HELP),
          ns: str = NS, as_json: bool = JSON) -> None:
     """What changed from checkpoint A to B, per channel: messages added/removed/changed
-    (by message id), dict keys added/removed/changed, other values before -> after."""
+    (by message id), dict keys added/removed/changed, other values before -> after. A and
+    B are step numbers, checkpoint_ids or unique prefixes (``diff t 3 7``)."""
     ta, tb = _get(ctx, thread, a, ns), _get(ctx, thread, b, ns)
+    a, b = (t.config["configurable"]["checkpoint_id"] for t in (ta, tb))
     rows = R.diff_channels(ta.checkpoint.get("channel_values", {}),
                            tb.checkpoint.get("channel_values", {}))
     step = (ta.metadata.get("step"), tb.metadata.get("step"))

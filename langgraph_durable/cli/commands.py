@@ -9,6 +9,7 @@ import typing
 from typing import Any, Literal
 
 import typer
+from typer.core import TyperArgument, TyperCommand
 
 from ..config import DurableConfig
 from . import browse, ops, transfer
@@ -58,7 +59,16 @@ def _config_params() -> list[inspect.Parameter]:
     return params
 
 
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"langgraph-durable {__version__}")
+        raise typer.Exit()
+
+
 def _main(ctx: typer.Context, **kwargs: Any) -> None:
+    kwargs.pop("version", None)
     redis_url, mongo_url = kwargs.pop("redis_url"), kwargs.pop("mongo_url")
     serde, store = kwargs.pop("serde"), kwargs.pop("blob_store")
     options = {k: v for k, v in kwargs.items() if v is not None}
@@ -84,26 +94,42 @@ _main.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
                       default=typer.Option(None, "--blob-store", envvar="LGD_BLOB_STORE",
                                            help="blob store of ExternalRefSerializer values: "
                                            "s3://bucket/prefix or a folder (decoding, gc)")),
+    inspect.Parameter("version", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                      default=typer.Option(False, "--version", callback=_version,
+                                           is_eager=True, help="print the version and exit")),
     *_config_params(),
 ])
 _main.__annotations__ = {}
 app.callback()(_main)
 
-app.command("threads")(browse.threads)
-app.command("history")(browse.history)
-app.command("show")(browse.show)
-app.command("diff")(browse.diff)
-app.command("fork")(ops.fork)
-app.command("copy")(ops.copy)
-app.command("export")(transfer.export)
-app.command("import")(transfer.import_)
-app.command("flush")(ops.flush)
-app.command("flusher")(ops.flusher)
-app.command("status")(ops.status)
-app.command("gc")(ops.gc)
-app.command("prune")(ops.prune)
-app.command("delete")(ops.delete)
-app.command("migrate")(ops.migrate)
+class _Command(TyperCommand):
+    """Usage lines name arguments by their metavar (``THREAD``), not typer's ``{thread}``."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument) and param.metavar:
+                pieces.append(param.metavar)
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+
+app.command("threads", cls=_Command)(browse.threads)
+app.command("history", cls=_Command)(browse.history)
+app.command("show", cls=_Command)(browse.show)
+app.command("diff", cls=_Command)(browse.diff)
+app.command("fork", cls=_Command)(ops.fork)
+app.command("copy", cls=_Command)(ops.copy)
+app.command("export", cls=_Command)(transfer.export)
+app.command("import", cls=_Command)(transfer.import_)
+app.command("flush", cls=_Command)(ops.flush)
+app.command("flusher", cls=_Command)(ops.flusher)
+app.command("status", cls=_Command)(ops.status)
+app.command("gc", cls=_Command)(ops.gc)
+app.command("prune", cls=_Command)(ops.prune)
+app.command("delete", cls=_Command)(ops.delete)
+app.command("migrate", cls=_Command)(ops.migrate)
 
 
 def main() -> None:

@@ -20,10 +20,20 @@ from rich.table import Table
 from .. import migrations as M
 from ..drivers import run_sync
 from ..durable import documents as D
+from ..errors import TierUnavailableError
 from ..records import SCHEMA_VERSION
 from . import render as R
 from . import storage as S
-from .session import CliError, command, confirm, console, echo_json, progress, session_of
+from .session import (
+    CliError,
+    command,
+    confirm,
+    console,
+    echo_json,
+    progress,
+    session_of,
+    tier_error,
+)
 
 YES = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")
 
@@ -36,24 +46,47 @@ def status(ctx: typer.Context,
     session = session_of(ctx)
     saver = session.saver()
     c, sctx = session.clients, saver.ctx
-    data: dict[str, Any] = {
-        "outbox": S.outbox_status(sctx, c.redis),
-        "hot": S.hot_memory(sctx, c.redis),
-        "durable": S.durable_sizes(sctx, c.db),
-        "schema": {"package": SCHEMA_VERSION,
-                   "deployed": run_sync(M.deployed_version_plan(sctx), c)},
-        "key_prefix": sctx.config.key_prefix, "database": sctx.config.database,
-    }
+    data: dict[str, Any] = {"key_prefix": sctx.config.key_prefix,
+                            "database": sctx.config.database, "down": {}}
+    for tier, part in (("redis", lambda: {"outbox": S.outbox_status(sctx, c.redis),
+                                          "hot": S.hot_memory(sctx, c.redis)}),
+                       ("mongodb", lambda: {"durable": S.durable_sizes(sctx, c.db),
+                                            "schema": {"package": SCHEMA_VERSION,
+                                                       "deployed": run_sync(
+                                                           M.deployed_version_plan(sctx), c)}})):
+        try:  # a tier that does not answer is reported; the other is still shown
+            data.update(part())
+        except Exception as exc:
+            err = tier_error(exc, session) or exc
+            if not isinstance(err, TierUnavailableError):
+                raise
+            data["down"][tier] = str(err)
     if as_json:
         echo_json(data)
-        return
-    o, h = data["outbox"], data["hot"]
-    age = "-" if o["oldest_age_s"] is None else f"{o['oldest_age_s']:.1f} s"
+    else:
+        _print_status(data)
+    if data["down"]:
+        raise typer.Exit(2)
+
+
+def _print_status(data: dict[str, Any]) -> None:
     out = console()
     t = Table(title=f"langgraph-durable status (prefix {data['key_prefix']}, "
                     f"database {data['database']})", show_header=False)
     t.add_column("what")
     t.add_column("value")
+    for tier, error in data["down"].items():
+        t.add_row(f"{tier} DOWN", error)
+    if "outbox" in data:
+        _status_redis_rows(t, data)
+    if "durable" in data:
+        _status_mongodb_rows(t, data)
+    out.print(t)
+
+
+def _status_redis_rows(t: Table, data: dict[str, Any]) -> None:
+    o, h = data["outbox"], data["hot"]
+    age = "-" if o["oldest_age_s"] is None else f"{o['oldest_age_s']:.1f} s"
     t.add_row("outbox length", f"{o['length']} entries ({o['stream']})")
     t.add_row("pending (read, not acked)", str(o["pending"]))
     quiet = 0
@@ -70,13 +103,15 @@ def status(ctx: typer.Context,
     t.add_row("redis (hot tier)", f"{R.human_bytes(h['bytes'])} in {h['keys']} keys, "
               f"{h['threads']} threads; server {R.human_bytes(h['server_used_memory'])}, "
               f"maxmemory-policy {h['maxmemory_policy']}")
+
+
+def _status_mongodb_rows(t: Table, data: dict[str, Any]) -> None:
     for kind, s in data["durable"].items():
         t.add_row(f"mongodb {kind}", f"{s['documents']} documents, "
                   f"{R.human_bytes(s['size'])} data, {R.human_bytes(s['index_size'])} indexes")
     schema = data["schema"]
     t.add_row("schema version", f"package {schema['package']}, deployed "
               f"{schema['deployed'] if schema['deployed'] is not None else '- (no setup)'}")
-    out.print(t)
 
 
 @command
@@ -145,53 +180,85 @@ def gc(ctx: typer.Context,
 
 
 def _threads_arg(ctx: typer.Context, threads: list[str], every: bool) -> list[str]:
+    """The threads a command acts on: every thread (``--all``), or the named ones, all of
+    which must exist (else ``CliError`` naming the unknown ones; nothing is done)."""
     session = session_of(ctx)
+    saver = session.saver(flusher=True)
     if every:
-        saver = session.saver(flusher=True)
-        return [r["thread_id"] for r in S.thread_rows(saver.ctx, session.clients, saver.serde)]
+        return [t.thread_id for t in S.all_threads(saver)]
     if not threads:
         raise CliError("name at least one thread (or --all)")
+    unknown = [t for t in threads if not S.thread_exists(saver.ctx, session.clients, t)]
+    if unknown:
+        names = ", ".join(repr(t) for t in unknown)
+        raise CliError(f"thread{'s' if len(unknown) > 1 else ''} {names} not found "
+                       "(nothing done)")
     return threads
 
 
 @command
 def prune(ctx: typer.Context,
-          threads: list[str] = typer.Argument(None, help="thread ids"),  # noqa: B008
+          threads: list[str] = typer.Argument(None, metavar="[THREAD]...",  # noqa: B008
+                                              help="thread ids"),
           every: bool = typer.Option(False, "--all", help="every thread"),
           strategy: str = typer.Option("keep_latest", "--strategy",
                                        help="keep_latest (and the delta ancestors it needs) "
                                        "or delete"),
+          keep_last: int = typer.Option(None, "--keep-last", min=1,
+                                        help="keep the newest N checkpoints of each namespace "
+                                        "(keep_latest)"),
+          older_than: str = typer.Option(None, "--older-than",
+                                         help="keep_latest: drop only checkpoints older than "
+                                         "this (30d, 12h, 15m, 90s; the newest stays); delete: "
+                                         "delete only threads inactive for this long"),
           yes: bool = YES) -> None:
-    """Drop old checkpoints of threads (``DurableSaver.prune``) in both tiers."""
-    if strategy not in ("keep_latest", "delete"):
-        raise CliError(f"--strategy must be keep_latest or delete, got {strategy!r}")
+    """Drop old checkpoints of threads in both tiers (``DurableSaver.prune``): keep the
+    newest one (default), the newest N (--keep-last) and/or those younger than
+    --older-than; or delete whole threads (--strategy delete, with --older-than only the
+    inactive ones: a retention job for cron). Unknown threads are an error."""
+    from ..plans.admin import check_prune
+
+    try:
+        older_than_s = None if older_than is None else R.parse_duration(older_than)
+        check_prune(strategy, keep_last, older_than_s)
+    except ValueError as exc:
+        raise CliError(str(exc).replace("prune keep_last", "--keep-last").replace(
+            "prune strategy", "--strategy")) from None
     ids = _threads_arg(ctx, threads or [], every)
-    confirm(f"prune {len(ids)} thread(s) with strategy {strategy}?", yes)
+    what = strategy + (f", keep last {keep_last}" if keep_last else "") + (
+        f", older than {older_than}" if older_than else "")
+    confirm(f"prune {len(ids)} thread(s) ({what})?", yes)
     saver = session_of(ctx).saver(flusher=True)
     with progress("pruning", len(ids)) as advance:
         for tid in ids:
-            saver.prune([tid], strategy=strategy)
+            saver.prune([tid], strategy=strategy, keep_last=keep_last,
+                        older_than_s=older_than_s)
             advance(1)
-    typer.echo(f"pruned {len(ids)} thread(s) ({strategy})")
+    typer.echo(f"pruned {len(ids)} thread(s) ({what})")
 
 
 @command
 def delete(ctx: typer.Context,
-           threads: list[str] = typer.Argument(..., help="thread ids"),  # noqa: B008
+           threads: list[str] = typer.Argument(..., metavar="THREAD...",  # noqa: B008
+                                               help="thread ids"),
            yes: bool = YES) -> None:
-    """Delete threads entirely from both tiers (``DurableSaver.delete_thread``)."""
-    confirm(f"delete {len(threads)} thread(s) and all their checkpoints?", yes)
+    """Delete threads entirely from both tiers (``DurableSaver.delete_thread``). Unknown
+    threads are an error (nothing is deleted)."""
+    ids = _threads_arg(ctx, threads, False)
+    confirm(f"delete {len(ids)} thread(s) and all their checkpoints?", yes)
     saver = session_of(ctx).saver(flusher=True)
-    with progress("deleting", len(threads)) as advance:
-        for tid in threads:
+    with progress("deleting", len(ids)) as advance:
+        for tid in ids:
             saver.delete_thread(tid)
             advance(1)
-    typer.echo(f"deleted {len(threads)} thread(s)")
+    typer.echo(f"deleted {len(ids)} thread(s)")
 
 
 @command
-def copy(ctx: typer.Context, src: str = typer.Argument(..., help="source thread_id"),
-         dst: str = typer.Argument(..., help="target thread_id"), yes: bool = YES) -> None:
+def copy(ctx: typer.Context,
+         src: str = typer.Argument(..., metavar="SRC", help="source thread_id"),
+         dst: str = typer.Argument(..., metavar="DST", help="target thread_id"),
+         yes: bool = YES) -> None:
     """Copy every checkpoint, blob and write of SRC to DST (``copy_thread``)."""
     session = session_of(ctx)
     saver = session.saver(flusher=True)
@@ -205,7 +272,8 @@ def copy(ctx: typer.Context, src: str = typer.Argument(..., help="source thread_
 
 
 @command
-def fork(ctx: typer.Context, thread: str = typer.Argument(..., help="source thread_id"),
+def fork(ctx: typer.Context,
+         thread: str = typer.Argument(..., metavar="THREAD", help="source thread_id"),
          checkpoint: str = typer.Option(..., "--checkpoint", help="checkpoint id to fork"),
          to: str = typer.Option(..., "--to", help="new thread_id"),
          ns: str = typer.Option("", "--ns", help="checkpoint namespace")) -> None:

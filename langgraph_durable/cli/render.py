@@ -213,3 +213,21 @@ def describe_change(d: Mapping[str, Any]) -> str:
     if d["kind"] in ("messages", "list"):
         parts.append(f"{d['count'][0]} -> {d['count'][1]} items")
     return "; ".join(parts)
+
+
+_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> float:
+    """``"30d"`` -> 2592000.0 seconds: a number with a unit ``s``, ``m``, ``h``, ``d`` or
+    ``w`` (a bare number is seconds). Raises ``ValueError`` naming the text otherwise."""
+    raw = text.strip().lower()
+    unit = raw[-1:] if raw[-1:] in _UNITS_S else "s"
+    number = raw[:-1] if raw[-1:] in _UNITS_S else raw
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if not number or value < 0 or value != value or value == float("inf"):
+        raise ValueError(f"expected a duration such as 30d, 12h, 15m or 90s, got {text!r}")
+    return value * _UNITS_S[unit]

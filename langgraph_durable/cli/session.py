@@ -19,6 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..config import DurableConfig
 from ..drivers import Clients
+from ..errors import TierUnavailableError
 from ..saver import DurableSaver
 from ..settings import database_of_url, resolve_config, server_settings, with_database
 
@@ -74,7 +75,12 @@ class TolerantSerde:
         try:
             return self.inner.loads_typed(data)
         except Exception as exc:
-            return Undecodable(data[0], len(data[1]), type(exc).__name__)
+            from ..serde.external import EXTREF_TYPE, ExternalRefSerializer
+
+            error = type(exc).__name__
+            if data[0] == EXTREF_TYPE and not isinstance(self.inner, ExternalRefSerializer):
+                error = "external reference: pass --blob-store to decode"
+            return Undecodable(data[0], len(data[1]), error)
 
 
 def open_blob_store(spec: str) -> Any:
@@ -206,6 +212,26 @@ def one_line(exc: BaseException) -> str:
     return text if len(text) <= 400 else text[:397] + "..."
 
 
+def tier_error(exc: BaseException, session: Any = None) -> TierUnavailableError | None:
+    """A connection failure a command met calling a client directly (not through a plan,
+    whose driver already raises ``TierUnavailableError``), as the library's
+    ``TierUnavailableError`` naming the tier and server; None for any other error."""
+    import redis.exceptions
+    from pymongo.errors import ConnectionFailure
+
+    clients = None
+    if isinstance(session, Session) and session._saver is not None:
+        clients = session._saver._sync
+    if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+        name = clients.redis_name if clients else "redis"
+        return TierUnavailableError(f"Redis {name} (hot tier) did not answer: {exc}")
+    if isinstance(exc, ConnectionFailure):
+        name = clients.mongo_name if clients else "mongodb"
+        first = str(exc).split(",")[0].split(";")[0]
+        return TierUnavailableError(f"MongoDB {name} (durable tier) did not answer: {first}")
+    return None
+
+
 def command(fn: F) -> F:
     """Wrap a command: errors become one line on stderr and exit code 1; the session is
     closed afterwards (a close that fails is reported the same way)."""
@@ -216,6 +242,11 @@ def command(fn: F) -> F:
         try:
             try:
                 return fn(*args, **kwargs)
+            except Exception as exc:
+                tier = tier_error(exc, ctx.obj if ctx is not None else None)
+                if tier is not None:  # named while the session's clients are known
+                    raise tier from exc
+                raise
             finally:
                 if ctx is not None and isinstance(ctx.obj, Session):
                     ctx.obj.close()
@@ -223,7 +254,7 @@ def command(fn: F) -> F:
                 click.ClickException):
             raise
         except Exception as exc:
-            typer.echo(f"error: {one_line(exc)}", err=True)
+            typer.echo(f"error: {one_line(tier_error(exc) or exc)}", err=True)
             raise typer.Exit(1) from None
 
     return run  # type: ignore[return-value]

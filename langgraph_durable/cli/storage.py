@@ -8,13 +8,14 @@ import time
 from typing import Any
 
 import redis.exceptions
+from pymongo.errors import OperationFailure
 
 from ..context import Context
 from ..drivers import Clients
 from ..durable import documents as D
 from ..hot.keys import CONSUMER_GROUP
 from ..outbox.flusher import dead_letter_key
-from ..records import SEP, CheckpointRecord, member
+from ..records import SEP, CheckpointRecord
 
 
 def _glob_escape(text: str) -> str:
@@ -23,22 +24,6 @@ def _glob_escape(text: str) -> str:
 
 def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
-
-
-def hot_threads(ctx: Context, r: Any) -> list[str]:
-    """Threads that have an index in Redis (SCAN for ``{prefix:len:thread}:idx``)."""
-    prefix = ctx.config.key_prefix
-    head = "{" + prefix + ":"
-    out = []
-    for raw in r.scan_iter(match=_glob_escape(head) + "*}:idx", count=1000):
-        key = _text(raw)
-        size, sep, rest = key[len(head):].partition(":")
-        if not sep or not size.isdigit():
-            continue
-        tid = rest[: int(size)]
-        if rest[int(size):] == "}:idx":
-            out.append(tid)
-    return sorted(set(out))
 
 
 def thread_exists(ctx: Context, clients: Clients, thread_id: str) -> bool:
@@ -87,30 +72,34 @@ def latest_record(ctx: Context, clients: Clients, thread_id: str,
     return None
 
 
-def thread_rows(ctx: Context, clients: Clients, serde: Any) -> list[dict[str, Any]]:
-    """One row per thread in either tier: ``thread_id``, ``checkpoints`` (both tiers, each
-    once), ``step``/``source``/``metadata``/``updated`` of the latest root checkpoint,
-    ``hot_bytes`` (Redis MEMORY USAGE of its keys) and ``durable_bytes`` (BSON size of its
-    documents). Newest update first."""
-    r, db = clients.redis, clients.db
+def all_threads(saver: Any) -> list[Any]:
+    """Every thread of ``saver.list_threads`` (all pages), in ``thread_id`` order."""
+    out, cursor = [], None
+    while True:
+        page = saver.list_threads(limit=500, cursor=cursor)
+        out += page.threads
+        if page.next_cursor is None:
+            return out
+        cursor = page.next_cursor
+
+
+def thread_rows(saver: Any, clients: Clients, serde: Any) -> list[dict[str, Any]]:
+    """One row per thread in either tier (``DurableSaver.list_threads``): ``thread_id``,
+    ``checkpoints`` (both tiers, each once), ``last_activity`` (UTC, from the newest
+    checkpoint id), ``step``/``source``/``metadata``/``updated`` of the latest root
+    checkpoint, ``hot_bytes`` (Redis MEMORY USAGE of its keys) and ``durable_bytes``
+    (BSON size of its documents). Newest update first."""
+    ctx, r, db = saver.ctx, clients.redis, clients.db
     durable = _durable_sizes(ctx, db)
-    hot = hot_threads(ctx, r)
     rows = []
-    for tid in sorted(set(durable) | set(hot)):
+    for info in all_threads(saver):
+        tid = info.thread_id
         keys = ctx.keys(tid)
-        members = [_text(m) for m in r.zrange(keys.idx, 0, -1)]
+        members = [_text(m) for m in r.zrange(keys.idx, 0, -1)] if info.in_redis else []
         pipe = r.pipeline(transaction=False)
         for k in keys.all:
             pipe.memory_usage(k)
         hot_bytes = sum(int(x or 0) for x in pipe.execute())
-        count = durable.get(tid, {}).get("checkpoints", 0)
-        if members:
-            ids = [m.split(SEP)[1] for m in members]
-            flushed = {member(d["checkpoint_ns"], d["checkpoint_id"]) for d in
-                       db[ctx.collections.checkpoints].find(
-                           {"thread_id": tid, "checkpoint_id": {"$in": ids}},
-                           {"checkpoint_ns": 1, "checkpoint_id": 1})}
-            count += len(set(members) - flushed)
         rec = latest_record(ctx, clients, tid, members)
         md: dict[str, Any] = {}
         ts = None
@@ -118,12 +107,13 @@ def thread_rows(ctx: Context, clients: Clients, serde: Any) -> list[dict[str, An
             md = serde.loads_typed(rec.metadata) or {}
             ts = (serde.loads_typed(rec.checkpoint) or {}).get("ts")
         rows.append({
-            "thread_id": tid, "checkpoints": count, "step": md.get("step"),
+            "thread_id": tid, "checkpoints": info.checkpoints, "step": md.get("step"),
             "source": md.get("source"), "updated": ts,
+            "last_activity": info.last_activity.isoformat() if info.last_activity else None,
             "latest": rec.checkpoint_id if rec else None, "metadata": md,
             "hot_bytes": hot_bytes, "durable_bytes": durable.get(tid, {}).get("bytes", 0),
         })
-    rows.sort(key=lambda row: str(row["updated"] or ""), reverse=True)
+    rows.sort(key=lambda row: str(row["updated"] or row["last_activity"] or ""), reverse=True)
     return rows
 
 
@@ -194,7 +184,7 @@ def durable_sizes(ctx: Context, db: Any) -> dict[str, Any]:
                          "size": int(s.get("size", 0)),
                          "storage_size": int(s.get("storageSize", 0)),
                          "index_size": int(s.get("totalIndexSize", 0))}
-        except Exception:  # collStats refused (permissions, serverless): count only
+        except OperationFailure:  # collStats refused (permissions, serverless): count only
             out[kind] = {"collection": name,
                          "documents": db[name].estimated_document_count(),
                          "size": None, "storage_size": None, "index_size": None}

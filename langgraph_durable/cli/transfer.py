@@ -4,8 +4,13 @@ The first line is a header ``{"format": "langgraph-durable-export", "format_vers
 "schema_version": N, "thread_id": ..., "exported_at": ..., "counts": {...}}``; then one
 record a line, sorted by identity, with its ``type`` (``checkpoint``, ``blob``,
 ``write``), its schema version ``v`` and every serialized value as ``[serializer type,
-base64 bytes]``. Records are copied, not decoded, so the serializer (and an encryption
-key) is not needed and an import recreates exactly the documents that were exported.
+base64 bytes]``. Values an ``ExternalRefSerializer`` moved to a blob store come along as
+``extblob`` records (``key``, base64 ``data``; format version 2), read from ``--blob-store``
+and written to the importing side's ``--blob-store``; ``--without-blobs`` leaves them out
+(the header then counts them in ``blobs_left_out``). Records are copied, not decoded, so
+the serializer (and an encryption key) is not needed and an import recreates exactly the
+documents that were exported. References inside an encrypted envelope cannot be seen, so
+they are neither exported nor refused: copy that store yourself.
 """
 
 from __future__ import annotations
@@ -25,11 +30,14 @@ from ..durable import documents as D
 from ..errors import SchemaVersionError
 from ..plans.admin import release_plan
 from ..records import SCHEMA_VERSION, CheckpointRecord, WriteRecord, blob_field, split_field
+from ..serde.external import collect_refs
 from . import storage as S
 from .session import CliError, command, confirm, session_of
 
 FORMAT = "langgraph-durable-export"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""Newest export format: 2 adds ``extblob`` records (written only when there are some, so
+an export without them stays readable by format-1 importers)."""
 
 
 def _typed(t: tuple[str, bytes] | None) -> list[str] | None:
@@ -40,19 +48,39 @@ def _untyped(v: list[str] | None) -> tuple[str, bytes] | None:
     return None if v is None else (v[0], base64.b64decode(v[1], validate=True))
 
 
-def export_lines(db: Any, cols: Any, thread_id: str) -> Iterator[str]:
-    """The export of ``thread_id`` from MongoDB (flush first), header first."""
+def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
+                 without_blobs: bool = False) -> Iterator[str]:
+    """The export of ``thread_id`` from MongoDB (flush first), header first. Blob-store
+    objects its values refer to (``ExternalRefSerializer``) are read from ``store`` and
+    exported too; with ``without_blobs`` they are left out and counted. Raises
+    ``CliError`` when there are some, no ``store`` and no ``without_blobs``."""
     q = {"thread_id": thread_id}
     cps = sorted((D.record_of(d) for d in db[cols.checkpoints].find(q)),
                  key=lambda r: (r.ns, r.checkpoint_id))
     blobs = sorted(D.blob_value_of(d) for d in db[cols.blobs].find(q))
     wdocs = sorted(db[cols.writes].find(q),
                    key=lambda d: (d["checkpoint_ns"], d["checkpoint_id"], d["task_id"], d["idx"]))
-    header = {"format": FORMAT, "format_version": FORMAT_VERSION,
-              "schema_version": SCHEMA_VERSION, "thread_id": thread_id,
-              "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-              "counts": {"checkpoint": len(cps), "blob": len(blobs), "write": len(wdocs)}}
+    typed = [v for r in cps for v in (r.checkpoint, r.metadata)]
+    typed += [v for _f, v in blobs if v is not None]
+    typed += [D.write_of(d).value for d in wdocs]
+    refs = sorted(collect_refs(v for v in typed if v is not None))
+    if refs and store is None and not without_blobs:
+        raise CliError(f"thread {thread_id!r} refers to {len(refs)} blob-store object(s) "
+                       "(ExternalRefSerializer): pass --blob-store to export them with the "
+                       "thread, or --without-blobs to leave them out")
+    carried = [] if without_blobs else refs
+    counts = {"checkpoint": len(cps), "blob": len(blobs), "write": len(wdocs)}
+    header: dict[str, Any] = {
+        "format": FORMAT, "format_version": FORMAT_VERSION if carried else 1,
+        "schema_version": SCHEMA_VERSION, "thread_id": thread_id,
+        "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "counts": {**counts, **({"extblob": len(carried)} if carried else {})}}
+    if without_blobs and refs:
+        header["blobs_left_out"] = len(refs)
     yield json.dumps(header)
+    for key in carried:
+        yield json.dumps({"type": "extblob", "v": SCHEMA_VERSION, "key": key,
+                          "data": base64.b64encode(store.get(key)).decode()})
     for r in cps:
         yield json.dumps({
             "type": "checkpoint", "v": SCHEMA_VERSION, "ns": r.ns,
@@ -89,7 +117,8 @@ def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str
     if header.get("format_version", 0) > FORMAT_VERSION:
         raise CliError(f"{where} has export format {header['format_version']}, newer than "
                        f"{FORMAT_VERSION}; upgrade langgraph_durable")
-    records: dict[str, list[dict]] = {"checkpoint": [], "blob": [], "write": []}
+    records: dict[str, list[dict]] = {"checkpoint": [], "blob": [], "write": [],
+                                      "extblob": []}
     for n, line in rows[1:]:
         try:
             rec = json.loads(line)
@@ -130,17 +159,30 @@ def documents_of(records: dict[str, list[dict]], thread_id: str) -> dict[str, li
     return {"checkpoints": cps, "blobs": blobs, "writes": writes}
 
 
+WITHOUT_BLOBS = typer.Option(False, "--without-blobs", help="leave blob-store objects "
+                             "(ExternalRefSerializer values) out; reads of them fail "
+                             "where the store lacks them")
+
+
+def _store(session: Any, saver: Any) -> Any:
+    return session.blob_store() or getattr(saver.serde, "store", None)
+
+
 @command
-def export(ctx: typer.Context, thread: str = typer.Argument(..., help="thread_id"),
-           output: str = typer.Option("-", "--output", "-o", help="file (default stdout)")
-           ) -> None:
-    """Write every stored record of THREAD as JSON Lines (after flushing the outbox)."""
+def export(ctx: typer.Context,
+           thread: str = typer.Argument(..., metavar="THREAD", help="thread_id"),
+           output: str = typer.Option("-", "--output", "-o", help="file (default stdout)"),
+           without_blobs: bool = WITHOUT_BLOBS) -> None:
+    """Write every stored record of THREAD as JSON Lines (after flushing the outbox), with
+    the blob-store objects its values refer to (read from --blob-store; without it a
+    thread that has some is refused unless --without-blobs)."""
     session = session_of(ctx)
     saver = session.saver(flusher=True)
     if not S.thread_exists(saver.ctx, session.clients, thread):
         raise CliError(f"thread {thread!r} not found")
     saver.flush()
-    lines = list(export_lines(session.clients.db, saver.ctx.collections, thread))
+    lines = list(export_lines(session.clients.db, saver.ctx.collections, thread,
+                              _store(session, saver), without_blobs))
     text = "\n".join(lines) + "\n"
     if output == "-":
         sys.stdout.write(text)
@@ -150,12 +192,16 @@ def export(ctx: typer.Context, thread: str = typer.Argument(..., help="thread_id
 
 
 @command
-def import_(ctx: typer.Context, file: str = typer.Argument(..., help="export file ('-' = stdin)"),
+def import_(ctx: typer.Context,
+            file: str = typer.Argument(..., metavar="FILE", help="export file ('-' = stdin)"),
             thread: str = typer.Option(None, "--thread", help="import under this thread_id "
                                        "(default: the exported one)"),
             yes: bool = typer.Option(False, "--yes", "-y", help="replace an existing thread "
-                                     "without asking")) -> None:
-    """Recreate a thread from an export; an existing thread of that id is replaced."""
+                                     "without asking"),
+            without_blobs: bool = WITHOUT_BLOBS) -> None:
+    """Recreate a thread from an export; an existing thread of that id is replaced. The
+    blob-store objects it carries go to --blob-store first (required when it has some,
+    unless --without-blobs)."""
     try:
         lines = (sys.stdin.read() if file == "-" else Path(file).read_text()).splitlines()
     except OSError as exc:
@@ -165,8 +211,17 @@ def import_(ctx: typer.Context, file: str = typer.Argument(..., help="export fil
     docs = documents_of(records, target)
     session = session_of(ctx)
     saver = session.saver(flusher=True)
+    extblobs = [] if without_blobs else records["extblob"]
+    store = _store(session, saver) if extblobs else None
+    if extblobs and store is None:
+        raise CliError(f"{file} carries {len(extblobs)} blob-store object(s): pass "
+                       "--blob-store (the store the importing application reads) or "
+                       "--without-blobs")
     if S.thread_exists(saver.ctx, session.clients, target):
         confirm(f"thread {target!r} exists; replace it with {file}?", yes)
+    for rec in extblobs:  # before any reference to them is written
+        assert store is not None
+        store.put_if_absent(rec["key"], base64.b64decode(rec["data"], validate=True))
         saver.delete_thread(target)
     saver.flush()
     sec, usec = session.clients.redis.time()  # stored now: writes naming them are not
@@ -179,4 +234,5 @@ def import_(ctx: typer.Context, file: str = typer.Argument(..., help="export fil
     # the target's hot keys would shadow MongoDB (kept until what they hold is flushed)
     run_sync(release_plan(saver.ctx, target), session.clients)
     n = sum(len(v) for v in docs.values())
-    typer.echo(f"imported {n} records into thread {target}")
+    typer.echo(f"imported {n} records into thread {target}"
+               + (f" and {len(extblobs)} blob-store objects" if extblobs else ""))

@@ -13,12 +13,14 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from pymongo import DeleteOne
+
 from ..context import Context
 from ..drivers import Mongo, Parallel, Pipeline, Plan, Script, Sleep
 from ..durable import documents as D
 from ..errors import FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S
-from ..records import blob_field, member
+from ..records import blob_field, checkpoint_time_s, member
 
 
 def flush_wait_plan(ctx: Context, timeout_s: float) -> Plan:
@@ -71,25 +73,38 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan:
     ])
 
 
+def _delete_ids(collection: str, ids: Sequence[str]) -> Mongo:
+    """One unordered bulk write of ``DeleteOne`` by ``_id``: each a point lookup on the
+    ``_id`` index, all in one round trip (a ``delete_many`` with ``$in`` of thousands of
+    ids took seconds on a MongoDB-wire server that scans per value)."""
+    return Mongo(collection, "bulk_write", ([DeleteOne({"_id": i}) for i in ids],),
+                 {"ordered": False})
+
+
 def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
-            blob_fields: Sequence[str]) -> Plan:
-    """Delete the listed checkpoints (with their writes) and blobs of one thread, both tiers."""
+            blob_fields: Sequence[str], write_ids: Sequence[str] | None = None) -> Plan:
+    """Delete the listed checkpoints (with their writes) and blobs of one thread, both
+    tiers: one Redis script, then one bulk delete per collection (run in parallel).
+    ``write_ids``: ``_id``s of the listed checkpoints' writes when the caller has them
+    (else they are read first, in one query)."""
     cols = ctx.collections
-    ops: list[Any] = []
-    members = []
-    for ns, cids in by_ns.items():
-        if not cids:
-            continue
-        members += [member(ns, c) for c in cids]
-        ops.append(Mongo(cols.checkpoints, "delete_many", ({"_id": {"$in": [
-            D.doc_id(thread_id, ns, c) for c in cids]}},)))
-        ops.append(Mongo(cols.writes, "delete_many", ({
-            "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}},)))
-    if blob_fields:
-        ops.append(Mongo(cols.blobs, "delete_many", (
-            {"_id": {"$in": D.blob_ids(thread_id, blob_fields)}},)))
-    if not ops:
+    members = [member(ns, c) for ns, cids in by_ns.items() for c in cids]
+    if not members and not blob_fields:
         return
+    if write_ids is None and members:
+        wdocs = yield Mongo(cols.writes, "find", ({"thread_id": thread_id},),
+                            {"projection": {"checkpoint_ns": 1, "checkpoint_id": 1}})
+        dropped = {(ns, c) for ns, cids in by_ns.items() for c in cids}
+        write_ids = [d["_id"] for d in wdocs
+                     if (d["checkpoint_ns"], d["checkpoint_id"]) in dropped]
+    ops: list[Any] = []
+    if members:
+        ops.append(_delete_ids(cols.checkpoints, [
+            D.doc_id(thread_id, ns, c) for ns, cids in by_ns.items() for c in cids]))
+    if write_ids:
+        ops.append(_delete_ids(cols.writes, write_ids))
+    if blob_fields:
+        ops.append(_delete_ids(cols.blobs, D.blob_ids(thread_id, blob_fields)))
     keys = ctx.keys(thread_id)
     yield Script("delete_parts", [*keys.all, keys.gone],
                  [TOMBSTONE_TTL_S, len(members), *members, *blob_fields])
@@ -111,25 +126,70 @@ def delete_for_runs_plan(ctx: Context, run_ids: Sequence[str]) -> Plan:
         yield from _remove(ctx, tid, by_ns, [])
 
 
-def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str) -> Plan:
-    """``keep_latest``: keep the newest checkpoint of each namespace, plus (DeltaChannel)
-    every ancestor back to the nearest one holding a stored value for each delta channel,
-    with their writes; drop the rest and the blobs no kept checkpoint refers to.
-    ``delete``: remove all checkpoints of the threads."""
-    if strategy not in ("keep_latest", "delete"):
+STRATEGIES = ("keep_latest", "delete")
+"""``prune`` strategies (LangGraph's names)."""
+
+
+def check_prune(strategy: str, keep_last: int | None, older_than_s: float | None) -> None:
+    """Raise ``ValueError`` (before anything is read or removed) for an unknown strategy, a
+    ``keep_last`` below 1 or with ``delete``, or a negative or non-finite ``older_than_s``."""
+    if strategy not in STRATEGIES:
         raise ValueError(f"prune strategy must be 'keep_latest' or 'delete', got {strategy!r}")
+    if keep_last is not None:
+        if isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1:
+            raise ValueError(f"prune keep_last must be an int >= 1, got {keep_last!r}")
+        if strategy == "delete":
+            raise ValueError("prune keep_last applies to strategy 'keep_latest', not 'delete'")
+    if older_than_s is not None and not (0 <= older_than_s < float("inf")):
+        raise ValueError(f"prune older_than_s must be seconds >= 0, got {older_than_s!r}")
+
+
+def _older(checkpoint_id: str, cutoff_s: float | None) -> bool:
+    """True when the checkpoint's id time is before ``cutoff_s`` (Unix seconds); a
+    checkpoint without a readable time (not a uuid6 id) is never "older"."""
+    if cutoff_s is None:
+        return True
+    made = checkpoint_time_s(checkpoint_id)
+    return made is not None and made < cutoff_s
+
+
+def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
+               keep_last: int | None = None, older_than_s: float | None = None) -> Plan:
+    """Retention of ``thread_ids`` in both tiers, after the outbox drained.
+
+    ``keep_latest``: per namespace keep the newest ``keep_last`` checkpoints (default 1)
+    and, with ``older_than_s``, also every checkpoint made less than ``older_than_s``
+    seconds ago (its time is read from its uuid6 ``checkpoint_id``; a custom id counts as
+    new); then, for DeltaChannel, every ancestor of a kept checkpoint back to a stored
+    value of each of its delta channels. The rest is dropped with its writes, and so are
+    the blobs no kept checkpoint refers to. ``delete``: remove the threads entirely; with
+    ``older_than_s`` only those whose newest checkpoint is older than that.
+
+    Each thread costs one read round (checkpoints without their values, blob and write
+    identities), one Redis script and one bulk delete per collection, whatever its size.
+    """
+    check_prune(strategy, keep_last, older_than_s)
     if not thread_ids:
         return
+    cutoff = None if older_than_s is None else time.time() - older_than_s
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     for tid in thread_ids:
         if strategy == "delete":
+            if cutoff is not None:
+                newest = yield Mongo(cols.checkpoints, "find", ({"thread_id": tid},), {
+                    "projection": {"checkpoint_id": 1}, "sort": [("checkpoint_id", -1)],
+                    "limit": 1})
+                if not newest or not _older(newest[0]["checkpoint_id"], cutoff):
+                    continue
             yield from delete_thread_plan(ctx, tid)
             continue
-        docs, bdocs = yield Parallel([
-            Mongo(cols.checkpoints, "find", ({"thread_id": tid},),
-                  {"projection": {"checkpoint": 0}}),
-            Mongo(cols.blobs, "find", ({"thread_id": tid},), {"projection": {"data": 0}}),
+        q = {"thread_id": tid}
+        docs, bdocs, wdocs = yield Parallel([
+            Mongo(cols.checkpoints, "find", (q,), {"projection": {"checkpoint": 0}}),
+            Mongo(cols.blobs, "find", (q,), {"projection": {"data": 0}}),
+            Mongo(cols.writes, "find", (q,),
+                  {"projection": {"checkpoint_ns": 1, "checkpoint_id": 1}}),
         ])
         non_empty = {blob_field(b["checkpoint_ns"], b["channel"], b["version"])
                      for b in bdocs if b["type"] != "empty"}
@@ -140,24 +200,49 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str) -> Plan:
         drop: dict[str, list[str]] = {}
         keep_blobs: set[str] = set()
         for ns, cps in by_ns.items():
-            keep = _keep_chain(ctx, ns, cps, non_empty)
+            newest = sorted(cps, reverse=True)
+            heads = set(newest[:keep_last or 1])
+            if cutoff is not None:
+                heads |= {c for c in newest if not _older(c, cutoff)}
+            keep = _keep_chains(ctx, ns, cps, non_empty, heads)
             drop[ns] = [c for c in cps if c not in keep]
             for c in keep:
                 keep_blobs |= {blob_field(ns, ch, v) for ch, v in cps[c]["blob_fields"]}
-        yield from _remove(ctx, tid, drop, sorted(all_blobs - keep_blobs))
+        dropped = {(ns, c) for ns, cids in drop.items() for c in cids}
+        write_ids = [d["_id"] for d in wdocs
+                     if (d["checkpoint_ns"], d["checkpoint_id"]) in dropped]
+        yield from _remove(ctx, tid, drop, sorted(all_blobs - keep_blobs), write_ids)
 
 
-def _keep_chain(ctx: Context, ns: str, cps: dict[str, Any], non_empty: set[str]) -> set[str]:
-    latest = max(cps)
-    md = ctx.serde.loads_typed((cps[latest]["metadata_type"], bytes(cps[latest]["metadata"])))
-    delta = set((md or {}).get("counters_since_delta_snapshot") or {})
-    keep = {latest}
-    cur: str | None = latest
-    while delta and cur in cps:
-        keep.add(cur)
-        fields = {ch: blob_field(ns, ch, v) for ch, v in cps[cur]["blob_fields"]}
-        delta -= {ch for ch in delta if fields.get(ch) in non_empty}
-        cur = cps[cur].get("parent_checkpoint_id")
+def _keep_chains(ctx: Context, ns: str, cps: dict[str, Any], non_empty: set[str],
+                 heads: set[str]) -> set[str]:
+    """``heads`` plus the DeltaChannel ancestors every kept checkpoint needs: from each
+    (heads, and the ancestors this adds), back to the nearest one holding a stored
+    (non-empty) value of every delta channel its metadata lists
+    (``counters_since_delta_snapshot``), so every kept checkpoint rebuilds as before."""
+    keep = set(heads)
+    todo = sorted(heads, reverse=True)
+    walked: set[tuple[str, frozenset[str]]] = set()
+    done: set[str] = set()
+    while todo:
+        head = todo.pop()
+        if head in done:
+            continue
+        done.add(head)
+        md = ctx.serde.loads_typed((cps[head]["metadata_type"], bytes(cps[head]["metadata"])))
+        delta = set((md or {}).get("counters_since_delta_snapshot") or {})
+        cur: str | None = head
+        while delta and cur in cps:
+            state = (cur, frozenset(delta))
+            if state in walked:  # an earlier walk went on from here with these needs
+                break
+            walked.add(state)
+            if cur not in keep:
+                keep.add(cur)
+                todo.append(cur)
+            fields = {ch: blob_field(ns, ch, v) for ch, v in cps[cur]["blob_fields"]}
+            delta -= {ch for ch in delta if fields.get(ch) in non_empty}
+            cur = cps[cur].get("parent_checkpoint_id")
     return keep
 
 

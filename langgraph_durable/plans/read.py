@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from langgraph.checkpoint.base import CheckpointTuple
 
 from ..context import Context
-from ..drivers import Mongo, Parallel, Plan, Script
+from ..drivers import Mongo, Parallel, Pipeline, Plan, Script
 from ..durable import documents as D
 from ..records import (
     SEP,
@@ -185,28 +185,25 @@ def get_tuple_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str | N
 
 
 def namespaces_plan(ctx: Context, thread_id: str) -> Plan:
-    """The thread's checkpoint namespaces in first-written order (InMemorySaver's order)."""
+    """The thread's checkpoint namespaces in first-written order (InMemorySaver's order).
+    MongoDB is not asked when Redis holds the whole thread (meta ``complete``, as in
+    ``page_plan``), so listing such a thread works while MongoDB is down."""
     keys = ctx.keys(thread_id)
-    hot, cold = yield Parallel([
-        _hgetall(keys.ns),
-        Mongo(ctx.collections.checkpoints, "aggregate", ([
+    hot, complete, exists = yield Pipeline([
+        ["HGETALL", keys.ns], ["HGET", keys.meta, "complete"], ["EXISTS", keys.idx]])
+    cold: list[Any] = []
+    if not (complete in (b"1", "1") and exists):
+        cold = yield Mongo(ctx.collections.checkpoints, "aggregate", ([
             {"$match": {"thread_id": thread_id}},
             {"$group": {"_id": "$checkpoint_ns", "first": {"$min": "$checkpoint_id"}}},
-        ],)),
-    ])
+        ],))
     first: dict[str, str] = {}
-    for ns, m in _pairs(hot):  # value: the member (ns NUL checkpoint_id) first put
+    for ns, m in _pairs([hot]):  # value: the member (ns NUL checkpoint_id) first put
         cid = m.split(SEP)[-1]
         first[ns] = min(first.get(ns, cid), cid)
     for d in cold:
         first[d["_id"]] = min(first.get(d["_id"], d["first"]), d["first"])
     return sorted(first, key=lambda n: (first[n], n))
-
-
-def _hgetall(key: str) -> Any:
-    from ..drivers import Pipeline
-
-    return Pipeline([["HGETALL", key]])
 
 
 def _pairs(reply: Any) -> list[tuple[str, str]]:

@@ -95,3 +95,40 @@ def test_bad_files_are_refused_and_nothing_is_written(cli: Cli, tmp_path: Path) 
     assert "cannot read" in cli("import", str(tmp_path / "missing"), code=1).stderr
     assert _stored(cli, "z") == {"checkpoints": [], "blobs": [], "writes": []}
     assert cli("export", "nope", code=1).stderr == "error: thread 'nope' not found\n"
+
+
+def test_export_carries_blob_store_objects_and_import_restores_them(
+        cli: Cli, tmp_path: Path, redis_url: str, mongo_url: str) -> None:
+    from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
+
+    def serde(folder: Path) -> ExternalRefSerializer:
+        return ExternalRefSerializer(store=LocalBlobStore(folder), threshold_bytes=4000)
+
+    big = {"big": "y" * 20000}
+    with cli.saver(serde=serde(tmp_path / "a")) as s:
+        build_graph(s).invoke({**first_input(), "notes": big},
+                              {"configurable": {"thread_id": "ext"}})
+    path = tmp_path / "ext.jsonl"
+    r = cli("export", "ext", "-o", str(path), code=1)  # no store given: refused
+    assert r.stderr == ("error: thread 'ext' refers to 5 blob-store object(s) "  # notes x5
+                        "(ExternalRefSerializer): pass --blob-store to export them with the "
+                        "thread, or --without-blobs to leave them out\n")
+    cli("--blob-store", str(tmp_path / "a"), "export", "ext", "-o", str(path))
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines[0]["format_version"] == 2 and lines[0]["counts"]["extblob"] == 5
+    assert [rec.get("type") for rec in lines].count("extblob") == 5
+
+    other = Cli(redis_url, mongo_url)  # another key prefix, database and blob folder
+    r = other("import", str(path), code=1)
+    assert r.stderr.startswith(f"error: {path} carries 5 blob-store object(s): pass "
+                               "--blob-store")
+    out = other("--blob-store", str(tmp_path / "b"), "import", str(path)).stdout
+    assert out.endswith("and 5 blob-store objects\n")
+    with other.saver(serde=serde(tmp_path / "b")) as s:
+        state = build_graph(s).get_state({"configurable": {"thread_id": "ext"}})
+    assert state.values["notes"] == {**big, "a": 1, "b": 2, "c": 3}
+
+    cli("export", "ext", "-o", str(path), "--without-blobs")
+    header = json.loads(path.read_text().splitlines()[0])
+    assert header["blobs_left_out"] == 5 and "extblob" not in header["counts"]
+    assert header["format_version"] == 1
