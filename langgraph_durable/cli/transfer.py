@@ -21,6 +21,7 @@ from typing import Any
 import typer
 
 from ..drivers import run_sync
+from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import SchemaVersionError
 from ..plans.admin import release_plan
@@ -43,10 +44,10 @@ def _untyped(v: list[str] | None) -> tuple[str, bytes] | None:
 def export_lines(db: Any, cols: Any, thread_id: str) -> Iterator[str]:
     """The export of ``thread_id`` from MongoDB (flush first), header first."""
     q = {"thread_id": thread_id}
-    cps = sorted((D.record_of(d) for d in db[cols.checkpoints].find(q)),
+    cps = sorted((D.record_of(d) for d in S.loaded(db, cols, list(db[cols.checkpoints].find(q)))),
                  key=lambda r: (r.ns, r.checkpoint_id))
-    blobs = sorted(D.blob_value_of(d) for d in db[cols.blobs].find(q))
-    wdocs = sorted(db[cols.writes].find(q),
+    blobs = sorted(D.blob_value_of(d) for d in S.loaded(db, cols, list(db[cols.blobs].find(q))))
+    wdocs = sorted(S.loaded(db, cols, list(db[cols.writes].find(q))),
                    key=lambda d: (d["checkpoint_ns"], d["checkpoint_id"], d["task_id"], d["idx"]))
     header = {"format": FORMAT, "format_version": FORMAT_VERSION,
               "schema_version": SCHEMA_VERSION, "thread_id": thread_id,
@@ -170,7 +171,13 @@ def import_(ctx: typer.Context, file: str = typer.Argument(..., help="export fil
         saver.delete_thread(target)
     saver.flush()
     cols, db = saver.ctx.collections, session.clients.db
-    for kind in ("blobs", "writes", "checkpoints"):  # the flusher's order
+    chunks: list[dict] = []
+    for kind in docs:  # values over chunks.THRESHOLD_BYTES go to the chunks collection
+        docs[kind], more = C.split_all(kind, docs[kind])
+        chunks += more
+    if chunks:
+        db[cols.chunks].bulk_write(C.upserts(chunks), ordered=False)
+    for kind in ("blobs", "writes", "checkpoints"):  # the flusher's order, after the chunks
         if docs[kind]:
             db[getattr(cols, kind)].bulk_write([D.upsert(d) for d in docs[kind]], ordered=False)
     # the target's hot keys would shadow MongoDB (kept until what they hold is flushed)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..context import Context
 from ..drivers import Mongo, Parallel, Pipeline, Plan, Script, Sleep
+from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S
@@ -62,6 +63,8 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan:
         Mongo(cols.blobs, "delete_many", (q,)),
         Mongo(cols.writes, "delete_many", (q,)),
     ])
+    # chunks after the documents that refer to them (never a document without its chunks)
+    yield Mongo(cols.chunks, "delete_many", (q,))
 
 
 def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
@@ -69,6 +72,7 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
     """Delete the listed checkpoints (with their writes) and blobs of one thread, both tiers."""
     cols = ctx.collections
     ops: list[Any] = []
+    chunk_ops: list[Any] = []
     members = []
     for ns, cids in by_ns.items():
         if not cids:
@@ -76,17 +80,21 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
         members += [member(ns, c) for c in cids]
         ops.append(Mongo(cols.checkpoints, "delete_many", ({"_id": {"$in": [
             D.doc_id(thread_id, ns, c) for c in cids]}},)))
-        ops.append(Mongo(cols.writes, "delete_many", ({
-            "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}},)))
+        in_cps = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}}
+        ops.append(Mongo(cols.writes, "delete_many", (in_cps,)))
+        chunk_ops.append(Mongo(cols.chunks, "delete_many", (in_cps,)))  # checkpoints', writes'
     if blob_fields:
-        ops.append(Mongo(cols.blobs, "delete_many", (
-            {"_id": {"$in": D.blob_ids(thread_id, blob_fields)}},)))
+        ids = D.blob_ids(thread_id, blob_fields)
+        ops.append(Mongo(cols.blobs, "delete_many", ({"_id": {"$in": ids}},)))
+        chunk_ops.append(Mongo(cols.chunks, "delete_many", (
+            {"thread_id": thread_id, "owner": {"$in": ids}},)))
     if not ops:
         return
     keys = ctx.keys(thread_id)
     yield Script("delete_parts", [*keys.all, keys.gone],
                  [TOMBSTONE_TTL_S, len(members), *members, *blob_fields])
     yield Parallel(ops)
+    yield Parallel(chunk_ops)  # after the documents that refer to them
 
 
 def delete_for_runs_plan(ctx: Context, run_ids: Sequence[str]) -> Plan:
@@ -130,6 +138,10 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str) -> Plan:
         by_ns: dict[str, dict[str, Any]] = defaultdict(dict)
         for d in docs:
             by_ns[d["checkpoint_ns"]][d["checkpoint_id"]] = d
+        # the metadata of each namespace's latest checkpoint says which channels are deltas
+        latest = [cps[max(cps)] for cps in by_ns.values()]
+        for d in (yield from C.load_plan(cols.chunks, latest)):
+            by_ns[d["checkpoint_ns"]][d["checkpoint_id"]] = d
         drop: dict[str, list[str]] = {}
         keep_blobs: set[str] = set()
         for ns, cps in by_ns.items():
@@ -159,14 +171,16 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan:
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     q = {"thread_id": source}
-    cps, blobs, writes = yield Parallel([
+    cps, blobs, writes, chunks = yield Parallel([
         Mongo(cols.checkpoints, "find", (q,)),
         Mongo(cols.blobs, "find", (q,)),
         Mongo(cols.writes, "find", (q,)),
+        Mongo(cols.chunks, "find", (q,)),
     ])
     if not cps:
         return
     ops = []
+    renamed: dict[str, dict] = {}  # source _id -> target document, of those with chunks
     for name, docs, ident in (
         (cols.checkpoints, cps, ("checkpoint_ns", "checkpoint_id")),
         (cols.blobs, blobs, ("checkpoint_ns", "channel", "version")),
@@ -175,9 +189,14 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan:
         if not docs:
             continue
         for d in docs:
+            old_id = d["_id"]
             d["thread_id"] = target
             d["_id"] = D.doc_id(target, *(d[k] for k in ident))
+            if C.has_chunks(d):
+                renamed[old_id] = d
         ops.append(Mongo(name, "bulk_write", ([D.upsert(d) for d in docs],), {"ordered": False}))
+    # the chunks first, under the target's ids
+    yield from C.write_plan(cols.chunks, C.moved(chunks, renamed))
     yield Parallel(ops)
     yield from release_plan(ctx, target)
 

@@ -18,6 +18,7 @@ from langgraph.checkpoint.base import (
 
 from ..context import Context
 from ..drivers import Mongo, Parallel, Pipeline, Plan, Script, Sleep
+from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import (
     ConcurrentRunError,
@@ -151,13 +152,14 @@ def put_plan(
     ctx.heads.seen(tid, ns, cid)
     if ctx.config.durability == "strict":
         cols = ctx.collections
-        ops: list[Any] = [Mongo(cols.checkpoints, "bulk_write",
-                                ([D.upsert(D.checkpoint_doc(tid, rec))],),
+        (cp_doc,), cp_chunks = C.split_all("checkpoints", [D.checkpoint_doc(tid, rec)])
+        blob_docs, blob_chunks = C.split_all("blobs", (D.blob_doc(tid, f, t) for f, t in blobs))
+        yield from C.write_plan(cols.chunks, cp_chunks + blob_chunks)  # before their owners
+        ops: list[Any] = [Mongo(cols.checkpoints, "bulk_write", ([D.upsert(cp_doc)],),
                                 {"ordered": False})]
         if blobs:
             ops.append(Mongo(cols.blobs, "bulk_write",
-                             ([D.upsert(D.blob_doc(tid, f, t)) for f, t in blobs],),
-                             {"ordered": False}))
+                             ([D.upsert(d) for d in blob_docs],), {"ordered": False}))
         yield Parallel(ops)
     return config_of(tid, ns, cid)
 
@@ -195,8 +197,10 @@ def put_writes_plan(
         args += [f, w.pack(), "1" if w.idx < 0 else "0"]
     yield from _send(ctx, tid, "put_writes", args)
     if ctx.config.durability == "strict":
-        docs = [D.upsert_write(D.write_doc(tid, ns, cid, w)) for w in recs]
-        yield from bulk_ignoring_newer(ctx.collections.writes, docs)
+        docs, chunks = C.split_all("writes", (D.write_doc(tid, ns, cid, w) for w in recs))
+        yield from C.write_plan(ctx.collections.chunks, chunks)  # before their owners
+        yield from bulk_ignoring_newer(ctx.collections.writes,
+                                       [D.upsert_write(d) for d in docs])
     return None
 
 
