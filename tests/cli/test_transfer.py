@@ -92,3 +92,30 @@ def test_bad_files_are_refused_and_nothing_is_written(cli: Cli, tmp_path: Path) 
     assert "cannot read" in cli("import", str(tmp_path / "missing"), code=1).stderr
     assert _stored(cli, "z") == {"checkpoints": [], "blobs": [], "writes": []}
     assert cli("export", "nope", code=1).stderr == "error: thread 'nope' not found\n"
+
+
+def test_export_import_round_trip_of_a_thread_with_chunked_values(
+        cli: Cli, tmp_path: Path, monkeypatch: Any) -> None:
+    from langgraph_durable.durable import chunks
+
+    monkeypatch.setattr(chunks, "THRESHOLD_BYTES", 256)  # the messages' values are chunked
+    _thread(cli)
+    before = _stored(cli, "x")
+    with cli.saver(flusher="off") as s:
+        col = s._sync.db[s.ctx.collections.chunks]  # type: ignore[union-attr]
+        chunks_before = sorted(col.find({"thread_id": "x"}), key=lambda d: d["_id"])
+    assert chunks_before and any(d.get("chunked") for ds in before.values() for d in ds)
+    shown = cli.json("show", "x")
+    path = tmp_path / "x.jsonl"
+    cli("export", "x", "--output", str(path))
+    records = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert all(r["v"] == SCHEMA_VERSION for r in records)  # values inline, as ever
+    cli("delete", "x", "--yes")
+    with cli.saver(flusher="off") as s:
+        assert s._sync.db[s.ctx.collections.chunks].count_documents({}) == 0  # type: ignore[union-attr]
+    cli("import", str(path))
+    assert _stored(cli, "x") == before
+    with cli.saver(flusher="off") as s:
+        col = s._sync.db[s.ctx.collections.chunks]  # type: ignore[union-attr]
+        assert sorted(col.find({"thread_id": "x"}), key=lambda d: d["_id"]) == chunks_before
+    assert cli.json("show", "x") == shown
