@@ -281,3 +281,22 @@ def test_blob_gc_finds_references_in_chunked_values(
         assert {c["field"] for c in chunk_docs(saver, "g")} == {"data", "checkpoint"}
         assert referenced_blob_keys(saver) == hot
         assert saver.get_tuple(cfg).checkpoint["channel_values"] == {"v": value}
+
+
+def test_strict_mode_writes_the_chunks_before_returning(
+        redis_url: str, mongo_url: str, small_chunks: None) -> None:
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(
+            durability="strict", flusher="off")) as saver:
+        cfg = {"configurable": {"thread_id": "s", "checkpoint_ns": ""}}
+        cp = {"v": 1, "id": "1ef00000-0000-6000-8000-000000000001", "ts": "2024-01-01",
+              "channel_values": {"v": text(3000)}, "channel_versions": {"v": "1"},
+              "versions_seen": {}}
+        at = saver.put(cfg, cp, {"step": 1}, {"v": "1"})  # type: ignore[arg-type]
+        saver.put_writes(at, [("out", text(3000, "w"))], "task-1")
+        # no flusher ran: MongoDB has the documents and their chunks from the calls alone
+        assert sorted(c["owner"].split("|")[-1] for c in chunk_docs(saver, "s")) == \
+            ["1:0"] * 3 + ["1:1"] * 3  # the write (idx 0) and the blob (version "1")
+        saver._sync.redis.delete(*saver.ctx.keys("s").all)  # type: ignore[union-attr]
+        tup = saver.get_tuple(cfg)
+        assert tup.checkpoint["channel_values"] == {"v": text(3000)}
+        assert tup.pending_writes == [("task-1", "out", text(3000, "w"))]
