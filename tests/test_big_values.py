@@ -300,3 +300,28 @@ def test_strict_mode_writes_the_chunks_before_returning(
         tup = saver.get_tuple(cfg)
         assert tup.checkpoint["channel_values"] == {"v": text(3000)}
         assert tup.pending_writes == [("task-1", "out", text(3000, "w"))]
+
+
+def test_a_flush_round_copies_at_most_round_bytes_at_a_time(
+        redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from langgraph_durable.drivers import Mongo, run_sync
+    from langgraph_durable.outbox import flusher
+
+    monkeypatch.setattr(flusher, "ROUND_BYTES", 8000)  # two 3 KiB values, not three
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(flusher="off")) as s:
+        cfg: dict = {"configurable": {"thread_id": "r", "checkpoint_ns": ""}}
+        for i in range(5):
+            cp = {"v": 1, "id": f"1ef00000-0000-6000-8000-{i:012d}", "ts": "2024-01-01",
+                  "channel_values": {"v": text(3000, str(i))},
+                  "channel_versions": {"v": f"{i + 1:032}.0"}, "versions_seen": {}}
+            cfg = s.put(cfg, cp, {"step": i}, {"v": f"{i + 1:032}.0"})  # type: ignore[arg-type]
+        blob_writes: list[int] = []
+        clients = s._sync
+        assert clients is not None
+        clients.observer = lambda op, _s, _ok: blob_writes.append(len(op.args[0])) if (
+            isinstance(op, Mongo) and op.collection == s.ctx.collections.blobs) else None
+        run_sync(flusher.ensure_group_plan(s.ctx), clients)
+        stats = run_sync(flusher.flush_batch_plan(s.ctx, "c", block_ms=0, claim=False), clients)
+        assert (stats.entries, stats.documents) == (5, 10)
+        assert blob_writes == [2, 2, 1]  # entries copied in groups of at most 8000 bytes
+        assert len(_values(s, "r")) == 5
