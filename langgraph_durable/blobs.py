@@ -18,7 +18,8 @@ Every stored typed value whose type is ``"extref"``, decoded with
    ``SCAN MATCH {<prefix>:*`` (the prefix glob-escaped; the ``{`` of the hash tag is a
    literal in Redis patterns) and read with ``HSCAN``;
 2. **then MongoDB**: documents of ``checkpoints`` (``type``/``metadata_type``), ``blobs``
-   and ``writes`` (``type``) equal to ``"extref"``, in pages ordered by ``_id``.
+   and ``writes`` (``type``) equal to ``"extref"``, in pages ordered by ``_id`` (a value
+   stored in chunks is reassembled first, see ``durable/chunks.py``).
 
 Why it is safe against concurrent writers
 -----------------------------------------
@@ -54,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import ormsgpack
 
 from .drivers import Mongo, Pipeline, Plan
+from .durable import chunks as C
 from .hot.keys import ThreadKeys
 from .records import CheckpointRecord, WriteRecord, unpack_blob
 from .serde.external import EXTREF_TYPE, refs_in
@@ -164,14 +166,17 @@ def _redis_plan(prefix: str, found: set[str]) -> Plan:
 
 
 def _mongo_plan(collection: str, query: dict[str, Any], fields: list[tuple[str, str]],
-                found: set[str]) -> Plan:
-    """Add the references of the matching documents (``fields``: (type, data) names)."""
+                found: set[str], chunks: str) -> Plan:
+    """Add the references of the matching documents (``fields``: (type, data) names);
+    chunked values are reassembled from the ``chunks`` collection first."""
     projection = {name: 1 for pair in fields for name in pair}
+    projection.update({"thread_id": 1, "chunked": 1})
     last: Any = None
     while True:
         q = query if last is None else {"$and": [query, {"_id": {"$gt": last}}]}
-        docs = yield Mongo(collection, "find", (q,), {
+        page = yield Mongo(collection, "find", (q,), {
             "projection": projection, "sort": [("_id", 1)], "limit": SCAN_COUNT})
+        docs = yield from C.load_plan(chunks, page)
         for doc in docs:
             for type_field, data_field in fields:
                 if doc.get(type_field) == EXTREF_TYPE:
@@ -196,9 +201,11 @@ def referenced_keys_plan(ctx: Any) -> Plan:
     yield from _mongo_plan(
         cols.checkpoints,
         {"$or": [{"type": EXTREF_TYPE}, {"metadata_type": EXTREF_TYPE}]},
-        [("type", "checkpoint"), ("metadata_type", "metadata")], found)
-    yield from _mongo_plan(cols.blobs, {"type": EXTREF_TYPE}, [("type", "data")], found)
-    yield from _mongo_plan(cols.writes, {"type": EXTREF_TYPE}, [("type", "data")], found)
+        [("type", "checkpoint"), ("metadata_type", "metadata")], found, cols.chunks)
+    yield from _mongo_plan(cols.blobs, {"type": EXTREF_TYPE}, [("type", "data")], found,
+                           cols.chunks)
+    yield from _mongo_plan(cols.writes, {"type": EXTREF_TYPE}, [("type", "data")], found,
+                           cols.chunks)
     return found
 
 
@@ -296,7 +303,8 @@ class StorageFootprint:
     mongo_bytes: int = 0
     """Sum of the BSON sizes of the saver's documents (``dbStats``' ``dataSize`` for them)."""
     mongo_docs: dict[str, int] = field(default_factory=dict)
-    """Documents per collection kind (``checkpoints``, ``blobs``, ``writes``)."""
+    """Documents per collection kind (``checkpoints``, ``blobs``, ``writes``, ``chunks``:
+    pieces of values over ``durable.chunks.THRESHOLD_BYTES``)."""
     blob_bytes: int = 0
     """Sum of the object sizes in the blob store (every key, ours or not)."""
     blobs: list[tuple[str, int]] = field(default_factory=list)
@@ -341,7 +349,7 @@ def footprint_plan(ctx: Any) -> Plan:
     mongo_bytes = 0
     docs: dict[str, int] = {}
     cols = ctx.collections
-    for kind in ("checkpoints", "blobs", "writes"):
+    for kind in ("checkpoints", "blobs", "writes", "chunks"):
         rows = yield Mongo(getattr(cols, kind), "aggregate", ([{"$group": {
             "_id": None, "n": {"$sum": 1}, "b": {"$sum": {"$bsonSize": "$$ROOT"}}}}],))
         docs[kind] = int(rows[0]["n"]) if rows else 0

@@ -18,8 +18,8 @@ class DurableConfig(BaseModel):
             a thread share the hash tag ``{<key_prefix>:<len>:<thread>}`` (one Redis
             Cluster slot per thread).
         database: MongoDB database name.
-        collection_prefix: prefix of the three MongoDB collections
-            (``<prefix>checkpoints``, ``<prefix>blobs``, ``<prefix>writes``).
+        collection_prefix: prefix of the MongoDB collections (``<prefix>checkpoints``,
+            ``<prefix>blobs``, ``<prefix>writes``, ``<prefix>chunks``, ``<prefix>meta``).
         durability: ``"write_behind"`` (default: a call returns once Redis committed;
             MongoDB follows within the flush lag) or ``"strict"`` (a call also waits for
             MongoDB's acknowledgement before returning). A strict call that raises after
@@ -46,8 +46,12 @@ class DurableConfig(BaseModel):
         close_drain_timeout_s: seconds ``close()`` (leaving the context manager) waits for
             the outbox to reach MongoDB; past it the saver closes anyway and what is left
             stays in Redis for the next flusher (keep it under your termination grace).
-        max_value_bytes: largest serialized value (channel value or write), in bytes,
-            accepted; bigger raises ``SerializationError`` before anything is written.
+        max_value_bytes: largest serialized value (channel value, pending write,
+            checkpoint or metadata), in bytes, accepted; bigger raises
+            ``SerializationError`` naming thread, channel and size before anything is
+            written. Default 256 MiB (268435456); at most 512 MiB - 1 KiB (a Redis string
+            holds at most 512 MiB). Values over 8 MiB are stored in MongoDB in chunks
+            (``{collection_prefix}chunks``), since one document holds at most 16 MiB.
         queryable_metadata: store top-level scalar metadata in plain form in MongoDB so
             ``list(filter=...)`` narrows the query on the server. ``None`` = on unless
             the serializer is an ``EncryptedSerializer`` (then metadata stays encrypted
@@ -91,7 +95,7 @@ class DurableConfig(BaseModel):
     hot_ttl_s: int = Field(default=24 * 3600, ge=0)
     delete_flush_timeout_s: float = Field(default=30.0, gt=0)
     close_drain_timeout_s: float = Field(default=10.0, ge=0)
-    max_value_bytes: int = Field(default=15 * 1024 * 1024, gt=0)
+    max_value_bytes: int = Field(default=256 * 1024 * 1024, gt=0, le=512 * 1024 * 1024 - 1024)
     queryable_metadata: bool | None = None
     on_concurrent_run: Literal["raise", "fork"] = "raise"
     write_concern_w: Literal["majority"] | int = Field(default="majority")

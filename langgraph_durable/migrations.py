@@ -13,6 +13,13 @@ batch so an interrupted run resumes where it stopped; rewriting is idempotent (a
 document is replaced only if it still has the version that was read). ``setup()``
 records the deployed version there too (``record_version_plan``).
 
+A document whose large fields live in the chunks collection carries ``v =
+records.CHUNKED_VERSION`` (2): the current format with descriptors in those fields, which
+every read reassembles (``durable/chunks.py``) before decoding. Packages from before
+chunking know only version 1 and refuse such a document with ``SchemaVersionError``
+(never misreading a descriptor as the value); the documents without chunks stay version
+1 and readable by them. ``migrate`` leaves chunked documents as they are.
+
 Version 0 is the pre-release format, kept so the chain is exercised: checkpoint documents
 held the checkpoint under ``checkpoint_bytes`` and the metadata inline (a plain document,
 not serialized); writes had no ``task_path``/``seq``. In Redis, a v0 checkpoint envelope
@@ -33,7 +40,7 @@ from pymongo import ReplaceOne, ReturnDocument
 
 from .drivers import Mongo, Plan
 from .errors import CorruptRecordError, SchemaVersionError
-from .records import SCHEMA_VERSION, md_query_of
+from .records import CHUNKED_VERSION, SCHEMA_VERSION, md_query_of
 
 if TYPE_CHECKING:
     from .context import Context
@@ -194,6 +201,13 @@ def old_query() -> dict[str, Any]:
     return {"$or": [q, {"v": {"$exists": False}}]} if SCHEMA_VERSION > 1 else q
 
 
+def _newer_query() -> dict[str, Any]:
+    """MongoDB filter of documents this package cannot read: a version above
+    ``SCHEMA_VERSION`` other than ``CHUNKED_VERSION`` (``SCHEMA_VERSION`` plus chunked
+    fields, which reads reassemble; see ``durable/chunks.py``)."""
+    return {"v": {"$gt": SCHEMA_VERSION, "$ne": CHUNKED_VERSION}}
+
+
 def census_plan(ctx: Context) -> Plan:
     """Per collection kind: ``{"old": n, "newer": n, "newer_id": an _id or None}``."""
     cols = ctx.collections
@@ -201,8 +215,8 @@ def census_plan(ctx: Context) -> Plan:
     for kind in KINDS:
         name = getattr(cols, kind)
         old = yield Mongo(name, "count_documents", (old_query(),))
-        newer = yield Mongo(name, "count_documents", ({"v": {"$gt": SCHEMA_VERSION}},))
-        first = (yield Mongo(name, "find_one", ({"v": {"$gt": SCHEMA_VERSION}},),
+        newer = yield Mongo(name, "count_documents", (_newer_query(),))
+        first = (yield Mongo(name, "find_one", (_newer_query(),),
                              {"projection": {"_id": 1, "v": 1}})) if newer else None
         out[kind] = {"old": old, "newer": newer, "newer_id": first and first["_id"],
                      "newer_v": first and first.get("v")}

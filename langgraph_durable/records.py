@@ -26,6 +26,14 @@ from .errors import CorruptRecordError, InvalidIdentifierError, SchemaVersionErr
 SCHEMA_VERSION = 1
 """Format version written into every stored record (Redis envelope, MongoDB document)."""
 
+CHUNKED_VERSION = 2
+"""``v`` of a MongoDB document whose large fields live in the chunks collection
+(``durable/chunks.py``): the ``SCHEMA_VERSION`` format with descriptors in those fields.
+Packages older than chunking know only version 1 and refuse such a document with
+``SchemaVersionError`` (their "newer than ... upgrade the package") instead of misreading
+a descriptor as the value; this package reassembles it (``chunks.load_plan``) into the
+``SCHEMA_VERSION`` format before decoding."""
+
 SEP = "\x00"
 """Separator of the parts of a Redis hash field; identifiers may not contain it."""
 

@@ -128,7 +128,8 @@ def test_references_are_found_in_redis_then_in_mongodb_alone(
         expected = referenced_blob_keys(hot)
         (metadata,) = expected - frames  # the metadata, over threshold_bytes, spilled too
         assert frames < expected and metadata.endswith(".bin")
-        assert storage_footprint(hot).mongo_docs == {"checkpoints": 0, "blobs": 0, "writes": 0}
+        assert storage_footprint(hot).mongo_docs == {"checkpoints": 0, "blobs": 0, "writes": 0,
+                                                     "chunks": 0}
     with open_saver(redis_url, mongo_url, local_store, **options) as cold:
         cold.flush()
         keys = list(redis_client.scan_iter(match=scan_pattern(options["key_prefix"])))

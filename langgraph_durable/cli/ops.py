@@ -289,8 +289,9 @@ def fork(ctx: typer.Context,
     if tup is None:
         raise CliError(f"checkpoint {checkpoint!r} of thread {thread!r} (ns {ns!r}) not found")
     saver.flush()  # the writes' task paths are read from MongoDB
-    wdocs = list(session.clients.db[saver.ctx.collections.writes].find(
-        {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint}))
+    wdocs = S.loaded(session.clients.db, saver.ctx.collections, list(
+        session.clients.db[saver.ctx.collections.writes].find(
+            {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint})))
     cp = _copy.deepcopy(tup.checkpoint)
     cp["id"] = str(uuid6())
     cp["ts"] = datetime.datetime.now(datetime.timezone.utc).isoformat()

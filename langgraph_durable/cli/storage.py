@@ -11,8 +11,10 @@ import redis.exceptions
 from pymongo.errors import OperationFailure
 
 from ..context import Context
-from ..drivers import Clients
+from ..drivers import Clients, run_sync
+from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable.documents import Collections
 from ..hot.keys import CONSUMER_GROUP
 from ..outbox.flusher import dead_letter_key
 from ..records import SEP, CheckpointRecord
@@ -34,10 +36,15 @@ def thread_exists(ctx: Context, clients: Clients, thread_id: str) -> bool:
         {"thread_id": thread_id}, {"_id": 1}) is not None
 
 
+def loaded(db: Any, cols: Collections, docs: list[dict]) -> list[dict]:
+    """``docs`` with their chunked fields reassembled (``chunks.load_plan``) from ``db``."""
+    return run_sync(C.load_plan(cols.chunks, docs), Clients(None, db, {}))  # type: ignore[no-any-return]
+
+
 def _durable_sizes(ctx: Context, db: Any) -> dict[str, dict[str, int]]:
     cols = ctx.collections
     out: dict[str, dict[str, int]] = {}
-    for name in (cols.checkpoints, cols.blobs, cols.writes):
+    for name in (cols.checkpoints, cols.blobs, cols.writes, cols.chunks):
         for d in db[name].aggregate([{"$group": {
                 "_id": "$thread_id", "n": {"$sum": 1},
                 "bytes": {"$sum": {"$bsonSize": "$$ROOT"}}}}]):
@@ -68,7 +75,7 @@ def latest_record(ctx: Context, clients: Clients, thread_id: str,
                 ns, cid = best_hot.split(SEP)
                 return CheckpointRecord.unpack(ns, cid, raw, cv)
         if doc is not None:
-            return D.record_of(doc)
+            return D.record_of(loaded(clients.db, ctx.collections, [doc])[0])
     return None
 
 
@@ -176,7 +183,7 @@ def durable_sizes(ctx: Context, db: Any) -> dict[str, Any]:
     """Per collection: documents, data size, storage size and index size (bytes)."""
     cols = ctx.collections
     out = {}
-    for kind in ("checkpoints", "blobs", "writes"):
+    for kind in ("checkpoints", "blobs", "writes", "chunks"):
         name = getattr(cols, kind)
         try:
             s = db.command("collStats", name)

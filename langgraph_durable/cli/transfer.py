@@ -26,6 +26,7 @@ from typing import Any
 import typer
 
 from ..drivers import run_sync
+from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import SchemaVersionError
 from ..plans.admin import release_plan
@@ -55,10 +56,10 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
     exported too; with ``without_blobs`` they are left out and counted. Raises
     ``CliError`` when there are some, no ``store`` and no ``without_blobs``."""
     q = {"thread_id": thread_id}
-    cps = sorted((D.record_of(d) for d in db[cols.checkpoints].find(q)),
+    cps = sorted((D.record_of(d) for d in S.loaded(db, cols, list(db[cols.checkpoints].find(q)))),
                  key=lambda r: (r.ns, r.checkpoint_id))
-    blobs = sorted(D.blob_value_of(d) for d in db[cols.blobs].find(q))
-    wdocs = sorted(db[cols.writes].find(q),
+    blobs = sorted(D.blob_value_of(d) for d in S.loaded(db, cols, list(db[cols.blobs].find(q))))
+    wdocs = sorted(S.loaded(db, cols, list(db[cols.writes].find(q))),
                    key=lambda d: (d["checkpoint_ns"], d["checkpoint_id"], d["task_id"], d["idx"]))
     typed = [v for r in cps for v in (r.checkpoint, r.metadata)]
     typed += [v for _f, v in blobs if v is not None]
@@ -228,7 +229,13 @@ def import_(ctx: typer.Context,
     for d in (*docs["checkpoints"], *docs["blobs"], *docs["writes"]):  # (late writes of a
         d["put_ms"] = int(sec) * 1000 + int(usec) // 1000  # deleted thread are not taken)
     cols, db = saver.ctx.collections, session.clients.db
-    for kind in ("blobs", "writes", "checkpoints"):  # the flusher's order
+    chunks: list[dict] = []
+    for kind in docs:  # values over chunks.THRESHOLD_BYTES go to the chunks collection
+        docs[kind], more = C.split_all(kind, docs[kind])
+        chunks += more
+    if chunks:
+        db[cols.chunks].bulk_write(C.upserts(chunks), ordered=False)
+    for kind in ("blobs", "writes", "checkpoints"):  # the flusher's order, after the chunks
         if docs[kind]:
             db[getattr(cols, kind)].bulk_write([D.upsert(d) for d in docs[kind]], ordered=False)
     # the target's hot keys would shadow MongoDB (kept until what they hold is flushed)

@@ -1,7 +1,8 @@
 """MongoDB document shapes (sans-I/O): deterministic ``_id``s, upserts, queries, indexes.
 
 Three collections: checkpoints (no channel values), blobs (one per thread, ns, channel,
-version) and writes (one per thread, ns, checkpoint, task, idx). Every ``_id`` is a
+version) and writes (one per thread, ns, checkpoint, task, idx), plus chunks holding the
+pieces of values too large for one document (``chunks.py``). Every ``_id`` is a
 length-prefixed join of the identity, so any thread_id is safe; ``thread_id`` leads
 every index (it is the shard key on a sharded cluster).
 """
@@ -15,7 +16,7 @@ from typing import Any
 from bson import Binary
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReplaceOne, UpdateOne
 
-from ..errors import SchemaVersionError
+from ..errors import CorruptRecordError, SchemaVersionError
 from ..records import (
     SCHEMA_VERSION,
     CheckpointRecord,
@@ -33,18 +34,20 @@ def doc_id(*parts: Any) -> str:
 
 @dataclass(frozen=True)
 class Collections:
-    """Names of the three collections for a ``collection_prefix``, and of ``meta`` (the
-    deployed schema version and migration cursors)."""
+    """Names of the three collections for a ``collection_prefix``, of ``meta`` (the
+    deployed schema version and migration cursors) and of ``chunks`` (pieces of values
+    over ``chunks.THRESHOLD_BYTES``)."""
 
     checkpoints: str
     blobs: str
     writes: str
     meta: str = "meta"
+    chunks: str = "chunks"
 
     @classmethod
     def with_prefix(cls, prefix: str) -> Collections:
         return cls(f"{prefix}checkpoints", f"{prefix}blobs", f"{prefix}writes",
-                   f"{prefix}meta")
+                   f"{prefix}meta", f"{prefix}chunks")
 
 
 INDEXES: dict[str, list[IndexModel]] = {
@@ -63,6 +66,13 @@ INDEXES: dict[str, list[IndexModel]] = {
             [("thread_id", ASCENDING), ("checkpoint_ns", ASCENDING),
              ("checkpoint_id", ASCENDING)],
             name="thread_ns_checkpoint",
+        )
+    ],
+    "chunks": [
+        IndexModel(
+            [("thread_id", ASCENDING), ("checkpoint_ns", ASCENDING),
+             ("checkpoint_id", ASCENDING), ("owner", ASCENDING)],
+            name="thread_ns_checkpoint_owner",
         )
     ],
 }
@@ -169,6 +179,11 @@ def _check(doc: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     """``doc`` in the current format: an older one upgraded through
     ``migrations.DOCUMENT_STEPS`` (in memory), a newer one refused."""
     v = doc.get("v", 1)
+    if doc.get("chunked"):
+        raise CorruptRecordError(
+            f"MongoDB document {doc.get('_id')!r} (thread {doc.get('thread_id')!r}) has "
+            f"chunked fields {doc['chunked']!r} that were not reassembled before decoding "
+            "(a read path misses chunks.load_plan)")
     if v > SCHEMA_VERSION:
         raise SchemaVersionError(
             f"MongoDB document {doc.get('_id')!r} has schema version {v}, newer than "

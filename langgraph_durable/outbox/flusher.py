@@ -27,6 +27,7 @@ from pymongo.errors import BulkWriteError, DocumentTooLarge
 
 from ..context import Context
 from ..drivers import Clients, Mongo, Pipeline, Plan, Script, run_async, run_sync
+from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import CorruptRecordError
 from ..hot.keys import CONSUMER_GROUP
@@ -128,11 +129,14 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
     if not parsed and not bad:
         return stats
     try:
-        stats.documents = yield from _copy(ctx, parsed, stats)
+        for group in (yield from _by_bytes(ctx, parsed)):
+            stats.documents += yield from _copy(ctx, group, stats)
     except POISON as exc:
         if _transient(exc):
             raise
-        # one entry cannot be written: find it, set it aside, write the others
+        # one entry cannot be written: find it, set it aside, write the others (groups
+        # written before are written again, which changes nothing, and counted once)
+        stats.documents = stats.bytes_written = 0
         kept = []
         for entry in parsed:
             try:
@@ -199,6 +203,41 @@ def _ack_and_settle(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) ->
     return [bool(ok) for ok in acked[:len(ids)]], int(acked[-1])
 
 
+ROUND_BYTES = 64 * 1024 * 1024
+"""Most record bytes one flush round reads from Redis and writes to MongoDB at a time: a
+round's entries are copied in groups up to this size (an entry bigger than it alone), so
+``flush_batch_size`` entries of values up to ``max_value_bytes`` never sit in memory at
+once."""
+
+
+def _by_bytes(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) -> Plan:
+    """``parsed`` cut into groups of at most ``ROUND_BYTES`` record bytes (``HSTRLEN`` of
+    what each entry names, one pipeline; not asked for a single entry)."""
+    if len(parsed) < 2:
+        return [parsed]
+    cmds: list[list[Any]] = []
+    counts = []
+    for _, tid, (kind, m, fields) in parsed:
+        k = ctx.keys(tid)
+        if kind == "cp":
+            cmds += [["HSTRLEN", k.cp, m], *(["HSTRLEN", k.bl, f] for f in fields)]
+        else:
+            cmds += [["HSTRLEN", k.w, f] for f in fields]
+        counts.append(len(cmds))
+    sizes = yield Pipeline(cmds)
+    groups: list[list[tuple[bytes, str, list[Any]]]] = [[]]
+    held, start = 0, 0
+    for entry, end in zip(parsed, counts):
+        size = sum(int(n) for n in sizes[start:end])
+        start = end
+        if groups[-1] and held + size > ROUND_BYTES:
+            groups.append([])
+            held = 0
+        groups[-1].append(entry)
+        held += size
+    return groups
+
+
 def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]],
           stats: BatchStats | None = None) -> Plan:
     """Read the named records from Redis (one pipeline) and upsert them into MongoDB;
@@ -227,7 +266,7 @@ def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]],
     got: dict[tuple[str, str], dict[str, Any]] = {}
     for (tid, kind, names), values in zip(plan, replies):
         got[(tid, kind)] = dict(zip(names, values))
-    cps, blobs, writes = [], [], []
+    cps, blobs, writes, chunks = [], [], [], []
     nbytes = 0
     for tid in want:
         recs, cvs = got.get((tid, "cp"), {}), got.get((tid, "cv"), {})
@@ -236,23 +275,34 @@ def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]],
                 continue  # deleted since: nothing to write, nothing to resurrect
             ns, cid = m.split(SEP)
             rec = CheckpointRecord.unpack(ns, cid, raw, cvs[m])
-            cps.append(D.upsert(D.checkpoint_doc(tid, rec, put_ms=put_ms[(tid, m)])))
+            doc, more = C.split("checkpoints",
+                                D.checkpoint_doc(tid, rec, put_ms=put_ms[(tid, m)]))
+            cps.append(D.upsert(doc))
+            chunks += more
             nbytes += len(rec.checkpoint[1]) + len(rec.metadata[1])
         for f, raw in got.get((tid, "bl"), {}).items():
             if raw is not None:
                 where = f"redis blob {f!r} of thread {tid!r}"
                 value = unpack_blob(raw, where)
-                blobs.append(D.upsert(D.blob_doc(tid, f, value, put_ms=put_ms[(tid, f)])))
+                doc, more = C.split("blobs",
+                                    D.blob_doc(tid, f, value, put_ms=put_ms[(tid, f)]))
+                blobs.append(D.upsert(doc))
+                chunks += more
                 nbytes += len(value[1]) if value else 0
         for f, raw in got.get((tid, "w"), {}).items():
             if raw is not None:
                 ns, cid, _task, _idx = f.split(SEP)
                 w = WriteRecord.unpack(raw, f"redis write {f!r} of thread {tid!r}")
-                doc = D.write_doc(tid, ns, cid, w, put_ms=put_ms[(tid, f)])
+                doc, more = C.split("writes",
+                                    D.write_doc(tid, ns, cid, w, put_ms=put_ms[(tid, f)]))
                 writes.append(D.upsert_write(doc))
+                chunks += more
                 nbytes += len(w.value[1])
+    del got, replies  # the values now live in the documents: hold them once
     cols = ctx.collections
-    # blobs and writes before the checkpoints that refer to them
+    # chunks before the documents that refer to them; blobs and writes before the
+    # checkpoints that refer to them
+    yield from C.write_plan(cols.chunks, chunks)
     if blobs:
         yield Mongo(cols.blobs, "bulk_write", (blobs,), {"ordered": False})
     if writes:

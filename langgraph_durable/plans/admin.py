@@ -17,6 +17,7 @@ from pymongo import DeleteOne
 
 from ..context import Context
 from ..drivers import Mongo, Parallel, Pipeline, Plan, Script, Sleep
+from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S
@@ -71,6 +72,8 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan:
         Mongo(cols.blobs, "delete_many", (before,)),
         Mongo(cols.writes, "delete_many", (before,)),
     ])
+    # chunks after the documents that refer to them (never a document without its chunks)
+    yield Mongo(cols.chunks, "delete_many", (q,))
 
 
 def _delete_ids(collection: str, ids: Sequence[str]) -> Mongo:
@@ -109,6 +112,14 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
     yield Script("delete_parts", [*keys.all, keys.gone],
                  [TOMBSTONE_TTL_S, len(members), *members, *blob_fields])
     yield Parallel(ops)
+    # their chunks after the documents that refer to them (rarely any: few queries)
+    chunk_ops = [Mongo(cols.chunks, "delete_many", ({
+        "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}},))
+        for ns, cids in by_ns.items() if cids]
+    if blob_fields:
+        chunk_ops.append(Mongo(cols.chunks, "delete_many", (
+            {"thread_id": thread_id, "owner": {"$in": D.blob_ids(thread_id, blob_fields)}},)))
+    yield Parallel(chunk_ops)
 
 
 def delete_for_runs_plan(ctx: Context, run_ids: Sequence[str]) -> Plan:
@@ -197,6 +208,10 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
         by_ns: dict[str, dict[str, Any]] = defaultdict(dict)
         for d in docs:
             by_ns[d["checkpoint_ns"]][d["checkpoint_id"]] = d
+        # the metadata of each namespace's latest checkpoint says which channels are deltas
+        latest = [cps[max(cps)] for cps in by_ns.values()]
+        for d in (yield from C.load_plan(cols.chunks, latest)):
+            by_ns[d["checkpoint_ns"]][d["checkpoint_id"]] = d
         drop: dict[str, list[str]] = {}
         keep_blobs: set[str] = set()
         for ns, cps in by_ns.items():
@@ -251,10 +266,11 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan:
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     q = {"thread_id": source}
-    cps, blobs, writes = yield Parallel([
+    cps, blobs, writes, chunks = yield Parallel([
         Mongo(cols.checkpoints, "find", (q,)),
         Mongo(cols.blobs, "find", (q,)),
         Mongo(cols.writes, "find", (q,)),
+        Mongo(cols.chunks, "find", (q,)),
     ])
     if not cps:
         return
@@ -263,6 +279,7 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan:
     for d in (*cps, *blobs, *writes):
         d["put_ms"] = now_ms
     ops = []
+    renamed: dict[str, dict] = {}  # source _id -> target document, of those with chunks
     for name, docs, ident in (
         (cols.checkpoints, cps, ("checkpoint_ns", "checkpoint_id")),
         (cols.blobs, blobs, ("checkpoint_ns", "channel", "version")),
@@ -271,9 +288,14 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan:
         if not docs:
             continue
         for d in docs:
+            old_id = d["_id"]
             d["thread_id"] = target
             d["_id"] = D.doc_id(target, *(d[k] for k in ident))
+            if C.has_chunks(d):
+                renamed[old_id] = d
         ops.append(Mongo(name, "bulk_write", ([D.upsert(d) for d in docs],), {"ordered": False}))
+    # the chunks first, under the target's ids
+    yield from C.write_plan(cols.chunks, C.moved(chunks, renamed))
     yield Parallel(ops)
     yield from release_plan(ctx, target)
 

@@ -15,6 +15,7 @@ from langgraph.checkpoint.base import DeltaChannelHistory
 
 from ..context import Context
 from ..drivers import Mongo, Parallel, Plan, Script
+from ..durable import chunks as C
 from ..durable import documents as D
 from ..records import SEP, Typed, WriteRecord, member, split_field, unpack_blob
 from .read import merge_writes, writes_of
@@ -81,6 +82,7 @@ def delta_history_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str
                 if missing:
                     docs = yield Mongo(ctx.collections.blobs, "find", (
                         {"_id": {"$in": D.blob_ids(thread_id, [f.decode() for f in missing])}},))
+                    docs = yield from C.load_plan(ctx.collections.chunks, docs)
                     for d in docs:
                         f, v = D.blob_value_of(d)
                         if v is not None:
@@ -129,6 +131,8 @@ def _mongo_segment(ctx: Context, thread_id: str, ns: str, cursor: str, skip_curs
         Script("parts", ctx.keys(thread_id).all,
                [len(cids), *(member(ns, c) for c in cids), *fields]),
     ])
+    loaded = yield from C.load_plan(cols.chunks, wdocs + bdocs)  # one query for both
+    wdocs, bdocs = loaded[:len(wdocs)], loaded[len(wdocs):]
     writes: dict[str, dict[tuple[str, int], WriteRecord]] = {c: {} for c in cids}
     for d in wdocs:
         w = D.write_of(d)

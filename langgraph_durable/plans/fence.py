@@ -59,3 +59,6 @@ def take_back_deleted(ctx: Context, late: list[tuple[bytes, str, list[Any]]]) ->
         log.warning("a MongoDB write overtaken by a delete stored %d deleted records; "
                     "removed again", len(cps) + len(blobs) + len(writes))
         yield Parallel(ops)
+        # their chunks after them (a document is never visible without its chunks)
+        yield Mongo(cols.chunks, "delete_many", ({"thread_id": {"$in": threads},
+                                                  "owner": {"$in": cps + blobs + writes}},))

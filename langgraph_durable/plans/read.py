@@ -14,6 +14,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from ..context import Context
 from ..drivers import Mongo, Parallel, Pipeline, Plan, Script
+from ..durable import chunks as C
 from ..durable import documents as D
 from ..records import (
     SEP,
@@ -130,6 +131,7 @@ def page_plan(
             q = {"$and": [q, {"checkpoint_id": {"$nin": sorted(hot_ids)}}]}
         docs = yield Mongo(cols.checkpoints, "find", (q,),
                            {"sort": [("checkpoint_id", -1)], "limit": count})
+        docs = yield from C.load_plan(cols.chunks, docs)
     cold = [D.record_of(d) for d in docs if d["checkpoint_id"] not in hot_ids]
     merged: list[tuple[CheckpointRecord, bool]] = sorted(
         [(r, True) for r, _ in rows] + [(r, False) for r in cold],
@@ -150,12 +152,15 @@ def page_plan(
             "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}},)))
         ops.append(Script("parts", keys.all, [len(cids), *(member(ns, c) for c in cids)]))
     results = (yield Parallel(ops)) if ops else []
-    if need_blobs:
-        for d in results.pop(0):
-            f, v = D.blob_value_of(d)
-            blobs[f] = v
+    bdocs: list[dict] = results.pop(0) if need_blobs else []
+    wdocs: list[dict] = results.pop(0) if cold_recs else []
+    loaded = yield from C.load_plan(cols.chunks, bdocs + wdocs)  # one query for both
+    bdocs, wdocs = loaded[:len(bdocs)], loaded[len(bdocs):]
+    for d in bdocs:
+        f, v = D.blob_value_of(d)
+        blobs[f] = v
     if cold_recs:
-        wdocs, parts = results
+        (parts,) = results
         by_cp: dict[str, dict[tuple[str, int], WriteRecord]] = {
             r.checkpoint_id: {} for r in cold_recs
         }

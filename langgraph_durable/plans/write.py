@@ -18,6 +18,7 @@ from langgraph.checkpoint.base import (
 
 from ..context import Context
 from ..drivers import Mongo, Parallel, Pipeline, Plan, Script, Sleep
+from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import (
     ConcurrentRunError,
@@ -196,14 +197,17 @@ def put_plan(
     ctx.heads.seen(tid, ns, cid)
     if ctx.config.durability == "strict":
         cols = ctx.collections
-        doc = D.checkpoint_doc(tid, rec, put_ms=stream_ms(entry))
-        ops: list[Any] = [Mongo(cols.checkpoints, "bulk_write", ([D.upsert(doc)],),
+        at = stream_ms(entry)
+        (cp_doc,), cp_chunks = C.split_all("checkpoints",
+                                           [D.checkpoint_doc(tid, rec, put_ms=at)])
+        blob_docs, blob_chunks = C.split_all(
+            "blobs", (D.blob_doc(tid, f, t, put_ms=at) for f, t in blobs))
+        yield from C.write_plan(cols.chunks, cp_chunks + blob_chunks)  # before their owners
+        ops: list[Any] = [Mongo(cols.checkpoints, "bulk_write", ([D.upsert(cp_doc)],),
                            {"ordered": False})]
         if blobs:
             ops.append(Mongo(cols.blobs, "bulk_write",
-                             ([D.upsert(D.blob_doc(tid, f, t, put_ms=stream_ms(entry)))
-                               for f, t in blobs],),
-                             {"ordered": False}))
+                             ([D.upsert(d) for d in blob_docs],), {"ordered": False}))
         yield Parallel(ops)
         # a delete that ran since the Redis write must not be undone by this MongoDB write
         yield from take_back_deleted(ctx, [(entry, tid, ["cp", m, [f for f, _ in blobs]])])
@@ -243,9 +247,11 @@ def put_writes_plan(
         args += [f, w.pack(), "1" if w.idx < 0 else "0"]
     entry = yield from _send(ctx, tid, "put_writes", args, 3)
     if ctx.config.durability == "strict":
-        docs = [D.upsert_write(D.write_doc(tid, ns, cid, w, put_ms=stream_ms(entry)))
-                for w in recs]
-        yield from bulk_ignoring_newer(ctx.collections.writes, docs)
+        docs, chunks = C.split_all(
+            "writes", (D.write_doc(tid, ns, cid, w, put_ms=stream_ms(entry)) for w in recs))
+        yield from C.write_plan(ctx.collections.chunks, chunks)  # before their owners
+        yield from bulk_ignoring_newer(ctx.collections.writes,
+                                       [D.upsert_write(d) for d in docs])
         yield from take_back_deleted(ctx, [(entry, tid, ["w", member(ns, cid), fields])])
     return None
 

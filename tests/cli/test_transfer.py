@@ -132,3 +132,30 @@ def test_export_carries_blob_store_objects_and_import_restores_them(
     header = json.loads(path.read_text().splitlines()[0])
     assert header["blobs_left_out"] == 5 and "extblob" not in header["counts"]
     assert header["format_version"] == 1
+
+
+def test_export_import_round_trip_of_a_thread_with_chunked_values(
+        cli: Cli, tmp_path: Path, monkeypatch: Any) -> None:
+    from langgraph_durable.durable import chunks
+
+    monkeypatch.setattr(chunks, "THRESHOLD_BYTES", 256)  # the messages' values are chunked
+    _thread(cli)
+    before = _stored(cli, "x")
+    with cli.saver(flusher="off") as s:
+        col = s._sync.db[s.ctx.collections.chunks]  # type: ignore[union-attr]
+        chunks_before = sorted(col.find({"thread_id": "x"}), key=lambda d: d["_id"])
+    assert chunks_before and any(d.get("chunked") for ds in before.values() for d in ds)
+    shown = cli.json("show", "x")
+    path = tmp_path / "x.jsonl"
+    cli("export", "x", "--output", str(path))
+    records = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert all(r["v"] == SCHEMA_VERSION for r in records)  # values inline, as ever
+    cli("delete", "x", "--yes")
+    with cli.saver(flusher="off") as s:
+        assert s._sync.db[s.ctx.collections.chunks].count_documents({}) == 0  # type: ignore[union-attr]
+    cli("import", str(path))
+    assert _stored(cli, "x") == before
+    with cli.saver(flusher="off") as s:
+        col = s._sync.db[s.ctx.collections.chunks]  # type: ignore[union-attr]
+        assert sorted(col.find({"thread_id": "x"}), key=lambda d: d["_id"]) == chunks_before
+    assert cli.json("show", "x") == shown

@@ -137,8 +137,10 @@ def test_one_script_acknowledges_and_settles(manual) -> None:
                          before=ops.append), manual._sync)
     assert (stats.entries, stats.outbox_length) == (3, 0)
     redis_ops = [o for o in ops if not isinstance(o, Mongo)]
-    # read own pending, read new, read the records; then one script acknowledges + settles
-    assert [type(o).__name__ for o in redis_ops] == ["Pipeline"] * 3 + ["Script"]
+    # read own pending, read new, size the records (HSTRLEN: a round copies at most
+    # flusher.ROUND_BYTES at a time), read the records; then one script acknowledges + settles
+    assert [type(o).__name__ for o in redis_ops] == ["Pipeline"] * 4 + ["Script"]
+    assert {cmd[0] for cmd in redis_ops[2].commands} == {"HSTRLEN"}
     assert redis_ops[-1].name == "ack_settle"
     for t in ("one", "two"):
         assert r.hget(manual.ctx.keys(t).meta, "dirty") == b"0"

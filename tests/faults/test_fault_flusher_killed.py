@@ -43,9 +43,11 @@ def test_an_entry_mongodb_refuses_does_not_block_the_outbox(redis_url, mongo_url
         rec = CheckpointRecord.unpack("", cid, raw, r.hget(saver.ctx.keys("big").cv,
                                                           member("", cid)))
         huge = saver.serde.dumps_typed({"step": 0, "note": "x" * (9 << 20)})
+        # a ~27 MB document: the metadata is chunked, but not the queryable md pairs, here
+        # made as long as put never would (it copies strings up to 1024 characters)
         rec = CheckpointRecord(rec.ns, rec.checkpoint_id, rec.parent_id, rec.checkpoint, huge,
-                               rec.run_id, (("step", 0), ("note", "x" * (9 << 20))),
-                               rec.blob_fields)  # a ~18 MB document, as put would store it
+                               rec.run_id, (("step", 0), ("note", "x" * (9 << 20)),
+                                            ("more", "y" * (9 << 20))), rec.blob_fields)
         r.hset(saver.ctx.keys("big").cp, member("", cid), rec.pack())
         saver.put({"configurable": {"thread_id": "small", "checkpoint_ns": ""}},
                   empty_checkpoint(), {"step": 0}, {})

@@ -31,7 +31,7 @@ from langgraph_durable import DurableSaver, InvalidIdentifierError, Serializatio
 
 T = {"configurable": {"thread_id": "t"}}
 MB = 1 << 20
-DEFAULT_MAX = 15 * MB
+DEFAULT_MAX = 256 * MB  # DurableConfig.max_value_bytes
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -208,22 +208,22 @@ def test_crafted_call_payload_in_redis_is_never_executed(strict, redis_url: str)
 # --------------------------------------------------------------------------- sizes
 
 
-def test_channel_value_over_16_mb_is_refused_before_anything_is_written(g) -> None:
+def test_channel_value_over_max_value_bytes_is_refused_before_anything_is_written(g) -> None:
     with pytest.raises(SerializationError, match=(
-            r"^channel 'v' \(ns ''\) of thread 'h' is 17825797 bytes serialized, over "
+            r"^channel 'v' \(ns ''\) of thread 'h' is 269484037 bytes serialized, over "
             rf"max_value_bytes={DEFAULT_MAX}$")):
-        put(g.saver, H, {"small": 1, "v": "x" * (17 * MB)})
+        put(g.saver, H, {"small": 1, "v": "x" * (DEFAULT_MAX + MB)})
     assert g.saver.get_tuple(H) is None
     assert g.saver._sync.redis.xlen(g.saver.ctx.outbox) == 0  # no outbox entry either
     g.assert_intact_and_resumable()
 
 
-def test_write_over_16_mb_names_channel_and_task_and_writes_nothing(g) -> None:
+def test_write_over_max_value_bytes_names_channel_and_task_and_writes_nothing(g) -> None:
     cfg = put(g.saver, H, {"v": 1})
     with pytest.raises(SerializationError, match=(
-            r"^write to channel 'big' by task 'task-9' of thread 'h' is 17825797 bytes "
+            r"^write to channel 'big' by task 'task-9' of thread 'h' is 269484037 bytes "
             rf"serialized, over max_value_bytes={DEFAULT_MAX}$")):
-        g.saver.put_writes(cfg, [("ok", 1), ("big", "x" * (17 * MB))], "task-9")
+        g.saver.put_writes(cfg, [("ok", 1), ("big", "x" * (DEFAULT_MAX + MB))], "task-9")
     assert g.saver.get_tuple(cfg).pending_writes == []  # not even the small one
     g.assert_intact_and_resumable()
 

@@ -75,8 +75,10 @@ def big_graph(saver: DurableSaver) -> Any:
     return g.compile(checkpointer=saver)
 
 
-def test_without_external_refs_a_40mb_state_is_refused(redis_url: str, mongo_url: str) -> None:
-    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as saver:
+def test_without_external_refs_a_40mb_state_over_max_value_bytes_is_refused(
+        redis_url: str, mongo_url: str) -> None:
+    with DurableSaver.from_urls(redis_url, mongo_url,
+                                **unique_options(max_value_bytes=32 * MB)) as saver:
         g = StateGraph(BigState)
         g.add_node("make", lambda s: {"payload": PAYLOAD})
         g.add_edge(START, "make")

@@ -1,0 +1,177 @@
+"""Values too big for one MongoDB document (16 MiB BSON limit), stored in chunks (sans-I/O).
+
+A binary field of a document the saver writes (blobs ``data``, writes ``data``,
+checkpoints ``checkpoint`` and ``metadata``) longer than ``THRESHOLD_BYTES`` is cut into
+pieces of at most ``THRESHOLD_BYTES`` stored in the ``{collection_prefix}chunks``
+collection. The owning document keeps a small descriptor in that field,
+``{"chunks": n, "size": bytes, "sha256": hex digest}``, lists the field under
+``chunked`` and carries ``v = CHUNKED_VERSION``, so a package that predates chunking
+refuses it with ``SchemaVersionError`` instead of misreading the descriptor.
+
+A chunk document is ``{_id, thread_id, checkpoint_ns, checkpoint_id, owner, field,
+sha256, n, data}`` (``checkpoint_id`` is None for a blob's chunks). Its ``_id`` is
+``doc_id(owner _id, field, sha256, n)``: deterministic, so every flusher write stays an
+idempotent upsert, and content-addressed, so two values of one document (an overwritten
+special-channel write) never share a chunk. Chunks are written before the documents
+that refer to them, and deleted after them, so a visible document always has its chunks.
+The chunks of a value that lost an overwrite (or an insert-once write's second value)
+stay until the checkpoint they belong to is deleted.
+
+Reads call ``load_plan``: one extra query (by ``_id``) only when a document has chunked
+fields, verifying size and digest. Tests lower the threshold with
+``monkeypatch.setattr(chunks, "THRESHOLD_BYTES", n)`` (read at every call).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from bson import Binary
+from pymongo import ReplaceOne
+
+from ..drivers import Mongo, Plan
+from ..errors import CorruptRecordError
+from ..records import CHUNKED_VERSION, SCHEMA_VERSION
+from .documents import doc_id
+
+THRESHOLD_BYTES = 8 * 1024 * 1024
+"""Binary fields longer than this many bytes are chunked; also the size of one chunk.
+8 MiB leaves a document and its other fields far under MongoDB's 16 MiB limit."""
+
+FIELDS: dict[str, tuple[str, ...]] = {
+    "checkpoints": ("checkpoint", "metadata"),
+    "blobs": ("data",),
+    "writes": ("data",),
+}
+"""Collection kind -> the binary fields that may be chunked."""
+
+
+def chunk_id(owner: str, field: str, sha256: str, n: int) -> str:
+    """``_id`` of chunk ``n`` of ``field`` of document ``owner`` holding bytes ``sha256``."""
+    return doc_id(owner, field, sha256, n)
+
+
+def split(kind: str, doc: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(document to store, its chunk documents)`` for a ``kind`` document (checkpoints,
+    blobs, writes): fields over ``THRESHOLD_BYTES`` become descriptors. A document with
+    nothing to chunk is returned as it is, with no chunks."""
+    size = THRESHOLD_BYTES
+    big = [f for f in FIELDS[kind] if isinstance(doc.get(f), (bytes, Binary))
+           and len(doc[f]) > size]
+    if not big:
+        return doc, []
+    out = dict(doc)
+    chunks: list[dict[str, Any]] = []
+    for f in big:
+        data = doc[f]  # bytes or Binary (a bytes subclass): no copy
+        sha = hashlib.sha256(data).hexdigest()
+        n = (len(data) + size - 1) // size
+        out[f] = {"chunks": n, "size": len(data), "sha256": sha}
+        view = memoryview(data)
+        for i in range(n):
+            chunks.append({
+                "_id": chunk_id(doc["_id"], f, sha, i),
+                "thread_id": doc["thread_id"],
+                "checkpoint_ns": doc["checkpoint_ns"],
+                "checkpoint_id": doc.get("checkpoint_id"),
+                "owner": doc["_id"], "field": f, "sha256": sha, "n": i,
+                "data": Binary(view[i * size:(i + 1) * size]),
+            })
+    out["chunked"] = big
+    out["v"] = CHUNKED_VERSION
+    return out, chunks
+
+
+def split_all(kind: str, docs: Iterable[dict[str, Any]]
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``split`` of many documents: ``(documents, all their chunks)``."""
+    out, chunks = [], []
+    for d in docs:
+        doc, more = split(kind, d)
+        out.append(doc)
+        chunks += more
+    return out, chunks
+
+
+def upserts(chunks: Sequence[dict[str, Any]]) -> list[ReplaceOne]:
+    """Idempotent upserts of chunk documents (content-addressed ``_id``)."""
+    return [ReplaceOne({"_id": c["_id"]}, c, upsert=True) for c in chunks]
+
+
+def write_plan(collection: str, chunks: Sequence[dict[str, Any]]) -> Plan:
+    """Upsert ``chunks`` into ``collection`` (nothing when empty); call it before writing
+    the documents that refer to them."""
+    if chunks:
+        yield Mongo(collection, "bulk_write", (upserts(chunks),), {"ordered": False})
+
+
+def moved(chunks: Iterable[dict[str, Any]], owners: Mapping[str, Mapping[str, Any]]
+          ) -> list[dict[str, Any]]:
+    """Copies of ``chunks`` for documents copied under new ``_id``s (``copy_thread``):
+    ``owners`` maps a source document's ``_id`` to its copy. A chunk whose value its
+    owner no longer refers to (an overwritten write's) is left out."""
+    out = []
+    for c in chunks:
+        doc = owners.get(c["owner"])
+        desc = doc.get(c["field"]) if doc is not None else None
+        if not isinstance(desc, Mapping) or desc.get("sha256") != c["sha256"]:
+            continue
+        out.append({**c, "_id": chunk_id(doc["_id"], c["field"], c["sha256"], c["n"]),  # type: ignore[index]
+                    "thread_id": doc["thread_id"], "owner": doc["_id"]})  # type: ignore[index]
+    return out
+
+
+def _descriptors(doc: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The chunked fields present in ``doc`` (a projection may have left some out)."""
+    return [(f, doc[f]) for f in doc.get("chunked") or ()
+            if isinstance(doc.get(f), Mapping)]
+
+
+def has_chunks(doc: Mapping[str, Any]) -> bool:
+    """True when ``doc`` holds a descriptor that ``load_plan`` must replace."""
+    return bool(_descriptors(doc))
+
+
+def load_plan(collection: str, docs: Sequence[dict[str, Any]]) -> Plan:
+    """``docs`` with every chunked field reassembled from ``collection`` (the chunks
+    collection): one query, only when a document has chunks. Returns a list in the same
+    order; reassembled documents are copies in the unchunked format (``v`` =
+    ``SCHEMA_VERSION``). Raises ``CorruptRecordError`` naming thread, document, field and
+    chunk when a chunk is missing or size or digest do not match."""
+    wanted = [(i, d) for i, d in enumerate(docs) if has_chunks(d)]
+    if not wanted:
+        return list(docs)
+    ids = [chunk_id(d["_id"], f, desc["sha256"], n)
+           for _, d in wanted for f, desc in _descriptors(d) for n in range(int(desc["chunks"]))]
+    found = yield Mongo(collection, "find", ({"_id": {"$in": ids}},))
+    by_id = {c["_id"]: c["data"] for c in found}
+    out = list(docs)
+    for i, d in wanted:
+        new = dict(d)
+        for f, desc in _descriptors(d):
+            new[f] = _join(d, f, desc, by_id)  # bytes: stored as BSON binary too
+        del new["chunked"]
+        new["v"] = SCHEMA_VERSION
+        out[i] = new
+    return out
+
+
+def _join(doc: Mapping[str, Any], f: str, desc: Mapping[str, Any],
+          by_id: Mapping[str, Any]) -> bytes:
+    where = (f"field {f!r} of MongoDB document {doc['_id']!r} (thread "
+             f"{doc.get('thread_id')!r})")
+    parts = []
+    for n in range(int(desc["chunks"])):
+        piece = by_id.get(chunk_id(doc["_id"], f, desc["sha256"], n))
+        if piece is None:
+            raise CorruptRecordError(f"chunk {n} of {desc['chunks']} of {where} is missing "
+                                     f"(sha256 {desc['sha256']})")
+        parts.append(piece)
+    data = b"".join(parts)
+    if len(data) != desc["size"] or hashlib.sha256(data).hexdigest() != desc["sha256"]:
+        raise CorruptRecordError(
+            f"the {desc['chunks']} chunks of {where} hold {len(data)} bytes with another "
+            f"digest than the {desc['size']} bytes (sha256 {desc['sha256']}) it refers to")
+    return data
