@@ -166,7 +166,9 @@ def compare_docs(expected: dict[str, dict[str, dict]], db: Any, threads: Iterabl
 
 
 def _norm(doc: dict) -> dict:
-    return {k: (bytes(v) if isinstance(v, (bytes, bytearray)) else v) for k, v in doc.items()}
+    """A document's content: bytes as bytes, without ``put_ms`` (when it was stored)."""
+    return {k: (bytes(v) if isinstance(v, (bytes, bytearray)) else v) for k, v in doc.items()
+            if k != "put_ms"}
 
 
 # --------------------------------------------------------------------------- ack log
