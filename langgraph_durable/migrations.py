@@ -39,7 +39,7 @@ from bson import Binary
 from pymongo import ReplaceOne, ReturnDocument
 
 from .drivers import Mongo, Plan
-from .errors import CorruptRecordError, SchemaVersionError
+from .errors import ConfigurationError, CorruptRecordError, SchemaVersionError
 from .records import CHUNKED_VERSION, SCHEMA_VERSION, md_query_of
 
 if TYPE_CHECKING:
@@ -173,12 +173,30 @@ def _now() -> datetime.datetime:
 def record_version_plan(ctx: Context) -> Plan:
     """Record in ``meta`` that this package (schema ``SCHEMA_VERSION``) is deployed; the
     stored ``v`` only ever grows. Logs a warning when a newer version was deployed
-    before (its records will raise ``SchemaVersionError`` here). Returns the document."""
+    before (its records will raise ``SchemaVersionError`` here). The first saver to set
+    the collections up records its ``key_prefix`` as their owner; a saver with another
+    key prefix raises ``ConfigurationError``. Returns the document."""
     doc = yield Mongo(ctx.collections.meta, "find_one_and_update", (
         {"_id": SCHEMA_DOC_ID},
-        {"$max": {"v": SCHEMA_VERSION}, "$setOnInsert": {"created_at": _now()},
+        {"$max": {"v": SCHEMA_VERSION},
+         "$setOnInsert": {"created_at": _now(), "key_prefix": ctx.config.key_prefix},
          "$set": {f"seen.{SCHEMA_VERSION}": _now()}},
     ), {"upsert": True, "return_document": ReturnDocument.AFTER})
+    prefix = ctx.config.key_prefix
+    if doc is not None and "key_prefix" not in doc:  # set up before owners were recorded
+        yield Mongo(ctx.collections.meta, "update_one", (
+            {"_id": SCHEMA_DOC_ID, "key_prefix": {"$exists": False}},
+            {"$set": {"key_prefix": prefix}}))
+        doc = yield Mongo(ctx.collections.meta, "find_one", ({"_id": SCHEMA_DOC_ID},))
+    owner = (doc or {}).get("key_prefix", prefix)
+    if owner != prefix:
+        raise ConfigurationError(
+            f"MongoDB database {ctx.config.database!r} (collection_prefix "
+            f"{ctx.config.collection_prefix!r}) holds the threads of key_prefix {owner!r}, "
+            f"not {prefix!r}: savers with different key prefixes must not share collections "
+            "(their thread ids would mix, and deletes, prune --all and gc of one would act "
+            "on the other's threads). Give this saver its own database or "
+            "collection_prefix, or use key_prefix=" + repr(owner))
     if doc and doc.get("v", SCHEMA_VERSION) > SCHEMA_VERSION:
         log.warning("database %s was set up by schema version %s; this langgraph_durable "
                     "writes version %s and cannot read newer records", ctx.config.database,

@@ -68,6 +68,18 @@ def check_id(kind: str, value: Any, *, thread_id: str | None = None) -> str:
     return text
 
 
+def check_ids(kind: str, values: Any) -> list[str]:
+    """``values`` (a sequence of identifiers, e.g. the ``thread_ids`` of ``prune``) checked
+    one by one with ``check_id``. A lone ``str`` is refused with ``InvalidIdentifierError``:
+    iterating it would act on one-character identifiers (``prune("ab")`` on threads
+    ``"a"`` and ``"b"``)."""
+    if isinstance(values, (str, bytes)):
+        raise InvalidIdentifierError(
+            f"{kind}s must be a list of {kind}s, got the single string {values!r}: "
+            f"pass [{values!r}]")
+    return [check_id(kind, v) for v in values]
+
+
 def _is_uuid(value: Any) -> bool:
     import uuid
 

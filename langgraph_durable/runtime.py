@@ -308,8 +308,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                     log.info("closing with %d entries in the outbox %s for the flushers; %s",
                              n, self._ctx.outbox, self._drain_hint())
         except (FlushTimeoutError, TierUnavailableError) as exc:
-            log.warning("closing with entries still in the outbox: %s; %s", exc,
-                        self._drain_hint())
+            self._log_close_failure(exc)
         finally:
             sh.closed = True
             if sh.deferred is not None:
@@ -336,6 +335,15 @@ class SaverRuntime(BaseCheckpointSaver[str]):
     def _drain_s(self, given: float | None) -> float:
         return self.config.close_drain_timeout_s if given is None else given
 
+    def _log_close_failure(self, exc: Exception) -> None:
+        if isinstance(exc, FlushTimeoutError):
+            log.warning("closing with entries still in the outbox: %s; %s", exc,
+                        self._drain_hint())
+        else:  # nothing is known about the outbox: say so, not that entries are left
+            log.warning("closing without checking the outbox: %s; anything this process "
+                        "wrote and MongoDB lacks stays in Redis for the next flusher (%s)",
+                        exc, self._drain_hint())
+
     async def aclose(self, drain_timeout_s: float | None = None) -> None:
         """Async ``close``; also closes the asyncio clients made for this event loop."""
         sh = self._shared
@@ -350,8 +358,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                     log.info("closing with %d entries in the outbox %s for the flushers; %s",
                              n, self._ctx.outbox, self._drain_hint())
         except (FlushTimeoutError, TierUnavailableError) as exc:
-            log.warning("closing with entries still in the outbox: %s; %s", exc,
-                        self._drain_hint())
+            self._log_close_failure(exc)
         finally:
             sh.closed = True
             if sh.deferred is not None:

@@ -22,11 +22,19 @@ from langgraph.checkpoint.base import (
 from .drivers import Plan
 from .plans import admin, delta, read, threads, write
 from .plans.threads import ThreadPage
-from .records import check_id
+from .records import check_id, check_ids
 from .runtime import SaverRuntime
 
 PAGE_SIZE = 64
 """Checkpoints fetched per round trip by ``list``."""
+
+def _run_ids(run_ids: Sequence[str]) -> list[str]:
+    """``run_ids`` as a list; a lone string is refused (``InvalidIdentifierError``), as
+    ``check_ids`` does for thread ids."""
+    if isinstance(run_ids, (str, bytes)):
+        check_ids("run_id", run_ids)
+    return list(run_ids)
+
 
 class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextManager):
     """A LangGraph checkpointer that survives crashes; a drop-in for ``InMemorySaver``.
@@ -204,11 +212,11 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints whose metadata ``run_id`` is in ``run_ids``, with their
         writes, in both tiers. Blobs stay (other checkpoints may share them)."""
-        self._run(admin.delete_for_runs_plan(self._ctx, list(run_ids)))
+        self._run(admin.delete_for_runs_plan(self._ctx, _run_ids(run_ids)))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async ``delete_for_runs``."""
-        await self._arun(admin.delete_for_runs_plan(self._ctx, list(run_ids)))
+        await self._arun(admin.delete_for_runs_plan(self._ctx, _run_ids(run_ids)))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, blob and write (the whole parent chain) of one thread to
@@ -225,7 +233,7 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
     def _prune_plan(self, thread_ids: Sequence[str], strategy: str, keep_last: int | None,
                     older_than_s: float | None) -> Plan:
         admin.check_prune(strategy, keep_last, older_than_s)
-        ids = [check_id("thread_id", t) for t in thread_ids]
+        ids = check_ids("thread_id", thread_ids)
         return admin.prune_plan(self._ctx, ids, strategy, keep_last=keep_last,
                                 older_than_s=older_than_s)
 

@@ -23,9 +23,11 @@ How a saver's configuration is chosen (``resolve_config``), one rule everywhere:
 
 from __future__ import annotations
 
+import difflib
+import os
 from typing import Any
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .config import DurableConfig
@@ -58,17 +60,43 @@ def server_settings() -> ServerSettings:
     return ServerSettings()
 
 
+CLI_VARIABLES = frozenset({"LGD_SERDE", "LGD_BLOB_STORE"})
+"""``LGD_*`` variables that are not ``DurableConfig`` fields: the CLI's ``--serde`` and
+``--blob-store``."""
+
+
 def env_options() -> dict[str, Any]:
-    """The ``DurableConfig`` fields set by ``LGD_*`` variables now, validated (raises
-    pydantic's ``ValidationError`` naming the field for a bad value)."""
-    env = EnvConfig()
+    """The ``DurableConfig`` fields set by ``LGD_*`` variables now, validated. Raises
+    ``ConfigurationError`` naming the variable for a bad value, and for an ``LGD_*`` name
+    that is no ``DurableConfig`` field (a misspelling such as ``LGD_KEY_PREFX`` would
+    otherwise leave the default key prefix and database in use, shared with other apps)."""
+    fields = {f"LGD_{name}".upper() for name in DurableConfig.model_fields}
+    unknown = sorted(k for k in os.environ
+                     if k.upper().startswith("LGD_") and k.upper() not in fields
+                     and k.upper() not in CLI_VARIABLES)
+    if unknown:
+        hints = []
+        for k in unknown:
+            close = difflib.get_close_matches(k.upper(), sorted(fields | CLI_VARIABLES), 1)
+            hints.append(f"{k} (did you mean {close[0]}?)" if close else k)
+        raise ConfigurationError(
+            f"unknown langgraph_durable environment variable(s): {', '.join(hints)}; the "
+            "LGD_* names are LGD_<DurableConfig field>, e.g. LGD_KEY_PREFIX, LGD_DATABASE")
+    try:
+        env = EnvConfig()
+    except ValidationError as exc:
+        bad = "; ".join(
+            f"LGD_{'_'.join(str(p) for p in err['loc']).upper()}="
+            f"{os.environ.get('LGD_' + '_'.join(str(p) for p in err['loc']).upper(), '')!r}: "
+            f"{err['msg']}" for err in exc.errors())
+        raise ConfigurationError(f"invalid environment variable: {bad}") from None
     return {name: getattr(env, name) for name in env.model_fields_set}
 
 
 def resolve_config(config: DurableConfig | None, options: dict[str, Any]) -> DurableConfig:
     """The configuration a saver uses (the module docstring has the rule). Raises
-    ``ConfigurationError`` for ``config=`` together with keyword options, pydantic's
-    ``ValidationError`` for an invalid value."""
+    ``ConfigurationError`` for ``config=`` together with keyword options and for a bad
+    ``LGD_*`` variable, pydantic's ``ValidationError`` for an invalid keyword option."""
     if config is not None:
         if options:
             raise ConfigurationError(

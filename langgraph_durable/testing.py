@@ -283,6 +283,22 @@ class RedisServer(_Server):
             client.ping()
 
 
+def without_database(url: str) -> str:
+    """``url`` without the database in its path (``mongodb://h:p/mydb?x=1`` ->
+    ``mongodb://h:p/?authSource=mydb&x=1``): the servers from ``MONGODB_URL`` serve tools
+    that choose their own database; the named database stays the authentication source
+    when the URL gave none, as the driver would have used it."""
+    scheme, _, rest = url.partition("://")
+    hosts, slash, path = rest.partition("/")
+    db, _, query = path.partition("?")
+    if not slash or not db:
+        return url
+    params = [p for p in query.split("&") if p]
+    if not any(p.lower().startswith("authsource=") for p in params):
+        params.insert(0, f"authSource={db}")
+    return f"{scheme}://{hosts}/?{'&'.join(params)}"
+
+
 class MongoServer(_Server):
     """A MongoDB-wire server (SecantusDB locally): ``.url``, ``.port``, ``.data_dir``,
     ``.startup_seconds``, ``.start()``, ``.stop()``, ``.kill()``."""
@@ -293,6 +309,8 @@ class MongoServer(_Server):
     def __init__(self, *, data_dir: str | None = None, replica_set: bool = False) -> None:
         self.replica_set = replica_set
         super().__init__(data_dir=data_dir)
+        if self.external:  # tests, notebooks and the demo name their own databases
+            self._external_url = without_database(self._external_url)
 
     def _argv(self) -> list[str]:
         exe = _find_exe("secantusd-py", "`pip install secantusdb`, or set MONGODB_URL")

@@ -176,10 +176,60 @@ def test_the_worker_reads_the_same_environment(monkeypatch, capsys) -> None:
     monkeypatch.setenv("MONGODB_URL", "mongodb://127.0.0.1:1/urldb")
     monkeypatch.setenv("LGD_FLUSH_BATCH_SIZE", "0")
     assert run([]) == 2
-    assert capsys.readouterr().err == ("error: invalid option --flush-batch-size: Input "
-                                       "should be greater than or equal to 1\n")
+    assert capsys.readouterr().err == (
+        "error: invalid environment variable: LGD_FLUSH_BATCH_SIZE='0': Input should be "
+        "greater than or equal to 1\n")
     monkeypatch.delenv("LGD_FLUSH_BATCH_SIZE")
     assert run(["--database", "other"]) == 2
     assert capsys.readouterr().err == ("error: two MongoDB databases given: "
                                        "database='other' and 'urldb' in the MongoDB URL; give "
                                        "one, or make them equal\n")
+
+
+def test_a_misspelled_lgd_variable_is_an_error_naming_it(monkeypatch) -> None:
+    monkeypatch.setenv("LGD_KEY_PREFX", "typo")
+    with pytest.raises(ConfigurationError) as err:
+        env_options()
+    assert "LGD_KEY_PREFX (did you mean LGD_KEY_PREFIX?)" in str(err.value)
+
+
+def test_a_bad_lgd_value_is_a_configuration_error_naming_the_variable(monkeypatch) -> None:
+    monkeypatch.setenv("LGD_FLUSH_INTERVAL_S", "abc")
+    with pytest.raises(ConfigurationError) as err:
+        env_options()
+    assert str(err.value).startswith("invalid environment variable: LGD_FLUSH_INTERVAL_S='abc'")
+
+
+def test_savers_of_two_key_prefixes_cannot_share_collections(redis_url, mongo_url) -> None:
+    """Their thread ids would mix in MongoDB, and one's deletes, prune --all and gc would
+    act on the other's threads: the second key prefix is refused at set-up."""
+    opts = unique_options()
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts):
+        pass
+    other = {**opts, "key_prefix": opts["key_prefix"] + "x"}
+    with pytest.raises(ConfigurationError) as err:
+        with DurableSaver.from_urls(redis_url, mongo_url, **other):
+            pass
+    assert f"holds the threads of key_prefix {opts['key_prefix']!r}" in str(err.value)
+    with DurableSaver.from_urls(redis_url, mongo_url, **{**other, "collection_prefix": "b_"}):
+        pass  # its own collections: fine
+
+
+def test_test_servers_from_a_mongodb_url_with_a_database_leave_the_database_choice_to_tools(
+) -> None:
+    from langgraph_durable.testing import without_database
+
+    assert without_database("mongodb://h:1/mydb?x=1") == "mongodb://h:1/?authSource=mydb&x=1"
+    assert without_database("mongodb://u:p@h:1/mydb?authSource=admin") == \
+        "mongodb://u:p@h:1/?authSource=admin"
+    assert without_database("mongodb://h:1/?x=1") == "mongodb://h:1/?x=1"
+    assert without_database("mongodb://h:1") == "mongodb://h:1"
+
+
+def test_prune_and_delete_for_runs_refuse_a_lone_string(saver) -> None:
+    from langgraph_durable import InvalidIdentifierError
+
+    with pytest.raises(InvalidIdentifierError, match=r"pass \['ab'\]"):
+        saver.prune("ab", keep_last=3)
+    with pytest.raises(InvalidIdentifierError):
+        saver.delete_for_runs("run-1")

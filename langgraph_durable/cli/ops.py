@@ -24,6 +24,7 @@ from ..errors import TierUnavailableError
 from ..records import SCHEMA_VERSION
 from . import render as R
 from . import storage as S
+from .browse import resolve
 from .session import (
     CliError,
     command,
@@ -153,6 +154,8 @@ def gc(ctx: typer.Context,
        grace_period_s: float = typer.Option(3600.0, "--grace-period-s",
                                             help="keep unreferenced blobs younger than this"),
        dry_run: bool = typer.Option(False, "--dry-run", help="report, delete nothing"),
+       force: bool = typer.Option(False, "--force", help="delete even when no thread of "
+                                  "this key prefix and database refers to any object"),
        yes: bool = YES) -> None:
     """Delete blob-store objects (--blob-store, or the --serde's store) that no checkpoint,
     write or channel value in either tier refers to and that are older than the grace
@@ -172,6 +175,15 @@ def gc(ctx: typer.Context,
     if not dry_run:
         confirm(f"delete unreferenced blobs older than {grace_period_s:g} s from {store!r}?",
                 yes)
+        if not force:  # a store shared with other apps, or the wrong prefix or database
+            trial = fn(saver, store, grace_period_s=grace_period_s, dry_run=True)
+            if trial.referenced == 0 and trial.deleted:
+                raise CliError(
+                    f"no thread of key prefix {saver.config.key_prefix!r} (database "
+                    f"{saver.config.database!r}) refers to any object of {store!r}, and gc "
+                    f"would delete {len(trial.deleted)}: is the prefix or database wrong, or "
+                    "is the store shared with other apps? Nothing deleted; pass --force to "
+                    "delete them anyway")
     report = fn(saver, store, grace_period_s=grace_period_s, dry_run=dry_run)
     verb = "would delete" if dry_run else "deleted"
     typer.echo(f"gc: {report.scanned} blobs scanned, {report.referenced} referenced keys; "
@@ -184,10 +196,13 @@ def _threads_arg(ctx: typer.Context, threads: list[str], every: bool) -> list[st
     which must exist (else ``CliError`` naming the unknown ones; nothing is done)."""
     session = session_of(ctx)
     saver = session.saver(flusher=True)
+    if every and threads:
+        raise CliError("name threads or pass --all, not both (nothing done)")
     if every:
         return [t.thread_id for t in S.all_threads(saver)]
     if not threads:
         raise CliError("name at least one thread (or --all)")
+    threads = list(dict.fromkeys(threads))  # each once
     unknown = [t for t in threads if not S.thread_exists(saver.ctx, session.clients, t)]
     if unknown:
         names = ", ".join(repr(t) for t in unknown)
@@ -274,7 +289,8 @@ def copy(ctx: typer.Context,
 @command
 def fork(ctx: typer.Context,
          thread: str = typer.Argument(..., metavar="THREAD", help="source thread_id"),
-         checkpoint: str = typer.Option(..., "--checkpoint", help="checkpoint id to fork"),
+         checkpoint: str = typer.Option(..., "--checkpoint", help="checkpoint to fork: a "
+                                        "step number, a checkpoint_id or a unique prefix"),
          to: str = typer.Option(..., "--to", help="new thread_id"),
          ns: str = typer.Option("", "--ns", help="checkpoint namespace")) -> None:
     """Time travel: a new thread whose latest checkpoint is CHECKPOINT of THREAD (same
@@ -284,9 +300,12 @@ def fork(ctx: typer.Context,
     saver = session.saver(flusher=True)
     if S.thread_exists(saver.ctx, session.clients, to):
         raise CliError(f"thread {to!r} already exists; delete it or choose another name")
+    checkpoint = resolve(ctx, thread, checkpoint, ns) or checkpoint  # as show and diff
     conf = {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint}
     tup = saver.get_tuple({"configurable": conf})
     if tup is None:
+        if not S.thread_exists(saver.ctx, session.clients, thread):
+            raise CliError(f"thread {thread!r} not found")
         raise CliError(f"checkpoint {checkpoint!r} of thread {thread!r} (ns {ns!r}) not found")
     saver.flush()  # the writes' task paths are read from MongoDB
     wdocs = S.loaded(session.clients.db, saver.ctx.collections, list(

@@ -230,3 +230,43 @@ def test_write_concern_options(cli: Cli, t1: dict) -> None:
     r = cli("--write-concern-w", "3", "--write-concern-timeout-s", "0.2", "copy", "t1", "t1-x",
             code=1)
     assert "Not enough data-bearing nodes" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_gc_refuses_when_no_thread_refers_to_any_object_of_the_store(
+        cli: Cli, tmp_path: Path) -> None:
+    """A store shared with another app (or a misspelled prefix/database): this namespace
+    refers to nothing, so gc would delete everything; it refuses without --force."""
+    from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
+
+    store = LocalBlobStore(tmp_path / "shared")
+    other = Cli(cli.redis_url, cli.mongo_url)  # another app: own prefix and database
+    with other.saver(serde=ExternalRefSerializer(store=store, threshold_bytes=300)) as s:
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"big": b"x" * 1000}
+        cp["channel_versions"] = {"big": "1"}
+        s.put({"configurable": {"thread_id": "theirs", "checkpoint_ns": ""}}, cp, {},
+              {"big": "1"})
+    spec = ["--blob-store", str(tmp_path / "shared")]
+    r = cli(*spec, "gc", "--grace-period-s", "0", "--yes", code=1)
+    assert "refers to any object" in r.stderr and "--force" in r.stderr
+    assert len(list(store.list_keys())) == 1  # nothing deleted
+    r = cli(*spec, "gc", "--grace-period-s", "0", "--yes", "--force")
+    assert "deleted 1" in r.stdout and list(store.list_keys()) == []
+
+
+def test_prune_all_with_named_threads_is_an_error_and_threads_count_once(
+        cli: Cli, t1: dict) -> None:
+    r = cli("prune", "--all", "t1", "--yes", code=1)
+    assert r.stderr == "error: name threads or pass --all, not both (nothing done)\n"
+    assert cli("delete", "t1", "t1", "--yes").stdout == "deleted 1 thread(s)\n"
+
+
+def test_fork_takes_a_step_number_or_an_id_prefix_like_show(cli: Cli, t1: dict) -> None:
+    cli("fork", "t1", "--checkpoint", "1", "--to", "f1")
+    assert cli.json("show", "f1")["metadata"]["forked_from_checkpoint"] == \
+        cli.json("show", "t1", "1")["checkpoint_id"]
+    oldest = t1["ids"][-1]
+    cli("fork", "t1", "--checkpoint", oldest[:13], "--to", "f2")
+    assert cli.json("show", "f2")["metadata"]["forked_from_checkpoint"] == oldest
+    r = cli("fork", "nosuch", "--checkpoint", "1", "--to", "f3", code=1)
+    assert r.stderr == "error: thread 'nosuch' not found\n"
