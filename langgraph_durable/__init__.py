@@ -6,6 +6,7 @@ returns and moves it to MongoDB (durable tier) through a crash-safe outbox.
 
 from .config import DurableConfig
 from .errors import (
+    CheckpointNotFoundError,
     ConcurrentRunError,
     ConfigurationError,
     CorruptRecordError,
@@ -24,6 +25,7 @@ from .plans.threads import ThreadInfo, ThreadPage
 from .saver import DurableSaver
 
 __all__ = [
+    "CheckpointNotFoundError",
     "ConcurrentRunError",
     "ConfigurationError",
     "CorruptRecordError",

@@ -84,6 +84,19 @@ class ThreadDeletedError(DurableSaverError):
         self.deleted_at_ms = deleted_at_ms
 
 
+class CheckpointNotFoundError(DurableSaverError, LookupError):
+    """A config names a ``checkpoint_id`` that the thread does not hold (never written,
+    pruned, or of another thread or namespace). Attributes: ``thread_id``,
+    ``checkpoint_ns``, ``checkpoint_id``. Raised by ``compaction.transcript``."""
+
+    def __init__(self, message: str, *, thread_id: str, checkpoint_ns: str,
+                 checkpoint_id: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.checkpoint_id = checkpoint_id
+
+
 class ConfigurationError(DurableSaverError, ValueError):
     """The options of a saver contradict each other (``config=`` together with keyword
     options; a ``database`` different from the one named in the MongoDB URL). Raised before

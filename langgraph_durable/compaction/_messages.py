@@ -140,6 +140,40 @@ def fit_window(
     return found
 
 
+def pinned_start(
+    head: Sequence[BaseMessage],
+    body: Sequence[BaseMessage],
+    counter: TokenCounter,
+    budget: int,
+    start: int,
+    start_on: str,
+) -> tuple[int, int] | None:
+    """Fallback window when no ``start_on`` start of ``body`` fits ``budget``.
+
+    Keeps the last ``start_on`` message before ``start`` (the *anchor*, e.g. the question
+    that opened a long agent turn) followed by the pair-safe tail ``body[start:]``; the
+    messages between them are folded. ``start`` is first moved back off ``ToolMessage``s,
+    then forward (to pair-safe starts only) until ``head + anchor + tail`` fits ``budget``
+    (or only the last tool-call group or message is left, which is kept whole).
+
+    Returns:
+        ``(anchor, start)``, or ``None`` when there is no ``start_on`` message before the
+        tail or nothing lies between the anchor and the tail.
+    """
+    while start > 0 and isinstance(body[start], ToolMessage):
+        start -= 1
+    anchor = next((i for i in range(start - 1, -1, -1) if body[i].type == start_on), None)
+    if anchor is None:
+        return None
+    pinned = [*head, body[anchor]]
+    if counter([*pinned, *body[start:]]) > budget:
+        rest = body[anchor + 1 :]
+        start = max(start, anchor + 1 + fit_window(pinned, rest, counter, budget, None))
+    if start <= anchor + 1:
+        return None
+    return anchor, start
+
+
 def content_text(content: str | list[str | dict[Any, Any]]) -> str:
     """Flatten message content to text; non-text blocks become placeholders like ``[image]``.
 

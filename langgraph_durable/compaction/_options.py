@@ -21,6 +21,45 @@ Clause = dict[str, int]
 """A resolved trigger clause: ``{"tokens": n}`` and/or ``{"messages": n}``, all must hold."""
 
 _KINDS = ("tokens", "messages", "fraction")
+_TRIGGER_FORMS = (
+    "('tokens', n), ('messages', n), ('fraction', f), a dict such as "
+    "{'tokens': n, 'messages': m} (all must hold) or a list of these (any may hold)"
+)
+_KEEP_FORMS = "('messages', n), ('tokens', n) or ('fraction', f)"
+START_ON_VALUES = ("human",)
+"""Accepted ``start_on`` values (besides ``None``)."""
+
+
+def resolve_start_on(start_on: Any) -> str | None:
+    """Validate ``start_on``: ``"human"`` or ``None``.
+
+    Only a human start makes sense for a kept history: providers reject one that starts
+    (after system messages) on an assistant or tool message, and a tool message cannot
+    start a pair-safe window. A misspelling must not silently turn the guarantee off.
+
+    Raises:
+        ValueError: On any other value, naming it and the accepted ones.
+    """
+    if start_on is None:
+        return None
+    if isinstance(start_on, str) and start_on in START_ON_VALUES:
+        return start_on
+    hint = " (LangChain's type of a user message is 'human')" if start_on == "user" else ""
+    raise ValueError(
+        f"start_on must be one of {START_ON_VALUES} or None, got {start_on!r}{hint}"
+    )
+
+
+def resolve_keep(keep: Any, limit: int | None) -> tuple[str, int]:
+    """Validate a ``keep`` context size; a fraction becomes ``("tokens", n)``.
+
+    Raises:
+        ValueError: When ``keep`` is not a ``(kind, value)`` pair or the size is invalid
+            (see ``resolve_size``).
+    """
+    if not isinstance(keep, (tuple, list)) or len(keep) != 2 or not isinstance(keep[0], str):
+        raise ValueError(f"keep: cannot read {keep!r}; use {_KEEP_FORMS}")
+    return resolve_size(keep[0], keep[1], limit, "keep")
 
 
 def profile_limit(model: Any) -> int | None:
@@ -63,20 +102,29 @@ def normalize_trigger(trigger: TriggerSpec | None, limit: int | None) -> list[Cl
     """Resolve ``trigger`` into clauses (OR of ANDs); ``None`` gives no clause.
 
     Raises:
-        ValueError: On an empty clause or any invalid size (see ``resolve_size``).
+        ValueError: On a value of none of the accepted forms (a bare number, a string),
+            an empty clause or any invalid size (see ``resolve_size``); the message shows
+            the accepted forms.
     """
     if trigger is None:
         return []
     items: Sequence[Any]
-    if isinstance(trigger, tuple) or isinstance(trigger, Mapping):
+    if isinstance(trigger, (tuple, Mapping)):
         items = [trigger]
+    elif isinstance(trigger, list):
+        items = trigger
     else:
-        items = list(trigger)
+        raise ValueError(f"trigger: cannot read {trigger!r}; use {_TRIGGER_FORMS}")
     clauses: list[Clause] = []
     for item in items:
-        pairs = list(item.items()) if isinstance(item, Mapping) else [tuple(item)]
-        if not pairs or any(len(p) != 2 for p in pairs):
-            raise ValueError(f"trigger: cannot read clause {item!r}")
+        if isinstance(item, Mapping):
+            pairs = list(item.items())
+        elif isinstance(item, (tuple, list)) and len(item) == 2:
+            pairs = [tuple(item)]
+        else:
+            pairs = []
+        if not pairs or not all(isinstance(kind, str) for kind, _ in pairs):
+            raise ValueError(f"trigger: cannot read clause {item!r}; use {_TRIGGER_FORMS}")
         clause: Clause = {}
         for kind, value in pairs:
             key, number = resolve_size(kind, value, limit, "trigger")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -12,8 +13,8 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.runnables import Runnable, RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from ._messages import Split, fit_window, split_history, window_start
-from ._options import Clause, clause_met
+from ._messages import Split, fit_window, pinned_start, split_history, window_start
+from ._options import Clause, clause_met, resolve_start_on
 from .state import CompactionInfo, TokenCounter
 
 logger = logging.getLogger("langgraph_durable.compaction")
@@ -28,6 +29,7 @@ class Plan:
     kept: list[BaseMessage]
     tokens_before: int
     previous_summary: str | None
+    pinned: BaseMessage | None = None  # start_on message kept ahead of a pair-safe tail
 
 
 def _get(state: Any, key: str) -> Any:
@@ -50,7 +52,9 @@ class BaseCompactor:
 
     Args:
         max_tokens: Token budget of the whole history (system prompt and summary
-            included). Nothing happens while the history is at or below it.
+            included). Nothing happens while the history is at or below it. ``None``:
+            no token budget; then ``trigger`` decides alone (it must be given) and the
+            kept window is set by ``keep_tokens``/``keep_last`` (one must be given).
         keep_tokens: Tokens of the most recent messages kept verbatim when compacting.
             Mutually exclusive with ``keep_last``.
         keep_last: Number of most recent messages kept verbatim instead of a token budget.
@@ -60,8 +64,10 @@ class BaseCompactor:
         trigger: Resolved extra trigger clauses (``{"tokens": n}`` and/or
             ``{"messages": n}``, all of a clause must be reached, any clause triggers);
             a history over ``max_tokens`` always triggers.
-        start_on: Message type (e.g. ``"human"``) the kept conversation must start with,
-            after the system prompt and the summary; ``None`` for no constraint.
+        start_on: ``"human"``: the kept conversation starts on a
+            human message after the system prompt and the summary; ``None`` for no
+            constraint. When no human start fits the budget (one long agent turn), the
+            last human message before a pair-safe tail is kept pinned ahead of it.
 
     Attributes:
         reserve_tokens: Tokens the caller sends besides the history (e.g. a system prompt
@@ -69,8 +75,10 @@ class BaseCompactor:
             ``0`` unless set (``CompactionMiddleware`` sets it).
 
     Raises:
-        ValueError: If a budget is not positive, ``keep_tokens`` exceeds ``max_tokens``
-            or both ``keep_tokens`` and ``keep_last`` are given.
+        ValueError: If a budget is not positive, ``keep_tokens`` exceeds ``max_tokens``,
+            both ``keep_tokens`` and ``keep_last`` are given, ``max_tokens`` is ``None``
+            without a ``trigger`` or a window size, or ``start_on`` is not an accepted
+            value.
     """
 
     strategy: ClassVar[str] = "base"
@@ -78,25 +86,31 @@ class BaseCompactor:
     def __init__(
         self,
         *,
-        max_tokens: int,
+        max_tokens: int | None,
         keep_tokens: int | None,
         keep_last: int | None,
         token_counter: TokenCounter | None,
         messages_key: str,
         info_key: str,
-        default_keep_tokens: int,
+        default_keep_tokens: int | None,
         trigger: list[Clause] | None = None,
         start_on: str | None = None,
     ) -> None:
-        if max_tokens <= 0:
+        if max_tokens is not None and max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        if max_tokens is None and not trigger:
+            raise ValueError("max_tokens=None needs a trigger, e.g. ('messages', 60)")
         if keep_tokens is not None and keep_last is not None:
             raise ValueError("pass either keep_tokens or keep_last, not both")
         if keep_last is not None and keep_last < 1:
             raise ValueError(f"keep_last must be at least 1, got {keep_last}")
         if keep_last is None and keep_tokens is None:
             keep_tokens = default_keep_tokens
-        if keep_tokens is not None and not 0 < keep_tokens <= max_tokens:
+            if keep_tokens is None:
+                raise ValueError("without max_tokens, pass keep_tokens or keep_last")
+        if keep_tokens is not None and not (
+            0 < keep_tokens and (max_tokens is None or keep_tokens <= max_tokens)
+        ):
             raise ValueError(f"keep_tokens must be in 1..max_tokens, got {keep_tokens}")
         self.max_tokens = max_tokens
         self.keep_tokens = keep_tokens
@@ -105,12 +119,15 @@ class BaseCompactor:
         self.messages_key = messages_key
         self.info_key = info_key
         self.trigger: list[Clause] = list(trigger or [])
-        self.start_on = start_on
+        self.start_on = resolve_start_on(start_on)
         self.reserve_tokens = 0
 
     @property
     def budget(self) -> int:
-        """Tokens the history may use: ``max_tokens - reserve_tokens`` (at least 1)."""
+        """Tokens the history may use: ``max_tokens - reserve_tokens`` (at least 1);
+        ``sys.maxsize`` without ``max_tokens``."""
+        if self.max_tokens is None:
+            return sys.maxsize
         return max(1, self.max_tokens - self.reserve_tokens)
 
     def triggered(self, messages: list[BaseMessage], tokens: int) -> bool:
@@ -146,42 +163,75 @@ class BaseCompactor:
         if not self.triggered(messages, tokens):
             return None
         split = split_history(messages)
-        start = window_start(
-            split.body,
-            self.token_counter,
-            keep_tokens=self._window_tokens(split),
-            keep_last=self.keep_last,
-            start_on=self.start_on,
-        )
-        if start == 0:
+        cut = self._cut(split, fit=False)
+        if cut is None:
             logger.debug("history over budget (%d tokens) but nothing left to fold", tokens)
             return None
+        folded, kept, pinned = cut
         return Plan(
             split=split,
-            folded=split.body[:start],
-            kept=split.body[start:],
+            folded=folded,
+            kept=kept,
             tokens_before=tokens,
             previous_summary=self._previous_summary(state, split),
+            pinned=pinned,
         )
+
+    def _cut(
+        self, split: Split, *, fit: bool
+    ) -> tuple[list[BaseMessage], list[BaseMessage], BaseMessage | None] | None:
+        """Return ``(folded, kept, pinned)`` for ``split``, or ``None`` if nothing folds.
+
+        The kept window is the verbatim window (``keep_tokens``/``keep_last``), pair-safe,
+        starting on ``start_on``; with ``fit`` it is also cut to fit ``budget`` next to the
+        existing head. When no ``start_on`` start both folds something and fits the
+        budget (one long agent turn: its question is the only human message), the window
+        becomes a pair-safe tail with the last ``start_on`` message before it pinned
+        ahead of it (``pinned``); the messages in between are folded.
+        """
+        body = split.body
+        head = [m for m in (split.system, split.summary) if m is not None]
+        counter, budget = self.token_counter, self.budget
+        keep_tokens, keep_last = self._window_tokens(split), self.keep_last
+        start = window_start(
+            body, counter, keep_tokens=keep_tokens, keep_last=keep_last, start_on=self.start_on
+        )
+        if fit:
+            start = max(start, fit_window(head, body, counter, budget, self.start_on))
+        if self.start_on is not None and (
+            start == 0 or counter([*head, *body[start:]]) > budget
+        ):
+            tail = window_start(body, counter, keep_tokens=keep_tokens, keep_last=keep_last)
+            if fit:
+                tail = max(tail, fit_window(head, body, counter, budget, None))
+            found = pinned_start(head, body, counter, budget, tail, self.start_on)
+            if found is not None:
+                anchor, tail = found
+                folded = [m for i, m in enumerate(body[:tail]) if i != anchor]
+                return folded, [body[anchor], *body[tail:]], body[anchor]
+        if start == 0:
+            return None
+        return body[:start], body[start:], None
 
     def trimmed(self, plan: Plan) -> Plan:
         """``plan`` with the kept window cut to fit the budget next to the existing head.
 
         Used when no summary can be written: the system prompt and the existing summary
         message stay, and the kept window is the longest pair-safe tail (starting on
-        ``start_on``) that fits ``budget`` together with them and is no longer than the
-        window ``plan`` chose.
+        ``start_on``, or after a pinned ``start_on`` message as in ``plan``) that fits
+        ``budget`` together with them and is no longer than the verbatim window.
         """
-        split = plan.split
-        head = [m for m in (split.system, split.summary) if m is not None]
-        fitting = fit_window(head, split.body, self.token_counter, self.budget, self.start_on)
-        start = max(fitting, len(plan.folded))
+        cut = self._cut(plan.split, fit=True)
+        if cut is None:  # unreachable after a plan folded something; keep the plan
+            return plan
+        folded, kept, pinned = cut
         return Plan(
-            split=split,
-            folded=split.body[:start],
-            kept=split.body[start:],
+            split=plan.split,
+            folded=folded,
+            kept=kept,
             tokens_before=plan.tokens_before,
             previous_summary=plan.previous_summary,
+            pinned=pinned,
         )
 
     # -- updates --------------------------------------------------------------------------
@@ -220,10 +270,15 @@ class BaseCompactor:
         }
         if error is not None:
             info["fallback"] = "trim"
+        if plan.pinned is not None:
+            info["pinned"] = plan.pinned.id
         logger.info(
-            "%s%s: folded %d messages, kept %d, tokens %d -> %d",
+            "%s%s%s: folded %d messages, kept %d, tokens %d -> %d",
             self.strategy,
             " (trim fallback)" if error is not None else "",
+            f" (kept {plan.pinned.type} message pinned ahead of the window)"
+            if plan.pinned is not None
+            else "",
             len(plan.folded),
             len(plan.kept),
             plan.tokens_before,

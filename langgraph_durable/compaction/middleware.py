@@ -20,13 +20,13 @@ from langchain_core.messages import BaseMessage
 from langgraph.runtime import Runtime
 from typing_extensions import NotRequired
 
-from ._messages import fit_window, split_history
+from ._messages import fit_window, pinned_start, split_history
 from ._options import (
     ContextSize,
     TriggerSpec,
     normalize_trigger,
     profile_limit,
-    resolve_size,
+    resolve_keep,
     token_threshold,
 )
 from .base import BaseCompactor, logger
@@ -55,7 +55,11 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
     ``SUMMARY_MESSAGE_ID`` at the head of ``messages``, the text also in ``summary``) and
     removed from the state with ``RemoveMessage``, so the checkpoint shrinks too. An
     ``AIMessage`` is never separated from its ``ToolMessage``s (parallel calls included),
-    and the kept conversation starts on a ``start_on`` message. When the summary model
+    and the kept conversation starts on a ``start_on`` message. Within one long agent turn
+    (its question is the only human message, then many tool rounds) no human start fits
+    the budget: the question is then kept pinned right after the system prompt and
+    summary, followed by a pair-safe tail, and the tool rounds between are folded
+    (``compaction["pinned"]`` names the question's id). When the summary model
     raises or passes ``timeout_s``, the history is trimmed to the budget instead (reported
     in ``compaction`` with ``fallback="trim"``) and the model is asked again at the next
     compaction. The removed messages stay in the thread's earlier checkpoints:
@@ -64,9 +68,12 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
     ``wrap_model_call`` guards every model call: the system prompt plus the messages sent
     must fit ``max_tokens``; if not (for instance on the first call after a restart, before
     the system prompt's size is known), the oldest messages of that request only are left
-    out, with the same pair and ``start_on`` rules. It also records the system prompt's
-    tokens as the engine's ``reserve_tokens``, so the state is compacted to leave room for
-    it. Only the message list is counted, not the tool schemas.
+    out, with the same pair and ``start_on`` rules (and the same pinned-question fallback).
+    It also records the system prompt's tokens as the engine's ``reserve_tokens``, so the
+    state is compacted to leave room for it. Only the message list is counted, not the
+    tool schemas. Without a token budget (a messages-only ``trigger`` and no
+    ``max_tokens`` or profile) the guard sends every request unchanged: the history is
+    then bounded in messages (the trigger plus one model step), not in tokens.
 
     Args:
         model: Chat model that writes the summary: an instance, a model string for
@@ -78,25 +85,30 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
             A history over ``max_tokens`` always compacts.
         keep: What is kept verbatim: ``("messages", n)``, ``("tokens", n)`` or
             ``("fraction", f)``; defaults to ``("tokens", max_tokens // 2)`` with a
-            ``model``, to as much as fits ``max_tokens`` without one.
+            ``model``, to as much as fits ``max_tokens`` without one; without a token
+            budget to ``("messages", min(20, n // 2))`` for the smallest messages
+            threshold ``n`` of ``trigger``.
         max_tokens: Budget (tokens) of every model call's messages, system prompt
             included. Defaults to the smallest token threshold of ``trigger``, else the
-            profile's ``max_input_tokens``.
+            profile's ``max_input_tokens``, else none (allowed only with a
+            ``("messages", n)`` trigger).
         token_counter: Counts the tokens of a message list; defaults to
             ``count_tokens_approximately``.
         summary_prompt: Summary prompt, a ``str.format`` template with ``{summary}`` (the
             previous summary) and ``{messages}`` (the messages being folded).
         summary_message: Template of the summary message content, with ``{summary}``.
-        start_on: Message type the kept conversation starts on after the system prompt
-            and summary (default ``"human"``); ``None`` for no constraint.
+        start_on: ``"human"`` (default): the kept conversation starts on a human message
+            after the system prompt and summary; ``None`` for no constraint. Any other
+            value raises ``ValueError``.
         timeout_s: Seconds to wait for the summary model; ``None`` waits forever.
         on_failure: ``"trim"`` (default) or ``"keep"`` the history when no summary comes.
         profile_model: Model whose ``profile["max_input_tokens"]`` resolves fractions;
             defaults to ``model``. Pass the agent's model when the summariser differs.
 
     Raises:
-        ValueError: On an invalid ``trigger``/``keep``, a fraction without a model
-            profile, no way to derive ``max_tokens``, or the engine's own checks (see
+        ValueError: On an invalid ``trigger``/``keep`` (the message shows the accepted
+            forms), a fraction without a model profile, neither a trigger nor a token
+            budget, an invalid ``start_on``, or the engine's own checks (see
             ``SummaryBuffer``).
     """
 
@@ -124,19 +136,23 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         clauses = normalize_trigger(trigger, limit)
         if max_tokens is None:
             max_tokens = token_threshold(clauses) or limit
-        if max_tokens is None:
+        message_counts = [c["messages"] for c in clauses if "messages" in c]
+        if max_tokens is None and not message_counts:
             raise ValueError(
-                "CompactionMiddleware needs a token budget: pass max_tokens, a tokens or "
-                "fraction trigger, or a model whose profile has max_input_tokens"
+                "CompactionMiddleware needs a trigger or a token budget: pass max_tokens, "
+                "a tokens, messages or fraction trigger, or a model whose profile has "
+                "max_input_tokens"
             )
         keep_tokens: int | None = None
         keep_last: int | None = None
         if keep is not None:
-            kind, value = resolve_size(keep[0], keep[1], limit, "keep")
+            kind, value = resolve_keep(keep, limit)
             if kind == "messages":
                 keep_last = value
             else:
                 keep_tokens = value
+        elif max_tokens is None:  # messages-only trigger: keep about half of it
+            keep_last = max(1, min(20, min(message_counts) // 2))
         engine: BaseCompactor
         common: dict[str, Any] = {
             "max_tokens": max_tokens,
@@ -159,7 +175,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
             )
         self.engine = engine
         self.max_tokens = max_tokens
-        self.start_on = start_on
+        self.start_on = engine.start_on
 
     # -- state hooks: the compaction itself ---------------------------------------------
 
@@ -183,25 +199,52 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         Records the system prompt's tokens as ``engine.reserve_tokens``. The request is
         returned unchanged when it fits; otherwise the oldest conversation messages are
         left out of this request (the state is not changed), keeping the summary message,
-        tool-call groups and the ``start_on`` rule. A last turn larger than the budget on
-        its own is sent whole.
+        tool-call groups and the ``start_on`` rule; when no ``start_on`` start fits, the
+        last human message is kept ahead of a pair-safe tail. A last message or tool-call
+        group larger than the budget on its own is sent whole, and a request is sent
+        unchanged when there is no token budget (``max_tokens`` is ``None``).
         """
         counter = self.engine.token_counter
         system = [request.system_message] if request.system_message is not None else []
         self.engine.reserve_tokens = counter(system) if system else 0
         messages: list[BaseMessage] = list(request.messages)
-        if counter([*system, *messages]) <= self.max_tokens:
+        budget = self.max_tokens
+        if budget is None:  # messages-only trigger: no token budget to hold
+            return request
+        tokens = counter([*system, *messages])
+        if tokens <= budget:
             return request
         split = split_history(messages)
-        head = [m for m in (split.system, split.summary) if m is not None]
-        start = fit_window([*system, *head], split.body, counter, self.max_tokens, self.start_on)
+        head = [*system, *(m for m in (split.system, split.summary) if m is not None)]
+        body = split.body
+        start = fit_window(head, body, counter, budget, self.start_on)
+        kept: list[BaseMessage] = body[start:]
+        if self.start_on is not None and counter([*head, *kept]) > budget:
+            tail = fit_window(head, body, counter, budget, None)
+            found = pinned_start(head, body, counter, budget, tail, self.start_on)
+            if found is not None:  # one long turn: its question, then a pair-safe tail
+                anchor, start = found
+                kept = [body[anchor], *body[start:]]
+        left_out = len(body) - len(kept)
+        after = counter([*head, *kept])
+        if left_out == 0:
+            logger.warning(
+                "model request over budget (%d > %d tokens) and nothing can be left out "
+                "(its last message or tool-call group alone is too large); sent whole",
+                tokens,
+                budget,
+            )
+            return request
         logger.warning(
-            "model request over budget (%d tokens); leaving out its %d oldest messages",
-            counter([*system, *messages]),
-            start,
+            "model request over budget (%d > %d tokens); left out %d of its messages for "
+            "this call only, %d tokens sent",
+            tokens,
+            budget,
+            left_out,
+            after,
         )
-        kept: list[Any] = [*head, *split.body[start:]]
-        return request.override(messages=kept)
+        sent: list[Any] = [*head[len(system) :], *kept]
+        return request.override(messages=sent)
 
     def wrap_model_call(
         self,

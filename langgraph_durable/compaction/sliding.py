@@ -20,6 +20,8 @@ class SlidingWindow(BaseCompactor):
 
     Args:
         max_tokens: Token budget of the whole history; nothing happens at or below it.
+            ``None``: no token budget, ``trigger`` alone decides (pass ``keep_last`` or
+            ``keep_tokens`` then).
         keep_tokens: Tokens of recent messages kept when trimming; defaults to
             ``max_tokens``. The window never exceeds ``max_tokens`` minus the system prompt
             and summary, so the trimmed history fits the budget (unless the last message or
@@ -33,11 +35,13 @@ class SlidingWindow(BaseCompactor):
         trigger: Extra conditions that trim before ``max_tokens`` is reached:
             ``("tokens", n)``, ``("messages", n)``, a dict of several (all must hold) or
             a list (any may hold). Fractions need a model profile and are refused here.
-        start_on: Message type the kept conversation starts on (after the system prompt
-            and the summary), e.g. ``"human"``; ``None`` (default) for no constraint.
+        start_on: ``"human"`` to start the kept conversation on a
+            human message after the system prompt and the summary; ``None`` (default) for
+            no constraint. See ``BaseCompactor`` for the long-turn fallback.
 
     Raises:
-        ValueError: On invalid budgets (see ``BaseCompactor``) or an invalid ``trigger``.
+        ValueError: On invalid budgets (see ``BaseCompactor``), an invalid ``trigger`` or
+            ``start_on``.
     """
 
     strategy = "sliding_window"
@@ -45,7 +49,7 @@ class SlidingWindow(BaseCompactor):
     def __init__(
         self,
         *,
-        max_tokens: int,
+        max_tokens: int | None,
         keep_tokens: int | None = None,
         keep_last: int | None = None,
         token_counter: TokenCounter | None = None,

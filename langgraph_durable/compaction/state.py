@@ -35,9 +35,13 @@ class CompactionInfo(TypedDict, total=False):
             budget instead (``on_failure="trim"``, the default; the summary stays as it
             was and the next compaction asks the model again), ``"keep"`` when it was
             left untouched (``on_failure="keep"``).
+        pinned: Present when no ``start_on`` start fitted the budget (one long agent turn
+            whose question is its only human message): the id of the ``start_on``
+            message kept right after the system prompt and summary, ahead of a pair-safe
+            tail; the messages between them were folded.
         folded: Number of messages removed from the history (summarised or dropped).
         kept: Number of conversation messages kept verbatim (the leading system prompt
-            and the summary message are not counted).
+            and the summary message are not counted; a pinned message is).
         pending: With ``fallback="keep"``, the number of messages that would have been
             folded.
         tokens_before: Tokens of the whole history before compaction.
@@ -51,6 +55,7 @@ class CompactionInfo(TypedDict, total=False):
     strategy: str
     error: str | None
     fallback: str
+    pinned: str | None
     folded: int
     kept: int
     pending: int

@@ -60,7 +60,9 @@ class SummaryBuffer(BaseCompactor):
 
     Args:
         model: Chat model that writes the summary (``invoke``/``ainvoke`` are used).
-        max_tokens: Token budget of the whole history, system prompt and summary included.
+        max_tokens: Token budget of the whole history, system prompt and summary included;
+            ``None``: no token budget, ``trigger`` alone decides (pass ``keep_last`` or
+            ``keep_tokens`` then).
         keep_tokens: Tokens of recent messages kept verbatim; defaults to
             ``max_tokens // 2``. Mutually exclusive with ``keep_last``.
         keep_last: Number of recent messages kept verbatim instead of ``keep_tokens``.
@@ -79,15 +81,16 @@ class SummaryBuffer(BaseCompactor):
             LangChain's forms: ``("tokens", n)``, ``("messages", n)``,
             ``("fraction", f)`` of ``model.profile["max_input_tokens"]``, a dict of
             several (all must hold) or a list (any may hold).
-        start_on: Message type the kept conversation starts on (after the system prompt
-            and the summary), e.g. ``"human"``; ``None`` (default) for no constraint.
+        start_on: ``"human"`` to start the kept conversation on a
+            human message after the system prompt and the summary; ``None`` (default) for
+            no constraint. See ``BaseCompactor`` for the long-turn fallback.
         on_failure: ``"trim"`` (default) drops the oldest messages to fit the budget when
             no summary comes; ``"keep"`` leaves the history untouched.
 
     Raises:
         ValueError: On invalid budgets (see ``BaseCompactor``), a non-positive
             ``timeout_s``, templates missing their placeholders, an invalid ``trigger``
-            or an unknown ``on_failure``.
+            an invalid ``start_on`` or an unknown ``on_failure``.
     """
 
     strategy = "summary_buffer"
@@ -96,7 +99,7 @@ class SummaryBuffer(BaseCompactor):
         self,
         model: Runnable[LanguageModelInput, Any],
         *,
-        max_tokens: int,
+        max_tokens: int | None,
         keep_tokens: int | None = None,
         keep_last: int | None = None,
         token_counter: TokenCounter | None = None,
@@ -117,7 +120,7 @@ class SummaryBuffer(BaseCompactor):
             token_counter=token_counter,
             messages_key=messages_key,
             info_key=info_key,
-            default_keep_tokens=max(1, max_tokens // 2),
+            default_keep_tokens=max(1, max_tokens // 2) if max_tokens else None,
             trigger=normalize_trigger(trigger, profile_limit(model)),
             start_on=start_on,
         )

@@ -15,6 +15,7 @@ from langchain_core.messages import BaseMessage, convert_to_messages
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
+from ..errors import CheckpointNotFoundError
 from .state import SUMMARY_MESSAGE_ID
 
 
@@ -29,6 +30,11 @@ def _lineage(tuples: Iterable[CheckpointTuple], config: RunnableConfig) -> list[
     """The checkpoints from the thread's first to ``config``'s (or the latest), in order.
 
     Follows ``parent_config`` links, so sibling branches (forks, time travel) are left out.
+    A thread without checkpoints gives ``[]``.
+
+    Raises:
+        CheckpointNotFoundError: When ``config`` names a ``checkpoint_id`` the thread
+            does not hold.
     """
     by_id: dict[str, CheckpointTuple] = {}
     latest: CheckpointTuple | None = None
@@ -38,6 +44,17 @@ def _lineage(tuples: Iterable[CheckpointTuple], config: RunnableConfig) -> list[
             latest = item
     wanted = config.get("configurable", {}).get("checkpoint_id")
     current = by_id.get(wanted) if wanted else latest
+    if wanted and current is None:
+        configurable = config.get("configurable", {})
+        thread_id = str(configurable.get("thread_id"))
+        checkpoint_ns = str(configurable.get("checkpoint_ns", ""))
+        raise CheckpointNotFoundError(
+            f"transcript: thread {thread_id!r} (checkpoint_ns {checkpoint_ns!r}) has no "
+            f"checkpoint {wanted!r} ({len(by_id)} checkpoints listed)",
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            checkpoint_id=str(wanted),
+        )
     chain: list[CheckpointTuple] = []
     while current is not None:
         chain.append(current)
@@ -61,6 +78,10 @@ def assemble(
     message rewritten under the same id shows the rewrite). A message that is new in a
     checkpoint is placed right after the message before it in that checkpoint's list.
     Messages without an id cannot be matched across checkpoints and are skipped.
+
+    Raises:
+        CheckpointNotFoundError: When ``config`` names a ``checkpoint_id`` that is not
+            among ``tuples``.
     """
     order: list[str] = []
     latest: dict[str, BaseMessage] = {}
@@ -120,7 +141,14 @@ def transcript(
             LangChain's ``SummarizationMiddleware``); left out by default.
 
     Returns:
-        The messages, each once, in conversation order, in their latest version.
+        The messages, each once, in conversation order, in their latest version; ``[]``
+        for a thread that has no checkpoint (an unknown ``thread_id``), as
+        ``InMemorySaver``'s ``get_state`` gives empty values for one.
+
+    Raises:
+        CheckpointNotFoundError: When ``config`` names a ``checkpoint_id`` the thread
+            (in its ``checkpoint_ns``) does not hold, e.g. one that was pruned; the
+            message names the thread and the checkpoint.
     """
     return assemble(
         saver.list(_list_config(config)),
@@ -137,7 +165,8 @@ async def atranscript(
     messages_key: str = "messages",
     include_summaries: bool = False,
 ) -> list[BaseMessage]:
-    """Async ``transcript`` (reads with ``saver.alist``); same arguments and result."""
+    """Async ``transcript`` (reads with ``saver.alist``); same arguments, result and
+    errors."""
     tuples = [item async for item in saver.alist(_list_config(config))]
     return assemble(
         tuples, config, messages_key=messages_key, include_summaries=include_summaries

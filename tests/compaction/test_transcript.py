@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
+from langgraph_durable import CheckpointNotFoundError
 from langgraph_durable.compaction import SlidingWindow, atranscript, transcript
 
 from .test_durable_resume import chat_graph, turn
@@ -51,3 +53,26 @@ def test_transcript_follows_the_branch_of_the_named_checkpoint() -> None:
     # A rewritten message (same id) appears once, in its latest version.
     graph.update_state(CONFIG, {"messages": [AIMessage("a3, corrected", id="a3")]})
     assert transcript(saver, CONFIG)[-1].content == "a3, corrected"
+
+
+async def test_transcript_of_unknown_thread_and_unknown_checkpoint() -> None:
+    saver = InMemorySaver()
+    graph = chat_graph(SlidingWindow(max_tokens=50, keep_last=3), saver)
+    graph.invoke(turn(1), CONFIG)
+    unknown: RunnableConfig = {"configurable": {"thread_id": "never-used"}}
+    # Like get_state on an unknown thread (empty values): no checkpoints, no messages.
+    assert transcript(saver, unknown) == []
+    assert await atranscript(saver, unknown) == []
+    assert graph.get_state(unknown).values == {}
+    missing: RunnableConfig = {
+        "configurable": {"thread_id": "long-chat", "checkpoint_id": "1f0-missing"}
+    }
+    with pytest.raises(CheckpointNotFoundError) as raised:
+        transcript(saver, missing)
+    assert str(raised.value).startswith(
+        "transcript: thread 'long-chat' (checkpoint_ns '') has no checkpoint '1f0-missing'"
+    )
+    assert (raised.value.thread_id, raised.value.checkpoint_id) == ("long-chat", "1f0-missing")
+    with pytest.raises(CheckpointNotFoundError, match="no checkpoint '1f0-missing'"):
+        await atranscript(saver, missing)
+    assert isinstance(raised.value, LookupError)
