@@ -163,15 +163,20 @@ class DemoError(RuntimeError):
 
 
 def _kill_mid_node(proc: Any, log_path: Path, kill_after: int, delay_s: float,
-                   timeout_s: float) -> dict[str, Any]:
+                   timeout_s: float, stored_step: Any = None) -> dict[str, Any]:
     """Wait until ``proc`` logged ``kill_after`` completed nodes and started the next one,
-    wait ``delay_s`` more (into that node), SIGKILL it. Returns what was seen."""
+    and (``stored_step``: a callable giving the step of the thread's latest stored
+    checkpoint) until the checkpoint of that many steps is stored: with LangGraph's default
+    ``durability="async"`` it is written while the next node already runs, so a loaded
+    machine could otherwise kill before it. Then wait ``delay_s`` more (into that node),
+    SIGKILL it. Returns what was seen."""
     deadline = time.monotonic() + timeout_s
     while True:
         events = [e for e in read_log(log_path) if e["pid"] == proc.pid]
         ends = [e for e in events if e["event"] == "end"]
         starts = [e for e in events if e["event"] == "start"]
-        if len(ends) >= kill_after and len(starts) > kill_after:
+        if len(ends) >= kill_after and len(starts) > kill_after and (
+                stored_step is None or stored_step() >= kill_after):
             break
         if proc.poll() is not None:
             raise DemoError(f"the first child exited (code {proc.returncode}) before the "
@@ -272,6 +277,7 @@ def _blob_inventory(args: argparse.Namespace, urls: tuple[str, str]) -> dict[str
 
 
 def parent_main(args: argparse.Namespace) -> int:
+    from langgraph_durable import DurableSaver
     from langgraph_durable.testing import mongo_server, redis_server
 
     timings: dict[str, float] = {}
@@ -297,8 +303,14 @@ def parent_main(args: argparse.Namespace) -> int:
 
         t0 = time.perf_counter()
         first = _spawn("run", args, work, urls)
-        kill = _kill_mid_node(first, log_path, args.kill_after, args.step_s / 2,
-                              timeout_s=args.timeout_s)
+        with DurableSaver.from_urls(*urls, serde=dataframe_serde(store_from_name(
+                args.blob_store)), **{**_saver_options(args), "flusher": "off"}) as watcher:
+            def stored_step() -> int:
+                tup = watcher.get_tuple(_config(THREAD_ID))
+                return int(tup.metadata.get("step", -1)) if tup else -1
+
+            kill = _kill_mid_node(first, log_path, args.kill_after, args.step_s / 2,
+                                  timeout_s=args.timeout_s, stored_step=stored_step)
         timings["1st process: start -> SIGKILL"] = time.perf_counter() - t0
         print(f"killed pid {first.pid} with SIGKILL (exit code {kill['returncode']})",
               flush=True)

@@ -47,7 +47,12 @@ def check_common(out: str, *, tier: str) -> None:
     digests = re.search(r"final report digest: +(\w+) \(reference (\w+)\)", out)
     assert digests and digests[1] == digests[2], out
     done, total = re.search(r"completed nodes not re-run: (\d+) of (\d+)", out).groups()
-    assert done == total and int(total) >= 3, out
+    # with durability="async" a node that completed just before the kill may not have its
+    # checkpoint stored yet: it re-runs, as it should (the demo kills only once the first
+    # three nodes' checkpoint is stored)
+    unacked = re.search(r"re-run, completed but not yet acknowledged at the kill: (.+)", out)
+    n_unacked = len(unacked[1].split(", ")) if unacked else 0
+    assert int(done) + n_unacked == int(total) and int(done) >= 3, out
     # the table: the completed nodes of the first process were not re-run by the second
     assert re.search(r"\n +1  plan +completed \+ acked +not re-run", out), out
     assert "RE-RUN" not in out
