@@ -104,7 +104,7 @@ def test_operator_and_dotted_filter_keys_are_data_not_queries(saver) -> None:
 def test_corrupt_value_in_redis_names_the_checkpoint(saver, redis_client) -> None:
     cfg = put(saver, ROOT)
     saver.flush()
-    keys = saver.ctx.keys("t")
+    keys = saver.context.keys("t")
     field = f"\x00{cfg['configurable']['checkpoint_id']}"
     redis_client.hset(keys.cp, field, b"\xc1garbage")
     with pytest.raises(CorruptRecordError, match="undecodable record at checkpoint"):
@@ -114,12 +114,13 @@ def test_corrupt_value_in_redis_names_the_checkpoint(saver, redis_client) -> Non
 def test_newer_schema_version_in_mongodb_is_a_clear_error(saver, redis_client) -> None:
     put(saver, ROOT)
     saver.flush()
-    redis_client.delete(*saver.ctx.keys("t").all)
-    db = saver._sync.db
-    db[saver.ctx.collections.checkpoints].update_many({"thread_id": "t"}, {"$set": {"v": 99}})
+    redis_client.delete(*saver.context.keys("t").all)
+    db = saver.sync_clients.db
+    db[saver.context.collections.checkpoints].update_many({"thread_id": "t"}, {"$set": {"v": 99}})
     with pytest.raises(SchemaVersionError, match="schema version 99, newer than 1"):
         saver.get_tuple(ROOT)
-    assert db[saver.ctx.collections.checkpoints].count_documents({"thread_id": "t", "v": 99}) == 1
+    cps = db[saver.context.collections.checkpoints]
+    assert cps.count_documents({"thread_id": "t", "v": 99}) == 1
 
 
 def test_outbox_full_raises_and_writes_nothing(redis_url, mongo_url) -> None:
