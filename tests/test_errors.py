@@ -14,8 +14,10 @@ from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import (
+    ConfigurationError,
     CorruptRecordError,
     DurableSaver,
+    EventLoopNotRunningError,
     InvalidIdentifierError,
     OutboxFullError,
     SaverClosedError,
@@ -161,6 +163,44 @@ async def test_sync_call_from_the_loop_of_async_only_clients_raises(redis_url, m
     await saver.aclose()
     await r.aclose()
     await m.close()
+
+
+def test_sync_call_on_async_only_clients_with_no_loop_says_so(redis_url, mongo_url) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url)
+    m = pymongo.AsyncMongoClient(mongo_url)
+    saver = DurableSaver(r, m, **unique_options())  # made outside any event loop
+    with pytest.raises(EventLoopNotRunningError) as caught:
+        saver.get_tuple(ROOT)
+    message = str(caught.value)
+    assert "none owns them yet" in message and "from_urls" in message
+    assert "called from inside the event loop" not in message
+    with pytest.raises(ConfigurationError, match="asyncio clients only"):
+        saver.sync_clients  # noqa: B018
+
+    async def use_then_leave() -> None:  # the first async call binds the clients to a loop
+        assert await saver.aget_tuple(ROOT) is None
+        await saver.aclose()
+        await r.aclose()
+        await m.close()
+
+    asyncio.run(use_then_leave())
+    with pytest.raises(SaverClosedError):
+        saver.get_tuple(ROOT)
+
+
+def test_sync_call_after_the_clients_loop_ended_raises_instead_of_hanging(
+    redis_url, mongo_url
+) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url)
+    m = pymongo.AsyncMongoClient(mongo_url)
+    saver = DurableSaver(r, m, **unique_options(flusher="off"))
+
+    async def first_use() -> None:
+        assert await saver.aget_tuple(ROOT) is None
+
+    asyncio.run(first_use())
+    with pytest.raises(EventLoopNotRunningError, match="that loop is closed"):
+        saver.get_tuple(ROOT)
 
 
 def test_redis_down_fails_fast_naming_the_server(mongo_url) -> None:

@@ -3,6 +3,7 @@ strict durability, async-only clients, hot window."""
 
 from __future__ import annotations
 
+import threading
 from decimal import Decimal
 
 import pymongo
@@ -16,6 +17,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_durable import DurableSaver, SaverClosedError
 from langgraph_durable.drivers import run_sync
 from langgraph_durable.outbox.flusher import flush_batch_plan
+from langgraph_durable.plans import threads
 
 ROOT = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 
@@ -72,6 +74,34 @@ def test_with_allowlist_copy_shares_the_flusher_and_sees_the_same_data(
         assert clone.stats()["flusher"]["consumer"] == saver.stats()["flusher"]["consumer"]
     with pytest.raises(SaverClosedError):  # closing one closes the machinery both share
         clone.get_tuple(ROOT)
+
+
+async def test_run_and_arun_drive_a_plan_and_return_its_value(asaver: DurableSaver) -> None:
+    await asaver.aput(ROOT, empty_checkpoint(), {"step": 0}, {})
+    pages = [asaver.run(threads.list_threads_plan(asaver.context, 10, None)),
+             await asaver.arun(threads.list_threads_plan(asaver.context, 10, None))]
+    for page in pages:
+        assert [t.thread_id for t in page.threads] == ["t"]
+        assert page.threads[0].checkpoints == 1
+
+
+def test_last_read_tier_belongs_to_the_thread_that_read(saver: DurableSaver) -> None:
+    put(saver, ROOT, "v0", 0)
+    assert saver.last_read_tier is None
+    assert saver.get_tuple(ROOT) is not None
+    assert saver.last_read_tier == "hot"
+    other: list[str | None] = []
+
+    def read_missing() -> None:
+        other.append(saver.last_read_tier)  # nothing read in this thread yet
+        saver.get_tuple({"configurable": {"thread_id": "nobody", "checkpoint_ns": ""}})
+        other.append(saver.last_read_tier)
+
+    worker = threading.Thread(target=read_missing)
+    worker.start()
+    worker.join()
+    assert other == [None, "miss"]
+    assert saver.last_read_tier == "hot"  # the other thread's miss is not ours
 
 
 def test_strict_durability_has_the_checkpoint_in_mongodb_when_put_returns(
