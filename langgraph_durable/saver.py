@@ -56,10 +56,19 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         meter_provider: OpenTelemetry ``MeterProvider`` for ``langgraph_durable.metrics``
             (default the global one; ``stats()`` holds the same numbers).
 
-    With sync clients, sync methods run directly and async ones in a worker thread.
-    With asyncio clients only, async methods run natively and sync ones are sent to the
-    client's event loop; calling them *from* that loop raises
-    ``SyncCallInEventLoopError`` instead of deadlocking.
+    Clients are of two kinds (``clients.GivenClients``, ``clients.UrlClients``). Given
+    clients stay the caller's (never closed here). With sync clients, sync methods run
+    directly and async ones in a worker thread (or natively, when asyncio clients are given
+    too). With asyncio clients only, async methods run natively and sync ones are sent to
+    the event loop owning the clients (running when the saver was made, else that of the
+    first async call); from inside that loop they raise ``SyncCallInEventLoopError``
+    instead of deadlocking, and with no running loop owning them
+    ``EventLoopNotRunningError``. ``from_urls`` makes sync clients now and asyncio ones per
+    event loop, and closes them all on ``close``/``aclose``.
+
+    Beyond LangGraph's contract: ``flush``, ``setup``, ``close``, ``stats``, ``gc``,
+    ``list_threads`` (each with its ``a*`` twin), ``last_read_tier``, ``config`` and, for
+    tools, ``run``/``arun`` with ``context`` and ``sync_clients``.
     """
 
 
