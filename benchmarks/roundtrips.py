@@ -18,7 +18,6 @@ from langgraph.checkpoint.base import empty_checkpoint
 from pymongo import monitoring
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.drivers import run_async, run_sync
 from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
 
 from . import graphs as G
@@ -174,7 +173,7 @@ def _sync_case(redis_url: str, mongo_url: str, turns: int, spt: int,
             many = _count(lambda: _drain(s))
             out["flusher_20_threads"] = many
             with redis.Redis.from_url(redis_url) as plain:
-                plain.delete(*s.ctx.keys("rt-agent").all)
+                plain.delete(*s.context.keys("rt-agent").all)
             out["cold_get"] = _count(lambda: s.get_tuple(cfg))
             assert s.last_read_tier == "durable", s.last_read_tier
             out["history100_cold"] = _count(lambda: list(g.get_state_history(cfg, limit=100)))
@@ -192,8 +191,7 @@ def _sync_case(redis_url: str, mongo_url: str, turns: int, spt: int,
 
 def _drain(s: DurableSaver) -> None:
     consumer = consumer_name()
-    while run_sync(flush_batch_plan(s.ctx, consumer, block_ms=0, claim=False),
-                   s._sync).entries:  # noqa: SLF001 - the saver's own clients
+    while s.run(flush_batch_plan(s.context, consumer, block_ms=0, claim=False)).entries:
         pass
 
 
@@ -213,10 +211,10 @@ async def _async_case(redis_url: str, mongo_url: str) -> dict[str, Any]:
             await g.ainvoke({"messages": [G.human(t)]}, cfg)
         out["async.hot_get"] = await _acount(lambda: s.aget_tuple(cfg))
         consumer = consumer_name()
-        while (await run_async(flush_batch_plan(s.ctx, consumer, block_ms=0, claim=False),
-                               s._async)).entries:  # noqa: SLF001
+        while (await s.arun(flush_batch_plan(s.context, consumer, block_ms=0,
+                                             claim=False))).entries:
             pass
-        await r.delete(*s.ctx.keys("rt-async").all)
+        await r.delete(*s.context.keys("rt-async").all)
         out["async.cold_get"] = await _acount(lambda: s.aget_tuple(cfg))
         assert s.last_read_tier == "durable"
     finally:

@@ -240,7 +240,7 @@ def w4_measure(rt: ResumeThread, p: Params, tier: str = "hot") -> dict[str, Any]
 def empty_redis_of(h: Handle, redis_url: str, thread_id: str) -> int:
     """Delete the thread's hot keys (DurableSaver: Redis 'emptied' for this thread after a
     flush); returns how many keys were removed."""
-    keys = h.saver.ctx.keys(thread_id).all
+    keys = h.saver.context.keys(thread_id).all
     with redis.Redis.from_url(redis_url) as r:
         return int(r.delete(*keys))
 
@@ -329,7 +329,7 @@ async def _w5(spec: SaverSpec, p: Params, redis_url: str, mongo_url: str) -> dic
     async with spec.open_async() as h:
         _WATCH.reset(h.ns)
         s = h.saver
-        outbox = s.ctx.outbox
+        outbox = s.context.outbox
         t0 = time.perf_counter()
 
         def sample() -> None:

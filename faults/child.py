@@ -342,12 +342,12 @@ def shutdown(spec: dict[str, Any]) -> int:
     def work(saver: DurableSaver) -> None:
         nonlocal ready
         graph = graphs.build_flow(saver)
-        r = saver._sync.redis
+        r = saver.sync_clients.redis
         i = 0
         while not stop.is_set():  # until SIGTERM
             graph.invoke(graphs.flow_input(), {"configurable": {"thread_id": f"s7-{i}"}})
             i += 1
-            if not ready and r.xlen(saver.ctx.outbox) >= spec["backlog"]:
+            if not ready and r.xlen(saver.context.outbox) >= spec["backlog"]:
                 ACK.append(k="ready", t=time.time())
                 ready = True
 

@@ -61,13 +61,13 @@ def trial(env: Env, i: int, rng: random.Random) -> dict[str, Any]:
                        env.work / f"s2-{i}-a.log", flush_batch_size=rec["batch"], **common)
             procs = [a]
             wait_for(lambda: any(f"-{a.pid}-" in c["name"].decode()
-                                 for c in r.xinfo_consumers(app.ctx.outbox, CONSUMER_GROUP)),
+                                 for c in r.xinfo_consumers(app.context.outbox, CONSUMER_GROUP)),
                      30, "worker A to join the consumer group")
             time.sleep(rng.uniform(0.0, 0.05))  # let A work a while: the fault's timing
             held, deadline = 0, time.monotonic() + 20
-            while time.monotonic() < deadline and r.xlen(app.ctx.outbox):
+            while time.monotonic() < deadline and r.xlen(app.context.outbox):
                 os.kill(a.pid, signal.SIGSTOP)  # freeze A, look at what it holds
-                held = _held_by(r, app.ctx.outbox, a.pid)
+                held = _held_by(r, app.context.outbox, a.pid)
                 if held:
                     break
                 os.kill(a.pid, signal.SIGCONT)
@@ -81,7 +81,7 @@ def trial(env: Env, i: int, rng: random.Random) -> dict[str, Any]:
             more = threading.Thread(target=produce, args=(threads[2:],))  # and more work
             more.start()
             more.join(120)
-            wait_for(lambda: r.xlen(app.ctx.outbox) == 0, 60, "the outbox to drain")
+            wait_for(lambda: r.xlen(app.context.outbox) == 0, 60, "the outbox to drain")
             b.send_signal(signal.SIGTERM)
             b.wait(20)
             out_b = (env.work / f"s2-{i}-b.log").read_text(errors="replace")
@@ -89,7 +89,7 @@ def trial(env: Env, i: int, rng: random.Random) -> dict[str, Any]:
             rec["b_entries"] = int(got.group(1)) if got else None
             rec["b_exit"] = b.returncode
             db = m[database]
-            rec["dead_letters"] = r.xlen(dead_letter_key(app.ctx))
+            rec["dead_letters"] = r.xlen(dead_letter_key(app.context))
             rec.update(compare_docs(expected_docs_from_redis(r, prefix, threads), db, threads))
             rec["duplicated"] = mongo_identity_duplicates(db)
             rec["checkpoints"] = db["checkpoints"].count_documents({})

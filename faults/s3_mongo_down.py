@@ -73,7 +73,7 @@ def trial(env: Env, policy: str) -> dict[str, Any]:
 
             def sample() -> None:
                 while not stop.is_set():
-                    samples.append(r.xlen(saver.ctx.outbox))
+                    samples.append(r.xlen(saver.context.outbox))
                     time.sleep(0.002)
 
             sampler = threading.Thread(target=sample, daemon=True)
@@ -99,7 +99,7 @@ def trial(env: Env, policy: str) -> dict[str, Any]:
             t0 = time.monotonic()
             ms.start()
             restarted = time.monotonic()
-            wait_for(lambda: r.xlen(saver.ctx.outbox) == 0, 90, "the backlog to drain")
+            wait_for(lambda: r.xlen(saver.context.outbox) == 0, 90, "the backlog to drain")
             rec["drain_s"] = time.monotonic() - restarted
             rec["restart_s"] = restarted - t0
             stop.set()

@@ -156,7 +156,7 @@ class Interleaving:
     def __init__(self, env: Env, i: int, rng: random.Random, saver: DurableSaver,
                  r: Any, db: Any, *, copies: bool, zombies: bool, repeat_tasks: bool) -> None:
         self.env, self.rng, self.saver, self.r, self.db = env, rng, saver, r, db
-        self.ctx = saver.ctx
+        self.ctx = saver.context
         self.copies, self.zombies, self.repeat_tasks = copies, zombies, repeat_tasks
         self.race_copies = zombies and copies
         self.written: set[tuple[str, str, str, str, int]] = set()
@@ -259,7 +259,7 @@ class Interleaving:
         claim = self.rng.random() < 0.5 if claim is None else claim
         consumer = self.rng.choice(["c1", "c2"])
         stats = run_sync(flush_batch_plan(ctx, consumer, block_ms=0, claim=claim),
-                         self.saver._sync)
+                         self.saver.sync_clients)
         self.figures["flush rounds"] += 1
         return stats.entries
 
@@ -283,7 +283,7 @@ class Interleaving:
 
     def park_zombie(self) -> None:
         gen = flush_batch_plan(self.ctx, f"zombie-{len(self.parked)}", block_ms=0, claim=False)
-        op = run_sync(_until_mongo(gen), self.saver._sync)
+        op = run_sync(_until_mongo(gen), self.saver.sync_clients)
         if op is not None:
             self.parked.append((gen, op))
             self.trace.append("zombie parked")
@@ -291,7 +291,7 @@ class Interleaving:
     def wake_zombie(self) -> None:
         if self.parked:
             gen, op = self.parked.pop(0)
-            run_sync(_resume(gen, op), self.saver._sync)
+            run_sync(_resume(gen, op), self.saver.sync_clients)
             self.figures["stalled rounds resumed"] += 1
             self.trace.append("zombie resumed")
 

@@ -63,7 +63,7 @@ def trial(env: Env, i: int, rule: str, cold: bool) -> dict[str, Any]:
                          {"configurable": {"thread_id": thread}})
             saver.flush()
             if cold:
-                saver._sync.redis.delete(*saver.ctx.keys(thread).all)
+                saver.sync_clients.redis.delete(*saver.context.keys(thread).all)
             start_at = time.time() + 4.0  # both children are up and connected by then
             base = {"mode": "chat", "redis": env.redis_url, "mongo": env.mongo_url,
                     "prefix": prefix, "database": database, "thread": thread,

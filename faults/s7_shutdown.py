@@ -98,12 +98,12 @@ def sigterm(env: Env, i: int, handler: str, *, mongo_down: bool = False,
                     if lost:  # what is known of them, for the report
                         rec["lost_ids"] = lost[:5]
                         rec["lost_in_redis"] = redis_has(r, prefix, lost).count(True)
-                        rec["dead_letters"] = r.xlen(dead_letter_key(s.ctx))
-                        rec["dead"] = [str(d) for d in r.xrange(dead_letter_key(s.ctx),
+                        rec["dead_letters"] = r.xlen(dead_letter_key(s.context))
+                        rec["dead"] = [str(d) for d in r.xrange(dead_letter_key(s.context),
                                                                  count=3)]
                         rec["outbox_after"] = r.xlen(outbox)
                         t0_, ns0, cid0 = lost[0]
-                        keys = s.ctx.keys(t0_)
+                        keys = s.context.keys(t0_)
                         rec["meta"] = {k.decode(): v.decode() for k, v in r.hgetall(keys.meta)
                                        .items()}
                         db = m[database]
@@ -145,7 +145,7 @@ def idle_lag(env: Env, bursts: int = 5) -> dict[str, Any]:
             saver.acked = []
             graph.invoke(graphs.flow_input(), {"configurable": {"thread_id": f"idle-{b}"}})
             last = saver.last
-            wait_for(lambda: r.xlen(saver.ctx.outbox) == 0 and all(mongo_has(db, saver.acked)),
+            wait_for(lambda: r.xlen(saver.context.outbox) == 0 and all(mongo_has(db, saver.acked)),
                      IDLE_BOUND_S, "an idle saver's writes to reach MongoDB", pause_s=0.002)
             lags.append(time.monotonic() - last)
             time.sleep(0.3)  # idle between bursts (the condition under test, not a wait)

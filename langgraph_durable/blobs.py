@@ -58,11 +58,11 @@ from .drivers import Mongo, Pipeline, Plan
 from .durable import chunks as C
 from .hot.keys import ThreadKeys
 from .records import CheckpointRecord, WriteRecord, unpack_blob
+from .runtime import SaverRuntime
 from .serde.external import EXTREF_TYPE, refs_in
 from .serde.gc import DEFAULT_KEY_PATTERN, GcReport, acollect_garbage, collect_garbage
 
 if TYPE_CHECKING:
-    from .saver import DurableSaver
     from .serde.stores import BlobStore
 
 __all__ = [
@@ -188,7 +188,7 @@ def _mongo_plan(collection: str, query: dict[str, Any], fields: list[tuple[str, 
 
 def referenced_keys_plan(ctx: Any) -> Plan:
     """The sans-I/O plan behind :func:`referenced_blob_keys` (drive it with a saver's
-    ``_run``/``_arun``); returns the set of referenced blob keys."""
+    ``run``/``arun``); returns the set of referenced blob keys."""
     if ctx.cluster:
         raise NotImplementedError(
             "blob garbage collection over Redis Cluster is not supported yet (SCAN would "
@@ -209,7 +209,7 @@ def referenced_keys_plan(ctx: Any) -> Plan:
     return found
 
 
-def referenced_blob_keys(saver: DurableSaver) -> set[str]:
+def referenced_blob_keys(saver: SaverRuntime) -> set[str]:
     """Every blob key referenced by what ``saver`` stores in Redis and MongoDB: checkpoints,
     metadata, channel values and pending writes of every thread (see the module docs).
 
@@ -217,15 +217,15 @@ def referenced_blob_keys(saver: DurableSaver) -> set[str]:
     envelope (so a collection stops instead of deleting what it could not read),
     ``NotImplementedError`` on Redis Cluster, ``TierUnavailableError`` if a server is down.
     """
-    return set(saver._run(referenced_keys_plan(saver.ctx)))
+    return set(saver.run(referenced_keys_plan(saver.context)))
 
 
-async def areferenced_blob_keys(saver: DurableSaver) -> set[str]:
+async def areferenced_blob_keys(saver: SaverRuntime) -> set[str]:
     """Async :func:`referenced_blob_keys`."""
-    return set(await saver._arun(referenced_keys_plan(saver.ctx)))
+    return set(await saver.arun(referenced_keys_plan(saver.context)))
 
 
-def _store_of(saver: DurableSaver, store: BlobStore | None) -> BlobStore:
+def _store_of(saver: SaverRuntime, store: BlobStore | None) -> BlobStore:
     if store is not None:
         return store
     found = getattr(saver.serde, "store", None)
@@ -238,7 +238,7 @@ def _store_of(saver: DurableSaver, store: BlobStore | None) -> BlobStore:
 
 
 def collect_saver_garbage(
-    saver: DurableSaver,
+    saver: SaverRuntime,
     store: BlobStore | None = None,
     grace_period_s: float = 3600,
     now: datetime | float | None = None,
@@ -273,7 +273,7 @@ def collect_saver_garbage(
 
 
 async def acollect_saver_garbage(
-    saver: DurableSaver,
+    saver: SaverRuntime,
     store: BlobStore | None = None,
     grace_period_s: float = 3600,
     now: datetime | float | None = None,
@@ -359,12 +359,12 @@ def footprint_plan(ctx: Any) -> Plan:
 
 
 
-def storage_footprint(saver: DurableSaver, store: BlobStore | None = None) -> StorageFootprint:
+def storage_footprint(saver: SaverRuntime, store: BlobStore | None = None) -> StorageFootprint:
     """Bytes held by ``saver`` in Redis (``MEMORY USAGE`` of its keys), in MongoDB (BSON size
     of its documents) and in the blob store (object sizes; default ``saver.serde.store``,
     none if the serializer has no store). For reports and tests; it reads every key's size
     and groups every collection, so do not call it on a hot path."""
-    redis_bytes, redis_keys, mongo_bytes, docs = saver._run(footprint_plan(saver.ctx))
+    redis_bytes, redis_keys, mongo_bytes, docs = saver.run(footprint_plan(saver.context))
     out = StorageFootprint(redis_bytes, redis_keys, mongo_bytes, docs)
     target = store if store is not None else getattr(saver.serde, "store", None)
     if target is not None:

@@ -1,9 +1,15 @@
-"""Recognise and build the Redis and MongoDB clients a saver is given (sync or asyncio)."""
+"""Recognise and build the Redis and MongoDB clients a saver is given (sync or asyncio),
+and the two kinds of client set a saver runs on (``GivenClients``, ``UrlClients``)."""
 
 from __future__ import annotations
 
+import asyncio
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
+import pymongo
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
@@ -11,6 +17,7 @@ import redis.cluster
 
 from .config import DurableConfig
 from .drivers import Clients
+from .errors import EventLoopNotRunningError, SyncCallInEventLoopError
 from .hot.scripts import SCRIPTS
 
 
@@ -95,8 +102,148 @@ def redis_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> Any:
 
 def mongo_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> Any:
     """A PyMongo client (``AsyncMongoClient`` when ``asyncio``) for ``url``."""
-    import pymongo
-
     cls = pymongo.AsyncMongoClient if asyncio else pymongo.MongoClient
     ms = int(config.server_selection_timeout_s * 1000)
     return cls(url, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, tz_aware=True)
+
+
+# --------------------------------------------------------------------------- client sets
+
+
+Observer = Callable[[Any, float, bool], None]
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class ClientSet(ABC):
+    """The clients a saver runs its plans with. Two kinds, chosen by how the saver was made:
+    :class:`GivenClients` (the caller's clients: sync, asyncio, or both) and
+    :class:`UrlClients` (``from_urls``: sync clients made now, asyncio clients made per
+    event loop). One object is shared by a saver and the copies ``with_allowlist`` makes."""
+
+    sync: Clients | None
+    """Blocking clients, if any: sync methods run on them in the calling thread."""
+
+    @abstractmethod
+    def for_running_loop(self) -> Clients | None:
+        """Asyncio clients for the running event loop; None when there are none (async
+        methods then run the sync clients in a worker thread)."""
+
+    @abstractmethod
+    def loop_for_sync_call(self) -> asyncio.AbstractEventLoop:
+        """The event loop a sync call on a saver without sync clients is sent
+        to. Raises ``SyncCallInEventLoopError`` when called from inside a running event loop
+        that owns (or would own) the asyncio clients, ``EventLoopNotRunningError`` when no
+        running loop owns them."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the clients this set made itself (not the caller's)."""
+
+    async def aclose(self) -> None:
+        """Async ``close``; also closes asyncio clients made per event loop."""
+        await asyncio.to_thread(self.close)
+
+    def describe(self) -> str:
+        """`` (Redis host:port, MongoDB host:port/db)`` of these clients, or ``""``."""
+        found = self.sync
+        if found is None:
+            try:
+                found = self.for_running_loop()
+            except Exception:  # no usable asyncio clients here: name none
+                found = None
+        if found is None:
+            return ""
+        return f" (Redis {found.redis_name}, MongoDB {found.mongo_name})"
+
+
+class GivenClients(ClientSet):
+    """Clients the caller made and keeps ownership of (the saver never closes them): sync
+    clients, asyncio clients, or one pair of each. Asyncio clients belong to the event loop
+    running when the saver was made, else to the loop of the first async call."""
+
+    def __init__(self, sync: Clients | None, async_: Clients | None) -> None:
+        if sync is None and async_ is None:
+            raise ValueError("GivenClients needs sync or asyncio clients")
+        self.sync = sync
+        self.async_ = async_
+        self.loop = _running_loop() if async_ is not None else None
+
+    def for_running_loop(self) -> Clients | None:
+        if self.async_ is not None and self.loop is None:
+            self.loop = asyncio.get_running_loop()
+        return self.async_
+
+    def loop_for_sync_call(self) -> asyncio.AbstractEventLoop:
+        running, loop = _running_loop(), self.loop
+        if running is not None and (loop is None or running is loop):
+            owns = "owns" if loop is not None else "would own (on their first use)"
+            raise SyncCallInEventLoopError(
+                "A sync DurableSaver method was called from inside the event loop that "
+                f"{owns} this saver's asyncio clients; waiting there would deadlock. Use the "
+                "async method (a-prefixed), or give the saver sync clients too.")
+        if loop is None:
+            raise EventLoopNotRunningError(
+                "A sync DurableSaver method needs an event loop to run this saver's "
+                "asyncio clients on, and none owns them yet: the saver was made outside a "
+                "running event loop and no async method has run. Call the async method "
+                "(a-prefixed) inside your event loop, or give sync clients (redis=, mongo=, "
+                "together with async_redis=, async_mongo=), or use DurableSaver.from_urls.")
+        if loop.is_closed() or not loop.is_running():
+            state = "closed" if loop.is_closed() else "not running"
+            raise EventLoopNotRunningError(
+                "A sync DurableSaver method would be sent to the event loop that owns this "
+                f"saver's asyncio clients, and that loop is {state}: nothing would ever run "
+                "it. Call the async method (a-prefixed) inside a running loop, or give the "
+                "saver sync clients too.")
+        return loop
+
+    def close(self) -> None:
+        """Nothing to close: the caller made these clients and closes them."""
+
+
+class UrlClients(ClientSet):
+    """Clients this saver makes itself from two URLs (``from_urls``) and closes on
+    ``close``: sync clients made now, asyncio clients made on first async use in each event
+    loop (asyncio clients cannot cross loops)."""
+
+    def __init__(self, redis_url: str, mongo_url: str, config: DurableConfig,
+                 observer: Observer | None = None) -> None:
+        self.urls = (redis_url, mongo_url)
+        self.config = config
+        self.observer = observer
+        self._redis = redis_from_url(redis_url, config, asyncio=False)
+        self._mongo = mongo_from_url(mongo_url, config, asyncio=False)
+        self.sync = make_clients(self._redis, database_of(self._mongo, config))
+        self.sync.observer = observer
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Clients] = (
+            weakref.WeakKeyDictionary())
+
+    def for_running_loop(self) -> Clients | None:
+        loop = asyncio.get_running_loop()
+        found = self._per_loop.get(loop)
+        if found is None:
+            r = redis_from_url(self.urls[0], self.config, asyncio=True)
+            m = mongo_from_url(self.urls[1], self.config, asyncio=True)
+            found = self._per_loop[loop] = make_clients(r, database_of(m, self.config))
+            found.observer = self.observer
+        return found
+
+    def loop_for_sync_call(self) -> asyncio.AbstractEventLoop:
+        raise AssertionError("UrlClients always has sync clients")  # pragma: no cover
+
+    def close(self) -> None:
+        self._redis.close()
+        self._mongo.close()
+
+    async def aclose(self) -> None:
+        for clients in list(self._per_loop.values()):
+            await clients.redis.aclose()
+            await clients.db.client.close()
+        self._per_loop.clear()
+        await asyncio.to_thread(self.close)

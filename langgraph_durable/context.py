@@ -15,7 +15,10 @@ from .hot.keys import ThreadKeys, outbox_key
 class Heads:
     """The latest checkpoint id this saver saw per ``(thread, ns)``: read as "latest" by
     ``get_tuple`` or written by its own ``put``. A put whose parent is that head expects it
-    still to be the newest (see ``ConcurrentRunError``). Bounded LRU of ``size`` entries."""
+    still to be the newest (see ``ConcurrentRunError``). Bounded LRU of ``size`` entries.
+
+    Mutable and thread-safe (one lock): the one piece of state a ``Context`` carries, shared
+    by a saver, its ``with_allowlist`` copies and every thread and task using them."""
 
     def __init__(self, size: int = 10_000) -> None:
         self._heads: OrderedDict[tuple[str, str], str] = OrderedDict()
@@ -32,12 +35,19 @@ class Heads:
 
     def get(self, thread_id: str, ns: str) -> str | None:
         """The recorded head of ``(thread_id, ns)``, if any."""
-        return self._heads.get((thread_id, ns))
+        with self._lock:
+            return self._heads.get((thread_id, ns))
 
 
 @dataclass(frozen=True)
 class Context:
-    """Immutable facts shared by the saver, its plans and the flusher."""
+    """What the saver, its plans and the flusher share: fixed facts (configuration,
+    serializer, whether metadata is queryable, cluster or not) and one mutable register.
+
+    Frozen: no field is ever reassigned (a copy with another serializer is made with
+    ``dataclasses.replace``, and keeps the same ``heads``). ``heads`` is not a fact but the
+    saver's session state: the ``Heads`` register the read and write plans update as they
+    see checkpoints; it is excluded from equality and ``repr``."""
 
     config: DurableConfig
     serde: Any

@@ -54,10 +54,17 @@ class TierUnavailableError(DurableSaverError, ConnectionError):
 
 
 class SyncCallInEventLoopError(DurableSaverError, RuntimeError):
-    """A sync method was called from the event loop that owns the saver's async clients.
+    """A sync method of a saver with asyncio clients only was called from inside the event
+    loop that owns (or, on first use, would own) those clients.
 
     Waiting there would deadlock, so the call raises instead (use the ``a*`` method).
     """
+
+
+class EventLoopNotRunningError(DurableSaverError, RuntimeError):
+    """A sync method was called on a saver with asyncio clients only, and no running event
+    loop owns those clients (none yet, or it stopped or closed): there is nowhere to run
+    them. Use the ``a*`` method inside the loop, or give the saver sync clients too."""
 
 
 class SaverClosedError(DurableSaverError, RuntimeError):

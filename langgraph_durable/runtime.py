@@ -1,16 +1,20 @@
-"""The saver's runtime: its clients (sync, asyncio per event loop), the driving of plans,
-the in-process flusher's lifecycle, set-up, flush, close and stats. ``DurableSaver`` adds
-LangGraph's contract on top (``saver.py``)."""
+"""The saver's runtime: its clients (``clients.ClientSet``), the running of plans
+(``run``/``arun``), the in-process flusher's lifecycle, set-up, flush, close and stats.
+``DurableSaver`` adds LangGraph's contract on top (``saver.py``)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import dataclasses
 import logging
+import shlex
 import threading
-import weakref
-from typing import Any
+from collections.abc import Collection, Generator
+from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from typing_extensions import Self
 
@@ -21,6 +25,8 @@ from .deferred import DeferredSetup
 from .drivers import Clients, Mongo, Parallel, Pipeline, Plan, run_async, run_sync
 from .durable.documents import INDEXES
 from .errors import (
+    ConfigurationError,
+    EventLoopNotRunningError,
     FlushTimeoutError,
     SaverClosedError,
     SyncCallInEventLoopError,
@@ -28,16 +34,24 @@ from .errors import (
 )
 from .hot.scripts import SCRIPTS
 from .metrics import Metrics
+from .migrations import record_version_plan
 from .outbox.flusher import Flusher
+from .outbox.group import ensure_group_plan
 from .plans import admin
 from .settings import database_of_url, resolve_config, server_settings, with_database
 
 log = logging.getLogger("langgraph_durable.saver")
 
+T = TypeVar("T")
+
 
 class SaverRuntime(BaseCheckpointSaver[str]):
-    """Clients, plan drivers and background machinery of a ``DurableSaver`` (see there for
+    """Clients, plan running and background machinery of a ``DurableSaver`` (see there for
     the arguments)."""
+
+    config: DurableConfig
+    """The validated configuration this saver runs with."""
+
     def __init__(
         self,
         redis: Any = None,
@@ -45,13 +59,13 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         *,
         async_redis: Any = None,
         async_mongo: Any = None,
-        serde: Any = None,
+        serde: SerializerProtocol | None = None,
         config: DurableConfig | None = None,
         meter_provider: Any = None,
         **options: Any,
     ) -> None:
         super().__init__(serde=serde)
-        self.config = resolve_config(config, options)
+        cfg = resolve_config(config, options)
         if redis is not None and C.is_async_redis(redis):
             redis, async_redis = None, redis
         if mongo is not None and C.is_async_mongo(mongo):
@@ -63,41 +77,36 @@ class SaverRuntime(BaseCheckpointSaver[str]):
             raise ValueError("DurableSaver needs Redis and MongoDB clients (or use from_urls)")
         for client in (mongo, async_mongo):
             if client is not None:
-                self.config = with_database(self.config, C.named_database(client),
-                                            "MongoDB client given")
-        queryable = self.config.queryable_metadata
+                cfg = with_database(cfg, C.named_database(client), "MongoDB client given")
+        sync = C.make_clients(redis, C.database_of(mongo, cfg)) if redis is not None else None
+        asyncio_clients = (C.make_clients(async_redis, C.database_of(async_mongo, cfg))
+                           if async_redis is not None else None)
+        self._start(cfg, C.GivenClients(sync, asyncio_clients),
+                    C.is_cluster(redis if redis is not None else async_redis), meter_provider)
+
+    def _start(self, config: DurableConfig, clients: C.ClientSet, cluster: bool,
+               meter_provider: Any) -> None:
+        self.config = config
+        queryable = config.queryable_metadata
         if queryable is None:
             queryable = not (isinstance(self.serde, EncryptedSerializer)
                              or getattr(self.serde, "encrypted", False))
-        self._ctx = Context(self.config, self.serde, queryable,
-                            cluster=C.is_cluster(redis if redis is not None else async_redis))
-        self._sync: Clients | None = (
-            C.make_clients(redis, C.database_of(mongo, self.config)) if redis is not None else None
-        )
-        self._async: Clients | None = (
-            C.make_clients(async_redis, C.database_of(async_mongo, self.config))
-            if async_redis is not None else None
-        )
-        self._loop: asyncio.AbstractEventLoop | None = None
-        if self._async is not None:
-            try:
-                self._loop = asyncio.get_running_loop()
-            except RuntimeError:
-                self._loop = None
-        self._urls: tuple[str, str] | None = None
-        self._per_loop: weakref.WeakKeyDictionary[Any, Clients] = weakref.WeakKeyDictionary()
-        self._owned: list[Any] = []
-        self._shared = _Shared(Metrics(self._ctx.outbox, self.config.collection_prefix,
+        self._ctx = Context(config, self.serde, queryable, cluster=cluster)
+        self._clients = clients
+        self._shared = _Shared(Metrics(self._ctx.outbox, config.collection_prefix,
                                        meter_provider=meter_provider))
-        for clients in (self._sync, self._async):
-            if clients is not None:
-                clients.observer = self._shared.metrics.observe_op
+        observe = self._shared.metrics.observe_op
+        for found in (clients.sync, getattr(clients, "async_", None)):
+            if found is not None:
+                found.observer = observe
+        if isinstance(clients, C.UrlClients):
+            clients.observer = observe
 
     # ------------------------------------------------------------------ construction
 
     @classmethod
     def from_urls(
-        cls, redis_url: str, mongo_url: str, *, serde: Any = None,
+        cls, redis_url: str, mongo_url: str, *, serde: SerializerProtocol | None = None,
         config: DurableConfig | None = None, meter_provider: Any = None, **options: Any,
     ) -> Self:
         """A saver with its own clients for ``redis_url`` and ``mongo_url``: sync clients
@@ -112,18 +121,17 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         ``database`` that differs from the URL's."""
         cfg = with_database(resolve_config(config, options), database_of_url(mongo_url),
                             f"MongoDB URL {mongo_url!r}")
-        r = C.redis_from_url(redis_url, cfg, asyncio=False)
-        m = C.mongo_from_url(mongo_url, cfg, asyncio=False)
-        saver = cls(r, m, serde=serde, config=cfg, meter_provider=meter_provider)
-        saver._urls = (redis_url, mongo_url)
-        saver._owned += [r, m]
+        clients = C.UrlClients(redis_url, mongo_url, cfg)
+        saver = cls.__new__(cls)
+        BaseCheckpointSaver.__init__(saver, serde=serde)
+        saver._start(cfg, clients, False, meter_provider)
         return saver
 
     @classmethod
     def from_conn_string(
         cls, redis_url: str | None = None, mongo_url: str | None = None, *,
-        serde: Any = None, config: DurableConfig | None = None, meter_provider: Any = None,
-        **options: Any,
+        serde: SerializerProtocol | None = None, config: DurableConfig | None = None,
+        meter_provider: Any = None, **options: Any,
     ) -> Self:
         """The ``from_conn_string`` of LangGraph's savers (``PostgresSaver``,
         ``RedisSaver``, ``MongoDBSaver``), for both APIs in one: use it as
@@ -136,8 +144,6 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         redis_url = redis_url or env.redis_url
         mongo_url = mongo_url or env.mongodb_url
         if not redis_url or not mongo_url:
-            from .errors import ConfigurationError
-
             raise ConfigurationError(
                 "DurableSaver.from_conn_string needs a Redis URL and a MongoDB URL: pass "
                 "them or set REDIS_URL and MONGODB_URL (missing: "
@@ -146,90 +152,95 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         return cls.from_urls(redis_url, mongo_url, serde=serde, config=config,
                              meter_provider=meter_provider, **options)
 
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> Self:
+        """LangGraph's ``with_allowlist``: a shallow copy whose serializer also accepts the
+        msgpack types of ``extra_allowlist``. The copy shares this saver's clients, flusher,
+        metrics and heads, and is closed together with it."""
+        clone = super().with_allowlist(extra_allowlist)
+        assert isinstance(clone, type(self))
+        if clone is not self:
+            clone._ctx = dataclasses.replace(self._ctx, serde=clone.serde)
+        return clone
+
     @property
-    def ctx(self) -> Context:
-        """The configuration, serializer and names this saver's plans use."""
+    def context(self) -> Context:
+        """What plans run by this saver need (configuration, serializer, key and collection
+        names): build a plan with it and pass the plan to ``run``/``arun``."""
         return self._ctx
 
     @property
-    def serde(self) -> Any:  # type: ignore[override]
-        found = self.__dict__.get("_serde")
-        return found if found is not None else BaseCheckpointSaver.serde
+    def sync_clients(self) -> Clients:
+        """The blocking clients this saver runs sync calls on: ``.redis`` (a ``redis.Redis``
+        or ``RedisCluster``) and ``.db`` (the configured MongoDB database, with the saver's
+        write concern), for tools (the CLI) and tests that read the servers directly.
+        Raises ``ConfigurationError`` when the saver was given asyncio clients only."""
+        if self._clients.sync is None:
+            raise ConfigurationError("this DurableSaver was given asyncio clients only; it "
+                                     "has no sync clients")
+        return self._clients.sync
 
-    @serde.setter
-    def serde(self, value: Any) -> None:
-        # with_allowlist() makes a shallow copy and assigns serde: keep the context in step
-        self.__dict__["_serde"] = value
-        if "_ctx" in self.__dict__:
-            self._ctx = Context(self._ctx.config, value, self._ctx.queryable, self._ctx.cluster,
-                                heads=self._ctx.heads)
-
-    # ------------------------------------------------------------------ driving plans
-
-    def _async_clients(self) -> Clients | None:
-        if self._urls is None:
-            return self._async
-        loop = asyncio.get_running_loop()
-        found = self._per_loop.get(loop)
-        if found is None:
-            r = C.redis_from_url(self._urls[0], self.config, asyncio=True)
-            m = C.mongo_from_url(self._urls[1], self.config, asyncio=True)
-            found = self._per_loop[loop] = C.make_clients(r, C.database_of(m, self.config))
-            found.observer = self._shared.metrics.observe_op
-        return found
+    # ------------------------------------------------------------------ running plans
 
     def _check_open(self) -> None:
         if self._shared.closed:
             raise SaverClosedError("this DurableSaver is closed; create a new one")
 
-    def _run(self, plan: Plan) -> Any:
-        self._check_open()
-        if self._sync is not None:
-            self._ensure_flusher_thread()
-            return run_sync(plan, self._sync)
-        assert self._async is not None
-        loop = self._loop
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if loop is None or (running is not None and running is loop):
-            plan.close()
-            raise SyncCallInEventLoopError(
-                "a sync DurableSaver method was called from the event loop that owns its "
-                "asyncio clients; it would deadlock. Use the async method (a-prefixed)."
-            )
-        return asyncio.run_coroutine_threadsafe(self._arun(plan), loop).result()
+    def run(self, plan: Generator[Any, Any, T]) -> T:
+        """Run ``plan`` (a sans-I/O generator of ``langgraph_durable.plans``, built with
+        ``context``) to completion and return its value: on the sync clients in this thread,
+        or, with asyncio clients only, on the event loop that owns them (this thread waits).
 
-    async def _arun(self, plan: Plan) -> Any:
+        Raises what the plan raises (``TierUnavailableError`` when a server does not answer),
+        ``SaverClosedError`` after ``close()``, ``SyncCallInEventLoopError`` when called with
+        asyncio clients only from inside their event loop, and ``EventLoopNotRunningError``
+        when, with asyncio clients only, no running event loop owns them."""
         self._check_open()
-        clients = self._async_clients()
-        if clients is None:
-            assert self._sync is not None
+        sync = self._clients.sync
+        if sync is not None:
             self._ensure_flusher_thread()
-            return await asyncio.to_thread(run_sync, plan, self._sync)
-        if self._loop is None and self._urls is None:
-            self._loop = asyncio.get_running_loop()
+            result: T = run_sync(plan, sync)
+            return result
+        try:
+            loop = self._clients.loop_for_sync_call()
+        except BaseException:
+            plan.close()
+            raise
+        return asyncio.run_coroutine_threadsafe(self.arun(plan), loop).result()
+
+    async def arun(self, plan: Generator[Any, Any, T]) -> T:
+        """Async ``run``: on the asyncio clients of the running event loop, or, with sync
+        clients only, on those in a worker thread. Raises what the plan raises and
+        ``SaverClosedError`` after ``close()``."""
+        self._check_open()
+        clients = self._clients.for_running_loop()
+        result: T
+        if clients is None:
+            sync = self._clients.sync
+            assert sync is not None
+            self._ensure_flusher_thread()
+            result = await asyncio.to_thread(run_sync, plan, sync)
+            return result
         await self._aensure_flusher(clients)
         # a serializer with blocking I/O (blob uploads/downloads) works off the event loop
         offload = hasattr(self.serde, "adumps_typed")
-        return await run_async(plan, clients, offload=offload)
+        result = await run_async(plan, clients, offload=offload)
+        return result
 
     def _ensure_flusher_thread(self) -> None:
-        sh = self._shared
-        if self.config.flusher == "off" or sh.flusher is not None or self._sync is None:
+        sh, sync = self._shared, self._clients.sync
+        if self.config.flusher == "off" or sh.flusher is not None or sync is None:
             return
         with sh.lock:
             if sh.flusher is None:
                 f = Flusher(self._ctx, metrics=sh.metrics)
-                f.start_thread(self._sync)
+                f.start_thread(sync)
                 sh.flusher = f
 
     async def _aensure_flusher(self, clients: Clients) -> None:
         sh = self._shared
         if self.config.flusher == "off" or sh.flusher is not None:
             return
-        if self._sync is not None:
+        if self._clients.sync is not None:
             await asyncio.to_thread(self._ensure_flusher_thread)
             return
         f = Flusher(self._ctx, metrics=sh.metrics)
@@ -240,27 +251,23 @@ class SaverRuntime(BaseCheckpointSaver[str]):
 
     def setup(self) -> None:
         """Create the MongoDB indexes and the outbox consumer group (idempotent)."""
-        self._run(self._setup_plan())
+        self.run(self._setup_plan())
 
     async def asetup(self) -> None:
         """Async ``setup``."""
-        await self._arun(self._setup_plan())
+        await self.arun(self._setup_plan())
 
     def _setup_plan(self) -> Plan:
         yield from self._mongo_setup_plan()
         yield from self._redis_setup_plan()
 
     def _mongo_setup_plan(self) -> Plan:
-        from .migrations import record_version_plan
-
         cols = self._ctx.collections
         yield Parallel([Mongo(getattr(cols, kind), "create_indexes", (models,))
                         for kind, models in INDEXES.items()])
         yield from record_version_plan(self._ctx)
 
     def _redis_setup_plan(self) -> Plan:
-        from .outbox.flusher import ensure_group_plan
-
         # load the Lua scripts now so the first put is already one round trip
         yield Pipeline([["SCRIPT", "LOAD", src] for src in SCRIPTS.values()])
         yield from ensure_group_plan(self._ctx)
@@ -272,8 +279,8 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                     "until MongoDB answers; the indexes and the schema version are set up "
                     "in the background as soon as it does", exc)
         deferred = self._shared.deferred = DeferredSetup(self._mongo_setup_plan)
-        if self._sync is not None:
-            deferred.start_thread(self._sync)
+        if self._clients.sync is not None:
+            deferred.start_thread(self._clients.sync)
         else:
             assert clients is not None
             deferred.start_task(clients)
@@ -283,13 +290,13 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         Raises ``FlushTimeoutError`` after ``timeout_s`` seconds."""
         if self._shared.flusher is not None:
             self._shared.flusher.wake()
-        self._run(admin.flush_wait_plan(self._ctx, timeout_s))
+        self.run(admin.flush_wait_plan(self._ctx, timeout_s))
 
     async def aflush(self, timeout_s: float = 30.0) -> None:
         """Async ``flush``."""
         if self._shared.flusher is not None:
             self._shared.flusher.wake()
-        await self._arun(admin.flush_wait_plan(self._ctx, timeout_s))
+        await self.arun(admin.flush_wait_plan(self._ctx, timeout_s))
 
     def close(self, drain_timeout_s: float | None = None) -> None:
         """Drain the outbox (up to ``drain_timeout_s`` seconds, default the configured
@@ -303,7 +310,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
             if sh.flusher is not None and sh.flusher.running:
                 self.flush(self._drain_s(drain_timeout_s))
             elif self.config.flusher == "off":
-                (n,) = self._run(_xlen_plan(self._ctx))
+                (n,) = self.run(_xlen_plan(self._ctx))
                 if n:
                     log.info("closing with %d entries in the outbox %s for the flushers; %s",
                              n, self._ctx.outbox, self._drain_hint())
@@ -315,17 +322,12 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                 sh.deferred.stop()
             if sh.flusher is not None:
                 sh.flusher.stop()
-            for c in self._owned:
-                c.close()
+            self._clients.close()
 
     def _drain_hint(self) -> str:
         """What drains a leftover outbox, for the log line of ``close``."""
-        import shlex
-
         c = self.config
-        clients = self._sync or self._async
-        where = (f" (Redis {clients.redis_name}, MongoDB {clients.mongo_name})"
-                 if clients is not None else "")
+        where = self._clients.describe()
         return ("they stay in Redis, and the next saver (flusher='auto') or flusher worker "
                 f"with key_prefix={c.key_prefix!r} on this Redis drains them; to drain them "
                 f"now run: langgraph-durable --key-prefix {shlex.quote(c.key_prefix)} "
@@ -353,7 +355,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
             if sh.flusher is not None and sh.flusher.running:
                 await self.aflush(self._drain_s(drain_timeout_s))
             elif self.config.flusher == "off":
-                (n,) = await self._arun(_xlen_plan(self._ctx))
+                (n,) = await self.arun(_xlen_plan(self._ctx))
                 if n:
                     log.info("closing with %d entries in the outbox %s for the flushers; %s",
                              n, self._ctx.outbox, self._drain_hint())
@@ -365,21 +367,16 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                 sh.deferred.stop()
             if sh.flusher is not None:
                 await sh.flusher.astop()
-            for clients in list(self._per_loop.values()):
-                await clients.redis.aclose()
-                await clients.db.client.close()
-            self._per_loop.clear()
-            for c in self._owned:
-                await asyncio.to_thread(c.close)
+            await self._clients.aclose()
 
     def __enter__(self) -> Self:
         """``setup()``, except that MongoDB not answering does not stop the saver: its
         part of the set-up is retried in the background (a warning is logged). Raises
         ``TierUnavailableError`` when Redis does not answer."""
         try:
-            self._run(self._redis_setup_plan())
+            self.run(self._redis_setup_plan())
             try:
-                self._run(self._mongo_setup_plan())
+                self.run(self._mongo_setup_plan())
             except TierUnavailableError as exc:
                 self._mongo_setup_failed(exc, None)
         except BaseException:
@@ -393,11 +390,11 @@ class SaverRuntime(BaseCheckpointSaver[str]):
     async def __aenter__(self) -> Self:
         """Async ``__enter__``."""
         try:
-            await self._arun(self._redis_setup_plan())
+            await self.arun(self._redis_setup_plan())
             try:
-                await self._arun(self._mongo_setup_plan())
+                await self.arun(self._mongo_setup_plan())
             except TierUnavailableError as exc:
-                self._mongo_setup_failed(exc, self._async_clients())
+                self._mongo_setup_failed(exc, self._clients.for_running_loop())
         except BaseException:
             await self.aclose(drain_timeout_s=0)
             raise
@@ -415,13 +412,14 @@ class SaverRuntime(BaseCheckpointSaver[str]):
 
         ``outbox_length`` is read from Redis now (one ``XLEN``, at most ``socket_timeout_s``
         seconds): the entries waiting for MongoDB at this moment, whoever flushes them.
-        It is None when Redis does not answer, after ``close()``, and when called from the
-        event loop of a saver with asyncio clients only (use ``astats()`` there)."""
+        It is None when Redis does not answer, after ``close()``, and for a saver with
+        asyncio clients only when called from inside their event loop (use ``astats()``
+        there) or when no running event loop owns them."""
         live: int | None = None
         if not self._shared.closed:
             try:
-                (live,) = self._run(_xlen_plan(self._ctx))
-            except (TierUnavailableError, SyncCallInEventLoopError):
+                (live,) = self.run(_xlen_plan(self._ctx))
+            except (TierUnavailableError, SyncCallInEventLoopError, EventLoopNotRunningError):
                 live = None
         return self._stats(live)
 
@@ -430,7 +428,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         live: int | None = None
         if not self._shared.closed:
             try:
-                (live,) = await self._arun(_xlen_plan(self._ctx))
+                (live,) = await self.arun(_xlen_plan(self._ctx))
             except TierUnavailableError:
                 live = None
         return self._stats(live)
@@ -467,4 +465,6 @@ class _Shared:
         self.deferred: DeferredSetup | None = None
         self.closed = False
         self.metrics = metrics
-        self.last_read_tier: str | None = None
+        # per thread / asyncio task: what one caller's get_tuple met is not another's
+        self.read_tier: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+            f"langgraph_durable_read_tier_{id(self)}", default=None)

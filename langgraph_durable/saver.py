@@ -7,7 +7,8 @@ from __future__ import annotations
 import random
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import Any
+from datetime import datetime
+from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -19,11 +20,14 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
+from .blobs import acollect_saver_garbage, collect_saver_garbage
 from .drivers import Plan
 from .plans import admin, delta, read, threads, write
 from .plans.threads import ThreadPage
 from .records import check_id, check_ids
 from .runtime import SaverRuntime
+from .serde.gc import GcReport
+from .serde.stores import BlobStore
 
 PAGE_SIZE = 64
 """Checkpoints fetched per round trip by ``list``."""
@@ -35,6 +39,9 @@ def _run_ids(run_ids: Sequence[str]) -> list[str]:
         check_ids("run_id", run_ids)
     return list(run_ids)
 
+
+ReadTier = Literal["hot", "durable", "miss"]
+"""Which tier answered a ``get_tuple``: Redis, MongoDB, or neither."""
 
 class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextManager):
     """A LangGraph checkpointer that survives crashes; a drop-in for ``InMemorySaver``.
@@ -57,10 +64,19 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         meter_provider: OpenTelemetry ``MeterProvider`` for ``langgraph_durable.metrics``
             (default the global one; ``stats()`` holds the same numbers).
 
-    With sync clients, sync methods run directly and async ones in a worker thread.
-    With asyncio clients only, async methods run natively and sync ones are sent to the
-    client's event loop; calling them *from* that loop raises
-    ``SyncCallInEventLoopError`` instead of deadlocking.
+    Clients are of two kinds (``clients.GivenClients``, ``clients.UrlClients``). Given
+    clients stay the caller's (never closed here). With sync clients, sync methods run
+    directly and async ones in a worker thread (or natively, when asyncio clients are given
+    too). With asyncio clients only, async methods run natively and sync ones are sent to
+    the event loop owning the clients (running when the saver was made, else that of the
+    first async call); from inside that loop they raise ``SyncCallInEventLoopError``
+    instead of deadlocking, and with no running loop owning them
+    ``EventLoopNotRunningError``. ``from_urls`` makes sync clients now and asyncio ones per
+    event loop, and closes them all on ``close``/``aclose``.
+
+    Beyond LangGraph's contract: ``flush``, ``setup``, ``close``, ``stats``, ``gc``,
+    ``list_threads`` (each with its ``a*`` twin), ``last_read_tier``, ``config`` and, for
+    tools, ``run``/``arun`` with ``context`` and ``sync_clients``.
     """
 
 
@@ -71,16 +87,18 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
 
     def _tier(self, page: read.Page) -> CheckpointTuple | None:
         self._shared.metrics.read(page.hot, page.durable, 0 if page.tuples else 1)
-        if not page.tuples:
-            self._shared.last_read_tier = "miss"
-            return None
-        self._shared.last_read_tier = "hot" if page.hot else "durable"
-        return page.tuples[0]
+        tier: ReadTier = ("miss" if not page.tuples else "hot" if page.hot else "durable")
+        self._shared.read_tier.set(tier)
+        return page.tuples[0] if page.tuples else None
 
     @property
-    def last_read_tier(self) -> str | None:
-        """Which tier answered the last ``get_tuple``: ``"hot"``, ``"durable"`` or ``"miss"``."""
-        return self._shared.last_read_tier
+    def last_read_tier(self) -> ReadTier | None:
+        """Which tier answered the last ``get_tuple``/``aget_tuple`` made *in this thread or
+        asyncio task* (by this saver or its ``with_allowlist`` copies): ``"hot"`` (Redis),
+        ``"durable"`` (MongoDB) or ``"miss"`` (neither held it); None before the first.
+        Calls in other threads or tasks do not change it; ``stats()["reads"]`` counts
+        reads by tier over all of them."""
+        return self._shared.read_tier.get()  # type: ignore[return-value]
 
     def _get_plan(self, config: RunnableConfig) -> Plan:
         tid, ns = write.thread_ns(config)
@@ -93,11 +111,11 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         """The checkpoint named by ``config`` (latest of its thread and namespace when it has
         no ``checkpoint_id``), with pending writes in ``writes_sort_key`` order, or None.
         One Redis round trip when Redis holds it; mirrors ``InMemorySaver.get_tuple``."""
-        return self._tier(self._run(self._get_plan(config)))
+        return self._tier(self.run(self._get_plan(config)))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async ``get_tuple``."""
-        return self._tier(await self._arun(self._get_plan(config)))
+        return self._tier(await self.arun(self._get_plan(config)))
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint,
             metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
@@ -106,13 +124,13 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         Raises ``SerializationError`` (nothing written) for a value the serializer
         refuses, ``OutboxFullError`` when MongoDB is ``max_outbox`` entries behind."""
         self._count("puts")
-        return self._run(write.put_plan(self._ctx, config, checkpoint, metadata, new_versions))
+        return self.run(write.put_plan(self._ctx, config, checkpoint, metadata, new_versions))
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
         """Async ``put``."""
         self._count("puts")
-        return await self._arun(
+        return await self.arun(
             write.put_plan(self._ctx, config, checkpoint, metadata, new_versions))
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
@@ -121,13 +139,13 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         ``WRITES_IDX_MAP`` channels overwrite; others are insert-once (a retry changes
         nothing), as in InMemorySaver."""
         self._count("put_writes")
-        self._run(write.put_writes_plan(self._ctx, config, writes, task_id, task_path))
+        self.run(write.put_writes_plan(self._ctx, config, writes, task_id, task_path))
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                           task_id: str, task_path: str = "") -> None:
         """Async ``put_writes``."""
         self._count("put_writes")
-        await self._arun(write.put_writes_plan(self._ctx, config, writes, task_id, task_path))
+        await self.arun(write.put_writes_plan(self._ctx, config, writes, task_id, task_path))
 
     def _list_steps(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None,
                     before: RunnableConfig | None, limit: int | None) -> Any:
@@ -181,7 +199,7 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
                 send = None
                 yield step
             else:
-                send = self._run(step)
+                send = self.run(step)
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None,
@@ -198,35 +216,35 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
                 send = None
                 yield step
             else:
-                send = await self._arun(step)
+                send = await self.arun(step)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, blob and write of ``thread_id`` in both tiers, after the
         outbox drained (so no late flush brings any of it back)."""
-        self._run(admin.delete_thread_plan(self._ctx, check_id("thread_id", thread_id)))
+        self.run(admin.delete_thread_plan(self._ctx, check_id("thread_id", thread_id)))
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async ``delete_thread``."""
-        await self._arun(admin.delete_thread_plan(self._ctx, check_id("thread_id", thread_id)))
+        await self.arun(admin.delete_thread_plan(self._ctx, check_id("thread_id", thread_id)))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints whose metadata ``run_id`` is in ``run_ids``, with their
         writes, in both tiers. Blobs stay (other checkpoints may share them)."""
-        self._run(admin.delete_for_runs_plan(self._ctx, _run_ids(run_ids)))
+        self.run(admin.delete_for_runs_plan(self._ctx, _run_ids(run_ids)))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async ``delete_for_runs``."""
-        await self._arun(admin.delete_for_runs_plan(self._ctx, _run_ids(run_ids)))
+        await self.arun(admin.delete_for_runs_plan(self._ctx, _run_ids(run_ids)))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, blob and write (the whole parent chain) of one thread to
         another; the source is unchanged."""
-        self._run(admin.copy_thread_plan(self._ctx, check_id("thread_id", source_thread_id),
+        self.run(admin.copy_thread_plan(self._ctx, check_id("thread_id", source_thread_id),
                                          check_id("thread_id", target_thread_id)))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async ``copy_thread``."""
-        await self._arun(admin.copy_thread_plan(
+        await self.arun(admin.copy_thread_plan(
             self._ctx, check_id("thread_id", source_thread_id),
             check_id("thread_id", target_thread_id)))
 
@@ -261,12 +279,12 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         Raises ``ValueError`` for another strategy, ``keep_last`` < 1 or with
         ``delete``, or a negative ``older_than_s``; ``FlushTimeoutError`` when the outbox
         does not drain within ``delete_flush_timeout_s``."""
-        self._run(self._prune_plan(thread_ids, strategy, keep_last, older_than_s))
+        self.run(self._prune_plan(thread_ids, strategy, keep_last, older_than_s))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
                      keep_last: int | None = None, older_than_s: float | None = None) -> None:
         """Async ``prune``."""
-        await self._arun(self._prune_plan(thread_ids, strategy, keep_last, older_than_s))
+        await self.arun(self._prune_plan(thread_ids, strategy, keep_last, older_than_s))
 
     def list_threads(self, *, limit: int = 100, cursor: str | None = None) -> ThreadPage:
         """A page of the threads either tier holds, in ``thread_id`` order: for each, its
@@ -276,12 +294,12 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         ``ValueError``); ``cursor``: the ``next_cursor`` of the previous page. Returns a
         ``ThreadPage``; its ``next_cursor`` is ``None`` on the last page. Costs a SCAN of
         this key prefix in Redis and two or three MongoDB queries per page."""
-        return self._run(threads.list_threads_plan(self._ctx, limit, cursor))
+        return self.run(threads.list_threads_plan(self._ctx, limit, cursor))
 
     async def alist_threads(self, *, limit: int = 100, cursor: str | None = None
                             ) -> ThreadPage:
         """Async ``list_threads``."""
-        return await self._arun(threads.list_threads_plan(self._ctx, limit, cursor))
+        return await self.arun(threads.list_threads_plan(self._ctx, limit, cursor))
 
     def _delta_plan(self, config: RunnableConfig, channels: Sequence[str]) -> Plan:
         tid, ns = write.thread_ns(config)
@@ -295,7 +313,7 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         ``InMemorySaver.get_delta_channel_history``."""
         if not channels:
             return {}
-        return self._run(self._delta_plan(config, channels))
+        return self.run(self._delta_plan(config, channels))
 
     async def aget_delta_channel_history(self, *, config: RunnableConfig,
                                          channels: Sequence[str]
@@ -303,7 +321,7 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         """Async ``get_delta_channel_history``."""
         if not channels:
             return {}
-        return await self._arun(self._delta_plan(config, channels))
+        return await self.arun(self._delta_plan(config, channels))
 
     def get_next_version(self, current: str | None, channel: None) -> str:  # type: ignore[override]
         """Next channel version: ``"<int:032>.<random:016>"``, as InMemorySaver and
@@ -316,22 +334,23 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
             n = int(str(current).split(".")[0])
         return f"{n + 1:032}.{random.random():016}"
 
-    def gc(self, store: Any = None, *, grace_period_s: float = 3600, now: Any = None,
-           dry_run: bool = False, also_referenced: Collection[str] = ()) -> Any:
+    def gc(self, store: BlobStore | None = None, *, grace_period_s: float = 3600,
+           now: datetime | float | None = None, dry_run: bool = False,
+           also_referenced: Collection[str] = ()) -> GcReport:
         """Delete blobs of the external-reference blob store (``store``, default the
         serializer's) that no checkpoint, write or metadata of this saver refers to and that
         are older than ``grace_period_s`` seconds, so a blob uploaded for a checkpoint not yet
         stored is never taken. Blobs other savers refer to go in ``also_referenced``.
-        Returns a ``serde.GcReport``; see ``langgraph_durable.blobs``."""
-        from .blobs import collect_saver_garbage
-
+        ``now``: the time blob ages are measured from (a ``datetime`` or seconds since the
+        epoch; default the current time). Returns a ``serde.GcReport``; raises
+        ``ValueError`` when there is no store (no ``store`` and a serializer without one)
+        and ``NotImplementedError`` on Redis Cluster; see ``langgraph_durable.blobs``."""
         return collect_saver_garbage(self, store, grace_period_s, now, dry_run=dry_run,
                                      also_referenced=also_referenced)
 
-    async def agc(self, store: Any = None, *, grace_period_s: float = 3600, now: Any = None,
-                  dry_run: bool = False, also_referenced: Collection[str] = ()) -> Any:
+    async def agc(self, store: BlobStore | None = None, *, grace_period_s: float = 3600,
+                  now: datetime | float | None = None, dry_run: bool = False,
+                  also_referenced: Collection[str] = ()) -> GcReport:
         """Async ``gc``."""
-        from .blobs import acollect_saver_garbage
-
         return await acollect_saver_garbage(self, store, grace_period_s, now, dry_run=dry_run,
                                             also_referenced=also_referenced)

@@ -86,10 +86,10 @@ def work(i):
 
 
 def sample():
-    while not stop.is_set() or probe.xlen(app.ctx.outbox):
-        oldest = probe.xrange(app.ctx.outbox, count=1)
+    while not stop.is_set() or probe.xlen(app.context.outbox):
+        oldest = probe.xrange(app.context.outbox, count=1)
         age = time.time() - int(oldest[0][0].split(b"-")[0]) / 1000 if oldest else 0.0
-        samples.append((time.monotonic() - began, probe.xlen(app.ctx.outbox), age))
+        samples.append((time.monotonic() - began, probe.xlen(app.context.outbox), age))
         time.sleep(0.05)
     samples.append((time.monotonic() - began, 0, 0.0))
 
@@ -99,7 +99,7 @@ sampler = threading.Thread(target=sample)
 for t in [*workers, sampler]:
     t.start()
 time.sleep(1.5)
-print(f"after 1.5 s: {probe.xlen(app.ctx.outbox)} outbox entries, nothing flushed yet")"""),
+print(f"after 1.5 s: {probe.xlen(app.context.outbox)} outbox entries, nothing flushed yet")"""),
     ("md", """Start a flusher (here a second saver with the default `flusher="auto"`;
 `langgraph-durable flusher` runs the same loop as a worker process), and look at `status`
 while it catches up: the backlog, the age of its oldest entry, the new consumer."""),
@@ -115,7 +115,7 @@ for t in workers:
     t.join()
 drainer.flush(timeout_s=120)
 sampler.join()
-print(f"drained: {probe.xlen(app.ctx.outbox)} entries left")
+print(f"drained: {probe.xlen(app.context.outbox)} entries left")
 cli("status");"""),
     ("md", """## Outbox length and lag over time
 

@@ -50,13 +50,13 @@ def big_graph(saver: Any, size: int) -> Any:
 def cold(saver: DurableSaver, thread_id: str) -> None:
     """Everything to MongoDB, then the thread's Redis keys removed (MongoDB serves it)."""
     saver.flush(timeout_s=120)
-    saver._sync.redis.delete(*saver.ctx.keys(thread_id).all)  # type: ignore[union-attr]
+    saver.sync_clients.redis.delete(*saver.context.keys(thread_id).all)
 
 
 async def acold(saver: DurableSaver, thread_id: str, redis_url: str) -> None:
     await saver.aflush(timeout_s=120)
     with redis.Redis.from_url(redis_url) as r:
-        r.delete(*saver.ctx.keys(thread_id).all)
+        r.delete(*saver.context.keys(thread_id).all)
 
 
 def answers(graph: Any, config: dict, history: bool = True) -> list[Any]:
@@ -75,9 +75,9 @@ async def aanswers(graph: Any, config: dict) -> list[Any]:
 
 
 def chunk_docs(saver: DurableSaver, thread_id: str | None = None) -> list[dict]:
-    db = saver._sync.db  # type: ignore[union-attr]
+    db = saver.sync_clients.db
     q = {} if thread_id is None else {"thread_id": thread_id}
-    return list(db[saver.ctx.collections.chunks].find(q, {"data": 0}))
+    return list(db[saver.context.collections.chunks].find(q, {"data": 0}))
 
 
 # ----------------------------------------------------------------------------- graphs
@@ -101,7 +101,7 @@ def test_a_graph_state_value_of_many_mb_reads_back_as_in_memory_hot_and_cold(
         assert answers(graph, config, history) == expected
         assert saver.last_read_tier == "durable"
         # the string (msgpack: 5 header bytes + size) in 8 MiB chunks, stored once...
-        blob = saver._sync.db[saver.ctx.collections.blobs].find_one(  # type: ignore[union-attr]
+        blob = saver.sync_clients.db[saver.context.collections.blobs].find_one(
             {"channel": "text"})
         assert blob["v"] == CHUNKED_VERSION and blob["chunked"] == ["data"]
         assert blob["data"]["chunks"] == size_mb // 8 + 1
@@ -230,7 +230,7 @@ def test_a_missing_or_altered_chunk_is_a_corrupt_record_naming_thread_document_c
         saver: DurableSaver, small_chunks: None) -> None:
     _run(saver, "t", steps=1)
     cold(saver, "t")
-    col = saver._sync.db[saver.ctx.collections.chunks]  # type: ignore[union-attr]
+    col = saver.sync_clients.db[saver.context.collections.chunks]
     blob_chunk = col.find_one({"checkpoint_id": None, "n": 1})
     col.update_one({"_id": blob_chunk["_id"]}, {"$set": {"data": b"x" * 1024}})
     with pytest.raises(CorruptRecordError, match=(
@@ -249,12 +249,12 @@ def test_only_chunked_documents_carry_the_chunked_version(saver: DurableSaver,
     """A package from before chunking reads ``v`` 1 only: it refuses a chunked document
     with SchemaVersionError ("newer ... upgrade the package") and reads the others."""
     _run(saver, "t", steps=1)
-    db, cols = saver._sync.db, saver.ctx.collections  # type: ignore[union-attr]
+    db, cols = saver.sync_clients.db, saver.context.collections
     assert {(d["channel"], d["v"]) for d in db[cols.blobs].find()} == {("v", CHUNKED_VERSION)}
     assert {d["v"] for d in db[cols.checkpoints].find()} == {SCHEMA_VERSION}
     from langgraph_durable.migrations import census_plan
 
-    census = saver._run(census_plan(saver.ctx))
+    census = saver.run(census_plan(saver.context))
     assert {k: (c["old"], c["newer"]) for k, c in census.items()} == \
         {"checkpoints": (0, 0), "blobs": (0, 0), "writes": (0, 0)}
 
@@ -296,7 +296,7 @@ def test_strict_mode_writes_the_chunks_before_returning(
         # no flusher ran: MongoDB has the documents and their chunks from the calls alone
         assert sorted(c["owner"].split("|")[-1] for c in chunk_docs(saver, "s")) == \
             ["1:0"] * 3 + ["1:1"] * 3  # the write (idx 0) and the blob (version "1")
-        saver._sync.redis.delete(*saver.ctx.keys("s").all)  # type: ignore[union-attr]
+        saver.sync_clients.redis.delete(*saver.context.keys("s").all)
         tup = saver.get_tuple(cfg)
         assert tup.checkpoint["channel_values"] == {"v": text(3000)}
         assert tup.pending_writes == [("task-1", "out", text(3000, "w"))]
@@ -316,12 +316,12 @@ def test_a_flush_round_copies_at_most_round_bytes_at_a_time(
                   "channel_versions": {"v": f"{i + 1:032}.0"}, "versions_seen": {}}
             cfg = s.put(cfg, cp, {"step": i}, {"v": f"{i + 1:032}.0"})  # type: ignore[arg-type]
         blob_writes: list[int] = []
-        clients = s._sync
+        clients = s.sync_clients
         assert clients is not None
         clients.observer = lambda op, _s, _ok: blob_writes.append(len(op.args[0])) if (
-            isinstance(op, Mongo) and op.collection == s.ctx.collections.blobs) else None
-        run_sync(flusher.ensure_group_plan(s.ctx), clients)
-        stats = run_sync(flusher.flush_batch_plan(s.ctx, "c", block_ms=0, claim=False), clients)
+            isinstance(op, Mongo) and op.collection == s.context.collections.blobs) else None
+        run_sync(flusher.ensure_group_plan(s.context), clients)
+        stats = run_sync(flusher.flush_batch_plan(s.context, "c", block_ms=0, claim=False), clients)
         assert (stats.entries, stats.documents) == (5, 10)
         assert blob_writes == [2, 2, 1]  # entries copied in groups of at most 8000 bytes
         assert len(_values(s, "r")) == 5

@@ -180,7 +180,7 @@ def test_a_corrupt_envelope_stops_the_collection(saver: DurableSaver, store: Blo
     put(saver, "t", {"df": frame(1)}, 0)
     saver.serde.dumps_typed(frame(2))  # an orphan
     saver.flush()
-    saver._sync.db[saver.ctx.collections.blobs].insert_one(
+    saver.sync_clients.db[saver.context.collections.blobs].insert_one(
         {"_id": "bad", "thread_id": "x", "type": EXTREF_TYPE, "data": b"\xc1junk"})
     with pytest.raises(ExternalRefError):
         collect_saver_garbage(saver, now=newest_blob(store) + LATER)

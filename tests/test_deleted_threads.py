@@ -92,7 +92,7 @@ def test_refused_when_mongodb_alone_held_the_thread_before_the_delete(
 ) -> None:
     c1 = put(saver, cfg("c"), 0)
     saver.flush()
-    redis_client.delete(*saver.ctx.keys("c").all)  # the hot window expired
+    redis_client.delete(*saver.context.keys("c").all)  # the hot window expired
     saver.delete_thread("c")
     with pytest.raises(ThreadDeletedError):
         put(saver, c1, 1)
@@ -101,7 +101,7 @@ def test_refused_when_mongodb_alone_held_the_thread_before_the_delete(
 
 def _mongo(saver: DurableSaver, mongo_url: str) -> pymongo.collection.Collection:
     client: pymongo.MongoClient = pymongo.MongoClient(mongo_url)
-    return client[saver.config.database][saver.ctx.collections.checkpoints]
+    return client[saver.config.database][saver.context.collections.checkpoints]
 
 
 def test_a_checkpoint_mongodb_still_holds_during_the_delete_is_refused(
@@ -294,7 +294,7 @@ def _delete_before_the_first(op_kind: type, saver: DurableSaver, after: Any = No
 
 def _mongo_left(saver: DurableSaver, mongo_url: str) -> int:
     db = pymongo.MongoClient(mongo_url)[saver.config.database]
-    cols = saver.ctx.collections
+    cols = saver.context.collections
     return sum(db[c].count_documents({"thread_id": "t"})
                for c in (cols.checkpoints, cols.blobs, cols.writes))
 
@@ -309,12 +309,12 @@ def test_strict_put_and_put_writes_overtaken_by_a_delete_leave_nothing(
         c1 = put(s, cfg("t"), 0)
         cp = empty_checkpoint()
         cp["channel_values"], cp["channel_versions"] = {"v": 1}, {"v": f"{2:032}.0"}
-        plan = write.put_plan(s.ctx, c1, cp, {"step": 0}, {"v": f"{2:032}.0"})
-        run_sync(tap(plan, _delete_before_the_first(Parallel, s)), s._sync)
+        plan = write.put_plan(s.context, c1, cp, {"step": 0}, {"v": f"{2:032}.0"})
+        run_sync(tap(plan, _delete_before_the_first(Parallel, s)), s.sync_clients)
         assert stored(s, "t") == [] and _mongo_left(s, mongo_url) == 0
         c1 = put(s, cfg("t"), 0)
-        plan = write.put_writes_plan(s.ctx, c1, [("v", 1), ("__error__", "x")], "task", "")
-        run_sync(tap(plan, _delete_before_the_first(Mongo, s)), s._sync)
+        plan = write.put_writes_plan(s.context, c1, [("v", 1), ("__error__", "x")], "task", "")
+        run_sync(tap(plan, _delete_before_the_first(Mongo, s)), s.sync_clients)
         assert stored(s, "t") == [] and _mongo_left(s, mongo_url) == 0
 
 
@@ -333,11 +333,11 @@ def test_a_delete_between_the_mongodb_check_and_the_retry_still_refuses(
         if isinstance(op, Mongo) and op.method == "find_one":
             checked.append(1)
 
-    plan = write.put_writes_plan(saver.ctx, cfg("t", s1["configurable"]["checkpoint_id"]),
+    plan = write.put_writes_plan(saver.context, cfg("t", s1["configurable"]["checkpoint_id"]),
                                  [("v", 1)], "task", "")
     with pytest.raises(ThreadDeletedError):
         run_sync(tap(plan, _delete_before_the_first(Script, saver, lambda: checked), seen),
-                 saver._sync)
+                 saver.sync_clients)
     assert checked == [1, 1]  # passed the first time; the second delete removed it
     assert stored(saver, "t") == [] and _mongo_left(saver, mongo_url) == 0
 
@@ -369,9 +369,9 @@ def test_a_new_run_flushed_while_the_delete_runs_is_not_deleted_with_it(
             new.append(put(saver, cfg("t"), 0, run_id="new"))
             saver.flush()
 
-    run_sync(tap(admin.delete_thread_plan(saver.ctx, "t"), between, after), saver._sync)
+    run_sync(tap(admin.delete_thread_plan(saver.context, "t"), between, after), saver.sync_clients)
     saver.flush()
-    redis_client.delete(*saver.ctx.keys("t").all)  # hot_ttl_s later: MongoDB alone
+    redis_client.delete(*saver.context.keys("t").all)  # hot_ttl_s later: MongoDB alone
     assert [t.config for t in saver.list(cfg("t"))] == new
     got = saver.get_tuple(cfg("t"))
     assert got is not None and got.metadata["run_id"] == "new"

@@ -14,8 +14,10 @@ from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import (
+    ConfigurationError,
     CorruptRecordError,
     DurableSaver,
+    EventLoopNotRunningError,
     InvalidIdentifierError,
     OutboxFullError,
     SaverClosedError,
@@ -104,7 +106,7 @@ def test_operator_and_dotted_filter_keys_are_data_not_queries(saver) -> None:
 def test_corrupt_value_in_redis_names_the_checkpoint(saver, redis_client) -> None:
     cfg = put(saver, ROOT)
     saver.flush()
-    keys = saver.ctx.keys("t")
+    keys = saver.context.keys("t")
     field = f"\x00{cfg['configurable']['checkpoint_id']}"
     redis_client.hset(keys.cp, field, b"\xc1garbage")
     with pytest.raises(CorruptRecordError, match="undecodable record at checkpoint"):
@@ -114,12 +116,13 @@ def test_corrupt_value_in_redis_names_the_checkpoint(saver, redis_client) -> Non
 def test_newer_schema_version_in_mongodb_is_a_clear_error(saver, redis_client) -> None:
     put(saver, ROOT)
     saver.flush()
-    redis_client.delete(*saver.ctx.keys("t").all)
-    db = saver._sync.db
-    db[saver.ctx.collections.checkpoints].update_many({"thread_id": "t"}, {"$set": {"v": 99}})
+    redis_client.delete(*saver.context.keys("t").all)
+    db = saver.sync_clients.db
+    db[saver.context.collections.checkpoints].update_many({"thread_id": "t"}, {"$set": {"v": 99}})
     with pytest.raises(SchemaVersionError, match="schema version 99, newer than 1"):
         saver.get_tuple(ROOT)
-    assert db[saver.ctx.collections.checkpoints].count_documents({"thread_id": "t", "v": 99}) == 1
+    cps = db[saver.context.collections.checkpoints]
+    assert cps.count_documents({"thread_id": "t", "v": 99}) == 1
 
 
 def test_outbox_full_raises_and_writes_nothing(redis_url, mongo_url) -> None:
@@ -160,6 +163,44 @@ async def test_sync_call_from_the_loop_of_async_only_clients_raises(redis_url, m
     await saver.aclose()
     await r.aclose()
     await m.close()
+
+
+def test_sync_call_on_async_only_clients_with_no_loop_says_so(redis_url, mongo_url) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url)
+    m = pymongo.AsyncMongoClient(mongo_url)
+    saver = DurableSaver(r, m, **unique_options())  # made outside any event loop
+    with pytest.raises(EventLoopNotRunningError) as caught:
+        saver.get_tuple(ROOT)
+    message = str(caught.value)
+    assert "none owns them yet" in message and "from_urls" in message
+    assert "called from inside the event loop" not in message
+    with pytest.raises(ConfigurationError, match="asyncio clients only"):
+        saver.sync_clients  # noqa: B018
+
+    async def use_then_leave() -> None:  # the first async call binds the clients to a loop
+        assert await saver.aget_tuple(ROOT) is None
+        await saver.aclose()
+        await r.aclose()
+        await m.close()
+
+    asyncio.run(use_then_leave())
+    with pytest.raises(SaverClosedError):
+        saver.get_tuple(ROOT)
+
+
+def test_sync_call_after_the_clients_loop_ended_raises_instead_of_hanging(
+    redis_url, mongo_url
+) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url)
+    m = pymongo.AsyncMongoClient(mongo_url)
+    saver = DurableSaver(r, m, **unique_options(flusher="off"))
+
+    async def first_use() -> None:
+        assert await saver.aget_tuple(ROOT) is None
+
+    asyncio.run(first_use())
+    with pytest.raises(EventLoopNotRunningError, match="that loop is closed"):
+        saver.get_tuple(ROOT)
 
 
 def test_redis_down_fails_fast_naming_the_server(mongo_url) -> None:

@@ -65,10 +65,10 @@ def test_known_calls_give_exact_counts_in_otel_and_stats(redis_url: str, mongo_u
         assert saver.get_tuple({"configurable": {"thread_id": "nobody"}}) is None  # miss
         saver.flush()
         with redis.Redis.from_url(redis_url) as r:
-            r.delete(*saver.ctx.keys("m").all)
+            r.delete(*saver.context.keys("m").all)
         assert saver.get_tuple({"configurable": {"thread_id": "m"}}) is not None  # durable
-        db = saver._sync.db  # type: ignore[union-attr]
-        cols = saver.ctx.collections
+        db = saver.sync_clients.db
+        cols = saver.context.collections
         durable_bytes = sum(len(d["checkpoint"]) + len(d["metadata"])
                             for d in db[cols.checkpoints].find())
         durable_bytes += sum(len(d["data"]) for d in db[cols.blobs].find())
@@ -96,7 +96,7 @@ def test_known_calls_give_exact_counts_in_otel_and_stats(redis_url: str, mongo_u
     assert _value(pts, "langgraph_durable.bytes_written", tier="hot") == hot_bytes
     assert stats["outbox_length"] is None  # read live from Redis: none after close()
     assert stats["flusher"]["outbox_length_seen"] == 0
-    assert _value(pts, "langgraph_durable.outbox.length", outbox=saver.ctx.outbox) == 0
+    assert _value(pts, "langgraph_durable.outbox.length", outbox=saver.context.outbox) == 0
     assert _value(pts, "langgraph_durable.flush.errors", kind="retry") is None
     ops = stats["op_duration_s"]
     assert ops["hot.put"]["count"] == 3 and ops["hot.put_writes"]["count"] == 2
@@ -122,7 +122,7 @@ def test_flush_retries_and_dead_letters_are_counted_and_logged_without_values(
         with DurableSaver.from_urls(redis_url, ms.url, **{**opts, "flusher": "off"}) as w:
             w.put({"configurable": {"thread_id": "d2", "checkpoint_ns": ""}}, cp,
                   {"step": 0, "note": SECRET}, {"notes": cp["channel_versions"]["notes"]})
-            keys = w.ctx.keys("d2")
+            keys = w.context.keys("d2")
             with redis.Redis.from_url(redis_url) as r:
                 member = r.hkeys(keys.cp)[0]
                 r.hset(keys.cp, member, b"\xc1" + SECRET.encode())
@@ -165,9 +165,9 @@ def test_backlog_is_logged_as_a_warning(redis_url: str, mongo_url: str,
         cfg: Any = {"configurable": {"thread_id": "b", "checkpoint_ns": ""}}
         for n in range(4):
             cfg = saver.put(cfg, empty_checkpoint(), {"step": n}, {})
-        one_at_a_time = saver.ctx.config.model_copy(update={"flush_batch_size": 1})
-        f = Flusher(Context(one_at_a_time, saver.ctx.serde, saver.ctx.queryable))
-        clients = saver._sync
+        one_at_a_time = saver.context.config.model_copy(update={"flush_batch_size": 1})
+        f = Flusher(Context(one_at_a_time, saver.context.serde, saver.context.queryable))
+        clients = saver.sync_clients
         assert clients is not None
         lengths = []
         for _ in range(4):

@@ -40,13 +40,13 @@ def _snapshot(saver: DurableSaver, thread: str = "old") -> list[Any]:
 
 
 def _docs(saver: DurableSaver) -> dict[str, list[dict]]:
-    db, cols = saver._sync.db, saver.ctx.collections  # type: ignore[union-attr]
+    db, cols = saver.sync_clients.db, saver.context.collections
     return {k: sorted(db[getattr(cols, k)].find(), key=lambda d: d["_id"]) for k in M.KINDS}
 
 
 def _to_v0(saver: DurableSaver) -> None:
     """Rewrite every document in the pretend v0 format (see migrations.py)."""
-    db, cols = saver._sync.db, saver.ctx.collections  # type: ignore[union-attr]
+    db, cols = saver.sync_clients.db, saver.context.collections
     for d in db[cols.checkpoints].find():
         md = saver.serde.loads_typed((d["metadata_type"], bytes(d["metadata"])))
         old = {k: v for k, v in d.items() if k not in ("checkpoint", "metadata_type", "md",
@@ -64,9 +64,9 @@ def test_documents_of_an_older_version_are_read_and_migrated_in_bulk(
         _fill(saver)
         saver.flush()
         with redis.Redis.from_url(redis_url) as r:
-            r.delete(*saver.ctx.keys("old").all)  # MongoDB alone answers
+            r.delete(*saver.context.keys("old").all)  # MongoDB alone answers
         # v0 had no seq/task_path: what a v0 write reads back as
-        saver._sync.db[saver.ctx.collections.writes].update_many(  # type: ignore[union-attr]
+        saver.sync_clients.db[saver.context.collections.writes].update_many(
             {}, {"$set": {"seq": 0, "task_path": ""}})
         expected_docs = _docs(saver)
         expected = _snapshot(saver)
@@ -78,23 +78,23 @@ def test_documents_of_an_older_version_are_read_and_migrated_in_bulk(
         assert [t.metadata["step"] for t in filtered] == [1]
         assert {d["v"] for docs in _docs(saver).values() for d in docs} == {0}  # unchanged
 
-        clients = saver._sync
+        clients = saver.sync_clients
         assert clients is not None
         seen: list[tuple[str, int]] = []
-        done = run_sync(M.migrate_plan(saver.ctx, batch_size=2, max_batches=2,
+        done = run_sync(M.migrate_plan(saver.context, batch_size=2, max_batches=2,
                                        on_batch=lambda k, n: seen.append((k, n))), clients)
         assert done == {"checkpoints": 3, "blobs": 0, "writes": 0}  # stopped after 2 batches
-        meta = clients.db[saver.ctx.collections.meta]
+        meta = clients.db[saver.context.collections.meta]
         cursor = meta.find_one({"_id": "migration:checkpoints"})
         assert cursor is not None and cursor["target"] == SCHEMA_VERSION
-        done = run_sync(M.migrate_plan(saver.ctx, batch_size=2,
+        done = run_sync(M.migrate_plan(saver.context, batch_size=2,
                                        on_batch=lambda k, n: seen.append((k, n))), clients)
         assert done == {"checkpoints": 0, "blobs": 6, "writes": 6}  # resumed
         assert sum(n for _, n in seen) == 15
         assert meta.find_one({"_id": "migration:checkpoints"}) is None  # finished: no cursor
         assert _docs(saver) == expected_docs  # exactly what v1 would have written
         assert _snapshot(saver) == expected
-        again = run_sync(M.migrate_plan(saver.ctx), clients)
+        again = run_sync(M.migrate_plan(saver.context), clients)
         assert again == {"checkpoints": 0, "blobs": 0, "writes": 0}  # idempotent
         saver.delete_thread("old")
 
@@ -106,8 +106,8 @@ def test_redis_envelopes_of_an_older_version_are_read_and_flushed_upgraded(
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
         _fill(saver)
         expected = _snapshot(saver)
-        keys = saver.ctx.keys("old")
-        r = saver._sync.redis  # type: ignore[union-attr]
+        keys = saver.context.keys("old")
+        r = saver.sync_clients.redis
         for m, raw in r.hgetall(keys.cp).items():
             v = ormsgpack.unpackb(raw)
             md = saver.serde.loads_typed((v[4], v[5]))
@@ -126,7 +126,7 @@ def test_redis_envelopes_of_an_older_version_are_read_and_flushed_upgraded(
         assert {d["v"] for ds in docs.values() for d in ds} == {SCHEMA_VERSION}
         assert sorted(d["run_id"] for d in docs["checkpoints"]) == ["run-0", "run-1", "run-2"]
         assert {d["task_path"] for d in docs["writes"]} == {""}  # v0 had none
-        s2._sync.redis.delete(*keys.all)  # type: ignore[union-attr]
+        s2.sync_clients.redis.delete(*keys.all)
         assert [g[:4] for g in _snapshot(s2)] == [e[:4] for e in expected]
         s2.delete_thread("old")
 
@@ -135,23 +135,23 @@ def test_newer_versions_raise_and_are_never_overwritten(redis_url: str, mongo_ur
     with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as saver:
         _fill(saver)
         saver.flush()
-        clients = saver._sync
+        clients = saver.sync_clients
         assert clients is not None
-        cols = saver.ctx.collections
+        cols = saver.context.collections
         _to_v0(saver)
         newest = clients.db[cols.checkpoints].find_one(sort=[("checkpoint_id", -1)])
         clients.db[cols.checkpoints].update_one({"_id": newest["_id"]}, {"$set": {"v": 99}})
-        keys = saver.ctx.keys("old")
+        keys = saver.context.keys("old")
         clients.redis.delete(*keys.all)
         before = _docs(saver)
         with pytest.raises(SchemaVersionError, match="schema version 99"):
             saver.get_tuple({"configurable": {"thread_id": "old"}})
         with pytest.raises(SchemaVersionError, match="Nothing was rewritten"):
-            run_sync(M.migrate_plan(saver.ctx), clients)
+            run_sync(M.migrate_plan(saver.context), clients)
         assert _docs(saver) == before  # the v0 documents were not rewritten either
 
         _fill(saver, "hot")  # a Redis envelope of a newer version
-        hk = saver.ctx.keys("hot")
+        hk = saver.context.keys("hot")
         m, raw = next(iter(clients.redis.hgetall(hk.cp).items()))
         newer = ormsgpack.packb([99, *ormsgpack.unpackb(raw)[1:]])
         clients.redis.hset(hk.cp, m, newer)
@@ -167,16 +167,16 @@ def test_setup_records_the_deployed_version_and_warns_about_a_newer_one(
 ) -> None:
     opts = unique_options()
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
-        clients = saver._sync
+        clients = saver.sync_clients
         assert clients is not None
-        meta = clients.db[saver.ctx.collections.meta]
+        meta = clients.db[saver.context.collections.meta]
         doc = meta.find_one({"_id": M.SCHEMA_DOC_ID})
         assert doc["v"] == SCHEMA_VERSION and str(SCHEMA_VERSION) in doc["seen"]
-        assert run_sync(M.deployed_version_plan(saver.ctx), clients) == SCHEMA_VERSION
+        assert run_sync(M.deployed_version_plan(saver.context), clients) == SCHEMA_VERSION
         meta.update_one({"_id": M.SCHEMA_DOC_ID}, {"$set": {"v": 7}})
     caplog.set_level(logging.WARNING, logger="langgraph_durable")
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
-        assert run_sync(M.deployed_version_plan(saver.ctx), saver._sync) == 7  # never lowered
+        assert saver.run(M.deployed_version_plan(saver.context)) == 7  # never lowered
     assert any("schema version 7" in r.getMessage() for r in caplog.records)
 
 

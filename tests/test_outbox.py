@@ -25,14 +25,14 @@ def manual(redis_url: str, mongo_url: str) -> Any:
 
 
 def flush_round(saver: DurableSaver, consumer: str | None = None) -> int:
-    stats = run_sync(flush_batch_plan(saver.ctx, consumer or consumer_name(), block_ms=0,
-                                      claim=False), saver._sync)
+    stats = run_sync(flush_batch_plan(saver.context, consumer or consumer_name(), block_ms=0,
+                                      claim=False), saver.sync_clients)
     return stats.entries
 
 
 def mongo_docs(saver: DurableSaver) -> dict[str, list[dict]]:
-    db = saver._sync.db
-    cols = saver.ctx.collections
+    db = saver.sync_clients.db
+    cols = saver.context.collections
     return {name: sorted(db[name].find({}), key=lambda d: d["_id"])
             for name in (cols.checkpoints, cols.blobs, cols.writes)}
 
@@ -51,7 +51,7 @@ def write_history(saver: DurableSaver, thread_id: str, n: int, run_id: str = "ru
 
 
 def outbox_entries(saver: DurableSaver, r: redis.Redis) -> list:
-    return r.xrange(saver.ctx.outbox)
+    return r.xrange(saver.context.outbox)
 
 
 def test_replaying_every_outbox_entry_leaves_mongodb_unchanged(manual, redis_client) -> None:
@@ -63,7 +63,7 @@ def test_replaying_every_outbox_entry_leaves_mongodb_unchanged(manual, redis_cli
     first = mongo_docs(manual)
     assert [len(v) for v in first.values()] == [3, 3, 6]
     for _, fields in entries * 2:  # every entry delivered twice more
-        redis_client.xadd(manual.ctx.outbox, fields)
+        redis_client.xadd(manual.context.outbox, fields)
     assert flush_round(manual) == 12
     assert mongo_docs(manual) == first
 
@@ -82,11 +82,11 @@ def test_delete_thread_waits_for_pending_entries_and_is_not_undone_by_a_late_flu
     t.join(10)
     assert done.is_set()
     for _, fields in old_entries:  # a late, duplicated delivery of every old entry
-        redis_client.xadd(manual.ctx.outbox, fields)
+        redis_client.xadd(manual.context.outbox, fields)
     assert flush_round(manual) == 8
     assert [len(v) for v in mongo_docs(manual).values()] == [0, 0, 0]
     assert manual.get_tuple({"configurable": {"thread_id": "victim"}}) is None
-    keys = manual.ctx.keys("victim")
+    keys = manual.context.keys("victim")
     left = redis_client.keys(keys.tag.replace("{", "\\{").replace("}", "\\}") + "*")
     assert left == [keys.gone.encode()]  # only the delete's tombstone, which expires
     assert 0 < redis_client.ttl(keys.gone) <= 7 * 24 * 3600
@@ -108,7 +108,7 @@ def test_delete_for_runs_and_prune_are_not_undone_by_late_flushes(saver, redis_c
     saver.flush()
     saver.delete_for_runs(["run-a"])
     for _, fields in entries:
-        redis_client.xadd(saver.ctx.outbox, fields)
+        redis_client.xadd(saver.context.outbox, fields)
     saver.flush()
     remaining = [t.metadata["run_id"] for t in saver.list({"configurable": {"thread_id": "runs"}})]
     assert remaining == ["run-b", "run-b"]
@@ -116,7 +116,7 @@ def test_delete_for_runs_and_prune_are_not_undone_by_late_flushes(saver, redis_c
                                                  "checkpoint_id": i}}) is None for i in ids_a)
     saver.prune(["runs"])
     for _, fields in entries:
-        redis_client.xadd(saver.ctx.outbox, fields)
+        redis_client.xadd(saver.context.outbox, fields)
     saver.flush()
     assert len(list(saver.list({"configurable": {"thread_id": "runs"}}))) == 1
 
@@ -131,7 +131,7 @@ def test_a_late_older_interrupt_write_never_replaces_a_newer_one(manual, redis_c
     manual.put_writes(cfg, [("__interrupt__", "new")], "task")
     while flush_round(manual):
         pass
-    redis_client.xadd(manual.ctx.outbox, older)  # redelivery of the first write's entry
+    redis_client.xadd(manual.context.outbox, older)  # redelivery of the first write's entry
     flush_round(manual)
     drop_key_prefix(redis_client, manual.config.key_prefix)
     assert manual.get_tuple(cfg).pending_writes == [("task", "__interrupt__", "new")]
@@ -141,8 +141,8 @@ def test_a_poison_entry_goes_to_the_dead_letter_stream_and_the_rest_flows(
     manual, redis_client
 ) -> None:
     write_history(manual, "ok", 1)
-    redis_client.xadd(manual.ctx.outbox, {"t": "bad", "p": b"\xc1not-msgpack"})
-    keys = manual.ctx.keys("corrupt")
+    redis_client.xadd(manual.context.outbox, {"t": "bad", "p": b"\xc1not-msgpack"})
+    keys = manual.context.keys("corrupt")
     cfg = {"configurable": {"thread_id": "corrupt", "checkpoint_ns": ""}}
     cfg = manual.put(cfg, empty_checkpoint(), {"step": 0}, {})
     redis_client.hset(keys.cp, f"\x00{cfg['configurable']['checkpoint_id']}", b"\xc1broken")
@@ -151,12 +151,12 @@ def test_a_poison_entry_goes_to_the_dead_letter_stream_and_the_rest_flows(
         pass
     from langgraph_durable.outbox.flusher import dead_letter_key
 
-    dead = redis_client.xrange(dead_letter_key(manual.ctx))
+    dead = redis_client.xrange(dead_letter_key(manual.context))
     assert sorted(d[1][b"thread"] for d in dead) == [b"bad", b"corrupt"]
     assert b"CorruptRecordError" in [d for d in dead if d[1][b"thread"] == b"corrupt"][0][1][
         b"error"]
-    assert redis_client.xlen(manual.ctx.outbox) == 0
-    cps = manual._sync.db[manual.ctx.collections.checkpoints]
+    assert redis_client.xlen(manual.context.outbox) == 0
+    cps = manual.sync_clients.db[manual.context.collections.checkpoints]
     assert sorted(cps.distinct("thread_id")) == ["ok", "ok2"]
 
 
@@ -169,23 +169,23 @@ def test_a_stalled_flush_round_that_writes_after_a_delete_takes_its_copy_back(
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
         write_history(saver, "z", 3)
         # the zombie reads the entries and their records, then stalls before writing
-        zombie = flush_batch_plan(saver.ctx, "zombie", block_ms=0, claim=False)
+        zombie = flush_batch_plan(saver.context, "zombie", block_ms=0, claim=False)
         op, result = zombie.send(None), None
         while not (isinstance(op, Mongo) and op.method == "bulk_write"):
-            op = zombie.send(_exec_sync_wrapped(op, saver._sync))
+            op = zombie.send(_exec_sync_wrapped(op, saver.sync_clients))
         # meanwhile another flusher claims the idle entries and flushes them
         import time
 
         time.sleep(0.05)  # let the entries become idle past claim_idle_s (0.01 s)
-        claimed = run_sync(flush_batch_plan(saver.ctx, "rescuer", block_ms=0, claim=True),
-                           saver._sync)
+        claimed = run_sync(flush_batch_plan(saver.context, "rescuer", block_ms=0, claim=True),
+                           saver.sync_clients)
         assert claimed.entries == 6
         saver.delete_thread("z")  # the outbox is drained: the delete proceeds
         assert [len(v) for v in mongo_docs(saver).values()] == [0, 0, 0]
         # the zombie wakes up and writes what it read before the delete ...
         try:
             while True:
-                result = _exec_sync_wrapped(op, saver._sync)
+                result = _exec_sync_wrapped(op, saver.sync_clients)
                 op = zombie.send(result)
         except StopIteration:
             pass

@@ -26,8 +26,8 @@ def _put_many(saver: DurableSaver, thread: str, n: int) -> None:
 
 
 def _in_mongo(saver: DurableSaver, thread: str) -> int:
-    assert saver._sync is not None
-    return saver._sync.db[saver.ctx.collections.checkpoints].count_documents(
+    assert saver.sync_clients is not None
+    return saver.sync_clients.db[saver.context.collections.checkpoints].count_documents(
         {"thread_id": thread})
 
 
@@ -66,7 +66,7 @@ def test_entries_delivered_to_a_consumer_deleted_since_are_delivered_again(
     opts = unique_options(claim_idle_s=0.2)
     with DurableSaver.from_urls(redis_url, mongo_url, flusher="off", **opts) as app:
         _put_many(app, "orphan", 3)
-        outbox = app.ctx.outbox
+        outbox = app.context.outbox
     # a consumer read them, then was deleted with its pending list (XGROUP DELCONSUMER by
     # hand): the group's last-delivered id is past entries no consumer holds
     redis_client.xreadgroup(CONSUMER_GROUP, "gone", {outbox: ">"}, count=10)
@@ -84,7 +84,7 @@ def test_entries_pending_with_a_dead_consumer_are_claimed(redis_url, mongo_url,
     opts = unique_options(claim_idle_s=0.2)
     with DurableSaver.from_urls(redis_url, mongo_url, flusher="off", **opts) as app:
         _put_many(app, "dead", 3)
-        outbox = app.ctx.outbox
+        outbox = app.context.outbox
     redis_client.xreadgroup(CONSUMER_GROUP, "dead-host-1-x", {outbox: ">"}, count=10)
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as nxt:
         wait_for(lambda: _in_mongo(nxt, "dead") == 3, 30, "the claimed entries")
@@ -99,9 +99,9 @@ def test_a_saver_removes_its_consumer_on_close(redis_url, mongo_url, redis_clien
         with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
             _put_many(saver, "c", 2)
             me = saver.stats()["flusher"]["consumer"]
-            assert me in _consumers(redis_client, saver.ctx.outbox)
+            assert me in _consumers(redis_client, saver.context.outbox)
         assert saver._shared.flusher.left_group is True
-        assert _consumers(redis_client, saver.ctx.outbox) == {}
+        assert _consumers(redis_client, saver.context.outbox) == {}
 
 
 async def test_an_async_saver_removes_its_consumer_on_close(redis_url, mongo_url,
@@ -116,8 +116,8 @@ async def test_an_async_saver_removes_its_consumer_on_close(redis_url, mongo_url
         async with DurableSaver(r, m, **opts) as saver:
             await saver.aput({"configurable": {"thread_id": "a", "checkpoint_ns": ""}},
                              empty_checkpoint(), {"step": 0}, {})
-            assert len(_consumers(redis_client, saver.ctx.outbox)) == 1
-        assert _consumers(redis_client, saver.ctx.outbox) == {}
+            assert len(_consumers(redis_client, saver.context.outbox)) == 1
+        assert _consumers(redis_client, saver.context.outbox) == {}
     finally:
         await r.aclose()
         await m.close()
@@ -131,12 +131,12 @@ def test_a_consumer_holding_entries_is_kept_and_idle_empty_ones_are_removed(
     opts = unique_options(claim_idle_s=0.1)
     with DurableSaver.from_urls(redis_url, mongo_url, **opts | {"flusher": "off"}) as app:
         _put_many(app, "k", 2)
-        outbox = app.ctx.outbox
+        outbox = app.context.outbox
         redis_client.xgroup_createconsumer(outbox, CONSUMER_GROUP, "ghost")  # holds nothing
         redis_client.xreadgroup(CONSUMER_GROUP, "holder", {outbox: ">"}, count=1)
-        assert run_sync(leave_plan(app.ctx, "holder"), app._sync) is False
+        assert run_sync(leave_plan(app.context, "holder"), app.sync_clients) is False
         assert _consumers(redis_client, outbox) == {"ghost": 0, "holder": 1}
-        assert run_sync(leave_plan(app.ctx, "ghost"), app._sync) is True
+        assert run_sync(leave_plan(app.context, "ghost"), app.sync_clients) is True
         redis_client.xgroup_createconsumer(outbox, CONSUMER_GROUP, "ghost")
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as last:
         wait_for(lambda: _in_mongo(last, "k") == 2, 30, "the held entry to be claimed")

@@ -46,8 +46,8 @@ def put_chain(saver: DurableSaver, thread: str, ids: list[str], ns: str = "") ->
 
 def stored(saver: DurableSaver, thread: str) -> dict[str, Any]:
     """What each tier holds of ``thread``: MongoDB documents per collection, Redis members."""
-    db, r = saver._sync.db, saver._sync.redis  # type: ignore[union-attr]
-    cols, keys = saver.ctx.collections, saver.ctx.keys(thread)
+    db, r = saver.sync_clients.db, saver.sync_clients.redis
+    cols, keys = saver.context.collections, saver.context.keys(thread)
     q = {"thread_id": thread}
     return {
         "checkpoints": sorted(d["checkpoint_id"] for d in db[cols.checkpoints].find(q)),
@@ -176,7 +176,7 @@ def test_list_threads_merges_both_tiers_counts_each_checkpoint_once_and_pages(
         put_chain(s, "a", [uuid6_at(now - 49.5)], ns="sub:1")
         put_chain(s, "b", [uuid6_at(now - 20)])  # MongoDB only
         s.flush()
-        s._sync.redis.delete(*s.ctx.keys("b").all)  # type: ignore[union-attr]
+        s.sync_clients.redis.delete(*s.context.keys("b").all)
     with DurableSaver.from_urls(redis_url, mongo_url, flusher="off", **opts) as s:
         cfg: Any = {"configurable": {"thread_id": "a", "checkpoint_ns": "",
                                      "checkpoint_id": a_ids[2]}}

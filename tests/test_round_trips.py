@@ -99,8 +99,8 @@ def test_cold_latest_get_tuple_after_redis_is_emptied(counted, redis_client) -> 
     from langgraph_durable.drivers import run_sync
     from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
 
-    run_sync(flush_batch_plan(saver.ctx, consumer_name(), block_ms=0, claim=False),
-             saver._sync)
+    run_sync(flush_batch_plan(saver.context, consumer_name(), block_ms=0, claim=False),
+             saver.sync_clients)
     before = saver.get_tuple(cfg)
     drop_key_prefix(redis_client, saver.config.key_prefix)
     mongo.names.clear()
@@ -125,7 +125,7 @@ def test_a_thread_started_in_redis_is_read_without_mongodb(counted, redis_client
     cfg = {"configurable": {"thread_id": "new", "checkpoint_ns": ""}}
     first = saver.put(cfg, _checkpoint(1), {"step": -1}, _versions(1))  # LangGraph's input
     saver.put(first, _checkpoint(2), {"step": 0}, _versions(2))
-    assert redis_client.hget(saver.ctx.keys("new").meta, "complete") == b"1"
+    assert redis_client.hget(saver.context.keys("new").meta, "complete") == b"1"
     mongo.names.clear()
     sub = {"configurable": {"thread_id": "new", "checkpoint_ns": "tool:1"}}
     assert saver.get_tuple(sub) is None  # a subgraph's first read: nothing to ask MongoDB
@@ -144,17 +144,17 @@ def test_a_thread_redis_may_not_hold_whole_asks_mongodb(counted, redis_client, h
         from langgraph_durable.drivers import run_sync
         from langgraph_durable.outbox.flusher import flush_batch_plan
 
-        run_sync(flush_batch_plan(saver.ctx, "c", block_ms=0, claim=False), saver._sync)
-        redis_client.delete(*saver.ctx.keys("old").all)
+        run_sync(flush_batch_plan(saver.context, "c", block_ms=0, claim=False), saver.sync_clients)
+        redis_client.delete(*saver.context.keys("old").all)
         saver.put(first, _checkpoint(2), {"step": 0}, _versions(2))
     elif how == "writes first":  # a retried task's writes reach an expired thread first
-        redis_client.delete(*saver.ctx.keys("old").all)
+        redis_client.delete(*saver.context.keys("old").all)
         saver.put_writes(first, [("count", 1)], "task")
         saver.put(cfg, _checkpoint(3), {"step": -1}, _versions(3))
     else:  # a parentless put that is not LangGraph's input checkpoint (raw API use)
-        redis_client.delete(*saver.ctx.keys("old").all)
+        redis_client.delete(*saver.context.keys("old").all)
         saver.put(cfg, _checkpoint(3), {"step": 4}, _versions(3))
-    assert redis_client.hget(saver.ctx.keys("old").meta, "complete") is None
+    assert redis_client.hget(saver.context.keys("old").meta, "complete") is None
     mongo.names.clear()
     assert saver.get_tuple({"configurable": {"thread_id": "old", "checkpoint_ns": "x"}}) is None
     assert mongo.names == ["find"]

@@ -29,8 +29,9 @@ def test_worker_process_drains_the_outbox_and_exits_cleanly_on_sigterm(
             for _ in range(5):
                 cfg = saver.put(cfg, empty_checkpoint(), {"step": 1}, {})
             saver.flush(timeout_s=20)
-            db = saver._sync.db
-            assert db[saver.ctx.collections.checkpoints].count_documents({"thread_id": "w"}) == 5
+            db = saver.sync_clients.db
+            cps = db[saver.context.collections.checkpoints]
+            assert cps.count_documents({"thread_id": "w"}) == 5
         finally:
             worker.send_signal(signal.SIGTERM)
             out, err = worker.communicate(timeout=20)

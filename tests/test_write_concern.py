@@ -25,10 +25,11 @@ def _put(saver: DurableSaver, thread: str) -> None:
 
 
 def test_default_write_concern_is_majority_with_journal(saver: DurableSaver) -> None:
-    assert saver._sync.db.write_concern == WriteConcern(w="majority", j=True, wtimeout=10_000)
+    expected = WriteConcern(w="majority", j=True, wtimeout=10_000)
+    assert saver.sync_clients.db.write_concern == expected
     _put(saver, "t")
     saver.flush()  # SecantusDB takes w:majority, j:true like a standalone mongod
-    assert saver._sync.db["checkpoints"].count_documents({"thread_id": "t"}) == 1
+    assert saver.sync_clients.db["checkpoints"].count_documents({"thread_id": "t"}) == 1
 
 
 def test_an_unmet_write_concern_keeps_entries_in_the_outbox(redis_url, mongo_url) -> None:
@@ -40,15 +41,15 @@ def test_an_unmet_write_concern_keeps_entries_in_the_outbox(redis_url, mongo_url
     s = DurableSaver.from_urls(redis_url, mongo_url, write_concern_w=3,
                                write_concern_timeout_s=0.2, close_drain_timeout_s=0, **opts)
     try:
-        r: redis.Redis = s._sync.redis
+        r: redis.Redis = s.sync_clients.redis
         _put(s, "t")
         with pytest.raises(BulkWriteError) as err:
-            run_sync(flush_batch_plan(s.ctx, "c", block_ms=0, claim=False), s._sync)
+            run_sync(flush_batch_plan(s.context, "c", block_ms=0, claim=False), s.sync_clients)
         assert err.value.details["writeConcernErrors"][0]["codeName"] == \
             "UnsatisfiableWriteConcern"
-        assert r.xlen(s.ctx.outbox) == 1  # still there, for the next round
-        assert r.xlen(dead_letter_key(s.ctx)) == 0  # a retryable error, not poison
-        assert r.ttl(s.ctx.keys("t").cp) == -1  # not settled
+        assert r.xlen(s.context.outbox) == 1  # still there, for the next round
+        assert r.xlen(dead_letter_key(s.context)) == 0  # a retryable error, not poison
+        assert r.ttl(s.context.keys("t").cp) == -1  # not settled
     finally:
         s.close()
 
@@ -126,12 +127,12 @@ def test_a_flusher_that_keeps_failing_lets_a_healthy_one_take_its_entries(
                                  write_concern_timeout_s=0.1, close_drain_timeout_s=0, **opts)
     try:
         _put(bad, "held")  # starts bad's flusher, which reads the entry and fails
-        r: redis.Redis = bad._sync.redis
-        wait_for(lambda: r.xpending(bad.ctx.outbox, "flushers")["pending"] == 1, 10,
+        r: redis.Redis = bad.sync_clients.redis
+        wait_for(lambda: r.xpending(bad.context.outbox, "flushers")["pending"] == 1, 10,
                  "the failing flusher to hold the entry")
         with DurableSaver.from_urls(redis_url, mongo_url, **opts) as good:
             good.flush(timeout_s=20)  # timed out before: the entry never went idle
-            assert good._sync.db["checkpoints"].count_documents({"thread_id": "held"}) == 1
+            assert good.sync_clients.db["checkpoints"].count_documents({"thread_id": "held"}) == 1
         assert bad._shared.flusher is not None and bad._shared.flusher.errors >= 2
         assert bad._shared.flusher.last_error == (  # names the cause, quotes no document
             "BulkWriteError: 0 write errors, codes []; write concern errors: "

@@ -30,7 +30,7 @@ or hold letters)."""
 
 def _thread_missing(ctx: typer.Context, thread: str) -> bool:
     session = session_of(ctx)
-    return not S.thread_exists(session.saver(tolerant=True).ctx, session.clients, thread)
+    return not S.thread_exists(session.saver(tolerant=True).context, session.clients, thread)
 
 
 def resolve(ctx: typer.Context, thread: str, ref: str | None, ns: str | None) -> str | None:

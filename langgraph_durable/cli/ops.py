@@ -46,7 +46,7 @@ def status(ctx: typer.Context,
     dead letters, Redis memory of the hot tier, MongoDB sizes, schema versions."""
     session = session_of(ctx)
     saver = session.saver()
-    c, sctx = session.clients, saver.ctx
+    c, sctx = session.clients, saver.context
     data: dict[str, Any] = {"key_prefix": sctx.config.key_prefix,
                             "database": sctx.config.database, "down": {}}
     for tier, part in (("redis", lambda: {"outbox": S.outbox_status(sctx, c.redis),
@@ -121,7 +121,7 @@ def flush(ctx: typer.Context,
     """Move everything in the outbox to MongoDB now (runs a flusher until it is empty)."""
     session = session_of(ctx)
     saver = session.saver(flusher=True, setup=False)
-    waiting = session.clients.redis.xlen(saver.ctx.outbox)  # before the flusher starts
+    waiting = session.clients.redis.xlen(saver.context.outbox)  # before the flusher starts
     began = time.perf_counter()
     saver.setup()
     saver.flush(timeout_s=timeout_s)
@@ -203,7 +203,7 @@ def _threads_arg(ctx: typer.Context, threads: list[str], every: bool) -> list[st
     if not threads:
         raise CliError("name at least one thread (or --all)")
     threads = list(dict.fromkeys(threads))  # each once
-    unknown = [t for t in threads if not S.thread_exists(saver.ctx, session.clients, t)]
+    unknown = [t for t in threads if not S.thread_exists(saver.context, session.clients, t)]
     if unknown:
         names = ", ".join(repr(t) for t in unknown)
         raise CliError(f"thread{'s' if len(unknown) > 1 else ''} {names} not found "
@@ -277,9 +277,9 @@ def copy(ctx: typer.Context,
     """Copy every checkpoint, blob and write of SRC to DST (``copy_thread``)."""
     session = session_of(ctx)
     saver = session.saver(flusher=True)
-    if not S.thread_exists(saver.ctx, session.clients, src):
+    if not S.thread_exists(saver.context, session.clients, src):
         raise CliError(f"thread {src!r} not found")
-    if S.thread_exists(saver.ctx, session.clients, dst):
+    if S.thread_exists(saver.context, session.clients, dst):
         confirm(f"thread {dst!r} exists; copy {src!r} into it (same ids are overwritten)?",
                 yes)
     saver.copy_thread(src, dst)
@@ -298,18 +298,18 @@ def fork(ctx: typer.Context,
     forked_from_checkpoint). Resuming it continues from that point."""
     session = session_of(ctx)
     saver = session.saver(flusher=True)
-    if S.thread_exists(saver.ctx, session.clients, to):
+    if S.thread_exists(saver.context, session.clients, to):
         raise CliError(f"thread {to!r} already exists; delete it or choose another name")
     checkpoint = resolve(ctx, thread, checkpoint, ns) or checkpoint  # as show and diff
     conf = {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint}
     tup = saver.get_tuple({"configurable": conf})
     if tup is None:
-        if not S.thread_exists(saver.ctx, session.clients, thread):
+        if not S.thread_exists(saver.context, session.clients, thread):
             raise CliError(f"thread {thread!r} not found")
         raise CliError(f"checkpoint {checkpoint!r} of thread {thread!r} (ns {ns!r}) not found")
     saver.flush()  # the writes' task paths are read from MongoDB
-    wdocs = S.loaded(session.clients.db, saver.ctx.collections, list(
-        session.clients.db[saver.ctx.collections.writes].find(
+    wdocs = S.loaded(session.clients.db, saver.context.collections, list(
+        session.clients.db[saver.context.collections.writes].find(
             {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint})))
     cp = _copy.deepcopy(tup.checkpoint)
     cp["id"] = str(uuid6())
@@ -338,7 +338,7 @@ def migrate(ctx: typer.Context,
     session = session_of(ctx)
     saver = session.saver()
     saver.setup()  # records the deployed version
-    c, sctx = session.clients, saver.ctx
+    c, sctx = session.clients, saver.context
     census = run_sync(M.census_plan(sctx), c)
     old = sum(x["old"] for x in census.values())
     summary = ", ".join(f"{k} {v['old']}" for k, v in census.items())

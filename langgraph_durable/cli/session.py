@@ -163,9 +163,7 @@ class Session:
     @property
     def clients(self) -> Clients:
         """The saver's sync clients (``.redis``, ``.db``)."""
-        clients = self.saver()._sync
-        assert clients is not None
-        return clients
+        return self.saver().sync_clients
 
     def blob_store(self) -> Any:
         """The ``--blob-store`` store, or None."""
@@ -221,7 +219,7 @@ def tier_error(exc: BaseException, session: Any = None) -> TierUnavailableError 
 
     clients = None
     if isinstance(session, Session) and session._saver is not None:
-        clients = session._saver._sync
+        clients = session._saver.sync_clients
     if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
         name = clients.redis_name if clients else "redis"
         return TierUnavailableError(f"Redis {name} (hot tier) did not answer: {exc}")

@@ -96,7 +96,7 @@ def thread_rows(saver: Any, clients: Clients, serde: Any) -> list[dict[str, Any]
     checkpoint id), ``step``/``source``/``metadata``/``updated`` of the latest root
     checkpoint, ``hot_bytes`` (Redis MEMORY USAGE of its keys) and ``durable_bytes``
     (BSON size of its documents). Newest update first."""
-    ctx, r, db = saver.ctx, clients.redis, clients.db
+    ctx, r, db = saver.context, clients.redis, clients.db
     durable = _durable_sizes(ctx, db)
     rows = []
     for info in all_threads(saver):

@@ -179,10 +179,10 @@ def export(ctx: typer.Context,
     thread that has some is refused unless --without-blobs)."""
     session = session_of(ctx)
     saver = session.saver(flusher=True)
-    if not S.thread_exists(saver.ctx, session.clients, thread):
+    if not S.thread_exists(saver.context, session.clients, thread):
         raise CliError(f"thread {thread!r} not found")
     saver.flush()
-    lines = list(export_lines(session.clients.db, saver.ctx.collections, thread,
+    lines = list(export_lines(session.clients.db, saver.context.collections, thread,
                               _store(session, saver), without_blobs))
     text = "\n".join(lines) + "\n"
     if output == "-":
@@ -218,7 +218,7 @@ def import_(ctx: typer.Context,
         raise CliError(f"{file} carries {len(extblobs)} blob-store object(s): pass "
                        "--blob-store (the store the importing application reads) or "
                        "--without-blobs")
-    if S.thread_exists(saver.ctx, session.clients, target):
+    if S.thread_exists(saver.context, session.clients, target):
         confirm(f"thread {target!r} exists; replace it with {file}?", yes)
     for rec in extblobs:  # before any reference to them is written
         assert store is not None
@@ -228,7 +228,7 @@ def import_(ctx: typer.Context,
     sec, usec = session.clients.redis.time()  # stored now: writes naming them are not
     for d in (*docs["checkpoints"], *docs["blobs"], *docs["writes"]):  # (late writes of a
         d["put_ms"] = int(sec) * 1000 + int(usec) // 1000  # deleted thread are not taken)
-    cols, db = saver.ctx.collections, session.clients.db
+    cols, db = saver.context.collections, session.clients.db
     chunks: list[dict] = []
     for kind in docs:  # values over chunks.THRESHOLD_BYTES go to the chunks collection
         docs[kind], more = C.split_all(kind, docs[kind])
@@ -239,7 +239,7 @@ def import_(ctx: typer.Context,
         if docs[kind]:
             db[getattr(cols, kind)].bulk_write([D.upsert(d) for d in docs[kind]], ordered=False)
     # the target's hot keys would shadow MongoDB (kept until what they hold is flushed)
-    run_sync(release_plan(saver.ctx, target), session.clients)
+    run_sync(release_plan(saver.context, target), session.clients)
     n = sum(len(v) for v in docs.values())
     typer.echo(f"imported {n} records into thread {target}"
                + (f" and {len(extblobs)} blob-store objects" if extblobs else ""))

@@ -17,7 +17,7 @@ def test_threads_counts_both_tiers_and_filters_on_metadata(cli: Cli, t1: dict) -
         s.put({"configurable": {"thread_id": "t3", "checkpoint_ns": ""}}, empty_checkpoint(),
               {"step": 7, "source": "input"}, {})
         s.flush()
-        s._sync.redis.delete(*s.ctx.keys("t3").all)  # type: ignore[union-attr]
+        s.sync_clients.redis.delete(*s.context.keys("t3").all)
     with cli.saver(flusher="off") as s:  # t2: two checkpoints in Redis only, never flushed
         cfg: Any = {"configurable": {"thread_id": "t2", "checkpoint_ns": ""}}
         for n in range(2):

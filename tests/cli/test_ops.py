@@ -29,7 +29,7 @@ def _put(cli: Cli, thread: str, n: int) -> None:
 def test_status_reports_outbox_consumers_dead_letters_and_sizes(cli: Cli) -> None:
     _put(cli, "s", 3)
     with cli.saver(flusher="off") as s:
-        r, ctx = s._sync.redis, s.ctx  # type: ignore[union-attr]
+        r, ctx = s.sync_clients.redis, s.context
         r.xreadgroup(CONSUMER_GROUP, "worker-1", {ctx.outbox: ">"}, count=2)
         r.xadd(dead_letter_key(ctx), {"entry": "1-0", "thread": "s", "error": "x"})
     st = cli.json("status")
@@ -180,7 +180,7 @@ def test_gc_removes_unreferenced_blobs(cli: Cli, tmp_path: Path) -> None:
 
 def _to_v0(cli: Cli) -> None:
     with cli.saver(flusher="off") as s:
-        db, cols = s._sync.db, s.ctx.collections  # type: ignore[union-attr]
+        db, cols = s.sync_clients.db, s.context.collections
         for d in db[cols.checkpoints].find():
             md = s.serde.loads_typed((d["metadata_type"], bytes(d["metadata"])))
             keep = {k: v for k, v in d.items() if k not in ("checkpoint", "metadata_type",
@@ -194,7 +194,7 @@ def _to_v0(cli: Cli) -> None:
 def test_migrate_rewrites_old_documents_resumably(cli: Cli, t1: dict) -> None:
     before = cli.json("show", "t1")
     with cli.saver() as s:
-        s._sync.redis.delete(*s.ctx.keys("t1").all)  # type: ignore[union-attr]
+        s.sync_clients.redis.delete(*s.context.keys("t1").all)
     _to_v0(cli)
     assert cli.json("show", "t1") == before  # read through the chain
     r = cli("migrate", "--dry-run")
@@ -211,8 +211,8 @@ def test_migrate_rewrites_old_documents_resumably(cli: Cli, t1: dict) -> None:
         "blobs 0, writes 0)\n"
     assert cli.json("show", "t1") == before
     with cli.saver(flusher="off") as s:
-        db = s._sync.db  # type: ignore[union-attr]
-        db[s.ctx.collections.blobs].update_one({}, {"$set": {"v": 5}})
+        db = s.sync_clients.db
+        db[s.context.collections.blobs].update_one({}, {"$set": {"v": 5}})
     r = cli("migrate", code=1)
     assert r.stderr.startswith("error: 1 blobs documents (e.g. ") and "version 5" in r.stderr
     assert r.stderr.count("\n") == 1

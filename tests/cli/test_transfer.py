@@ -16,7 +16,7 @@ def _stored(cli: Cli, thread: str) -> dict[str, list[dict]]:
     """Every stored document of ``thread`` but the time its checkpoints were stored
     (``put_ms``: an import stores them anew)."""
     with cli.saver(flusher="off") as s:
-        db, cols = s._sync.db, s.ctx.collections  # type: ignore[union-attr]
+        db, cols = s.sync_clients.db, s.context.collections
         return {k: sorted(db[getattr(cols, k)].find({"thread_id": thread},
                                                     {"put_ms": 0}),
                           key=lambda d: d["_id"])
@@ -142,7 +142,7 @@ def test_export_import_round_trip_of_a_thread_with_chunked_values(
     _thread(cli)
     before = _stored(cli, "x")
     with cli.saver(flusher="off") as s:
-        col = s._sync.db[s.ctx.collections.chunks]  # type: ignore[union-attr]
+        col = s.sync_clients.db[s.context.collections.chunks]
         chunks_before = sorted(col.find({"thread_id": "x"}), key=lambda d: d["_id"])
     assert chunks_before and any(d.get("chunked") for ds in before.values() for d in ds)
     shown = cli.json("show", "x")
@@ -152,10 +152,10 @@ def test_export_import_round_trip_of_a_thread_with_chunked_values(
     assert all(r["v"] == SCHEMA_VERSION for r in records)  # values inline, as ever
     cli("delete", "x", "--yes")
     with cli.saver(flusher="off") as s:
-        assert s._sync.db[s.ctx.collections.chunks].count_documents({}) == 0  # type: ignore[union-attr]
+        assert s.sync_clients.db[s.context.collections.chunks].count_documents({}) == 0
     cli("import", str(path))
     assert _stored(cli, "x") == before
     with cli.saver(flusher="off") as s:
-        col = s._sync.db[s.ctx.collections.chunks]  # type: ignore[union-attr]
+        col = s.sync_clients.db[s.context.collections.chunks]
         assert sorted(col.find({"thread_id": "x"}), key=lambda d: d["_id"]) == chunks_before
     assert cli.json("show", "x") == shown

@@ -44,8 +44,8 @@ def put(saver: DurableSaver, thread: str, n: int = 1) -> dict:
 
 def drain(saver: DurableSaver, r: redis.Redis) -> None:
     def one_round() -> bool:
-        run_sync(flush_batch_plan(saver.ctx, "other", block_ms=0, claim=True), saver._sync)
-        return r.xlen(saver.ctx.outbox) == 0
+        saver.run(flush_batch_plan(saver.context, "other", block_ms=0, claim=True))
+        return r.xlen(saver.context.outbox) == 0
     wait_for(one_round, 10, "the outbox to drain")
 
 
@@ -62,54 +62,54 @@ def test_deletes_racing_the_flusher_never_resurrect_or_lose_anything(env) -> Non
 
 
 def test_a_stalled_flusher_round_cannot_write_back_a_deleted_thread(manual) -> None:
-    r = manual._sync.redis
+    r = manual.sync_clients.redis
     cfg = put(manual, "victim", 2)
     manual.put_writes(cfg, [("v", 9)], "task")
-    stalled = flush_batch_plan(manual.ctx, "stalled", block_ms=0, claim=False)
-    op = run_sync(_until_mongo(stalled), manual._sync)  # read entries + records, then stall
+    stalled = flush_batch_plan(manual.context, "stalled", block_ms=0, claim=False)
+    op = run_sync(_until_mongo(stalled), manual.sync_clients)  # read entries + records, then stall
     assert op is not None
     drain(manual, r)  # another consumer claims them (claim_idle_s=1 ms) and flushes
     manual.delete_thread("victim")
-    db = manual._sync.db
+    db = manual.sync_clients.db
     assert mongo_checkpoints(db, ["victim"]) == set()
-    run_sync(_resume(stalled, op), manual._sync)  # the stalled round wakes up and writes
+    run_sync(_resume(stalled, op), manual.sync_clients)  # the stalled round wakes up and writes
     assert mongo_checkpoints(db, ["victim"]) == set()  # fails today: 2 checkpoints back
     assert mongo_writes(db, ["victim"]) == set()
     assert manual.get_tuple({"configurable": {"thread_id": "victim"}}) is None
 
 
 def test_insert_once_writes_hold_across_the_hot_window(manual) -> None:
-    r = manual._sync.redis
+    r = manual.sync_clients.redis
     cfg = put(manual, "once")
     manual.put_writes(cfg, [("x", "first")], "task")
     drain(manual, r)
-    r.delete(*manual.ctx.keys("once").all)  # what the hot window's TTL does
+    r.delete(*manual.context.keys("once").all)  # what the hot window's TTL does
     manual.put_writes(cfg, [("x", "second")], "task")  # a retried task writes again
     assert manual.get_tuple(cfg).pending_writes == [("task", "x", "first")]  # InMemorySaver
     drain(manual, r)
-    r.delete(*manual.ctx.keys("once").all)
+    r.delete(*manual.context.keys("once").all)
     assert manual.get_tuple(cfg).pending_writes == [("task", "x", "first")]  # MongoDB agrees
 
 
 def test_special_channel_writes_keep_the_newest_across_the_hot_window(manual) -> None:
-    r = manual._sync.redis
+    r = manual.sync_clients.redis
     cfg = put(manual, "special")
     manual.put_writes(cfg, [("__error__", "first")], "task")
     drain(manual, r)
-    r.delete(*manual.ctx.keys("special").all)
+    r.delete(*manual.context.keys("special").all)
     manual.put_writes(cfg, [("__error__", "second")], "task")  # special: overwrites
     assert manual.get_tuple(cfg).pending_writes == [("task", "__error__", "second")]
     drain(manual, r)
-    r.delete(*manual.ctx.keys("special").all)
+    r.delete(*manual.context.keys("special").all)
     assert manual.get_tuple(cfg).pending_writes == [("task", "__error__", "second")]
 
 
 def test_unflushed_checkpoints_never_get_a_ttl_on_the_cluster_path(manual) -> None:
     # on a Redis Cluster the acknowledgement and the settle are two steps (the outbox is in
     # another slot); a settle arriving after delete_thread + a new put must not count
-    r = manual._sync.redis
+    r = manual.sync_clients.redis
     put(manual, "again")
-    cluster_ctx = dataclasses.replace(manual.ctx, cluster=True)
+    cluster_ctx = dataclasses.replace(manual.context, cluster=True)
 
     def until_settle(gen):
         send = None
@@ -120,21 +120,21 @@ def test_unflushed_checkpoints_never_get_a_ttl_on_the_cluster_path(manual) -> No
             send = yield op
 
     late = flush_batch_plan(cluster_ctx, "late", block_ms=0, claim=False)
-    op = run_sync(until_settle(late), manual._sync)  # flushed and acked, not yet settled
+    op = run_sync(until_settle(late), manual.sync_clients)  # flushed and acked, not yet settled
     manual.delete_thread("again")  # the outbox is empty: it goes ahead
     put(manual, "again")  # a new, acknowledged, unflushed checkpoint
-    run_sync(_resume(late, op), manual._sync)  # the late settle
-    assert r.xlen(manual.ctx.outbox) == 1
-    assert r.ttl(manual.ctx.keys("again").cp) == -1
+    run_sync(_resume(late, op), manual.sync_clients)  # the late settle
+    assert r.xlen(manual.context.outbox) == 1
+    assert r.ttl(manual.context.keys("again").cp) == -1
 
 
 def test_one_script_acknowledges_and_settles(manual) -> None:
-    r = manual._sync.redis
+    r = manual.sync_clients.redis
     put(manual, "one", 2)
     put(manual, "two", 1)
     ops: list = []
-    stats = run_sync(tap(flush_batch_plan(manual.ctx, "c", block_ms=0, claim=False),
-                         before=ops.append), manual._sync)
+    stats = run_sync(tap(flush_batch_plan(manual.context, "c", block_ms=0, claim=False),
+                         before=ops.append), manual.sync_clients)
     assert (stats.entries, stats.outbox_length) == (3, 0)
     redis_ops = [o for o in ops if not isinstance(o, Mongo)]
     # read own pending, read new, size the records (HSTRLEN: a round copies at most
@@ -143,8 +143,8 @@ def test_one_script_acknowledges_and_settles(manual) -> None:
     assert {cmd[0] for cmd in redis_ops[2].commands} == {"HSTRLEN"}
     assert redis_ops[-1].name == "ack_settle"
     for t in ("one", "two"):
-        assert r.hget(manual.ctx.keys(t).meta, "dirty") == b"0"
-        assert 0 < r.ttl(manual.ctx.keys(t).cp) <= manual.ctx.config.hot_ttl_s
+        assert r.hget(manual.context.keys(t).meta, "dirty") == b"0"
+        assert 0 < r.ttl(manual.context.keys(t).cp) <= manual.context.config.hot_ttl_s
 
 
 def test_a_put_landing_during_copy_thread_is_kept(redis_url, mongo_url) -> None:
@@ -166,14 +166,14 @@ def test_a_put_landing_during_copy_thread_is_kept(redis_url, mongo_url) -> None:
                 cp["channel_versions"] = {"v": f"{9:032}.0"}
                 landed.update(s.put(head, cp, {"step": 9}, {"v": f"{9:032}.0"}))
 
-        s._run(tap(admin.copy_thread_plan(s.ctx, "S", "T"), before=put_before_release))
+        s.run(tap(admin.copy_thread_plan(s.context, "S", "T"), before=put_before_release))
         s.flush()
         cid = landed["configurable"]["checkpoint_id"]
         assert s.get_tuple(landed).checkpoint["channel_values"] == {"v": "landed"}
-        assert mongo_checkpoints(s._sync.db, ["T"]) >= {("T", "", cid)}
+        assert mongo_checkpoints(s.sync_clients.db, ["T"]) >= {("T", "", cid)}
         assert len(list(s.list({"configurable": {"thread_id": "T"}}))) == 1 + 1 + 3
-        r = s._sync.redis
-        assert r.hget(s.ctx.keys("T").meta, "complete") is None
+        r = s.sync_clients.redis
+        assert r.hget(s.context.keys("T").meta, "complete") is None
 
 
 def test_a_new_run_starting_as_a_copy_lands_does_not_hide_the_copy(redis_url, mongo_url) -> None:
@@ -189,5 +189,5 @@ def test_a_new_run_starting_as_a_copy_lands_does_not_hide_the_copy(redis_url, mo
         cp["channel_versions"] = {"v": f"{7:032}.0"}
         s.put({"configurable": {"thread_id": "U", "checkpoint_ns": ""}}, cp, {"step": -1},
               {"v": f"{7:032}.0"})
-        assert s._sync.redis.hget(s.ctx.keys("U").meta, "complete") is None
+        assert s.sync_clients.redis.hget(s.context.keys("U").meta, "complete") is None
         assert len(list(s.list({"configurable": {"thread_id": "U"}}))) == 3  # as InMemorySaver

@@ -35,12 +35,12 @@ def test_worker_killed_mid_batch_leaves_mongodb_exactly_right(env) -> None:
 def test_an_entry_mongodb_refuses_does_not_block_the_outbox(redis_url, mongo_url) -> None:
     opts = unique_options(flusher="off")
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
-        r = saver._sync.redis
+        r = saver.sync_clients.redis
         cfg = saver.put({"configurable": {"thread_id": "big", "checkpoint_ns": ""}},
                         empty_checkpoint(), {"step": 0}, {})
         cid = cfg["configurable"]["checkpoint_id"]
-        raw = r.hget(saver.ctx.keys("big").cp, member("", cid))
-        rec = CheckpointRecord.unpack("", cid, raw, r.hget(saver.ctx.keys("big").cv,
+        raw = r.hget(saver.context.keys("big").cp, member("", cid))
+        rec = CheckpointRecord.unpack("", cid, raw, r.hget(saver.context.keys("big").cv,
                                                           member("", cid)))
         huge = saver.serde.dumps_typed({"step": 0, "note": "x" * (9 << 20)})
         # a ~27 MB document: the metadata is chunked, but not the queryable md pairs, here
@@ -48,15 +48,15 @@ def test_an_entry_mongodb_refuses_does_not_block_the_outbox(redis_url, mongo_url
         rec = CheckpointRecord(rec.ns, rec.checkpoint_id, rec.parent_id, rec.checkpoint, huge,
                                rec.run_id, (("step", 0), ("note", "x" * (9 << 20)),
                                             ("more", "y" * (9 << 20))), rec.blob_fields)
-        r.hset(saver.ctx.keys("big").cp, member("", cid), rec.pack())
+        r.hset(saver.context.keys("big").cp, member("", cid), rec.pack())
         saver.put({"configurable": {"thread_id": "small", "checkpoint_ns": ""}},
                   empty_checkpoint(), {"step": 0}, {})
 
         def rounds(n: int) -> None:
             for _ in range(n):
                 try:
-                    run_sync(flush_batch_plan(saver.ctx, "w", block_ms=0, claim=False),
-                             saver._sync)
+                    run_sync(flush_batch_plan(saver.context, "w", block_ms=0, claim=False),
+                             saver.sync_clients)
                 except Exception:  # today: BulkWriteError, every round
                     pass
 
@@ -64,6 +64,6 @@ def test_an_entry_mongodb_refuses_does_not_block_the_outbox(redis_url, mongo_url
         saver.put({"configurable": {"thread_id": "later", "checkpoint_ns": ""}},
                   empty_checkpoint(), {"step": 0}, {})
         rounds(3)
-        assert mongo_checkpoints(saver._sync.db, ["later"])  # fails today: stuck behind it
-        assert r.xlen(dead_letter_key(saver.ctx)) == 1
-        wait_for(lambda: r.xlen(saver.ctx.outbox) == 0, 5, "the outbox to drain")
+        assert mongo_checkpoints(saver.sync_clients.db, ["later"])  # fails today: stuck behind it
+        assert r.xlen(dead_letter_key(saver.context)) == 1
+        wait_for(lambda: r.xlen(saver.context.outbox) == 0, 5, "the outbox to drain")

@@ -59,4 +59,4 @@ def test_flush_wakes_a_flusher_paused_after_failing(redis_url) -> None:
         wait_for(lambda: f._quiet_s() > 0, 30, "the flusher to pause")
         ms.start()
         s.flush(timeout_s=3)  # the pause has ~5 s left: only a woken flusher makes it
-        assert s._sync.db["checkpoints"].count_documents({"thread_id": "t"}) == 1
+        assert s.sync_clients.db["checkpoints"].count_documents({"thread_id": "t"}) == 1

@@ -95,8 +95,8 @@ def put(saver: Any, cfg: dict, values: dict[str, Any], md: dict | None = None,
 def cold(saver: DurableSaver) -> None:
     """Everything to MongoDB, then Redis forgets the saver's threads."""
     saver.flush()
-    r = saver._sync.redis
-    keys = list(r.scan_iter(match="{" + saver.ctx.config.key_prefix + ":*"))
+    r = saver.sync_clients.redis
+    keys = list(r.scan_iter(match="{" + saver.context.config.key_prefix + ":*"))
     if keys:
         r.delete(*keys)
 
@@ -194,7 +194,7 @@ def test_crafted_call_payload_in_redis_is_never_executed(strict, redis_url: str)
     evil = ormsgpack.packb(ormsgpack.Ext(0, ormsgpack.packb(
         ("test_hostile_input", "boom", "rm -rf /"))))  # module, callable, argument
     r = redis.Redis.from_url(redis_url)
-    keys = strict.saver.ctx.keys("h")
+    keys = strict.saver.context.keys("h")
     field = next(f for f in r.hkeys(keys.bl) if f.split(b"\x00")[1] == b"v")
     r.hset(keys.bl, field, ormsgpack.packb([1, "msgpack", evil]))  # a blob envelope
     r.close()
@@ -214,7 +214,7 @@ def test_channel_value_over_max_value_bytes_is_refused_before_anything_is_writte
             rf"max_value_bytes={DEFAULT_MAX}$")):
         put(g.saver, H, {"small": 1, "v": "x" * (DEFAULT_MAX + MB)})
     assert g.saver.get_tuple(H) is None
-    assert g.saver._sync.redis.xlen(g.saver.ctx.outbox) == 0  # no outbox entry either
+    assert g.saver.sync_clients.redis.xlen(g.saver.context.outbox) == 0  # no outbox entry either
     g.assert_intact_and_resumable()
 
 
@@ -242,7 +242,7 @@ def test_large_metadata_text_is_stored_once_and_flushes(g) -> None:
     cfg = put(g.saver, H, {"v": 1}, {"step": 1, "note": "n" * (9 * MB)})
     g.saver.flush(timeout_s=60)
     assert g.saver.get_tuple(H).metadata["note"] == "n" * (9 * MB)
-    doc = g.saver._sync.db[g.saver.ctx.collections.checkpoints].find_one(
+    doc = g.saver.sync_clients.db[g.saver.context.collections.checkpoints].find_one(
         {"checkpoint_id": cfg["configurable"]["checkpoint_id"]})
     assert [kv["k"] for kv in doc["md"]] == ["step"]
     assert [t.metadata["step"] for t in g.saver.list(H, filter={"note": "n" * (9 * MB)})] == [1]
@@ -389,9 +389,9 @@ def test_put_writes_for_a_checkpoint_that_does_not_exist_is_accepted_and_invisib
 
 def test_put_writes_with_no_writes_is_a_no_op(g) -> None:
     cfg = put(g.saver, H, {"v": 1})
-    outbox = g.saver._sync.redis.xlen(g.saver.ctx.outbox)
+    outbox = g.saver.sync_clients.redis.xlen(g.saver.context.outbox)
     assert g.saver.put_writes(cfg, [], "task") is None
-    assert g.saver._sync.redis.xlen(g.saver.ctx.outbox) == outbox
+    assert g.saver.sync_clients.redis.xlen(g.saver.context.outbox) == outbox
     g.assert_intact_and_resumable()
 
 
