@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,15 +36,36 @@ class Heads:
         return self._heads.get((thread_id, ns))
 
 
+class Clock:
+    """Where plans read the time (they never read the system clock themselves), so unit
+    tests control it: ``monotonic()`` seconds for deadlines, ``time_ns()`` wall-clock
+    nanoseconds (Unix epoch) for ordering and ages."""
+
+    def monotonic(self) -> float:
+        """Seconds from ``time.monotonic``."""
+        return time.monotonic()
+
+    def time_ns(self) -> int:
+        """Nanoseconds since the Unix epoch from ``time.time_ns``."""
+        return time.time_ns()
+
+
+SYSTEM_CLOCK = Clock()
+"""The system's clock (the default of ``Context.clock``)."""
+
+
 @dataclass(frozen=True)
 class Context:
-    """Immutable facts shared by the saver, its plans and the flusher."""
+    """Facts shared by the saver, its plans and the flusher: configuration, serializer,
+    names and the clock. Plans only read it; ``heads`` is the saver's (it records heads
+    after a plan returned, plans read them when prepared)."""
 
     config: DurableConfig
     serde: Any
     queryable: bool
     cluster: bool = False
     heads: Heads = field(default_factory=Heads, compare=False, repr=False)
+    clock: Clock = field(default=SYSTEM_CLOCK, compare=False, repr=False)
 
     @property
     def outbox(self) -> str:

@@ -211,9 +211,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         if self._loop is None and self._urls is None:
             self._loop = asyncio.get_running_loop()
         await self._aensure_flusher(clients)
-        # a serializer with blocking I/O (blob uploads/downloads) works off the event loop
-        offload = hasattr(self.serde, "adumps_typed")
-        return await run_async(plan, clients, offload=offload)
+        return await run_async(plan, clients)
 
     def _ensure_flusher_thread(self) -> None:
         sh = self._shared
