@@ -18,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -354,32 +355,39 @@ def _timed(op: Op[Any]) -> bool:
     return isinstance(op, (Script, Pipeline, MongoOp))
 
 
+@contextmanager
+def _observed(op: Op[Any], clients: Clients) -> Iterator[None]:
+    """Around one operation (sync or async): a server that does not answer becomes
+    ``TierUnavailableError``; the round trip is timed by ``clients.observer``."""
+    obs = clients.observer if _timed(op) else None
+    t0 = time.perf_counter()
+    try:
+        yield
+    except Exception as exc:
+        if obs is not None:
+            obs(op, time.perf_counter() - t0, False)
+        wrapped = _wrap(exc, clients, op)
+        if wrapped is exc:
+            raise
+        raise wrapped from exc
+    if obs is not None:
+        obs(op, time.perf_counter() - t0, True)
+
+
 def execute_sync(op: Op[T], clients: Clients) -> T:
     """Execute one operation with blocking ``clients`` and return its normalised reply;
     a server that does not answer raises ``TierUnavailableError`` (other errors as the
     client raised them). Timed by ``clients.observer``."""
-    obs = clients.observer
-    t0 = time.perf_counter()
-    try:
-        try:
-            result: T = _exec_sync(op, clients)
-        except Exception as exc:
-            wrapped = _wrap(exc, clients, op)
-            if wrapped is exc:
-                raise
-            raise wrapped from exc
-    except Exception:
-        if obs is not None and _timed(op):
-            obs(op, time.perf_counter() - t0, False)
-        raise
-    if obs is not None and _timed(op):
-        obs(op, time.perf_counter() - t0, True)
+    with _observed(op, clients):
+        result: T = _exec_sync(op, clients)
     return result
 
 
-def run_sync(plan: Plan[R], clients: Clients) -> R:
-    """Drive ``plan`` to completion with blocking clients; returns its return value.
-    An operation's error is thrown into the plan, which may handle it."""
+def run_with(plan: Plan[R], execute: Callable[[Op[Any]], Any]) -> R:
+    """Drive ``plan`` to completion, ``execute(op)`` giving each operation's reply (or
+    raising its error, which is thrown into the plan: the plan may handle it); returns
+    the plan's return value. ``run_sync`` is this with ``execute_sync``; tests pass canned
+    replies (``tests/unit``)."""
     send: Any = None
     error: BaseException | None = None
     while True:
@@ -389,9 +397,15 @@ def run_sync(plan: Plan[R], clients: Clients) -> R:
             return stop.value  # type: ignore[no-any-return]
         error = None
         try:
-            send = execute_sync(op, clients)
+            send = execute(op)
         except Exception as exc:  # handed back to the plan, which may handle it
             error, send = exc, None
+
+
+def run_sync(plan: Plan[R], clients: Clients) -> R:
+    """Drive ``plan`` to completion with blocking clients; returns its return value.
+    An operation's error is thrown into the plan, which may handle it."""
+    return run_with(plan, lambda op: execute_sync(op, clients))
 
 
 # --------------------------------------------------------------------------- async driver
@@ -425,22 +439,8 @@ async def _exec_async(op: Op[Any], c: Clients) -> Any:
 
 async def execute_async(op: Op[T], clients: Clients) -> T:
     """``execute_sync`` with asyncio ``clients``."""
-    obs = clients.observer
-    t0 = time.perf_counter()
-    try:
-        try:
-            result: T = await _exec_async(op, clients)
-        except Exception as exc:
-            wrapped = _wrap(exc, clients, op)
-            if wrapped is exc:
-                raise
-            raise wrapped from exc
-    except Exception:
-        if obs is not None and _timed(op):
-            obs(op, time.perf_counter() - t0, False)
-        raise
-    if obs is not None and _timed(op):
-        obs(op, time.perf_counter() - t0, True)
+    with _observed(op, clients):
+        result: T = await _exec_async(op, clients)
     return result
 
 

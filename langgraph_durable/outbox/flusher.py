@@ -14,7 +14,6 @@ import logging
 import os
 import socket
 import threading
-import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -356,7 +355,7 @@ class Flusher:
 
     # one round, shared by both loops
     def _round_plan(self) -> Plan[BatchStats]:
-        now = time.monotonic()
+        now = self.ctx.clock.monotonic()
         claim = now - self._last_claim >= self.ctx.config.claim_idle_s / 2
         if claim:
             self._last_claim = now
@@ -371,7 +370,7 @@ class Flusher:
                                  stats.bytes_written, stats.dead, stats.outbox_length)
         n, cap = stats.outbox_length or 0, self.ctx.config.max_outbox
         if (cap and n >= cap // 2) or stats.max_lag_s >= self.BACKLOG_LAG_S:
-            now = time.monotonic()
+            now = self.ctx.clock.monotonic()
             if now - self._warned_at >= 30.0:
                 self._warned_at = now
                 log.warning("outbox backlog: %d entries waiting for MongoDB (max_outbox=%d), "
@@ -381,7 +380,7 @@ class Flusher:
         self.errors += 1
         self.last_error = safe_error(exc)
         self.metrics.flush_failed()
-        now = time.monotonic()
+        now = self.ctx.clock.monotonic()
         if self._failing_since is None:
             self._failing_since = now
         idle = self.ctx.config.claim_idle_s
@@ -405,7 +404,7 @@ class Flusher:
 
     def _quiet_s(self) -> float:
         """Seconds left of the pause after a long failing streak (0 = none)."""
-        return max(0.0, self._quiet_until - time.monotonic())
+        return max(0.0, self._quiet_until - self.ctx.clock.monotonic())
 
     def _observe(self, clients: Clients) -> None:
         if clients.observer is None:  # a standalone worker's clients: time them too

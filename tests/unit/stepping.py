@@ -17,7 +17,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable.config import DurableConfig
 from langgraph_durable.context import Clock, Context
-from langgraph_durable.drivers import Op, Parallel, Plan, Sleep
+from langgraph_durable.drivers import Op, Parallel, Plan, Sleep, run_with
 
 
 class FakeClock(Clock):
@@ -81,16 +81,5 @@ def drive(plan: Plan[Any], answer: Callable[[Op[Any]], Any],
             return [reply(o) for o in op.ops]
         return answer(op)
 
-    send: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            op = plan.throw(error) if error is not None else plan.send(send)
-        except StopIteration as stop:
-            out.result = stop.value
-            return out
-        error = None
-        try:
-            send = reply(op)
-        except Exception as exc:
-            send, error = None, exc
+    out.result = run_with(plan, reply)
+    return out

@@ -25,8 +25,8 @@ class Tiers:
     """Redis's records of thread t (one checkpoint with a blob, one write) and the
     replies to a flush round's operations."""
 
-    def __init__(self, ctx: Any, *, pending: list[Any] = (), claimable: list[Any] = (),  # type: ignore[assignment]
-                 new: list[Any] = (), acked: int = 1, tombstones: dict[bytes, bytes] | None = None) -> None:  # type: ignore[assignment]
+    def __init__(self, ctx: Any, *, acked: int = 1,
+                 tombstones: dict[bytes, bytes] | None = None) -> None:
         self.ctx = ctx
         p = stored(ctx, 0, "zero")
         (w,) = writes(ctx, 0, [("v", 1)])
@@ -37,7 +37,9 @@ class Tiers:
                        **{(k.bl, f): v for f, v in p.args.blobs}, (k.w, self.wfield): w.pack()}
         self.cp_entry = {b"t": b"t", b"p": ormsgpack.packb(["cp", m, [f for f, _ in p.args.blobs]])}
         self.w_entry = {b"t": b"t", b"p": ormsgpack.packb(["w", m, [self.wfield]])}
-        self.pending, self.claimable, self.new = list(pending), list(claimable), list(new)
+        self.pending: list[Any] = []  # own pending entries
+        self.claimable: list[Any] = []  # idle entries of other consumers
+        self.new: list[Any] = []  # entries not yet delivered
         self.acked, self.tombstones = acked, tombstones or {}
 
     def __call__(self, op: Op[Any]) -> Any:

@@ -10,13 +10,13 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable.drivers import BulkWrite, FindOne, Op, Pipeline, Script
+from langgraph_durable.durable import documents as D
 from langgraph_durable.errors import (
     ConcurrentRunError,
     InvalidIdentifierError,
     OutboxFullError,
     ThreadDeletedError,
 )
-from langgraph_durable.durable import documents as D
 from langgraph_durable.plans import write
 from langgraph_durable.records import CheckpointRecord, WriteRecord, member
 
