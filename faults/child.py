@@ -40,7 +40,7 @@ import time
 from typing import Any
 
 from langgraph_durable import DurableSaver, drivers
-from langgraph_durable.drivers import Mongo, Parallel, Pipeline, Script
+from langgraph_durable.drivers import BulkWrite, MongoOp, Parallel, Pipeline, Script
 from langgraph_durable.outbox import flusher as flusher_mod
 from langgraph_durable.records import write_idx
 
@@ -111,7 +111,7 @@ class HookedSaver(DurableSaver):
 
 def _install_driver_hook() -> None:
     """Kill right after Redis ran a put/put_writes script, before the call returns."""
-    orig = drivers._exec_sync_wrapped
+    orig = drivers.execute_sync
 
     def hooked(op: Any, c: Any) -> Any:
         res = orig(op, c)
@@ -120,11 +120,11 @@ def _install_driver_hook() -> None:
             die(_tls.label)
         return res
 
-    drivers._exec_sync_wrapped = hooked  # type: ignore[assignment]
+    drivers.execute_sync = hooked  # type: ignore[assignment]
 
 
 def _classify(op: Any) -> str:
-    if isinstance(op, Mongo):
+    if isinstance(op, MongoOp):
         return "mongo"
     if isinstance(op, Pipeline) and op.commands and op.commands[0][0] == "XACK":
         return "ack"  # on a cluster: XACK/XDEL, then the settle scripts
@@ -192,8 +192,8 @@ def _install_flush_trace() -> None:
     def after(op: Any, result: Any, err: Any) -> None:
         if ACK is None:
             return
-        if isinstance(op, Mongo) and op.method == "bulk_write":
-            ids = [getattr(r, "_filter", {}).get("_id") for r in op.args[0]]
+        if isinstance(op, BulkWrite):
+            ids = [getattr(r, "_filter", {}).get("_id") for r in op.requests]
             res = None if err else {k: getattr(result, k, None) for k in (
                 "upserted_count", "matched_count", "modified_count")}
             ACK.append(k="mongo", col=op.collection, ids=ids[:3], n=len(ids), res=res,

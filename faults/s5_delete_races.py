@@ -39,7 +39,7 @@ from typing import Any
 from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
 
 from langgraph_durable import DurableSaver, ThreadDeletedError
-from langgraph_durable.drivers import Mongo, Plan, run_sync
+from langgraph_durable.drivers import MongoOp, Plan, run_sync
 from langgraph_durable.hot.keys import CONSUMER_GROUP, ThreadKeys
 from langgraph_durable.outbox.flusher import flush_batch_plan
 
@@ -130,7 +130,7 @@ def _until_mongo(gen: Plan) -> Plan:
             op = gen.send(send)
         except StopIteration:
             return None
-        if isinstance(op, Mongo):
+        if isinstance(op, MongoOp):
             return op
         send = yield op
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,21 +40,40 @@ class Heads:
             return self._heads.get((thread_id, ns))
 
 
+class Clock:
+    """Where plans read the time (they never read the system clock themselves), so unit
+    tests control it: ``monotonic()`` seconds for deadlines, ``time_ns()`` wall-clock
+    nanoseconds (Unix epoch) for ordering and ages."""
+
+    def monotonic(self) -> float:
+        """Seconds from ``time.monotonic``."""
+        return time.monotonic()
+
+    def time_ns(self) -> int:
+        """Nanoseconds since the Unix epoch from ``time.time_ns``."""
+        return time.time_ns()
+
+
+SYSTEM_CLOCK = Clock()
+"""The system's clock (the default of ``Context.clock``)."""
+
+
 @dataclass(frozen=True)
 class Context:
-    """What the saver, its plans and the flusher share: fixed facts (configuration,
-    serializer, whether metadata is queryable, cluster or not) and one mutable register.
+    """Facts shared by the saver, its plans and the flusher: configuration, serializer,
+    whether metadata is queryable, cluster or not, names and the clock.
 
     Frozen: no field is ever reassigned (a copy with another serializer is made with
-    ``dataclasses.replace``, and keeps the same ``heads``). ``heads`` is not a fact but the
-    saver's session state: the ``Heads`` register the read and write plans update as they
-    see checkpoints; it is excluded from equality and ``repr``."""
+    ``dataclasses.replace`` and keeps the same ``heads``). Plans only read it; ``heads`` is
+    the saver's session state (a thread-safe register the saver updates after a plan
+    returned, plans read when prepared), excluded from equality and ``repr``."""
 
     config: DurableConfig
     serde: Any
     queryable: bool
     cluster: bool = False
     heads: Heads = field(default_factory=Heads, compare=False, repr=False)
+    clock: Clock = field(default=SYSTEM_CLOCK, compare=False, repr=False)
 
     @property
     def outbox(self) -> str:

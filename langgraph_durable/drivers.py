@@ -1,10 +1,16 @@
 """The only place that talks to servers: I/O operations and their sync and async drivers.
 
-Every saver operation is written once, as a generator that ``yield``s the operations
-below and receives their results (sans-I/O). ``run_sync`` executes it with blocking
-clients (``redis.Redis``, ``pymongo.MongoClient``); ``run_async`` with asyncio clients
-(``redis.asyncio.Redis``, ``pymongo.AsyncMongoClient`` or Motor). Nothing else in the
-package has a sync and an async twin.
+Every saver operation is written once, as a plan: a generator that ``yield``s the
+operations below and receives their replies (sans-I/O). ``run_sync`` executes a plan with
+blocking clients (``redis.Redis``, ``pymongo.MongoClient``); ``run_async`` with asyncio
+clients (``redis.asyncio.Redis``, ``pymongo.AsyncMongoClient`` or Motor). Nothing else in
+the package has a sync and an async twin.
+
+An operation is a small frozen dataclass typed by its reply (``Op[T]``): a plan that
+yields ``Find(...)`` receives a ``list`` of documents. The drivers normalise replies, so
+a plan never sees which protocol (RESP2 or RESP3) or which client (PyMongo, Motor) ran
+it: a Redis hash is a ``dict`` of bytes, a stream entry a ``(id, {field: value})``
+pair. ``ask(op)`` gives a plan the reply with its type (``x = yield from ask(op)``).
 """
 
 from __future__ import annotations
@@ -12,31 +18,60 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
 
 import redis.exceptions
 from pymongo.errors import PyMongoError
 
 from .errors import TierUnavailableError
 
+T = TypeVar("T")
+R = TypeVar("R")
+
+Doc = dict[str, Any]
+"""A MongoDB document as the drivers return it."""
+
+StreamEntry = tuple[bytes, dict[bytes, bytes]]
+"""A Redis stream entry: ``(entry id, {field: value})``."""
+
 # --------------------------------------------------------------------------- operations
 
 
-@dataclass
-class Script:
-    """Run the registered Lua script ``name`` (one round trip; EVALSHA, loaded on demand)."""
+class Op(Generic[T]):
+    """An I/O operation whose reply has type ``T`` (base of every operation below)."""
+
+    __slots__ = ()
+
+
+Plan = Generator[Op[Any], Any, T]
+"""A sans-I/O plan returning ``T``: yields operations, receives their replies."""
+
+
+def ask(op: Op[T]) -> Generator[Op[Any], Any, T]:
+    """``reply = yield from ask(op)``: yield ``op`` and get its reply typed as ``T``."""
+    reply: T = yield op
+    return reply
+
+
+@dataclass(frozen=True)
+class Script(Op[Any]):
+    """Run the registered Lua script ``name`` (one round trip; EVALSHA, loaded on demand).
+    Built by the argument classes of ``hot/scripts.py``, which name every KEYS and ARGV
+    field; the reply is the script's, unchanged."""
 
     name: str
     keys: Sequence[str]
     args: Sequence[Any]
 
 
-@dataclass
-class Pipeline:
-    """Send Redis commands in one pipeline (one round trip, no MULTI); returns their replies.
+@dataclass(frozen=True)
+class Pipeline(Op[list[Any]]):
+    """Send Redis commands in one pipeline (one round trip, no MULTI); returns their
+    replies, normalised (``normalise``) by command name.
 
     With ``raise_on_error=False`` a failing command's exception is returned in its place.
     """
@@ -45,18 +80,8 @@ class Pipeline:
     raise_on_error: bool = True
 
 
-@dataclass
-class Mongo:
-    """Call ``method`` on a MongoDB collection; cursors (``find``, ``aggregate``) become lists."""
-
-    collection: str
-    method: str
-    args: Sequence[Any] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Scan:
+@dataclass(frozen=True)
+class Scan(Op[list[bytes]]):
     """Every Redis key matching the glob ``match`` (SCAN with ``COUNT count``, on every
     primary of a cluster); returns the keys. Many round trips on a large keyspace: for
     administration (listing threads), never on a saver's hot path."""
@@ -65,25 +90,182 @@ class Scan:
     count: int = 1000
 
 
-@dataclass
-class Parallel:
-    """Run several operations; concurrently under asyncio, in order with sync clients."""
+@dataclass(frozen=True)
+class Parallel(Op[list[Any]]):
+    """Run several operations; concurrently under asyncio, in order with sync clients.
+    Returns their replies in order."""
 
-    ops: Sequence[Any]
+    ops: Sequence[Op[Any]]
 
 
-@dataclass
-class Sleep:
+@dataclass(frozen=True)
+class Sleep(Op[None]):
     """Wait ``seconds`` without holding the event loop."""
 
     seconds: float
 
 
-Op = Script | Pipeline | Mongo | Scan | Parallel | Sleep
-_TIMED = (Script, Pipeline, Mongo)
-Plan = Generator[Any, Any, Any]
+class MongoOp(Op[T]):
+    """A call on one MongoDB collection: ``method`` with ``call()``'s arguments.
+    ``cursor`` operations (find, aggregate) reply with a list of documents."""
 
-_CURSOR_METHODS = {"find", "aggregate", "list_indexes"}
+    __slots__ = ()
+    method: ClassVar[str]
+    cursor: ClassVar[bool] = False
+    collection: str
+
+    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Positional and keyword arguments of the collection method."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Find(MongoOp[list[Doc]]):
+    """``find(filter, projection, sort, limit)``; every matching document, as a list."""
+
+    method: ClassVar[str] = "find"
+    cursor: ClassVar[bool] = True
+    collection: str
+    filter: Mapping[str, Any]
+    projection: Mapping[str, Any] | None = None
+    sort: Sequence[tuple[str, int]] | None = None
+    limit: int = 0
+
+    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        kw: dict[str, Any] = {}
+        if self.projection is not None:
+            kw["projection"] = dict(self.projection)
+        if self.sort is not None:
+            kw["sort"] = list(self.sort)
+        if self.limit:
+            kw["limit"] = self.limit
+        return (dict(self.filter),), kw
+
+
+@dataclass(frozen=True)
+class FindOne(MongoOp["Doc | None"]):
+    """``find_one(filter, projection)``: the first matching document or None."""
+
+    method: ClassVar[str] = "find_one"
+    collection: str
+    filter: Mapping[str, Any]
+    projection: Mapping[str, Any] | None = None
+
+    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        kw = {"projection": dict(self.projection)} if self.projection is not None else {}
+        return (dict(self.filter),), kw
+
+
+@dataclass(frozen=True)
+class Aggregate(MongoOp[list[Doc]]):
+    """``aggregate(pipeline)``: the result documents, as a list."""
+
+    method: ClassVar[str] = "aggregate"
+    cursor: ClassVar[bool] = True
+    collection: str
+    pipeline: Sequence[Mapping[str, Any]]
+
+    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return ([dict(s) for s in self.pipeline],), {}
+
+
+@dataclass(frozen=True)
+class BulkWrite(MongoOp[Any]):
+    """``bulk_write(requests, ordered=...)`` (``ReplaceOne``/``UpdateOne``/``DeleteOne``
+    models); replies with PyMongo's ``BulkWriteResult``; raises ``BulkWriteError``."""
+
+    method: ClassVar[str] = "bulk_write"
+    collection: str
+    requests: Sequence[Any]
+    ordered: bool = False
+
+    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (list(self.requests),), {"ordered": self.ordered}
+
+
+@dataclass(frozen=True)
+class DeleteMany(MongoOp[Any]):
+    """``delete_many(filter)``; replies with PyMongo's ``DeleteResult``."""
+
+    method: ClassVar[str] = "delete_many"
+    collection: str
+    filter: Mapping[str, Any]
+
+    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return (dict(self.filter),), {}
+
+
+@dataclass(frozen=True)
+class Mongo(MongoOp[Any]):
+    """Any other collection method, by name (set-up, migrations, tools): ``method`` with
+    ``args`` and ``kwargs``; ``find``/``aggregate``/``list_indexes`` replies become lists.
+    Plans of the saver use the typed operations above."""
+
+    collection: str
+    method: str  # type: ignore[misc]
+    args: Sequence[Any] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return tuple(self.args), dict(self.kwargs)
+
+    @property
+    def is_cursor(self) -> bool:
+        """True when the method returns a cursor."""
+        return self.method in _CURSOR_METHODS
+
+
+_CURSOR_METHODS = frozenset({"find", "aggregate", "list_indexes"})
+
+
+def _is_cursor(op: MongoOp[Any]) -> bool:
+    return op.is_cursor if isinstance(op, Mongo) else type(op).cursor
+
+
+
+# --------------------------------------------------------------------------- replies
+
+
+def _pairs(raw: Any) -> dict[bytes, bytes]:
+    """A Redis hash reply (RESP3 map or RESP2 flat list) as a dict."""
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        return dict(raw)
+    return dict(zip(raw[::2], raw[1::2]))
+
+
+def _entries(raw: Any) -> list[StreamEntry]:
+    return [(eid, _pairs(fields)) for eid, fields in raw or []]
+
+
+def normalise(command: str, reply: Any) -> Any:
+    """One Redis reply in the shape plans see, whatever the protocol:
+    ``HGETALL`` -> ``dict``; ``XREADGROUP``/``XREAD`` -> ``list[StreamEntry]`` (the first
+    stream's; ``[]`` for none); ``XAUTOCLAIM`` -> ``list[StreamEntry]`` (the claimed
+    entries); ``XRANGE``/``XREVRANGE`` -> ``list[StreamEntry]``; ``HSCAN`` -> ``(cursor,
+    dict)``; others unchanged."""
+    if isinstance(reply, Exception):
+        return reply
+    if command == "HGETALL":
+        return _pairs(reply)
+    if command in ("XREADGROUP", "XREAD"):
+        if not reply:
+            return []
+        if isinstance(reply, dict):  # RESP3: {stream: [entries]} (or [[entries]])
+            first = next(iter(reply.values()))
+            if first and isinstance(first[0], list) and first[0] and isinstance(
+                    first[0][0], (list, tuple)):
+                first = first[0]
+            return _entries(first)
+        return _entries(reply[0][1])
+    if command == "XAUTOCLAIM":
+        return _entries(reply[1]) if reply else []
+    if command in ("XRANGE", "XREVRANGE"):
+        return _entries(reply)
+    if command == "HSCAN":
+        return (reply[0], _pairs(reply[1]))
+    return reply
 
 
 @dataclass
@@ -97,7 +279,7 @@ class Clients:
     mongo_name: str = "mongodb"
     _registered: dict[str, Any] = field(default_factory=dict)
     observer: Callable[[Any, float, bool], None] | None = None
-    """Called after each Script, Pipeline and Mongo operation with ``(op, seconds, ok)``
+    """Called after each Script, Pipeline and MongoDB operation with ``(op, seconds, ok)``
     (round-trip time from ``time.perf_counter``); ``None`` = not timed (metrics.py sets it)."""
 
     def script(self, name: str) -> Any:
@@ -108,17 +290,24 @@ class Clients:
         return obj
 
 
+def _what(op: Any) -> str:
+    return op.name if isinstance(op, Script) else type(op).__name__.lower()
+
+
 def _wrap(exc: Exception, clients: Clients, op: Any) -> Exception:
     if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
-        what = op.name if isinstance(op, Script) else type(op).__name__.lower()
-        return TierUnavailableError(f"Redis {clients.redis_name} did not answer ({what}): {exc}")
+        return TierUnavailableError(
+            f"Redis {clients.redis_name} did not answer ({_what(op)}): {exc}")
     if isinstance(exc, PyMongoError) and type(exc).__name__ in {
         "ServerSelectionTimeoutError", "AutoReconnect", "NetworkTimeout", "ConnectionFailure",
     }:
-        return TierUnavailableError(
-            f"MongoDB {clients.mongo_name} did not answer ({op.collection}.{op.method}): {exc}"
-        )
+        where = f"{op.collection}.{op.method}" if isinstance(op, MongoOp) else _what(op)
+        return TierUnavailableError(f"MongoDB {clients.mongo_name} did not answer ({where}): {exc}")
     return exc
+
+
+def _pipeline_replies(op: Pipeline, replies: list[Any]) -> list[Any]:
+    return [normalise(str(cmd[0]).upper(), r) for cmd, r in zip(op.commands, replies)]
 
 
 # --------------------------------------------------------------------------- sync driver
@@ -137,85 +326,103 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
-
-def _exec_sync(op: Any, c: Clients) -> Any:
+def _exec_sync(op: Op[Any], c: Clients) -> Any:
     if isinstance(op, Script):
         return c.script(op.name)(keys=list(op.keys), args=list(op.args))
     if isinstance(op, Pipeline):
         pipe = c.redis.pipeline(transaction=False)
         for cmd in op.commands:
             pipe.execute_command(*cmd)
-        return pipe.execute(raise_on_error=op.raise_on_error)
-    if isinstance(op, Mongo):
-        result = getattr(c.db[op.collection], op.method)(*op.args, **op.kwargs)
-        return list(result) if op.method in _CURSOR_METHODS else result
+        return _pipeline_replies(op, pipe.execute(raise_on_error=op.raise_on_error))
+    if isinstance(op, MongoOp):
+        args, kwargs = op.call()
+        result = getattr(c.db[op.collection], op.method)(*args, **kwargs)
+        return list(result) if _is_cursor(op) else result
     if isinstance(op, Scan):
         return list(c.redis.scan_iter(match=op.match, count=op.count))
     if isinstance(op, Parallel):
         if len(op.ops) < 2:
-            return [_exec_sync_wrapped(o, c) for o in op.ops]
+            return [execute_sync(o, c) for o in op.ops]
         # concurrent round trips (redis-py and PyMongo clients are thread-safe)
-        return list(_pool().map(lambda o: _exec_sync_wrapped(o, c), op.ops))
+        return list(_pool().map(lambda o: execute_sync(o, c), op.ops))
     if isinstance(op, Sleep):
         time.sleep(op.seconds)
         return None
     raise TypeError(f"unknown operation {op!r}")
 
 
-def _exec_sync_wrapped(op: Any, c: Clients) -> Any:
-    obs = c.observer
-    if obs is not None and type(op) in _TIMED:
-        t0 = time.perf_counter()
-        try:
-            result = _exec_sync_wrapped_untimed(op, c)
-        except Exception:
-            obs(op, time.perf_counter() - t0, False)
-            raise
-        obs(op, time.perf_counter() - t0, True)
-        return result
-    return _exec_sync_wrapped_untimed(op, c)
+def _timed(op: Op[Any]) -> bool:
+    return isinstance(op, (Script, Pipeline, MongoOp))
 
 
-def _exec_sync_wrapped_untimed(op: Any, c: Clients) -> Any:
+@contextmanager
+def _observed(op: Op[Any], clients: Clients) -> Iterator[None]:
+    """Around one operation (sync or async): a server that does not answer becomes
+    ``TierUnavailableError``; the round trip is timed by ``clients.observer``."""
+    obs = clients.observer if _timed(op) else None
+    t0 = time.perf_counter()
     try:
-        return _exec_sync(op, c)
+        yield
     except Exception as exc:
-        wrapped = _wrap(exc, c, op)
+        if obs is not None:
+            obs(op, time.perf_counter() - t0, False)
+        wrapped = _wrap(exc, clients, op)
         if wrapped is exc:
             raise
         raise wrapped from exc
+    if obs is not None:
+        obs(op, time.perf_counter() - t0, True)
 
 
-def run_sync(plan: Plan, clients: Clients) -> Any:
-    """Drive ``plan`` to completion with blocking clients; returns its return value."""
+def execute_sync(op: Op[T], clients: Clients) -> T:
+    """Execute one operation with blocking ``clients`` and return its normalised reply;
+    a server that does not answer raises ``TierUnavailableError`` (other errors as the
+    client raised them). Timed by ``clients.observer``."""
+    with _observed(op, clients):
+        result: T = _exec_sync(op, clients)
+    return result
+
+
+def run_with(plan: Plan[R], execute: Callable[[Op[Any]], Any]) -> R:
+    """Drive ``plan`` to completion, ``execute(op)`` giving each operation's reply (or
+    raising its error, which is thrown into the plan: the plan may handle it); returns
+    the plan's return value. ``run_sync`` is this with ``execute_sync``; tests pass canned
+    replies (``tests/unit``)."""
     send: Any = None
     error: BaseException | None = None
     while True:
         try:
             op = plan.throw(error) if error is not None else plan.send(send)
         except StopIteration as stop:
-            return stop.value
+            return stop.value  # type: ignore[no-any-return]
         error = None
         try:
-            send = _exec_sync_wrapped(op, clients)
+            send = execute(op)
         except Exception as exc:  # handed back to the plan, which may handle it
             error, send = exc, None
+
+
+def run_sync(plan: Plan[R], clients: Clients) -> R:
+    """Drive ``plan`` to completion with blocking clients; returns its return value.
+    An operation's error is thrown into the plan, which may handle it."""
+    return run_with(plan, lambda op: execute_sync(op, clients))
 
 
 # --------------------------------------------------------------------------- async driver
 
 
-async def _exec_async(op: Any, c: Clients) -> Any:
+async def _exec_async(op: Op[Any], c: Clients) -> Any:
     if isinstance(op, Script):
         return await c.script(op.name)(keys=list(op.keys), args=list(op.args))
     if isinstance(op, Pipeline):
         pipe = c.redis.pipeline(transaction=False)
         for cmd in op.commands:
             pipe.execute_command(*cmd)
-        return await pipe.execute(raise_on_error=op.raise_on_error)
-    if isinstance(op, Mongo):
-        result = getattr(c.db[op.collection], op.method)(*op.args, **op.kwargs)
-        if op.method in _CURSOR_METHODS:
+        return _pipeline_replies(op, await pipe.execute(raise_on_error=op.raise_on_error))
+    if isinstance(op, MongoOp):
+        args, kwargs = op.call()
+        result = getattr(c.db[op.collection], op.method)(*args, **kwargs)
+        if _is_cursor(op):
             if asyncio.iscoroutine(result):  # AsyncMongoClient.aggregate is a coroutine
                 result = await result
             return await result.to_list(None)
@@ -223,66 +430,34 @@ async def _exec_async(op: Any, c: Clients) -> Any:
     if isinstance(op, Scan):
         return [k async for k in c.redis.scan_iter(match=op.match, count=op.count)]
     if isinstance(op, Parallel):
-        return list(await asyncio.gather(*(_exec_async_wrapped(o, c) for o in op.ops)))
+        return list(await asyncio.gather(*(execute_async(o, c) for o in op.ops)))
     if isinstance(op, Sleep):
         await asyncio.sleep(op.seconds)
         return None
     raise TypeError(f"unknown operation {op!r}")
 
 
-async def _exec_async_wrapped(op: Any, c: Clients) -> Any:
-    obs = c.observer
-    if obs is not None and type(op) in _TIMED:
-        t0 = time.perf_counter()
-        try:
-            result = await _exec_async_wrapped_untimed(op, c)
-        except Exception:
-            obs(op, time.perf_counter() - t0, False)
-            raise
-        obs(op, time.perf_counter() - t0, True)
-        return result
-    return await _exec_async_wrapped_untimed(op, c)
+async def execute_async(op: Op[T], clients: Clients) -> T:
+    """``execute_sync`` with asyncio ``clients``."""
+    with _observed(op, clients):
+        result: T = await _exec_async(op, clients)
+    return result
 
 
-async def _exec_async_wrapped_untimed(op: Any, c: Clients) -> Any:
-    try:
-        return await _exec_async(op, c)
-    except Exception as exc:
-        wrapped = _wrap(exc, c, op)
-        if wrapped is exc:
-            raise
-        raise wrapped from exc
-
-
-def _step(plan: Plan, send: Any, error: BaseException | None) -> Any:
-    """One step of ``plan`` (for a worker thread); its end comes back as the value."""
-    try:
-        return plan.throw(error) if error is not None else plan.send(send)
-    except StopIteration as stop:
-        return stop
-
-
-async def run_async(plan: Plan, clients: Clients, *, offload: bool = False) -> Any:
+async def run_async(plan: Plan[R], clients: Clients) -> R:
     """Drive ``plan`` to completion with asyncio clients; returns its return value.
 
-    With ``offload`` the plan's own steps (serializing, decoding) run in a worker thread,
-    so a serializer that does blocking I/O (``ExternalRefSerializer`` uploading to S3)
-    never blocks the event loop; the round trips stay on the loop."""
+    Plans never block (they do no I/O of their own: values are serialized before a plan
+    is made and decoded after it returns), so every step runs on the event loop."""
     send: Any = None
     error: BaseException | None = None
     while True:
         try:
-            if offload:
-                # StopIteration cannot cross a Future: the step returns it as a value
-                op = await asyncio.to_thread(_step, plan, send, error)
-                if isinstance(op, StopIteration):
-                    raise op
-            else:
-                op = plan.throw(error) if error is not None else plan.send(send)
+            op = plan.throw(error) if error is not None else plan.send(send)
         except StopIteration as stop:
-            return stop.value
+            return stop.value  # type: ignore[no-any-return]
         error = None
         try:
-            send = await _exec_async_wrapped(op, clients)
+            send = await execute_async(op, clients)
         except Exception as exc:
             error, send = exc, None

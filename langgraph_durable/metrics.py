@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from .drivers import Mongo, Pipeline, Script
+from .drivers import MongoOp, Pipeline, Script
 
 try:  # optional dependency: the ``otel`` extra
     from opentelemetry import metrics as _otel
@@ -184,7 +184,7 @@ class Metrics:
         elif kind is Pipeline:
             name = str(op.commands[0][0]).lower() if op.commands else "pipeline"
             key, nbytes = "hot." + name, 0
-        elif kind is Mongo:
+        elif isinstance(op, MongoOp):
             coll = op.collection
             if self._cprefix and coll.startswith(self._cprefix):
                 coll = coll[len(self._cprefix):]

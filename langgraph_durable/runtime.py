@@ -221,10 +221,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
             result = await asyncio.to_thread(run_sync, plan, sync)
             return result
         await self._aensure_flusher(clients)
-        # a serializer with blocking I/O (blob uploads/downloads) works off the event loop
-        offload = hasattr(self.serde, "adumps_typed")
-        result = await run_async(plan, clients, offload=offload)
-        return result
+        return await run_async(plan, clients)
 
     def _ensure_flusher_thread(self) -> None:
         sh, sync = self._shared, self._clients.sync

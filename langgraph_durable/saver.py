@@ -4,11 +4,12 @@ durable tier. This module is the contract: it validates calls and drives the pla
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -42,6 +43,8 @@ def _run_ids(run_ids: Sequence[str]) -> list[str]:
 
 ReadTier = Literal["hot", "durable", "miss"]
 """Which tier answered a ``get_tuple``: Redis, MongoDB, or neither."""
+
+_T = TypeVar("_T")
 
 class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextManager):
     """A LangGraph checkpointer that survives crashes; a drop-in for ``InMemorySaver``.
@@ -85,6 +88,18 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
     def _count(self, key: str) -> None:
         self._shared.metrics.call(key)
 
+    async def _off_loop(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run ``fn`` (serializing before a plan, decoding after it) in a worker thread when
+        the serializer may do blocking I/O (it has ``adumps_typed``, as
+        ``ExternalRefSerializer`` uploading to a blob store), else right here."""
+        if hasattr(self.serde, "adumps_typed"):
+            return await asyncio.to_thread(fn, *args)
+        return fn(*args)
+
+    def _put_done(self, prepared: write.PreparedPut, result: RunnableConfig) -> RunnableConfig:
+        self._ctx.heads.seen(prepared.thread_id, prepared.ns, prepared.checkpoint_id)
+        return result
+
     def _tier(self, page: read.Page) -> CheckpointTuple | None:
         self._shared.metrics.read(page.hot, page.durable, 0 if page.tuples else 1)
         tier: ReadTier = ("miss" if not page.tuples else "hot" if page.hot else "durable")
@@ -111,11 +126,12 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         """The checkpoint named by ``config`` (latest of its thread and namespace when it has
         no ``checkpoint_id``), with pending writes in ``writes_sort_key`` order, or None.
         One Redis round trip when Redis holds it; mirrors ``InMemorySaver.get_tuple``."""
-        return self._tier(self.run(self._get_plan(config)))
+        return self._tier(read.finish_page(self._ctx, self.run(self._get_plan(config))))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async ``get_tuple``."""
-        return self._tier(await self.arun(self._get_plan(config)))
+        raw = await self.arun(self._get_plan(config))
+        return self._tier(await self._off_loop(read.finish_page, self._ctx, raw))
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint,
             metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
@@ -124,14 +140,16 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         Raises ``SerializationError`` (nothing written) for a value the serializer
         refuses, ``OutboxFullError`` when MongoDB is ``max_outbox`` entries behind."""
         self._count("puts")
-        return self.run(write.put_plan(self._ctx, config, checkpoint, metadata, new_versions))
+        prepared = write.prepare_put(self._ctx, config, checkpoint, metadata, new_versions)
+        return self._put_done(prepared, self.run(write.put_plan(self._ctx, prepared)))
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
         """Async ``put``."""
         self._count("puts")
-        return await self.arun(
-            write.put_plan(self._ctx, config, checkpoint, metadata, new_versions))
+        prepared = await self._off_loop(write.prepare_put, self._ctx, config, checkpoint,
+                                        metadata, new_versions)
+        return self._put_done(prepared, await self.arun(write.put_plan(self._ctx, prepared)))
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str = "") -> None:
@@ -139,13 +157,16 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         ``WRITES_IDX_MAP`` channels overwrite; others are insert-once (a retry changes
         nothing), as in InMemorySaver."""
         self._count("put_writes")
-        self.run(write.put_writes_plan(self._ctx, config, writes, task_id, task_path))
+        prepared = write.prepare_put_writes(self._ctx, config, writes, task_id, task_path)
+        self.run(write.put_writes_plan(self._ctx, prepared))
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                           task_id: str, task_path: str = "") -> None:
         """Async ``put_writes``."""
         self._count("put_writes")
-        await self.arun(write.put_writes_plan(self._ctx, config, writes, task_id, task_path))
+        prepared = await self._off_loop(write.prepare_put_writes, self._ctx, config, writes,
+                                        task_id, task_path)
+        await self.arun(write.put_writes_plan(self._ctx, prepared))
 
     def _list_steps(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None,
                     before: RunnableConfig | None, limit: int | None) -> Any:
@@ -200,6 +221,8 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
                 yield step
             else:
                 send = self.run(step)
+                if isinstance(send, read.RecordPage):
+                    send = read.finish_page(self._ctx, send)
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None,
@@ -217,6 +240,8 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
                 yield step
             else:
                 send = await self.arun(step)
+                if isinstance(send, read.RecordPage):
+                    send = await self._off_loop(read.finish_page, self._ctx, send)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, blob and write of ``thread_id`` in both tiers, after the
@@ -313,7 +338,7 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         ``InMemorySaver.get_delta_channel_history``."""
         if not channels:
             return {}
-        return self.run(self._delta_plan(config, channels))
+        return self.run(self._delta_plan(config, channels)).decode(self.serde)
 
     async def aget_delta_channel_history(self, *, config: RunnableConfig,
                                          channels: Sequence[str]
@@ -321,7 +346,8 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         """Async ``get_delta_channel_history``."""
         if not channels:
             return {}
-        return await self.arun(self._delta_plan(config, channels))
+        found = await self.arun(self._delta_plan(config, channels))
+        return await self._off_loop(found.decode, self.serde)
 
     def get_next_version(self, current: str | None, channel: None) -> str:  # type: ignore[override]
         """Next channel version: ``"<int:032>.<random:016>"``, as InMemorySaver and

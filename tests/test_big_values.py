@@ -304,7 +304,7 @@ def test_strict_mode_writes_the_chunks_before_returning(
 
 def test_a_flush_round_copies_at_most_round_bytes_at_a_time(
         redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from langgraph_durable.drivers import Mongo, run_sync
+    from langgraph_durable.drivers import BulkWrite, run_sync
     from langgraph_durable.outbox import flusher
 
     monkeypatch.setattr(flusher, "ROUND_BYTES", 8000)  # two 3 KiB values, not three
@@ -318,8 +318,8 @@ def test_a_flush_round_copies_at_most_round_bytes_at_a_time(
         blob_writes: list[int] = []
         clients = s.sync_clients
         assert clients is not None
-        clients.observer = lambda op, _s, _ok: blob_writes.append(len(op.args[0])) if (
-            isinstance(op, Mongo) and op.collection == s.context.collections.blobs) else None
+        clients.observer = lambda op, _s, _ok: blob_writes.append(len(op.requests)) if (
+            isinstance(op, BulkWrite) and op.collection == s.context.collections.blobs) else None
         run_sync(flusher.ensure_group_plan(s.context), clients)
         stats = run_sync(flusher.flush_batch_plan(s.context, "c", block_ms=0, claim=False), clients)
         assert (stats.entries, stats.documents) == (5, 10)

@@ -24,7 +24,7 @@ from typing_extensions import TypedDict
 
 from faults.common import tap
 from langgraph_durable import DurableSaver, ThreadDeletedError
-from langgraph_durable.drivers import Mongo, Parallel, Script, run_sync
+from langgraph_durable.drivers import FindOne, MongoOp, Parallel, Script, run_sync
 from langgraph_durable.plans import admin, write
 
 
@@ -309,12 +309,14 @@ def test_strict_put_and_put_writes_overtaken_by_a_delete_leave_nothing(
         c1 = put(s, cfg("t"), 0)
         cp = empty_checkpoint()
         cp["channel_values"], cp["channel_versions"] = {"v": 1}, {"v": f"{2:032}.0"}
-        plan = write.put_plan(s.context, c1, cp, {"step": 0}, {"v": f"{2:032}.0"})
+        plan = write.put_plan(s.context, write.prepare_put(s.context, c1, cp, {"step": 0},
+                                                       {"v": f"{2:032}.0"}))
         run_sync(tap(plan, _delete_before_the_first(Parallel, s)), s.sync_clients)
         assert stored(s, "t") == [] and _mongo_left(s, mongo_url) == 0
         c1 = put(s, cfg("t"), 0)
-        plan = write.put_writes_plan(s.context, c1, [("v", 1), ("__error__", "x")], "task", "")
-        run_sync(tap(plan, _delete_before_the_first(Mongo, s)), s.sync_clients)
+        plan = write.put_writes_plan(s.context, write.prepare_put_writes(
+            s.context, c1, [("v", 1), ("__error__", "x")], "task", ""))
+        run_sync(tap(plan, _delete_before_the_first(MongoOp, s)), s.sync_clients)
         assert stored(s, "t") == [] and _mongo_left(s, mongo_url) == 0
 
 
@@ -330,11 +332,11 @@ def test_a_delete_between_the_mongodb_check_and_the_retry_still_refuses(
     checked: list[int] = []
 
     def seen(op: Any, result: Any, error: Any) -> None:
-        if isinstance(op, Mongo) and op.method == "find_one":
+        if isinstance(op, FindOne):
             checked.append(1)
 
-    plan = write.put_writes_plan(saver.context, cfg("t", s1["configurable"]["checkpoint_id"]),
-                                 [("v", 1)], "task", "")
+    plan = write.put_writes_plan(saver.context, write.prepare_put_writes(
+        saver.context, cfg("t", s1["configurable"]["checkpoint_id"]), [("v", 1)], "task", ""))
     with pytest.raises(ThreadDeletedError):
         run_sync(tap(plan, _delete_before_the_first(Script, saver, lambda: checked), seen),
                  saver.sync_clients)

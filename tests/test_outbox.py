@@ -163,7 +163,7 @@ def test_a_poison_entry_goes_to_the_dead_letter_stream_and_the_rest_flows(
 def test_a_stalled_flush_round_that_writes_after_a_delete_takes_its_copy_back(
     redis_url, mongo_url, redis_client
 ) -> None:
-    from langgraph_durable.drivers import Mongo, _exec_sync_wrapped
+    from langgraph_durable.drivers import BulkWrite, execute_sync
 
     opts = unique_options(flusher="off", claim_idle_s=0.01)
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
@@ -171,8 +171,8 @@ def test_a_stalled_flush_round_that_writes_after_a_delete_takes_its_copy_back(
         # the zombie reads the entries and their records, then stalls before writing
         zombie = flush_batch_plan(saver.context, "zombie", block_ms=0, claim=False)
         op, result = zombie.send(None), None
-        while not (isinstance(op, Mongo) and op.method == "bulk_write"):
-            op = zombie.send(_exec_sync_wrapped(op, saver.sync_clients))
+        while not isinstance(op, BulkWrite):
+            op = zombie.send(execute_sync(op, saver.sync_clients))
         # meanwhile another flusher claims the idle entries and flushes them
         import time
 
@@ -185,7 +185,7 @@ def test_a_stalled_flush_round_that_writes_after_a_delete_takes_its_copy_back(
         # the zombie wakes up and writes what it read before the delete ...
         try:
             while True:
-                result = _exec_sync_wrapped(op, saver.sync_clients)
+                result = execute_sync(op, saver.sync_clients)
                 op = zombie.send(result)
         except StopIteration:
             pass

@@ -31,7 +31,7 @@ from typing import Any
 from bson import Binary
 from pymongo import ReplaceOne
 
-from ..drivers import Mongo, Plan
+from ..drivers import BulkWrite, Find, Plan, ask
 from ..errors import CorruptRecordError
 from ..records import CHUNKED_VERSION, SCHEMA_VERSION
 from .documents import doc_id
@@ -95,16 +95,16 @@ def split_all(kind: str, docs: Iterable[dict[str, Any]]
     return out, chunks
 
 
-def upserts(chunks: Sequence[dict[str, Any]]) -> list[ReplaceOne]:
+def upserts(chunks: Sequence[dict[str, Any]]) -> list[ReplaceOne[Any]]:
     """Idempotent upserts of chunk documents (content-addressed ``_id``)."""
     return [ReplaceOne({"_id": c["_id"]}, c, upsert=True) for c in chunks]
 
 
-def write_plan(collection: str, chunks: Sequence[dict[str, Any]]) -> Plan:
+def write_plan(collection: str, chunks: Sequence[dict[str, Any]]) -> Plan[None]:
     """Upsert ``chunks`` into ``collection`` (nothing when empty); call it before writing
     the documents that refer to them."""
     if chunks:
-        yield Mongo(collection, "bulk_write", (upserts(chunks),), {"ordered": False})
+        yield BulkWrite(collection, upserts(chunks))
 
 
 def moved(chunks: Iterable[dict[str, Any]], owners: Mapping[str, Mapping[str, Any]]
@@ -134,7 +134,7 @@ def has_chunks(doc: Mapping[str, Any]) -> bool:
     return bool(_descriptors(doc))
 
 
-def load_plan(collection: str, docs: Sequence[dict[str, Any]]) -> Plan:
+def load_plan(collection: str, docs: Sequence[dict[str, Any]]) -> Plan[list[dict[str, Any]]]:
     """``docs`` with every chunked field reassembled from ``collection`` (the chunks
     collection): one query, only when a document has chunks. Returns a list in the same
     order; reassembled documents are copies in the unchunked format (``v`` =
@@ -145,7 +145,7 @@ def load_plan(collection: str, docs: Sequence[dict[str, Any]]) -> Plan:
         return list(docs)
     ids = [chunk_id(d["_id"], f, desc["sha256"], n)
            for _, d in wanted for f, desc in _descriptors(d) for n in range(int(desc["chunks"]))]
-    found = yield Mongo(collection, "find", ({"_id": {"$in": ids}},))
+    found = yield from ask(Find(collection, {"_id": {"$in": ids}}))
     by_id = {c["_id"]: c["data"] for c in found}
     out = list(docs)
     for i, d in wanted:

@@ -82,7 +82,7 @@ INDEXES: dict[str, list[IndexModel]] = {
 # ------------------------------------------------------------------------ to documents
 
 
-def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, put_ms: int = 0) -> dict:
+def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, put_ms: int = 0) -> dict[str, Any]:
     """The checkpoints-collection document of ``rec`` (``md`` holds the queryable scalar
     metadata the saver chose to expose at ``put`` time; empty when encrypted). ``put_ms``:
     Redis server time (ms) when the checkpoint was stored (its outbox entry's time, or the
@@ -107,7 +107,7 @@ def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, put_ms: int = 0) ->
     }
 
 
-def blob_doc(thread_id: str, field: str, value: Typed | None, *, put_ms: int = 0) -> dict:
+def blob_doc(thread_id: str, field: str, value: Typed | None, *, put_ms: int = 0) -> dict[str, Any]:
     """The blobs-collection document for a Redis blob field (``None`` = empty);
     ``put_ms`` as in ``checkpoint_doc``."""
     ns, channel, version = split_field(field)
@@ -125,7 +125,7 @@ def blob_doc(thread_id: str, field: str, value: Typed | None, *, put_ms: int = 0
 
 
 def write_doc(thread_id: str, ns: str, checkpoint_id: str, w: WriteRecord, *,
-              put_ms: int = 0) -> dict:
+              put_ms: int = 0) -> dict[str, Any]:
     """The writes-collection document of one pending write; ``put_ms`` as in
     ``checkpoint_doc``."""
     return {
@@ -145,14 +145,14 @@ def write_doc(thread_id: str, ns: str, checkpoint_id: str, w: WriteRecord, *,
     }
 
 
-def stored_before(thread_id: str, at_ms: int) -> dict:
+def stored_before(thread_id: str, at_ms: int) -> dict[str, Any]:
     """Query of a thread's documents stored at or before ``at_ms`` (``put_ms``; documents
     without one count as before): what a delete at that time removes, and not what a new
     run stored since (flushed while the delete ran)."""
     return {"thread_id": thread_id, "put_ms": {"$not": {"$gt": at_ms}}}
 
 
-def upsert(doc: dict) -> ReplaceOne | UpdateOne:
+def upsert(doc: dict[str, Any]) -> ReplaceOne[Any] | UpdateOne:
     """Idempotent upsert of an immutable document (checkpoint or blob). A checkpoint's
     ``put_ms`` is set once, when the document is first inserted: replaying its outbox
     entry (a later stream time) leaves the document unchanged."""
@@ -163,7 +163,7 @@ def upsert(doc: dict) -> ReplaceOne | UpdateOne:
                      {"$set": fields, "$setOnInsert": {"put_ms": doc["put_ms"]}}, upsert=True)
 
 
-def upsert_write(doc: dict) -> UpdateOne | ReplaceOne:
+def upsert_write(doc: dict[str, Any]) -> UpdateOne | ReplaceOne[Any]:
     """Upsert of a write: insert-once for ordinary channels; for special channels
     (negative idx) replace only an older ``seq``. A newer stored value makes the upsert
     fail with a duplicate key error (code 11000), which the flusher ignores."""
@@ -268,7 +268,7 @@ def _python_equals(value: Any) -> list[Any] | None:
     return None
 
 
-def metadata_query(filter: Mapping[str, Any] | None, queryable: bool) -> dict:
+def metadata_query(filter: Mapping[str, Any] | None, queryable: bool) -> dict[str, Any]:
     """Server-side narrowing for ``list(filter=...)`` that never drops a checkpoint Python's
     equality would keep (InMemorySaver compares ``filter_value == metadata.get(key)`` on the
     decoded metadata, a missing key reading as ``None``).

@@ -5,7 +5,20 @@ KEYS always start with the eight thread keys in ``ThreadKeys.all`` order
 thread's tombstones (``gone``) and, when present, the outbox stream as KEYS[10]. On Redis
 Cluster the outbox lives in another slot, so the saver sends the XADD in a second command
 instead (see ``plans/write.py``).
+
+Plans never build KEYS/ARGV themselves: each script has an argument class below with
+named fields, whose ``op()`` encodes them in the order the Lua source reads them (the one
+place that knows ``ARGV[4]`` is the member). ``Refusal.of`` names the errors the writing
+scripts reply with; ``ChainStatus`` the statuses of CHAIN.
 """
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from ..drivers import Script
 
 _PERSIST_AND_OUTBOX = r"""
 if redis.call('HSETNX', KEYS[8], 'born', 0) == 1 then  -- this incarnation of the thread
@@ -319,3 +332,159 @@ SCRIPTS = {
     "chain": CHAIN,
 }
 """Script name -> Lua source, registered once per client."""
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+@dataclass(frozen=True)
+class PutArgs:
+    """KEYS/ARGV of PUT. ``keys``: ``Context.script_keys`` (thread keys, tombstones and,
+    unless on a cluster, the outbox); ``expected_head``: the member the namespace's head
+    must still be (``""`` = no expectation); ``new_thread``: the thread's first input
+    checkpoint; ``named``: the member the put builds on (``""`` = none);
+    ``checked_through_ms``: deletes up to this time (ms) were found undone in MongoDB;
+    ``blobs``: ``(blob field, blob envelope)`` pairs."""
+
+    keys: Sequence[str]
+    max_outbox: int
+    thread_id: str
+    payload: bytes
+    member: str
+    ns: str
+    record: bytes
+    index: bytes
+    expected_head: str
+    new_thread: bool
+    named: str
+    checked_through_ms: int
+    blobs: Sequence[tuple[str, bytes]]
+
+    def op(self) -> Script:
+        """The ``Script`` operation (ARGV in PUT's order)."""
+        args: list[object] = [
+            self.max_outbox, self.thread_id, self.payload, self.member, self.ns, self.record,
+            self.index, self.expected_head, "1" if self.new_thread else "0", self.named,
+            str(self.checked_through_ms)]
+        for f, v in self.blobs:
+            args += [f, v]
+        return Script("put", list(self.keys), args)
+
+    def checked_through(self, ms: int) -> PutArgs:
+        """The same put, sent again after MongoDB showed ``named`` stored after ``ms``."""
+        return replace(self, checked_through_ms=ms)
+
+
+@dataclass(frozen=True)
+class PutWritesArgs:
+    """KEYS/ARGV of PUT_WRITES: ``member`` is the checkpoint written to (also the one that
+    must not have been deleted); ``writes``: ``(write field, envelope, overwrite)``."""
+
+    keys: Sequence[str]
+    max_outbox: int
+    thread_id: str
+    payload: bytes
+    member: str
+    checked_through_ms: int
+    writes: Sequence[tuple[str, bytes, bool]]
+
+    @property
+    def named(self) -> str:
+        """The member that must not have been deleted: the checkpoint written to."""
+        return self.member
+
+    def op(self) -> Script:
+        """The ``Script`` operation (ARGV in PUT_WRITES' order)."""
+        args: list[object] = [self.max_outbox, self.thread_id, self.payload, self.member,
+                              str(self.checked_through_ms)]
+        for f, v, overwrite in self.writes:
+            args += [f, v, "1" if overwrite else "0"]
+        return Script("put_writes", list(self.keys), args)
+
+    def checked_through(self, ms: int) -> PutWritesArgs:
+        """The same writes, sent again after MongoDB showed the checkpoint stored after
+        ``ms``."""
+        return replace(self, checked_through_ms=ms)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An error reply of PUT/PUT_WRITES: ``kind`` ``"STALE_HEAD"`` (``value``: the head's
+    checkpoint_id), ``"DELETED"`` (``value``: deletion time, ms) or ``"OUTBOX_FULL"``."""
+
+    kind: str
+    value: str
+
+    @classmethod
+    def of(cls, exc: Exception) -> Refusal | None:
+        """The refusal an error reply carries, or None for any other error."""
+        text = str(exc)
+        for kind in ("STALE_HEAD", "DELETED"):
+            if text.startswith(kind + " "):
+                return cls(kind, text.split(" ", 1)[1])
+        if "OUTBOX_FULL" in text:
+            return cls("OUTBOX_FULL", "")
+        return None
+
+
+def page_op(keys: Sequence[str], lex_max: str, lex_min: str, count: int) -> Script:
+    """PAGE: up to ``count`` checkpoints between the ZREVRANGEBYLEX bounds."""
+    return Script("page", list(keys), [lex_max, lex_min, count])
+
+
+def parts_op(keys: Sequence[str], members: Sequence[str],
+             blob_fields: Sequence[str] = ()) -> Script:
+    """PARTS: the writes of ``members`` and the values of ``blob_fields``."""
+    return Script("parts", list(keys), [len(members), *members, *blob_fields])
+
+
+def delete_parts_op(keys: Sequence[str], tombstone_ttl_s: int, members: Sequence[str],
+                    blob_fields: Sequence[str]) -> Script:
+    """DELETE_PARTS (``keys``: thread keys and tombstones)."""
+    return Script("delete_parts", list(keys),
+                  [tombstone_ttl_s, len(members), *members, *blob_fields])
+
+
+def delete_thread_op(keys: Sequence[str], tombstone_ttl_s: int,
+                     members: Sequence[str]) -> Script:
+    """DELETE_THREAD (``keys``: thread keys and tombstones; ``members``: checkpoints only
+    MongoDB may hold, tombstoned too). Replies with the deletion time (ms)."""
+    return Script("delete_thread", list(keys), [tombstone_ttl_s, *members])
+
+
+def release_op(keys: Sequence[str], marker_ttl_s: int) -> Script:
+    """RELEASE: replies with the thread's unflushed entry count (0 = released)."""
+    return Script("release", list(keys), [marker_ttl_s])
+
+
+def chain_op(keys: Sequence[str], ns: str, checkpoint_id: str, max_steps: int,
+             channels: Sequence[str]) -> Script:
+    """CHAIN from ``checkpoint_id`` for ``channels``; replies ``[status, rows, next]``."""
+    return Script("chain", list(keys), [ns, checkpoint_id, max_steps, *channels])
+
+
+def ack_settle_op(outbox: str, group: str, hot_ttl_s: int,
+                  per_thread: Sequence[tuple[Sequence[str], Sequence[bytes]]]) -> Script:
+    """ACK_SETTLE: ``per_thread`` is ``(thread keys, entry ids)`` per thread. Replies
+    ``[acked flags in that order, outbox length]``."""
+    keys: list[str] = [outbox]
+    args: list[object] = [group, hot_ttl_s]
+    for tkeys, eids in per_thread:
+        keys += list(tkeys)
+        args += [len(eids), *eids]
+    return Script("ack_settle", keys, args)
+
+
+class ChainStatus(enum.IntEnum):
+    """Why CHAIN stopped (its reply's first element)."""
+
+    DONE = 0
+    """Every channel has its seed, or the root was reached."""
+    LEFT_REDIS = 1
+    """The next ancestor is not in Redis (``next`` is its id): go on in MongoDB."""
+    BLOB_MISSING = 2
+    """A blob Redis lacks must be read from MongoDB (``next``: that ancestor's id)."""
+    STEP_LIMIT = 3
+    """The step limit was reached (``next``: the last ancestor's id)."""
+    TARGET_NOT_IN_REDIS = 4
+    """The target checkpoint itself is not in Redis: start from its MongoDB record."""

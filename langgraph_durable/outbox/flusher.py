@@ -14,7 +14,6 @@ import logging
 import os
 import socket
 import threading
-import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -26,15 +25,14 @@ from bson.errors import InvalidDocument
 from pymongo.errors import BulkWriteError, DocumentTooLarge
 
 from ..context import Context
-from ..drivers import Clients, Mongo, Pipeline, Plan, Script, run_async, run_sync
+from ..drivers import BulkWrite, Clients, Pipeline, Plan, StreamEntry, run_async, run_sync
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import CorruptRecordError
 from ..hot.keys import CONSUMER_GROUP
-from ..hot.scripts import SETTLE
+from ..hot.scripts import SETTLE, ack_settle_op
 from ..metrics import Metrics, safe_error
-from ..plans.fence import stream_ms, take_back_deleted
-from ..plans.write import bulk_ignoring_newer
+from ..plans.fence import bulk_ignoring_newer, stream_ms, take_back_deleted
 from ..records import SEP, CheckpointRecord, WriteRecord, unpack_blob
 from .group import dead_letter_key, ensure_group_plan, leave_plan, upkeep_plan
 
@@ -80,11 +78,15 @@ def _transient(exc: Exception) -> bool:
         e.get("code") in _TRANSIENT_CODES for e in errors)
 
 
-def _parse(entries: list[Any]) -> tuple[list[tuple[bytes, str, list[Any]]], list[Any]]:
-    out, bad = [], []
-    for eid, fields in entries or []:
-        if isinstance(fields, list):
-            fields = dict(zip(fields[::2], fields[1::2]))
+Parsed = tuple[bytes, str, list[Any]]
+"""An outbox entry read: ``(entry id, thread_id, payload [kind, member, fields])``."""
+
+
+def _parse(entries: list[StreamEntry]
+           ) -> tuple[list[Parsed], list[tuple[bytes, dict[bytes, bytes], Exception]]]:
+    out: list[Parsed] = []
+    bad: list[tuple[bytes, dict[bytes, bytes], Exception]] = []
+    for eid, fields in entries:
         try:
             out.append((eid, fields[b"t"].decode(), ormsgpack.unpackb(fields[b"p"])))
         except Exception as exc:
@@ -92,7 +94,8 @@ def _parse(entries: list[Any]) -> tuple[list[tuple[bytes, str, list[Any]]], list
     return out, bad
 
 
-def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int, claim: bool) -> Plan:
+def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int,
+                     claim: bool) -> Plan[BatchStats]:
     """One flush round: take up to ``flush_batch_size`` entries (own pending first, then,
     when ``claim``, the group's upkeep (``group.upkeep_plan``) and claimed idle ones, then
     new ones, blocking up to ``block_ms``), write them to MongoDB, acknowledge. Returns
@@ -108,22 +111,22 @@ def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int, claim: bool)
         return BatchStats()
 
 
-def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -> Plan:
-    (own,) = yield Pipeline([["XREADGROUP", "GROUP", CONSUMER_GROUP, consumer, "COUNT", n,
-                              "STREAMS", ctx.outbox, "0"]])
-    entries = own[0][1] if own else []
+def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
+           claim: bool) -> Plan[BatchStats]:
+    # stream replies come normalised: a list of (entry id, {field: value})
+    entries: list[StreamEntry]
+    (entries,) = yield Pipeline([["XREADGROUP", "GROUP", CONSUMER_GROUP, consumer, "COUNT", n,
+                                  "STREAMS", ctx.outbox, "0"]])
     if not entries and claim:
         yield from upkeep_plan(ctx)
         idle_ms = int(ctx.config.claim_idle_s * 1000)
-        (claimed,) = yield Pipeline([["XAUTOCLAIM", ctx.outbox, CONSUMER_GROUP, consumer,
+        (entries,) = yield Pipeline([["XAUTOCLAIM", ctx.outbox, CONSUMER_GROUP, consumer,
                                       idle_ms, "0-0", "COUNT", n]])
-        entries = claimed[1] if claimed else []
     if not entries:
         cmd = ["XREADGROUP", "GROUP", CONSUMER_GROUP, consumer, "COUNT", n]
         if block_ms > 0:
             cmd += ["BLOCK", block_ms]
-        (new,) = yield Pipeline([cmd + ["STREAMS", ctx.outbox, ">"]])
-        entries = new[0][1] if new else []
+        (entries,) = yield Pipeline([cmd + ["STREAMS", ctx.outbox, ">"]])
     parsed, bad = _parse(entries)
     stats = BatchStats(entries=len(parsed) + len(bad))
     if not parsed and not bad:
@@ -163,13 +166,13 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool) -
     late = [e for e, ok in zip(parsed, acked) if not ok]
     if late:  # another consumer had acknowledged them: this round may have stalled
         yield from take_back_deleted(ctx, late)
-    now_ms = time.time() * 1000
+    now_ms = ctx.clock.time_ns() / 1e6
     stats.lags_s = [(now_ms - int(eid.split(b"-")[0])) / 1000 for eid in ids]
     stats.max_lag_s = max(stats.lags_s)
     return stats
 
 
-def _ack_and_settle(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) -> Plan:
+def _ack_and_settle(ctx: Context, parsed: list[Parsed]) -> Plan[tuple[list[bool], int]]:
     """Acknowledge and delete the written entries, lower their threads' ``dirty`` counts
     and give settled threads their TTL (``hot_ttl_s``). Returns ``(acked, outbox length)``
     with one flag per entry of ``parsed``: False when another consumer had acknowledged it
@@ -180,12 +183,9 @@ def _ack_and_settle(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) ->
     for eid, tid, _ in parsed:
         per_thread[tid].append(eid)
     if not ctx.cluster:
-        keys: list[str] = [ctx.outbox]
-        args: list[Any] = [CONSUMER_GROUP, ctx.config.hot_ttl_s]
-        for tid, eids in per_thread.items():
-            keys += ctx.keys(tid).all
-            args += [len(eids), *eids]
-        flags, length = yield Script("ack_settle", keys, args)
+        flags, length = yield ack_settle_op(
+            ctx.outbox, CONSUMER_GROUP, ctx.config.hot_ttl_s,
+            [(ctx.keys(tid).all, eids) for tid, eids in per_thread.items()])
         by_id = dict(zip([e for eids in per_thread.values() for e in eids], flags))
         return [bool(by_id[eid]) for eid, _, _ in parsed], int(length)
     ids = [eid for eid, _, _ in parsed]
@@ -210,7 +210,7 @@ round's entries are copied in groups up to this size (an entry bigger than it al
 once."""
 
 
-def _by_bytes(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) -> Plan:
+def _by_bytes(ctx: Context, parsed: list[Parsed]) -> Plan[list[list[Parsed]]]:
     """``parsed`` cut into groups of at most ``ROUND_BYTES`` record bytes (``HSTRLEN`` of
     what each entry names, one pipeline; not asked for a single entry)."""
     if len(parsed) < 2:
@@ -225,7 +225,7 @@ def _by_bytes(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) -> Plan:
             cmds += [["HSTRLEN", k.w, f] for f in fields]
         counts.append(len(cmds))
     sizes = yield Pipeline(cmds)
-    groups: list[list[tuple[bytes, str, list[Any]]]] = [[]]
+    groups: list[list[Parsed]] = [[]]
     held, start = 0, 0
     for entry, end in zip(parsed, counts):
         size = sum(int(n) for n in sizes[start:end])
@@ -238,8 +238,7 @@ def _by_bytes(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]]) -> Plan:
     return groups
 
 
-def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]],
-          stats: BatchStats | None = None) -> Plan:
+def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -> Plan[int]:
     """Read the named records from Redis (one pipeline) and upsert them into MongoDB;
     adds the record bytes written to ``stats.bytes_written``."""
     want: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
@@ -304,11 +303,11 @@ def _copy(ctx: Context, parsed: list[tuple[bytes, str, list[Any]]],
     # checkpoints that refer to them
     yield from C.write_plan(cols.chunks, chunks)
     if blobs:
-        yield Mongo(cols.blobs, "bulk_write", (blobs,), {"ordered": False})
+        yield BulkWrite(cols.blobs, blobs)
     if writes:
         yield from bulk_ignoring_newer(cols.writes, writes)
     if cps:
-        yield Mongo(cols.checkpoints, "bulk_write", (cps,), {"ordered": False})
+        yield BulkWrite(cols.checkpoints, cps)
     if stats is not None:
         stats.bytes_written += nbytes
     return len(cps) + len(blobs) + len(writes)
@@ -355,8 +354,8 @@ class Flusher:
         pending entries; otherwise they stay for another flusher to claim)."""
 
     # one round, shared by both loops
-    def _round_plan(self) -> Plan:
-        now = time.monotonic()
+    def _round_plan(self) -> Plan[BatchStats]:
+        now = self.ctx.clock.monotonic()
         claim = now - self._last_claim >= self.ctx.config.claim_idle_s / 2
         if claim:
             self._last_claim = now
@@ -371,7 +370,7 @@ class Flusher:
                                  stats.bytes_written, stats.dead, stats.outbox_length)
         n, cap = stats.outbox_length or 0, self.ctx.config.max_outbox
         if (cap and n >= cap // 2) or stats.max_lag_s >= self.BACKLOG_LAG_S:
-            now = time.monotonic()
+            now = self.ctx.clock.monotonic()
             if now - self._warned_at >= 30.0:
                 self._warned_at = now
                 log.warning("outbox backlog: %d entries waiting for MongoDB (max_outbox=%d), "
@@ -381,7 +380,7 @@ class Flusher:
         self.errors += 1
         self.last_error = safe_error(exc)
         self.metrics.flush_failed()
-        now = time.monotonic()
+        now = self.ctx.clock.monotonic()
         if self._failing_since is None:
             self._failing_since = now
         idle = self.ctx.config.claim_idle_s
@@ -405,7 +404,7 @@ class Flusher:
 
     def _quiet_s(self) -> float:
         """Seconds left of the pause after a long failing streak (0 = none)."""
-        return max(0.0, self._quiet_until - time.monotonic())
+        return max(0.0, self._quiet_until - self.ctx.clock.monotonic())
 
     def _observe(self, clients: Clients) -> None:
         if clients.observer is None:  # a standalone worker's clients: time them too

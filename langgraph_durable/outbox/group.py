@@ -65,7 +65,7 @@ id back to 0 so ``XREADGROUP >`` delivers it (and what follows) again. Returns
 ``{consumers removed, 1 if rewound, oldest id}``."""
 
 
-def ensure_group_plan(ctx: Context) -> Plan:
+def ensure_group_plan(ctx: Context) -> Plan[None]:
     """Create the outbox stream and its consumer group if missing (idempotent)."""
     try:
         yield Pipeline([["XGROUP", "CREATE", ctx.outbox, CONSUMER_GROUP, "0", "MKSTREAM"]])
@@ -86,7 +86,7 @@ def stale_consumer_ms(ctx: Context) -> int:
     return int(ctx.config.claim_idle_s * 10_000)
 
 
-def leave_plan(ctx: Context, consumer: str) -> Plan:
+def leave_plan(ctx: Context, consumer: str) -> Plan[bool]:
     """Remove ``consumer`` from the group unless it holds pending entries; True if removed."""
     try:
         (done,) = yield Pipeline([["EVAL", LEAVE, 1, ctx.outbox, CONSUMER_GROUP, consumer]])
@@ -95,7 +95,7 @@ def leave_plan(ctx: Context, consumer: str) -> Plan:
     return bool(done)
 
 
-def upkeep_plan(ctx: Context) -> Plan:
+def upkeep_plan(ctx: Context) -> Plan[tuple[int, bool]]:
     """Run ``UPKEEP`` (see there); logs what it changed. Returns ``(removed, rewound)``."""
     try:
         (reply,) = yield Pipeline([["EVAL", UPKEEP, 1, ctx.outbox, CONSUMER_GROUP,

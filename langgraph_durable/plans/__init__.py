@@ -1,6 +1,11 @@
-"""Saver operations written once as sans-I/O plans (generators of ``io`` operations).
+"""Saver operations written once as sans-I/O plans: generators of the typed operations
+of ``drivers`` (``Plan[T]``), driven by ``drivers.run_sync`` or ``drivers.run_async``.
 
-``write``: put and put_writes. ``read``: get_tuple, list pages, delta-channel history.
-``admin``: flush-wait, deletes, prune, copy. The saver drives them with ``io.run_sync``
-or ``io.run_async``.
+``write``: put and put_writes (values serialized beforehand by ``prepare_put`` /
+``prepare_put_writes``). ``read``: get_tuple and list pages (records, decoded afterwards
+by ``finish_page``). ``delta``: delta-channel history. ``admin``: flush-wait, deletes,
+prune, copy, release. ``threads``: list_threads. ``fence``: what the saver and the
+flusher share (taking back writes a delete overtook, insert-once bulk writes).
+Plans read time only from ``Context.clock`` and never do I/O themselves; only
+``admin.prune_plan`` still decodes (metadata, to find delta channels).
 """

@@ -8,7 +8,6 @@ removals are then applied to Redis.
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
@@ -16,32 +15,45 @@ from typing import Any
 from pymongo import DeleteOne
 
 from ..context import Context
-from ..drivers import Mongo, Parallel, Pipeline, Plan, Script, Sleep
+from ..drivers import (
+    BulkWrite,
+    DeleteMany,
+    Doc,
+    Find,
+    Op,
+    Parallel,
+    Pipeline,
+    Plan,
+    Sleep,
+    ask,
+)
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S
+from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
 from ..records import blob_field, checkpoint_time_s, member
 
 
-def flush_wait_plan(ctx: Context, timeout_s: float) -> Plan:
+def flush_wait_plan(ctx: Context, timeout_s: float) -> Plan[int]:
     """Wait until every outbox entry present now has been written to MongoDB.
 
     Works across processes: flushers delete an entry from the stream after MongoDB
     acknowledged it, so "nothing at or below the newest id seen now" means done.
-    Raises ``FlushTimeoutError`` after ``timeout_s`` seconds, naming what is left.
+    Raises ``FlushTimeoutError`` after ``timeout_s`` seconds (``ctx.clock``), naming what
+    is left. Returns 0 when the outbox was empty, else 1.
     """
     (last,) = yield Pipeline([["XREVRANGE", ctx.outbox, "+", "-", "COUNT", 1]])
     if not last:
         return 0
     mark = last[0][0]
-    deadline = time.monotonic() + timeout_s
+    deadline = ctx.clock.monotonic() + timeout_s
     pause = 0.002
     while True:
         (left,) = yield Pipeline([["XRANGE", ctx.outbox, "-", mark, "COUNT", 1]])
         if not left:
             return 1
-        if time.monotonic() >= deadline:
+        if ctx.clock.monotonic() >= deadline:
             (n,) = yield Pipeline([["XLEN", ctx.outbox]])
             raise FlushTimeoutError(
                 f"outbox {ctx.outbox!r} still holds {n} entries after {timeout_s} s "
@@ -51,41 +63,40 @@ def flush_wait_plan(ctx: Context, timeout_s: float) -> Plan:
         pause = min(pause * 2, 0.05)
 
 
-def delete_thread_plan(ctx: Context, thread_id: str) -> Plan:
+def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
     """Remove every checkpoint, blob and write of ``thread_id`` from both tiers."""
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     q = {"thread_id": thread_id}
     keys = ctx.keys(thread_id)
-    held = yield Mongo(cols.checkpoints, "find", (q,),
-                       {"projection": {"_id": 0, "checkpoint_ns": 1, "checkpoint_id": 1}})
+    held = yield from ask(Find(cols.checkpoints, q,
+                               {"_id": 0, "checkpoint_ns": 1, "checkpoint_id": 1}))
     # Redis first (with tombstones), then MongoDB: a stalled flusher that writes an older
     # copy after the MongoDB delete finds the tombstone and takes its copy out again, and a
     # late write naming a deleted checkpoint is refused
-    at_ms = yield Script("delete_thread", [*keys.all, keys.gone],
-                         [TOMBSTONE_TTL_S, *(member(d["checkpoint_ns"], d["checkpoint_id"])
-                                             for d in held)])
+    at_ms = yield delete_thread_op(
+        [*keys.all, keys.gone], TOMBSTONE_TTL_S,
+        [member(d["checkpoint_ns"], d["checkpoint_id"]) for d in held])
     # not what a new run on the thread stored since (flushed while this delete ran)
     before = D.stored_before(thread_id, int(at_ms))
     yield Parallel([
-        Mongo(cols.checkpoints, "delete_many", (before,)),
-        Mongo(cols.blobs, "delete_many", (before,)),
-        Mongo(cols.writes, "delete_many", (before,)),
+        DeleteMany(cols.checkpoints, before),
+        DeleteMany(cols.blobs, before),
+        DeleteMany(cols.writes, before),
     ])
     # chunks after the documents that refer to them (never a document without its chunks)
-    yield Mongo(cols.chunks, "delete_many", (q,))
+    yield DeleteMany(cols.chunks, q)
 
 
-def _delete_ids(collection: str, ids: Sequence[str]) -> Mongo:
+def _delete_ids(collection: str, ids: Sequence[str]) -> BulkWrite:
     """One unordered bulk write of ``DeleteOne`` by ``_id``: each a point lookup on the
     ``_id`` index, all in one round trip (a ``delete_many`` with ``$in`` of thousands of
     ids took seconds on a MongoDB-wire server that scans per value)."""
-    return Mongo(collection, "bulk_write", ([DeleteOne({"_id": i}) for i in ids],),
-                 {"ordered": False})
+    return BulkWrite(collection, [DeleteOne({"_id": i}) for i in ids])
 
 
 def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
-            blob_fields: Sequence[str], write_ids: Sequence[str] | None = None) -> Plan:
+            blob_fields: Sequence[str], write_ids: Sequence[str] | None = None) -> Plan[None]:
     """Delete the listed checkpoints (with their writes) and blobs of one thread, both
     tiers: one Redis script, then one bulk delete per collection (run in parallel).
     ``write_ids``: ``_id``s of the listed checkpoints' writes when the caller has them
@@ -95,12 +106,12 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
     if not members and not blob_fields:
         return
     if write_ids is None and members:
-        wdocs = yield Mongo(cols.writes, "find", ({"thread_id": thread_id},),
-                            {"projection": {"checkpoint_ns": 1, "checkpoint_id": 1}})
+        wdocs = yield from ask(Find(cols.writes, {"thread_id": thread_id},
+                                    {"checkpoint_ns": 1, "checkpoint_id": 1}))
         dropped = {(ns, c) for ns, cids in by_ns.items() for c in cids}
         write_ids = [d["_id"] for d in wdocs
                      if (d["checkpoint_ns"], d["checkpoint_id"]) in dropped]
-    ops: list[Any] = []
+    ops: list[Op[Any]] = []
     if members:
         ops.append(_delete_ids(cols.checkpoints, [
             D.doc_id(thread_id, ns, c) for ns, cids in by_ns.items() for c in cids]))
@@ -109,27 +120,26 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
     if blob_fields:
         ops.append(_delete_ids(cols.blobs, D.blob_ids(thread_id, blob_fields)))
     keys = ctx.keys(thread_id)
-    yield Script("delete_parts", [*keys.all, keys.gone],
-                 [TOMBSTONE_TTL_S, len(members), *members, *blob_fields])
+    yield delete_parts_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, members, blob_fields)
     yield Parallel(ops)
     # their chunks after the documents that refer to them (rarely any: few queries)
-    chunk_ops = [Mongo(cols.chunks, "delete_many", ({
-        "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}},))
+    chunk_ops: list[Op[Any]] = [DeleteMany(cols.chunks, {
+        "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}})
         for ns, cids in by_ns.items() if cids]
     if blob_fields:
-        chunk_ops.append(Mongo(cols.chunks, "delete_many", (
-            {"thread_id": thread_id, "owner": {"$in": D.blob_ids(thread_id, blob_fields)}},)))
+        chunk_ops.append(DeleteMany(cols.chunks, {
+            "thread_id": thread_id, "owner": {"$in": D.blob_ids(thread_id, blob_fields)}}))
     yield Parallel(chunk_ops)
 
 
-def delete_for_runs_plan(ctx: Context, run_ids: Sequence[str]) -> Plan:
+def delete_for_runs_plan(ctx: Context, run_ids: Sequence[str]) -> Plan[None]:
     """Remove the checkpoints (and their writes) whose metadata ``run_id`` is listed."""
     if not run_ids:
         return
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
-    docs = yield Mongo(ctx.collections.checkpoints, "find",
-                       ({"run_id": {"$in": [str(r) for r in run_ids]}},),
-                       {"projection": {"thread_id": 1, "checkpoint_ns": 1, "checkpoint_id": 1}})
+    docs = yield from ask(Find(ctx.collections.checkpoints,
+                               {"run_id": {"$in": [str(r) for r in run_ids]}},
+                               {"thread_id": 1, "checkpoint_ns": 1, "checkpoint_id": 1}))
     by_thread: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for d in docs:
         by_thread[d["thread_id"]][d["checkpoint_ns"]].append(d["checkpoint_id"])
@@ -165,7 +175,7 @@ def _older(checkpoint_id: str, cutoff_s: float | None) -> bool:
 
 
 def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
-               keep_last: int | None = None, older_than_s: float | None = None) -> Plan:
+               keep_last: int | None = None, older_than_s: float | None = None) -> Plan[None]:
     """Retention of ``thread_ids`` in both tiers, after the outbox drained.
 
     ``keep_latest``: per namespace keep the newest ``keep_last`` checkpoints (default 1)
@@ -182,25 +192,24 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
     check_prune(strategy, keep_last, older_than_s)
     if not thread_ids:
         return
-    cutoff = None if older_than_s is None else time.time() - older_than_s
+    cutoff = None if older_than_s is None else ctx.clock.time_ns() / 1e9 - older_than_s
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     for tid in thread_ids:
         if strategy == "delete":
             if cutoff is not None:
-                newest = yield Mongo(cols.checkpoints, "find", ({"thread_id": tid},), {
-                    "projection": {"checkpoint_id": 1}, "sort": [("checkpoint_id", -1)],
-                    "limit": 1})
+                newest = yield from ask(Find(cols.checkpoints, {"thread_id": tid},
+                                             {"checkpoint_id": 1},
+                                             sort=[("checkpoint_id", -1)], limit=1))
                 if not newest or not _older(newest[0]["checkpoint_id"], cutoff):
                     continue
             yield from delete_thread_plan(ctx, tid)
             continue
         q = {"thread_id": tid}
         docs, bdocs, wdocs = yield Parallel([
-            Mongo(cols.checkpoints, "find", (q,), {"projection": {"checkpoint": 0}}),
-            Mongo(cols.blobs, "find", (q,), {"projection": {"data": 0}}),
-            Mongo(cols.writes, "find", (q,),
-                  {"projection": {"checkpoint_ns": 1, "checkpoint_id": 1}}),
+            Find(cols.checkpoints, q, {"checkpoint": 0}),
+            Find(cols.blobs, q, {"data": 0}),
+            Find(cols.writes, q, {"checkpoint_ns": 1, "checkpoint_id": 1}),
         ])
         non_empty = {blob_field(b["checkpoint_ns"], b["channel"], b["version"])
                      for b in bdocs if b["type"] != "empty"}
@@ -215,10 +224,10 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
         drop: dict[str, list[str]] = {}
         keep_blobs: set[str] = set()
         for ns, cps in by_ns.items():
-            newest = sorted(cps, reverse=True)
-            heads = set(newest[:keep_last or 1])
+            ids = sorted(cps, reverse=True)
+            heads = set(ids[:keep_last or 1])
             if cutoff is not None:
-                heads |= {c for c in newest if not _older(c, cutoff)}
+                heads |= {c for c in ids if not _older(c, cutoff)}
             keep = _keep_chains(ctx, ns, cps, non_empty, heads)
             drop[ns] = [c for c in cps if c not in keep]
             for c in keep:
@@ -261,16 +270,16 @@ def _keep_chains(ctx: Context, ns: str, cps: dict[str, Any], non_empty: set[str]
     return keep
 
 
-def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan:
+def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     """Copy every checkpoint, blob and write (the whole parent chain) to ``target``."""
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     q = {"thread_id": source}
     cps, blobs, writes, chunks = yield Parallel([
-        Mongo(cols.checkpoints, "find", (q,)),
-        Mongo(cols.blobs, "find", (q,)),
-        Mongo(cols.writes, "find", (q,)),
-        Mongo(cols.chunks, "find", (q,)),
+        Find(cols.checkpoints, q),
+        Find(cols.blobs, q),
+        Find(cols.writes, q),
+        Find(cols.chunks, q),
     ])
     if not cps:
         return
@@ -278,8 +287,8 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan:
     now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
     for d in (*cps, *blobs, *writes):
         d["put_ms"] = now_ms
-    ops = []
-    renamed: dict[str, dict] = {}  # source _id -> target document, of those with chunks
+    ops: list[Op[Any]] = []
+    renamed: dict[str, Doc] = {}  # source _id -> target document, of those with chunks
     for name, docs, ident in (
         (cols.checkpoints, cps, ("checkpoint_ns", "checkpoint_id")),
         (cols.blobs, blobs, ("checkpoint_ns", "channel", "version")),
@@ -293,27 +302,27 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan:
             d["_id"] = D.doc_id(target, *(d[k] for k in ident))
             if C.has_chunks(d):
                 renamed[old_id] = d
-        ops.append(Mongo(name, "bulk_write", ([D.upsert(d) for d in docs],), {"ordered": False}))
+        ops.append(BulkWrite(name, [D.upsert(d) for d in docs]))
     # the chunks first, under the target's ids
     yield from C.write_plan(cols.chunks, C.moved(chunks, renamed))
     yield Parallel(ops)
     yield from release_plan(ctx, target)
 
 
-def release_plan(ctx: Context, thread_id: str) -> Plan:
+def release_plan(ctx: Context, thread_id: str) -> Plan[None]:
     """Drop the hot keys of ``thread_id`` once all of it is in MongoDB, so reads go there
     (after ``copy_thread`` or an import wrote history Redis lacks, which the hot keys would
     shadow). A put that lands meanwhile is flushed first, never dropped: the script refuses
     while the thread has unflushed entries, and this plan waits for the outbox and tries
-    again, up to ``delete_flush_timeout_s`` (then ``FlushTimeoutError``)."""
+    again, up to ``delete_flush_timeout_s`` (``ctx.clock``; then ``FlushTimeoutError``)."""
     keys = ctx.keys(thread_id)
-    deadline = time.monotonic() + ctx.config.delete_flush_timeout_s
+    deadline = ctx.clock.monotonic() + ctx.config.delete_flush_timeout_s
     while True:
-        left = yield Script("release", keys.all, [TOMBSTONE_TTL_S])
+        left = yield release_op(keys.all, TOMBSTONE_TTL_S)
         if not left:
             return
-        if time.monotonic() >= deadline:
+        if ctx.clock.monotonic() >= deadline:
             raise FlushTimeoutError(
                 f"thread {thread_id!r} still has {left} outbox entries not in MongoDB after "
                 f"{ctx.config.delete_flush_timeout_s} s; its hot keys were kept")
-        yield from flush_wait_plan(ctx, max(0.0, deadline - time.monotonic()))
+        yield from flush_wait_plan(ctx, max(0.0, deadline - ctx.clock.monotonic()))

@@ -4,6 +4,8 @@ channel's nearest stored value (its seed), mirroring ``InMemorySaver``.
 While the chain is in Redis one Lua script walks it (one round trip for up to
 ``REDIS_STEPS`` ancestors). Where it leaves Redis, the walk continues in MongoDB a batch of
 ``MONGO_BATCH`` ancestors per round (checkpoints, then their writes and seed blobs).
+The plan returns the serialized values it found (``DeltaRecords``); ``decode`` turns
+them into LangGraph's ``DeltaChannelHistory`` after the plan.
 """
 
 from __future__ import annotations
@@ -14,74 +16,74 @@ from typing import Any
 from langgraph.checkpoint.base import DeltaChannelHistory
 
 from ..context import Context
-from ..drivers import Mongo, Parallel, Plan, Script
+from ..drivers import Doc, Find, Parallel, Plan, ask
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..hot.scripts import ChainStatus, chain_op, parts_op
 from ..records import SEP, Typed, WriteRecord, member, split_field, unpack_blob
-from .read import merge_writes, writes_of
+from .read import Writes, merge_writes, page_plan, writes_of
 
 REDIS_STEPS = 512
 MONGO_BATCH = 64
 
 
-class _Walk:
-    """Accumulates writes and seeds along the chain, newest ancestor first."""
+class DeltaRecords:
+    """Writes and seeds along the chain, newest ancestor first, still serialized."""
 
-    def __init__(self, ctx: Context, channels: Sequence[str]) -> None:
-        self.serde = ctx.serde
+    def __init__(self, channels: Sequence[str]) -> None:
         self.channels = list(channels)
         self.open = set(channels)
-        self.collected: dict[str, list[Any]] = {ch: [] for ch in channels}
-        self.seeds: dict[str, Any] = {}
+        self.collected: dict[str, list[tuple[str, str, Typed]]] = {ch: [] for ch in channels}
+        self.seeds: dict[str, Typed] = {}
 
-    def visit(self, writes: dict[tuple[str, int], WriteRecord],
-              seeds: dict[str, Typed]) -> None:
+    def visit(self, writes: Writes, seeds: dict[str, Typed]) -> None:
         """One ancestor: its writes for still-open channels, then close seeded channels."""
         for w in sorted(writes.values(), key=WriteRecord.sort_key, reverse=True):
             if w.channel in self.open:
-                self.collected[w.channel].append(
-                    (w.task_id, w.channel, self.serde.loads_typed(w.value)))
+                self.collected[w.channel].append((w.task_id, w.channel, w.value))
         for ch, typed in seeds.items():
             if ch in self.open:
-                self.seeds[ch] = self.serde.loads_typed(typed)
+                self.seeds[ch] = typed
                 self.open.discard(ch)
 
-    def result(self) -> dict[str, DeltaChannelHistory]:
+    def decode(self, serde: Any) -> dict[str, DeltaChannelHistory]:
+        """Per channel ``{"writes": [(task_id, channel, value), ...], "seed": value}``,
+        oldest write first, decoded with ``serde`` (may download: blocking)."""
         out: dict[str, DeltaChannelHistory] = {}
         for ch in self.channels:
-            entry: DeltaChannelHistory = {"writes": list(reversed(self.collected[ch]))}
+            entry: DeltaChannelHistory = {"writes": [
+                (t, c, serde.loads_typed(v)) for t, c, v in reversed(self.collected[ch])]}
             if ch in self.seeds:
-                entry["seed"] = self.seeds[ch]
+                entry["seed"] = serde.loads_typed(self.seeds[ch])
             out[ch] = entry
         return out
 
 
 def delta_history_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str | None,
-                       channels: Sequence[str]) -> Plan:
-    """Per-channel ``{"writes": [...], "seed": value}`` along the parent chain of the
-    checkpoint (latest of the namespace when ``checkpoint_id`` is None)."""
-    walk = _Walk(ctx, channels)
+                       channels: Sequence[str]) -> Plan[DeltaRecords]:
+    """Per-channel writes and seed along the parent chain of the checkpoint (latest of the
+    namespace when ``checkpoint_id`` is None), serialized: ``DeltaRecords.decode`` them."""
+    walk = DeltaRecords(channels)
     if checkpoint_id is None:
-        from .read import page_plan
-
         page = yield from page_plan(ctx, thread_id, ns, count=1, hot_first=True)
-        if not page.tuples:
-            return walk.result()
-        checkpoint_id = page.tuples[0].config["configurable"]["checkpoint_id"]
+        if not page.rows:
+            return walk
+        checkpoint_id = page.rows[0][0].checkpoint_id
     keys = ctx.keys(thread_id)
     cursor: str | None = checkpoint_id
     in_redis, skip_cursor = True, True  # the target itself is not part of the chain
     while cursor and walk.open:
         if in_redis:
-            status, rows, nxt = yield Script(
-                "chain", keys.all, [ns, cursor, REDIS_STEPS, *sorted(walk.open)])
+            code, rows, nxt = yield chain_op(keys.all, ns, cursor, REDIS_STEPS,
+                                             sorted(walk.open))
+            status = ChainStatus(code)
             nxt = nxt.decode() if isinstance(nxt, bytes) else nxt
             for _cid, _cv, wv, seeds, missing in rows:
                 found = {split_field(seeds[i])[1]: unpack_blob(seeds[i + 1], "chain")
                          for i in range(0, len(seeds), 2)}
                 if missing:
-                    docs = yield Mongo(ctx.collections.blobs, "find", (
-                        {"_id": {"$in": D.blob_ids(thread_id, [f.decode() for f in missing])}},))
+                    docs = yield from ask(Find(ctx.collections.blobs, {
+                        "_id": {"$in": D.blob_ids(thread_id, [f.decode() for f in missing])}}))
                     docs = yield from C.load_plan(ctx.collections.chunks, docs)
                     for d in docs:
                         f, v = D.blob_value_of(d)
@@ -89,31 +91,32 @@ def delta_history_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str
                             found[split_field(f)[1]] = v
                 walk.visit(writes_of(wv, f"redis thread {thread_id!r}"),
                            {ch: v for ch, v in found.items() if v is not None})
-            if status == 0:
+            if status is ChainStatus.DONE:
                 break
-            if status == 4:  # the target is not in Redis: start from its MongoDB record
+            if status is ChainStatus.TARGET_NOT_IN_REDIS:  # start from its MongoDB record
                 in_redis, cursor, skip_cursor = False, nxt, True
-            elif status == 1:
+            elif status is ChainStatus.LEFT_REDIS:
                 in_redis, cursor, skip_cursor = False, nxt, False
-            else:  # 2 (a blob was looked up) or 3 (step limit): go on from that ancestor
+            else:  # BLOB_MISSING (looked up above) or STEP_LIMIT: go on from that ancestor
                 cursor, skip_cursor = nxt, True
             continue
         cursor = yield from _mongo_segment(ctx, thread_id, ns, cursor, skip_cursor, walk)
         skip_cursor = False
-    return walk.result()
+    return walk
 
 
 def _mongo_segment(ctx: Context, thread_id: str, ns: str, cursor: str, skip_cursor: bool,
-                   walk: _Walk) -> Plan:
+                   walk: DeltaRecords) -> Plan[str | None]:
     """Walk up to ``MONGO_BATCH`` ancestors from ``cursor`` in MongoDB; return the next id
     to visit (None at the root or when every channel has its seed)."""
     cols = ctx.collections
-    docs = yield Mongo(cols.checkpoints, "find", (
-        {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$lte": cursor}},),
-        {"projection": {"checkpoint_id": 1, "parent_checkpoint_id": 1, "blob_fields": 1},
-         "sort": [("checkpoint_id", -1)], "limit": MONGO_BATCH + 1})
+    docs = yield from ask(Find(
+        cols.checkpoints,
+        {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$lte": cursor}},
+        projection={"checkpoint_id": 1, "parent_checkpoint_id": 1, "blob_fields": 1},
+        sort=[("checkpoint_id", -1)], limit=MONGO_BATCH + 1))
     by_id = {d["checkpoint_id"]: d for d in docs}
-    chain: list[dict] = []
+    chain: list[Doc] = []
     cur: str | None = by_id[cursor].get("parent_checkpoint_id") if (
         skip_cursor and cursor in by_id) else (None if skip_cursor else cursor)
     while cur is not None and cur in by_id:
@@ -125,15 +128,14 @@ def _mongo_segment(ctx: Context, thread_id: str, ns: str, cursor: str, skip_curs
     fields = sorted({f"{ns}{SEP}{ch}{SEP}{ver}" for d in chain for ch, ver in d["blob_fields"]
                      if ch in walk.open})
     wdocs, bdocs, parts = yield Parallel([
-        Mongo(cols.writes, "find", ({"thread_id": thread_id, "checkpoint_ns": ns,
-                                     "checkpoint_id": {"$in": cids}},)),
-        Mongo(cols.blobs, "find", ({"_id": {"$in": D.blob_ids(thread_id, fields)}},)),
-        Script("parts", ctx.keys(thread_id).all,
-               [len(cids), *(member(ns, c) for c in cids), *fields]),
+        Find(cols.writes, {"thread_id": thread_id, "checkpoint_ns": ns,
+                           "checkpoint_id": {"$in": cids}}),
+        Find(cols.blobs, {"_id": {"$in": D.blob_ids(thread_id, fields)}}),
+        parts_op(ctx.keys(thread_id).all, [member(ns, c) for c in cids], fields),
     ])
     loaded = yield from C.load_plan(cols.chunks, wdocs + bdocs)  # one query for both
     wdocs, bdocs = loaded[:len(wdocs)], loaded[len(wdocs):]
-    writes: dict[str, dict[tuple[str, int], WriteRecord]] = {c: {} for c in cids}
+    writes: dict[str, Writes] = {c: {} for c in cids}
     for d in wdocs:
         w = D.write_of(d)
         writes[d["checkpoint_id"]][(w.task_id, w.idx)] = w

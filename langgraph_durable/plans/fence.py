@@ -1,13 +1,17 @@
-"""Fencing MongoDB writes that a delete overtook: what was written from an outbox entry
-older than a delete's tombstone is taken out of MongoDB again (sans-I/O plan)."""
+"""MongoDB writes shared by the saver's plans and the flusher (sans-I/O plans): fencing
+writes that a delete overtook (what was written from an outbox entry older than a
+delete's tombstone is taken out of MongoDB again) and the insert-once bulk write of
+pending writes."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from pymongo.errors import BulkWriteError
+
 from ..context import Context
-from ..drivers import Mongo, Parallel, Pipeline, Plan
+from ..drivers import BulkWrite, DeleteMany, Op, Parallel, Pipeline, Plan
 from ..durable import documents as D
 from ..records import SEP, split_field
 
@@ -20,7 +24,7 @@ def stream_ms(entry_id: bytes | str) -> int:
     return int(text.split("-")[0])
 
 
-def take_back_deleted(ctx: Context, late: list[tuple[bytes, str, list[Any]]]) -> Plan:
+def take_back_deleted(ctx: Context, late: list[tuple[bytes, str, list[Any]]]) -> Plan[None]:
     """No resurrection by a write to MongoDB that a delete overtook (a stalled "zombie"
     flush round whose entries another consumer had acknowledged; a strict-mode put): for
     the outbox entries ``late`` (``(entry id, thread_id, payload)``) whose records were just
@@ -31,9 +35,8 @@ def take_back_deleted(ctx: Context, late: list[tuple[bytes, str, list[Any]]]) ->
     threads = sorted({tid for _, tid, _ in late})
     replies = yield Pipeline([["HGETALL", ctx.keys(t).gone] for t in threads])
     stones: dict[str, dict[str, int]] = {}
-    for t, raw in zip(threads, replies):
-        items = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2])
-        stones[t] = {k.decode(): int(v) for k, v in items}
+    for t, raw in zip(threads, replies):  # HGETALL: a dict (drivers.normalise)
+        stones[t] = {k.decode(): int(v) for k, v in raw.items()}
     cps: list[str] = []
     blobs: list[str] = []
     writes: list[str] = []
@@ -52,13 +55,25 @@ def take_back_deleted(ctx: Context, late: list[tuple[bytes, str, list[Any]]]) ->
         elif m_gone:
             writes += [D.doc_id(tid, *split_field(f)) for f in fields]
     cols = ctx.collections
-    ops = [Mongo(name, "delete_many", ({"_id": {"$in": ids}},))
-           for name, ids in ((cols.checkpoints, cps), (cols.blobs, blobs), (cols.writes, writes))
+    ops: list[Op[Any]] = [
+        DeleteMany(name, {"_id": {"$in": ids}})
+        for name, ids in ((cols.checkpoints, cps), (cols.blobs, blobs), (cols.writes, writes))
            if ids]
     if ops:
         log.warning("a MongoDB write overtaken by a delete stored %d deleted records; "
                     "removed again", len(cps) + len(blobs) + len(writes))
         yield Parallel(ops)
         # their chunks after them (a document is never visible without its chunks)
-        yield Mongo(cols.chunks, "delete_many", ({"thread_id": {"$in": threads},
-                                                  "owner": {"$in": cps + blobs + writes}},))
+        yield DeleteMany(cols.chunks, {"thread_id": {"$in": threads},
+                                       "owner": {"$in": cps + blobs + writes}})
+
+
+def bulk_ignoring_newer(collection: str, requests: list[Any]) -> Plan[None]:
+    """Unordered bulk write that ignores duplicate-key errors (a newer value is stored:
+    pending writes are insert-once); other write errors are raised."""
+    try:
+        yield BulkWrite(collection, requests)
+    except BulkWriteError as exc:
+        others = [e for e in exc.details.get("writeErrors", []) if e.get("code") != 11000]
+        if others or exc.details.get("writeConcernErrors"):
+            raise

@@ -3,19 +3,25 @@
 A checkpoint found in Redis is answered from Redis (its pending writes live with it);
 channel blobs Redis lacks come from MongoDB. A checkpoint only MongoDB holds gets its
 writes from MongoDB merged with any Redis has (written after its hot keys expired).
+
+The plans return records (``RecordPage``); ``finish_page`` decodes them into
+``CheckpointTuple``s after the plan, where the serializer may download (the async saver
+runs it in a worker thread), so the plans themselves never block.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from langgraph.checkpoint.base import CheckpointTuple
 
 from ..context import Context
-from ..drivers import Mongo, Parallel, Pipeline, Plan, Script
+from ..drivers import Aggregate, Doc, Find, Op, Parallel, Pipeline, Plan, ask
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..hot.scripts import page_op, parts_op
 from ..records import (
     SEP,
     CheckpointRecord,
@@ -28,6 +34,7 @@ from ..records import (
 )
 
 Row = tuple[CheckpointRecord, dict[tuple[str, int], WriteRecord]]
+Writes = dict[tuple[str, int], WriteRecord]
 
 
 class Page(NamedTuple):
@@ -40,10 +47,41 @@ class Page(NamedTuple):
     durable: int
 
 
+@dataclass(frozen=True)
+class RecordPage:
+    """What ``page_plan`` read, not yet decoded: ``rows`` (record and pending writes of
+    each checkpoint, newest first), the blob values they refer to, the metadata ``filter``
+    still to apply, the next cursor and how many rows each tier served. ``head`` is
+    ``(thread_id, ns)`` when the page answers "the latest" (``get_tuple_plan``)."""
+
+    thread_id: str
+    rows: list[tuple[CheckpointRecord, list[WriteRecord]]]
+    blobs: dict[str, Typed | None] = field(default_factory=dict)
+    filter: Mapping[str, Any] | None = None
+    cursor: str | None = None
+    hot: int = 0
+    durable: int = 0
+    head: tuple[str, str] | None = None
+
+
+def finish_page(ctx: Context, raw: RecordPage) -> Page:
+    """Decode a ``RecordPage`` with ``ctx.serde`` (may download: blocking) into a
+    ``Page``, apply its metadata filter, and record the head it read as the latest
+    (``ctx.heads``): the run that read it builds on it."""
+    out = []
+    for rec, writes in raw.rows:
+        tup = assemble(ctx.serde, raw.thread_id, rec, raw.blobs, writes)
+        if metadata_matches(tup.metadata, raw.filter):
+            out.append(tup)
+    if raw.head is not None and raw.rows:
+        ctx.heads.seen(*raw.head, raw.rows[0][0].checkpoint_id)
+    return Page(out, raw.cursor, raw.hot, raw.durable)
+
+
 def writes_of(raw: Sequence[bytes | None], where: str) -> dict[tuple[str, int], WriteRecord]:
     """Decode Redis write envelopes (``None`` = gone) into ``{(task_id, idx): record}``;
     ``where`` names the source in ``CorruptRecordError``."""
-    out = {}
+    out: Writes = {}
     for v in raw or []:
         if v:
             w = WriteRecord.unpack(v, where)
@@ -99,10 +137,11 @@ def page_plan(
     count: int = 1,
     filter: Mapping[str, Any] | None = None,
     hot_first: bool = False,
-) -> Plan:
+) -> Plan[RecordPage]:
     """Up to ``count`` checkpoints of ``(thread_id, ns)``, newest first, below ``before``
-    (or exactly ``exact``), merged from both tiers. Returns ``(tuples, last_id_seen)``;
-    ``last_id_seen`` is the cursor for the next page (``None`` when nothing is left).
+    (or exactly ``exact``), merged from both tiers. Returns a ``RecordPage`` (decode it
+    with ``finish_page``); its ``cursor`` is for the next page (``None`` when nothing is
+    left).
 
     With ``hot_first`` MongoDB is asked only when Redis holds fewer than ``count``
     matches: right for the latest or one exact checkpoint, since the newest checkpoints
@@ -118,10 +157,10 @@ def page_plan(
     elif before:
         q["checkpoint_id"] = {"$lt": before}
     q.update(D.metadata_query(filter, ctx.queryable))
-    reply = yield Script("page", keys.all, [hi, lo, count])
+    reply = yield page_op(keys.all, hi, lo, count)
     rows, blobs = _decode_page(thread_id, reply)
     hot_ids = {r.checkpoint_id for r, _ in rows}
-    docs: list[dict] = []
+    docs: list[Doc] = []
     # Redis holds the whole thread (started in Redis, nothing expired since): MongoDB has
     # nothing more, so it is not asked (a subgraph's first read works while it is down)
     complete = reply[3] == 1
@@ -129,8 +168,8 @@ def page_plan(
         # only what Redis did not answer: the top `count` of the union is in the two answers
         if hot_ids and not exact:
             q = {"$and": [q, {"checkpoint_id": {"$nin": sorted(hot_ids)}}]}
-        docs = yield Mongo(cols.checkpoints, "find", (q,),
-                           {"sort": [("checkpoint_id", -1)], "limit": count})
+        docs = yield from ask(Find(cols.checkpoints, q, sort=[("checkpoint_id", -1)],
+                                   limit=count))
         docs = yield from C.load_plan(cols.chunks, docs)
     cold = [D.record_of(d) for d in docs if d["checkpoint_id"] not in hot_ids]
     merged: list[tuple[CheckpointRecord, bool]] = sorted(
@@ -138,22 +177,22 @@ def page_plan(
         key=lambda x: x[0].checkpoint_id, reverse=True,
     )[:count]
     if not merged:
-        return Page([], None, 0, 0)
+        return RecordPage(thread_id, [], filter=filter)
     hot_writes = {r.checkpoint_id: w for r, w in rows}
     cold_recs = [r for r, hot in merged if not hot]
     need_blobs = sorted({f for r, _ in merged for f in r.blob_fields if f not in blobs})
-    ops: list[Any] = []
+    ops: list[Op[Any]] = []
     if need_blobs:
         ids = D.blob_ids(thread_id, need_blobs)
-        ops.append(Mongo(cols.blobs, "find", ({"_id": {"$in": ids}},)))
+        ops.append(Find(cols.blobs, {"_id": {"$in": ids}}))
     if cold_recs:
         cids = [r.checkpoint_id for r in cold_recs]
-        ops.append(Mongo(cols.writes, "find", ({
-            "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}},)))
-        ops.append(Script("parts", keys.all, [len(cids), *(member(ns, c) for c in cids)]))
-    results = (yield Parallel(ops)) if ops else []
-    bdocs: list[dict] = results.pop(0) if need_blobs else []
-    wdocs: list[dict] = results.pop(0) if cold_recs else []
+        ops.append(Find(cols.writes, {
+            "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}}))
+        ops.append(parts_op(keys.all, [member(ns, c) for c in cids]))
+    results: list[Any] = (yield Parallel(ops)) if ops else []
+    bdocs: list[Doc] = results.pop(0) if need_blobs else []
+    wdocs: list[Doc] = results.pop(0) if cold_recs else []
     loaded = yield from C.load_plan(cols.chunks, bdocs + wdocs)  # one query for both
     bdocs, wdocs = loaded[:len(bdocs)], loaded[len(bdocs):]
     for d in bdocs:
@@ -161,7 +200,7 @@ def page_plan(
         blobs[f] = v
     if cold_recs:
         (parts,) = results
-        by_cp: dict[str, dict[tuple[str, int], WriteRecord]] = {
+        by_cp: dict[str, Writes] = {
             r.checkpoint_id: {} for r in cold_recs
         }
         for d in wdocs:
@@ -170,57 +209,50 @@ def page_plan(
         for r, raw in zip(cold_recs, parts[0]):
             merge_writes(by_cp[r.checkpoint_id], writes_of(raw, f"redis thread {thread_id!r}"))
         hot_writes.update(by_cp)
-    out = []
-    for r, _ in merged:
-        tup = assemble(ctx.serde, thread_id, r, blobs, list(hot_writes[r.checkpoint_id].values()))
-        if metadata_matches(tup.metadata, filter):
-            out.append(tup)
+    found = [(r, list(hot_writes[r.checkpoint_id].values())) for r, _ in merged]
     cursor = merged[-1][0].checkpoint_id if len(merged) == count else None
-    return Page(out, cursor, len(merged) - len(cold_recs), len(cold_recs))
+    return RecordPage(thread_id, found, blobs, filter, cursor,
+                      len(merged) - len(cold_recs), len(cold_recs))
 
 
-def get_tuple_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str | None) -> Plan:
+def get_tuple_plan(ctx: Context, thread_id: str, ns: str,
+                   checkpoint_id: str | None) -> Plan[RecordPage]:
     """``get_tuple``: the checkpoint ``checkpoint_id``, or the latest of ``(thread, ns)``.
-    Returns a ``Page`` of at most one tuple (its ``hot``/``durable`` say which tier)."""
+    Returns a ``RecordPage`` of at most one row (its ``hot``/``durable`` say which tier);
+    for the latest, ``finish_page`` records it as the head this run builds on."""
     page = yield from page_plan(ctx, thread_id, ns, exact=checkpoint_id, count=1,
                                 hot_first=True)
-    if checkpoint_id is None and page.tuples:  # this run now builds on the latest
-        ctx.heads.seen(thread_id, ns, page.tuples[0].config["configurable"]["checkpoint_id"])
+    if checkpoint_id is None:
+        return RecordPage(page.thread_id, page.rows, page.blobs, page.filter, page.cursor,
+                          page.hot, page.durable, head=(thread_id, ns))
     return page
 
 
-def namespaces_plan(ctx: Context, thread_id: str) -> Plan:
+def namespaces_plan(ctx: Context, thread_id: str) -> Plan[list[str]]:
     """The thread's checkpoint namespaces in first-written order (InMemorySaver's order).
     MongoDB is not asked when Redis holds the whole thread (meta ``complete``, as in
     ``page_plan``), so listing such a thread works while MongoDB is down."""
     keys = ctx.keys(thread_id)
     hot, complete, exists = yield Pipeline([
         ["HGETALL", keys.ns], ["HGET", keys.meta, "complete"], ["EXISTS", keys.idx]])
-    cold: list[Any] = []
+    cold: list[Doc] = []
     if not (complete in (b"1", "1") and exists):
-        cold = yield Mongo(ctx.collections.checkpoints, "aggregate", ([
+        cold = yield from ask(Aggregate(ctx.collections.checkpoints, [
             {"$match": {"thread_id": thread_id}},
             {"$group": {"_id": "$checkpoint_ns", "first": {"$min": "$checkpoint_id"}}},
-        ],))
+        ]))
     first: dict[str, str] = {}
-    for ns, m in _pairs([hot]):  # value: the member (ns NUL checkpoint_id) first put
-        cid = m.split(SEP)[-1]
+    for k, m in hot.items():  # HGETALL (a dict): ns -> the member first put
+        ns, cid = k.decode(), m.decode().split(SEP)[-1]
         first[ns] = min(first.get(ns, cid), cid)
     for d in cold:
         first[d["_id"]] = min(first.get(d["_id"], d["first"]), d["first"])
     return sorted(first, key=lambda n: (first[n], n))
 
 
-def _pairs(reply: Any) -> list[tuple[str, str]]:
-    data = reply[0]
-    if isinstance(data, dict):
-        return [(k.decode(), v.decode()) for k, v in data.items()]
-    return [(data[i].decode(), data[i + 1].decode()) for i in range(0, len(data), 2)]
-
-
-def threads_plan(ctx: Context) -> Plan:
+def threads_plan(ctx: Context) -> Plan[list[str]]:
     """Every thread in MongoDB, in order of its first checkpoint (call after a flush)."""
-    docs = yield Mongo(ctx.collections.checkpoints, "aggregate", ([
+    docs = yield from ask(Aggregate(ctx.collections.checkpoints, [
         {"$group": {"_id": "$thread_id", "first": {"$min": "$checkpoint_id"}}},
-    ],))
+    ]))
     return [d["_id"] for d in sorted(docs, key=lambda d: (d["first"], d["_id"]))]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..context import Context
-from ..drivers import Mongo, Parallel, Pipeline, Plan, Scan
+from ..drivers import Aggregate, Find, Op, Parallel, Pipeline, Plan, Scan
 from ..records import SEP, checkpoint_time_s
 
 
@@ -75,7 +75,7 @@ def _when(checkpoint_id: str | None) -> datetime.datetime | None:
     return datetime.datetime.fromtimestamp(made, tz=datetime.timezone.utc)
 
 
-def list_threads_plan(ctx: Context, limit: int, cursor: str | None) -> Plan:
+def list_threads_plan(ctx: Context, limit: int, cursor: str | None) -> Plan[ThreadPage]:
     """Up to ``limit`` threads with ``thread_id`` greater than ``cursor``, in
     ``thread_id`` order, from both tiers: Redis's thread indexes (SCAN) and MongoDB's
     checkpoints (one aggregation for the ids, one for the page's counts). A checkpoint in
@@ -87,9 +87,9 @@ def list_threads_plan(ctx: Context, limit: int, cursor: str | None) -> Plan:
     above: dict[str, Any] = {"thread_id": {"$gt": cursor}} if cursor is not None else {}
     keys, docs = yield Parallel([
         Scan(hot_thread_pattern(ctx)),
-        Mongo(cols.checkpoints, "aggregate", ([
+        Aggregate(cols.checkpoints, [
             {"$match": above}, {"$group": {"_id": "$thread_id"}}, {"$sort": {"_id": 1}},
-            {"$limit": limit + 1}],)),
+            {"$limit": limit + 1}]),
     ])
     hot = {t for t in hot_thread_ids(ctx, keys) if cursor is None or t > cursor}
     durable_ids = [d["_id"] for d in docs]
@@ -100,10 +100,10 @@ def list_threads_plan(ctx: Context, limit: int, cursor: str | None) -> Plan:
     more = len(union) > limit
     hot_page = [t for t in page if t in hot]
     span = {"$lte": page[-1], **({"$gt": cursor} if cursor is not None else {})}
-    ops: list[Any] = [Mongo(cols.checkpoints, "aggregate", ([
+    ops: list[Op[Any]] = [Aggregate(cols.checkpoints, [
         {"$match": {"thread_id": span}},
         {"$group": {"_id": {"t": "$thread_id", "ns": "$checkpoint_ns"}, "n": {"$sum": 1},
-                    "last": {"$max": "$checkpoint_id"}}}],))]
+                    "last": {"$max": "$checkpoint_id"}}}])]
     if hot_page:
         ops.append(Pipeline([["ZRANGE", ctx.keys(t).idx, 0, -1] for t in hot_page]))
     results = yield Parallel(ops)
@@ -122,9 +122,9 @@ def list_threads_plan(ctx: Context, limit: int, cursor: str | None) -> Plan:
               if ns in durable[tid] and any(c <= durable[tid][ns][1] for c in cids)]
     found: list[Any] = []
     if checks:
-        found = yield Parallel([Mongo(cols.checkpoints, "find", ({
-            "thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": {"$gte": lo, "$lte": hi}},),
-            {"projection": {"checkpoint_id": 1}}) for tid, ns, lo, hi in checks])
+        found = yield Parallel([Find(cols.checkpoints, {
+            "thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": {"$gte": lo, "$lte": hi}},
+            {"checkpoint_id": 1}) for tid, ns, lo, hi in checks])
     flushed: dict[tuple[str, str], set[str]] = {
         (tid, ns): {d["checkpoint_id"] for d in docs_}
         for (tid, ns, _lo, _hi), docs_ in zip(checks, found)}

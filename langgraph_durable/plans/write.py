@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import ormsgpack
@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ..context import Context
-from ..drivers import Mongo, Parallel, Pipeline, Plan, Script, Sleep
+from ..drivers import BulkWrite, FindOne, Op, Parallel, Pipeline, Plan, Sleep, ask
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import (
@@ -27,6 +27,7 @@ from ..errors import (
     SerializationError,
     ThreadDeletedError,
 )
+from ..hot.scripts import PutArgs, PutWritesArgs, Refusal
 from ..records import (
     SEP,
     CheckpointRecord,
@@ -42,7 +43,7 @@ from ..records import (
     write_idx,
 )
 from ..serde.errors import BlobStoreError
-from .fence import stream_ms, take_back_deleted
+from .fence import bulk_ignoring_newer, stream_ms, take_back_deleted
 
 
 def thread_ns(config: RunnableConfig) -> tuple[str, str]:
@@ -60,7 +61,7 @@ def thread_ns(config: RunnableConfig) -> tuple[str, str]:
 def dumps(ctx: Context, value: Any, *, thread_id: str, what: str) -> Typed:
     """``serde.dumps_typed`` with errors and the size bound naming thread and channel."""
     try:
-        typed = ctx.serde.dumps_typed(value)
+        typed: Typed = ctx.serde.dumps_typed(value)
     except BlobStoreError as exc:  # the store failed, not the value: retryable, kept apart
         raise exc.add_context(thread_id=thread_id, value=what) from exc.__cause__
     except Exception as exc:
@@ -76,57 +77,59 @@ def dumps(ctx: Context, value: Any, *, thread_id: str, what: str) -> Typed:
     return typed
 
 
-def _send(ctx: Context, thread_id: str, script: str, args: list[Any], ref: int) -> Plan:
-    """Run a writing script; apply the outbox-full policy; on a cluster XADD separately.
-    ``args[ref]`` is the member of the checkpoint the write names (a put's parent,
-    put_writes' checkpoint; ``""`` = none) and ``args[ref + 1]`` the time (ms) through
-    which MongoDB showed it stored again after a delete (``_deleted_ref`` in
-    hot/scripts.py; ``"0"`` at first). Returns the outbox entry id."""
-    keys = ctx.script_keys(thread_id)
-    deadline = time.monotonic() + (
-        ctx.config.outbox_full_timeout_s if ctx.config.on_outbox_full == "block" else 0
-    )
+def _send(ctx: Context, args: PutArgs | PutWritesArgs) -> Plan[bytes]:
+    """Run a writing script; apply the outbox-full policy (deadline read from
+    ``ctx.clock``); on a cluster XADD separately. A ``DELETED`` refusal is checked in
+    MongoDB (``_check_deleted``) and the write sent again with ``checked_through_ms``.
+    Returns the outbox entry id."""
+    cfg = ctx.config
+    deadline = ctx.clock.monotonic() + (
+        cfg.outbox_full_timeout_s if cfg.on_outbox_full == "block" else 0)
     pause = 0.005
     while True:
         try:
-            entry = yield Script(script, keys, args)
+            entry: bytes = yield args.op()
             break
         except redis.exceptions.ResponseError as exc:
-            if str(exc).startswith("DELETED"):
-                deleted_at = int(str(exc).split(" ", 1)[1])
-                yield from _check_deleted(ctx, thread_id, args[ref], deleted_at)
-                args[ref + 1] = str(deleted_at)  # stored again since: refused only by a
-                continue                          # later delete
-            if str(exc).startswith("STALE_HEAD"):
-                head = str(exc).split(" ", 1)[1]
-                raise ConcurrentRunError(
-                    f"thread {thread_id!r} (ns {args[4]!r}) was extended by another run: its "
-                    f"latest checkpoint is now {head!r}, this run started from "
-                    f"{args[7].split(SEP)[-1]!r}; nothing was written. Reload the thread and "
-                    "retry (or set on_concurrent_run='fork')"
-                ) from None
-            if "OUTBOX_FULL" not in str(exc):
+            refusal = Refusal.of(exc)
+            if refusal is None:
                 raise
-            if time.monotonic() >= deadline:
+            if refusal.kind == "DELETED":
+                deleted_at = int(refusal.value)
+                yield from _check_deleted(ctx, args.thread_id, args.named, deleted_at)
+                args = args.checked_through(deleted_at)  # stored again since: refused
+                continue                                  # only by a later delete
+            if refusal.kind == "STALE_HEAD":
+                assert isinstance(args, PutArgs)
+                raise ConcurrentRunError(
+                    f"thread {args.thread_id!r} (ns {args.ns!r}) was extended by another "
+                    f"run: its latest checkpoint is now {refusal.value!r}, this run started "
+                    f"from {args.expected_head.split(SEP)[-1]!r}; nothing was written. "
+                    "Reload the thread and retry (or set on_concurrent_run='fork')"
+                ) from None
+            if ctx.clock.monotonic() >= deadline:
+                name = "put" if isinstance(args, PutArgs) else "put_writes"
                 raise OutboxFullError(
-                    f"outbox {ctx.outbox!r} holds max_outbox={ctx.config.max_outbox} entries "
-                    f"not yet in MongoDB; {script} of thread {thread_id!r} was not written"
+                    f"outbox {ctx.outbox!r} holds max_outbox={cfg.max_outbox} entries "
+                    f"not yet in MongoDB; {name} of thread {args.thread_id!r} was not written"
                 ) from None
             yield Sleep(pause)
             pause = min(pause * 2, 0.1)
     if ctx.cluster:
-        (entry,) = yield Pipeline([["XADD", ctx.outbox, "*", "t", thread_id, "p", args[2]]])
+        (entry,) = yield Pipeline([["XADD", ctx.outbox, "*", "t", args.thread_id,
+                                    "p", args.payload]])
     return entry
 
 
-def _check_deleted(ctx: Context, thread_id: str, ref_member: str, deleted_at_ms: int) -> Plan:
+def _check_deleted(ctx: Context, thread_id: str, ref_member: str,
+                   deleted_at_ms: int) -> Plan[None]:
     """Raise ``ThreadDeletedError`` unless MongoDB holds the named checkpoint as stored
     after the delete at ``deleted_at_ms`` (its ``put_ms``: ``copy_thread`` or an import
     wrote it there since). A checkpoint MongoDB still holds from before the delete is one
     the delete is removing right now."""
     ns, cid = ref_member.split(SEP)
-    doc = yield Mongo(ctx.collections.checkpoints, "find_one",
-                      ({"_id": D.doc_id(thread_id, ns, cid)},), {"projection": {"put_ms": 1}})
+    doc = yield from ask(FindOne(ctx.collections.checkpoints,
+                                 {"_id": D.doc_id(thread_id, ns, cid)}, {"put_ms": 1}))
     if doc is not None and int(doc.get("put_ms") or 0) > deleted_at_ms:
         return
     raise ThreadDeletedError(
@@ -149,14 +152,28 @@ def _named(config: RunnableConfig, ns: str, parent: str | None) -> str:
     return member(outer, str(found)) if isinstance(found, str) and SEP not in found else ""
 
 
-def put_plan(
+@dataclass(frozen=True)
+class PreparedPut:
+    """A ``put`` with its values serialized (``prepare_put``): what ``put_plan`` stores."""
+
+    thread_id: str
+    ns: str
+    checkpoint_id: str
+    record: CheckpointRecord
+    blobs: list[tuple[str, Typed | None]]
+    args: PutArgs
+
+
+def prepare_put(
     ctx: Context,
     config: RunnableConfig,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
     new_versions: ChannelVersions,
-) -> Plan:
-    """Store a checkpoint and its changed channel values; mirrors ``InMemorySaver.put``."""
+) -> PreparedPut:
+    """Validate and serialize a ``put`` (the serializer may upload to a blob store: the
+    async saver calls this in a worker thread). Reads ``ctx.heads`` for the expected
+    head. Raises ``InvalidIdentifierError`` and ``SerializationError`` (nothing written)."""
     tid, ns = thread_ns(config)
     cid = check_id("checkpoint_id", checkpoint["id"], thread_id=tid)
     parent = config["configurable"].get("checkpoint_id")
@@ -182,46 +199,65 @@ def put_plan(
         blob_fields=tuple(blob_field(ns, ch, v) for ch, v in c["channel_versions"].items()),
     )
     m = member(ns, cid)
-    payload = ormsgpack.packb(["cp", m, [f for f, _ in blobs]])
     expect = ""
     if ctx.config.on_concurrent_run == "raise" and parent and ctx.heads.get(tid, ns) == parent:
         expect = member(ns, parent)
     # a thread's first input checkpoint (LangGraph's step -1, no parent, root namespace)
     # on a thread Redis holds nothing of starts a new thread: Redis then holds all of it
     fresh = parent is None and ns == "" and md.get("step") == -1
-    args: list[Any] = [ctx.config.max_outbox, tid, payload, m, ns, rec.pack(), rec.pack_index(),
-                       expect, "1" if fresh else "0", _named(config, ns, parent), "0"]
-    for f, typed in blobs:
-        args += [f, pack_blob(typed)]
-    entry = yield from _send(ctx, tid, "put", args, 9)
-    ctx.heads.seen(tid, ns, cid)
+    args = PutArgs(
+        keys=ctx.script_keys(tid), max_outbox=ctx.config.max_outbox, thread_id=tid,
+        payload=ormsgpack.packb(["cp", m, [f for f, _ in blobs]]), member=m, ns=ns,
+        record=rec.pack(), index=rec.pack_index(), expected_head=expect, new_thread=fresh,
+        named=_named(config, ns, parent), checked_through_ms=0,
+        blobs=[(f, pack_blob(typed)) for f, typed in blobs])
+    return PreparedPut(tid, ns, cid, rec, blobs, args)
+
+
+def put_plan(ctx: Context, put: PreparedPut) -> Plan[RunnableConfig]:
+    """Store a prepared checkpoint and its changed channel values (one Redis round trip;
+    in strict mode then MongoDB); mirrors ``InMemorySaver.put``. Returns the config of the
+    stored checkpoint; the caller records it as the head (``Heads.seen``)."""
+    tid, ns, cid = put.thread_id, put.ns, put.checkpoint_id
+    entry = yield from _send(ctx, put.args)
     if ctx.config.durability == "strict":
         cols = ctx.collections
         at = stream_ms(entry)
         (cp_doc,), cp_chunks = C.split_all("checkpoints",
-                                           [D.checkpoint_doc(tid, rec, put_ms=at)])
+                                           [D.checkpoint_doc(tid, put.record, put_ms=at)])
         blob_docs, blob_chunks = C.split_all(
-            "blobs", (D.blob_doc(tid, f, t, put_ms=at) for f, t in blobs))
+            "blobs", (D.blob_doc(tid, f, t, put_ms=at) for f, t in put.blobs))
         yield from C.write_plan(cols.chunks, cp_chunks + blob_chunks)  # before their owners
-        ops: list[Any] = [Mongo(cols.checkpoints, "bulk_write", ([D.upsert(cp_doc)],),
-                           {"ordered": False})]
-        if blobs:
-            ops.append(Mongo(cols.blobs, "bulk_write",
-                             ([D.upsert(d) for d in blob_docs],), {"ordered": False}))
+        ops: list[Op[Any]] = [BulkWrite(cols.checkpoints, [D.upsert(cp_doc)])]
+        if put.blobs:
+            ops.append(BulkWrite(cols.blobs, [D.upsert(d) for d in blob_docs]))
         yield Parallel(ops)
         # a delete that ran since the Redis write must not be undone by this MongoDB write
-        yield from take_back_deleted(ctx, [(entry, tid, ["cp", m, [f for f, _ in blobs]])])
+        yield from take_back_deleted(
+            ctx, [(entry, tid, ["cp", put.args.member, [f for f, _ in put.blobs]])])
     return config_of(tid, ns, cid)
 
 
-def put_writes_plan(
+@dataclass(frozen=True)
+class PreparedWrites:
+    """A ``put_writes`` with its values serialized (``prepare_put_writes``)."""
+
+    thread_id: str
+    ns: str
+    checkpoint_id: str
+    records: list[WriteRecord]
+    args: PutWritesArgs
+
+
+def prepare_put_writes(
     ctx: Context,
     config: RunnableConfig,
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
-) -> Plan:
-    """Store pending writes of a task; special channels overwrite, others insert once."""
+) -> PreparedWrites | None:
+    """Validate and serialize a ``put_writes`` (may upload, like ``prepare_put``); None
+    when there is nothing to write. Their ``seq`` is ``ctx.clock.time_ns()``."""
     tid, ns = thread_ns(config)
     raw_cid = config["configurable"].get("checkpoint_id")
     if not raw_cid:
@@ -233,7 +269,7 @@ def put_writes_plan(
     task_id = check_id("task_id", task_id, thread_id=tid)
     if not writes:
         return None
-    seq = time.time_ns()
+    seq = ctx.clock.time_ns()
     recs: list[WriteRecord] = []
     for pos, (ch, value) in enumerate(writes):
         idx = write_idx(ch, pos)
@@ -241,28 +277,27 @@ def put_writes_plan(
                       what=f"write to channel {ch!r} by task {task_id!r}")
         recs.append(WriteRecord(task_id, idx, ch, typed, task_path or "", seq))
     fields = [write_field(ns, cid, task_id, w.idx) for w in recs]
-    payload = ormsgpack.packb(["w", member(ns, cid), fields])
-    args: list[Any] = [ctx.config.max_outbox, tid, payload, member(ns, cid), "0"]
-    for f, w in zip(fields, recs):
-        args += [f, w.pack(), "1" if w.idx < 0 else "0"]
-    entry = yield from _send(ctx, tid, "put_writes", args, 3)
+    m = member(ns, cid)
+    args = PutWritesArgs(
+        keys=ctx.script_keys(tid), max_outbox=ctx.config.max_outbox, thread_id=tid,
+        payload=ormsgpack.packb(["w", m, fields]), member=m, checked_through_ms=0,
+        writes=[(f, w.pack(), w.idx < 0) for f, w in zip(fields, recs)])
+    return PreparedWrites(tid, ns, cid, recs, args)
+
+
+def put_writes_plan(ctx: Context, prepared: PreparedWrites | None) -> Plan[None]:
+    """Store prepared pending writes of a task: special channels overwrite, others insert
+    once (one Redis round trip; in strict mode then MongoDB)."""
+    if prepared is None:
+        return None
+    tid, ns, cid = prepared.thread_id, prepared.ns, prepared.checkpoint_id
+    entry = yield from _send(ctx, prepared.args)
     if ctx.config.durability == "strict":
-        docs, chunks = C.split_all(
-            "writes", (D.write_doc(tid, ns, cid, w, put_ms=stream_ms(entry)) for w in recs))
+        docs, chunks = C.split_all("writes", (
+            D.write_doc(tid, ns, cid, w, put_ms=stream_ms(entry)) for w in prepared.records))
         yield from C.write_plan(ctx.collections.chunks, chunks)  # before their owners
         yield from bulk_ignoring_newer(ctx.collections.writes,
                                        [D.upsert_write(d) for d in docs])
-        yield from take_back_deleted(ctx, [(entry, tid, ["w", member(ns, cid), fields])])
+        fields = [f for f, _, _ in prepared.args.writes]
+        yield from take_back_deleted(ctx, [(entry, tid, ["w", prepared.args.member, fields])])
     return None
-
-
-def bulk_ignoring_newer(collection: str, requests: list[Any]) -> Plan:
-    """Unordered bulk write that ignores duplicate-key errors (a newer value is stored)."""
-    from pymongo.errors import BulkWriteError
-
-    try:
-        yield Mongo(collection, "bulk_write", (requests,), {"ordered": False})
-    except BulkWriteError as exc:
-        others = [e for e in exc.details.get("writeErrors", []) if e.get("code") != 11000]
-        if others or exc.details.get("writeConcernErrors"):
-            raise

@@ -16,7 +16,7 @@ from faults.common import tap
 from faults.s5_delete_races import _resume, _until_mongo
 from faults.tiers import mongo_checkpoints, mongo_writes, wait_for
 from langgraph_durable import DurableSaver
-from langgraph_durable.drivers import Mongo, Pipeline, run_sync
+from langgraph_durable.drivers import MongoOp, Pipeline, run_sync
 from langgraph_durable.outbox.flusher import flush_batch_plan
 
 
@@ -136,7 +136,7 @@ def test_one_script_acknowledges_and_settles(manual) -> None:
     stats = run_sync(tap(flush_batch_plan(manual.context, "c", block_ms=0, claim=False),
                          before=ops.append), manual.sync_clients)
     assert (stats.entries, stats.outbox_length) == (3, 0)
-    redis_ops = [o for o in ops if not isinstance(o, Mongo)]
+    redis_ops = [o for o in ops if not isinstance(o, MongoOp)]
     # read own pending, read new, size the records (HSTRLEN: a round copies at most
     # flusher.ROUND_BYTES at a time), read the records; then one script acknowledges + settles
     assert [type(o).__name__ for o in redis_ops] == ["Pipeline"] * 4 + ["Script"]

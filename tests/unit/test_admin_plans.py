@@ -1,0 +1,158 @@
+"""Plans that change stored history, with canned replies: flush-wait and release deadlines
+on a controlled clock, delete_thread's tombstones before MongoDB, prune, copy_thread."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from langgraph_durable.drivers import BulkWrite, DeleteMany, Find, Op, Pipeline, Script
+from langgraph_durable.durable import documents as D
+from langgraph_durable.errors import FlushTimeoutError
+from langgraph_durable.hot.keys import TOMBSTONE_TTL_S
+from langgraph_durable.plans import admin
+from langgraph_durable.records import member
+
+from .stepping import Drive, FakeClock, context, drive
+from .test_read_plans import IDS, stored
+
+MARK = b"1700000000000-5"
+
+
+def outbox(left: bool) -> Any:
+    """Replies of a flush-wait: the newest entry is MARK; it stays while ``left``."""
+    def answer(op: Op[Any]) -> Any:
+        assert isinstance(op, Pipeline)
+        cmd = op.commands[0][0]
+        if cmd == "XREVRANGE":
+            return [[(MARK, {b"t": b"t"})]]
+        if cmd == "XRANGE":
+            return [[(MARK, {b"t": b"t"})] if left else []]
+        assert cmd == "XLEN"
+        return [7]
+    return answer
+
+
+def test_flush_wait_returns_once_the_entries_seen_at_the_start_are_gone() -> None:
+    ctx = context()
+    calls = {"n": 0}
+
+    def answer(op: Op[Any]) -> Any:
+        calls["n"] += 1
+        return outbox(left=calls["n"] < 4)(op)
+
+    done = drive(admin.flush_wait_plan(ctx, 5.0), answer, ctx.clock)  # type: ignore[arg-type]
+    assert done.kinds() == ["Pipeline", "Pipeline", "Sleep", "Pipeline", "Sleep", "Pipeline"]
+    assert done.result == 1
+
+
+def test_flush_wait_on_an_empty_outbox_returns_at_once() -> None:
+    done = drive(admin.flush_wait_plan(context(), 5.0), lambda op: [[]])
+    assert (done.kinds(), done.result) == (["Pipeline"], 0)
+
+
+def test_flush_wait_times_out_on_the_controlled_clock() -> None:
+    ctx = context()
+    clock = ctx.clock
+    assert isinstance(clock, FakeClock)
+    start = clock.now_s
+    record = Drive()
+    with pytest.raises(FlushTimeoutError, match="still holds 7 entries after 0.5 s"):
+        drive(admin.flush_wait_plan(ctx, 0.5), outbox(left=True), clock, record)
+    assert 0.5 <= clock.now_s - start < 0.6  # slept in growing pauses, up to the deadline
+    assert record.kinds()[-1] == "Pipeline" and record.ops[-1].commands[0][0] == "XLEN"  # type: ignore[attr-defined]
+
+
+def test_delete_thread_tombstones_in_redis_before_deleting_in_mongodb() -> None:
+    ctx = context()
+    keys = ctx.keys("t")
+
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, Pipeline):
+            return [[]]  # outbox empty
+        if isinstance(op, Find):  # checkpoints only MongoDB holds
+            return [{"checkpoint_ns": "", "checkpoint_id": IDS[0]}]
+        if isinstance(op, Script):
+            return 1700000000123  # deletion time, ms
+        return None
+
+    done = drive(admin.delete_thread_plan(ctx, "t"), answer)
+    assert done.kinds() == ["Pipeline", "Find", "delete_thread", "Parallel", "DeleteMany",
+                            "DeleteMany", "DeleteMany", "DeleteMany"]
+    script = done.ops[2]
+    assert isinstance(script, Script)
+    assert list(script.keys) == [*keys.all, keys.gone]
+    assert list(script.args) == [TOMBSTONE_TTL_S, member("", IDS[0])]
+    deletes = [op for op in done.ops if isinstance(op, DeleteMany)]
+    assert [d.filter for d in deletes[:3]] == [D.stored_before("t", 1700000000123)] * 3
+    assert deletes[3].collection == ctx.collections.chunks  # chunks after their owners
+
+
+def test_prune_keep_latest_drops_older_checkpoints_with_their_writes_and_blobs() -> None:
+    ctx = context()
+    p0, p1 = stored(ctx, 0, "zero"), stored(ctx, 1, "one")
+    cols = ctx.collections
+    wid = D.doc_id("t", "", IDS[0], "task", 0)
+
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, Pipeline):
+            return [[]]
+        if isinstance(op, Find) and op.collection == cols.checkpoints:
+            return [D.checkpoint_doc("t", p.record) for p in (p0, p1)]
+        if isinstance(op, Find) and op.collection == cols.blobs:
+            return [D.blob_doc("t", f, v) for p in (p0, p1) for f, v in p.blobs]
+        if isinstance(op, Find) and op.collection == cols.writes:
+            return [{"_id": wid, "checkpoint_ns": "", "checkpoint_id": IDS[0]}]
+        return 1 if isinstance(op, Script) else None
+
+    done = drive(admin.prune_plan(ctx, ["t"], "keep_latest"), answer)
+    script = next(op for op in done.ops if isinstance(op, Script))
+    assert script.name == "delete_parts"
+    (old_blob,) = [f for f, _ in p0.blobs]
+    assert list(script.args) == [TOMBSTONE_TTL_S, 1, member("", IDS[0]), old_blob]
+    bulk = {op.collection: [r._filter["_id"] for r in op.requests]
+            for op in done.ops if isinstance(op, BulkWrite)}
+    assert bulk == {cols.checkpoints: [D.doc_id("t", "", IDS[0])], cols.writes: [wid],
+                    cols.blobs: D.blob_ids("t", [old_blob])}
+
+
+def test_prune_checks_its_arguments_before_any_operation() -> None:
+    with pytest.raises(ValueError, match="keep_last must be an int >= 1"):
+        drive(admin.prune_plan(context(), ["t"], "keep_latest", keep_last=0), lambda op: None)
+
+
+def test_copy_thread_stamps_the_copies_with_redis_time_and_drops_stale_hot_keys() -> None:
+    ctx = context()
+    p0 = stored(ctx, 0, "zero")
+    cols = ctx.collections
+
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, Pipeline):
+            return [[b"1700000001", b"500000"]] if op.commands[0][0] == "TIME" else [[]]
+        if isinstance(op, Find):
+            return [D.checkpoint_doc("src", p0.record)] if op.collection == cols.checkpoints \
+                else []
+        if isinstance(op, Script):
+            return 0  # released
+        return None
+
+    done = drive(admin.copy_thread_plan(ctx, "src", "dst"), answer)
+    (copy,) = [op for op in done.ops if isinstance(op, BulkWrite)]
+    doc = copy.requests[0]._doc
+    assert copy.requests[0]._filter == {"_id": D.doc_id("dst", "", IDS[0])}
+    assert doc["$set"]["thread_id"] == "dst" and doc["$setOnInsert"] == {"put_ms": 1700000001500}
+    assert done.kinds()[-1] == "release"
+
+
+def test_release_gives_up_at_the_deadline_keeping_the_hot_keys() -> None:
+    ctx = context(delete_flush_timeout_s=1)
+    clock = ctx.clock
+    assert isinstance(clock, FakeClock)
+
+    def answer(op: Op[Any]) -> Any:
+        return 3 if isinstance(op, Script) else outbox(left=True)(op)
+
+    with pytest.raises(FlushTimeoutError):
+        drive(admin.release_plan(ctx, "t"), answer, clock)
+    assert clock.now_s - 1000.0 >= 1.0

@@ -1,0 +1,118 @@
+"""get_delta_channel_history's plan with canned replies: every CHAIN status (done, left
+Redis, a blob Redis lacks, the step limit, target not in Redis) and the MongoDB segment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph_durable.drivers import Find, Op, Script
+from langgraph_durable.durable import documents as D
+from langgraph_durable.hot.scripts import ChainStatus
+from langgraph_durable.plans import delta
+
+from .stepping import context, drive
+from .test_read_plans import IDS, stored, writes
+
+
+def chain_row(p: Any, ws: list[Any], seed: bool, missing: bool = False) -> list[Any]:
+    """A CHAIN row for ancestor ``p``: its writes, its blob as a seed or as missing."""
+    (field, value), = p.args.blobs
+    return [p.checkpoint_id.encode(), p.args.index, [w.pack() for w in ws],
+            [field.encode(), value] if seed else [], [field.encode()] if missing else []]
+
+
+def history(ctx: Any, answer: Any, target: str = IDS[2]) -> tuple[list[str], Any]:
+    done = drive(delta.delta_history_plan(ctx, "t", "", target, ["v"]), answer)
+    return done.kinds(), done.result.decode(ctx.serde)
+
+
+def test_a_chain_redis_holds_is_one_script_call() -> None:
+    ctx = context()
+    p1 = stored(ctx, 1, "seed-1")
+    w1 = writes(ctx, 1, [("v", "w1")])
+    kinds, got = history(ctx, lambda op: [ChainStatus.DONE, [chain_row(p1, w1, True)], b""])
+    assert kinds == ["chain"]
+    assert got == {"v": {"writes": [("task", "v", "w1")], "seed": "seed-1"}}
+
+
+def test_a_chain_leaving_redis_goes_on_in_mongodb_from_that_ancestor() -> None:
+    ctx = context()
+    p0, p1 = stored(ctx, 0, "seed-0"), stored(ctx, 1, "x")
+    w1, w0 = writes(ctx, 1, [("v", "w1")]), writes(ctx, 0, [("v", "w0")])
+    cols = ctx.collections
+
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, Script) and op.name == "chain":  # IDS[1] in Redis without seed
+            return [ChainStatus.LEFT_REDIS, [chain_row(p1, w1, False)], IDS[0].encode()]
+        if isinstance(op, Find) and op.collection == cols.checkpoints:
+            return [D.checkpoint_doc("t", p0.record)]
+        if isinstance(op, Find) and op.collection == cols.writes:
+            return [D.write_doc("t", "", IDS[0], w) for w in w0]
+        if isinstance(op, Find) and op.collection == cols.blobs:
+            return [D.blob_doc("t", f, v) for f, v in p0.blobs]
+        if isinstance(op, Script) and op.name == "parts":
+            return [[[]], [None]]
+        raise AssertionError(op)
+
+    kinds, got = history(ctx, answer)
+    assert kinds == ["chain", "Find", "Parallel", "Find", "Find", "parts"]
+    assert got == {"v": {"writes": [("task", "v", "w0"), ("task", "v", "w1")],
+                         "seed": "seed-0"}}
+
+
+def test_a_blob_redis_lacks_is_read_from_mongodb_and_the_walk_goes_on() -> None:
+    ctx = context()
+    p1 = stored(ctx, 1, "from-mongo")
+    calls: list[list[Any]] = []
+
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, Script):
+            calls.append(list(op.args))
+            return [ChainStatus.BLOB_MISSING, [chain_row(p1, [], False, missing=True)],
+                    IDS[1].encode()]
+        assert isinstance(op, Find) and op.collection == ctx.collections.blobs
+        return [D.blob_doc("t", f, v) for f, v in p1.blobs]
+
+    kinds, got = history(ctx, answer)
+    assert kinds == ["chain", "Find"]  # the seed closed the only channel
+    assert got == {"v": {"writes": [], "seed": "from-mongo"}}
+    assert calls == [["", IDS[2], delta.REDIS_STEPS, "v"]]
+
+
+def test_the_step_limit_continues_from_the_last_ancestor() -> None:
+    ctx = context()
+    p1, p0 = stored(ctx, 1, "x"), stored(ctx, 0, "seed-0")
+    replies = [[ChainStatus.STEP_LIMIT, [chain_row(p1, [], False)], IDS[1].encode()],
+               [ChainStatus.DONE, [chain_row(p0, [], True)], b""]]
+    sent: list[Any] = []
+
+    def answer(op: Op[Any]) -> Any:
+        assert isinstance(op, Script)
+        sent.append(op.args[1])
+        return replies.pop(0)
+
+    kinds, got = history(ctx, answer)
+    assert kinds == ["chain", "chain"] and sent == [IDS[2], IDS[1]]
+    assert got == {"v": {"writes": [], "seed": "seed-0"}}
+
+
+def test_a_target_redis_does_not_hold_starts_from_its_mongodb_record() -> None:
+    ctx = context()
+    p1, p0 = stored(ctx, 1, "x"), stored(ctx, 0, "seed-0")
+    cols = ctx.collections
+
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, Script) and op.name == "chain":
+            return [ChainStatus.TARGET_NOT_IN_REDIS, [], IDS[1].encode()]
+        if isinstance(op, Find) and op.collection == cols.checkpoints:
+            assert op.filter["checkpoint_id"] == {"$lte": IDS[1]}
+            return [D.checkpoint_doc("t", p1.record), D.checkpoint_doc("t", p0.record)]
+        if isinstance(op, Find) and op.collection == cols.blobs:
+            return [D.blob_doc("t", f, v) for f, v in p0.blobs]
+        if isinstance(op, Find):
+            return []
+        return [[[]], [None]]
+
+    kinds, got = history(ctx, answer, target=IDS[1])
+    assert kinds == ["chain", "Find", "Parallel", "Find", "Find", "parts"]
+    assert got == {"v": {"writes": [], "seed": "seed-0"}}  # the target itself is skipped

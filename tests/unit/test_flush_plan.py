@@ -1,0 +1,153 @@
+"""One flush round with canned replies: own pending entries, claiming idle ones, new
+entries, the dead-letter stream, acknowledgement and the take-back of deleted records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ormsgpack
+import redis.exceptions
+
+from langgraph_durable.drivers import BulkWrite, DeleteMany, Op, Pipeline, Script
+from langgraph_durable.durable import documents as D
+from langgraph_durable.hot.keys import CONSUMER_GROUP
+from langgraph_durable.outbox.flusher import flush_batch_plan
+from langgraph_durable.outbox.group import dead_letter_key
+from langgraph_durable.records import member
+
+from .stepping import context, drive
+from .test_read_plans import IDS, stored, writes
+
+EID = b"1699999999000-0"  # one second before the fake clock's wall time
+
+
+class Tiers:
+    """Redis's records of thread t (one checkpoint with a blob, one write) and the
+    replies to a flush round's operations."""
+
+    def __init__(self, ctx: Any, *, acked: int = 1,
+                 tombstones: dict[bytes, bytes] | None = None) -> None:
+        self.ctx = ctx
+        p = stored(ctx, 0, "zero")
+        (w,) = writes(ctx, 0, [("v", 1)])
+        m = member("", IDS[0])
+        self.wfield = f"{m}\x00task\x000"
+        k = ctx.keys("t")
+        self.hashes = {(k.cp, m): p.args.record, (k.cv, m): p.args.index,
+                       **{(k.bl, f): v for f, v in p.args.blobs}, (k.w, self.wfield): w.pack()}
+        self.cp_entry = {b"t": b"t", b"p": ormsgpack.packb(["cp", m, [f for f, _ in p.args.blobs]])}
+        self.w_entry = {b"t": b"t", b"p": ormsgpack.packb(["w", m, [self.wfield]])}
+        self.pending: list[Any] = []  # own pending entries
+        self.claimable: list[Any] = []  # idle entries of other consumers
+        self.new: list[Any] = []  # entries not yet delivered
+        self.acked, self.tombstones = acked, tombstones or {}
+
+    def __call__(self, op: Op[Any]) -> Any:
+        if isinstance(op, Pipeline):
+            name = op.commands[0][0]
+            if name == "XREADGROUP":
+                return [self.pending if op.commands[0][-1] == "0" else self.new]
+            if name == "XAUTOCLAIM":
+                return [self.claimable]
+            if name == "EVAL":  # group upkeep: nothing removed or rewound
+                return [[0, 0]]
+            if name == "HSTRLEN":
+                return [10] * len(op.commands)
+            if name == "HMGET":
+                return [[self.hashes.get((c[1], n)) for n in c[2:]] for c in op.commands]
+            if name == "HGETALL":
+                return [self.tombstones]
+            return [1] * len(op.commands)  # XADD / XACK / XDEL of the dead letters
+        if isinstance(op, Script) and op.name == "ack_settle":
+            n = (len(op.args) - 2) - 1  # one thread: group, ttl, k, ids...
+            return [[self.acked] * n, 0]
+        return None  # MongoDB writes
+
+
+def test_a_round_copies_its_own_pending_entries_and_acknowledges_them() -> None:
+    ctx = context()
+    tiers = Tiers(ctx)
+    tiers.pending = [(EID, tiers.cp_entry), (b"1699999999000-1", tiers.w_entry)]
+    done = drive(flush_batch_plan(ctx, "me", block_ms=10, claim=False), tiers)
+    assert done.kinds() == ["Pipeline", "Pipeline", "Pipeline", "BulkWrite", "BulkWrite",
+                            "BulkWrite", "ack_settle"]
+    cols = ctx.collections
+    assert [op.collection for op in done.ops if isinstance(op, BulkWrite)] == [
+        cols.blobs, cols.writes, cols.checkpoints]  # blobs and writes before checkpoints
+    ack = done.ops[-1]
+    assert isinstance(ack, Script)
+    assert list(ack.keys) == [ctx.outbox, *ctx.keys("t").all]
+    assert list(ack.args) == [CONSUMER_GROUP, ctx.config.hot_ttl_s, 2, EID, b"1699999999000-1"]
+    stats = done.result
+    assert (stats.entries, stats.documents, stats.dead, stats.outbox_length) == (2, 3, 0, 0)
+    assert stats.lags_s == [1.0, 1.0]  # read from ctx.clock
+
+
+def test_with_nothing_pending_a_claiming_round_tends_the_group_and_claims_idle_entries() -> None:
+    ctx = context(claim_idle_s=2)
+    tiers = Tiers(ctx)
+    tiers.claimable = [(EID, tiers.cp_entry)]
+    done = drive(flush_batch_plan(ctx, "me", block_ms=10, claim=True), tiers)
+    first = [op.commands[0] for op in done.ops[:3] if isinstance(op, Pipeline)]
+    assert [c[0] for c in first] == ["XREADGROUP", "EVAL", "XAUTOCLAIM"]
+    assert list(first[2][:6]) == ["XAUTOCLAIM", ctx.outbox, CONSUMER_GROUP, "me", 2000, "0-0"]
+    assert done.result.entries == 1
+
+
+def test_new_entries_are_read_blocking_up_to_block_ms() -> None:
+    ctx = context()
+    tiers = Tiers(ctx)
+    tiers.new = [(EID, tiers.w_entry)]
+    done = drive(flush_batch_plan(ctx, "me", block_ms=250, claim=False), tiers)
+    read_new = done.ops[1]
+    assert isinstance(read_new, Pipeline)
+    assert list(read_new.commands[0]) == ["XREADGROUP", "GROUP", CONSUMER_GROUP, "me", "COUNT",
+                                          ctx.config.flush_batch_size, "BLOCK", 250,
+                                          "STREAMS", ctx.outbox, ">"]
+    assert done.result.documents == 1
+
+
+def test_an_empty_outbox_ends_the_round() -> None:
+    done = drive(flush_batch_plan(context(), "me", block_ms=0, claim=False), Tiers(context()))
+    assert done.kinds() == ["Pipeline", "Pipeline"] and done.result.entries == 0
+
+
+def test_an_entry_that_cannot_be_read_goes_to_the_dead_letter_stream() -> None:
+    ctx = context()
+    tiers = Tiers(ctx)
+    tiers.pending = [(EID, {b"t": b"t", b"p": b"\xc1"}), (b"1699999999000-1", tiers.w_entry)]
+    done = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
+    dead = next(op for op in done.ops if isinstance(op, Pipeline)
+                and op.commands[0][0] == "XADD")
+    xadd, xack, xdel = dead.commands
+    assert list(xadd[:6]) == ["XADD", dead_letter_key(ctx), "*", "entry", EID, "thread"]
+    assert list(xack) == ["XACK", ctx.outbox, CONSUMER_GROUP, EID]
+    assert list(xdel) == ["XDEL", ctx.outbox, EID]
+    assert (done.result.entries, done.result.dead, done.result.documents) == (2, 1, 1)
+
+
+def test_entries_another_consumer_acknowledged_first_are_taken_back_after_a_delete() -> None:
+    ctx = context()
+    tiers = Tiers(ctx, acked=0, tombstones={b"*": b"1699999999500"})  # deleted after EID
+    tiers.pending = [(EID, tiers.cp_entry)]
+    done = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
+    deletes = [op for op in done.ops if isinstance(op, DeleteMany)]
+    cols = ctx.collections
+    assert [op.collection for op in deletes] == [cols.checkpoints, cols.blobs, cols.chunks]
+    assert deletes[0].filter == {"_id": {"$in": [D.doc_id("t", "", IDS[0])]}}
+
+
+def test_a_missing_group_is_created_again() -> None:
+    ctx = context()
+
+    def answer(op: Op[Any]) -> Any:
+        assert isinstance(op, Pipeline)
+        if op.commands[0][0] == "XREADGROUP":
+            raise redis.exceptions.ResponseError("NOGROUP No such key or consumer group")
+        return [b"OK"]
+
+    done = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), answer)
+    assert isinstance(done.ops[-1], Pipeline)
+    assert list(done.ops[-1].commands[0]) == ["XGROUP", "CREATE", ctx.outbox, CONSUMER_GROUP,
+                                              "0", "MKSTREAM"]
+    assert done.result.entries == 0

@@ -1,0 +1,130 @@
+"""get_tuple and list pages with canned replies: Redis alone (the thread's complete flag, a
+full hot page), a page only MongoDB answers with pending writes merged from both tiers,
+the metadata filter and the cursor applied after the plan (``finish_page``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.base import empty_checkpoint
+
+from langgraph_durable.drivers import Find, Op, Script
+from langgraph_durable.durable import documents as D
+from langgraph_durable.plans import read, write
+from langgraph_durable.records import WriteRecord, member
+
+from .stepping import context, drive
+
+IDS = [f"1ef00000-0000-6000-8000-00000000000{i}" for i in range(1, 4)]
+
+
+def stored(ctx: Any, i: int, value: Any) -> write.PreparedPut:
+    """The i-th checkpoint of thread t (parent: the one before), serialized."""
+    cp = empty_checkpoint()
+    cp["id"] = IDS[i]
+    cp["channel_values"] = {"v": value}
+    cp["channel_versions"] = {"v": str(i + 1)}
+    conf: dict[str, Any] = {"thread_id": "t", "checkpoint_ns": ""}
+    if i:
+        conf["checkpoint_id"] = IDS[i - 1]
+    return write.prepare_put(ctx, {"configurable": conf}, cp, {"step": i, "who": f"s{i}"},
+                             {"v": str(i + 1)})
+
+
+def writes(ctx: Any, i: int, pairs: list[tuple[str, Any]], seq: int = 0) -> list[WriteRecord]:
+    conf = {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": IDS[i]}
+    ctx.clock.wall_ns += seq
+    prepared = write.prepare_put_writes(ctx, {"configurable": conf}, pairs, "task", "")
+    assert prepared is not None
+    return prepared.records
+
+
+def hot_row(p: write.PreparedPut, ws: list[WriteRecord] = ()) -> list[Any]:  # type: ignore[assignment]
+    return [member("", p.checkpoint_id).encode(), p.args.record, p.args.index,
+            [w.pack() for w in ws]]
+
+
+def page_reply(rows: list[Any], blobs: list[write.PreparedPut], complete: int) -> list[Any]:
+    fields = [f.encode() for p in blobs for f, _ in p.args.blobs]
+    values = [v for p in blobs for _, v in p.args.blobs]
+    return [rows, fields, values, complete]
+
+
+def test_latest_of_a_thread_redis_holds_whole_is_one_script_call() -> None:
+    ctx = context()
+    p = stored(ctx, 0, "zero")
+    ws = writes(ctx, 0, [("v", 5)])
+    done = drive(read.get_tuple_plan(ctx, "t", "", None),
+                 lambda op: page_reply([hot_row(p, ws)], [p], complete=1))
+    assert done.kinds() == ["page"]
+    page = read.finish_page(ctx, done.result)
+    (tup,) = page.tuples
+    assert tup.checkpoint["channel_values"] == {"v": "zero"}
+    assert tup.metadata["who"] == "s0"
+    assert tup.pending_writes == [("task", "v", 5)]
+    assert (page.hot, page.durable) == (1, 0)
+    assert ctx.heads.get("t", "") == IDS[0]  # the run builds on what it read
+
+
+def test_an_exact_checkpoint_found_in_redis_does_not_ask_mongodb() -> None:
+    ctx = context()
+    p = stored(ctx, 1, "one")
+    done = drive(read.get_tuple_plan(ctx, "t", "", IDS[1]),
+                 lambda op: page_reply([hot_row(p)], [p], complete=0))
+    assert done.kinds() == ["page"]
+    op = done.ops[0]
+    assert isinstance(op, Script) and list(op.args) == ["[" + member("", IDS[1])] * 2 + [1]
+    read.finish_page(ctx, done.result)
+    assert ctx.heads.get("t", "") is None  # an exact read is no head
+
+
+def test_a_page_redis_answers_partly_reads_the_rest_from_mongodb() -> None:
+    ctx = context()
+    cold, hot = stored(ctx, 0, "zero"), stored(ctx, 1, "one")
+    mongo_w = writes(ctx, 0, [("v", "mongo"), ("__error__", "old")])
+    redis_w = writes(ctx, 0, [("v", "redis"), ("__error__", "new")], seq=10)
+    cols = ctx.collections
+
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, Script) and op.name == "page":
+            return page_reply([hot_row(hot)], [hot], complete=0)
+        if isinstance(op, Find) and op.collection == cols.checkpoints:
+            return [D.checkpoint_doc("t", cold.record, put_ms=1)]
+        if isinstance(op, Find) and op.collection == cols.blobs:
+            return [D.blob_doc("t", f, v) for f, v in cold.blobs]
+        if isinstance(op, Find) and op.collection == cols.writes:
+            return [D.write_doc("t", "", IDS[0], w) for w in mongo_w]
+        if isinstance(op, Script) and op.name == "parts":  # writes made after expiry
+            return [[[w.pack() for w in redis_w]], []]
+        raise AssertionError(op)
+
+    done = drive(read.page_plan(ctx, "t", "", count=2), answer)
+    assert done.kinds() == ["page", "Find", "Parallel", "Find", "Find", "parts"]
+    find = done.ops[1]
+    assert isinstance(find, Find) and find.limit == 2
+    assert find.filter["$and"][1] == {"checkpoint_id": {"$nin": [IDS[1]]}}
+    page = read.finish_page(ctx, done.result)
+    assert [t.checkpoint["channel_values"]["v"] for t in page.tuples] == ["one", "zero"]
+    # insert-once write: MongoDB's first value stays; special channel: the newer seq wins
+    assert page.tuples[1].pending_writes == [("task", "__error__", "new"),
+                                             ("task", "v", "mongo")]
+    assert (page.hot, page.durable, page.cursor) == (1, 1, IDS[0])
+
+
+def test_an_empty_thread_asks_both_tiers_and_returns_nothing() -> None:
+    ctx = context()
+    done = drive(read.get_tuple_plan(ctx, "t", "", None),
+                 lambda op: page_reply([], [], 0) if isinstance(op, Script) else [])
+    assert done.kinds() == ["page", "Find"]
+    page = read.finish_page(ctx, done.result)
+    assert (page.tuples, page.cursor) == ([], None)
+
+
+def test_the_metadata_filter_applies_after_decoding_and_keeps_the_cursor() -> None:
+    ctx = context()
+    p0, p1 = stored(ctx, 0, "zero"), stored(ctx, 1, "one")
+    done = drive(read.page_plan(ctx, "t", "", count=2, filter={"who": "s0"}),
+                 lambda op: page_reply([hot_row(p1), hot_row(p0)], [p0, p1], complete=1))
+    page = read.finish_page(ctx, done.result)
+    assert [t.metadata["step"] for t in page.tuples] == [0]
+    assert page.cursor == IDS[0]  # a full page: the next one starts below its last id
