@@ -28,9 +28,9 @@ import typer
 from ..drivers import run_sync
 from ..durable import chunks as C
 from ..durable import documents as D
-from ..errors import SchemaVersionError
 from ..plans.admin import release_plan
 from ..records import SCHEMA_VERSION, CheckpointRecord, WriteRecord, blob_field, split_field
+from ..schema import check_not_newer
 from ..serde.external import collect_refs
 from . import storage as S
 from .session import CliError, command, confirm, session_of
@@ -127,10 +127,7 @@ def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str
         except (ValueError, KeyError, TypeError) as exc:
             raise CliError(f"{where}:{n}: malformed record ({type(exc).__name__}: {exc})") \
                 from exc
-        if v > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"{where}:{n}: record has schema version {v}, newer than {SCHEMA_VERSION} "
-                "understood by this langgraph_durable; upgrade the package (nothing written)")
+        check_not_newer(v, f"{where}:{n}: record", then=" (nothing written)")
         if v < SCHEMA_VERSION or kind not in records:
             raise CliError(f"{where}:{n}: unsupported record (type {kind!r}, version {v})")
         records[kind].append(rec)
