@@ -147,15 +147,15 @@ async def from_urls_concurrency_check(env: Env, concurrent: int) -> str:
     (its default asyncio clients): ``"ok"`` or the error it raised."""
     import asyncio
 
-    from . import graphs as G
+    from . import graphs
 
     ns = f"b{uuid.uuid4().hex[:10]}"
     try:
         async with DurableSaver.from_urls(env.redis_url, env.mongo_url, key_prefix=ns,
                                           database=ns) as s:
-            g = G.build_loop(s, asynchronous=True)
+            g = graphs.build_loop(s, asynchronous=True)
             await asyncio.gather(*(
-                g.ainvoke(G.loop_input(2), {"configurable": {"thread_id": f"c{i}"}})
+                g.ainvoke(graphs.loop_input(2), {"configurable": {"thread_id": f"c{i}"}})
                 for i in range(concurrent)))
         return "ok"
     except Exception as exc:
@@ -173,17 +173,17 @@ async def durable_async(redis_url: str, mongo_url: str, **options: Any
     pool raises ``MaxConnectionsError`` once more than 100 calls are in flight (W3's 200
     threads, W5's saturated phase); see ``from_urls_concurrency_check``."""
     from langgraph_durable import DurableConfig
-    from langgraph_durable import clients as C
+    from langgraph_durable.clients import mongo_from_url, redis_from_url
 
     cfg = DurableConfig(**options)
-    r = C.redis_from_url(redis_url, cfg, asyncio=False)
-    m = C.mongo_from_url(mongo_url, cfg, asyncio=False)
+    r = redis_from_url(redis_url, cfg, asyncio=False)
+    m = mongo_from_url(mongo_url, cfg, asyncio=False)
     pool = redis.asyncio.BlockingConnectionPool.from_url(
         redis_url, max_connections=ASYNC_POOL, timeout=30,
         socket_timeout=cfg.socket_timeout_s + cfg.flush_interval_s,
         socket_connect_timeout=cfg.socket_timeout_s)
     ar = redis.asyncio.Redis(connection_pool=pool)
-    am = C.mongo_from_url(mongo_url, cfg, asyncio=True)
+    am = mongo_from_url(mongo_url, cfg, asyncio=True)
     try:
         async with DurableSaver(r, m, async_redis=ar, async_mongo=am, config=cfg) as s:
             yield s

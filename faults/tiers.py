@@ -17,7 +17,7 @@ from typing import Any
 import pymongo
 import redis
 
-from langgraph_durable.durable import documents as D
+from langgraph_durable.durable.documents import blob_doc, checkpoint_doc, doc_id, write_doc
 from langgraph_durable.hot.keys import ThreadKeys
 from langgraph_durable.records import (
     SEP,
@@ -100,7 +100,7 @@ def mongo_writes(db: Any, threads: Iterable[str] | None = None) -> set[Wr]:
 
 def mongo_has(db: Any, cps: Iterable[Cp]) -> list[bool]:
     cps = list(cps)
-    ids = [D.doc_id(t, ns, cid) for t, ns, cid in cps]
+    ids = [doc_id(t, ns, cid) for t, ns, cid in cps]
     found = {d["_id"] for d in db["checkpoints"].find({"_id": {"$in": ids}}, {"_id": 1})}
     return [i in found for i in ids]
 
@@ -137,14 +137,14 @@ def expected_docs_from_redis(r: redis.Redis, prefix: str, threads: Iterable[str]
         cvs = r.hgetall(k.cv)
         for m, raw in r.hgetall(k.cp).items():
             ns, cid = m.decode().split(SEP)
-            doc = D.checkpoint_doc(t, CheckpointRecord.unpack(ns, cid, raw, cvs[m]))
+            doc = checkpoint_doc(t, CheckpointRecord.unpack(ns, cid, raw, cvs[m]))
             out["checkpoints"][doc["_id"]] = doc
         for f, raw in r.hgetall(k.bl).items():
-            doc = D.blob_doc(t, f.decode(), unpack_blob(raw, "expected"))
+            doc = blob_doc(t, f.decode(), unpack_blob(raw, "expected"))
             out["blobs"][doc["_id"]] = doc
         for f, raw in r.hgetall(k.w).items():
             ns, cid, _task, _idx = split_field(f)
-            doc = D.write_doc(t, ns, cid, WriteRecord.unpack(raw, "expected"))
+            doc = write_doc(t, ns, cid, WriteRecord.unpack(raw, "expected"))
             out["writes"][doc["_id"]] = doc
     return out
 

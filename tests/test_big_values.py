@@ -262,7 +262,7 @@ def test_only_chunked_documents_carry_the_chunked_version(saver: DurableSaver,
 def test_blob_gc_finds_references_in_chunked_values(
         redis_url: str, mongo_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from langgraph_durable.blobs import referenced_blob_keys
+    from langgraph_durable.extref_gc import referenced_blob_keys
     from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
 
     serde = ExternalRefSerializer(store=LocalBlobStore(tmp_path), threshold_bytes=100)

@@ -1,4 +1,4 @@
-"""Saver-level blob garbage collection (langgraph_durable/blobs.py) on real servers: Redis,
+"""Saver-level blob garbage collection (langgraph_durable/extref_gc.py) on real servers: Redis,
 the MongoDB-wire server and moto's S3 (``s3_endpoint_url``) or a local folder.
 
 The clock is injected (``now``) past the grace period instead of sleeping."""
@@ -24,7 +24,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.blobs import (
+from langgraph_durable.extref_gc import (
     acollect_saver_garbage,
     areferenced_blob_keys,
     collect_saver_garbage,
