@@ -20,8 +20,9 @@ logger = logging.getLogger("langgraph_durable.compaction")
 
 
 @dataclass(frozen=True)
-class Plan:
-    """What a compaction would do to one history (internal)."""
+class CompactionPlan:
+    """What a compaction would do to one history (internal; not the storage plans of
+    ``drivers.Plan``, which are generators of server operations)."""
 
     split: Split
     folded: list[BaseMessage]
@@ -128,7 +129,7 @@ class BaseCompactor:
         """Token budget of the verbatim window (``None`` when ``keep_last`` is used)."""
         return self.keep_tokens
 
-    def plan(self, state: Any) -> Plan | None:
+    def plan(self, state: Any) -> CompactionPlan | None:
         """Decide what to fold for ``state``; ``None`` when nothing has to change.
 
         Args:
@@ -156,7 +157,7 @@ class BaseCompactor:
         if start == 0:
             logger.debug("history over budget (%d tokens) but nothing left to fold", tokens)
             return None
-        return Plan(
+        return CompactionPlan(
             split=split,
             folded=split.body[:start],
             kept=split.body[start:],
@@ -164,7 +165,7 @@ class BaseCompactor:
             previous_summary=self._previous_summary(state, split),
         )
 
-    def trimmed(self, plan: Plan) -> Plan:
+    def trimmed(self, plan: CompactionPlan) -> CompactionPlan:
         """``plan`` with the kept window cut to fit the budget next to the existing head.
 
         Used when no summary can be written: the system prompt and the existing summary
@@ -176,7 +177,7 @@ class BaseCompactor:
         head = [m for m in (split.system, split.summary) if m is not None]
         fitting = fit_window(head, split.body, self.token_counter, self.budget, self.start_on)
         start = max(fitting, len(plan.folded))
-        return Plan(
+        return CompactionPlan(
             split=split,
             folded=split.body[:start],
             kept=split.body[start:],
@@ -186,7 +187,8 @@ class BaseCompactor:
 
     # -- updates --------------------------------------------------------------------------
 
-    def _messages_update(self, plan: Plan, summary: BaseMessage | None) -> list[BaseMessage]:
+    def _messages_update(self, plan: CompactionPlan,
+                         summary: BaseMessage | None) -> list[BaseMessage]:
         """Removals by id when possible, else ``REMOVE_ALL_MESSAGES`` and the new history."""
         split = plan.split
         ids_known = all(m.id for m in plan.folded)
@@ -201,7 +203,7 @@ class BaseCompactor:
 
     def _success(
         self,
-        plan: Plan,
+        plan: CompactionPlan,
         summary: BaseMessage | None,
         extra: dict[str, Any] | None = None,
         *,
