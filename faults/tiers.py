@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import pymongo
@@ -27,22 +26,10 @@ from langgraph_durable.records import (
     split_field,
     unpack_blob,
 )
+from langgraph_durable.testing import wait_for as wait_for  # the one wait helper
 
 Cp = tuple[str, str, str]
 Wr = tuple[str, str, str, str, int]
-
-
-def wait_for(pred: Callable[[], Any], timeout_s: float, what: str, pause_s: float = 0.01) -> Any:
-    """Poll ``pred`` until it returns a true value or ``timeout_s`` passes (raises
-    ``TimeoutError`` naming ``what``). A bounded wait, never a timing assertion."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(pause_s)
 
 
 # --------------------------------------------------------------------------- Redis

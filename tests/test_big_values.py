@@ -11,7 +11,6 @@ from typing import Any, TypedDict
 
 import pytest
 import redis
-from conftest import unique_options
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
@@ -19,6 +18,7 @@ from langgraph_durable import DurableSaver
 from langgraph_durable.durable import chunks
 from langgraph_durable.errors import CorruptRecordError
 from langgraph_durable.records import CHUNKED_VERSION, SCHEMA_VERSION
+from langgraph_durable.testing import unique_options
 
 MB = 1 << 20
 

@@ -11,7 +11,6 @@ import ormsgpack
 import pytest
 import redis
 from bson import Binary
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import DurableSaver, schema
@@ -19,6 +18,7 @@ from langgraph_durable import migrations as M  # lines shared with part B (_sync
 from langgraph_durable.drivers import run_sync
 from langgraph_durable.errors import SchemaVersionError
 from langgraph_durable.records import SCHEMA_VERSION
+from langgraph_durable.testing import unique_options
 
 
 def _fill(saver: DurableSaver, thread: str = "old") -> Any:

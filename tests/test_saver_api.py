@@ -8,7 +8,6 @@ from decimal import Decimal
 import pymongo
 import pytest
 import redis.asyncio
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -16,6 +15,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_durable import DurableSaver, SaverClosedError
 from langgraph_durable.drivers import run_sync
 from langgraph_durable.outbox.flusher import flush_batch_plan
+from langgraph_durable.testing import unique_options
 
 ROOT = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 

@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import redis
-from conftest import unique_options
 from langgraph.graph import END, START, StateGraph
 
 from langgraph_durable import DurableSaver, SerializationError
 from langgraph_durable.extref_gc import referenced_blob_keys, scan_pattern, storage_footprint
 from langgraph_durable.serde import BlobStore, ExternalRefSerializer, LocalBlobStore, S3BlobStore
+from langgraph_durable.testing import unique_options
 
 MB = 1024 * 1024
 
