@@ -271,7 +271,7 @@ def _w4(rec: Recorder, specs: list[SaverSpec], durable: list[SaverSpec], params:
         cold = [s for s in durable if s.name in threads]
         for spec in cold:
             rt = threads[spec.name]
-            spec.settle(rt.handle)
+            spec.drain(rt.handle)
             workloads.empty_redis_of(rt.handle, env.redis_url, rt.cfg["configurable"]["thread_id"])
         for rep in range(params.reps):
             for spec in workloads.rotate(cold, rep):

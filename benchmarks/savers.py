@@ -3,7 +3,7 @@ MongoDB database, PostgreSQL database or SQLite file), with its storage measured
 its store reports it, and removed after the run.
 
 A spec opens a saver for the sync API (``open_sync``) or the async API (``open_async``);
-``settle`` waits until what it acknowledged is in its durable store (DurableSaver's
+``drain`` waits until what it acknowledged is in its durable store (DurableSaver's
 ``flush``; a no-op for the others, whose calls return once stored).
 """
 
@@ -72,7 +72,7 @@ class SaverSpec:
         raise NotImplementedError
         yield  # pragma: no cover
 
-    def settle(self, h: Handle) -> None:
+    def drain(self, h: Handle) -> None:
         """Wait until everything acknowledged is in the durable store."""
 
     def storage(self, h: Handle) -> dict[str, Any]:
@@ -227,7 +227,7 @@ class DurableSpec(SaverSpec):
                 h.extra["stats"] = s.stats()
         self.cleanup(h)
 
-    def settle(self, h: Handle) -> None:
+    def drain(self, h: Handle) -> None:
         h.saver.flush(120)
 
     def storage(self, h: Handle) -> dict[str, Any]:

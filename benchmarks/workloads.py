@@ -93,11 +93,11 @@ def w1_sync(spec: SaverSpec, p: Params, spt: int) -> dict[str, Any]:
             turns.append(time.perf_counter() - a)
         wall = time.perf_counter() - t0
         a = time.perf_counter()
-        spec.settle(h)
-        settle = time.perf_counter() - a
+        spec.drain(h)
+        drain_s = time.perf_counter() - a
         used = cpu.delta(c0, cpu.snapshot())
     steps = p.w1_turns * spt
-    return {"wall_s": wall, "step_ms": wall / steps * 1e3, "settle_s": settle,
+    return {"wall_s": wall, "step_ms": wall / steps * 1e3, "settle_s": drain_s,
             "turn_s": turns, "steps": steps, **used}
 
 
@@ -114,11 +114,11 @@ async def _w1_async(spec: SaverSpec, p: Params, spt: int) -> dict[str, Any]:
             turns.append(time.perf_counter() - a)
         wall = time.perf_counter() - t0
         a = time.perf_counter()
-        await asyncio.to_thread(spec.settle, h)
-        settle = time.perf_counter() - a
+        await asyncio.to_thread(spec.drain, h)
+        drain_s = time.perf_counter() - a
         used = cpu.delta(c0, cpu.snapshot())
     steps = p.w1_turns * spt
-    return {"wall_s": wall, "step_ms": wall / steps * 1e3, "settle_s": settle,
+    return {"wall_s": wall, "step_ms": wall / steps * 1e3, "settle_s": drain_s,
             "turn_s": turns, "steps": steps, **used}
 
 
@@ -136,7 +136,7 @@ def w2(spec: SaverSpec, p: Params) -> dict[str, Any]:
         t0 = time.perf_counter()
         g.invoke(graphs.wide_input(), cfg)
         wall = time.perf_counter() - t0
-        spec.settle(h)
+        spec.drain(h)
         st = spec.storage(h)
     out = {"wall_s": wall, "step_ms": wall / p.w2_steps * 1e3, "bytes": st["bytes"],
            "bytes_per_step": st["bytes"] / p.w2_steps, "method": st["method"]}
@@ -168,7 +168,7 @@ async def _w3(spec: SaverSpec, p: Params) -> dict[str, Any]:
         t0 = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(p.w3_threads)))
         wall = time.perf_counter() - t0
-        await asyncio.to_thread(spec.settle, h)
+        await asyncio.to_thread(spec.drain, h)
         used = cpu.delta(c0, cpu.snapshot())
     # checkpoints: the input one, __start__, then one per step
     checkpoints = p.w3_threads * (p.w3_steps + 2)
@@ -201,7 +201,7 @@ def w4_build(h: Handle, p: Params) -> ResumeThread:
     t0 = time.perf_counter()
     g.invoke(graphs.loop_input(steps), cfg)
     build = time.perf_counter() - t0
-    h.spec.settle(h)
+    h.spec.drain(h)
     return ResumeThread(h, g, {"configurable": cfg["configurable"]}, build)
 
 
@@ -443,7 +443,7 @@ def w6(spec: SaverSpec, p: Params) -> dict[str, Any]:
         for t in range(b):
             g.invoke({"messages": [graphs.human(t)]}, cfg)
             if t + 1 in (a, b):
-                spec.settle(h)
+                spec.drain(h)
                 st = spec.storage(h)
                 for k, v in st.items():
                     out[f"{k}@{t + 1}"] = v

@@ -107,10 +107,6 @@ def mongo_identity_duplicates(db: Any) -> int:
     return n
 
 
-def drop_db(client: pymongo.MongoClient, name: str) -> None:
-    client.drop_database(name)
-
-
 # --------------------------------------------------------------------------- both
 
 
