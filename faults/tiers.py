@@ -13,7 +13,6 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-import pymongo
 import redis
 
 from langgraph_durable.durable.documents import blob_doc, checkpoint_doc, doc_id, write_doc
