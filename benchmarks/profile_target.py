@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 from langgraph_durable import DurableSaver
 
-from . import graphs as G
+from . import graphs
 
 W1_RUNS = 3
 """W1 is profiled over this many agent threads in a row (more samples at 100 Hz)."""
@@ -46,15 +46,15 @@ def main(argv: list[str]) -> None:
     ns = f"prof{uuid.uuid4().hex[:8]}"
     if which == "w1":
         with DurableSaver.from_urls(redis_url, mongo_url, key_prefix=ns, database=ns) as s:
-            runs = [(G.build_agent(s, size), {"configurable": {"thread_id": f"prof-w1-{k}"}})
+            runs = [(graphs.build_agent(s, size), {"configurable": {"thread_id": f"prof-w1-{k}"}})
                     for k in range(W1_RUNS)]
             for g, cfg in runs:  # warm up (first turn, imports)
-                g.invoke({"messages": [G.human(0)]}, cfg)
+                g.invoke({"messages": [graphs.human(0)]}, cfg)
             with sampled(raw_out, py_spy, rate):
                 t0 = time.perf_counter()
                 for g, cfg in runs:  # W1_RUNS agent threads one after the other
                     for t in range(1, size):
-                        g.invoke({"messages": [G.human(t)]}, cfg)
+                        g.invoke({"messages": [graphs.human(t)]}, cfg)
                 print(f"wall_s={(time.perf_counter() - t0) / W1_RUNS:.3f}", flush=True)
     else:
         steps = int(argv[7]) if len(argv) > 7 else 20
@@ -75,12 +75,12 @@ async def _w3(redis_url: str, mongo_url: str, ns: str, threads: int, steps: int,
     from .savers import durable_async
 
     async with durable_async(redis_url, mongo_url, key_prefix=ns, database=ns) as s:
-        g = G.build_loop(s, asynchronous=True)
+        g = graphs.build_loop(s, asynchronous=True)
 
         async def one(i: int, tag: str) -> None:
             cfg = {"configurable": {"thread_id": f"prof-w3-{tag}{i}"},
                    "recursion_limit": steps + 10}
-            await g.ainvoke(G.loop_input(steps), cfg)
+            await g.ainvoke(graphs.loop_input(steps), cfg)
 
         await asyncio.gather(*(one(i, "warm") for i in range(4)))
         with sampled(raw_out, py_spy, rate):

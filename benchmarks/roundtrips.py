@@ -20,7 +20,7 @@ from pymongo import monitoring
 from langgraph_durable import DurableSaver
 from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
 
-from . import graphs as G
+from . import graphs
 
 _IGNORED = {"hello", "isMaster", "ismaster", "ping", "endSessions", "buildInfo"}
 
@@ -130,12 +130,12 @@ def _sync_case(redis_url: str, mongo_url: str, turns: int, spt: int,
     try:
         s = DurableSaver(r, m, key_prefix=ns, database=ns, flusher="off", durability=durability)
         s.setup()
-        g = G.build_agent(s, turns)
+        g = graphs.build_agent(s, turns)
         cfg = {"configurable": {"thread_id": "rt-agent"}}
         # one turn first, so the next turns are the steady state (history present)
-        g.invoke({"messages": [G.human(0)]}, cfg)
+        g.invoke({"messages": [graphs.human(0)]}, cfg)
         before = dict(s.stats())
-        got = _count(lambda: [g.invoke({"messages": [G.human(t)]}, cfg)
+        got = _count(lambda: [g.invoke({"messages": [graphs.human(t)]}, cfg)
                               for t in range(1, turns)])
         st = s.stats()
         puts = st["puts"] - before.get("puts", 0)
@@ -205,10 +205,10 @@ async def _async_case(redis_url: str, mongo_url: str) -> dict[str, Any]:
     try:
         s = DurableSaver(r, m, key_prefix=ns, database=ns, flusher="off")
         await s.asetup()
-        g = G.build_agent(s, 3, asynchronous=True)
+        g = graphs.build_agent(s, 3, asynchronous=True)
         cfg = {"configurable": {"thread_id": "rt-async"}}
         for t in range(3):
-            await g.ainvoke({"messages": [G.human(t)]}, cfg)
+            await g.ainvoke({"messages": [graphs.human(t)]}, cfg)
         out["async.hot_get"] = await _acount(lambda: s.aget_tuple(cfg))
         consumer = consumer_name()
         while (await s.arun(flush_batch_plan(s.context, consumer, block_ms=0,

@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from . import workloads as W
+from . import workloads
 from .savers import Env, SaverSpec, all_specs
 
 QUICK_SAVERS = ["inmemory", "durable", "durable_strict"]
@@ -51,7 +51,7 @@ class Recorder:
         began = time.perf_counter()
         specs = [s for s in specs if s.only is None or workload in s.only]
         for rep in range(reps):
-            for spec in W.rotate(specs, rep):
+            for spec in workloads.rotate(specs, rep):
                 a = time.perf_counter()
                 try:
                     m = fn(spec)
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     if args.at_commit:
         return _at_commit(args.at_commit, list(sys.argv[1:] if argv is None else argv))
-    params = W.QUICK if args.quick else W.FULL
+    params = workloads.QUICK if args.quick else workloads.FULL
     if args.reps:
         params = dataclasses.replace(params, reps=args.reps)
     only: list[str] | None
@@ -174,23 +174,23 @@ def main(argv: list[str] | None = None) -> int:
 
         machine = describe(env.redis_url, env.mongo_url, env.postgres_url, env.redis_stack_url)
         rec = Recorder()
-        spt = W.steps_per_turn()
+        spt = workloads.steps_per_turn()
         log(f"savers: {[s.name for s in specs]}; {spt} checkpoints per agent turn; "
             f"params {params}")
         sync_specs = [s for s in specs if s.name != "redis_stack"]
         durable = [s for s in specs if s.is_durable_saver and s.only is None]
 
         if "W1" in todo:
-            rec.run("W1 sync", sync_specs, params.reps, lambda s: W.w1_sync(s, params, spt))
-            rec.run("W1 async", specs, params.reps, lambda s: W.w1_async(s, params, spt))
+            rec.run("W1 sync", sync_specs, params.reps, lambda s: workloads.w1_sync(s, params, spt))
+            rec.run("W1 async", specs, params.reps, lambda s: workloads.w1_async(s, params, spt))
         if "W2" in todo:
-            rec.run("W2", sync_specs, params.reps, lambda s: W.w2(s, params))
+            rec.run("W2", sync_specs, params.reps, lambda s: workloads.w2(s, params))
         if "W3" in todo:
-            rec.run("W3", specs, params.reps, lambda s: W.w3(s, params))
+            rec.run("W3", specs, params.reps, lambda s: workloads.w3(s, params))
         if "W4" in todo:
             _w4(rec, [s for s in sync_specs if s.only is None], durable, params, env)
         if "W6" in todo:
-            rec.run("W6", sync_specs, 1, lambda s: W.w6(s, params))
+            rec.run("W6", sync_specs, 1, lambda s: workloads.w6(s, params))
         checks: dict[str, str] = {}
         if "W3" in todo and any(s.name == "durable" for s in specs):
             import asyncio
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                 profiles[which] = profile(which, env.redis_url, env.mongo_url, sizes, args.out)
         if "W5" in todo:
             wb = [s for s in durable if s.name == "durable"]
-            rec.run("W5", wb, 1, lambda s: W.w5(s, params, env.redis_url, env.mongo_url))
+            rec.run("W5", wb, 1, lambda s: workloads.w5(s, params, env.redis_url, env.mongo_url))
 
     from .report import write_report
 
@@ -242,17 +242,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _w4(rec: Recorder, specs: list[SaverSpec], durable: list[SaverSpec], params: W.Params,
+def _w4(rec: Recorder, specs: list[SaverSpec], durable: list[SaverSpec], params: workloads.Params,
         env: Env) -> None:
     """Build one long thread per saver, then measure hot reads (all savers, interleaved),
     then cold reads (DurableSaver with the thread's Redis keys removed after a flush)."""
     began = time.perf_counter()
     with contextlib.ExitStack() as stack:
-        threads: dict[str, W.ResumeThread] = {}
+        threads: dict[str, workloads.ResumeThread] = {}
         for spec in specs:
             try:
                 h = stack.enter_context(spec.open_sync())
-                threads[spec.name] = W.w4_build(h, params)
+                threads[spec.name] = workloads.w4_build(h, params)
                 log(f"W4 built {params.w4_checkpoints} checkpoints with {spec.name} in "
                     f"{threads[spec.name].build_s:.1f} s")
             except Exception as exc:
@@ -260,9 +260,9 @@ def _w4(rec: Recorder, specs: list[SaverSpec], durable: list[SaverSpec], params:
                 rec.add("W4 hot", spec, 0, {"error": f"{type(exc).__name__}: {exc}"})
         live = [s for s in specs if s.name in threads]
         for rep in range(params.reps):
-            for spec in W.rotate(live, rep):
+            for spec in workloads.rotate(live, rep):
                 try:
-                    m = W.w4_measure(threads[spec.name], params, "hot")
+                    m = workloads.w4_measure(threads[spec.name], params, "hot")
                     m["build_s"] = threads[spec.name].build_s
                 except Exception as exc:
                     traceback.print_exc(file=sys.stderr)
@@ -271,12 +271,12 @@ def _w4(rec: Recorder, specs: list[SaverSpec], durable: list[SaverSpec], params:
         cold = [s for s in durable if s.name in threads]
         for spec in cold:
             rt = threads[spec.name]
-            spec.settle(rt.handle)
-            W.empty_redis_of(rt.handle, env.redis_url, rt.cfg["configurable"]["thread_id"])
+            spec.drain(rt.handle)
+            workloads.empty_redis_of(rt.handle, env.redis_url, rt.cfg["configurable"]["thread_id"])
         for rep in range(params.reps):
-            for spec in W.rotate(cold, rep):
+            for spec in workloads.rotate(cold, rep):
                 try:
-                    m = W.w4_measure(threads[spec.name], params, "durable")
+                    m = workloads.w4_measure(threads[spec.name], params, "durable")
                 except Exception as exc:
                     traceback.print_exc(file=sys.stderr)
                     m = {"error": f"{type(exc).__name__}: {exc}"}

@@ -3,7 +3,7 @@ MongoDB database, PostgreSQL database or SQLite file), with its storage measured
 its store reports it, and removed after the run.
 
 A spec opens a saver for the sync API (``open_sync``) or the async API (``open_async``);
-``settle`` waits until what it acknowledged is in its durable store (DurableSaver's
+``drain`` waits until what it acknowledged is in its durable store (DurableSaver's
 ``flush``; a no-op for the others, whose calls return once stored).
 """
 
@@ -72,7 +72,7 @@ class SaverSpec:
         raise NotImplementedError
         yield  # pragma: no cover
 
-    def settle(self, h: Handle) -> None:
+    def drain(self, h: Handle) -> None:
         """Wait until everything acknowledged is in the durable store."""
 
     def storage(self, h: Handle) -> dict[str, Any]:
@@ -147,15 +147,15 @@ async def from_urls_concurrency_check(env: Env, concurrent: int) -> str:
     (its default asyncio clients): ``"ok"`` or the error it raised."""
     import asyncio
 
-    from . import graphs as G
+    from . import graphs
 
     ns = f"b{uuid.uuid4().hex[:10]}"
     try:
         async with DurableSaver.from_urls(env.redis_url, env.mongo_url, key_prefix=ns,
                                           database=ns) as s:
-            g = G.build_loop(s, asynchronous=True)
+            g = graphs.build_loop(s, asynchronous=True)
             await asyncio.gather(*(
-                g.ainvoke(G.loop_input(2), {"configurable": {"thread_id": f"c{i}"}})
+                g.ainvoke(graphs.loop_input(2), {"configurable": {"thread_id": f"c{i}"}})
                 for i in range(concurrent)))
         return "ok"
     except Exception as exc:
@@ -173,17 +173,17 @@ async def durable_async(redis_url: str, mongo_url: str, **options: Any
     pool raises ``MaxConnectionsError`` once more than 100 calls are in flight (W3's 200
     threads, W5's saturated phase); see ``from_urls_concurrency_check``."""
     from langgraph_durable import DurableConfig
-    from langgraph_durable import clients as C
+    from langgraph_durable.clients import mongo_from_url, redis_from_url
 
     cfg = DurableConfig(**options)
-    r = C.redis_from_url(redis_url, cfg, asyncio=False)
-    m = C.mongo_from_url(mongo_url, cfg, asyncio=False)
+    r = redis_from_url(redis_url, cfg, asyncio=False)
+    m = mongo_from_url(mongo_url, cfg, asyncio=False)
     pool = redis.asyncio.BlockingConnectionPool.from_url(
         redis_url, max_connections=ASYNC_POOL, timeout=30,
         socket_timeout=cfg.socket_timeout_s + cfg.flush_interval_s,
         socket_connect_timeout=cfg.socket_timeout_s)
     ar = redis.asyncio.Redis(connection_pool=pool)
-    am = C.mongo_from_url(mongo_url, cfg, asyncio=True)
+    am = mongo_from_url(mongo_url, cfg, asyncio=True)
     try:
         async with DurableSaver(r, m, async_redis=ar, async_mongo=am, config=cfg) as s:
             yield s
@@ -227,7 +227,7 @@ class DurableSpec(SaverSpec):
                 h.extra["stats"] = s.stats()
         self.cleanup(h)
 
-    def settle(self, h: Handle) -> None:
+    def drain(self, h: Handle) -> None:
         h.saver.flush(120)
 
     def storage(self, h: Handle) -> dict[str, Any]:

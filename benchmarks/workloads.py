@@ -18,8 +18,7 @@ import pymongo
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
-from . import cpu
-from . import graphs as G
+from . import cpu, graphs
 from .savers import Handle, SaverSpec
 
 
@@ -72,9 +71,9 @@ def steps_per_turn() -> int:
     from langgraph.checkpoint.memory import InMemorySaver
 
     s = InMemorySaver()
-    g = G.build_agent(s, 2)
+    g = graphs.build_agent(s, 2)
     cfg = thread_cfg()
-    g.invoke({"messages": [G.human(0)]}, cfg)
+    g.invoke({"messages": [graphs.human(0)]}, cfg)
     return sum(len(v) for v in s.storage[cfg["configurable"]["thread_id"]].values())
 
 
@@ -83,43 +82,43 @@ def steps_per_turn() -> int:
 
 def w1_sync(spec: SaverSpec, p: Params, spt: int) -> dict[str, Any]:
     with spec.open_sync() as h:
-        g = G.build_agent(h.saver, p.w1_turns)
+        g = graphs.build_agent(h.saver, p.w1_turns)
         cfg = thread_cfg("w1")
         turns: list[float] = []
         c0 = cpu.snapshot()
         t0 = time.perf_counter()
         for t in range(p.w1_turns):
             a = time.perf_counter()
-            g.invoke({"messages": [G.human(t)]}, cfg)
+            g.invoke({"messages": [graphs.human(t)]}, cfg)
             turns.append(time.perf_counter() - a)
         wall = time.perf_counter() - t0
         a = time.perf_counter()
-        spec.settle(h)
-        settle = time.perf_counter() - a
+        spec.drain(h)
+        drain_s = time.perf_counter() - a
         used = cpu.delta(c0, cpu.snapshot())
     steps = p.w1_turns * spt
-    return {"wall_s": wall, "step_ms": wall / steps * 1e3, "settle_s": settle,
+    return {"wall_s": wall, "step_ms": wall / steps * 1e3, "settle_s": drain_s,
             "turn_s": turns, "steps": steps, **used}
 
 
 async def _w1_async(spec: SaverSpec, p: Params, spt: int) -> dict[str, Any]:
     async with spec.open_async() as h:
-        g = G.build_agent(h.saver, p.w1_turns, asynchronous=True)
+        g = graphs.build_agent(h.saver, p.w1_turns, asynchronous=True)
         cfg = thread_cfg("w1a")
         turns: list[float] = []
         c0 = cpu.snapshot()
         t0 = time.perf_counter()
         for t in range(p.w1_turns):
             a = time.perf_counter()
-            await g.ainvoke({"messages": [G.human(t)]}, cfg)
+            await g.ainvoke({"messages": [graphs.human(t)]}, cfg)
             turns.append(time.perf_counter() - a)
         wall = time.perf_counter() - t0
         a = time.perf_counter()
-        await asyncio.to_thread(spec.settle, h)
-        settle = time.perf_counter() - a
+        await asyncio.to_thread(spec.drain, h)
+        drain_s = time.perf_counter() - a
         used = cpu.delta(c0, cpu.snapshot())
     steps = p.w1_turns * spt
-    return {"wall_s": wall, "step_ms": wall / steps * 1e3, "settle_s": settle,
+    return {"wall_s": wall, "step_ms": wall / steps * 1e3, "settle_s": drain_s,
             "turn_s": turns, "steps": steps, **used}
 
 
@@ -132,12 +131,12 @@ def w1_async(spec: SaverSpec, p: Params, spt: int) -> dict[str, Any]:
 
 def w2(spec: SaverSpec, p: Params) -> dict[str, Any]:
     with spec.open_sync() as h:
-        g = G.build_wide(h.saver, p.w2_steps)
+        g = graphs.build_wide(h.saver, p.w2_steps)
         cfg = {**thread_cfg("w2"), "recursion_limit": p.w2_steps + 10}
         t0 = time.perf_counter()
-        g.invoke(G.wide_input(), cfg)
+        g.invoke(graphs.wide_input(), cfg)
         wall = time.perf_counter() - t0
-        spec.settle(h)
+        spec.drain(h)
         st = spec.storage(h)
     out = {"wall_s": wall, "step_ms": wall / p.w2_steps * 1e3, "bytes": st["bytes"],
            "bytes_per_step": st["bytes"] / p.w2_steps, "method": st["method"]}
@@ -151,7 +150,7 @@ def w2(spec: SaverSpec, p: Params) -> dict[str, Any]:
 
 async def _w3(spec: SaverSpec, p: Params) -> dict[str, Any]:
     async with spec.open_async() as h:
-        g = G.build_loop(h.saver, asynchronous=True)
+        g = graphs.build_loop(h.saver, asynchronous=True)
         lat: list[float] = []
         count = 0
 
@@ -159,7 +158,7 @@ async def _w3(spec: SaverSpec, p: Params) -> dict[str, Any]:
             nonlocal count
             cfg = {**thread_cfg(f"w3-{i}"), "recursion_limit": p.w3_steps + 10}
             last = time.perf_counter()
-            async for _ in g.astream(G.loop_input(p.w3_steps), cfg, stream_mode="updates"):
+            async for _ in g.astream(graphs.loop_input(p.w3_steps), cfg, stream_mode="updates"):
                 now = time.perf_counter()
                 lat.append(now - last)
                 last = now
@@ -169,7 +168,7 @@ async def _w3(spec: SaverSpec, p: Params) -> dict[str, Any]:
         t0 = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(p.w3_threads)))
         wall = time.perf_counter() - t0
-        await asyncio.to_thread(spec.settle, h)
+        await asyncio.to_thread(spec.drain, h)
         used = cpu.delta(c0, cpu.snapshot())
     # checkpoints: the input one, __start__, then one per step
     checkpoints = p.w3_threads * (p.w3_steps + 2)
@@ -196,13 +195,13 @@ class ResumeThread:
 
 
 def w4_build(h: Handle, p: Params) -> ResumeThread:
-    g = G.build_loop(h.saver)
+    g = graphs.build_loop(h.saver)
     steps = p.w4_checkpoints - 2  # + the input checkpoint + __start__
     cfg = {**thread_cfg("w4"), "recursion_limit": steps + 10}
     t0 = time.perf_counter()
-    g.invoke(G.loop_input(steps), cfg)
+    g.invoke(graphs.loop_input(steps), cfg)
     build = time.perf_counter() - t0
-    h.spec.settle(h)
+    h.spec.drain(h)
     return ResumeThread(h, g, {"configurable": cfg["configurable"]}, build)
 
 
@@ -363,7 +362,7 @@ async def _w5(spec: SaverSpec, p: Params, redis_url: str, mongo_url: str) -> dic
         plan: list[tuple[str, float, float]] = [("saturated", p.w5_sat_seconds, 0.0)]
         while plan:
             phase, seconds, think = plan.pop(0)
-            g = G.build_loop(s, think_s=think, asynchronous=True)
+            g = graphs.build_loop(s, think_s=think, asynchronous=True)
             before = s.stats()
             _WATCH.phase = phase_box["name"] = phase
             began = time.perf_counter()
@@ -376,7 +375,7 @@ async def _w5(spec: SaverSpec, p: Params, redis_url: str, mongo_url: str) -> dic
                 cfg = {**thread_cfg(f"w5{phase}-{i}"), "recursion_limit": 100}
                 n = 0
                 while time.perf_counter() < deadline:
-                    await g.ainvoke(G.loop_input(20, n), cfg)
+                    await g.ainvoke(graphs.loop_input(20, n), cfg)
                     n += 20
                     done += 20
 
@@ -439,12 +438,12 @@ def w6(spec: SaverSpec, p: Params) -> dict[str, Any]:
     a, b = p.w6_turns
     out: dict[str, Any] = {}
     with spec.open_sync() as h:
-        g = G.build_agent(h.saver, b)
+        g = graphs.build_agent(h.saver, b)
         cfg = thread_cfg("w6")
         for t in range(b):
-            g.invoke({"messages": [G.human(t)]}, cfg)
+            g.invoke({"messages": [graphs.human(t)]}, cfg)
             if t + 1 in (a, b):
-                spec.settle(h)
+                spec.drain(h)
                 st = spec.storage(h)
                 for k, v in st.items():
                     out[f"{k}@{t + 1}"] = v

@@ -22,7 +22,7 @@ Redis or in MongoDB (resurrected); nothing the model holds is missing from both 
 At the end the outbox is drained, every old entry re-delivered once more and drained,
 Redis emptied, and the threads compared again from MongoDB alone.
 
-``zombies=True`` (scenario 5b) adds a stalled flusher: a round that read its entries and
+``stalled_rounds=True`` (scenario 5b) adds a stalled flusher: a round that read its entries and
 the records from Redis, then stops before its MongoDB write (a GC pause, a slow network)
 past ``claim_idle_s``; another consumer claims and flushes its entries, an admin call
 deletes, and the stalled round then completes its write.
@@ -154,11 +154,13 @@ def _resume(gen: Plan, op: Any) -> Plan:
 
 class Interleaving:
     def __init__(self, env: Env, i: int, rng: random.Random, saver: DurableSaver,
-                 r: Any, db: Any, *, copies: bool, zombies: bool, repeat_tasks: bool) -> None:
+                 r: Any, db: Any, *, copies: bool, stalled_rounds: bool,
+                 repeat_tasks: bool) -> None:
         self.env, self.rng, self.saver, self.r, self.db = env, rng, saver, r, db
-        self.ctx = saver.context
-        self.copies, self.zombies, self.repeat_tasks = copies, zombies, repeat_tasks
-        self.race_copies = zombies and copies
+        self.context = saver.context
+        self.copies, self.stalled_rounds = copies, stalled_rounds
+        self.repeat_tasks = repeat_tasks
+        self.race_copies = stalled_rounds and copies
         self.written: set[tuple[str, str, str, str, int]] = set()
         self.threads = [f"s5-{i}-{k}" for k in range(3)]
         self.runs = [f"run-{i}-a", f"run-{i}-b"]
@@ -281,19 +283,19 @@ class Interleaving:
             self.figures["hot windows expired"] += 1
             self.trace.append(f"expire {t}")
 
-    def park_zombie(self) -> None:
-        gen = flush_batch_plan(self.ctx, f"zombie-{len(self.parked)}", block_ms=0, claim=False)
+    def park_stalled_round(self) -> None:
+        gen = flush_batch_plan(self.context, f"stalled-{len(self.parked)}", block_ms=0, claim=False)
         op = run_sync(_until_mongo(gen), self.saver.sync_clients)
         if op is not None:
             self.parked.append((gen, op))
-            self.trace.append("zombie parked")
+            self.trace.append("stalled round parked")
 
-    def wake_zombie(self) -> None:
+    def wake_stalled_round(self) -> None:
         if self.parked:
             gen, op = self.parked.pop(0)
             run_sync(_resume(gen, op), self.saver.sync_clients)
             self.figures["stalled rounds resumed"] += 1
-            self.trace.append("zombie resumed")
+            self.trace.append("stalled round resumed")
 
     def admin(self) -> None:
         rng, s, m = self.rng, self.saver, self.model
@@ -329,8 +331,8 @@ class Interleaving:
             except BaseException as exc:
                 errors.append(exc)
 
-        if self.zombies and rng.random() < 0.7:
-            self.park_zombie()  # a round stalls with its records read
+        if self.stalled_rounds and rng.random() < 0.7:
+            self.park_stalled_round()  # a round stalls with its records read
         worker = threading.Thread(target=go)
         worker.start()
         free = [x for x in self.threads if x not in busy]
@@ -356,8 +358,8 @@ class Interleaving:
             self.late_write(rng.choice(removed))
         self.figures[kind] += 1
         self.trace.append(f"{kind} {t}")
-        if self.zombies:
-            self.wake_zombie()
+        if self.stalled_rounds:
+            self.wake_stalled_round()
 
     # ------------------------------------------------------------------ checks
 
@@ -412,15 +414,15 @@ class Interleaving:
                 self.ghost()
             elif x < (0.88 if self.repeat_tasks else 0.80):
                 self.expire()
-            elif x < 0.83 and self.zombies:
-                self.park_zombie()
+            elif x < 0.83 and self.stalled_rounds:
+                self.park_stalled_round()
             else:
                 self.admin()
             add(self.check(f"step {n}"))
         # the end: drain, re-deliver everything once more, drain, then MongoDB alone
         self.drain()
         while self.parked:
-            self.wake_zombie()
+            self.wake_stalled_round()
         if self.copies:
             for fields in self.seen:
                 self.r.xadd(self.ctx.outbox, fields)
@@ -441,8 +443,8 @@ TITLES = {
 
 
 def run(env: Env, interleavings: int, steps: int = 24, seed: int = 5,
-        zombies: bool = False, repeat_tasks: bool = False) -> Result:
-    key = "s5b" if zombies else "s5c" if repeat_tasks else "s5"
+        stalled_rounds: bool = False, repeat_tasks: bool = False) -> Result:
+    key = "s5b" if stalled_rounds else "s5c" if repeat_tasks else "s5"
     res = Result(key, TITLES[key])
     began = time.monotonic()
     figures: dict[str, int] = defaultdict(int)
@@ -458,8 +460,8 @@ def run(env: Env, interleavings: int, steps: int = 24, seed: int = 5,
                     clients(env.redis_url, env.mongo_url) as (r, m):
                 for i in range(first, min(first + chunk, interleavings)):
                     it = Interleaving(env, i, random.Random(seed * 1_000_003 + i), saver, r,
-                                      m[database], copies=i % 2 == 0, zombies=zombies,
-                                      repeat_tasks=repeat_tasks)
+                                      m[database], copies=i % 2 == 0,
+                                      stalled_rounds=stalled_rounds, repeat_tasks=repeat_tasks)
                     got = it.run(steps)
                     for k, v in got.items():
                         totals[k] += v

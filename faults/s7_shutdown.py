@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.durable import documents as D
+from langgraph_durable.durable import documents
 from langgraph_durable.outbox.flusher import dead_letter_key
 from langgraph_durable.testing import mongo_server
 
@@ -111,7 +111,7 @@ def sigterm(env: Env, i: int, handler: str, *, mongo_down: bool = False,
                             db["writes"].count_documents({"thread_id": t0_, "checkpoint_id": cid0}),
                             db["checkpoints"].count_documents({"thread_id": t0_})]
                         rec["acked_order"] = [k for k, c in enumerate(cps) if c in lost]
-                        ids = {D.doc_id(*c) for c in lost}  # did MongoDB acknowledge them?
+                        ids = {documents.doc_id(*c) for c in lost}  # did MongoDB acknowledge them?
                         rec["lost_acknowledged_by_mongo"] = len(ids & {
                             x for a in log if a["k"] == "mongo" and a["col"] == "checkpoints"
                             and (a.get("res") or {}).get("upserted_count") for x in a["ids"]})

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-import pymongo
 import redis
 
-from langgraph_durable.durable import documents as D
+from langgraph_durable.durable.documents import blob_doc, checkpoint_doc, doc_id, write_doc
 from langgraph_durable.hot.keys import ThreadKeys
 from langgraph_durable.records import (
     SEP,
@@ -27,22 +25,10 @@ from langgraph_durable.records import (
     split_field,
     unpack_blob,
 )
+from langgraph_durable.testing import wait_for as wait_for  # the one wait helper
 
 Cp = tuple[str, str, str]
 Wr = tuple[str, str, str, str, int]
-
-
-def wait_for(pred: Callable[[], Any], timeout_s: float, what: str, pause_s: float = 0.01) -> Any:
-    """Poll ``pred`` until it returns a true value or ``timeout_s`` passes (raises
-    ``TimeoutError`` naming ``what``). A bounded wait, never a timing assertion."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(pause_s)
 
 
 # --------------------------------------------------------------------------- Redis
@@ -100,7 +86,7 @@ def mongo_writes(db: Any, threads: Iterable[str] | None = None) -> set[Wr]:
 
 def mongo_has(db: Any, cps: Iterable[Cp]) -> list[bool]:
     cps = list(cps)
-    ids = [D.doc_id(t, ns, cid) for t, ns, cid in cps]
+    ids = [doc_id(t, ns, cid) for t, ns, cid in cps]
     found = {d["_id"] for d in db["checkpoints"].find({"_id": {"$in": ids}}, {"_id": 1})}
     return [i in found for i in ids]
 
@@ -120,10 +106,6 @@ def mongo_identity_duplicates(db: Any) -> int:
     return n
 
 
-def drop_db(client: pymongo.MongoClient, name: str) -> None:
-    client.drop_database(name)
-
-
 # --------------------------------------------------------------------------- both
 
 
@@ -137,14 +119,14 @@ def expected_docs_from_redis(r: redis.Redis, prefix: str, threads: Iterable[str]
         cvs = r.hgetall(k.cv)
         for m, raw in r.hgetall(k.cp).items():
             ns, cid = m.decode().split(SEP)
-            doc = D.checkpoint_doc(t, CheckpointRecord.unpack(ns, cid, raw, cvs[m]))
+            doc = checkpoint_doc(t, CheckpointRecord.unpack(ns, cid, raw, cvs[m]))
             out["checkpoints"][doc["_id"]] = doc
         for f, raw in r.hgetall(k.bl).items():
-            doc = D.blob_doc(t, f.decode(), unpack_blob(raw, "expected"))
+            doc = blob_doc(t, f.decode(), unpack_blob(raw, "expected"))
             out["blobs"][doc["_id"]] = doc
         for f, raw in r.hgetall(k.w).items():
             ns, cid, _task, _idx = split_field(f)
-            doc = D.write_doc(t, ns, cid, WriteRecord.unpack(raw, "expected"))
+            doc = write_doc(t, ns, cid, WriteRecord.unpack(raw, "expected"))
             out["writes"][doc["_id"]] = doc
     return out
 
@@ -166,7 +148,8 @@ def compare_docs(expected: dict[str, dict[str, dict]], db: Any, threads: Iterabl
 
 
 def _norm(doc: dict) -> dict:
-    """A document's content: bytes as bytes, without ``put_ms`` (when it was stored)."""
+    """``doc`` comparable with the one built from Redis: bytes as ``bytes``, and without
+    ``put_ms`` (the outbox entry's stream time, which the Redis records do not hold)."""
     return {k: (bytes(v) if isinstance(v, (bytes, bytearray)) else v) for k, v in doc.items()
             if k != "put_ms"}
 

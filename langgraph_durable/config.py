@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import typing
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pymongo import WriteConcern
@@ -132,3 +134,61 @@ class DurableConfig(BaseModel):
         ms = int(self.write_concern_timeout_s * 1000)
         return WriteConcern(w=self.write_concern_w, j=self.write_concern_j,
                             wtimeout=ms or None)
+
+
+@dataclass(frozen=True)
+class ConfigOption:
+    """One ``DurableConfig`` field as a command-line option (``config_options``)."""
+
+    name: str
+    """The field name, e.g. ``"flush_batch_size"``; also the environment's ``LGD_<NAME>``."""
+    flag: str
+    """``--field-name``."""
+    kind: type
+    """``int``, ``float``, ``str`` or ``bool``: the type a parser hands to pydantic."""
+    choices: str
+    """Allowed values for the help text (``"auto | off"``), ``""`` when any of ``kind``."""
+    help: str
+    """``DurableConfig.<name> (default ...; choices)``."""
+
+    def parse(self, text: str) -> Any:
+        """``text`` as given on a command line, converted for ``DurableConfig``: numbers
+        for ``int``/``float`` fields and for ``write_concern_w`` digits, ``true``/``false``
+        (also ``1``/``0``, ``yes``/``no``, any case) for ``bool``; raises ``ValueError``."""
+        if self.kind is bool:
+            low = text.strip().lower()
+            if low not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(f"{self.flag} takes true or false, got {text!r}")
+            return low in ("true", "1", "yes")
+        if self.kind is str and text.isdigit() and "int" in self.choices.split(" | "):
+            return int(text)
+        return self.kind(text)
+
+
+def config_options(*, skip: frozenset[str] = frozenset()) -> list[ConfigOption]:
+    """The ``DurableConfig`` fields a command line can set, derived once from the model:
+    ``str``/``int``/``float``/``bool`` fields, ``Literal`` choices (as ``str``) and unions
+    of a ``Literal`` with a type (``write_concern_w``: ``majority | int``). Fields of other
+    types (``queryable_metadata``: ``bool | None``) and the names in ``skip`` are left
+    out. Used by the ``langgraph-durable`` CLI (typer) and the flusher worker
+    (argparse)."""
+    out = []
+    for name, field in DurableConfig.model_fields.items():
+        ann = field.annotation
+        if name in skip:
+            continue
+        if typing.get_origin(ann) is Literal:
+            kind: type = str
+            choices = " | ".join(str(a) for a in typing.get_args(ann))
+        elif ann in (int, float, str, bool):
+            kind, choices = ann, ""  # type: ignore[assignment]
+        elif any(typing.get_origin(a) is Literal for a in typing.get_args(ann)):
+            kind = str  # e.g. write_concern_w: 'majority' or a number
+            choices = " | ".join(str(x) for a in typing.get_args(ann)
+                                 for x in (typing.get_args(a) or [a.__name__]))
+        else:
+            continue
+        extra = f"; {choices}" if choices else ""
+        out.append(ConfigOption(name, f"--{name.replace('_', '-')}", kind, choices,
+                                f"DurableConfig.{name} (default {field.default!r}{extra})"))
+    return out

@@ -1,11 +1,9 @@
-"""Schema versions of stored records and the migrations between them.
+"""Bulk migration of stored MongoDB documents and the deployed schema version.
 
-Every Redis envelope starts with its format version and every MongoDB document carries
-``v`` (``records.SCHEMA_VERSION`` when written). Reading a record of an older version
-upgrades it in memory through a chain of small steps, one per version, registered in
-``ENVELOPE_STEPS`` (Redis envelopes, by kind ``cp``/``w``/``bl``) and ``DOCUMENT_STEPS``
-(MongoDB documents, by collection kind). A record of a newer version than this package
-knows raises ``SchemaVersionError`` and is never rewritten.
+The format versions and the in-memory upgrade of one record live in ``schema.py``
+(``SCHEMA_VERSION``, ``DOCUMENT_STEPS``, ``ENVELOPE_STEPS``, ``upgrade_document``,
+``upgrade_envelope``); reads use them there, so the dependency runs one way:
+``migrations`` -> ``schema`` <- ``records``/``documents``.
 
 ``migrate_plan`` rewrites old MongoDB documents in bulk (``langgraph-durable migrate``):
 in ``_id`` order, batch by batch, saving its cursor in the ``meta`` collection after each
@@ -14,33 +12,28 @@ document is replaced only if it still has the version that was read). ``setup()`
 records the deployed version there too (``record_version_plan``).
 
 A document whose large fields live in the chunks collection carries ``v =
-records.CHUNKED_VERSION`` (2): the current format with descriptors in those fields, which
+schema.CHUNKED_VERSION`` (2): the current format with descriptors in those fields, which
 every read reassembles (``durable/chunks.py``) before decoding. Packages from before
 chunking know only version 1 and refuse such a document with ``SchemaVersionError``
 (never misreading a descriptor as the value); the documents without chunks stay version
 1 and readable by them. ``migrate`` leaves chunked documents as they are.
-
-Version 0 is the pre-release format, kept so the chain is exercised: checkpoint documents
-held the checkpoint under ``checkpoint_bytes`` and the metadata inline (a plain document,
-not serialized); writes had no ``task_path``/``seq``. In Redis, a v0 checkpoint envelope
-was ``[0, parent, type, bytes, metadata]`` and a v0 write ``[0, task, idx, channel, type,
-bytes]``.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import ormsgpack
-from bson import Binary
 from pymongo import ReplaceOne, ReturnDocument
 
 from .drivers import Mongo, Plan
-from .errors import ConfigurationError, CorruptRecordError, SchemaVersionError
-from .records import CHUNKED_VERSION, SCHEMA_VERSION, md_query_of
+from .errors import ConfigurationError, SchemaVersionError
+from .schema import CHUNKED_VERSION, SCHEMA_VERSION, upgrade_document
+from .schema import DOCUMENT_STEPS as DOCUMENT_STEPS  # re-exported for compatibility
+from .schema import ENVELOPE_STEPS as ENVELOPE_STEPS
+from .schema import upgrade_envelope as upgrade_envelope
 
 if TYPE_CHECKING:
     from .context import Context
@@ -52,115 +45,6 @@ SCHEMA_DOC_ID = "schema"
 
 KINDS = ("checkpoints", "blobs", "writes")
 """Collection kinds that hold versioned documents."""
-
-
-# --------------------------------------------------------------------------- steps v0 -> v1
-
-
-def _inline_metadata(md: Any) -> tuple[str, bytes]:
-    """v0 metadata was stored inline; v1 stores it serialized. ``("msgpack", ...)`` is
-    what ``JsonPlusSerializer`` (and so ``EncryptedSerializer``) reads for a plain dict."""
-    return "msgpack", ormsgpack.packb(dict(md or {}))
-
-
-def _run_id(md: Mapping[str, Any] | None) -> str | None:
-    rid = (md or {}).get("run_id")
-    return None if rid is None else str(rid)
-
-
-def _checkpoint_doc_0(doc: dict[str, Any]) -> dict[str, Any]:
-    md = doc.pop("metadata", None) or {}
-    doc["checkpoint"] = doc.pop("checkpoint_bytes")
-    mt, mb = _inline_metadata(md)
-    doc["metadata_type"], doc["metadata"] = mt, Binary(mb)
-    doc["run_id"] = doc.get("run_id") or _run_id(md)
-    doc["md"] = [{"k": k, "v": v} for k, v in md_query_of(md)]
-    doc["v"] = 1
-    return doc
-
-
-def _write_doc_0(doc: dict[str, Any]) -> dict[str, Any]:
-    doc.setdefault("task_path", "")
-    doc.setdefault("seq", 0)
-    doc["v"] = 1
-    return doc
-
-
-def _bump_doc(doc: dict[str, Any]) -> dict[str, Any]:
-    doc["v"] = doc.get("v", 0) + 1
-    return doc
-
-
-def _cp_envelope_0(v: list[Any]) -> list[Any]:
-    _, parent, ct, cb, md = v
-    mt, mb = _inline_metadata(md)
-    return [1, parent, ct, cb, mt, mb, _run_id(md), [list(kv) for kv in md_query_of(md or {})]]
-
-
-def _w_envelope_0(v: list[Any]) -> list[Any]:
-    _, task_id, idx, channel, t, b = v
-    return [1, task_id, idx, channel, t, b, "", 0]
-
-
-def _bump_envelope(v: list[Any]) -> list[Any]:
-    return [v[0] + 1, *v[1:]]
-
-
-DOCUMENT_STEPS: dict[str, dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
-    "checkpoints": {0: _checkpoint_doc_0},
-    "blobs": {0: _bump_doc},
-    "writes": {0: _write_doc_0},
-}
-"""Collection kind -> {version n: function turning a version-n document into n+1}."""
-
-ENVELOPE_STEPS: dict[str, dict[int, Callable[[list[Any]], list[Any]]]] = {
-    "cp": {0: _cp_envelope_0},
-    "w": {0: _w_envelope_0},
-    "bl": {0: _bump_envelope},
-}
-"""Redis envelope kind -> {version n: function turning a version-n envelope into n+1}."""
-
-
-def upgrade_document(kind: str, doc: Mapping[str, Any]) -> dict[str, Any]:
-    """``doc`` (a ``kind`` document: checkpoints, blobs or writes) in the current format,
-    upgraded step by step; a copy, the argument is not changed. A document without ``v``
-    is version 1. Raises ``SchemaVersionError`` for a newer version and
-    ``CorruptRecordError`` when a step cannot read it."""
-    out = dict(doc)
-    v = out.get("v", 1)
-    if v > SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"MongoDB document {doc.get('_id')!r} has schema version {v}, newer than "
-            f"{SCHEMA_VERSION} understood by this langgraph_durable; upgrade the package")
-    while v < SCHEMA_VERSION:
-        step = DOCUMENT_STEPS[kind].get(v)
-        if step is None:
-            raise SchemaVersionError(f"no migration of {kind} documents from version {v} "
-                                     f"(document {doc.get('_id')!r})")
-        try:
-            out = step(out)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CorruptRecordError(f"{kind} document {doc.get('_id')!r} of version {v} "
-                                     f"cannot be upgraded: {type(exc).__name__}: {exc}") from exc
-        v = out["v"]
-    return out
-
-
-def upgrade_envelope(kind: str, value: list[Any], where: str) -> list[Any]:
-    """A decoded Redis envelope of an older version, upgraded to the current one.
-    Raises ``CorruptRecordError`` (naming ``where``) when a step cannot read it."""
-    v = value[0]
-    while v < SCHEMA_VERSION:
-        step = ENVELOPE_STEPS[kind].get(v)
-        if step is None:
-            raise SchemaVersionError(f"no migration of record at {where} from version {v}")
-        try:
-            value = step(value)
-        except (TypeError, ValueError) as exc:
-            raise CorruptRecordError(f"record at {where} of version {v} cannot be upgraded: "
-                                     f"{type(exc).__name__}: {exc}") from exc
-        v = value[0]
-    return value
 
 
 # --------------------------------------------------------------------------- deployed version

@@ -21,18 +21,11 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from .errors import CorruptRecordError, InvalidIdentifierError, SchemaVersionError
-
-SCHEMA_VERSION = 1
-"""Format version written into every stored record (Redis envelope, MongoDB document)."""
-
-CHUNKED_VERSION = 2
-"""``v`` of a MongoDB document whose large fields live in the chunks collection
-(``durable/chunks.py``): the ``SCHEMA_VERSION`` format with descriptors in those fields.
-Packages older than chunking know only version 1 and refuse such a document with
-``SchemaVersionError`` (their "newer than ... upgrade the package") instead of misreading
-a descriptor as the value; this package reassembles it (``chunks.load_plan``) into the
-``SCHEMA_VERSION`` format before decoding."""
+from .errors import CorruptRecordError, InvalidIdentifierError
+from .schema import CHUNKED_VERSION as CHUNKED_VERSION  # re-exported (stored format)
+from .schema import MD_QUERY_MAX_CHARS as MD_QUERY_MAX_CHARS
+from .schema import SCHEMA_VERSION, check_not_newer, upgrade_envelope
+from .schema import md_query_of as md_query_of
 
 SEP = "\x00"
 """Separator of the parts of a Redis hash field; identifiers may not contain it."""
@@ -230,45 +223,17 @@ def unpack_blob(raw: bytes | None, where: str) -> Typed | None:
 
 def _unpack(raw: bytes, where: str, kind: str | None = None) -> Any:
     """Decode an envelope; one of an older version of ``kind`` (``"cp"``, ``"w"``,
-    ``"bl"``) is upgraded through ``migrations.ENVELOPE_STEPS``."""
+    ``"bl"``) is upgraded through ``schema.ENVELOPE_STEPS``; a newer one raises
+    ``SchemaVersionError``."""
     try:
         v = ormsgpack.unpackb(raw)
     except Exception as exc:  # ormsgpack raises its own error types
         raise CorruptRecordError(f"undecodable record at {where}: {exc}") from exc
-    if isinstance(v, list) and v and isinstance(v[0], int) and v[0] > SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"record at {where} has schema version {v[0]}, newer than {SCHEMA_VERSION} "
-            "understood by this langgraph_durable; upgrade the package"
-        )
-    if kind is not None and isinstance(v, list) and v and type(v[0]) is int \
-            and v[0] < SCHEMA_VERSION:
-        from .migrations import upgrade_envelope
-
-        v = upgrade_envelope(kind, v, where)
+    if isinstance(v, list) and v and type(v[0]) is int:
+        check_not_newer(v[0], f"record at {where}")
+        if kind is not None and v[0] < SCHEMA_VERSION:
+            v = upgrade_envelope(kind, v, where)
     return v
-
-
-MD_QUERY_MAX_CHARS = 1024
-"""Longest metadata string copied into the queryable ``md`` pairs of a MongoDB document."""
-
-
-def md_query_of(metadata: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """Top-level metadata pairs whose values MongoDB compares as Python does: ``str`` keys
-    with values of exactly ``None``, ``bool``, ``int`` (64-bit), ``float`` or ``str`` (up to
-    ``MD_QUERY_MAX_CHARS``). Other pairs are left out and always pass the server-side
-    narrowing (``documents.metadata_query``), to be matched after decoding."""
-    out = []
-    for k, v in metadata.items():
-        if type(k) is not str:
-            continue
-        kind = type(v)
-        if kind is str and len(v) > MD_QUERY_MAX_CHARS:
-            continue  # long text is not worth an index entry; filters re-check after decoding
-        if v is None or kind in (str, bool, float) or (
-            kind is int and -(2**63) <= v < 2**63
-        ):
-            out.append((k, v))
-    return tuple(out)
 
 
 def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:

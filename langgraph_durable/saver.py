@@ -21,8 +21,8 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
-from .blobs import acollect_saver_garbage, collect_saver_garbage
 from .drivers import Plan
+from .extref_gc import acollect_saver_garbage, collect_saver_garbage
 from .plans import admin, delta, read, threads, write
 from .plans.threads import ThreadPage
 from .records import check_id, check_ids

@@ -14,6 +14,10 @@ Loaded as a pytest plugin (``-p langgraph_durable.testing``) it also provides th
 ``redis_server_proc``, ``mongo_server_proc``, ``s3_server_proc`` (session scoped),
 ``redis_url``, ``mongo_url``, ``s3_endpoint_url`` and ``clean_servers``. Tests that stop or
 restart a server must make their own with the context managers, not stop the shared ones.
+
+Two helpers every test and fault scenario shares: :func:`unique_options` (a key prefix and
+database no other saver uses) and :func:`wait_for` (the one bounded poll; never a fixed
+sleep).
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlparse
@@ -46,6 +51,7 @@ except ImportError:  # pragma: no cover - the demo may run without pytest
 
 __all__ = ["MongoServer", "RedisServer", "S3Server", "ServerError"]
 __all__ += ["drop_key_prefix", "drop_namespace", "mongo_server", "redis_server", "s3_server"]
+__all__ += ["unique_options", "wait_for"]
 
 START_TIMEOUT = 30.0
 """Seconds a server has to answer its first ping before :class:`ServerError` is raised."""
@@ -390,6 +396,28 @@ def s3_server() -> contextlib.AbstractContextManager[S3Server]:
 
     Raises :class:`ServerError` if no server can be started."""
     return _running(S3Server())
+
+
+def unique_options(**options: object) -> dict[str, object]:
+    """``DurableSaver`` options with a ``key_prefix`` and ``database`` no other saver uses
+    (``t<10 hex>``, ``lgd_<10 hex>``), plus ``options``; so tests never see each other's
+    data and need no FLUSHALL."""
+    tag = uuid.uuid4().hex[:10]
+    return {"key_prefix": f"t{tag}", "database": f"lgd_{tag}", **options}
+
+
+def wait_for(pred: Callable[[], Any], timeout_s: float, what: str, pause_s: float = 0.01) -> Any:
+    """Poll ``pred`` every ``pause_s`` seconds until it returns a true value (returned) or
+    ``timeout_s`` seconds pass (raises ``TimeoutError`` naming ``what``). A bounded wait
+    for a condition, never a timing assertion."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(pause_s)
 
 
 def drop_key_prefix(client: redis.Redis, key_prefix: str) -> int:

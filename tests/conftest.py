@@ -1,24 +1,20 @@
 """Shared fixtures: savers on the real servers of ``langgraph_durable.testing``.
 
-Every saver gets its own key prefix and MongoDB database, so tests never see each
-other's data and need no FLUSHALL between them.
+Every saver gets its own key prefix and MongoDB database (``testing.unique_options``), so
+tests never see each other's data and need no FLUSHALL between them. Shared helpers live
+in ``langgraph_durable.testing`` (``unique_options``, ``wait_for``), imported from there,
+never from a conftest.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis
 
 from langgraph_durable import DurableSaver
-
-
-def unique_options(**options: object) -> dict:
-    """Options giving a saver a key prefix and database no other test uses."""
-    tag = uuid.uuid4().hex[:10]
-    return {"key_prefix": f"t{tag}", "database": f"lgd_{tag}", **options}
+from langgraph_durable.testing import unique_options
 
 
 @pytest.fixture

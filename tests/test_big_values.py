@@ -11,7 +11,6 @@ from typing import Any, TypedDict
 
 import pytest
 import redis
-from conftest import unique_options
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
@@ -19,6 +18,7 @@ from langgraph_durable import DurableSaver
 from langgraph_durable.durable import chunks
 from langgraph_durable.errors import CorruptRecordError
 from langgraph_durable.records import CHUNKED_VERSION, SCHEMA_VERSION
+from langgraph_durable.testing import unique_options
 
 MB = 1 << 20
 
@@ -262,7 +262,7 @@ def test_only_chunked_documents_carry_the_chunked_version(saver: DurableSaver,
 def test_blob_gc_finds_references_in_chunked_values(
         redis_url: str, mongo_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from langgraph_durable.blobs import referenced_blob_keys
+    from langgraph_durable.extref_gc import referenced_blob_keys
     from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
 
     serde = ExternalRefSerializer(store=LocalBlobStore(tmp_path), threshold_bytes=100)

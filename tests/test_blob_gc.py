@@ -1,4 +1,4 @@
-"""Saver-level blob garbage collection (langgraph_durable/blobs.py) on real servers: Redis,
+"""Saver-level blob garbage collection (langgraph_durable/extref_gc.py) on real servers: Redis,
 the MongoDB-wire server and moto's S3 (``s3_endpoint_url``) or a local folder.
 
 The clock is injected (``now``) past the grace period instead of sleeping."""
@@ -19,12 +19,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import redis
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.blobs import (
+from langgraph_durable.extref_gc import (
     acollect_saver_garbage,
     areferenced_blob_keys,
     collect_saver_garbage,
@@ -43,6 +42,7 @@ from langgraph_durable.serde import (
     S3BlobStore,
     refs_in,
 )
+from langgraph_durable.testing import unique_options, wait_for
 
 LATER = timedelta(hours=2)  # past the default grace period of one hour
 
@@ -328,7 +328,9 @@ def test_collection_running_alongside_writers_never_breaks_a_checkpoint(
         for step in range(30):
             cfg = put(saver, "busy", {"df": frame(100 + step)}, step, parent=cfg)
             if step % 10 == 9:
-                time.sleep(1.1)  # let older blobs pass the grace period
+                wait_for(lambda: all(  # every blob so far is past the grace period
+                    time.time() - info.last_modified.timestamp() > 1.0
+                    for info in store.list_keys()), 10, "blobs older than 1 s")
                 saver.prune(["busy"])  # orphans the older frames
     finally:
         stop.set()

@@ -6,11 +6,11 @@ from __future__ import annotations
 import threading
 
 import pytest
-from conftest import unique_options
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from langgraph_durable import ConcurrentRunError, DurableSaver
+from langgraph_durable.testing import unique_options
 
 CFG = {"configurable": {"thread_id": "shared"}}
 

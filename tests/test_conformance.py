@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 import redis.asyncio
-from conftest import unique_options
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.testing import drop_key_prefix
+from langgraph_durable.testing import drop_key_prefix, unique_options
 
 EXPECTED_TESTS = 81
 

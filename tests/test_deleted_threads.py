@@ -15,7 +15,6 @@ from typing import Annotated, Any
 
 import pymongo
 import pytest
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -26,6 +25,7 @@ from faults.common import tap
 from langgraph_durable import DurableSaver, ThreadDeletedError
 from langgraph_durable.drivers import FindOne, MongoOp, Parallel, Script, run_sync
 from langgraph_durable.plans import admin, write
+from langgraph_durable.testing import unique_options
 
 
 def cfg(thread: str, checkpoint_id: str | None = None) -> dict:

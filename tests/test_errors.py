@@ -10,7 +10,6 @@ import pymongo
 import pytest
 import redis
 import redis.asyncio
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import (
@@ -26,6 +25,7 @@ from langgraph_durable import (
     SyncCallInEventLoopError,
     TierUnavailableError,
 )
+from langgraph_durable.testing import unique_options
 
 ROOT = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 

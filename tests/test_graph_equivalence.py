@@ -23,7 +23,13 @@ from typing import Any
 
 import pytest
 import redis
-from graphs import (
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Send
+
+from langgraph_durable import DurableSaver
+from langgraph_durable.testing import drop_key_prefix
+
+from .graphs import (
     COLD,
     CONFIG,
     SCENARIOS,
@@ -33,11 +39,6 @@ from graphs import (
     delta_script,
     fanout_script,
 )
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import Send
-
-from langgraph_durable import DurableSaver
-from langgraph_durable.testing import drop_key_prefix
 
 # ------------------------------------------------------------------ normalization
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.testing import unique_options
 
 METADATA: list[dict[str, Any]] = [
     {"step": 1, "flag": True, "x": 1.0, "n": None, "source": "loop"},

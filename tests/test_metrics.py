@@ -6,19 +6,17 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-import time
 from typing import Any
 
 import opentelemetry.sdk.metrics as otel_sdk
 import pytest
 import redis
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from langgraph_durable import DurableSaver
 from langgraph_durable.metrics import INSTRUMENTS
-from langgraph_durable.testing import mongo_server
+from langgraph_durable.testing import mongo_server, unique_options, wait_for
 
 SECRET = "s3cr3t-penguin-value"
 
@@ -133,9 +131,8 @@ def test_flush_retries_and_dead_letters_are_counted_and_logged_without_values(
             cfg: Any = {"configurable": {"thread_id": "d", "checkpoint_ns": ""}}
             saver.put(cfg, cp, {"step": 0, "note": SECRET},
                       {"notes": cp["channel_versions"]["notes"]})
-            deadline = time.monotonic() + 20
-            while saver.stats()["flush"]["retries"] < 2 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_for(lambda: saver.stats()["flush"]["retries"] >= 2, 20, "two flush retries",
+                     pause_s=0.05)
             ms.start()
             saver.flush(timeout_s=30)
             stats = saver.stats()

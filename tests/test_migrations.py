@@ -11,14 +11,14 @@ import ormsgpack
 import pytest
 import redis
 from bson import Binary
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable import DurableSaver
-from langgraph_durable import migrations as M
+from langgraph_durable import DurableSaver, schema
+from langgraph_durable import migrations as M  # lines shared with part B (_sync): rename M later
 from langgraph_durable.drivers import run_sync
 from langgraph_durable.errors import SchemaVersionError
 from langgraph_durable.records import SCHEMA_VERSION
+from langgraph_durable.testing import unique_options
 
 
 def _fill(saver: DurableSaver, thread: str = "old") -> Any:
@@ -45,7 +45,7 @@ def _docs(saver: DurableSaver) -> dict[str, list[dict]]:
 
 
 def _to_v0(saver: DurableSaver) -> None:
-    """Rewrite every document in the pretend v0 format (see migrations.py)."""
+    """Rewrite every document in the pretend v0 format (see schema.py)."""
     db, cols = saver.sync_clients.db, saver.context.collections
     for d in db[cols.checkpoints].find():
         md = saver.serde.loads_typed((d["metadata_type"], bytes(d["metadata"])))
@@ -181,20 +181,20 @@ def test_setup_records_the_deployed_version_and_warns_about_a_newer_one(
 
 
 def test_the_chain_applies_every_step_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(M, "SCHEMA_VERSION", 3)
-    monkeypatch.setitem(M.DOCUMENT_STEPS, "blobs", {
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(schema.DOCUMENT_STEPS, "blobs", {
         0: lambda d: {**d, "v": 1, "trail": ["0->1"]},
         1: lambda d: {**d, "v": 2, "trail": d.get("trail", []) + ["1->2"]},
         2: lambda d: {**d, "v": 3, "trail": d.get("trail", []) + ["2->3"]},
     })
-    monkeypatch.setitem(M.ENVELOPE_STEPS, "bl", {1: lambda v: [2, *v[1:], "a"],
+    monkeypatch.setitem(schema.ENVELOPE_STEPS, "bl", {1: lambda v: [2, *v[1:], "a"],
                                                  2: lambda v: [3, *v[1:], "b"]})
     doc = {"_id": "x", "v": 0, "data": Binary(b"1")}
-    assert M.upgrade_document("blobs", doc)["trail"] == ["0->1", "1->2", "2->3"]
+    assert schema.upgrade_document("blobs", doc)["trail"] == ["0->1", "1->2", "2->3"]
     assert doc["v"] == 0  # the argument is not changed
-    assert M.upgrade_document("blobs", {"_id": "y"})["trail"] == ["1->2", "2->3"]  # no v = 1
-    assert M.upgrade_envelope("bl", [1, "t", b"b"], "here") == [3, "t", b"b", "a", "b"]
+    assert schema.upgrade_document("blobs", {"_id": "y"})["trail"] == ["1->2", "2->3"]  # no v = 1
+    assert schema.upgrade_envelope("bl", [1, "t", b"b"], "here") == [3, "t", b"b", "a", "b"]
     with pytest.raises(SchemaVersionError, match="newer than 3"):
-        M.upgrade_document("blobs", {"_id": "z", "v": 4})
+        schema.upgrade_document("blobs", {"_id": "z", "v": 4})
     with pytest.raises(SchemaVersionError, match="no migration"):
-        M.upgrade_document("writes", {"_id": "w", "v": 1})
+        schema.upgrade_document("writes", {"_id": "w", "v": 1})

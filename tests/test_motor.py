@@ -4,13 +4,12 @@ runs on it natively. The package itself never imports Motor."""
 from __future__ import annotations
 
 import redis.asyncio
-from conftest import unique_options
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.graph import END, START, MessagesState, StateGraph
 from motor import motor_asyncio  # a test dependency only
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.testing import drop_key_prefix
+from langgraph_durable.testing import drop_key_prefix, unique_options
 
 
 async def test_graph_runs_on_a_motor_client(redis_url: str, mongo_url: str) -> None:

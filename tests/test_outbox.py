@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import DurableSaver, FlushTimeoutError
 from langgraph_durable.drivers import run_sync
+from langgraph_durable.hot.keys import CONSUMER_GROUP
 from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
-from langgraph_durable.testing import drop_key_prefix
+from langgraph_durable.testing import drop_key_prefix, unique_options, wait_for
 
 
 @pytest.fixture
@@ -174,9 +174,9 @@ def test_a_stalled_flush_round_that_writes_after_a_delete_takes_its_copy_back(
         while not isinstance(op, BulkWrite):
             op = zombie.send(execute_sync(op, saver.sync_clients))
         # meanwhile another flusher claims the idle entries and flushes them
-        import time
-
-        time.sleep(0.05)  # let the entries become idle past claim_idle_s (0.01 s)
+        wait_for(lambda: all(  # the entries are idle past claim_idle_s (10 ms)
+            p["time_since_delivered"] > 10 for p in redis_client.xpending_range(
+                saver.context.outbox, CONSUMER_GROUP, "-", "+", 100)), 5, "idle entries")
         claimed = run_sync(flush_batch_plan(saver.context, "rescuer", block_ms=0, claim=True),
                            saver.sync_clients)
         assert claimed.entries == 6

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import logging
 
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 from typer.testing import CliRunner
 
 from faults.tiers import wait_for
 from langgraph_durable import DurableSaver
 from langgraph_durable.hot.keys import CONSUMER_GROUP
+from langgraph_durable.testing import unique_options
 
 
 def _put_many(saver: DurableSaver, thread: str, n: int) -> None:

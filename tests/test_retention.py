@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 import redis
-from graphs import CONFIG, THREAD, build_delta, delta_script
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
-from test_graph_equivalence import Run
 
 from langgraph_durable import DurableSaver, ThreadInfo
 from langgraph_durable.records import checkpoint_time_s
+
+from .graphs import CONFIG, THREAD, build_delta, delta_script
+from .test_graph_equivalence import Run
 
 DAY = 86400.0
 
@@ -166,7 +167,7 @@ async def test_aprune_keep_last(asaver: DurableSaver) -> None:
 
 def test_list_threads_merges_both_tiers_counts_each_checkpoint_once_and_pages(
         redis_url: str, mongo_url: str) -> None:
-    from conftest import unique_options
+    from langgraph_durable.testing import unique_options
 
     opts = unique_options()
     now = time.time()

@@ -9,12 +9,11 @@ from typing import Any
 import pymongo
 import pytest
 import redis
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 from pymongo import monitoring
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.testing import drop_key_prefix
+from langgraph_durable.testing import drop_key_prefix, unique_options
 
 
 class RedisCounter:

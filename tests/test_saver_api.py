@@ -9,7 +9,6 @@ from decimal import Decimal
 import pymongo
 import pytest
 import redis.asyncio
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -18,6 +17,7 @@ from langgraph_durable import DurableSaver, SaverClosedError
 from langgraph_durable.drivers import run_sync
 from langgraph_durable.outbox.flusher import flush_batch_plan
 from langgraph_durable.plans import threads
+from langgraph_durable.testing import unique_options
 
 ROOT = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 

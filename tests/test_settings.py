@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pymongo
 import pytest
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 from typer.testing import CliRunner
 
 from langgraph_durable import ConfigurationError, DurableConfig, DurableSaver
 from langgraph_durable.settings import env_options
+from langgraph_durable.testing import unique_options
 
 # a value different from the default for every DurableConfig field, as an environment
 # variable would give it, and as the field holds it once validated

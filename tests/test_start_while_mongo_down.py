@@ -7,12 +7,11 @@ import logging
 
 import pymongo
 import pytest
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 
 from faults.tiers import wait_for
 from langgraph_durable import DurableSaver, TierUnavailableError
-from langgraph_durable.testing import mongo_server
+from langgraph_durable.testing import mongo_server, unique_options
 
 INDEX_NAMES = ["_id_", "run_id", "thread_ns_checkpoint"]
 

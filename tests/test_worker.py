@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.testing import unique_options
 
 
 def test_worker_process_drains_the_outbox_and_exits_cleanly_on_sigterm(

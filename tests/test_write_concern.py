@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import redis
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 from pydantic import ValidationError
 from pymongo import WriteConcern
@@ -14,6 +13,7 @@ from langgraph_durable import DurableSaver
 from langgraph_durable.drivers import run_sync
 from langgraph_durable.errors import SaverClosedError
 from langgraph_durable.outbox.flusher import dead_letter_key, flush_batch_plan
+from langgraph_durable.testing import unique_options
 
 
 def _put(saver: DurableSaver, thread: str) -> None:

@@ -13,8 +13,7 @@ from rich.table import Table
 
 from ..records import metadata_matches
 from ..serde.external import EXTREF_TYPE
-from . import render as R
-from . import storage as S
+from . import render, storage
 from .session import CliError, Undecodable, command, console, echo_json, session_of
 
 JSON = typer.Option(False, "--json", help="print JSON instead of a table")
@@ -30,7 +29,7 @@ or hold letters)."""
 
 def _thread_missing(ctx: typer.Context, thread: str) -> bool:
     session = session_of(ctx)
-    return not S.thread_exists(session.saver(tolerant=True).context, session.clients, thread)
+    return not storage.thread_exists(session.saver(tolerant=True).context, session.clients, thread)
 
 
 def resolve(ctx: typer.Context, thread: str, ref: str | None, ns: str | None) -> str | None:
@@ -106,12 +105,12 @@ def threads(ctx: typer.Context,
     last update (UTC), bytes in Redis and in MongoDB."""
     session = session_of(ctx)
     saver = session.saver(tolerant=True)
-    want = R.parse_where(where)
-    rows = [row for row in S.thread_rows(saver, session.clients, saver.serde)
+    want = render.parse_where(where)
+    rows = [row for row in storage.thread_rows(saver, session.clients, saver.serde)
             if metadata_matches(row["metadata"], want)]
     total, rows = len(rows), rows[:limit]
     if as_json:
-        echo_json({"threads": [{k: R.jsonable(v) for k, v in row.items()} for row in rows],
+        echo_json({"threads": [{k: render.jsonable(v) for k, v in row.items()} for row in rows],
                    "total": total})
         return
     table = Table(title=f"threads ({len(rows)} of {total})")
@@ -122,8 +121,8 @@ def threads(ctx: typer.Context,
     for row in rows:
         table.add_row(row["thread_id"], str(row["checkpoints"]),
                       "-" if row["step"] is None else str(row["step"]), row["source"] or "-",
-                      R.utc(row["updated"]), R.human_bytes(row["hot_bytes"]),
-                      R.human_bytes(row["durable_bytes"]))
+                      render.utc(row["updated"]), render.human_bytes(row["hot_bytes"]),
+                      render.human_bytes(row["durable_bytes"]))
     console().print(table)
 
 
@@ -193,7 +192,7 @@ def _history_table(thread: str, rows: list[dict[str, Any]], width: int) -> Table
         cells = [row["ns"] or '""'] if show_ns else []
         cells += [short(row["checkpoint_id"]), short(row["parent"]) if row["parent"] else "-",
                   str(row["step"]), str(row["source"]), str(row["writes"]),
-                  R.utc(row["ts"])]
+                  render.utc(row["ts"])]
         table.add_row(*cells)
     if not wide:
         table.caption = "ids cut to unique prefixes (show/diff take them; --json: full ids)"
@@ -202,18 +201,18 @@ def _history_table(thread: str, rows: list[dict[str, Any]], width: int) -> Table
 
 def _tuple_data(tup: CheckpointTuple) -> dict[str, Any]:
     c = tup.config["configurable"]
-    writes = [{"task_id": t, "channel": ch, "value": R.jsonable(v)}
+    writes = [{"task_id": t, "channel": ch, "value": render.jsonable(v)}
               for t, ch, v in tup.pending_writes or []]
-    interrupts = [R.jsonable(i) for t, ch, v in tup.pending_writes or []
-                  if ch == R.INTERRUPT_CHANNEL for i in (v if isinstance(v, (list, tuple))
+    interrupts = [render.jsonable(i) for t, ch, v in tup.pending_writes or []
+                  if ch == render.INTERRUPT_CHANNEL for i in (v if isinstance(v, (list, tuple))
                                                          else [v])]
     return {
         "thread_id": c["thread_id"], "checkpoint_ns": c["checkpoint_ns"],
         "checkpoint_id": c["checkpoint_id"],
         "parent_checkpoint_id": tup.parent_config["configurable"]["checkpoint_id"]
         if tup.parent_config else None,
-        "metadata": R.jsonable(tup.metadata), "ts": tup.checkpoint.get("ts"),
-        "channel_values": R.jsonable(tup.checkpoint.get("channel_values", {})),
+        "metadata": render.jsonable(tup.metadata), "ts": tup.checkpoint.get("ts"),
+        "channel_values": render.jsonable(tup.checkpoint.get("channel_values", {})),
         "pending_writes": writes, "interrupts": interrupts,
     }
 
@@ -236,24 +235,24 @@ def show(ctx: typer.Context, thread: str = THREAD,
     md = tup.metadata
     out.print(f"thread {data['thread_id']}  ns {data['checkpoint_ns']!r}  checkpoint "
               f"{data['checkpoint_id']}\nparent {data['parent_checkpoint_id'] or '-'}  step "
-              f"{md.get('step')}  source {md.get('source')}  time {R.utc(data['ts'])}")
+              f"{md.get('step')}  source {md.get('source')}  time {render.utc(data['ts'])}")
     room = max(30, out.width - 40)
     values = Table(title="channel values")
     values.add_column("channel")
     values.add_column("type")
     values.add_column("value", no_wrap=True, overflow="ellipsis")
     for ch, v in sorted(tup.checkpoint.get("channel_values", {}).items()):
-        values.add_row(ch, type(v).__name__, R.preview(v, room))
+        values.add_row(ch, type(v).__name__, render.preview(v, room))
     out.print(values)
     if tup.pending_writes:
         writes = Table(title="pending writes")
         for col in ("task_id", "channel", "value"):
             writes.add_column(col, no_wrap=True, overflow="ellipsis")
         for t, ch, v in tup.pending_writes:
-            writes.add_row(t, ch, R.preview(v, room - 40))
+            writes.add_row(t, ch, render.preview(v, room - 40))
         out.print(writes)
     if data["interrupts"]:
-        out.print(f"interrupts: {R.preview(data['interrupts'], 200)}")
+        out.print(f"interrupts: {render.preview(data['interrupts'], 200)}")
     note = _blob_store_note(ctx, [*tup.checkpoint.get("channel_values", {}).values(),
                                   *(v for _t, _c, v in tup.pending_writes or [])])
     if note:
@@ -270,7 +269,7 @@ def diff(ctx: typer.Context, thread: str = THREAD,
     B are step numbers, checkpoint_ids or unique prefixes (``diff t 3 7``)."""
     ta, tb = _get(ctx, thread, a, ns), _get(ctx, thread, b, ns)
     a, b = (t.config["configurable"]["checkpoint_id"] for t in (ta, tb))
-    rows = R.diff_channels(ta.checkpoint.get("channel_values", {}),
+    rows = render.diff_channels(ta.checkpoint.get("channel_values", {}),
                            tb.checkpoint.get("channel_values", {}))
     step = (ta.metadata.get("step"), tb.metadata.get("step"))
     if as_json:
@@ -281,7 +280,7 @@ def diff(ctx: typer.Context, thread: str = THREAD,
     table.add_column("change")
     table.add_column("details")
     for row in rows:
-        table.add_row(row["channel"], row["change"], R.describe_change(row))
+        table.add_row(row["channel"], row["change"], render.describe_change(row))
     out = console()
     out.print(table)
     if not rows:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import inspect
 import typing
-from typing import Any, Literal
+from typing import Any
 
 import typer
 from typer.core import TyperArgument, TyperCommand
 
-from ..config import DurableConfig
+from ..config import config_options
 from . import browse, ops, transfer
 from .session import Session
 
@@ -26,36 +26,19 @@ app = typer.Typer(name="langgraph-durable", help=HELP, no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False,
                   rich_markup_mode="markdown")
 
-_SKIPPED = {"flusher"}  # chosen per command: read-only commands never flush
+_SKIPPED = frozenset({"flusher"})  # chosen per command: read-only commands never flush
 
 
 def _config_params() -> list[inspect.Parameter]:
     params = []
-    for name, field in DurableConfig.model_fields.items():
-        ann = field.annotation
-        if name in _SKIPPED:
-            continue
-        if typing.get_origin(ann) is Literal:
-            kind: Any = str
-            choices = " | ".join(str(a) for a in typing.get_args(ann))
-        elif ann in (int, float, str, bool):
-            kind, choices = ann, ""
-        elif any(typing.get_origin(a) is Literal for a in typing.get_args(ann)):
-            kind = str  # e.g. write_concern_w: 'majority' or a number (pydantic converts)
-            choices = " | ".join(str(x) for a in typing.get_args(ann)
-                                 for x in (typing.get_args(a) or [a.__name__]))
-        else:
-            continue
-        extra = f"; {choices}" if choices else ""
-        desc = f"DurableConfig.{name} (default {field.default!r}{extra})"
-        flag = f"--{name.replace('_', '-')}"
-        if kind is bool:
-            flag += f"/--no-{name.replace('_', '-')}"
-        desc += f"; env LGD_{name.upper()}"  # read by langgraph_durable.settings
+    for opt in config_options(skip=_SKIPPED):
+        flag = opt.flag + (f"/--no-{opt.flag[2:]}" if opt.kind is bool else "")
+        desc = f"{opt.help}; env LGD_{opt.name.upper()}"  # read by langgraph_durable.settings
         option = typer.Option(None, flag, help=desc, show_default=False,
                               rich_help_panel="DurableConfig")
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
-                                        annotation=typing.Optional[kind]))  # noqa: UP045
+        params.append(inspect.Parameter(opt.name, inspect.Parameter.KEYWORD_ONLY,
+                                        default=option,
+                                        annotation=typing.Optional[opt.kind]))  # noqa: UP045
     return params
 
 

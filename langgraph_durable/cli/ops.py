@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import copy as _copy
 import datetime
-import importlib
-import importlib.util
 import logging
 import time
 from collections import defaultdict
@@ -17,13 +15,14 @@ import typer
 from langgraph.checkpoint.base.id import uuid6
 from rich.table import Table
 
-from .. import migrations as M
+from .. import migrations
 from ..drivers import run_sync
-from ..durable import documents as D
+from ..durable.documents import write_of
 from ..errors import TierUnavailableError
+from ..extref_gc import collect_saver_garbage
+from ..migrations import deployed_version_plan
 from ..records import SCHEMA_VERSION
-from . import render as R
-from . import storage as S
+from . import render, storage
 from .browse import resolve
 from .session import (
     CliError,
@@ -49,12 +48,12 @@ def status(ctx: typer.Context,
     c, sctx = session.clients, saver.context
     data: dict[str, Any] = {"key_prefix": sctx.config.key_prefix,
                             "database": sctx.config.database, "down": {}}
-    for tier, part in (("redis", lambda: {"outbox": S.outbox_status(sctx, c.redis),
-                                          "hot": S.hot_memory(sctx, c.redis)}),
-                       ("mongodb", lambda: {"durable": S.durable_sizes(sctx, c.db),
+    for tier, part in (("redis", lambda: {"outbox": storage.outbox_status(sctx, c.redis),
+                                          "hot": storage.hot_memory(sctx, c.redis)}),
+                       ("mongodb", lambda: {"durable": storage.durable_sizes(sctx, c.db),
                                             "schema": {"package": SCHEMA_VERSION,
                                                        "deployed": run_sync(
-                                                           M.deployed_version_plan(sctx), c)}})):
+                                                           deployed_version_plan(sctx), c)}})):
         try:  # a tier that does not answer is reported; the other is still shown
             data.update(part())
         except Exception as exc:
@@ -101,15 +100,16 @@ def _status_redis_rows(t: Table, data: dict[str, Any]) -> None:
         t.add_row("  other consumers", f"{quiet} idle over 60 s with nothing pending")
     t.add_row("oldest unflushed entry", age)
     t.add_row("dead letters", f"{o['dead_letters']} ({o['dead_letter_stream']})")
-    t.add_row("redis (hot tier)", f"{R.human_bytes(h['bytes'])} in {h['keys']} keys, "
-              f"{h['threads']} threads; server {R.human_bytes(h['server_used_memory'])}, "
+    t.add_row("redis (hot tier)", f"{render.human_bytes(h['bytes'])} in {h['keys']} keys, "
+              f"{h['threads']} threads; server {render.human_bytes(h['server_used_memory'])}, "
               f"maxmemory-policy {h['maxmemory_policy']}")
 
 
 def _status_mongodb_rows(t: Table, data: dict[str, Any]) -> None:
     for kind, s in data["durable"].items():
         t.add_row(f"mongodb {kind}", f"{s['documents']} documents, "
-                  f"{R.human_bytes(s['size'])} data, {R.human_bytes(s['index_size'])} indexes")
+                  f"{render.human_bytes(s['size'])} data, "
+                  f"{render.human_bytes(s['index_size'])} indexes")
     schema = data["schema"]
     t.add_row("schema version", f"package {schema['package']}, deployed "
               f"{schema['deployed'] if schema['deployed'] is not None else '- (no setup)'}")
@@ -159,13 +159,7 @@ def gc(ctx: typer.Context,
        yes: bool = YES) -> None:
     """Delete blob-store objects (--blob-store, or the --serde's store) that no checkpoint,
     write or channel value in either tier refers to and that are older than the grace
-    period (``langgraph_durable.blobs.collect_saver_garbage``)."""
-    spec = importlib.util.find_spec("langgraph_durable.blobs")
-    fn = getattr(importlib.import_module("langgraph_durable.blobs"),
-                 "collect_saver_garbage", None) if spec else None
-    if fn is None:
-        raise CliError("gc is not available: this langgraph_durable has no "
-                       "langgraph_durable.blobs.collect_saver_garbage")
+    period (``langgraph_durable.extref_gc.collect_saver_garbage``)."""
     session = session_of(ctx)
     saver = session.saver(flusher=True)
     store = session.blob_store() or getattr(saver.serde, "store", None)
@@ -176,7 +170,7 @@ def gc(ctx: typer.Context,
         confirm(f"delete unreferenced blobs older than {grace_period_s:g} s from {store!r}?",
                 yes)
         if not force:  # a store shared with other apps, or the wrong prefix or database
-            trial = fn(saver, store, grace_period_s=grace_period_s, dry_run=True)
+            trial = collect_saver_garbage(saver, store, grace_period_s=grace_period_s, dry_run=True)
             if trial.referenced == 0 and trial.deleted:
                 raise CliError(
                     f"no thread of key prefix {saver.config.key_prefix!r} (database "
@@ -184,10 +178,10 @@ def gc(ctx: typer.Context,
                     f"would delete {len(trial.deleted)}: is the prefix or database wrong, or "
                     "is the store shared with other apps? Nothing deleted; pass --force to "
                     "delete them anyway")
-    report = fn(saver, store, grace_period_s=grace_period_s, dry_run=dry_run)
+    report = collect_saver_garbage(saver, store, grace_period_s=grace_period_s, dry_run=dry_run)
     verb = "would delete" if dry_run else "deleted"
     typer.echo(f"gc: {report.scanned} blobs scanned, {report.referenced} referenced keys; "
-               f"{verb} {len(report.deleted)} ({R.human_bytes(report.bytes_deleted)}), kept "
+               f"{verb} {len(report.deleted)} ({render.human_bytes(report.bytes_deleted)}), kept "
                f"{report.kept_referenced} referenced and {report.kept_recent} recent")
 
 
@@ -199,11 +193,11 @@ def _threads_arg(ctx: typer.Context, threads: list[str], every: bool) -> list[st
     if every and threads:
         raise CliError("name threads or pass --all, not both (nothing done)")
     if every:
-        return [t.thread_id for t in S.all_threads(saver)]
+        return [t.thread_id for t in storage.all_threads(saver)]
     if not threads:
         raise CliError("name at least one thread (or --all)")
     threads = list(dict.fromkeys(threads))  # each once
-    unknown = [t for t in threads if not S.thread_exists(saver.context, session.clients, t)]
+    unknown = [t for t in threads if not storage.thread_exists(saver.context, session.clients, t)]
     if unknown:
         names = ", ".join(repr(t) for t in unknown)
         raise CliError(f"thread{'s' if len(unknown) > 1 else ''} {names} not found "
@@ -234,7 +228,7 @@ def prune(ctx: typer.Context,
     from ..plans.admin import check_prune
 
     try:
-        older_than_s = None if older_than is None else R.parse_duration(older_than)
+        older_than_s = None if older_than is None else render.parse_duration(older_than)
         check_prune(strategy, keep_last, older_than_s)
     except ValueError as exc:
         raise CliError(str(exc).replace("prune keep_last", "--keep-last").replace(
@@ -277,9 +271,9 @@ def copy(ctx: typer.Context,
     """Copy every checkpoint, blob and write of SRC to DST (``copy_thread``)."""
     session = session_of(ctx)
     saver = session.saver(flusher=True)
-    if not S.thread_exists(saver.context, session.clients, src):
+    if not storage.thread_exists(saver.context, session.clients, src):
         raise CliError(f"thread {src!r} not found")
-    if S.thread_exists(saver.context, session.clients, dst):
+    if storage.thread_exists(saver.context, session.clients, dst):
         confirm(f"thread {dst!r} exists; copy {src!r} into it (same ids are overwritten)?",
                 yes)
     saver.copy_thread(src, dst)
@@ -298,17 +292,17 @@ def fork(ctx: typer.Context,
     forked_from_checkpoint). Resuming it continues from that point."""
     session = session_of(ctx)
     saver = session.saver(flusher=True)
-    if S.thread_exists(saver.context, session.clients, to):
+    if storage.thread_exists(saver.context, session.clients, to):
         raise CliError(f"thread {to!r} already exists; delete it or choose another name")
     checkpoint = resolve(ctx, thread, checkpoint, ns) or checkpoint  # as show and diff
     conf = {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint}
     tup = saver.get_tuple({"configurable": conf})
     if tup is None:
-        if not S.thread_exists(saver.context, session.clients, thread):
+        if not storage.thread_exists(saver.context, session.clients, thread):
             raise CliError(f"thread {thread!r} not found")
         raise CliError(f"checkpoint {checkpoint!r} of thread {thread!r} (ns {ns!r}) not found")
     saver.flush()  # the writes' task paths are read from MongoDB
-    wdocs = S.loaded(session.clients.db, saver.context.collections, list(
+    wdocs = storage.loaded(session.clients.db, saver.context.collections, list(
         session.clients.db[saver.context.collections.writes].find(
             {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint})))
     cp = _copy.deepcopy(tup.checkpoint)
@@ -319,7 +313,7 @@ def fork(ctx: typer.Context,
     new = saver.put({"configurable": {"thread_id": to, "checkpoint_ns": ns}}, cp, md,  # type: ignore[arg-type]
                     dict(cp["channel_versions"]))
     tasks: dict[tuple[str, str], list[Any]] = defaultdict(list)
-    for w in sorted((D.write_of(d) for d in wdocs), key=lambda w: w.sort_key()):
+    for w in sorted((write_of(d) for d in wdocs), key=lambda w: w.sort_key()):
         tasks[(w.task_path, w.task_id)].append((w.channel, saver.serde.loads_typed(w.value)))
     for (path, task_id), writes in tasks.items():
         saver.put_writes(new, writes, task_id, path)
@@ -339,16 +333,16 @@ def migrate(ctx: typer.Context,
     saver = session.saver()
     saver.setup()  # records the deployed version
     c, sctx = session.clients, saver.context
-    census = run_sync(M.census_plan(sctx), c)
+    census = run_sync(migrations.census_plan(sctx), c)
     old = sum(x["old"] for x in census.values())
     summary = ", ".join(f"{k} {v['old']}" for k, v in census.items())
     typer.echo(f"schema version {SCHEMA_VERSION}: {old} older documents ({summary})")
     if any(x["newer"] for x in census.values()):
-        run_sync(M.migrate_plan(sctx), c)  # raises SchemaVersionError, rewrites nothing
+        run_sync(migrations.migrate_plan(sctx), c)  # raises SchemaVersionError, rewrites nothing
     if dry_run or not old:
         return
     with progress("migrating", old) as advance:
-        done = run_sync(M.migrate_plan(sctx, batch_size=batch_size,
+        done = run_sync(migrations.migrate_plan(sctx, batch_size=batch_size,
                                        on_batch=lambda _k, n: advance(n),
                                        max_batches=max_batches), c)
     typer.echo(f"rewrote {sum(done.values())} documents ("

@@ -3,7 +3,6 @@ checkpoint, outbox and memory figures. Read only; writes go through the saver.""
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
@@ -12,16 +11,11 @@ from pymongo.errors import OperationFailure
 
 from ..context import Context
 from ..drivers import Clients, run_sync
-from ..durable import chunks as C
-from ..durable import documents as D
-from ..durable.documents import Collections
-from ..hot.keys import CONSUMER_GROUP
+from ..durable.chunks import load_plan
+from ..durable.documents import Collections, record_of
+from ..hot.keys import CONSUMER_GROUP, prefix_pattern, thread_keys_of
 from ..outbox.flusher import dead_letter_key
 from ..records import SEP, CheckpointRecord
-
-
-def _glob_escape(text: str) -> str:
-    return re.sub(r"([\\*?\[\]])", r"\\\1", text)
 
 
 def _text(v: Any) -> str:
@@ -38,7 +32,7 @@ def thread_exists(ctx: Context, clients: Clients, thread_id: str) -> bool:
 
 def loaded(db: Any, cols: Collections, docs: list[dict]) -> list[dict]:
     """``docs`` with their chunked fields reassembled (``chunks.load_plan``) from ``db``."""
-    return run_sync(C.load_plan(cols.chunks, docs), Clients(None, db, {}))  # type: ignore[no-any-return]
+    return run_sync(load_plan(cols.chunks, docs), Clients(None, db, {}))  # type: ignore[no-any-return]
 
 
 def _durable_sizes(ctx: Context, db: Any) -> dict[str, dict[str, int]]:
@@ -75,7 +69,7 @@ def latest_record(ctx: Context, clients: Clients, thread_id: str,
                 ns, cid = best_hot.split(SEP)
                 return CheckpointRecord.unpack(ns, cid, raw, cv)
         if doc is not None:
-            return D.record_of(loaded(clients.db, ctx.collections, [doc])[0])
+            return record_of(loaded(clients.db, ctx.collections, [doc])[0])
     return None
 
 
@@ -154,7 +148,7 @@ def outbox_status(ctx: Context, r: Any) -> dict[str, Any]:
 def hot_memory(ctx: Context, r: Any) -> dict[str, Any]:
     """Redis memory of this key prefix (sum of MEMORY USAGE, bytes), its key and thread
     counts, and the server's ``used_memory`` (bytes)."""
-    pattern = _glob_escape("{" + ctx.config.key_prefix + ":") + "*"
+    prefix = ctx.config.key_prefix
     total = keys = threads = 0
     batch: list[Any] = []
 
@@ -164,9 +158,10 @@ def hot_memory(ctx: Context, r: Any) -> dict[str, Any]:
             pipe.memory_usage(k)
         return sum(int(x or 0) for x in pipe.execute())
 
-    for k in r.scan_iter(match=pattern, count=1000):
+    for k in r.scan_iter(match=prefix_pattern(prefix), count=1000):
         keys += 1
-        threads += _text(k).endswith("}:idx")
+        thread = thread_keys_of(prefix, _text(k))
+        threads += thread is not None and thread.idx == _text(k)
         batch.append(k)
         if len(batch) >= 500:
             total += measure()

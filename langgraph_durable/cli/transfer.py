@@ -26,13 +26,21 @@ from typing import Any
 import typer
 
 from ..drivers import run_sync
-from ..durable import chunks as C
-from ..durable import documents as D
-from ..errors import SchemaVersionError
+from ..durable.chunks import split_all, upserts
+from ..durable.documents import (
+    blob_doc,
+    blob_value_of,
+    checkpoint_doc,
+    record_of,
+    upsert,
+    write_doc,
+    write_of,
+)
 from ..plans.admin import release_plan
 from ..records import SCHEMA_VERSION, CheckpointRecord, WriteRecord, blob_field, split_field
+from ..schema import check_not_newer
 from ..serde.external import collect_refs
-from . import storage as S
+from . import storage
 from .session import CliError, command, confirm, session_of
 
 FORMAT = "langgraph-durable-export"
@@ -56,14 +64,15 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
     exported too; with ``without_blobs`` they are left out and counted. Raises
     ``CliError`` when there are some, no ``store`` and no ``without_blobs``."""
     q = {"thread_id": thread_id}
-    cps = sorted((D.record_of(d) for d in S.loaded(db, cols, list(db[cols.checkpoints].find(q)))),
+    cps = sorted((record_of(d)
+                  for d in storage.loaded(db, cols, list(db[cols.checkpoints].find(q)))),
                  key=lambda r: (r.ns, r.checkpoint_id))
-    blobs = sorted(D.blob_value_of(d) for d in S.loaded(db, cols, list(db[cols.blobs].find(q))))
-    wdocs = sorted(S.loaded(db, cols, list(db[cols.writes].find(q))),
+    blobs = sorted(blob_value_of(d) for d in storage.loaded(db, cols, list(db[cols.blobs].find(q))))
+    wdocs = sorted(storage.loaded(db, cols, list(db[cols.writes].find(q))),
                    key=lambda d: (d["checkpoint_ns"], d["checkpoint_id"], d["task_id"], d["idx"]))
     typed = [v for r in cps for v in (r.checkpoint, r.metadata)]
     typed += [v for _f, v in blobs if v is not None]
-    typed += [D.write_of(d).value for d in wdocs]
+    typed += [write_of(d).value for d in wdocs]
     refs = sorted(collect_refs(v for v in typed if v is not None))
     if refs and store is None and not without_blobs:
         raise CliError(f"thread {thread_id!r} refers to {len(refs)} blob-store object(s) "
@@ -94,7 +103,7 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
         yield json.dumps({"type": "blob", "v": SCHEMA_VERSION, "ns": ns, "channel": channel,
                           "version": version, "value": _typed(value)})
     for d in wdocs:
-        w = D.write_of(d)
+        w = write_of(d)
         yield json.dumps({
             "type": "write", "v": SCHEMA_VERSION, "ns": d["checkpoint_ns"],
             "checkpoint_id": d["checkpoint_id"], "task_id": w.task_id, "idx": w.idx,
@@ -127,10 +136,7 @@ def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str
         except (ValueError, KeyError, TypeError) as exc:
             raise CliError(f"{where}:{n}: malformed record ({type(exc).__name__}: {exc})") \
                 from exc
-        if v > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                f"{where}:{n}: record has schema version {v}, newer than {SCHEMA_VERSION} "
-                "understood by this langgraph_durable; upgrade the package (nothing written)")
+        check_not_newer(v, f"{where}:{n}: record", then=" (nothing written)")
         if v < SCHEMA_VERSION or kind not in records:
             raise CliError(f"{where}:{n}: unsupported record (type {kind!r}, version {v})")
         records[kind].append(rec)
@@ -144,15 +150,15 @@ def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str
 def documents_of(records: dict[str, list[dict]], thread_id: str) -> dict[str, list[dict]]:
     """MongoDB documents of parsed records for ``thread_id`` (the flusher's shapes)."""
     try:
-        cps = [D.checkpoint_doc(thread_id, CheckpointRecord(
+        cps = [checkpoint_doc(thread_id, CheckpointRecord(
             ns=r["ns"], checkpoint_id=r["checkpoint_id"], parent_id=r["parent_id"],
             checkpoint=_untyped(r["checkpoint"]), metadata=_untyped(r["metadata"]),  # type: ignore[arg-type]
             run_id=r["run_id"], md_query=tuple((k, v) for k, v in r["md"]),
             blob_fields=tuple(blob_field(r["ns"], ch, ver) for ch, ver in r["blob_fields"])))
             for r in records["checkpoint"]]
-        blobs = [D.blob_doc(thread_id, blob_field(r["ns"], r["channel"], r["version"]),
+        blobs = [blob_doc(thread_id, blob_field(r["ns"], r["channel"], r["version"]),
                             _untyped(r["value"])) for r in records["blob"]]
-        writes = [D.write_doc(thread_id, r["ns"], r["checkpoint_id"], WriteRecord(
+        writes = [write_doc(thread_id, r["ns"], r["checkpoint_id"], WriteRecord(
             r["task_id"], int(r["idx"]), r["channel"], _untyped(r["value"]),  # type: ignore[arg-type]
             r["task_path"], int(r["seq"]))) for r in records["write"]]
     except (KeyError, TypeError, ValueError) as exc:
@@ -179,7 +185,7 @@ def export(ctx: typer.Context,
     thread that has some is refused unless --without-blobs)."""
     session = session_of(ctx)
     saver = session.saver(flusher=True)
-    if not S.thread_exists(saver.context, session.clients, thread):
+    if not storage.thread_exists(saver.context, session.clients, thread):
         raise CliError(f"thread {thread!r} not found")
     saver.flush()
     lines = list(export_lines(session.clients.db, saver.context.collections, thread,
@@ -218,7 +224,7 @@ def import_(ctx: typer.Context,
         raise CliError(f"{file} carries {len(extblobs)} blob-store object(s): pass "
                        "--blob-store (the store the importing application reads) or "
                        "--without-blobs")
-    if S.thread_exists(saver.context, session.clients, target):
+    if storage.thread_exists(saver.context, session.clients, target):
         confirm(f"thread {target!r} exists; replace it with {file}?", yes)
     for rec in extblobs:  # before any reference to them is written
         assert store is not None
@@ -231,13 +237,13 @@ def import_(ctx: typer.Context,
     cols, db = saver.context.collections, session.clients.db
     chunks: list[dict] = []
     for kind in docs:  # values over chunks.THRESHOLD_BYTES go to the chunks collection
-        docs[kind], more = C.split_all(kind, docs[kind])
+        docs[kind], more = split_all(kind, docs[kind])
         chunks += more
     if chunks:
-        db[cols.chunks].bulk_write(C.upserts(chunks), ordered=False)
+        db[cols.chunks].bulk_write(upserts(chunks), ordered=False)
     for kind in ("blobs", "writes", "checkpoints"):  # the flusher's order, after the chunks
         if docs[kind]:
-            db[getattr(cols, kind)].bulk_write([D.upsert(d) for d in docs[kind]], ordered=False)
+            db[getattr(cols, kind)].bulk_write([upsert(d) for d in docs[kind]], ordered=False)
     # the target's hot keys would shadow MongoDB (kept until what they hold is flushed)
     run_sync(release_plan(saver.context, target), session.clients)
     n = sum(len(v) for v in docs.values())

@@ -21,8 +21,9 @@ logger = logging.getLogger("langgraph_durable.compaction")
 
 
 @dataclass(frozen=True)
-class Plan:
-    """What a compaction would do to one history (internal)."""
+class CompactionPlan:
+    """What a compaction would do to one history (internal; not the storage plans of
+    ``drivers.Plan``, which are generators of server operations)."""
 
     split: Split
     folded: list[BaseMessage]
@@ -145,7 +146,7 @@ class BaseCompactor:
         """Token budget of the verbatim window (``None`` when ``keep_last`` is used)."""
         return self.keep_tokens
 
-    def plan(self, state: Any) -> Plan | None:
+    def plan(self, state: Any) -> CompactionPlan | None:
         """Decide what to fold for ``state``; ``None`` when nothing has to change.
 
         Args:
@@ -168,7 +169,7 @@ class BaseCompactor:
             logger.debug("history over budget (%d tokens) but nothing left to fold", tokens)
             return None
         folded, kept, pinned = cut
-        return Plan(
+        return CompactionPlan(
             split=split,
             folded=folded,
             kept=kept,
@@ -213,7 +214,7 @@ class BaseCompactor:
             return None
         return body[:start], body[start:], None
 
-    def trimmed(self, plan: Plan) -> Plan:
+    def trimmed(self, plan: CompactionPlan) -> CompactionPlan:
         """``plan`` with the kept window cut to fit the budget next to the existing head.
 
         Used when no summary can be written: the system prompt and the existing summary
@@ -225,7 +226,7 @@ class BaseCompactor:
         if cut is None:  # unreachable after a plan folded something; keep the plan
             return plan
         folded, kept, pinned = cut
-        return Plan(
+        return CompactionPlan(
             split=plan.split,
             folded=folded,
             kept=kept,
@@ -236,7 +237,8 @@ class BaseCompactor:
 
     # -- updates --------------------------------------------------------------------------
 
-    def _messages_update(self, plan: Plan, summary: BaseMessage | None) -> list[BaseMessage]:
+    def _messages_update(self, plan: CompactionPlan,
+                         summary: BaseMessage | None) -> list[BaseMessage]:
         """Removals by id when possible, else ``REMOVE_ALL_MESSAGES`` and the new history."""
         split = plan.split
         ids_known = all(m.id for m in plan.folded)
@@ -251,7 +253,7 @@ class BaseCompactor:
 
     def _success(
         self,
-        plan: Plan,
+        plan: CompactionPlan,
         summary: BaseMessage | None,
         extra: dict[str, Any] | None = None,
         *,

@@ -15,7 +15,7 @@ from langgraph.errors import GraphBubbleUp
 
 from ._messages import Split, content_text, render_messages
 from ._options import TriggerSpec, normalize_trigger, profile_limit
-from .base import BaseCompactor, Plan, _get, logger
+from .base import BaseCompactor, CompactionPlan, _get, logger
 from .state import SUMMARY_MESSAGE_ID, CompactionInfo, TokenCounter
 
 DEFAULT_SUMMARY_PROMPT = """\
@@ -153,7 +153,7 @@ class SummaryBuffer(BaseCompactor):
             text = text[len(prefix) : len(text) - len(suffix)]
         return text.strip() or None
 
-    def build_prompt(self, plan: Plan) -> list[BaseMessage]:
+    def build_prompt(self, plan: CompactionPlan) -> list[BaseMessage]:
         """Return the messages sent to the model for ``plan`` (previous summary + folded)."""
         text = self.prompt.format(
             summary=plan.previous_summary or NO_SUMMARY,
@@ -201,7 +201,7 @@ class SummaryBuffer(BaseCompactor):
 
     # -- results --------------------------------------------------------------------------
 
-    def _failure(self, plan: Plan, exc: Exception) -> dict[str, Any]:
+    def _failure(self, plan: CompactionPlan, exc: Exception) -> dict[str, Any]:
         error = f"{type(exc).__name__}: {exc}"
         logger.debug("summary compaction failure detail", exc_info=exc)
         if self.on_failure == "trim":
@@ -229,7 +229,7 @@ class SummaryBuffer(BaseCompactor):
         )
         return {self.info_key: info}
 
-    def _finish(self, plan: Plan, summary: str) -> dict[str, Any]:
+    def _finish(self, plan: CompactionPlan, summary: str) -> dict[str, Any]:
         message = SystemMessage(
             content=self.summary_message.format(summary=summary), id=SUMMARY_MESSAGE_ID
         )

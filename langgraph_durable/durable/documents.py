@@ -16,15 +16,15 @@ from typing import Any
 from bson import Binary
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReplaceOne, UpdateOne
 
-from ..errors import CorruptRecordError, SchemaVersionError
+from ..errors import CorruptRecordError
 from ..records import (
-    SCHEMA_VERSION,
     CheckpointRecord,
     Typed,
     WriteRecord,
     blob_field,
     split_field,
 )
+from ..schema import SCHEMA_VERSION, check_not_newer, fits_int64, upgrade_document
 
 
 def doc_id(*parts: Any) -> str:
@@ -177,21 +177,15 @@ def upsert_write(doc: dict[str, Any]) -> UpdateOne | ReplaceOne[Any]:
 
 def _check(doc: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     """``doc`` in the current format: an older one upgraded through
-    ``migrations.DOCUMENT_STEPS`` (in memory), a newer one refused."""
+    ``schema.DOCUMENT_STEPS`` (in memory), a newer one refused."""
     v = doc.get("v", 1)
     if doc.get("chunked"):
         raise CorruptRecordError(
             f"MongoDB document {doc.get('_id')!r} (thread {doc.get('thread_id')!r}) has "
             f"chunked fields {doc['chunked']!r} that were not reassembled before decoding "
             "(a read path misses chunks.load_plan)")
-    if v > SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"MongoDB document {doc.get('_id')!r} has schema version {v}, newer than "
-            f"{SCHEMA_VERSION} understood by this langgraph_durable; upgrade the package"
-        )
+    check_not_newer(v, f"MongoDB document {doc.get('_id')!r}")
     if v < SCHEMA_VERSION:
-        from ..migrations import upgrade_document
-
         return upgrade_document(kind, doc)
     return doc
 
@@ -236,7 +230,7 @@ def blob_ids(thread_id: str, fields: Iterable[str]) -> list[str]:
 
 
 def _python_equals(value: Any) -> list[Any] | None:
-    """Every value MongoDB may hold in ``md`` (see ``records.md_query_of``) that Python's
+    """Every value MongoDB may hold in ``md`` (see ``schema.md_query_of``) that Python's
     ``==`` takes as equal to ``value``, or ``None`` when that set cannot be written down.
 
     Only exact ``None``, ``bool``, ``int`` and ``float``/``str`` filter values qualify (a
@@ -250,7 +244,7 @@ def _python_equals(value: Any) -> list[Any] | None:
     if kind is bool:
         return [value, int(value), float(value)]
     if kind is int:
-        if not -(2**63) <= value < 2**63:
+        if not fits_int64(value):
             return None  # md holds no such int (it is matched after decoding)
         same: list[Any] = [value]
         if float(value) == value:
@@ -260,7 +254,7 @@ def _python_equals(value: Any) -> list[Any] | None:
         return same
     if kind is float:
         same = [value]
-        if value.is_integer() and -(2**63) <= value < 2**63:
+        if value.is_integer() and fits_int64(value):
             same.append(int(value))
         if value in (0.0, 1.0):
             same.append(bool(value))

@@ -2,26 +2,80 @@
 
 The length prefix makes the mapping from thread to keys unique whatever characters a
 thread_id holds; the shared tag puts a whole thread in one Redis Cluster slot, so its
-multi-key scripts are legal on a cluster.
+multi-key scripts are legal on a cluster. This module is the one home of building a
+thread's keys, parsing a key back into its thread (``thread_keys_of``) and the glob
+patterns that ``SCAN MATCH`` them (``glob_escape``, ``prefix_pattern``).
+
+Stored names and what they hold in field terms
+-----------------------------------------------
+The suffixes and ``meta`` field names are stored (live deployments have them, the Lua
+scripts in ``hot/scripts.py`` use them), so they are kept as they are; code and docs use
+the field terms on the right.
+
+========  ===========================================================================
+suffix    holds
+========  ===========================================================================
+``cp``    checkpoint records (hash: checkpoint member -> envelope)
+``cv``    checkpoint blob index read by Lua (hash: member -> ``[parent, blob field...]``)
+``idx``   the *checkpoint index*: sorted set of the thread's checkpoint members
+``bl``    channel values, LangGraph's "blobs" (hash: blob field -> envelope)
+``w``     pending writes (hash: write field -> envelope)
+``wi``    the *pending-write index*: sorted set of the ``w`` fields
+``ns``    namespace order (hash: checkpoint_ns -> first checkpoint_id seen)
+``meta``  thread state (hash, fields below)
+``gone``  tombstones of deletes (hash: field -> deletion time in ms)
+========  ===========================================================================
+
+``meta`` fields: ``dirty`` = the thread's *unflushed count* (outbox entries not yet
+acknowledged as written to MongoDB); ``born`` = the keys' *generation* (creation time in
+ms; outbox entries older than it belong to an earlier incarnation of a deleted thread);
+``complete`` = *hot_complete*, 1 when the thread started in Redis, so Redis holds all of
+it and MongoDB is not asked about what Redis lacks.
+
+"idx" means three different things, always spelled out in docs: the ``idx`` key above
+(the checkpoint index); a pending write's ``idx`` (LangGraph's write index: position in
+the task's writes, negative for the special channels of ``WRITES_IDX_MAP``); and ``wi``
+(the pending-write index key). "blob" in this module and in ``records`` means a channel
+value; an object of an external blob store (``serde/``) is an *external object* and its
+collector is ``extref_gc.py``.
 """
 
 from __future__ import annotations
+
+import re
+
+_GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
+
+
+def glob_escape(text: str) -> str:
+    """``text`` with the Redis glob specials ``* ? [ ] \\`` escaped, to match literally in
+    ``SCAN MATCH``/``KEYS`` (``{`` and ``:`` are literals there already)."""
+    return _GLOB_SPECIAL.sub(r"\\\1", text)
+
+
+def prefix_pattern(prefix: str) -> str:
+    """``SCAN MATCH`` pattern of every key under ``prefix``: every thread's keys and the
+    outbox streams, ``{<prefix>:*`` with the prefix glob-escaped."""
+    return "{" + glob_escape(prefix) + ":*"
 
 
 class ThreadKeys:
     """The Redis keys of one thread.
 
+    Attributes are named after the stored suffixes (see the module docstring):
+
     - ``cp``: hash, member -> checkpoint record envelope
     - ``cv``: hash, member -> msgpack ``[parent_id, blob_field, ...]`` (read by Lua)
-    - ``idx``: sorted set (score 0), members ``ns NUL checkpoint_id`` in lexical order
-    - ``bl``: hash, ``ns NUL channel NUL version`` -> blob envelope (``""`` = empty)
-    - ``w``: hash, ``ns NUL checkpoint_id NUL task_id NUL idx`` -> write envelope
-    - ``wi``: sorted set (score 0) of the ``w`` fields, for range reads per checkpoint
+    - ``idx``: checkpoint index, sorted set (score 0) of members ``ns NUL checkpoint_id``
+      in lexical order
+    - ``bl``: hash, ``ns NUL channel NUL version`` -> channel value envelope (``""`` =
+      empty)
+    - ``w``: hash, ``ns NUL checkpoint_id NUL task_id NUL write_idx`` -> write envelope
+    - ``wi``: pending-write index, sorted set (score 0) of the ``w`` fields, for range
+      reads per checkpoint
     - ``ns``: hash, checkpoint_ns -> first checkpoint_id seen (namespace order)
-    - ``meta``: hash with ``dirty`` = outbox entries of this thread not yet in MongoDB,
-      ``born`` = when these keys were created (ms; entries older than it belong to a
-      deleted incarnation) and ``complete`` = 1 when the thread started in Redis, so
-      Redis holds all of it (MongoDB is not asked about what Redis lacks)
+    - ``meta``: thread state: ``dirty`` (unflushed count), ``born`` (generation, ms),
+      ``complete`` (hot_complete)
     - ``gone``: tombstones of deletes (field -> deletion time, ms; ``*`` = whole thread),
       kept ``TOMBSTONE_TTL_S``; not in ``all`` (it outlives the thread's data)
     """
@@ -40,6 +94,34 @@ class ThreadKeys:
     def all(self) -> list[str]:
         """Every key of the thread, in the order the Lua scripts expect them."""
         return [self.cp, self.cv, self.idx, self.bl, self.w, self.wi, self.ns, self.meta]
+
+    def suffix_of(self, key: str) -> str | None:
+        """The stored suffix (``"cp"``, ``"idx"``, ... ``"gone"``) naming ``key`` among
+        this thread's keys, or ``None`` if ``key`` is not one of them."""
+        head = self.tag + ":"
+        if not key.startswith(head):
+            return None
+        suffix = key[len(head):]
+        return suffix if suffix in _SUFFIXES else None
+
+
+_SUFFIXES = frozenset(ThreadKeys.__slots__[2:])
+
+
+def thread_keys_of(prefix: str, key: str | bytes) -> ThreadKeys | None:
+    """The keys of the thread of ``prefix`` that ``key`` is one of (any suffix, ``gone``
+    included), or ``None`` for any other key (the outbox, another prefix, a foreign key).
+    Inverse of ``ThreadKeys``: reads the length prefix, so any thread_id parses."""
+    if isinstance(key, bytes):
+        key = key.decode("utf-8", "surrogateescape")
+    head = "{" + prefix + ":"
+    if not key.startswith(head):
+        return None
+    length, sep, rest = key[len(head):].partition(":")
+    if not sep or not length.isdigit():
+        return None
+    keys = ThreadKeys(prefix, rest[: int(length)])
+    return keys if keys.suffix_of(key) is not None else None
 
 
 def outbox_key(prefix: str) -> str:

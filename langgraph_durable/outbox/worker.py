@@ -13,13 +13,14 @@ import argparse
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import redis
 from pydantic import ValidationError
 
 from ..clients import database_of, make_clients, mongo_from_url, redis_from_url
-from ..config import DurableConfig
+from ..config import ConfigOption, DurableConfig, config_options
 from ..context import Context
 from ..errors import ConfigurationError
 from ..settings import database_of_url, resolve_config, server_settings, with_database
@@ -37,17 +38,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mongo-url", default=None,
                    help="MongoDB URL (env MONGODB_URL); its database is used unless "
                    "--database is given")
-    for name, field in DurableConfig.model_fields.items():
-        kind = {int: int, float: float, str: str}.get(field.annotation)  # type: ignore[arg-type]
-        if kind is not None:
-            p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
-                           help=f"DurableConfig.{name} (default {field.default!r})")
-    p.add_argument("--write-concern-w", default=None,
-                   type=lambda v: int(v) if v.isdigit() else v,
-                   help="DurableConfig.write_concern_w: 'majority' (default) or a number")
-    p.add_argument("--write-concern-j", default=None, choices=("true", "false"),
-                   help="DurableConfig.write_concern_j (default true)")
+    for opt in config_options(skip=frozenset({"flusher"})):  # a worker is a flusher
+        p.add_argument(opt.flag, type=_converter(opt), default=None, help=opt.help,
+                       metavar=opt.name.upper())
     return p
+
+
+def _converter(opt: ConfigOption) -> Callable[[str], Any]:
+    """``opt.parse`` with its ``ValueError`` as argparse's one-line usage error."""
+    def convert(text: str) -> Any:
+        try:
+            return opt.parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return convert
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -63,8 +67,6 @@ def run(argv: list[str] | None = None) -> int:
     options: dict[str, Any] = {
         k: v for k, v in vars(args).items() if k in DurableConfig.model_fields and v is not None
     }
-    if args.write_concern_j is not None:
-        options["write_concern_j"] = args.write_concern_j == "true"
     try:
         config = with_database(resolve_config(None, options), database_of_url(args.mongo_url),
                                "MongoDB URL")

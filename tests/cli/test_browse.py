@@ -9,7 +9,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import empty_checkpoint
 
-from .conftest import Cli, build_graph, first_input
+from .clikit import Cli, build_graph, first_input
 
 
 def test_threads_counts_both_tiers_and_filters_on_metadata(cli: Cli, t1: dict) -> None:

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import empty_checkpoint
-from test_retention import uuid6_at
 
 from langgraph_durable import __version__
 from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
 from langgraph_durable.testing import mongo_server
 
-from .conftest import Cli, build_graph, first_input
+from ..test_retention import uuid6_at
+from .clikit import Cli, build_graph, first_input
 
 
 def test_delete_and_prune_of_unknown_threads_are_errors(cli: Cli, t1: dict) -> None:

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +13,9 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable.hot.keys import CONSUMER_GROUP
 from langgraph_durable.outbox.flusher import dead_letter_key
+from langgraph_durable.testing import wait_for
 
-from .conftest import Cli, build_graph, first_input
+from .clikit import Cli, build_graph, first_input
 
 
 def _put(cli: Cli, thread: str, n: int) -> None:
@@ -61,9 +61,8 @@ def test_flusher_command_runs_the_worker_until_sigterm(cli: Cli) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "langgraph_durable.cli", "flusher"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while cli.json("status")["outbox"]["length"] and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: not cli.json("status")["outbox"]["length"], 30, "an empty outbox",
+                 pause_s=0.1)
         assert cli.json("status")["durable"]["checkpoints"]["documents"] == 4
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -9,7 +9,7 @@ from typing import Any
 
 from langgraph_durable.records import SCHEMA_VERSION
 
-from .conftest import Cli, build_graph, first_input
+from .clikit import Cli, build_graph, first_input
 
 
 def _stored(cli: Cli, thread: str) -> dict[str, list[dict]]:

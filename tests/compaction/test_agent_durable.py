@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import unique_options
 from langchain.agents import create_agent
 from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
@@ -21,6 +20,7 @@ from langgraph_durable.compaction import (
     atranscript,
     transcript,
 )
+from langgraph_durable.testing import unique_options
 
 from ._fakes import ScriptedAgentModel, pairs_intact, starts_on_human_turn, summariser
 from .test_durable_resume import empty_hot_tier

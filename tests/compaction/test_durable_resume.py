@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import unique_options
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -35,6 +34,7 @@ from langgraph_durable.compaction import (
     SummaryBuffer,
     SummaryState,
 )
+from langgraph_durable.testing import unique_options
 
 from ._fakes import summariser, ten_per_message
 

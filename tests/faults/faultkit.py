@@ -1,20 +1,14 @@
-"""Shared bits of the fault tests: makes the ``faults`` package (repository root)
-importable under any pytest invocation, and gives each test an ``Env``.
-
-No ``conftest.py`` here on purpose: a second root-less ``conftest`` module would shadow
-``tests/conftest.py`` (``from conftest import unique_options``) for the rest of the run.
+"""Shared bits of the fault tests: each test gets an ``Env`` of the ``faults`` package
+(repository root, importable through pytest's ``pythonpath = ["."]`` in pyproject.toml).
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from faults.common import Env
 
-from faults.common import Env  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 __all__ = ["ROOT", "Env", "make_env"]
 

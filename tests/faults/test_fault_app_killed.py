@@ -4,9 +4,10 @@ process. Nothing acknowledged is lost; the resumed run ends like an uninterrupte
 from __future__ import annotations
 
 import pytest
-from faultkit import make_env
 
 from faults import s1_app_killed
+
+from .faultkit import make_env
 
 
 @pytest.fixture

@@ -7,9 +7,10 @@ state shows one run only, as InMemorySaver does."""
 from __future__ import annotations
 
 import pytest
-from faultkit import make_env
 
 from faults import s6_concurrent
+
+from .faultkit import make_env
 
 
 @pytest.fixture
@@ -33,10 +34,10 @@ def test_fork_rule_keeps_both_branches_latest_shows_one(env) -> None:
 
 
 def test_concurrent_run_error_names_the_new_head(redis_url, mongo_url) -> None:
-    from conftest import unique_options
     from langgraph.checkpoint.base import empty_checkpoint
 
     from langgraph_durable import ConcurrentRunError, DurableSaver
+    from langgraph_durable.testing import unique_options
 
     opts = unique_options()
     root = {"configurable": {"thread_id": "race", "checkpoint_ns": ""}}

@@ -4,9 +4,10 @@ past the bound, drain after restart, nothing acknowledged lost."""
 from __future__ import annotations
 
 import pytest
-from faultkit import make_env
 
 from faults import s3_mongo_down
+
+from .faultkit import make_env
 
 
 @pytest.fixture
@@ -39,12 +40,11 @@ def test_a_hot_thread_can_enter_a_subgraph_while_mongodb_is_down(env) -> None:
 def test_flush_wakes_a_flusher_paused_after_failing(redis_url) -> None:
     # a lone flusher failing for longer than claim_idle_s pauses 2 x claim_idle_s after
     # each failure; an explicit flush() (MongoDB is back) must not wait that pause out
-    from conftest import unique_options
     from langgraph.checkpoint.base import empty_checkpoint
 
     from faults.tiers import wait_for
     from langgraph_durable import DurableSaver
-    from langgraph_durable.testing import mongo_server
+    from langgraph_durable.testing import mongo_server, unique_options
 
     with mongo_server() as ms, DurableSaver.from_urls(
             redis_url, ms.url, claim_idle_s=2.5, server_selection_timeout_s=0.3,

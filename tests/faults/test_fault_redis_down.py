@@ -6,9 +6,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from faultkit import make_env
 
 from faults import s4_redis_down
+
+from .faultkit import make_env
 
 
 @pytest.fixture

@@ -8,9 +8,10 @@ interpreter exit, see ``python -m faults.run``: not tested here, it takes 15 s t
 from __future__ import annotations
 
 import pytest
-from faultkit import make_env
 
 from faults import s7_shutdown
+
+from .faultkit import make_env
 
 
 @pytest.fixture

@@ -18,8 +18,6 @@ from typing import Annotated, Any
 import ormsgpack
 import pytest
 import redis
-from conftest import unique_options
-from faultkit import ROOT  # noqa: F401  (makes `faults` importable)
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -28,6 +26,7 @@ from typing_extensions import TypedDict
 
 from faults.common import thread_answers, tuple_form
 from langgraph_durable import DurableSaver, InvalidIdentifierError, SerializationError
+from langgraph_durable.testing import unique_options
 
 T = {"configurable": {"thread_id": "t"}}
 MB = 1 << 20

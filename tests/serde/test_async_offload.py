@@ -6,11 +6,11 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from conftest import unique_options
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import DurableSaver
 from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
+from langgraph_durable.testing import unique_options
 
 
 class RecordingStore(LocalBlobStore):

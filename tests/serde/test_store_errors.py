@@ -12,7 +12,6 @@ import boto3
 import numpy as np
 import pytest
 from botocore.config import Config
-from conftest import unique_options
 
 from langgraph_durable import DurableSaver, DurableSaverError, SerializationError
 from langgraph_durable.cli.session import open_blob_store
@@ -23,6 +22,7 @@ from langgraph_durable.serde import (
     LocalBlobStore,
     S3BlobStore,
 )
+from langgraph_durable.testing import unique_options
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""Test suite (a package, so shared test modules import by relative name)."""

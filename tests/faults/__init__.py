@@ -1,0 +1,1 @@
+"""Fault-injection tests (scenarios in the repository's faults/ package)."""
