@@ -54,7 +54,8 @@ with DurableSaver.from_urls(redis_srv.url, mongo_srv.url, **options) as saver:
 
 Leaving the `with` block drained the outbox to MongoDB. A new saver (think: a new process on
 another machine) resumes the thread; here this notebook's Redis keys are deleted first (its key
-prefix only, never the whole Redis database: other applications may share the server), so MongoDB answers."""),
+prefix only, never the whole Redis database: other applications may share the server), so
+MongoDB answers."""),
     ("code", """import redis
 from langgraph_durable.testing import drop_key_prefix
 
