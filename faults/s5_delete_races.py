@@ -157,7 +157,7 @@ class Interleaving:
                  r: Any, db: Any, *, copies: bool, stalled_rounds: bool,
                  repeat_tasks: bool) -> None:
         self.env, self.rng, self.saver, self.r, self.db = env, rng, saver, r, db
-        self.context = saver.context
+        self.ctx = saver.context
         self.copies, self.stalled_rounds = copies, stalled_rounds
         self.repeat_tasks = repeat_tasks
         self.race_copies = stalled_rounds and copies
@@ -284,7 +284,7 @@ class Interleaving:
             self.trace.append(f"expire {t}")
 
     def park_stalled_round(self) -> None:
-        gen = flush_batch_plan(self.context, f"stalled-{len(self.parked)}", block_ms=0, claim=False)
+        gen = flush_batch_plan(self.ctx, f"stalled-{len(self.parked)}", block_ms=0, claim=False)
         op = run_sync(_until_mongo(gen), self.saver.sync_clients)
         if op is not None:
             self.parked.append((gen, op))
