@@ -34,7 +34,7 @@ def _thread_missing(ctx: typer.Context, thread: str) -> bool:
 
 def resolve(ctx: typer.Context, thread: str, ref: str | None, ns: str | None) -> str | None:
     """The checkpoint_id a command-line reference names: a step number (``3``, ``-1``;
-    the newest checkpoint of that step), a checkpoint_id, or a unique prefix of one (at
+    refused when branches share it), a checkpoint_id, or a unique prefix of one (at
     least 4 characters). ``None`` stays ``None`` (the latest). Raises ``CliError`` naming
     the thread, the namespace and what did not match."""
     if ref is None or len(ref) == 36:
@@ -47,10 +47,15 @@ def resolve(ctx: typer.Context, thread: str, ref: str | None, ns: str | None) ->
         cid = tup.config["configurable"]["checkpoint_id"]
         if STEP.fullmatch(ref):
             if tup.metadata.get("step") == int(ref):
-                return str(cid)
+                ids.append(cid)
         elif cid.startswith(ref):
             ids.append(cid)
     if STEP.fullmatch(ref):
+        if len(ids) == 1:
+            return str(ids[0])
+        if ids:  # branches (time travel, forks) share step numbers
+            raise CliError(f"step {ref} of {where} names {len(ids)} checkpoints (branches): "
+                           f"give one by id prefix: {', '.join(c[:13] for c in ids)}")
         if _thread_missing(ctx, thread):
             raise CliError(f"thread {thread!r} not found")
         raise CliError(f"{where} has no checkpoint at step {ref}")

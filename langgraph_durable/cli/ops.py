@@ -237,13 +237,18 @@ def prune(ctx: typer.Context,
     what = strategy + (f", keep last {keep_last}" if keep_last else "") + (
         f", older than {older_than}" if older_than else "")
     confirm(f"prune {len(ids)} thread(s) ({what})?", yes)
-    saver = session_of(ctx).saver(flusher=True)
+    session = session_of(ctx)
+    saver = session.saver(flusher=True)
     with progress("pruning", len(ids)) as advance:
         for tid in ids:
             saver.prune([tid], strategy=strategy, keep_last=keep_last,
                         older_than_s=older_than_s)
             advance(1)
-    typer.echo(f"pruned {len(ids)} thread(s) ({what})")
+    if strategy == "delete":  # with --older-than, active threads stay: say how many went
+        gone = sum(not storage.thread_exists(saver.context, session.clients, t) for t in ids)
+        typer.echo(f"deleted {gone} of {len(ids)} thread(s) ({what})")
+    else:
+        typer.echo(f"pruned {len(ids)} thread(s) ({what})")
 
 
 @command

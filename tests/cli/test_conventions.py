@@ -42,9 +42,11 @@ def test_prune_keep_last_and_older_than(cli: Cli, t1: dict) -> None:
             cfg = s.put(cfg, cp, {"step": i}, {})
     cli("prune", "old", "--older-than", "30d", "--yes")
     assert [c["step"] for c in cli.json("history", "old")["checkpoints"]] == [2]
-    cli("prune", "--all", "--strategy", "delete", "--older-than", "2h", "--yes")
+    out = cli("prune", "--all", "--strategy", "delete", "--older-than", "2h", "--yes").stdout
+    assert out.endswith("deleted 0 of 2 thread(s) (delete, older than 2h)\n")  # both active
     assert {r["thread_id"] for r in cli.json("threads")["threads"]} == {"t1", "old"}
-    cli("prune", "--all", "--strategy", "delete", "--older-than", "30m", "--yes")
+    out = cli("prune", "--all", "--strategy", "delete", "--older-than", "30m", "--yes").stdout
+    assert out.endswith("deleted 1 of 2 thread(s) (delete, older than 30m)\n")
     assert [r["thread_id"] for r in cli.json("threads")["threads"]] == ["t1"]
     r = cli("prune", "t1", "--older-than", "3 weeks", "--yes", code=1)
     assert r.stderr == ("error: expected a duration such as 30d, 12h, 15m or 90s, "
@@ -71,6 +73,16 @@ def test_checkpoints_by_step_number_and_id_prefix(cli: Cli, t1: dict) -> None:
         f"error: checkpoint prefix '{common}' is ambiguous in thread 't1' (ns ''): "
         "5 checkpoints start with it\n")
     assert cli("diff", "nope", "0", "3", code=1).stderr == "error: thread 'nope' not found\n"
+    with cli.saver() as s:  # a branch from step 1: step 2 now names two checkpoints
+        graph = build_graph(s)
+        fork = graph.update_state({"configurable": {"thread_id": "t1", "checkpoint_id":
+                                                    ids[2]}}, {"count": 10})
+    branch = fork["configurable"]["checkpoint_id"]
+    step = str(cli.json("show", "t1", branch)["metadata"]["step"])
+    r = cli("show", "t1", step, code=1)
+    assert r.stderr.startswith(f"error: step {step} of thread 't1' (ns '') names 2 "
+                               "checkpoints (branches): give one by id prefix: ")
+    assert branch[:13] in r.stderr
     assert cli("diff", "nope", ids[3], ids[0], code=1).stderr == (
         "error: thread 'nope' (ns '') not found\n")
 
