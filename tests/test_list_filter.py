@@ -76,6 +76,19 @@ def _forget_hot(redis_client: redis.Redis, saver: DurableSaver) -> None:
         redis_client.delete(*keys)
 
 
+def _store_in(tier: str, saver: DurableSaver, redis_client: redis.Redis) -> None:
+    """``METADATA`` stored so that ``tier`` serves it: ``hot`` (Redis), ``cold`` (MongoDB
+    alone) or ``split`` (steps 1-3 in MongoDB only, 4-6 in Redis)."""
+    if tier == "split":
+        head = _store(saver, METADATA[:3])
+        _forget_hot(redis_client, saver)
+        _store(saver, METADATA[3:], head)
+    else:
+        _store(saver, METADATA)
+    if tier == "cold":
+        _forget_hot(redis_client, saver)
+
+
 @pytest.fixture
 def reference() -> dict[str, list[int]]:
     """InMemorySaver's answer per filter (by ``repr``), root namespace and ``config=None``."""
@@ -102,14 +115,7 @@ def test_list_filter_equals_in_memory_saver_in_every_tier(
     tier: str, redis_url: str, mongo_url: str, redis_client: redis.Redis, reference
 ) -> None:
     with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as saver:
-        if tier == "split":  # steps 1-3 in MongoDB only, 4-6 in Redis (and MongoDB later)
-            head = _store(saver, METADATA[:3])
-            _forget_hot(redis_client, saver)
-            _store(saver, METADATA[3:], head)
-        else:
-            _store(saver, METADATA)
-        if tier == "cold":
-            _forget_hot(redis_client, saver)
+        _store_in(tier, saver, redis_client)
         for flt in FILTERS:
             assert _steps(saver, CFG, flt) == reference[repr(flt)], flt
             assert _steps(saver, None, flt) == reference[repr(flt)], flt
@@ -120,14 +126,7 @@ async def test_alist_filter_equals_in_memory_saver_in_every_tier(
     tier: str, redis_url: str, mongo_url: str, redis_client: redis.Redis, reference
 ) -> None:
     async with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as saver:
-        if tier == "split":
-            head = _store(saver, METADATA[:3])
-            _forget_hot(redis_client, saver)
-            _store(saver, METADATA[3:], head)
-        else:
-            _store(saver, METADATA)
-        if tier == "cold":
-            _forget_hot(redis_client, saver)
+        _store_in(tier, saver, redis_client)
         for flt in FILTERS:
             assert await _asteps(saver, CFG, flt) == reference[repr(flt)], flt
             assert await _asteps(saver, None, flt) == reference[repr(flt)], flt
