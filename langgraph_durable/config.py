@@ -78,6 +78,18 @@ class DurableConfig(BaseModel):
         socket_timeout_s: Redis socket timeout for clients built by ``from_urls``.
         server_selection_timeout_s: MongoDB server selection timeout for clients built
             by ``from_urls``.
+        list_items: store plain non-empty ``list`` values (channel values and pending
+            writes, e.g. ``messages``) as content-addressed items (``items.py``): each
+            element once per thread, the value as a manifest of digests, so a growing
+            conversation costs linear bytes. Default True; False stores lists whole.
+        item_cache_bytes: bytes of serialized LangChain messages (pydantic models) kept
+            per saver to skip serializing the same unchanged message object again at the
+            next step (compared to a copy with ``==``); 0 serializes every item each time.
+        item_digest_key: secret key (text, at least 16 characters) of the item digests
+            when the serializer encrypts: the digests are keyed BLAKE2b, never a plain hash
+            of plaintext. Default: derived from ``LANGGRAPH_AES_KEY`` or the key of
+            ``EncryptedSerializer.from_pycryptodome_aes``; without any, lists are stored
+            whole when the serializer encrypts.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -106,6 +118,9 @@ class DurableConfig(BaseModel):
     redis_max_connections: int = Field(default=256, ge=1)
     socket_timeout_s: float = Field(default=5.0, gt=0)
     server_selection_timeout_s: float = Field(default=5.0, gt=0)
+    list_items: bool = True
+    item_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
+    item_digest_key: str | None = Field(default=None, min_length=16, repr=False)
 
     @field_validator("write_concern_w", mode="before")
     @classmethod

@@ -11,6 +11,7 @@ from typing import Any
 from .config import DurableConfig
 from .durable.documents import Collections
 from .hot.keys import ThreadKeys, outbox_key
+from .items import Items
 
 
 class Heads:
@@ -66,7 +67,9 @@ class Context:
     Frozen: no field is ever reassigned (a copy with another serializer is made with
     ``dataclasses.replace`` and keeps the same ``heads``). Plans only read it; ``heads`` is
     the saver's session state (a thread-safe register the saver updates after a plan
-    returned, plans read when prepared), excluded from equality and ``repr``."""
+    returned, plans read when prepared), excluded from equality and ``repr``; so is
+    ``items``, the item store's digests, serialization cache and the items known to be in
+    Redis (``items.Items``)."""
 
     config: DurableConfig
     serde: Any
@@ -74,6 +77,7 @@ class Context:
     cluster: bool = False
     heads: Heads = field(default_factory=Heads, compare=False, repr=False)
     clock: Clock = field(default=SYSTEM_CLOCK, compare=False, repr=False)
+    items: Items = field(default_factory=Items, compare=False, repr=False)
 
     @property
     def outbox(self) -> str:

@@ -60,6 +60,7 @@ import ormsgpack
 from .drivers import Mongo, Pipeline, Plan
 from .durable.chunks import load_plan
 from .hot.keys import prefix_pattern, thread_keys_of
+from .items import NODE_MAGIC
 from .records import CheckpointRecord, WriteRecord, unpack_blob
 from .runtime import SaverRuntime
 from .serde.external import EXTREF_TYPE, refs_in
@@ -83,7 +84,7 @@ SCAN_COUNT = 1000
 HSCAN_BATCH = 64
 """Hashes read per pipelined round of ``HSCAN``."""
 _MARKER = EXTREF_TYPE.encode()
-_HASHES = ("cp", "bl", "w")
+_HASHES = ("cp", "bl", "w", "it")
 _EMPTY_INDEX = ormsgpack.packb([""])
 
 
@@ -94,7 +95,7 @@ def scan_pattern(prefix: str) -> str:
 
 
 def thread_hash(prefix: str, key: str) -> tuple[str, str] | None:
-    """``(thread_id, "cp" | "bl" | "w")`` if ``key`` is one of those hashes of a thread of
+    """``(thread_id, "cp" | "bl" | "w" | "it")`` if ``key`` is one of those hashes of a thread of
     ``prefix`` (exactly as :class:`~langgraph_durable.hot.keys.ThreadKeys` names it), else
     ``None``."""
     keys = thread_keys_of(prefix, key)
@@ -104,7 +105,9 @@ def thread_hash(prefix: str, key: str) -> tuple[str, str] | None:
 
 def _typed_values(kind: str, raw: bytes, where: str) -> list[tuple[str, bytes]]:
     """The typed values inside one Redis hash value of ``kind``."""
-    if kind == "bl":
+    if kind == "it" and raw[:2] == NODE_MAGIC:
+        return []  # a node holds digests only
+    if kind in ("bl", "it"):
         typed = unpack_blob(raw, where)
         return [typed] if typed is not None else []
     if kind == "w":
@@ -193,6 +196,8 @@ def referenced_keys_plan(ctx: Any) -> Plan:
     yield from _mongo_plan(cols.blobs, {"type": EXTREF_TYPE}, [("type", "data")], found,
                            cols.chunks)
     yield from _mongo_plan(cols.writes, {"type": EXTREF_TYPE}, [("type", "data")], found,
+                           cols.chunks)
+    yield from _mongo_plan(cols.items, {"type": EXTREF_TYPE}, [("type", "data")], found,
                            cols.chunks)
     return found
 

@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import (
 )
 
 from .errors import CorruptRecordError, InvalidIdentifierError
+from .items import MANIFEST_TYPE, expand, unwrap_manifest, wrap_manifest
 from .schema import CHUNKED_VERSION as CHUNKED_VERSION  # re-exported (stored format)
 from .schema import MD_QUERY_MAX_CHARS as MD_QUERY_MAX_CHARS
 from .schema import SCHEMA_VERSION, check_not_newer, upgrade_envelope
@@ -181,18 +182,25 @@ class WriteRecord:
     seq: int
 
     def pack(self) -> bytes:
-        """Envelope stored in Redis (``T:w``)."""
-        return ormsgpack.packb(
-            [SCHEMA_VERSION, self.task_id, self.idx, self.channel, *self.value,
-             self.task_path, self.seq]
+        """Envelope stored in Redis (``T:w``); a manifest value (``items.MANIFEST_TYPE``)
+        is wrapped as ``items.wrap_manifest`` describes."""
+        t, b = self.value
+        manifest = t == MANIFEST_TYPE
+        raw = ormsgpack.packb(
+            [SCHEMA_VERSION, self.task_id, self.idx, self.channel, t,
+             b"" if manifest else b, self.task_path, self.seq]
         )
+        return wrap_manifest(b, raw) if manifest else raw
 
     @classmethod
     def unpack(cls, raw: bytes, where: str) -> WriteRecord:
         """Inverse of ``pack``; raises ``CorruptRecordError`` naming ``where``."""
+        refs, raw = unwrap_manifest(raw)
         v = _unpack(raw, where, "w")
         try:
             _, task_id, idx, channel, t, b, task_path, seq = v
+            if refs is not None:
+                b = refs
             return cls(task_id, int(idx), channel, (t, b), task_path, int(seq))
         except (TypeError, ValueError) as exc:
             raise CorruptRecordError(f"malformed write {where}: {exc}") from exc
@@ -203,9 +211,12 @@ class WriteRecord:
 
 
 def pack_blob(value: Typed | None) -> bytes:
-    """Redis value of a channel blob; ``None`` (LangGraph's "empty") becomes ``EMPTY``."""
+    """Redis value of a channel blob (and of a stored item); ``None`` (LangGraph's
+    "empty") becomes ``EMPTY``; a manifest is wrapped (``items.wrap_manifest``)."""
     if value is None or value[0] == "empty":
         return EMPTY
+    if value[0] == MANIFEST_TYPE:
+        return wrap_manifest(value[1], ormsgpack.packb([SCHEMA_VERSION, MANIFEST_TYPE, b""]))
     return ormsgpack.packb([SCHEMA_VERSION, value[0], value[1]])
 
 
@@ -213,10 +224,11 @@ def unpack_blob(raw: bytes | None, where: str) -> Typed | None:
     """Inverse of ``pack_blob``; ``None`` for an empty blob."""
     if not raw:
         return None
+    refs, raw = unwrap_manifest(raw)
     v = _unpack(raw, where, "bl")
     try:
         _, t, b = v
-        return (t, b)
+        return (t, refs if refs is not None else b)
     except (TypeError, ValueError) as exc:
         raise CorruptRecordError(f"malformed blob {where}: {exc}") from exc
 
@@ -247,18 +259,30 @@ def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     }
 
 
+def load_value(serde: Any, typed: Typed, items: Mapping[bytes, Typed], where: str) -> Any:
+    """Decode a stored value: a manifest (``items.MANIFEST_TYPE``) becomes the list of
+    its items, each decoded with ``serde``; anything else ``serde.loads_typed``."""
+    if typed[0] == MANIFEST_TYPE:
+        return [serde.loads_typed(t) for t in expand(typed[1], items, where)]
+    return serde.loads_typed(typed)
+
+
 def assemble(
     serde: Any,
     thread_id: str,
     rec: CheckpointRecord,
     blobs: Mapping[str, Typed | None],
     writes: Sequence[WriteRecord],
+    items: Mapping[bytes, Typed] | None = None,
 ) -> CheckpointTuple:
     """Build the ``CheckpointTuple`` InMemorySaver would return for the same stored data.
 
     ``blobs`` maps blob field -> typed value (``None`` = empty); a field missing from it
-    leaves that channel out of ``channel_values``, as InMemorySaver does.
+    leaves that channel out of ``channel_values``, as InMemorySaver does. ``items``: the
+    stored items and nodes (parsed, ``items.parse_stored``) that manifests among the
+    values name; a missing one raises ``CorruptRecordError``.
     """
+    items = items or {}
     checkpoint = serde.loads_typed(rec.checkpoint)
     values: dict[str, Any] = {}
     for f in rec.blob_fields:
@@ -266,7 +290,9 @@ def assemble(
         if typed is None:
             continue
         channel = split_field(f)[1]
-        values[channel] = serde.loads_typed(typed)
+        values[channel] = load_value(
+            serde, typed, items,
+            f"channel {channel!r} of checkpoint {rec.checkpoint_id!r} (thread {thread_id!r})")
     checkpoint["channel_values"] = values
     ordered = sorted(writes, key=WriteRecord.sort_key)
     return CheckpointTuple(
@@ -276,7 +302,11 @@ def assemble(
         parent_config=(
             config_of(thread_id, rec.ns, rec.parent_id) if rec.parent_id else None
         ),
-        pending_writes=[(w.task_id, w.channel, serde.loads_typed(w.value)) for w in ordered],
+        pending_writes=[
+            (w.task_id, w.channel, load_value(
+                serde, w.value, items, f"write of task {w.task_id!r} to {w.channel!r} "
+                f"(checkpoint {rec.checkpoint_id!r}, thread {thread_id!r})"))
+            for w in ordered],
     )
 
 

@@ -33,6 +33,7 @@ from .errors import (
     TierUnavailableError,
 )
 from .hot.scripts import SCRIPTS
+from .items import items_for
 from .metrics import Metrics
 from .migrations import record_version_plan
 from .outbox.flusher import Flusher
@@ -91,7 +92,10 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         if queryable is None:
             queryable = not (isinstance(self.serde, EncryptedSerializer)
                              or getattr(self.serde, "encrypted", False))
-        self._ctx = Context(config, self.serde, queryable, cluster=cluster)
+        self._ctx = Context(config, self.serde, queryable, cluster=cluster,
+                            items=items_for(self.serde, enabled=config.list_items,
+                                            cache_bytes=config.item_cache_bytes,
+                                            digest_key=config.item_digest_key))
         self._clients = clients
         self._shared = _Shared(Metrics(self._ctx.outbox, config.collection_prefix,
                                        meter_provider=meter_provider))

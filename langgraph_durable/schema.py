@@ -41,6 +41,14 @@ a descriptor as the value; this package reassembles it (``chunks.load_plan``) in
 ``SCHEMA_VERSION`` format before decoding."""
 
 
+ITEMS_VERSION = 3
+"""``v`` of a MongoDB blob or write document whose value is a manifest of items
+(``items.py``: ``type`` ``"lgd.items"``, digests in ``refs``): the ``SCHEMA_VERSION``
+format otherwise. Older packages refuse it with ``SchemaVersionError`` instead of
+decoding an empty value. In Redis a manifest envelope starts with the byte ``0xc1``,
+which older packages report as an undecodable record (``CorruptRecordError``)."""
+
+
 def check_not_newer(version: Any, what: str, *, then: str = "") -> None:
     """Raise ``SchemaVersionError`` naming ``what`` (e.g. ``"record at <Redis key>"``,
     ``"MongoDB document '<_id>'"``) when ``version`` is an ``int`` newer than

@@ -44,6 +44,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "checkpoints": ("checkpoint", "metadata"),
     "blobs": ("data",),
     "writes": ("data",),
+    "items": ("data",),
 }
 """Collection kind -> the binary fields that may be chunked."""
 
@@ -74,7 +75,7 @@ def split(kind: str, doc: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
             chunks.append({
                 "_id": chunk_id(doc["_id"], f, sha, i),
                 "thread_id": doc["thread_id"],
-                "checkpoint_ns": doc["checkpoint_ns"],
+                "checkpoint_ns": doc.get("checkpoint_ns", ""),
                 "checkpoint_id": doc.get("checkpoint_id"),
                 "owner": doc["_id"], "field": f, "sha256": sha, "n": i,
                 "data": Binary(view[i * size:(i + 1) * size]),

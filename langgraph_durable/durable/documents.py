@@ -1,8 +1,11 @@
 """MongoDB document shapes (sans-I/O): deterministic ``_id``s, upserts, queries, indexes.
 
 Three collections: checkpoints (no channel values), blobs (one per thread, ns, channel,
-version) and writes (one per thread, ns, checkpoint, task, idx), plus chunks holding the
-pieces of values too large for one document (``chunks.py``). Every ``_id`` is a
+version) and writes (one per thread, ns, checkpoint, task, idx), plus items (the items and
+nodes of list values, one per thread and digest, ``items.py``) and chunks holding the
+pieces of values too large for one document (``chunks.py``). A blob or write whose value
+is a manifest has ``type`` ``items.MANIFEST_TYPE``, its digests as the array ``refs`` (so
+``$lookup`` joins its items) and ``v`` ``schema.ITEMS_VERSION``. Every ``_id`` is a
 length-prefixed join of the identity, so any thread_id is safe; ``thread_id`` leads
 every index (it is the shard key on a sharded cluster).
 """
@@ -17,6 +20,7 @@ from bson import Binary
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReplaceOne, UpdateOne
 
 from ..errors import CorruptRecordError
+from ..items import MANIFEST_TYPE, NODE_MAGIC, NODE_TYPE, split_digests
 from ..records import (
     CheckpointRecord,
     Typed,
@@ -24,7 +28,13 @@ from ..records import (
     blob_field,
     split_field,
 )
-from ..schema import SCHEMA_VERSION, check_not_newer, fits_int64, upgrade_document
+from ..schema import (
+    ITEMS_VERSION,
+    SCHEMA_VERSION,
+    check_not_newer,
+    fits_int64,
+    upgrade_document,
+)
 
 
 def doc_id(*parts: Any) -> str:
@@ -35,19 +45,20 @@ def doc_id(*parts: Any) -> str:
 @dataclass(frozen=True)
 class Collections:
     """Names of the three collections for a ``collection_prefix``, of ``meta`` (the
-    deployed schema version and migration cursors) and of ``chunks`` (pieces of values
-    over ``chunks.THRESHOLD_BYTES``)."""
+    deployed schema version and migration cursors), of ``chunks`` (pieces of values
+    over ``chunks.THRESHOLD_BYTES``) and of ``items`` (items and nodes of list values)."""
 
     checkpoints: str
     blobs: str
     writes: str
     meta: str = "meta"
     chunks: str = "chunks"
+    items: str = "items"
 
     @classmethod
     def with_prefix(cls, prefix: str) -> Collections:
         return cls(f"{prefix}checkpoints", f"{prefix}blobs", f"{prefix}writes",
-                   f"{prefix}meta", f"{prefix}chunks")
+                   f"{prefix}meta", f"{prefix}chunks", f"{prefix}items")
 
 
 INDEXES: dict[str, list[IndexModel]] = {
@@ -68,6 +79,7 @@ INDEXES: dict[str, list[IndexModel]] = {
             name="thread_ns_checkpoint",
         )
     ],
+    "items": [IndexModel([("thread_id", ASCENDING), ("d", ASCENDING)], name="thread_digest")],
     "chunks": [
         IndexModel(
             [("thread_id", ASCENDING), ("checkpoint_ns", ASCENDING),
@@ -107,6 +119,20 @@ def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, put_ms: int = 0) ->
     }
 
 
+def _value_fields(value: Typed) -> dict[str, Any]:
+    """``type``/``data`` of a stored value; a manifest keeps its digests as ``refs``."""
+    if value[0] == MANIFEST_TYPE:
+        return {"v": ITEMS_VERSION, "type": MANIFEST_TYPE, "data": Binary(b""),
+                "refs": [Binary(d) for d in split_digests(value[1])]}
+    return {"v": SCHEMA_VERSION, "type": value[0], "data": Binary(value[1])}
+
+
+def _value_of(doc: Mapping[str, Any]) -> Typed:
+    if doc["type"] == MANIFEST_TYPE:
+        return MANIFEST_TYPE, b"".join(bytes(d) for d in doc.get("refs", []))
+    return doc["type"], bytes(doc["data"])
+
+
 def blob_doc(thread_id: str, field: str, value: Typed | None, *, put_ms: int = 0) -> dict[str, Any]:
     """The blobs-collection document for a Redis blob field (``None`` = empty);
     ``put_ms`` as in ``checkpoint_doc``."""
@@ -118,10 +144,49 @@ def blob_doc(thread_id: str, field: str, value: Typed | None, *, put_ms: int = 0
         "checkpoint_ns": ns,
         "channel": channel,
         "version": version,
-        "type": value[0] if value else "empty",
-        "data": Binary(value[1] if value else b""),
+        "type": "empty",
+        "data": Binary(b""),
+        **(_value_fields(value) if value else {}),
         "put_ms": put_ms,
     }
+
+
+def item_doc(thread_id: str, digest: bytes, stored: bytes, *,
+             put_ms: int = 0) -> dict[str, Any]:
+    """The items-collection document of an item or node as Redis stores it (``stored``:
+    a blob envelope, or ``NODE_MAGIC`` + digests). ``put_ms``: the latest time it was
+    stored (``upsert_item``), so a delete removes it only when no write stored it since."""
+    from ..records import unpack_blob
+
+    doc: dict[str, Any] = {"_id": doc_id(thread_id, digest.hex()), "v": SCHEMA_VERSION,
+                           "thread_id": thread_id, "d": Binary(digest)}
+    if stored[:2] == NODE_MAGIC:
+        doc.update(type=NODE_TYPE, data=Binary(b""),
+                   refs=[Binary(c) for c in split_digests(stored[2:])])
+    else:
+        typed = unpack_blob(stored, f"item {digest.hex()} of thread {thread_id!r}")
+        if typed is None:
+            raise CorruptRecordError(f"item {digest.hex()} of thread {thread_id!r} is empty")
+        doc.update(type=typed[0], data=Binary(typed[1]))
+    doc["put_ms"] = put_ms
+    return doc
+
+
+def upsert_item(doc: dict[str, Any]) -> UpdateOne:
+    """Insert-once upsert of an item (its content is fixed by its digest); ``put_ms``
+    only grows (``$max``), recording the latest write that stored it."""
+    fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
+    return UpdateOne({"_id": doc["_id"]},
+                     {"$setOnInsert": fields, "$max": {"put_ms": doc["put_ms"]}}, upsert=True)
+
+
+def item_of(doc: Mapping[str, Any]) -> tuple[bytes, Typed]:
+    """``(digest, parsed item)`` of an items document (a node as ``(NODE_TYPE,
+    digests)``, see ``items.parse_stored``)."""
+    doc = _check(doc, "items")
+    if doc["type"] == NODE_TYPE:
+        return bytes(doc["d"]), (NODE_TYPE, b"".join(bytes(c) for c in doc.get("refs", [])))
+    return bytes(doc["d"]), (doc["type"], bytes(doc["data"]))
 
 
 def write_doc(thread_id: str, ns: str, checkpoint_id: str, w: WriteRecord, *,
@@ -138,8 +203,7 @@ def write_doc(thread_id: str, ns: str, checkpoint_id: str, w: WriteRecord, *,
         "idx": w.idx,
         "channel": w.channel,
         "task_path": w.task_path,
-        "type": w.value[0],
-        "data": Binary(w.value[1]),
+        **_value_fields(w.value),
         "seq": w.seq,
         "put_ms": put_ms,
     }
@@ -184,6 +248,8 @@ def _check(doc: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
             f"MongoDB document {doc.get('_id')!r} (thread {doc.get('thread_id')!r}) has "
             f"chunked fields {doc['chunked']!r} that were not reassembled before decoding "
             "(a read path misses chunks.load_plan)")
+    if v == ITEMS_VERSION and doc.get("type") == MANIFEST_TYPE:
+        return doc  # the current format, holding a manifest
     check_not_newer(v, f"MongoDB document {doc.get('_id')!r}")
     if v < SCHEMA_VERSION:
         return upgrade_document(kind, doc)
@@ -212,14 +278,14 @@ def blob_value_of(doc: Mapping[str, Any]) -> tuple[str, Typed | None]:
     field = blob_field(doc["checkpoint_ns"], doc["channel"], doc["version"])
     if doc["type"] == "empty":
         return field, None
-    return field, (doc["type"], bytes(doc["data"]))
+    return field, _value_of(doc)
 
 
 def write_of(doc: Mapping[str, Any]) -> WriteRecord:
     """The ``WriteRecord`` stored in a writes document."""
     doc = _check(doc, "writes")
     return WriteRecord(
-        doc["task_id"], int(doc["idx"]), doc["channel"], (doc["type"], bytes(doc["data"])),
+        doc["task_id"], int(doc["idx"]), doc["channel"], _value_of(doc),
         doc.get("task_path", ""), int(doc.get("seq", 0)),
     )
 

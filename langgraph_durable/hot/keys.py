@@ -23,6 +23,8 @@ suffix    holds
 ``wi``    the *pending-write index*: sorted set of the ``w`` fields
 ``ns``    namespace order (hash: checkpoint_ns -> first checkpoint_id seen)
 ``meta``  thread state (hash, fields below)
+``it``    items and nodes of list values (hash: 16-byte digest -> stored bytes, see
+          ``items.py``)
 ``gone``  tombstones of deletes (hash: field -> deletion time in ms)
 ========  ===========================================================================
 
@@ -76,11 +78,13 @@ class ThreadKeys:
     - ``ns``: hash, checkpoint_ns -> first checkpoint_id seen (namespace order)
     - ``meta``: thread state: ``dirty`` (unflushed count), ``born`` (generation, ms),
       ``complete`` (hot_complete)
+    - ``it``: items and nodes of list values (hash: digest -> stored bytes, ``items.py``)
     - ``gone``: tombstones of deletes (field -> deletion time, ms; ``*`` = whole thread),
       kept ``TOMBSTONE_TTL_S``; not in ``all`` (it outlives the thread's data)
     """
 
-    __slots__ = ("thread_id", "tag", "cp", "cv", "idx", "bl", "w", "wi", "ns", "meta", "gone")
+    __slots__ = ("thread_id", "tag", "cp", "cv", "idx", "bl", "w", "wi", "ns", "meta", "it",
+                 "gone")
 
     def __init__(self, prefix: str, thread_id: str) -> None:
         self.thread_id = thread_id
@@ -88,12 +92,13 @@ class ThreadKeys:
         t = self.tag
         self.cp, self.cv, self.idx, self.bl = f"{t}:cp", f"{t}:cv", f"{t}:idx", f"{t}:bl"
         self.w, self.wi, self.ns, self.meta = f"{t}:w", f"{t}:wi", f"{t}:ns", f"{t}:meta"
-        self.gone = f"{t}:gone"
+        self.it, self.gone = f"{t}:it", f"{t}:gone"
 
     @property
     def all(self) -> list[str]:
         """Every key of the thread, in the order the Lua scripts expect them."""
-        return [self.cp, self.cv, self.idx, self.bl, self.w, self.wi, self.ns, self.meta]
+        return [self.cp, self.cv, self.idx, self.bl, self.w, self.wi, self.ns, self.meta,
+                self.it]
 
     def suffix_of(self, key: str) -> str | None:
         """The stored suffix (``"cp"``, ``"idx"``, ... ``"gone"``) naming ``key`` among

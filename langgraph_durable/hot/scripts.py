@@ -1,8 +1,8 @@
 """Lua scripts of the hot tier. Each runs atomically in one round trip.
 
-KEYS always start with the eight thread keys in ``ThreadKeys.all`` order
-(cp, cv, idx, bl, w, wi, ns, meta). The writing scripts (PUT, PUT_WRITES) then take the
-thread's tombstones (``gone``) and, when present, the outbox stream as KEYS[10]. On Redis
+KEYS always start with the nine thread keys in ``ThreadKeys.all`` order
+(cp, cv, idx, bl, w, wi, ns, meta, it). The writing scripts (PUT, PUT_WRITES) then take the
+thread's tombstones (``gone``) and, when present, the outbox stream as KEYS[11]. On Redis
 Cluster the outbox lives in another slot, so the saver sends the XADD in a second command
 instead (see ``plans/write.py``).
 
@@ -15,8 +15,8 @@ scripts reply with; ``ChainStatus`` the statuses of CHAIN.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from ..drivers import Script
 
@@ -27,33 +27,90 @@ if redis.call('HSETNX', KEYS[8], 'born', 0) == 1 then  -- this incarnation of th
              + math.floor(tonumber(clock[2]) / 1000))
 end
 redis.call('HINCRBY', KEYS[8], 'dirty', 1)
-for i = 1, 8 do redis.call('PERSIST', KEYS[i]) end
-if #KEYS >= 10 then
-  return redis.call('XADD', KEYS[10], '*', 't', ARGV[2], 'p', ARGV[3])
+for i = 1, 9 do redis.call('PERSIST', KEYS[i]) end
+if #KEYS >= 11 then
+  return redis.call('XADD', KEYS[11], '*', 't', ARGV[2], 'p', ARGV[3])
 end
 return 'ok'
 """
 
 _OUTBOX_BOUND = r"""
-if #KEYS >= 10 then
+if #KEYS >= 11 then
   local max = tonumber(ARGV[1])
-  if max > 0 and redis.call('XLEN', KEYS[10]) >= max then
+  if max > 0 and redis.call('XLEN', KEYS[11]) >= max then
     return redis.error_reply('OUTBOX_FULL')
   end
 end
 """
 
+# Lua helpers for items (see items.py): refs_into adds the digests of a manifest envelope
+# (MANIFEST_MAGIC, 4-byte length, digests) to acc; hmget_all is HMGET in slices of 1000
+# (Lua's unpack limit); items_of reads the items and nodes named (KEYS[9]) and the items
+# of those nodes, returning {digests, stored values (false = missing)}; missing_items
+# counts the digests of the manifests among values[first..last by step] that neither
+# Redis holds nor sent (a set) brings.
+_ITEMS = r"""
+local function refs_into(v, acc, seen)
+  if v and string.sub(v, 1, 2) == '\193I' then
+    local n = struct.unpack('>I4', v, 3)
+    for p = 7, 6 + n, 16 do
+      local d = string.sub(v, p, p + 15)
+      if not seen[d] then seen[d] = true; acc[#acc + 1] = d end
+    end
+  end
+end
+local function hmget_all(key, names)
+  local out = {}
+  for i = 1, #names, 1000 do
+    local got = redis.call('HMGET', key, unpack(names, i, math.min(i + 999, #names)))
+    for j = 1, #got do out[#out + 1] = got[j] end
+  end
+  return out
+end
+local function items_of(refs)
+  local names, vals = {}, {}
+  if #refs == 0 then return {names, vals} end
+  local got = hmget_all(KEYS[9], refs)
+  local inner, seen = {}, {}
+  for i = 1, #refs do seen[refs[i]] = true end
+  for i = 1, #refs do
+    local v = got[i]
+    names[#names + 1] = refs[i]; vals[#vals + 1] = v
+    if v and string.sub(v, 1, 2) == '\193N' then
+      for p = 3, #v, 16 do
+        local c = string.sub(v, p, p + 15)
+        if not seen[c] then seen[c] = true; inner[#inner + 1] = c end
+      end
+    end
+  end
+  if #inner > 0 then
+    local iv = hmget_all(KEYS[9], inner)
+    for i = 1, #inner do names[#names + 1] = inner[i]; vals[#vals + 1] = iv[i] end
+  end
+  return {names, vals}
+end
+local function missing_items(first, last, step, sent)
+  local refs, seen, missing = {}, {}, 0
+  for i = first, last, step do refs_into(ARGV[i], refs, seen) end
+  for _, d in ipairs(refs) do
+    if not sent[d] and redis.call('HEXISTS', KEYS[9], d) == 0 then missing = missing + 1 end
+  end
+  return missing
+end
+"""
+
+
 def _deleted_ref(ref: int) -> str:
     """Lua refusing a write that names a deleted checkpoint: the member ``ARGV[ref]`` (a
     put's parent, put_writes' checkpoint, a subgraph's enclosing checkpoint; ``''`` =
-    none) that Redis does not hold and that a delete tombstoned (KEYS[9]: every delete
+    none) that Redis does not hold and that a delete tombstoned (KEYS[10]: every delete
     leaves a tombstone per checkpoint it removed, so a checkpoint not stored *yet* is never
     taken for a deleted one) gets ``DELETED <deletion time ms>`` when that time is later
     than ``ARGV[ref + 1]`` (ms; the caller found in MongoDB a checkpoint of that id stored
     after a delete of that time, by ``copy_thread`` or an import, and sends again)."""
     return f"""
 if ARGV[{ref}] ~= '' and redis.call('HEXISTS', KEYS[1], ARGV[{ref}]) == 0 then
-  local at = tonumber(redis.call('HGET', KEYS[9], ARGV[{ref}]) or '0')
+  local at = tonumber(redis.call('HGET', KEYS[10], ARGV[{ref}]) or '0')
   if at > tonumber(ARGV[{ref + 1}]) then return redis.error_reply('DELETED ' .. at) end
 end
 """
@@ -61,12 +118,15 @@ end
 
 # ARGV: max_outbox, thread_id, outbox payload, member, ns, record, cv, expected head member
 # ('' = no expectation), new-thread flag, parent member ('' = none), checked-through ms,
-# then blob field/value pairs. A parent that was deleted is refused (see _deleted_ref).
+# the number of blob pairs, the blob field/value pairs, then item digest/value pairs. A
+# manifest naming an item Redis lacks and the call does not bring is refused
+# (MISSING_ITEMS <count>): the caller sends again with every item. A parent that was
+# deleted is refused (see _deleted_ref).
 # With an expected head, the put is refused (STALE_HEAD <actual>) when another run has extended the
 # namespace meanwhile. With the new-thread flag ('1': a thread's first input checkpoint,
 # see put_plan) on a thread Redis holds nothing of, meta 'complete' = 1: Redis holds the
 # whole thread, so reads need not ask MongoDB about what Redis lacks (PAGE).
-PUT = _OUTBOX_BOUND + _deleted_ref(10) + r"""
+PUT = _ITEMS + _OUTBOX_BOUND + _deleted_ref(10) + r"""
 if ARGV[8] ~= '' then
   local head = redis.call('ZREVRANGEBYLEX', KEYS[3], '(' .. ARGV[5] .. '\1',
                           '[' .. ARGV[5] .. '\0', 'LIMIT', 0, 1)
@@ -75,6 +135,11 @@ if ARGV[8] ~= '' then
     return redis.error_reply('STALE_HEAD ' .. string.sub(head[1], #ARGV[5] + 2))
   end
 end
+local last = 12 + 2 * tonumber(ARGV[12])
+local sent = {}
+for i = last + 1, #ARGV, 2 do sent[ARGV[i]] = true end
+local missing = missing_items(14, last, 2, sent)
+if missing > 0 then return redis.error_reply('MISSING_ITEMS ' .. missing) end
 if ARGV[9] == '1' and redis.call('EXISTS', KEYS[8]) == 0 then
   redis.call('HSET', KEYS[8], 'complete', 1)
 end
@@ -82,14 +147,22 @@ redis.call('HSET', KEYS[1], ARGV[4], ARGV[6])
 redis.call('HSET', KEYS[2], ARGV[4], ARGV[7])
 redis.call('ZADD', KEYS[3], 0, ARGV[4])
 redis.call('HSETNX', KEYS[7], ARGV[5], ARGV[4])
-for i = 12, #ARGV, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
+for i = last + 1, #ARGV, 2 do redis.call('HSETNX', KEYS[9], ARGV[i], ARGV[i + 1]) end
+for i = 13, last, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
 """ + _PERSIST_AND_OUTBOX
 
-# ARGV: max_outbox, thread_id, outbox payload, checkpoint member, checked-through ms, then
-# triples (field, value, overwrite 0/1). Ordinary writes are insert-once (HSETNX); special
-# channels overwrite (HSET). A deleted checkpoint is refused (see _deleted_ref).
-PUT_WRITES = _OUTBOX_BOUND + _deleted_ref(4) + r"""
-for i = 6, #ARGV, 3 do
+# ARGV: max_outbox, thread_id, outbox payload, checkpoint member, checked-through ms, the
+# number of triples, triples (field, value, overwrite 0/1), then item digest/value pairs
+# (MISSING_ITEMS as in PUT). Ordinary writes are insert-once (HSETNX); special channels
+# overwrite (HSET). A deleted checkpoint is refused (see _deleted_ref).
+PUT_WRITES = _ITEMS + _OUTBOX_BOUND + _deleted_ref(4) + r"""
+local last = 6 + 3 * tonumber(ARGV[6])
+local sent = {}
+for i = last + 1, #ARGV, 2 do sent[ARGV[i]] = true end
+local missing = missing_items(8, last, 3, sent)
+if missing > 0 then return redis.error_reply('MISSING_ITEMS ' .. missing) end
+for i = last + 1, #ARGV, 2 do redis.call('HSETNX', KEYS[9], ARGV[i], ARGV[i + 1]) end
+for i = 7, last, 3 do
   if ARGV[i + 2] == '1' then
     redis.call('HSET', KEYS[5], ARGV[i], ARGV[i + 1])
   else
@@ -102,8 +175,9 @@ end
 # A page of checkpoints, newest first, with everything needed to build their tuples.
 # ARGV: lex max, lex min (ZREVRANGEBYLEX bounds), count.
 # Returns {{member, record, cv, {write values}}, ...}, {blob fields}, {blob values},
-# complete (1 when Redis holds the whole thread: see PUT).
-PAGE = r"""
+# complete (1 when Redis holds the whole thread: see PUT), {item digests}, {item values}
+# (the items and nodes the manifests among those values name, see items_of).
+PAGE = _ITEMS + r"""
 local members = redis.call('ZREVRANGEBYLEX', KEYS[3], ARGV[1], ARGV[2], 'LIMIT', 0,
                            tonumber(ARGV[3]))
 local out, seen, fields = {}, {}, {}
@@ -123,17 +197,24 @@ for _, m in ipairs(members) do
   out[#out + 1] = {m, rec, cv, wv}
 end
 local values = {}
-if #fields > 0 then values = redis.call('HMGET', KEYS[4], unpack(fields)) end
+if #fields > 0 then values = hmget_all(KEYS[4], fields) end
 local complete = 0
 if redis.call('HGET', KEYS[8], 'complete') == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
   complete = 1
 end
-return {out, fields, values, complete}
+local refs, rseen = {}, {}
+for i = 1, #fields do refs_into(values[i], refs, rseen) end
+for _, row in ipairs(out) do
+  for _, v in ipairs(row[4]) do refs_into(v, refs, rseen) end
+end
+local it = items_of(refs)
+return {out, fields, values, complete, it[1], it[2]}
 """
 
 # Pending writes (and blob values) of checkpoints whose records may live in MongoDB only.
-# ARGV: n members, members..., then blob fields.  Returns {{write values}...}, {blob values}.
-PARTS = r"""
+# ARGV: n members, members..., then blob fields.  Returns {{write values}...}, {blob values},
+# {item digests}, {item values} (as PAGE).
+PARTS = _ITEMS + r"""
 local n = tonumber(ARGV[1])
 local out = {}
 for i = 2, n + 1 do
@@ -143,9 +224,16 @@ for i = 2, n + 1 do
   if #wf > 0 then wv = redis.call('HMGET', KEYS[5], unpack(wf)) end
   out[#out + 1] = wv
 end
-local values = {}
-if #ARGV > n + 1 then values = redis.call('HMGET', KEYS[4], unpack(ARGV, n + 2)) end
-return {out, values}
+local values, fields = {}, {}
+for i = n + 2, #ARGV do fields[#fields + 1] = ARGV[i] end
+if #fields > 0 then values = hmget_all(KEYS[4], fields) end
+local refs, rseen = {}, {}
+for i = 1, #fields do refs_into(values[i], refs, rseen) end
+for _, wv in ipairs(out) do
+  for _, v in ipairs(wv) do refs_into(v, refs, rseen) end
+end
+local it = items_of(refs)
+return {out, values, it[1], it[2]}
 """
 
 # After MongoDB took entries of this thread (ARGV[2..]: their stream times in ms): lower the
@@ -164,7 +252,7 @@ if left <= 0 then
   redis.call('HSET', KEYS[8], 'dirty', 0)
   local ttl = tonumber(ARGV[1])
   if ttl > 0 then
-    for i = 1, 8 do redis.call('EXPIRE', KEYS[i], ttl) end
+    for i = 1, 9 do redis.call('EXPIRE', KEYS[i], ttl) end
   end
 end
 return left
@@ -174,7 +262,7 @@ return left
 # so no crash can land between the two (a thread whose entries left the outbox with its
 # 'dirty' count never lowered would keep its hot keys forever). Single Redis only: on a
 # cluster the outbox and the threads live in different slots (flusher.py then sends XACK
-# and SETTLE separately). KEYS: the outbox, then the eight keys of each thread.
+# and SETTLE separately). KEYS: the outbox, then the nine keys of each thread.
 # ARGV: consumer group, hot ttl (s), then per thread: k, its k entry ids.
 # Returns {{1/0 per entry id in ARGV order: acknowledged by this call}, outbox length}.
 ACK_SETTLE = r"""
@@ -198,11 +286,11 @@ while a <= #ARGV do
     if left <= 0 then
       redis.call('HSET', meta, 'dirty', 0)
       if ttl > 0 then
-        for j = base + 1, base + 8 do redis.call('EXPIRE', KEYS[j], ttl) end
+        for j = base + 1, base + 9 do redis.call('EXPIRE', KEYS[j], ttl) end
       end
     end
   end
-  a, base = a + k + 1, base + 8
+  a, base = a + k + 1, base + 9
 end
 for i = 1, #ids, 1000 do
   redis.call('XDEL', KEYS[1], unpack(ids, i, math.min(i + 999, #ids)))
@@ -216,7 +304,7 @@ local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 """
 
 # Remove checkpoints (members), their writes and the given blob fields from the thread, and
-# leave a tombstone (KEYS[9], field -> deletion time in ms, for ARGV[1] seconds) so a flusher
+# leave a tombstone (KEYS[10], field -> deletion time in ms, for ARGV[1] seconds) so a flusher
 # that wrote an older copy after this (a stalled "zombie" round) takes it back out of MongoDB.
 # ARGV: tombstone ttl, n members, members..., then blob fields.
 DELETE_PARTS = _NOW_MS + r"""
@@ -231,13 +319,13 @@ for i = 3, n + 2 do
     redis.call('HDEL', KEYS[5], unpack(wf))
     redis.call('ZREM', KEYS[6], unpack(wf))
   end
-  redis.call('HSET', KEYS[9], m, now)
+  redis.call('HSET', KEYS[10], m, now)
 end
 for i = n + 3, #ARGV do
   redis.call('HDEL', KEYS[4], ARGV[i])
-  redis.call('HSET', KEYS[9], ARGV[i], now)
+  redis.call('HSET', KEYS[10], ARGV[i], now)
 end
-redis.call('EXPIRE', KEYS[9], tonumber(ARGV[1]))
+redis.call('EXPIRE', KEYS[10], tonumber(ARGV[1]))
 return n
 """
 
@@ -250,12 +338,13 @@ local held = redis.call('ZRANGE', KEYS[3], 0, -1)
 for i = 1, #held, 1000 do
   local pairs = {}
   for j = i, math.min(i + 999, #held) do pairs[#pairs + 1] = held[j]; pairs[#pairs + 1] = now end
-  redis.call('HSET', KEYS[9], unpack(pairs))
+  redis.call('HSET', KEYS[10], unpack(pairs))
 end
-for i = 2, #ARGV do redis.call('HSET', KEYS[9], ARGV[i], now) end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
-redis.call('HSET', KEYS[9], '*', now)
-redis.call('EXPIRE', KEYS[9], tonumber(ARGV[1]))
+for i = 2, #ARGV do redis.call('HSET', KEYS[10], ARGV[i], now) end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8],
+                KEYS[9])
+redis.call('HSET', KEYS[10], '*', now)
+redis.call('EXPIRE', KEYS[10], tonumber(ARGV[1]))
 return now
 """
 
@@ -267,7 +356,8 @@ return now
 RELEASE = r"""
 local dirty = tonumber(redis.call('HGET', KEYS[8], 'dirty') or '0')
 if dirty > 0 then return dirty end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8],
+           KEYS[9])
 redis.call('HSET', KEYS[8], 'released', 1)
 redis.call('EXPIRE', KEYS[8], tonumber(ARGV[1]))
 return 0
@@ -276,11 +366,13 @@ return 0
 # Walk the parent chain of ARGV[2] (a checkpoint_id in namespace ARGV[1]) for the channels
 # ARGV[4..]: per ancestor its id, index (cv), write values and the non-empty blob values of
 # still-open channels; a channel closes at its first stored value. At most ARGV[3] ancestors.
-# Returns {status, rows, next}: status 0 = done, 1 = next ancestor is not in Redis (next is
-# its id), 2 = a blob Redis lacks must be looked up (next = the ancestor's id; its row lists
-# the fields), 3 = the step limit was reached (next = the last ancestor's id), 4 = the
-# target itself is not in Redis.
-CHAIN = r"""
+# Returns {status, rows, next, {item digests}, {item values}}: status 0 = done, 1 = next
+# ancestor is not in Redis (next is its id), 2 = a blob Redis lacks must be looked up (next
+# = the ancestor's id; its row lists the fields), 3 = the step limit was reached (next = the
+# last ancestor's id), 4 = the target itself is not in Redis. The items are those the
+# manifests among the rows' values name (as PAGE).
+CHAIN = _ITEMS + r"""
+local function walk()
 local ns, maxn = ARGV[1], tonumber(ARGV[3])
 local open, nopen = {}, 0
 for i = 4, #ARGV do open[ARGV[i]] = true; nopen = nopen + 1 end
@@ -317,6 +409,16 @@ while parent ~= '' and nopen > 0 do
   parent = parts[1]
 end
 return {0, rows, ''}
+end
+local reply = walk()
+local refs, rseen = {}, {}
+for _, row in ipairs(reply[2]) do
+  for _, v in ipairs(row[3]) do refs_into(v, refs, rseen) end
+  for j = 2, #row[4], 2 do refs_into(row[4][j], refs, rseen) end
+end
+local it = items_of(refs)
+reply[4], reply[5] = it[1], it[2]
+return reply
 """
 
 SCRIPTS = {
@@ -344,7 +446,8 @@ class PutArgs:
     must still be (``""`` = no expectation); ``new_thread``: the thread's first input
     checkpoint; ``named``: the member the put builds on (``""`` = none);
     ``checked_through_ms``: deletes up to this time (ms) were found undone in MongoDB;
-    ``blobs``: ``(blob field, blob envelope)`` pairs."""
+    ``blobs``: ``(blob field, blob envelope)`` pairs; ``items``: digest -> stored bytes of
+    the items and nodes sent along (``items.py``); ``payload``: the outbox entry."""
 
     keys: Sequence[str]
     max_outbox: int
@@ -359,26 +462,34 @@ class PutArgs:
     named: str
     checked_through_ms: int
     blobs: Sequence[tuple[str, bytes]]
+    items: Mapping[bytes, bytes] = field(default_factory=dict)
 
     def op(self) -> Script:
         """The ``Script`` operation (ARGV in PUT's order)."""
         args: list[object] = [
             self.max_outbox, self.thread_id, self.payload, self.member, self.ns, self.record,
             self.index, self.expected_head, "1" if self.new_thread else "0", self.named,
-            str(self.checked_through_ms)]
+            str(self.checked_through_ms), len(self.blobs)]
         for f, v in self.blobs:
             args += [f, v]
+        for d, v in self.items.items():
+            args += [d, v]
         return Script("put", list(self.keys), args)
 
     def checked_through(self, ms: int) -> PutArgs:
         """The same put, sent again after MongoDB showed ``named`` stored after ``ms``."""
         return replace(self, checked_through_ms=ms)
 
+    def with_items(self, items: Mapping[bytes, bytes], payload: bytes) -> PutArgs:
+        """The same put bringing ``items`` (and the outbox entry naming them)."""
+        return replace(self, items=items, payload=payload)
+
 
 @dataclass(frozen=True)
 class PutWritesArgs:
     """KEYS/ARGV of PUT_WRITES: ``member`` is the checkpoint written to (also the one that
-    must not have been deleted); ``writes``: ``(write field, envelope, overwrite)``."""
+    must not have been deleted); ``writes``: ``(write field, envelope, overwrite)``;
+    ``items`` as in ``PutArgs``."""
 
     keys: Sequence[str]
     max_outbox: int
@@ -387,6 +498,7 @@ class PutWritesArgs:
     member: str
     checked_through_ms: int
     writes: Sequence[tuple[str, bytes, bool]]
+    items: Mapping[bytes, bytes] = field(default_factory=dict)
 
     @property
     def named(self) -> str:
@@ -396,9 +508,11 @@ class PutWritesArgs:
     def op(self) -> Script:
         """The ``Script`` operation (ARGV in PUT_WRITES' order)."""
         args: list[object] = [self.max_outbox, self.thread_id, self.payload, self.member,
-                              str(self.checked_through_ms)]
+                              str(self.checked_through_ms), len(self.writes)]
         for f, v, overwrite in self.writes:
             args += [f, v, "1" if overwrite else "0"]
+        for d, v in self.items.items():
+            args += [d, v]
         return Script("put_writes", list(self.keys), args)
 
     def checked_through(self, ms: int) -> PutWritesArgs:
@@ -406,11 +520,16 @@ class PutWritesArgs:
         ``ms``."""
         return replace(self, checked_through_ms=ms)
 
+    def with_items(self, items: Mapping[bytes, bytes], payload: bytes) -> PutWritesArgs:
+        """The same writes bringing ``items`` (and the outbox entry naming them)."""
+        return replace(self, items=items, payload=payload)
+
 
 @dataclass(frozen=True)
 class Refusal:
     """An error reply of PUT/PUT_WRITES: ``kind`` ``"STALE_HEAD"`` (``value``: the head's
-    checkpoint_id), ``"DELETED"`` (``value``: deletion time, ms) or ``"OUTBOX_FULL"``."""
+    checkpoint_id), ``"DELETED"`` (``value``: deletion time, ms), ``"MISSING_ITEMS"``
+    (``value``: how many items a manifest names that Redis lacks) or ``"OUTBOX_FULL"``."""
 
     kind: str
     value: str
@@ -419,7 +538,7 @@ class Refusal:
     def of(cls, exc: Exception) -> Refusal | None:
         """The refusal an error reply carries, or None for any other error."""
         text = str(exc)
-        for kind in ("STALE_HEAD", "DELETED"):
+        for kind in ("STALE_HEAD", "DELETED", "MISSING_ITEMS"):
             if text.startswith(kind + " "):
                 return cls(kind, text.split(" ", 1)[1])
         if "OUTBOX_FULL" in text:

@@ -217,12 +217,13 @@ def _by_bytes(ctx: Context, parsed: list[Parsed]) -> Plan[list[list[Parsed]]]:
         return [parsed]
     cmds: list[list[Any]] = []
     counts = []
-    for _, tid, (kind, m, fields) in parsed:
+    for _, tid, (kind, m, fields, *more) in parsed:
         k = ctx.keys(tid)
         if kind == "cp":
             cmds += [["HSTRLEN", k.cp, m], *(["HSTRLEN", k.bl, f] for f in fields)]
         else:
             cmds += [["HSTRLEN", k.w, f] for f in fields]
+        cmds += [["HSTRLEN", k.it, d] for d in (more[0] if more else ())]
         counts.append(len(cmds))
     sizes = yield Pipeline(cmds)
     groups: list[list[Parsed]] = [[]]
@@ -241,12 +242,14 @@ def _by_bytes(ctx: Context, parsed: list[Parsed]) -> Plan[list[list[Parsed]]]:
 def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -> Plan[int]:
     """Read the named records from Redis (one pipeline) and upsert them into MongoDB;
     adds the record bytes written to ``stats.bytes_written``."""
-    want: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    put_ms: dict[tuple[str, str], int] = {}  # (thread, member or field) -> entry time
-    for eid, tid, (kind, m, fields) in parsed:
+    want: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
+    put_ms: dict[tuple[str, Any], int] = {}  # (thread, member, field or digest) -> time
+    for eid, tid, (kind, m, fields, *more) in parsed:
         at = stream_ms(eid)
-        for name in (m, *fields) if kind == "cp" else fields:
+        digests = more[0] if more else []
+        for name in (*((m, *fields) if kind == "cp" else fields), *digests):
             put_ms[(tid, name)] = max(put_ms.get((tid, name), 0), at)
+        want[tid]["it"].update(digests)
         if kind == "cp":
             want[tid]["cp"].add(m)
             want[tid]["bl"].update(fields)
@@ -256,7 +259,8 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
     plan: list[tuple[str, str, list[str]]] = []
     for tid, kinds in want.items():
         k = ctx.keys(tid)
-        for kind, key in (("cp", k.cp), ("cv", k.cv), ("bl", k.bl), ("w", k.w)):
+        for kind, key in (("cp", k.cp), ("cv", k.cv), ("bl", k.bl), ("w", k.w),
+                          ("it", k.it)):
             names = sorted(kinds["cp" if kind == "cv" else kind])
             if names:
                 cmds.append(["HMGET", key, *names])
@@ -265,9 +269,15 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
     got: dict[tuple[str, str], dict[str, Any]] = {}
     for (tid, kind, names), values in zip(plan, replies):
         got[(tid, kind)] = dict(zip(names, values))
-    cps, blobs, writes, chunks = [], [], [], []
+    cps, blobs, writes, chunks, items = [], [], [], [], []  # type: ignore[var-annotated]
     nbytes = 0
     for tid in want:
+        for d, raw in got.get((tid, "it"), {}).items():
+            if raw is not None and isinstance(d, bytes):  # None: deleted since
+                doc, more = C.split("items", D.item_doc(tid, d, raw, put_ms=put_ms[(tid, d)]))
+                items.append(D.upsert_item(doc))
+                chunks += more
+                nbytes += len(raw)
         recs, cvs = got.get((tid, "cp"), {}), got.get((tid, "cv"), {})
         for m, raw in recs.items():
             if raw is None or cvs.get(m) is None:
@@ -299,9 +309,11 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
                 nbytes += len(w.value[1])
     del got, replies  # the values now live in the documents: hold them once
     cols = ctx.collections
-    # chunks before the documents that refer to them; blobs and writes before the
-    # checkpoints that refer to them
+    # chunks before the documents that refer to them; items before the blobs and writes
+    # that name them; blobs and writes before the checkpoints that refer to them
     yield from C.write_plan(cols.chunks, chunks)
+    if items:
+        yield BulkWrite(cols.items, items)
     if blobs:
         yield BulkWrite(cols.blobs, blobs)
     if writes:
@@ -310,7 +322,7 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
         yield BulkWrite(cols.checkpoints, cps)
     if stats is not None:
         stats.bytes_written += nbytes
-    return len(cps) + len(blobs) + len(writes)
+    return len(cps) + len(blobs) + len(writes) + len(items)
 
 
 class Flusher:

@@ -83,6 +83,7 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
         DeleteMany(cols.checkpoints, before),
         DeleteMany(cols.blobs, before),
         DeleteMany(cols.writes, before),
+        DeleteMany(cols.items, before),
     ])
     # chunks after the documents that refer to them (never a document without its chunks)
     yield DeleteMany(cols.chunks, q)
@@ -96,14 +97,15 @@ def _delete_ids(collection: str, ids: Sequence[str]) -> BulkWrite:
 
 
 def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
-            blob_fields: Sequence[str], write_ids: Sequence[str] | None = None) -> Plan[None]:
-    """Delete the listed checkpoints (with their writes) and blobs of one thread, both
-    tiers: one Redis script, then one bulk delete per collection (run in parallel).
+            blob_fields: Sequence[str], write_ids: Sequence[str] | None = None,
+            items: Sequence[bytes] = ()) -> Plan[None]:
+    """Delete the listed checkpoints (with their writes), blobs and items of one thread,
+    both tiers: one Redis script, then one bulk delete per collection (run in parallel).
     ``write_ids``: ``_id``s of the listed checkpoints' writes when the caller has them
-    (else they are read first, in one query)."""
+    (else they are read first, in one query); ``items``: digests no kept value names."""
     cols = ctx.collections
     members = [member(ns, c) for ns, cids in by_ns.items() for c in cids]
-    if not members and not blob_fields:
+    if not members and not blob_fields and not items:
         return
     if write_ids is None and members:
         wdocs = yield from ask(Find(cols.writes, {"thread_id": thread_id},
@@ -119,16 +121,22 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
         ops.append(_delete_ids(cols.writes, write_ids))
     if blob_fields:
         ops.append(_delete_ids(cols.blobs, D.blob_ids(thread_id, blob_fields)))
+    if items:
+        ops.append(_delete_ids(cols.items, [D.doc_id(thread_id, d.hex()) for d in items]))
     keys = ctx.keys(thread_id)
     yield delete_parts_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, members, blob_fields)
+    if items:  # after the values naming them
+        yield Pipeline([["HDEL", keys.it, *items[i:i + 1000]]
+                        for i in range(0, len(items), 1000)])
     yield Parallel(ops)
     # their chunks after the documents that refer to them (rarely any: few queries)
     chunk_ops: list[Op[Any]] = [DeleteMany(cols.chunks, {
         "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}})
         for ns, cids in by_ns.items() if cids]
-    if blob_fields:
-        chunk_ops.append(DeleteMany(cols.chunks, {
-            "thread_id": thread_id, "owner": {"$in": D.blob_ids(thread_id, blob_fields)}}))
+    owners = D.blob_ids(thread_id, blob_fields) + [D.doc_id(thread_id, d.hex()) for d in items]
+    if owners:
+        chunk_ops.append(DeleteMany(cols.chunks, {"thread_id": thread_id,
+                                                  "owner": {"$in": owners}}))
     yield Parallel(chunk_ops)
 
 
@@ -193,6 +201,8 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
     if not thread_ids:
         return
     cutoff = None if older_than_s is None else ctx.clock.time_ns() / 1e9 - older_than_s
+    (clock,) = yield Pipeline([["TIME"]])  # items stored after this are never collected
+    start_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     for tid in thread_ids:
@@ -206,10 +216,11 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
             yield from delete_thread_plan(ctx, tid)
             continue
         q = {"thread_id": tid}
-        docs, bdocs, wdocs = yield Parallel([
+        docs, bdocs, wdocs, idocs = yield Parallel([
             Find(cols.checkpoints, q, {"checkpoint": 0}),
             Find(cols.blobs, q, {"data": 0}),
-            Find(cols.writes, q, {"checkpoint_ns": 1, "checkpoint_id": 1}),
+            Find(cols.writes, q, {"checkpoint_ns": 1, "checkpoint_id": 1, "refs": 1}),
+            Find(cols.items, q, {"d": 1, "refs": 1, "put_ms": 1}),
         ])
         non_empty = {blob_field(b["checkpoint_ns"], b["channel"], b["version"])
                      for b in bdocs if b["type"] != "empty"}
@@ -235,7 +246,28 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
         dropped = {(ns, c) for ns, cids in drop.items() for c in cids}
         write_ids = [d["_id"] for d in wdocs
                      if (d["checkpoint_ns"], d["checkpoint_id"]) in dropped]
-        yield from _remove(ctx, tid, drop, sorted(all_blobs - keep_blobs), write_ids)
+        kept = [b for b in bdocs
+                if blob_field(b["checkpoint_ns"], b["channel"], b["version"]) in keep_blobs]
+        kept += [w for w in wdocs if (w["checkpoint_ns"], w["checkpoint_id"]) not in dropped]
+        yield from _remove(ctx, tid, drop, sorted(all_blobs - keep_blobs), write_ids,
+                           unreferenced_items(kept, idocs, start_ms))
+
+
+def unreferenced_items(kept: Sequence[Doc], item_docs: Sequence[Doc],
+                       before_ms: int) -> list[bytes]:
+    """Digests of the items (``item_docs``) that no kept blob or write document names
+    (``refs``, through nodes too) and that no write stored after ``before_ms`` (a put
+    running during a prune may name an item it sent then)."""
+    nodes = {bytes(d["d"]): [bytes(c) for c in d["refs"]] for d in item_docs if d.get("refs")}
+    todo = [bytes(r) for d in kept for r in d.get("refs") or ()]
+    reached: set[bytes] = set()
+    while todo:
+        d = todo.pop()
+        if d not in reached:
+            reached.add(d)
+            todo += nodes.get(d, ())
+    return sorted(bytes(d["d"]) for d in item_docs
+                  if bytes(d["d"]) not in reached and int(d.get("put_ms") or 0) <= before_ms)
 
 
 def _keep_chains(ctx: Context, ns: str, cps: dict[str, Any], non_empty: set[str],
@@ -275,20 +307,27 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     q = {"thread_id": source}
-    cps, blobs, writes, chunks = yield Parallel([
+    cps, blobs, writes, items, chunks = yield Parallel([
         Find(cols.checkpoints, q),
         Find(cols.blobs, q),
         Find(cols.writes, q),
+        Find(cols.items, q),
         Find(cols.chunks, q),
     ])
     if not cps:
         return
     (clock,) = yield Pipeline([["TIME"]])  # Redis time: these records are stored now
     now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
-    for d in (*cps, *blobs, *writes):
+    for d in (*cps, *blobs, *writes, *items):
         d["put_ms"] = now_ms
     ops: list[Op[Any]] = []
     renamed: dict[str, Doc] = {}  # source _id -> target document, of those with chunks
+    for d in items:  # items first: the blobs and writes name them
+        old_id = d["_id"]
+        d["thread_id"] = target
+        d["_id"] = D.doc_id(target, bytes(d["d"]).hex())
+        if C.has_chunks(d):
+            renamed[old_id] = d
     for name, docs, ident in (
         (cols.checkpoints, cps, ("checkpoint_ns", "checkpoint_id")),
         (cols.blobs, blobs, ("checkpoint_ns", "channel", "version")),
@@ -303,8 +342,10 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
             if C.has_chunks(d):
                 renamed[old_id] = d
         ops.append(BulkWrite(name, [D.upsert(d) for d in docs]))
-    # the chunks first, under the target's ids
+    # the chunks first, under the target's ids; then the items the others name
     yield from C.write_plan(cols.chunks, C.moved(chunks, renamed))
+    if items:
+        yield BulkWrite(cols.items, [D.upsert_item(d) for d in items])
     yield Parallel(ops)
     yield from release_plan(ctx, target)
 

@@ -20,8 +20,8 @@ from ..drivers import Doc, Find, Parallel, Plan, ask
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..hot.scripts import ChainStatus, chain_op, parts_op
-from ..records import SEP, Typed, WriteRecord, member, split_field, unpack_blob
-from .read import Writes, merge_writes, page_plan, writes_of
+from ..records import SEP, Typed, WriteRecord, load_value, member, split_field, unpack_blob
+from .read import Writes, items_of, merge_writes, page_plan, resolve_items_plan, writes_of
 
 REDIS_STEPS = 512
 MONGO_BATCH = 64
@@ -35,6 +35,7 @@ class DeltaRecords:
         self.open = set(channels)
         self.collected: dict[str, list[tuple[str, str, Typed]]] = {ch: [] for ch in channels}
         self.seeds: dict[str, Typed] = {}
+        self.items: dict[bytes, Typed] = {}
 
     def visit(self, writes: Writes, seeds: dict[str, Typed]) -> None:
         """One ancestor: its writes for still-open channels, then close seeded channels."""
@@ -46,15 +47,22 @@ class DeltaRecords:
                 self.seeds[ch] = typed
                 self.open.discard(ch)
 
+    def values(self) -> list[Typed]:
+        """Every serialized value collected (writes and seeds)."""
+        return [v for ch in self.channels for _, _, v in self.collected[ch]] + list(
+            self.seeds.values())
+
     def decode(self, serde: Any) -> dict[str, DeltaChannelHistory]:
         """Per channel ``{"writes": [(task_id, channel, value), ...], "seed": value}``,
         oldest write first, decoded with ``serde`` (may download: blocking)."""
         out: dict[str, DeltaChannelHistory] = {}
         for ch in self.channels:
+            where = f"delta history of channel {ch!r}"
             entry: DeltaChannelHistory = {"writes": [
-                (t, c, serde.loads_typed(v)) for t, c, v in reversed(self.collected[ch])]}
+                (t, c, load_value(serde, v, self.items, where))
+                for t, c, v in reversed(self.collected[ch])]}
             if ch in self.seeds:
-                entry["seed"] = serde.loads_typed(self.seeds[ch])
+                entry["seed"] = load_value(serde, self.seeds[ch], self.items, where)
             out[ch] = entry
         return out
 
@@ -74,8 +82,9 @@ def delta_history_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str
     in_redis, skip_cursor = True, True  # the target itself is not part of the chain
     while cursor and walk.open:
         if in_redis:
-            code, rows, nxt = yield chain_op(keys.all, ns, cursor, REDIS_STEPS,
-                                             sorted(walk.open))
+            code, rows, nxt, item_names, item_values = yield chain_op(
+                keys.all, ns, cursor, REDIS_STEPS, sorted(walk.open))
+            items_of(thread_id, item_names, item_values, walk.items)
             status = ChainStatus(code)
             nxt = nxt.decode() if isinstance(nxt, bytes) else nxt
             for _cid, _cv, wv, seeds, missing in rows:
@@ -102,6 +111,7 @@ def delta_history_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str
             continue
         cursor = yield from _mongo_segment(ctx, thread_id, ns, cursor, skip_cursor, walk)
         skip_cursor = False
+    yield from resolve_items_plan(ctx, thread_id, walk.values(), walk.items)
     return walk
 
 
@@ -141,6 +151,7 @@ def _mongo_segment(ctx: Context, thread_id: str, ns: str, cursor: str, skip_curs
         writes[d["checkpoint_id"]][(w.task_id, w.idx)] = w
     for c, raw in zip(cids, parts[0]):
         merge_writes(writes[c], writes_of(raw, f"redis thread {thread_id!r}"))
+    items_of(thread_id, parts[2], parts[3], walk.items)
     blobs: dict[str, Typed | None] = {}
     for d in bdocs:
         f, v = D.blob_value_of(d)

@@ -40,7 +40,8 @@ def take_back_deleted(ctx: Context, late: list[tuple[bytes, str, list[Any]]]) ->
     cps: list[str] = []
     blobs: list[str] = []
     writes: list[str] = []
-    for eid, tid, (kind, m, fields) in late:
+    items: list[Op[Any]] = []
+    for eid, tid, (kind, m, fields, *sent) in late:
         gone = stones.get(tid) or {}
         if not gone:
             continue
@@ -48,6 +49,10 @@ def take_back_deleted(ctx: Context, late: list[tuple[bytes, str, list[Any]]]) ->
         whole = gone.get("*", 0) > at
         m_gone = whole or gone.get(m, 0) > at
         ns, cid = m.split(SEP)
+        if whole and sent and sent[0]:  # items are shared: only those no write stored since
+            items.append(DeleteMany(ctx.collections.items, {
+                "_id": {"$in": [D.doc_id(tid, d.hex()) for d in sent[0]]},
+                "put_ms": {"$not": {"$gt": gone["*"]}}}))
         if kind == "cp":
             if m_gone:
                 cps.append(D.doc_id(tid, ns, cid))
@@ -58,7 +63,7 @@ def take_back_deleted(ctx: Context, late: list[tuple[bytes, str, list[Any]]]) ->
     ops: list[Op[Any]] = [
         DeleteMany(name, {"_id": {"$in": ids}})
         for name, ids in ((cols.checkpoints, cps), (cols.blobs, blobs), (cols.writes, writes))
-           if ids]
+           if ids] + items
     if ops:
         log.warning("a MongoDB write overtaken by a delete stored %d deleted records; "
                     "removed again", len(cps) + len(blobs) + len(writes))

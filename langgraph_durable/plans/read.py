@@ -11,6 +11,8 @@ runs it in a worker thread), so the plans themselves never block.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -22,6 +24,7 @@ from ..drivers import Aggregate, Doc, Find, Op, Parallel, Pipeline, Plan, ask
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..hot.scripts import page_op, parts_op
+from ..items import MANIFEST_TYPE, node_children, parse_stored, split_digests
 from ..records import (
     SEP,
     CheckpointRecord,
@@ -62,15 +65,20 @@ class RecordPage:
     hot: int = 0
     durable: int = 0
     head: tuple[str, str] | None = None
+    items: dict[bytes, Typed] = field(default_factory=dict)
+    hot_items: list[bytes] = field(default_factory=list)
 
 
 def finish_page(ctx: Context, raw: RecordPage) -> Page:
     """Decode a ``RecordPage`` with ``ctx.serde`` (may download: blocking) into a
     ``Page``, apply its metadata filter, and record the head it read as the latest
-    (``ctx.heads``): the run that read it builds on it."""
+    (``ctx.heads``): the run that read it builds on it, and the items read from Redis as
+    held there (``ctx.items``: the next put need not send them)."""
     out = []
+    if raw.hot_items:
+        ctx.items.learn(raw.thread_id, raw.hot_items)
     for rec, writes in raw.rows:
-        tup = assemble(ctx.serde, raw.thread_id, rec, raw.blobs, writes)
+        tup = assemble(ctx.serde, raw.thread_id, rec, raw.blobs, writes, raw.items)
         if metadata_matches(tup.metadata, raw.filter):
             out.append(tup)
     if raw.head is not None and raw.rows:
@@ -102,8 +110,105 @@ def merge_writes(durable: dict[tuple[str, int], WriteRecord],
             durable[key] = w
 
 
-def _decode_page(thread_id: str, reply: Any) -> tuple[list[Row], dict[str, Typed | None]]:
-    rows_raw, fields, values, _complete = reply
+def items_of(thread_id: str, names: Sequence[bytes], values: Sequence[bytes | None],
+             into: dict[bytes, Typed]) -> list[bytes]:
+    """Parse the items and nodes a script replied (digests and stored values, ``None`` =
+    Redis lacks it) into ``into``; returns the digests found."""
+    found = []
+    for d, v in zip(names, values):
+        if v:
+            where = f"redis item {d.hex()} of thread {thread_id!r}"
+            into[d] = parse_stored(v, functools.partial(unpack_blob, where=where))
+            found.append(d)
+    return found
+
+
+def manifest_refs(values: Sequence[Typed | None]) -> set[bytes]:
+    """The digests the manifests among ``values`` name."""
+    out: set[bytes] = set()
+    for v in values:
+        if v is not None and v[0] == MANIFEST_TYPE:
+            out.update(split_digests(v[1]))
+    return out
+
+
+def missing_items(values: Sequence[Typed | None], items: Mapping[bytes, Typed]) -> list[bytes]:
+    """Digests of items and nodes the manifests among ``values`` need that ``items``
+    lacks (a node's items included once the node is there)."""
+    refs = manifest_refs(values)
+    refs |= node_children(items, refs)
+    return sorted(d for d in refs if d not in items)
+
+
+def _item_lookup(ctx: Context, thread_id: str, nested: bool = True) -> dict[str, Any]:
+    """``$lookup`` stage joining the items a document's ``refs`` name (and, ``nested``,
+    the items of those that are nodes) as ``found`` (each with ``sub``)."""
+    stage: dict[str, Any] = {"from": ctx.collections.items, "localField": "refs",
+                             "foreignField": "d", "as": "found",
+                             "pipeline": [{"$match": {"thread_id": thread_id}}]}
+    if nested:
+        inner = _item_lookup(ctx, thread_id, nested=False)["$lookup"]
+        stage["pipeline"].append({"$lookup": {**inner, "as": "sub"}})
+    return {"$lookup": stage}
+
+
+def joined_items(docs: Sequence[Doc]) -> tuple[list[Doc], list[Doc]]:
+    """``(docs without the joined items, the joined item documents)`` of an aggregate
+    using ``_item_lookup``."""
+    plain: list[Doc] = []
+    items: list[Doc] = []
+    for d in docs:
+        found = d.pop("found", None) or []
+        for it in found:
+            items += it.pop("sub", None) or []
+            items.append(it)
+        plain.append(d)
+    return plain, items
+
+
+def items_plan(ctx: Context, thread_id: str, digests: Sequence[bytes],
+               into: dict[bytes, Typed]) -> Plan[None]:
+    """Read items and nodes (and the items of those nodes) from MongoDB into ``into``
+    (one aggregate; chunked items reassembled)."""
+    from bson import Binary
+
+    if not digests:
+        return None
+    docs = yield from ask(Aggregate(ctx.collections.items, [
+        {"$match": {"thread_id": thread_id, "d": {"$in": [Binary(d) for d in digests]}}},
+        {"$lookup": {**_item_lookup(ctx, thread_id, nested=False)["$lookup"], "as": "sub"}},
+    ]))
+    flat: list[Doc] = []
+    for d in docs:
+        flat += d.pop("sub", None) or []
+        flat.append(d)
+    yield from add_item_docs(ctx, flat, into)
+    return None
+
+
+def add_item_docs(ctx: Context, docs: list[Doc], into: dict[bytes, Typed]) -> Plan[None]:
+    """Reassemble chunked item documents and parse them into ``into``."""
+    for d in (yield from C.load_plan(ctx.collections.chunks, docs)):
+        digest, typed = D.item_of(d)
+        into[digest] = typed
+    return None
+
+
+def resolve_items_plan(ctx: Context, thread_id: str, values: Sequence[Typed | None],
+                       into: dict[bytes, Typed]) -> Plan[None]:
+    """Read from MongoDB whatever items the manifests among ``values`` need that ``into``
+    lacks (none: no round trip)."""
+    for _ in range(2):  # the nodes, then the items of nodes found only now
+        need = missing_items(values, into)
+        if not need:
+            return None
+        yield from items_plan(ctx, thread_id, need, into)
+    return None
+
+
+def _decode_page(thread_id: str, reply: Any
+                 ) -> tuple[list[Row], dict[str, Typed | None], dict[bytes, Typed], list[bytes]]:
+    rows_raw, fields, values, _complete, item_names, item_values = reply
     blobs: dict[str, Typed | None] = {}
     for f, v in zip(fields, values):
         if v is not None:
@@ -116,7 +221,9 @@ def _decode_page(thread_id: str, reply: Any) -> tuple[list[Row], dict[str, Typed
         ns, cid = m.decode().split(SEP)
         where = f"redis thread {thread_id!r}"
         rows.append((CheckpointRecord.unpack(ns, cid, rec, cv), writes_of(wv, where)))
-    return rows, blobs
+    items: dict[bytes, Typed] = {}
+    found = items_of(thread_id, item_names, item_values, items)
+    return rows, blobs, items, found
 
 
 def _lex(ns: str, before: str | None, exact: str | None) -> tuple[str, str]:
@@ -158,7 +265,7 @@ def page_plan(
         q["checkpoint_id"] = {"$lt": before}
     q.update(D.metadata_query(filter, ctx.queryable))
     reply = yield page_op(keys.all, hi, lo, count)
-    rows, blobs = _decode_page(thread_id, reply)
+    rows, blobs, items, hot_items = _decode_page(thread_id, reply)
     hot_ids = {r.checkpoint_id for r, _ in rows}
     docs: list[Doc] = []
     # Redis holds the whole thread (started in Redis, nothing expired since): MongoDB has
@@ -177,29 +284,35 @@ def page_plan(
         key=lambda x: x[0].checkpoint_id, reverse=True,
     )[:count]
     if not merged:
-        return RecordPage(thread_id, [], filter=filter)
+        return RecordPage(thread_id, [], filter=filter, hot_items=hot_items)
     hot_writes = {r.checkpoint_id: w for r, w in rows}
     cold_recs = [r for r, hot in merged if not hot]
     need_blobs = sorted({f for r, _ in merged for f in r.blob_fields if f not in blobs})
     ops: list[Op[Any]] = []
+    # one checkpoint: its manifests' items are joined in the same round ($lookup); for a
+    # page they are read once each afterwards (the versions of a list share most items)
+    join = [_item_lookup(ctx, thread_id)] if len(merged) == 1 else []
     if need_blobs:
         ids = D.blob_ids(thread_id, need_blobs)
-        ops.append(Find(cols.blobs, {"_id": {"$in": ids}}))
+        ops.append(Aggregate(cols.blobs, [{"$match": {"_id": {"$in": ids}}}, *join]))
     if cold_recs:
         cids = [r.checkpoint_id for r in cold_recs]
-        ops.append(Find(cols.writes, {
-            "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}}))
+        ops.append(Aggregate(cols.writes, [{"$match": {
+            "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}}},
+            *join]))
         ops.append(parts_op(keys.all, [member(ns, c) for c in cids]))
     results: list[Any] = (yield Parallel(ops)) if ops else []
-    bdocs: list[Doc] = results.pop(0) if need_blobs else []
-    wdocs: list[Doc] = results.pop(0) if cold_recs else []
+    bdocs, bitems = joined_items(results.pop(0) if need_blobs else [])
+    wdocs, witems = joined_items(results.pop(0) if cold_recs else [])
     loaded = yield from C.load_plan(cols.chunks, bdocs + wdocs)  # one query for both
     bdocs, wdocs = loaded[:len(bdocs)], loaded[len(bdocs):]
+    yield from add_item_docs(ctx, bitems + witems, items)
     for d in bdocs:
         f, v = D.blob_value_of(d)
         blobs[f] = v
     if cold_recs:
         (parts,) = results
+        hot_items += items_of(thread_id, parts[2], parts[3], items)
         by_cp: dict[str, Writes] = {
             r.checkpoint_id: {} for r in cold_recs
         }
@@ -210,9 +323,13 @@ def page_plan(
             merge_writes(by_cp[r.checkpoint_id], writes_of(raw, f"redis thread {thread_id!r}"))
         hot_writes.update(by_cp)
     found = [(r, list(hot_writes[r.checkpoint_id].values())) for r, _ in merged]
+    values = [blobs.get(f) for r, _ in merged for f in r.blob_fields]
+    values += [w.value for _, ws in found for w in ws]
+    yield from resolve_items_plan(ctx, thread_id, values, items)
     cursor = merged[-1][0].checkpoint_id if len(merged) == count else None
     return RecordPage(thread_id, found, blobs, filter, cursor,
-                      len(merged) - len(cold_recs), len(cold_recs))
+                      len(merged) - len(cold_recs), len(cold_recs), items=items,
+                      hot_items=hot_items)
 
 
 def get_tuple_plan(ctx: Context, thread_id: str, ns: str,
@@ -223,8 +340,7 @@ def get_tuple_plan(ctx: Context, thread_id: str, ns: str,
     page = yield from page_plan(ctx, thread_id, ns, exact=checkpoint_id, count=1,
                                 hot_first=True)
     if checkpoint_id is None:
-        return RecordPage(page.thread_id, page.rows, page.blobs, page.filter, page.cursor,
-                          page.hot, page.durable, head=(thread_id, ns))
+        return dataclasses.replace(page, head=(thread_id, ns))
     return page
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,12 +22,14 @@ from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import (
     ConcurrentRunError,
+    CorruptRecordError,
     InvalidIdentifierError,
     OutboxFullError,
     SerializationError,
     ThreadDeletedError,
 )
 from ..hot.scripts import PutArgs, PutWritesArgs, Refusal
+from ..items import MANIFEST_TYPE
 from ..records import (
     SEP,
     CheckpointRecord,
@@ -77,11 +79,32 @@ def dumps(ctx: Context, value: Any, *, thread_id: str, what: str) -> Typed:
     return typed
 
 
-def _send(ctx: Context, args: PutArgs | PutWritesArgs) -> Plan[bytes]:
+def value_typed(ctx: Context, value: Any, parts: dict[bytes, bytes], *, thread_id: str,
+                what: str) -> Typed:
+    """The typed value to store for ``value``: a plain non-empty ``list`` becomes a
+    manifest (``items.py``) whose items and nodes are added to ``parts``; anything else
+    ``dumps``. Raises ``SerializationError`` naming the item's position."""
+    if type(value) is not list or not value or not ctx.items.enabled:
+        return dumps(ctx, value, thread_id=thread_id, what=what)
+    split = ctx.items.split(
+        value, lambda item, pos: dumps(ctx, item, thread_id=thread_id,
+                                       what=f"item {pos} of {what}"), pack_blob)
+    parts.update(split.parts)
+    return MANIFEST_TYPE, split.refs
+
+
+def _payload(kind: str, m: str, fields: Sequence[str], digests: Sequence[bytes]) -> bytes:
+    """An outbox entry: ``[kind ("cp"/"w"), member, fields, item digests sent]``."""
+    return ormsgpack.packb([kind, m, list(fields), list(digests)])
+
+
+def _send(ctx: Context, args: PutArgs | PutWritesArgs,
+          parts: dict[bytes, bytes]) -> Plan[bytes]:
     """Run a writing script; apply the outbox-full policy (deadline read from
     ``ctx.clock``); on a cluster XADD separately. A ``DELETED`` refusal is checked in
-    MongoDB (``_check_deleted``) and the write sent again with ``checked_through_ms``.
-    Returns the outbox entry id."""
+    MongoDB (``_check_deleted``) and the write sent again with ``checked_through_ms``; a
+    ``MISSING_ITEMS`` refusal (Redis lost items this process took as held) is sent again
+    with every item in ``parts``. Returns the outbox entry id."""
     cfg = ctx.config
     deadline = ctx.clock.monotonic() + (
         cfg.outbox_full_timeout_s if cfg.on_outbox_full == "block" else 0)
@@ -94,6 +117,15 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs) -> Plan[bytes]:
             refusal = Refusal.of(exc)
             if refusal is None:
                 raise
+            if refusal.kind == "MISSING_ITEMS":
+                if len(args.items) == len(parts):
+                    raise CorruptRecordError(
+                        f"Redis refused the items of thread {args.thread_id!r} it was sent "
+                        f"({refusal.value} missing)") from None
+                ctx.items.forget(args.thread_id)
+                kind, m, fields, _ = ormsgpack.unpackb(args.payload)
+                args = args.with_items(parts, _payload(kind, m, fields, list(parts)))
+                continue
             if refusal.kind == "DELETED":
                 deleted_at = int(refusal.value)
                 yield from _check_deleted(ctx, args.thread_id, args.named, deleted_at)
@@ -118,6 +150,7 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs) -> Plan[bytes]:
     if ctx.cluster:
         (entry,) = yield Pipeline([["XADD", ctx.outbox, "*", "t", args.thread_id,
                                     "p", args.payload]])
+    ctx.items.learn(args.thread_id, parts)
     return entry
 
 
@@ -162,6 +195,7 @@ class PreparedPut:
     record: CheckpointRecord
     blobs: list[tuple[str, Typed | None]]
     args: PutArgs
+    parts: dict[bytes, bytes]
 
 
 def prepare_put(
@@ -180,10 +214,12 @@ def prepare_put(
     c: dict[str, Any] = dict(checkpoint)
     values: dict[str, Any] = c.pop("channel_values", {})
     blobs: list[tuple[str, Typed | None]] = []
+    parts: dict[bytes, bytes] = {}
     for ch, ver in new_versions.items():
         check_id("channel", ch, thread_id=tid)
         typed = (
-            dumps(ctx, values[ch], thread_id=tid, what=f"channel {ch!r} (ns {ns!r})")
+            value_typed(ctx, values[ch], parts, thread_id=tid,
+                        what=f"channel {ch!r} (ns {ns!r})")
             if ch in values else None
         )
         blobs.append((blob_field(ns, ch, ver), typed))
@@ -205,13 +241,14 @@ def prepare_put(
     # a thread's first input checkpoint (LangGraph's step -1, no parent, root namespace)
     # on a thread Redis holds nothing of starts a new thread: Redis then holds all of it
     fresh = parent is None and ns == "" and md.get("step") == -1
+    send = ctx.items.unknown(tid, parts)
     args = PutArgs(
         keys=ctx.script_keys(tid), max_outbox=ctx.config.max_outbox, thread_id=tid,
-        payload=ormsgpack.packb(["cp", m, [f for f, _ in blobs]]), member=m, ns=ns,
+        payload=_payload("cp", m, [f for f, _ in blobs], list(send)), member=m, ns=ns,
         record=rec.pack(), index=rec.pack_index(), expected_head=expect, new_thread=fresh,
         named=_named(config, ns, parent), checked_through_ms=0,
-        blobs=[(f, pack_blob(typed)) for f, typed in blobs])
-    return PreparedPut(tid, ns, cid, rec, blobs, args)
+        blobs=[(f, pack_blob(typed)) for f, typed in blobs], items=send)
+    return PreparedPut(tid, ns, cid, rec, blobs, args, parts)
 
 
 def put_plan(ctx: Context, put: PreparedPut) -> Plan[RunnableConfig]:
@@ -219,7 +256,7 @@ def put_plan(ctx: Context, put: PreparedPut) -> Plan[RunnableConfig]:
     in strict mode then MongoDB); mirrors ``InMemorySaver.put``. Returns the config of the
     stored checkpoint; the caller records it as the head (``Heads.seen``)."""
     tid, ns, cid = put.thread_id, put.ns, put.checkpoint_id
-    entry = yield from _send(ctx, put.args)
+    entry = yield from _send(ctx, put.args, put.parts)
     if ctx.config.durability == "strict":
         cols = ctx.collections
         at = stream_ms(entry)
@@ -227,7 +264,7 @@ def put_plan(ctx: Context, put: PreparedPut) -> Plan[RunnableConfig]:
                                            [D.checkpoint_doc(tid, put.record, put_ms=at)])
         blob_docs, blob_chunks = C.split_all(
             "blobs", (D.blob_doc(tid, f, t, put_ms=at) for f, t in put.blobs))
-        yield from C.write_plan(cols.chunks, cp_chunks + blob_chunks)  # before their owners
+        yield from _strict_items(ctx, tid, put.args.items, at, cp_chunks + blob_chunks)
         ops: list[Op[Any]] = [BulkWrite(cols.checkpoints, [D.upsert(cp_doc)])]
         if put.blobs:
             ops.append(BulkWrite(cols.blobs, [D.upsert(d) for d in blob_docs]))
@@ -236,6 +273,19 @@ def put_plan(ctx: Context, put: PreparedPut) -> Plan[RunnableConfig]:
         yield from take_back_deleted(
             ctx, [(entry, tid, ["cp", put.args.member, [f for f, _ in put.blobs]])])
     return config_of(tid, ns, cid)
+
+
+def _strict_items(ctx: Context, thread_id: str, parts: Mapping[bytes, bytes], at_ms: int,
+                  chunks: list[Any]) -> Plan[None]:
+    """Strict durability: the chunks and the items and nodes a write sent to Redis, stored
+    in MongoDB before the documents that refer to them (insert-once upserts). The items it
+    did not send, this process sent (and so stored in MongoDB) before."""
+    cols = ctx.collections
+    item_docs, item_chunks = C.split_all(
+        "items", (D.item_doc(thread_id, d, v, put_ms=at_ms) for d, v in parts.items()))
+    yield from C.write_plan(cols.chunks, chunks + item_chunks)
+    if item_docs:
+        yield BulkWrite(cols.items, [D.upsert_item(d) for d in item_docs])
 
 
 @dataclass(frozen=True)
@@ -247,6 +297,7 @@ class PreparedWrites:
     checkpoint_id: str
     records: list[WriteRecord]
     args: PutWritesArgs
+    parts: dict[bytes, bytes]
 
 
 def prepare_put_writes(
@@ -271,18 +322,20 @@ def prepare_put_writes(
         return None
     seq = ctx.clock.time_ns()
     recs: list[WriteRecord] = []
+    parts: dict[bytes, bytes] = {}
     for pos, (ch, value) in enumerate(writes):
         idx = write_idx(ch, pos)
-        typed = dumps(ctx, value, thread_id=tid,
-                      what=f"write to channel {ch!r} by task {task_id!r}")
+        typed = value_typed(ctx, value, parts, thread_id=tid,
+                            what=f"write to channel {ch!r} by task {task_id!r}")
         recs.append(WriteRecord(task_id, idx, ch, typed, task_path or "", seq))
     fields = [write_field(ns, cid, task_id, w.idx) for w in recs]
     m = member(ns, cid)
+    send = ctx.items.unknown(tid, parts)
     args = PutWritesArgs(
         keys=ctx.script_keys(tid), max_outbox=ctx.config.max_outbox, thread_id=tid,
-        payload=ormsgpack.packb(["w", m, fields]), member=m, checked_through_ms=0,
-        writes=[(f, w.pack(), w.idx < 0) for f, w in zip(fields, recs)])
-    return PreparedWrites(tid, ns, cid, recs, args)
+        payload=_payload("w", m, fields, list(send)), member=m, checked_through_ms=0,
+        writes=[(f, w.pack(), w.idx < 0) for f, w in zip(fields, recs)], items=send)
+    return PreparedWrites(tid, ns, cid, recs, args, parts)
 
 
 def put_writes_plan(ctx: Context, prepared: PreparedWrites | None) -> Plan[None]:
@@ -291,11 +344,11 @@ def put_writes_plan(ctx: Context, prepared: PreparedWrites | None) -> Plan[None]
     if prepared is None:
         return None
     tid, ns, cid = prepared.thread_id, prepared.ns, prepared.checkpoint_id
-    entry = yield from _send(ctx, prepared.args)
+    entry = yield from _send(ctx, prepared.args, prepared.parts)
     if ctx.config.durability == "strict":
         docs, chunks = C.split_all("writes", (
             D.write_doc(tid, ns, cid, w, put_ms=stream_ms(entry)) for w in prepared.records))
-        yield from C.write_plan(ctx.collections.chunks, chunks)  # before their owners
+        yield from _strict_items(ctx, tid, prepared.args.items, stream_ms(entry), chunks)
         yield from bulk_ignoring_newer(ctx.collections.writes,
                                        [D.upsert_write(d) for d in docs])
         fields = [f for f, _, _ in prepared.args.writes]

@@ -1,0 +1,341 @@
+"""Content-addressed items (sans-I/O): a list value is stored as a *manifest* of its items.
+
+A channel value or pending write value that is a plain, non-empty ``list`` is not stored
+whole. Each element is serialized on its own (``serde.dumps_typed``) and stored once per
+thread under its *digest*, a 128-bit BLAKE2b of its type and bytes; the value itself is
+stored as a manifest, the ordered digests. Appending a message to a conversation stores one
+item and one small manifest, so a thread costs bytes linear in its length.
+
+Manifests stay small as lists grow: every run of ``NODE_SIZE`` consecutive items from the
+start of the list (positions 0-31, 32-63, ...) is a *node*, itself stored once under the
+digest of its item digests; a manifest is the digests of the list's full nodes followed
+by the digests of the items after them (fewer than ``NODE_SIZE``). Appending to a list
+changes only the tail; a full tail becomes one node shared by every later version.
+
+Stored forms (both tiers keep the same bytes; ``hot/keys.py`` ``it``, the MongoDB
+``items`` collection):
+
+- item: the blob envelope ``[SCHEMA_VERSION, type, bytes]`` (``records.pack_blob``)
+- node: ``NODE_MAGIC`` + its item digests (16 bytes each)
+- a manifest value in a channel blob or write envelope: ``MANIFEST_MAGIC`` + 4-byte
+  big-endian length + the manifest's digests + the ordinary envelope with the typed value
+  ``(MANIFEST_TYPE, b"")``. ``0xc1`` never starts a msgpack document, so no other envelope
+  is taken for one, and the Lua scripts find the digests at a fixed offset.
+
+Digests: ``blake2b(type NUL bytes, digest_size=16, person="lgd-item")`` over the
+*plaintext* serialization. With an encrypting serializer items are encrypted one by one
+(their stored bytes differ at every write, their digests do not) and the digest is keyed
+(``key`` derived from the serializer's key or ``item_digest_key``), so no unkeyed hash of
+plaintext is ever stored. Without a key for an encrypting serializer, lists are stored
+whole as before (``Items.enabled`` is False).
+
+Serialization cost: ``Items`` remembers, per object, the digest and stored bytes of the
+LangChain messages (pydantic models) it serialized, with a deep copy taken at that time.
+The same object met again is not serialized again when it still equals its copy (``==``),
+so a step serializes only the messages it added or changed. A value changed in place to
+one that compares equal under ``==`` but serializes differently (``1`` to ``1.0``) keeps
+its earlier bytes: set ``item_cache_bytes=0`` to serialize every item at every step.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import CorruptRecordError
+
+Typed = tuple[str, bytes]
+
+MANIFEST_TYPE = "lgd.items"
+"""Type of a typed value that is a manifest (its bytes are the digests)."""
+NODE_TYPE = "lgd.node"
+"""Type of a parsed node (its bytes are its item digests)."""
+MANIFEST_MAGIC = b"\xc1I"
+"""First bytes of a Redis envelope holding a manifest (see the module docstring)."""
+NODE_MAGIC = b"\xc1N"
+"""First bytes of a stored node."""
+DIGEST_BYTES = 16
+"""Length of a digest (128 bits)."""
+NODE_SIZE = 32
+"""Items per node."""
+
+
+def split_digests(data: bytes, where: str = "") -> list[bytes]:
+    """``data`` cut into its 16-byte digests; ``CorruptRecordError`` when its length is
+    not a multiple of 16."""
+    if len(data) % DIGEST_BYTES:
+        raise CorruptRecordError(f"malformed digest list ({len(data)} bytes) {where}".rstrip())
+    return [data[i:i + DIGEST_BYTES] for i in range(0, len(data), DIGEST_BYTES)]
+
+
+def wrap_manifest(refs: bytes, inner: bytes) -> bytes:
+    """The Redis envelope of a manifest value: header, digests, then ``inner`` (the
+    ordinary envelope whose typed value is ``(MANIFEST_TYPE, b"")``)."""
+    return MANIFEST_MAGIC + len(refs).to_bytes(4, "big") + refs + inner
+
+
+def unwrap_manifest(raw: bytes) -> tuple[bytes | None, bytes]:
+    """``(digests, inner envelope)`` of a manifest envelope, ``(None, raw)`` for any
+    other envelope."""
+    if raw[:2] != MANIFEST_MAGIC:
+        return None, raw
+    n = int.from_bytes(raw[2:6], "big")
+    return raw[6:6 + n], raw[6 + n:]
+
+
+def parse_stored(raw: bytes, unpack_item: Callable[[bytes], Typed | None]) -> Typed:
+    """A stored item or node in its parsed form: the item's typed value, or
+    ``(NODE_TYPE, item digests)`` for a node."""
+    if raw[:2] == NODE_MAGIC:
+        return NODE_TYPE, bytes(raw[2:])
+    typed = unpack_item(raw)
+    if typed is None:
+        raise CorruptRecordError("an empty stored item")
+    return typed
+
+
+def expand(refs: bytes, items: Mapping[bytes, Typed], where: str) -> list[Typed]:
+    """The typed items a manifest names, in list order (nodes expanded). Raises
+    ``CorruptRecordError`` naming ``where`` and the digest when one is missing."""
+    out: list[Typed] = []
+    for d in split_digests(refs, where):
+        got = items.get(d)
+        if got is None:
+            raise CorruptRecordError(f"item {d.hex()} of {where} is missing")
+        if got[0] == NODE_TYPE:
+            for c in split_digests(got[1], where):
+                child = items.get(c)
+                if child is None or child[0] == NODE_TYPE:
+                    raise CorruptRecordError(f"item {c.hex()} (in node {d.hex()}) of {where} "
+                                             "is missing")
+                out.append(child)
+        else:
+            out.append(got)
+    return out
+
+
+def node_children(items: Mapping[bytes, Typed], refs: Iterable[bytes]) -> set[bytes]:
+    """The item digests the nodes among ``refs`` hold (nodes ``items`` has)."""
+    out: set[bytes] = set()
+    for d in refs:
+        got = items.get(d)
+        if got is not None and got[0] == NODE_TYPE:
+            out.update(split_digests(got[1]))
+    return out
+
+
+@dataclass(frozen=True)
+class SplitList:
+    """A list value as stored: ``refs`` (the manifest's digests) and ``parts``: every
+    item and node it needs, digest -> stored bytes; ``item_bytes`` is the largest item's
+    serialized size."""
+
+    refs: bytes
+    parts: dict[bytes, bytes]
+    largest: int
+
+
+class _Entry:
+    __slots__ = ("obj", "snapshot", "digest", "stored", "size")
+
+    def __init__(self, obj: Any, snapshot: Any, digest: bytes, stored: bytes) -> None:
+        self.obj, self.snapshot, self.digest, self.stored = obj, snapshot, digest, stored
+        self.size = len(stored)
+
+
+def _is_model(value: Any) -> bool:
+    from pydantic import BaseModel
+
+    return isinstance(value, BaseModel)
+
+
+class Items:
+    """The item store's process-side state for one saver: how to digest, the per-object
+    serialization cache (at most ``cache_bytes`` of stored bytes, least recently used
+    dropped first) and, per thread, the digests this process knows Redis holds (written
+    or read), so a put sends only new items. Thread-safe.
+
+    ``key``: BLAKE2b key (``b""`` = unkeyed); ``decrypt``: for an encrypting serializer,
+    turns a stored typed value back into its plaintext typed value (digests are taken over
+    the plaintext); ``enabled`` False stores lists whole."""
+
+    def __init__(self, *, key: bytes = b"", decrypt: Callable[[Typed], Typed] | None = None,
+                 enabled: bool = True, cache_bytes: int = 64 * 1024 * 1024,
+                 max_threads: int = 10_000) -> None:
+        self.enabled = enabled
+        self._key = key
+        self._decrypt = decrypt
+        self._cache: OrderedDict[int, _Entry] = OrderedDict()
+        self._cache_bytes = cache_bytes
+        self._held = 0
+        self._known: OrderedDict[str, set[bytes]] = OrderedDict()
+        self._max_threads = max_threads
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ digests
+
+    def digest(self, typed: Typed) -> bytes:
+        """The digest of a stored item's typed value (plaintext; keyed when encrypted)."""
+        if self._decrypt is not None and "+" in typed[0]:
+            typed = self._decrypt(typed)
+        h = hashlib.blake2b(digest_size=DIGEST_BYTES, key=self._key, person=b"lgd-item")
+        h.update(typed[0].encode())
+        h.update(b"\x00")
+        h.update(typed[1])
+        return h.digest()
+
+    def node_digest(self, children: bytes) -> bytes:
+        """The digest of a node holding ``children`` (concatenated item digests)."""
+        return hashlib.blake2b(children, digest_size=DIGEST_BYTES, key=self._key,
+                               person=b"lgd-node").digest()
+
+    # ------------------------------------------------------------------ splitting
+
+    def split(self, value: list[Any], dumps: Callable[[Any, int], Typed],
+              pack: Callable[[Typed], bytes]) -> SplitList:
+        """Split a list into items and nodes. ``dumps(item, position)`` serializes one
+        item (raising the caller's errors); ``pack`` makes its stored envelope."""
+        digests: list[bytes] = []
+        parts: dict[bytes, bytes] = {}
+        largest = 0
+        for pos, item in enumerate(value):
+            entry = self._cached(item)
+            if entry is None:
+                typed = dumps(item, pos)
+                stored = pack(typed)
+                d = self.digest(typed)
+                largest = max(largest, len(typed[1]))
+                self._remember(item, d, stored)
+            else:
+                d, stored = entry.digest, entry.stored
+            digests.append(d)
+            parts[d] = stored
+        full = len(digests) // NODE_SIZE * NODE_SIZE
+        refs: list[bytes] = []
+        for start in range(0, full, NODE_SIZE):
+            children = b"".join(digests[start:start + NODE_SIZE])
+            n = self.node_digest(children)
+            parts[n] = NODE_MAGIC + children
+            refs.append(n)
+        refs += digests[full:]
+        return SplitList(b"".join(refs), parts, largest)
+
+    def _cached(self, item: Any) -> _Entry | None:
+        if not self._cache_bytes:
+            return None
+        with self._lock:
+            entry = self._cache.get(id(item))
+            if entry is None or entry.obj is not item:
+                return None
+            self._cache.move_to_end(id(item))
+        try:
+            same = type(entry.snapshot) is type(item) and bool(entry.snapshot == item)
+        except Exception:
+            same = False
+        return entry if same else None
+
+    def _remember(self, item: Any, digest: bytes, stored: bytes) -> None:
+        if not self._cache_bytes or not _is_model(item):
+            return
+        try:
+            snapshot = copy.deepcopy(item)
+        except Exception:
+            return
+        entry = _Entry(item, snapshot, digest, stored)
+        with self._lock:
+            old = self._cache.pop(id(item), None)
+            if old is not None:
+                self._held -= old.size
+            self._cache[id(item)] = entry
+            self._held += entry.size
+            while self._held > self._cache_bytes and self._cache:
+                _, dropped = self._cache.popitem(last=False)
+                self._held -= dropped.size
+
+    # ------------------------------------------------------------------ known in Redis
+
+    def unknown(self, thread_id: str, parts: Mapping[bytes, bytes]) -> dict[bytes, bytes]:
+        """The parts this process does not know Redis holds for ``thread_id``."""
+        with self._lock:
+            known = self._known.get(thread_id)
+            if known is None:
+                return dict(parts)
+            return {d: v for d, v in parts.items() if d not in known}
+
+    def learn(self, thread_id: str, digests: Iterable[bytes]) -> None:
+        """Record that Redis holds ``digests`` for ``thread_id`` (written or read)."""
+        with self._lock:
+            known = self._known.get(thread_id)
+            if known is None:
+                known = self._known[thread_id] = set()
+                while len(self._known) > self._max_threads:
+                    self._known.popitem(last=False)
+            else:
+                self._known.move_to_end(thread_id)
+            known.update(digests)
+
+    def forget(self, thread_id: str) -> None:
+        """Drop what this process knew Redis holds for ``thread_id`` (after a delete,
+        or when Redis refused a put for missing items)."""
+        with self._lock:
+            self._known.pop(thread_id, None)
+
+
+def _cipher_of(serde: Any) -> Any:
+    """The cipher of an encrypting serializer (``EncryptedSerializer``, or an
+    ``ExternalRefSerializer`` around one), ``None`` for a plain one; ``False`` when the
+    serializer says it encrypts but shows no cipher."""
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    if isinstance(serde, EncryptedSerializer):
+        return serde.cipher
+    if getattr(serde, "encrypted", False):
+        return getattr(serde, "_cipher", None) or False
+    return None
+
+
+def _cipher_secret(cipher: Any) -> bytes | None:
+    """The AES key of LangGraph's ``EncryptedSerializer.from_pycryptodome_aes`` cipher
+    (held by its methods), else ``LANGGRAPH_AES_KEY``; ``None`` when neither is there."""
+    import os
+
+    fn = getattr(type(cipher), "encrypt", None)
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None)
+    if code is not None and cells and "key" in code.co_freevars:
+        found = cells[code.co_freevars.index("key")].cell_contents
+        if isinstance(found, (bytes, bytearray)) and len(found) >= 16:
+            return bytes(found)
+    env = os.environ.get("LANGGRAPH_AES_KEY")
+    return env.encode() if env else None
+
+
+def items_for(serde: Any, *, enabled: bool = True, cache_bytes: int = 64 * 1024 * 1024,
+              digest_key: str | None = None) -> Items:
+    """The ``Items`` of a saver using ``serde``: unkeyed digests for a plain serializer;
+    for an encrypting one, digests keyed with a key derived (BLAKE2b) from ``digest_key``,
+    else from the cipher's key (see ``_cipher_secret``), and taken over the decrypted
+    plaintext. An encrypting serializer with no key found stores lists whole (logged)."""
+    cipher = _cipher_of(serde)
+    if cipher is None or not enabled:
+        return Items(enabled=enabled, cache_bytes=cache_bytes)
+    secret = digest_key.encode() if digest_key else (
+        _cipher_secret(cipher) if cipher is not False else None)
+    if secret is None:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "the serializer encrypts and no item digest key was found (set "
+            "item_digest_key or LANGGRAPH_AES_KEY): list values are stored whole")
+        return Items(enabled=False)
+    key = hashlib.blake2b(secret, digest_size=32, person=b"lgd-item-key").digest()
+
+    def decrypt(typed: Typed) -> Typed:
+        base, name = typed[0].split("+", 1)
+        return base, cipher.decrypt(name, typed[1])
+
+    return Items(key=key, decrypt=decrypt, enabled=True, cache_bytes=cache_bytes)
