@@ -38,7 +38,7 @@ def loaded(db: Any, cols: Collections, docs: list[dict]) -> list[dict]:
 def _durable_sizes(ctx: Context, db: Any) -> dict[str, dict[str, int]]:
     cols = ctx.collections
     out: dict[str, dict[str, int]] = {}
-    for name in (cols.checkpoints, cols.blobs, cols.writes, cols.chunks):
+    for name in (cols.checkpoints, cols.blobs, cols.writes, cols.chunks, cols.items):
         for d in db[name].aggregate([{"$group": {
                 "_id": "$thread_id", "n": {"$sum": 1},
                 "bytes": {"$sum": {"$bsonSize": "$$ROOT"}}}}]):

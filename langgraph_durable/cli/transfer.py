@@ -7,7 +7,10 @@ record a line, sorted by identity, with its ``type`` (``checkpoint``, ``blob``,
 base64 bytes]``. Values an ``ExternalRefSerializer`` moved to a blob store come along as
 ``extblob`` records (``key``, base64 ``data``; format version 2), read from ``--blob-store``
 and written to the importing side's ``--blob-store``; ``--without-blobs`` leaves them out
-(the header then counts them in ``blobs_left_out``). Records are copied, not decoded, so
+(the header then counts them in ``blobs_left_out``). The items of list values
+(``items.py``) come as ``item`` records (``d``: hex digest, ``value``: the item's typed
+value, or ``["lgd.node", base64 digests]`` for a node; format version 3, written only when
+there are some). Records are copied, not decoded, so
 the serializer (and an encryption key) is not needed and an import recreates exactly the
 documents that were exported. References inside an encrypted envelope cannot be seen, so
 they are neither exported nor refused: copy that store yourself.
@@ -31,22 +34,34 @@ from ..durable.documents import (
     blob_doc,
     blob_value_of,
     checkpoint_doc,
+    item_doc,
+    item_of,
     record_of,
     upsert,
+    upsert_item,
     write_doc,
     write_of,
 )
+from ..errors import CorruptRecordError
+from ..items import NODE_MAGIC, NODE_TYPE
 from ..plans.admin import release_plan
-from ..records import SCHEMA_VERSION, CheckpointRecord, WriteRecord, blob_field, split_field
+from ..records import (
+    SCHEMA_VERSION,
+    CheckpointRecord,
+    WriteRecord,
+    blob_field,
+    pack_blob,
+    split_field,
+)
 from ..schema import check_not_newer
 from ..serde.external import collect_refs
 from . import storage
 from .session import CliError, command, confirm, session_of
 
 FORMAT = "langgraph-durable-export"
-FORMAT_VERSION = 2
-"""Newest export format: 2 adds ``extblob`` records (written only when there are some, so
-an export without them stays readable by format-1 importers)."""
+FORMAT_VERSION = 3
+"""Newest export format: 2 adds ``extblob`` records, 3 ``item`` records (each written only
+when there are some, so an export without them stays readable by older importers)."""
 
 
 def _typed(t: tuple[str, bytes] | None) -> list[str] | None:
@@ -73,6 +88,8 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
     typed = [v for r in cps for v in (r.checkpoint, r.metadata)]
     typed += [v for _f, v in blobs if v is not None]
     typed += [write_of(d).value for d in wdocs]
+    items = sorted(item_of(d) for d in storage.loaded(db, cols, list(db[cols.items].find(q))))
+    typed += [v for _d, v in items if v[0] != NODE_TYPE]
     refs = sorted(collect_refs(v for v in typed if v is not None))
     if refs and store is None and not without_blobs:
         raise CliError(f"thread {thread_id!r} refers to {len(refs)} blob-store object(s) "
@@ -80,8 +97,10 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
                        "thread, or --without-blobs to leave them out")
     carried = [] if without_blobs else refs
     counts = {"checkpoint": len(cps), "blob": len(blobs), "write": len(wdocs)}
+    if items:
+        counts["item"] = len(items)
     header: dict[str, Any] = {
-        "format": FORMAT, "format_version": FORMAT_VERSION if carried else 1,
+        "format": FORMAT, "format_version": 3 if items else 2 if carried else 1,
         "schema_version": SCHEMA_VERSION, "thread_id": thread_id,
         "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
         "counts": {**counts, **({"extblob": len(carried)} if carried else {})}}
@@ -91,6 +110,9 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
     for key in carried:
         yield json.dumps({"type": "extblob", "v": SCHEMA_VERSION, "key": key,
                           "data": base64.b64encode(store.get(key)).decode()})
+    for digest, item in items:  # before the values naming them
+        yield json.dumps({"type": "item", "v": SCHEMA_VERSION, "d": digest.hex(),
+                          "value": _typed(item)})
     for r in cps:
         yield json.dumps({
             "type": "checkpoint", "v": SCHEMA_VERSION, "ns": r.ns,
@@ -128,7 +150,7 @@ def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str
         raise CliError(f"{where} has export format {header['format_version']}, newer than "
                        f"{FORMAT_VERSION}; upgrade langgraph_durable")
     records: dict[str, list[dict]] = {"checkpoint": [], "blob": [], "write": [],
-                                      "extblob": []}
+                                      "extblob": [], "item": []}
     for n, line in rows[1:]:
         try:
             rec = json.loads(line)
@@ -161,9 +183,20 @@ def documents_of(records: dict[str, list[dict]], thread_id: str) -> dict[str, li
         writes = [write_doc(thread_id, r["ns"], r["checkpoint_id"], WriteRecord(
             r["task_id"], int(r["idx"]), r["channel"], _untyped(r["value"]),  # type: ignore[arg-type]
             r["task_path"], int(r["seq"]))) for r in records["write"]]
-    except (KeyError, TypeError, ValueError) as exc:
+        items = [item_doc(thread_id, bytes.fromhex(r["d"]), _stored(_untyped(r["value"])))
+                 for r in records["item"]]
+    except (KeyError, TypeError, ValueError, CorruptRecordError) as exc:
         raise CliError(f"malformed record in export: {type(exc).__name__}: {exc}") from exc
-    return {"checkpoints": cps, "blobs": blobs, "writes": writes}
+    return {"checkpoints": cps, "blobs": blobs, "writes": writes, "items": items}
+
+
+def _stored(value: tuple[str, bytes] | None) -> bytes:
+    """The stored form of an exported item or node (``items.py``)."""
+    if value is None:
+        raise ValueError("an item record without a value")
+    if value[0] == NODE_TYPE:
+        return NODE_MAGIC + value[1]
+    return pack_blob(value)
 
 
 WITHOUT_BLOBS = typer.Option(False, "--without-blobs", help="leave blob-store objects "
@@ -229,10 +262,11 @@ def import_(ctx: typer.Context,
     for rec in extblobs:  # before any reference to them is written
         assert store is not None
         store.put_if_absent(rec["key"], base64.b64decode(rec["data"], validate=True))
-        saver.delete_thread(target)
+    saver.delete_thread(target)
     saver.flush()
     sec, usec = session.clients.redis.time()  # stored now: writes naming them are not
-    for d in (*docs["checkpoints"], *docs["blobs"], *docs["writes"]):  # (late writes of a
+    for d in (*docs["checkpoints"], *docs["blobs"], *docs["writes"],  # (late writes of a
+              *docs["items"]):
         d["put_ms"] = int(sec) * 1000 + int(usec) // 1000  # deleted thread are not taken)
     cols, db = saver.context.collections, session.clients.db
     chunks: list[dict] = []
@@ -241,7 +275,9 @@ def import_(ctx: typer.Context,
         chunks += more
     if chunks:
         db[cols.chunks].bulk_write(upserts(chunks), ordered=False)
-    for kind in ("blobs", "writes", "checkpoints"):  # the flusher's order, after the chunks
+    if docs["items"]:  # the flusher's order, after the chunks
+        db[cols.items].bulk_write([upsert_item(d) for d in docs["items"]], ordered=False)
+    for kind in ("blobs", "writes", "checkpoints"):
         if docs[kind]:
             db[getattr(cols, kind)].bulk_write([upsert(d) for d in docs[kind]], ordered=False)
     # the target's hot keys would shadow MongoDB (kept until what they hold is flushed)
