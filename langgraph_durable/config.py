@@ -43,6 +43,12 @@ class DurableConfig(BaseModel):
         outbox_full_timeout_s: seconds a put may wait for room in the outbox.
         hot_ttl_s: seconds a thread's Redis keys live after everything in them reached
             MongoDB; a new write removes the TTL again. 0 keeps them forever.
+        hot_max_checkpoints: the hot window: per thread and checkpoint_ns, Redis keeps
+            the newest this many checkpoints once they reached MongoDB, plus every
+            checkpoint whose entries are not flushed yet; older ones (and the channel
+            values no kept checkpoint names) leave Redis when a flush settles, and are
+            read from MongoDB. Default 50; 0 keeps all (until ``hot_ttl_s``). The items
+            of list values stay while the thread is hot.
         delete_flush_timeout_s: seconds a delete/prune/copy waits for the outbox to drain
             before it acts on both tiers (raises ``FlushTimeoutError`` past it).
         close_drain_timeout_s: seconds ``close()`` (leaving the context manager) waits for
@@ -107,6 +113,7 @@ class DurableConfig(BaseModel):
     on_outbox_full: Literal["block", "raise"] = "block"
     outbox_full_timeout_s: float = Field(default=10.0, ge=0)
     hot_ttl_s: int = Field(default=24 * 3600, ge=0)
+    hot_max_checkpoints: int = Field(default=50, ge=0)
     delete_flush_timeout_s: float = Field(default=30.0, gt=0)
     close_drain_timeout_s: float = Field(default=10.0, ge=0)
     max_value_bytes: int = Field(default=256 * 1024 * 1024, gt=0, le=512 * 1024 * 1024 - 1024)

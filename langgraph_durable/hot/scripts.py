@@ -27,6 +27,7 @@ if redis.call('HSETNX', KEYS[8], 'born', 0) == 1 then  -- this incarnation of th
              + math.floor(tonumber(clock[2]) / 1000))
 end
 redis.call('HINCRBY', KEYS[8], 'dirty', 1)
+redis.call('HINCRBY', KEYS[8], 'u' .. ARGV[4], 1)  -- this checkpoint has unflushed entries
 for i = 1, 9 do redis.call('PERSIST', KEYS[i]) end
 if #KEYS >= 11 then
   return redis.call('XADD', KEYS[11], '*', 't', ARGV[2], 'p', ARGV[3])
@@ -236,26 +237,87 @@ local it = items_of(refs)
 return {out, values, it[1], it[2]}
 """
 
-# After MongoDB took entries of this thread (ARGV[2..]: their stream times in ms): lower the
-# dirty count and, once nothing is left to flush, let the hot keys expire after ARGV[1]
-# seconds (0 = keep).
-SETTLE = r"""
-if redis.call('EXISTS', KEYS[8]) == 0 then return 0 end  -- thread deleted meanwhile
--- count only entries of this incarnation (an older one's entries were written before a
--- delete_thread and must not lower the count of a thread written again since)
-local born = tonumber(redis.call('HGET', KEYS[8], 'born') or '0')
-local n = 0
-for i = 2, #ARGV do if tonumber(ARGV[i]) >= born then n = n + 1 end end
-if n == 0 then return -1 end
-local left = redis.call('HINCRBY', KEYS[8], 'dirty', -n)
-if left <= 0 then
-  redis.call('HSET', KEYS[8], 'dirty', 0)
-  local ttl = tonumber(ARGV[1])
-  if ttl > 0 then
-    for i = 1, 9 do redis.call('EXPIRE', KEYS[i], ttl) end
+# Settling a thread after MongoDB took entries of it (SETTLE, ACK_SETTLE): lower its
+# 'dirty' count and each checkpoint's unflushed count (meta field 'u' .. member); once
+# nothing is left to flush, let the hot keys expire after ttl seconds (0 = keep). Then the
+# hot window: in each namespace the entries touched, keep the newest maxhot checkpoints
+# (0 = all) and those with unflushed entries; older ones leave Redis (record, index,
+# pending writes, and the channel values no kept checkpoint names) and are read from
+# MongoDB. Only entries of this incarnation of the thread count (an older one's entries
+# were written before a delete_thread). The thread's nine keys are KEYS[base..base+8].
+_SETTLE_THREAD = r"""
+local function trim(base, ns, maxn)
+  local members = redis.call('ZREVRANGEBYLEX', KEYS[base + 2], '(' .. ns .. '\1',
+                             '[' .. ns .. '\0')
+  if #members <= maxn then return end
+  local keep, evict = {}, {}
+  for i, m in ipairs(members) do
+    local cv = redis.call('HGET', KEYS[base + 1], m)
+    if i <= maxn or redis.call('HEXISTS', KEYS[base + 7], 'u' .. m) == 1 then
+      if cv then
+        local p = cmsgpack.unpack(cv)
+        for j = 2, #p do keep[p[j]] = true end
+      end
+    else
+      evict[#evict + 1] = {m, cv}
+    end
+  end
+  if #evict == 0 then return end
+  redis.call('HDEL', KEYS[base + 7], 'complete')  -- Redis no longer holds all of it
+  for _, e in ipairs(evict) do
+    local m, cv = e[1], e[2]
+    redis.call('HDEL', KEYS[base], m)
+    redis.call('HDEL', KEYS[base + 1], m)
+    redis.call('ZREM', KEYS[base + 2], m)
+    local wf = redis.call('ZRANGEBYLEX', KEYS[base + 5], '[' .. m .. '\0', '(' .. m .. '\1')
+    for i = 1, #wf, 1000 do
+      local part = {unpack(wf, i, math.min(i + 999, #wf))}
+      redis.call('HDEL', KEYS[base + 4], unpack(part))
+      redis.call('ZREM', KEYS[base + 5], unpack(part))
+    end
+    if cv then
+      local p = cmsgpack.unpack(cv)
+      for j = 2, #p do
+        if not keep[p[j]] then redis.call('HDEL', KEYS[base + 3], p[j]) end
+      end
+    end
   end
 end
-return left
+local function settle(base, done, ttl, maxhot)
+  local meta = KEYS[base + 7]
+  if redis.call('EXISTS', meta) == 0 then return 0 end  -- thread deleted meanwhile
+  local born = tonumber(redis.call('HGET', meta, 'born') or '0')
+  local n, nss = 0, {}
+  for _, e in ipairs(done) do
+    if e[1] >= born then
+      n = n + 1
+      local f = 'u' .. e[2]
+      if redis.call('HINCRBY', meta, f, -1) <= 0 then redis.call('HDEL', meta, f) end
+      local cut = string.find(e[2], '\0', 1, true)
+      if cut then nss[string.sub(e[2], 1, cut - 1)] = true end
+    end
+  end
+  if n == 0 then return -1 end
+  local left = redis.call('HINCRBY', meta, 'dirty', -n)
+  if left <= 0 then
+    redis.call('HSET', meta, 'dirty', 0)
+    if ttl > 0 then
+      for j = base, base + 8 do redis.call('EXPIRE', KEYS[j], ttl) end
+    end
+  end
+  if maxhot > 0 then
+    for ns in pairs(nss) do trim(base, ns, maxhot) end
+  end
+  return left
+end
+"""
+
+# SETTLE one thread (see _SETTLE_THREAD). ARGV: ttl, maxhot, then per entry its stream time
+# (ms) and the member it named.
+SETTLE = _SETTLE_THREAD + r"""
+local done = {}
+for i = 3, #ARGV, 2 do done[#done + 1] = {tonumber(ARGV[i]), ARGV[i + 1]} end
+return settle(1, done, tonumber(ARGV[1]), tonumber(ARGV[2]))
 """
 
 # Acknowledge and delete flushed outbox entries and settle their threads in one atomic step,
@@ -263,34 +325,23 @@ return left
 # 'dirty' count never lowered would keep its hot keys forever). Single Redis only: on a
 # cluster the outbox and the threads live in different slots (flusher.py then sends XACK
 # and SETTLE separately). KEYS: the outbox, then the nine keys of each thread.
-# ARGV: consumer group, hot ttl (s), then per thread: k, its k entry ids.
+# ARGV: consumer group, hot ttl (s), maxhot, then per thread: k, its k (entry id, member).
 # Returns {{1/0 per entry id in ARGV order: acknowledged by this call}, outbox length}.
-ACK_SETTLE = r"""
-local group, ttl = ARGV[1], tonumber(ARGV[2])
+ACK_SETTLE = _SETTLE_THREAD + r"""
+local group, ttl, maxhot = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local acked, ids = {}, {}
-local a, base = 3, 1
+local a, base = 4, 2
 while a <= #ARGV do
-  local k, meta = tonumber(ARGV[a]), KEYS[base + 8]
-  local alive = redis.call('EXISTS', meta) == 1
-  local born = tonumber(redis.call('HGET', meta, 'born') or '0')
-  local n = 0
-  for i = a + 1, a + k do
+  local k = tonumber(ARGV[a])
+  local done = {}
+  for i = a + 1, a + 2 * k, 2 do
     local ok = redis.call('XACK', KEYS[1], group, ARGV[i])
     acked[#acked + 1] = ok
     ids[#ids + 1] = ARGV[i]
-    -- as SETTLE: only entries of this incarnation of the thread count
-    if ok == 1 and tonumber(string.match(ARGV[i], '^%d+')) >= born then n = n + 1 end
+    if ok == 1 then done[#done + 1] = {tonumber(string.match(ARGV[i], '^%d+')), ARGV[i + 1]} end
   end
-  if alive and n > 0 then
-    local left = redis.call('HINCRBY', meta, 'dirty', -n)
-    if left <= 0 then
-      redis.call('HSET', meta, 'dirty', 0)
-      if ttl > 0 then
-        for j = base + 1, base + 9 do redis.call('EXPIRE', KEYS[j], ttl) end
-      end
-    end
-  end
-  a, base = a + k + 1, base + 9
+  if #done > 0 then settle(base, done, ttl, maxhot) end
+  a, base = a + 2 * k + 1, base + 9
 end
 for i = 1, #ids, 1000 do
   redis.call('XDEL', KEYS[1], unpack(ids, i, math.min(i + 999, #ids)))
@@ -582,16 +633,29 @@ def chain_op(keys: Sequence[str], ns: str, checkpoint_id: str, max_steps: int,
     return Script("chain", list(keys), [ns, checkpoint_id, max_steps, *channels])
 
 
-def ack_settle_op(outbox: str, group: str, hot_ttl_s: int,
-                  per_thread: Sequence[tuple[Sequence[str], Sequence[bytes]]]) -> Script:
-    """ACK_SETTLE: ``per_thread`` is ``(thread keys, entry ids)`` per thread. Replies
-    ``[acked flags in that order, outbox length]``."""
+def ack_settle_op(outbox: str, group: str, hot_ttl_s: int, hot_max_checkpoints: int,
+                  per_thread: Sequence[tuple[Sequence[str], Sequence[tuple[bytes, str]]]]
+                  ) -> Script:
+    """ACK_SETTLE: ``per_thread`` is ``(thread keys, [(entry id, member it named)])`` per
+    thread. Replies ``[acked flags in that order, outbox length]``."""
     keys: list[str] = [outbox]
-    args: list[object] = [group, hot_ttl_s]
-    for tkeys, eids in per_thread:
+    args: list[object] = [group, hot_ttl_s, hot_max_checkpoints]
+    for tkeys, entries in per_thread:
         keys += list(tkeys)
-        args += [len(eids), *eids]
+        args.append(len(entries))
+        for eid, m in entries:
+            args += [eid, m]
     return Script("ack_settle", keys, args)
+
+
+def settle_op(keys: Sequence[str], hot_ttl_s: int, hot_max_checkpoints: int,
+              entries: Sequence[tuple[int, str]]) -> Script:
+    """SETTLE one thread: ``entries`` are ``(stream time ms, member)`` of its acknowledged
+    outbox entries."""
+    args: list[object] = [hot_ttl_s, hot_max_checkpoints]
+    for ms, m in entries:
+        args += [ms, m]
+    return Script("settle", list(keys), args)
 
 
 class ChainStatus(enum.IntEnum):

@@ -30,7 +30,7 @@ from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import CorruptRecordError
 from ..hot.keys import CONSUMER_GROUP
-from ..hot.scripts import SETTLE, ack_settle_op
+from ..hot.scripts import ack_settle_op, settle_op
 from ..metrics import Metrics, safe_error
 from ..plans.fence import bulk_ignoring_newer, stream_ms, take_back_deleted
 from ..records import SEP, CheckpointRecord, WriteRecord, unpack_blob
@@ -179,27 +179,25 @@ def _ack_and_settle(ctx: Context, parsed: list[Parsed]) -> Plan[tuple[list[bool]
     first. One atomic script (``ACK_SETTLE``) on a single Redis; on a cluster (outbox and
     threads in different slots) XACK/XDEL then one SETTLE per thread, so a flusher dying
     between the two leaves that thread's ``dirty`` above 0 (its keys then never expire)."""
-    per_thread: dict[str, list[bytes]] = defaultdict(list)
-    for eid, tid, _ in parsed:
-        per_thread[tid].append(eid)
+    per_thread: dict[str, list[tuple[bytes, str]]] = defaultdict(list)
+    for eid, tid, payload in parsed:
+        per_thread[tid].append((eid, payload[1]))
+    cfg = ctx.config
     if not ctx.cluster:
         flags, length = yield ack_settle_op(
-            ctx.outbox, CONSUMER_GROUP, ctx.config.hot_ttl_s,
-            [(ctx.keys(tid).all, eids) for tid, eids in per_thread.items()])
-        by_id = dict(zip([e for eids in per_thread.values() for e in eids], flags))
+            ctx.outbox, CONSUMER_GROUP, cfg.hot_ttl_s, cfg.hot_max_checkpoints,
+            [(ctx.keys(tid).all, entries) for tid, entries in per_thread.items()])
+        by_id = dict(zip([e for entries in per_thread.values() for e, _ in entries], flags))
         return [bool(by_id[eid]) for eid, _, _ in parsed], int(length)
     ids = [eid for eid, _, _ in parsed]
     acked = yield Pipeline([["XACK", ctx.outbox, CONSUMER_GROUP, eid] for eid in ids]
                            + [["XDEL", ctx.outbox, *ids], ["XLEN", ctx.outbox]])
-    times: dict[str, list[int]] = defaultdict(list)
-    for (eid, tid, _), ok in zip(parsed, acked):
+    done: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for (eid, tid, payload), ok in zip(parsed, acked):
         if ok:
-            times[tid].append(int(eid.split(b"-")[0]))
-    # one pipeline of small EVALs (not one script call per thread in turn)
-    settle = [["EVAL", SETTLE, 8, *ctx.keys(t).all, ctx.config.hot_ttl_s, *ts]
-              for t, ts in times.items()]
-    if settle:
-        yield Pipeline(settle)
+            done[tid].append((stream_ms(eid), payload[1]))
+    for tid, entries in done.items():
+        yield settle_op(ctx.keys(tid).all, cfg.hot_ttl_s, cfg.hot_max_checkpoints, entries)
     return [bool(ok) for ok in acked[:len(ids)]], int(acked[-1])
 
 

@@ -79,7 +79,7 @@ def test_delete_thread_tombstones_in_redis_before_deleting_in_mongodb() -> None:
 
     done = drive(admin.delete_thread_plan(ctx, "t"), answer)
     assert done.kinds() == ["Pipeline", "Find", "delete_thread", "Parallel", "DeleteMany",
-                            "DeleteMany", "DeleteMany", "DeleteMany"]
+                            "DeleteMany", "DeleteMany", "DeleteMany", "DeleteMany"]
     script = done.ops[2]
     assert isinstance(script, Script)
     assert list(script.keys) == [*keys.all, keys.gone]

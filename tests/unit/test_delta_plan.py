@@ -30,7 +30,7 @@ def test_a_chain_redis_holds_is_one_script_call() -> None:
     ctx = context()
     p1 = stored(ctx, 1, "seed-1")
     w1 = writes(ctx, 1, [("v", "w1")])
-    kinds, got = history(ctx, lambda op: [ChainStatus.DONE, [chain_row(p1, w1, True)], b""])
+    kinds, got = history(ctx, lambda op: [ChainStatus.DONE, [chain_row(p1, w1, True)], b"", [], []])
     assert kinds == ["chain"]
     assert got == {"v": {"writes": [("task", "v", "w1")], "seed": "seed-1"}}
 
@@ -43,7 +43,7 @@ def test_a_chain_leaving_redis_goes_on_in_mongodb_from_that_ancestor() -> None:
 
     def answer(op: Op[Any]) -> Any:
         if isinstance(op, Script) and op.name == "chain":  # IDS[1] in Redis without seed
-            return [ChainStatus.LEFT_REDIS, [chain_row(p1, w1, False)], IDS[0].encode()]
+            return [ChainStatus.LEFT_REDIS, [chain_row(p1, w1, False)], IDS[0].encode(), [], []]
         if isinstance(op, Find) and op.collection == cols.checkpoints:
             return [D.checkpoint_doc("t", p0.record)]
         if isinstance(op, Find) and op.collection == cols.writes:
@@ -69,7 +69,7 @@ def test_a_blob_redis_lacks_is_read_from_mongodb_and_the_walk_goes_on() -> None:
         if isinstance(op, Script):
             calls.append(list(op.args))
             return [ChainStatus.BLOB_MISSING, [chain_row(p1, [], False, missing=True)],
-                    IDS[1].encode()]
+                    IDS[1].encode(), [], []]
         assert isinstance(op, Find) and op.collection == ctx.collections.blobs
         return [D.blob_doc("t", f, v) for f, v in p1.blobs]
 

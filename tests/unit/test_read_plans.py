@@ -47,7 +47,7 @@ def hot_row(p: write.PreparedPut, ws: list[WriteRecord] = ()) -> list[Any]:  # t
 def page_reply(rows: list[Any], blobs: list[write.PreparedPut], complete: int) -> list[Any]:
     fields = [f.encode() for p in blobs for f, _ in p.args.blobs]
     values = [v for p in blobs for _, v in p.args.blobs]
-    return [rows, fields, values, complete]
+    return [rows, fields, values, complete, [], []]  # no items (no list values)
 
 
 def test_latest_of_a_thread_redis_holds_whole_is_one_script_call() -> None:

@@ -58,9 +58,9 @@ def test_put_is_one_script_call_with_named_arguments() -> None:
     assert list(op.keys) == [*keys.all, keys.gone, ctx.outbox]
     m = member("", CHILD)
     assert list(op.args[:5]) == [ctx.config.max_outbox, "t", put.args.payload, m, ""]
-    assert ormsgpack.unpackb(put.args.payload) == ["cp", m, ["\x00v\x002"]]
-    assert list(op.args[7:11]) == ["", "0", member("", PARENT), "0"]
-    assert op.args[11] == "\x00v\x002"
+    assert ormsgpack.unpackb(put.args.payload) == ["cp", m, ["\x00v\x002"], []]
+    assert list(op.args[7:12]) == ["", "0", member("", PARENT), "0", 1]  # 1 blob pair
+    assert op.args[12] == "\x00v\x002"
     rec = CheckpointRecord.unpack("", CHILD, op.args[5], op.args[6])
     assert (rec.parent_id, rec.blob_fields) == (PARENT, ("\x00v\x002",))
 
@@ -210,8 +210,9 @@ def test_put_writes_marks_special_channels_as_overwriting() -> None:
     (op,) = done.ops
     assert isinstance(op, Script) and op.name == "put_writes"
     m = member("", PARENT)
-    assert list(op.args[:5]) == [ctx.config.max_outbox, "t", prepared.args.payload, m, "0"]
-    triples = [op.args[i:i + 3] for i in range(5, len(op.args), 3)]
+    assert list(op.args[:6]) == [ctx.config.max_outbox, "t", prepared.args.payload, m, "0",
+                                 2]  # two triples, no items
+    triples = [op.args[i:i + 3] for i in range(6, len(op.args), 3)]
     assert [(f, flag) for f, _, flag in triples] == [
         (f"{m}\x00task\x000", "0"), (f"{m}\x00task\x00-1", "1")]
     w = WriteRecord.unpack(triples[0][1], "test")
