@@ -31,9 +31,10 @@ whole as before (``Items.enabled`` is False).
 
 Serialization cost: ``Items`` remembers, per object, the digest and stored bytes of the
 LangChain messages (pydantic models) it serialized, with a deep copy taken at that time.
-The same object met again is not serialized again when it still equals its copy (``==``),
-so a step serializes only the messages it added or changed. A value changed in place to
-one that compares equal under ``==`` but serializes differently (``1`` to ``1.0``) keeps
+The same object met again is not serialized again when its fields still equal the copy's
+(``==`` of ``__dict__`` and the extra fields, what ``model_dump`` serializes), so a step
+serializes only the messages it added or changed. A field changed in place to a value that
+compares equal under ``==`` but serializes differently (``1`` to ``1.0`` or ``True``) keeps
 its earlier bytes: set ``item_cache_bytes=0`` to serialize every item at every step.
 """
 
@@ -154,11 +155,23 @@ def _is_model(value: Any) -> bool:
     return isinstance(value, BaseModel)
 
 
+def _unchanged(snapshot: Any, item: Any) -> bool:
+    """Whether a pydantic model still equals the copy taken when it was serialized: its
+    fields (``__dict__``) and extra fields, which is what its serialization holds
+    (``model_dump``)."""
+    try:
+        return (type(snapshot) is type(item) and snapshot.__dict__ == item.__dict__
+                and snapshot.__pydantic_extra__ == item.__pydantic_extra__)
+    except Exception:
+        return False
+
+
 class Items:
     """The item store's process-side state for one saver: how to digest, the per-object
-    serialization cache (at most ``cache_bytes`` of stored bytes, least recently used
-    dropped first) and, per thread, the digests this process knows Redis holds (written
-    or read), so a put sends only new items. Thread-safe.
+    serialization cache (at most ``cache_bytes`` of stored bytes) and, per thread, the
+    digests this process knows Redis holds (written or read), so a put sends only new
+    items. Thread-safe. The cache drops the entries
+    stored longest ago first (a dropped message is serialized again when next met).
 
     ``key``: BLAKE2b key (``b""`` = unkeyed); ``decrypt``: for an encrypting serializer,
     turns a stored typed value back into its plaintext typed value (digests are taken over
@@ -203,9 +216,14 @@ class Items:
         digests: list[bytes] = []
         parts: dict[bytes, bytes] = {}
         largest = 0
-        for pos, item in enumerate(value):
-            entry = self._cached(item)
-            if entry is None:
+        cache = self._cache
+        if self._cache_bytes:
+            with self._lock:
+                entries = [cache.get(id(item)) for item in value]
+        else:
+            entries = [None] * len(value)
+        for pos, (item, entry) in enumerate(zip(value, entries)):
+            if entry is None or entry.obj is not item or not _unchanged(entry.snapshot, item):
                 typed = dumps(item, pos)
                 stored = pack(typed)
                 d = self.digest(typed)
@@ -224,20 +242,6 @@ class Items:
             refs.append(n)
         refs += digests[full:]
         return SplitList(b"".join(refs), parts, largest)
-
-    def _cached(self, item: Any) -> _Entry | None:
-        if not self._cache_bytes:
-            return None
-        with self._lock:
-            entry = self._cache.get(id(item))
-            if entry is None or entry.obj is not item:
-                return None
-            self._cache.move_to_end(id(item))
-        try:
-            same = type(entry.snapshot) is type(item) and bool(entry.snapshot == item)
-        except Exception:
-            same = False
-        return entry if same else None
 
     def _remember(self, item: Any, digest: bytes, stored: bytes) -> None:
         if not self._cache_bytes or not _is_model(item):
