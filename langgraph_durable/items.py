@@ -41,6 +41,7 @@ its earlier bytes: set ``item_cache_bytes=0`` to serialize every item at every s
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import threading
 from collections import OrderedDict
@@ -100,10 +101,12 @@ def parse_stored(raw: bytes, unpack_item: Callable[[bytes], Typed | None]) -> Ty
     return typed
 
 
-def expand(refs: bytes, items: Mapping[bytes, Typed], where: str) -> list[Typed]:
-    """The typed items a manifest names, in list order (nodes expanded). Raises
-    ``CorruptRecordError`` naming ``where`` and the digest when one is missing."""
-    out: list[Typed] = []
+def expand(refs: bytes, items: Mapping[bytes, Typed], where: str
+           ) -> list[tuple[bytes, Typed]]:
+    """``(digest, typed item)`` of the items a manifest names, in list order (nodes
+    expanded). Raises ``CorruptRecordError`` naming ``where`` and the digest when one is
+    missing."""
+    out: list[tuple[bytes, Typed]] = []
     for d in split_digests(refs, where):
         got = items.get(d)
         if got is None:
@@ -114,9 +117,9 @@ def expand(refs: bytes, items: Mapping[bytes, Typed], where: str) -> list[Typed]
                 if child is None or child[0] == NODE_TYPE:
                     raise CorruptRecordError(f"item {c.hex()} (in node {d.hex()}) of {where} "
                                              "is missing")
-                out.append(child)
+                out.append((c, child))
         else:
-            out.append(got)
+            out.append((d, got))
     return out
 
 
@@ -137,31 +140,68 @@ class SplitList:
     serialized size."""
 
     refs: bytes
-    parts: dict[bytes, bytes]
+    parts: dict[bytes, Stored]
     largest: int
+
+
+Stored = bytes | tuple[str, bytes]
+"""An item or node as stored (bytes), or an item's typed value not packed yet (``pack``
+makes its stored bytes when it must be sent)."""
+
+
+def packed(parts: Mapping[bytes, Stored], pack: Callable[[Typed], bytes]) -> dict[bytes, bytes]:
+    """``parts`` with every value in its stored bytes."""
+    return {d: v if isinstance(v, bytes) else pack(v) for d, v in parts.items()}
 
 
 class _Entry:
     __slots__ = ("obj", "snapshot", "digest", "stored", "size")
 
-    def __init__(self, obj: Any, snapshot: Any, digest: bytes, stored: bytes) -> None:
+    def __init__(self, obj: Any, snapshot: Any, digest: bytes, stored: Stored) -> None:
         self.obj, self.snapshot, self.digest, self.stored = obj, snapshot, digest, stored
-        self.size = len(stored)
+        self.size = len(stored) if isinstance(stored, bytes) else len(stored[1])
 
 
 def _is_model(value: Any) -> bool:
+    return isinstance(value, _base_model())
+
+
+@functools.lru_cache(maxsize=1)
+def _base_model() -> type:
     from pydantic import BaseModel
 
-    return isinstance(value, BaseModel)
+    return BaseModel
 
 
-def _unchanged(snapshot: Any, item: Any) -> bool:
-    """Whether a pydantic model still equals the copy taken when it was serialized: its
-    fields (``__dict__``) and extra fields, which is what its serialization holds
-    (``model_dump``)."""
+_SCALARS = frozenset({str, int, float, bool, type(None), bytes})
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of plain data (scalars shared, dicts/lists/tuples copied), else
+    ``copy.deepcopy``."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_copy(v) for v in value]
+    if kind is tuple:
+        return tuple(_copy(v) for v in value)
+    return copy.deepcopy(value)
+
+
+def _snapshot(item: Any) -> tuple[type, dict[str, Any], Any]:
+    """What a pydantic model's serialization holds (``model_dump``): its type, a copy of
+    its fields (``__dict__``) and of its extra fields."""
+    return type(item), _copy(item.__dict__), _copy(getattr(item, "__pydantic_extra__", None))
+
+
+def _unchanged(snapshot: tuple[type, dict[str, Any], Any], item: Any) -> bool:
+    """Whether a pydantic model still equals its snapshot (``==`` field by field)."""
     try:
-        return (type(snapshot) is type(item) and snapshot.__dict__ == item.__dict__
-                and snapshot.__pydantic_extra__ == item.__pydantic_extra__)
+        return (snapshot[0] is type(item) and snapshot[1] == item.__dict__
+                and snapshot[2] == getattr(item, "__pydantic_extra__", None))
     except Exception:
         return False
 
@@ -214,7 +254,7 @@ class Items:
         """Split a list into items and nodes. ``dumps(item, position)`` serializes one
         item (raising the caller's errors); ``pack`` makes its stored envelope."""
         digests: list[bytes] = []
-        parts: dict[bytes, bytes] = {}
+        parts: dict[bytes, Stored] = {}
         largest = 0
         cache = self._cache
         if self._cache_bytes:
@@ -223,12 +263,13 @@ class Items:
         else:
             entries = [None] * len(value)
         for pos, (item, entry) in enumerate(zip(value, entries)):
+            stored: Stored
             if entry is None or entry.obj is not item or not _unchanged(entry.snapshot, item):
                 typed = dumps(item, pos)
                 stored = pack(typed)
                 d = self.digest(typed)
                 largest = max(largest, len(typed[1]))
-                self._remember(item, d, stored)
+                self._remember([(item, d, stored)])
             else:
                 d, stored = entry.digest, entry.stored
             digests.append(d)
@@ -243,33 +284,43 @@ class Items:
         refs += digests[full:]
         return SplitList(b"".join(refs), parts, largest)
 
-    def _remember(self, item: Any, digest: bytes, stored: bytes) -> None:
-        if not self._cache_bytes or not _is_model(item):
+    def _remember(self, found: Iterable[tuple[Any, bytes, Stored]]) -> None:
+        if not self._cache_bytes:
             return
-        try:
-            snapshot = copy.deepcopy(item)
-        except Exception:
-            return
-        entry = _Entry(item, snapshot, digest, stored)
+        entries = []
+        for item, digest, stored in found:
+            if not _is_model(item):
+                continue
+            try:
+                entries.append(_Entry(item, _snapshot(item), digest, stored))
+            except Exception:
+                continue
         with self._lock:
-            old = self._cache.pop(id(item), None)
-            if old is not None:
-                self._held -= old.size
-            self._cache[id(item)] = entry
-            self._held += entry.size
+            for entry in entries:
+                old = self._cache.pop(id(entry.obj), None)
+                if old is not None:
+                    self._held -= old.size
+                self._cache[id(entry.obj)] = entry
+                self._held += entry.size
             while self._held > self._cache_bytes and self._cache:
                 _, dropped = self._cache.popitem(last=False)
                 self._held -= dropped.size
 
+    def loaded(self, found: Iterable[tuple[Any, bytes, Typed]]) -> None:
+        """Remember items just decoded from storage (``(object, digest, typed value)``),
+        so a put of the same unchanged object does not serialize it again."""
+        self._remember(found)
+
     # ------------------------------------------------------------------ known in Redis
 
-    def unknown(self, thread_id: str, parts: Mapping[bytes, bytes]) -> dict[bytes, bytes]:
-        """The parts this process does not know Redis holds for ``thread_id``."""
+    def unknown(self, thread_id: str, parts: Mapping[bytes, Stored],
+                pack: Callable[[Typed], bytes]) -> dict[bytes, bytes]:
+        """The parts this process does not know Redis holds for ``thread_id``, packed."""
         with self._lock:
             known = self._known.get(thread_id)
-            if known is None:
-                return dict(parts)
-            return {d: v for d, v in parts.items() if d not in known}
+            if known is not None:
+                parts = {d: v for d, v in parts.items() if d not in known}
+        return packed(parts, pack)
 
     def learn(self, thread_id: str, digests: Iterable[bytes]) -> None:
         """Record that Redis holds ``digests`` for ``thread_id`` (written or read)."""

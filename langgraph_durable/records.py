@@ -259,12 +259,19 @@ def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     }
 
 
-def load_value(serde: Any, typed: Typed, items: Mapping[bytes, Typed], where: str) -> Any:
+def load_value(serde: Any, typed: Typed, items: Mapping[bytes, Typed], where: str,
+               remember: Any = None) -> Any:
     """Decode a stored value: a manifest (``items.MANIFEST_TYPE``) becomes the list of
-    its items, each decoded with ``serde``; anything else ``serde.loads_typed``."""
-    if typed[0] == MANIFEST_TYPE:
-        return [serde.loads_typed(t) for t in expand(typed[1], items, where)]
-    return serde.loads_typed(typed)
+    its items, each decoded with ``serde`` (and, given ``remember`` (an ``items.Items``),
+    remembered so a put of the same unchanged object skips serializing it); anything else
+    ``serde.loads_typed``."""
+    if typed[0] != MANIFEST_TYPE:
+        return serde.loads_typed(typed)
+    found = [(serde.loads_typed(item), digest, item)
+             for digest, item in expand(typed[1], items, where)]
+    if remember is not None:
+        remember.loaded(found)
+    return [value for value, _, _ in found]
 
 
 def assemble(
@@ -274,13 +281,15 @@ def assemble(
     blobs: Mapping[str, Typed | None],
     writes: Sequence[WriteRecord],
     items: Mapping[bytes, Typed] | None = None,
+    remember: Any = None,
 ) -> CheckpointTuple:
     """Build the ``CheckpointTuple`` InMemorySaver would return for the same stored data.
 
     ``blobs`` maps blob field -> typed value (``None`` = empty); a field missing from it
     leaves that channel out of ``channel_values``, as InMemorySaver does. ``items``: the
     stored items and nodes (parsed, ``items.parse_stored``) that manifests among the
-    values name; a missing one raises ``CorruptRecordError``.
+    values name; a missing one raises ``CorruptRecordError``. ``remember``: see
+    ``load_value`` (for the checkpoint a run resumes from).
     """
     items = items or {}
     checkpoint = serde.loads_typed(rec.checkpoint)
@@ -292,7 +301,8 @@ def assemble(
         channel = split_field(f)[1]
         values[channel] = load_value(
             serde, typed, items,
-            f"channel {channel!r} of checkpoint {rec.checkpoint_id!r} (thread {thread_id!r})")
+            f"channel {channel!r} of checkpoint {rec.checkpoint_id!r} (thread {thread_id!r})",
+            remember)
     checkpoint["channel_values"] = values
     ordered = sorted(writes, key=WriteRecord.sort_key)
     return CheckpointTuple(
@@ -305,7 +315,7 @@ def assemble(
         pending_writes=[
             (w.task_id, w.channel, load_value(
                 serde, w.value, items, f"write of task {w.task_id!r} to {w.channel!r} "
-                f"(checkpoint {rec.checkpoint_id!r}, thread {thread_id!r})"))
+                f"(checkpoint {rec.checkpoint_id!r}, thread {thread_id!r})", remember))
             for w in ordered],
     )
 

@@ -29,7 +29,7 @@ from ..errors import (
     ThreadDeletedError,
 )
 from ..hot.scripts import PutArgs, PutWritesArgs, Refusal
-from ..items import MANIFEST_TYPE
+from ..items import MANIFEST_TYPE, Stored, packed
 from ..records import (
     SEP,
     CheckpointRecord,
@@ -79,7 +79,7 @@ def dumps(ctx: Context, value: Any, *, thread_id: str, what: str) -> Typed:
     return typed
 
 
-def value_typed(ctx: Context, value: Any, parts: dict[bytes, bytes], *, thread_id: str,
+def value_typed(ctx: Context, value: Any, parts: dict[bytes, Stored], *, thread_id: str,
                 what: str) -> Typed:
     """The typed value to store for ``value``: a plain non-empty ``list`` becomes a
     manifest (``items.py``) whose items and nodes are added to ``parts``; anything else
@@ -99,7 +99,7 @@ def _payload(kind: str, m: str, fields: Sequence[str], digests: Sequence[bytes])
 
 
 def _send(ctx: Context, args: PutArgs | PutWritesArgs,
-          parts: dict[bytes, bytes]) -> Plan[bytes]:
+          parts: dict[bytes, Stored]) -> Plan[bytes]:
     """Run a writing script; apply the outbox-full policy (deadline read from
     ``ctx.clock``); on a cluster XADD separately. A ``DELETED`` refusal is checked in
     MongoDB (``_check_deleted``) and the write sent again with ``checked_through_ms``; a
@@ -124,7 +124,8 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
                         f"({refusal.value} missing)") from None
                 ctx.items.forget(args.thread_id)
                 kind, m, fields, _ = ormsgpack.unpackb(args.payload)
-                args = args.with_items(parts, _payload(kind, m, fields, list(parts)))
+                args = args.with_items(packed(parts, pack_blob),
+                                       _payload(kind, m, fields, list(parts)))
                 continue
             if refusal.kind == "DELETED":
                 deleted_at = int(refusal.value)
@@ -195,7 +196,7 @@ class PreparedPut:
     record: CheckpointRecord
     blobs: list[tuple[str, Typed | None]]
     args: PutArgs
-    parts: dict[bytes, bytes]
+    parts: dict[bytes, Stored]
 
 
 def prepare_put(
@@ -214,7 +215,7 @@ def prepare_put(
     c: dict[str, Any] = dict(checkpoint)
     values: dict[str, Any] = c.pop("channel_values", {})
     blobs: list[tuple[str, Typed | None]] = []
-    parts: dict[bytes, bytes] = {}
+    parts: dict[bytes, Stored] = {}
     for ch, ver in new_versions.items():
         check_id("channel", ch, thread_id=tid)
         typed = (
@@ -241,7 +242,7 @@ def prepare_put(
     # a thread's first input checkpoint (LangGraph's step -1, no parent, root namespace)
     # on a thread Redis holds nothing of starts a new thread: Redis then holds all of it
     fresh = parent is None and ns == "" and md.get("step") == -1
-    send = ctx.items.unknown(tid, parts)
+    send = ctx.items.unknown(tid, parts, pack_blob)
     args = PutArgs(
         keys=ctx.script_keys(tid), max_outbox=ctx.config.max_outbox, thread_id=tid,
         payload=_payload("cp", m, [f for f, _ in blobs], list(send)), member=m, ns=ns,
@@ -297,7 +298,7 @@ class PreparedWrites:
     checkpoint_id: str
     records: list[WriteRecord]
     args: PutWritesArgs
-    parts: dict[bytes, bytes]
+    parts: dict[bytes, Stored]
 
 
 def prepare_put_writes(
@@ -322,7 +323,7 @@ def prepare_put_writes(
         return None
     seq = ctx.clock.time_ns()
     recs: list[WriteRecord] = []
-    parts: dict[bytes, bytes] = {}
+    parts: dict[bytes, Stored] = {}
     for pos, (ch, value) in enumerate(writes):
         idx = write_idx(ch, pos)
         typed = value_typed(ctx, value, parts, thread_id=tid,
@@ -330,7 +331,7 @@ def prepare_put_writes(
         recs.append(WriteRecord(task_id, idx, ch, typed, task_path or "", seq))
     fields = [write_field(ns, cid, task_id, w.idx) for w in recs]
     m = member(ns, cid)
-    send = ctx.items.unknown(tid, parts)
+    send = ctx.items.unknown(tid, parts, pack_blob)
     args = PutWritesArgs(
         keys=ctx.script_keys(tid), max_outbox=ctx.config.max_outbox, thread_id=tid,
         payload=_payload("w", m, fields, list(send)), member=m, checked_through_ms=0,
