@@ -264,6 +264,9 @@ def plots(out: str, records: list[dict[str, Any]], names: list[str]) -> list[str
         ax.legend(fontsize=8)
         fig.tight_layout()
         files.append(_save(fig, out, "w6_storage.png"))
+    fig = report_w7.plot(records, names, SHORT)
+    if fig is not None:
+        files.append(_save(fig, out, "w7_storage.png"))
     return files
 
 

@@ -192,3 +192,41 @@ def section(L: list[str], records: list[dict[str, Any]], names: list[str]) -> No
              f"is one run's `invoke` wall time over its checkpoints (the drain not included); "
              f"the timing targets come from W1.")
     L.append("")
+
+
+def plot(records: list[dict[str, Any]], names: list[str], short: dict[str, str]) -> Any:
+    """Bytes kept against turns, one line per saver and tier (log-log: a slope of 1 is
+    linear growth, 2 quadratic), or ``None`` without W7 results."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
+
+    tt = turns_of(records)
+    rows = _rows(records)
+    if tt is None:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for n in names:
+        r = rows.get(n)
+        if r is None or "error" in r:
+            continue
+        series = ([("MongoDB", "mongo_bytes", "-"), ("Redis", "redis_bytes", "--")]
+                  if f"redis_bytes@{tt[1]}" in r
+                  else [("payload" if n == "inmemory" else "", "bytes", "-")])
+        for tier, key, style in series:
+            ys = [_num(r, f"{key}@{t}") for t in tt]
+            pts = [(t, y / 1e6) for t, y in zip(tt, ys) if y]
+            if pts:
+                ax.plot(*zip(*pts), style, marker="o", lw=1.2,
+                        label=f"{short.get(n, n)} {tier}".strip())
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(list(tt))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xticklabels([str(t) for t in tt])
+    ax.set_xlabel("turns (one thread)")
+    ax.set_ylabel("MB kept")
+    ax.set_title("W7: bytes kept for one conversation (log-log; slope 1 = linear, "
+                 "2 = quadratic)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -56,7 +56,8 @@ def test_quick_run_writes_report_and_plots(tmp_path: Path) -> None:
     assert pngs, "no PNG written"
     for p in out.glob("*.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert {"summary.png", "w1_turns.png", "w5_outbox.png", "w6_storage.png"} <= set(pngs)
+    assert {"summary.png", "w1_turns.png", "w5_outbox.png", "w6_storage.png",
+            "w7_storage.png"} <= set(pngs)
     data = json.loads((out / "results.json").read_text())
     savers = {r["saver"] for r in data["records"]}
     assert {"inmemory", "durable", "durable_strict"} <= savers
