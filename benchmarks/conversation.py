@@ -156,13 +156,15 @@ def run_once(spec: SaverSpec, turns: int) -> dict[str, Any]:
         cfg = {"configurable": {"thread_id": f"w7-{turns}"}, "recursion_limit": 2 * turns + 10}
         redis_in = redis_input_bytes(spec.env.redis_url) if spec.is_durable_saver else None
         COMMAND_BYTES.watch(h.ns)
-        t0 = time.perf_counter()
-        g.invoke(graphs.conversation_input(), cfg)
-        wall = time.perf_counter() - t0
-        spec.drain(h)
-        with COMMAND_BYTES.lock:
-            mongo_cmd, mongo_n = COMMAND_BYTES.bytes, COMMAND_BYTES.commands
-        COMMAND_BYTES.watch(None)
+        try:
+            t0 = time.perf_counter()
+            g.invoke(graphs.conversation_input(), cfg)
+            wall = time.perf_counter() - t0
+            spec.drain(h)
+            with COMMAND_BYTES.lock:
+                mongo_cmd, mongo_n = COMMAND_BYTES.bytes, COMMAND_BYTES.commands
+        finally:
+            COMMAND_BYTES.watch(None)
         out: dict[str, Any] = {"steps": steps, "wall_s": wall, "step_ms": wall / steps * 1e3}
         if redis_in is not None:
             out["redis_in_bytes"] = redis_input_bytes(spec.env.redis_url) - redis_in
