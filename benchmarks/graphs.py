@@ -90,6 +90,59 @@ def build_agent(checkpointer: Any, turns: int, seed: int = 0, *,
     return b.compile(checkpointer=checkpointer)
 
 
+# ---------------------------------------------------------------- W7: conversation
+
+CONV_AI_CHARS = (560, 640)        # an AIMessage's text before its tool call (~600 chars)
+CONV_TOOL_CHARS = (1400, 1600)    # the ToolMessage it gets back (~1,500 chars)
+
+
+def _conv_script(turns: int, seed: int) -> list[AIMessage]:
+    out = []
+    for t in range(turns):
+        rng = random.Random(f"c{seed}-{t}")
+        out.append(AIMessage(
+            text(rng, CONV_AI_CHARS), id=f"conv-ai-{t}",
+            tool_calls=[{"name": "fetch_passage", "id": f"conv-call-{t}", "type": "tool_call",
+                         "args": {"query": text(rng, (20, 60))}}]))
+    return out
+
+
+@tool
+def fetch_passage(query: str) -> str:
+    """A ~1,500-character passage for ``query`` (deterministic)."""
+    return text(random.Random(f"conv-tool-{query}"), CONV_TOOL_CHARS)
+
+
+def build_conversation(checkpointer: Any, turns: int, seed: int = 0) -> Any:
+    """The issue-13 conversation: one ``invoke`` runs ``turns`` turns of agent -> tools;
+    per turn the agent adds one AIMessage (~600 chars, one tool call) and the tools node
+    one ToolMessage (~1,500 chars); the graph ends after the last turn's ToolMessage.
+    ``1 + 2 * turns`` super-steps after the input checkpoint (see ``conversation_input``);
+    needs ``recursion_limit`` above ``2 * turns``."""
+    script = iter(_conv_script(turns, seed))
+    tools = ToolNode([fetch_passage])
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [next(script)]}
+
+    def more(state: MessagesState) -> str:
+        return "agent" if len(state["messages"]) < 1 + 2 * turns else END
+
+    b = StateGraph(MessagesState)
+    b.add_node("agent", agent)
+    b.add_node("tools", tools)
+    b.add_edge(START, "agent")
+    b.add_edge("agent", "tools")
+    b.add_conditional_edges("tools", more, ["agent", END])
+    return b.compile(checkpointer=checkpointer)
+
+
+def conversation_input(seed: int = 0) -> dict[str, Any]:
+    """The one HumanMessage that starts the W7 conversation."""
+    return {"messages": [HumanMessage(text(random.Random(f"conv-h{seed}"), HUMAN_CHARS),
+                                      id="conv-h")]}
+
+
 # ---------------------------------------------------------------- W2: wide state
 
 WIDE_CHANNELS = 10

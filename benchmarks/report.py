@@ -15,6 +15,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from . import report_w7  # noqa: E402
+
+W1_VS_INMEMORY = 1.3
+"""W1 target (issue 13): DurableSaver's wall time at most this many times InMemorySaver's."""
+
 # (workload, metric, label, unit, higher_is_better)
 METRICS = [
     ("W1 sync", "step_ms", "W1 agent loop, sync: wall time per super-step", "ms", False),
@@ -100,11 +105,12 @@ def targets(records: list[dict[str, Any]], rt: dict[str, Any], peers: list[str]
     def verdict(ok: bool | None) -> str:
         return "n/a" if ok is None else ("**met**" if ok else "**missed**")
 
+    out.extend(report_w7.targets(records))
     for api in ("sync", "async"):
         w = f"W1 {api}"
         d, mem = mv(w, "wall_s", "durable"), mv(w, "wall_s", "inmemory")
-        ok = None if d is None or mem is None else d / mem <= 1.2
-        out.append((f"W1 {api}: DurableSaver ≤ 1.2× InMemorySaver wall time",
+        ok = None if d is None or mem is None else d / mem <= W1_VS_INMEMORY
+        out.append((f"W1 {api}: DurableSaver ≤ {W1_VS_INMEMORY}× InMemorySaver wall time",
                     f"{_fmt(d, 's')} vs {_fmt(mem, 's')}", _ratio(d, mem), verdict(ok)))
         pv = {p: mv(w, "wall_s", p) for p in peers}
         pv = {p: v for p, v in pv.items() if v is not None}
@@ -258,6 +264,9 @@ def plots(out: str, records: list[dict[str, Any]], names: list[str]) -> list[str
         ax.legend(fontsize=8)
         fig.tight_layout()
         files.append(_save(fig, out, "w6_storage.png"))
+    fig = report_w7.plot(records, names, SHORT)
+    if fig is not None:
+        files.append(_save(fig, out, "w7_storage.png"))
     return files
 
 
@@ -340,6 +349,9 @@ def write_report(out: str, *, params: Any, quick: bool, records: list[dict[str, 
         L.append(f"| W6 storage: bytes in the durable store after {last} turns | "
                  + " | ".join(_fmt(w6[n].get(f"bytes@{last}"), "B") if n in w6 else "–"
                               for n in names) + " |")
+    w7_row = report_w7.overview_row(records, names)
+    if w7_row:
+        L.append(w7_row)
     L.append("")
 
     L.append("## Details")
@@ -377,6 +389,7 @@ def write_report(out: str, *, params: Any, quick: bool, records: list[dict[str, 
     _w4_notes(L, records, names)
     _w5_section(L, records)
     _w6_section(L, records, names)
+    report_w7.section(L, records, names)
     _rt_section(L, rt)
     _profile_section(L, profiles)
 
@@ -685,4 +698,8 @@ def _method(L: list[str], params: Any, spt: int) -> None:
   step (as a model call) chosen to offer {params.w5_fraction:.0%} of that capacity.
 - W6: one thread of {params.w6_turns[1]} agent turns per saver (one run; storage is
   deterministic), measured after {params.w6_turns[0]} and {params.w6_turns[1]} turns.
+- W7: issue 13's conversation (one `invoke`, per turn one AIMessage of ~600 chars with one
+  tool call and one ToolMessage of ~1,500 chars), one run per length
+  ({", ".join(str(t) for t in params.w7_turns)} turns), each on one thread in a fresh
+  namespace: bytes kept per tier after the drain, client→server bytes per super-step.
 """)

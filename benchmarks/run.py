@@ -2,10 +2,10 @@
 
     .venv/bin/python -m benchmarks.run [--quick] [--out benchmarks/results]
                                        [--savers inmemory,durable,...] [--reps N]
-                                       [--no-profile]
+                                       [--workloads W1,...,W7,RT] [--no-profile]
 
 Starts the servers it needs (Redis and SecantusDB as the tests do, PostgreSQL from
-Debian's package with initdb/pg_ctl), runs W1-W6 with repetitions interleaved round robin
+Debian's package with initdb/pg_ctl), runs W1-W7 with repetitions interleaved round robin
 across savers, and writes ``report.md``, ``results.json`` and PNG plots into ``--out``.
 ``--quick`` is a smoke run of a few seconds per workload (InMemorySaver and DurableSaver
 unless ``--savers`` says otherwise); it checks that the harness works, not timings.
@@ -28,6 +28,7 @@ from . import workloads
 from .savers import Env, SaverSpec, all_specs
 
 QUICK_SAVERS = ["inmemory", "durable", "durable_strict"]
+WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "RT"]
 
 
 def log(msg: str) -> None:
@@ -77,8 +78,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                          + ",".join(QUICK_SAVERS) + "); 'all' for all")
     ap.add_argument("--reps", type=int, default=None, help="repetitions per workload")
     ap.add_argument("--no-profile", action="store_true", help="skip the py-spy profiles")
-    ap.add_argument("--workloads", default="W1,W2,W3,W4,W5,W6,RT",
-                    help="comma-separated subset of W1..W6,RT")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS),
+                    help="comma-separated subset of W1..W7,RT (RT: round trips)")
     ap.add_argument("--at-commit", default=None, metavar="REV",
                     help="benchmark langgraph_durable as committed at REV (e.g. HEAD), "
                          "extracted with `git archive` to a temporary folder, instead of the "
@@ -136,7 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         only = None
     else:
         only = [s.strip() for s in args.savers.split(",") if s.strip()]
-    todo = {w.strip().upper() for w in args.workloads.split(",")}
+    todo = {w.strip().upper() for w in args.workloads.split(",") if w.strip()}
+    unknown = todo - set(WORKLOADS)
+    if unknown:
+        raise SystemExit(f"--workloads: unknown {', '.join(sorted(unknown))} "
+                         f"(known: {','.join(WORKLOADS)})")
     os.makedirs(args.out, exist_ok=True)
     started = time.perf_counter()
 
@@ -191,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
             _w4(rec, [s for s in sync_specs if s.only is None], durable, params, env)
         if "W6" in todo:
             rec.run("W6", sync_specs, 1, lambda s: workloads.w6(s, params))
+        if "W7" in todo:
+            from . import conversation
+
+            rec.run("W7", sync_specs, 1, lambda s: conversation.w7(s, params.w7_turns))
         checks: dict[str, str] = {}
         if "W3" in todo and any(s.name == "durable" for s in specs):
             import asyncio

@@ -1,5 +1,6 @@
-"""The workloads W1-W6. Each function runs one repetition against one saver spec and
-returns a flat dict of metrics; ``run.py`` interleaves them (round robin per repetition).
+"""The workloads W1-W6 (W7 is in ``conversation.py``). Each function runs one repetition
+against one saver spec and returns a flat dict of metrics; ``run.py`` interleaves them
+(round robin per repetition).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Params:
     w5_fraction: float
     w5_sat_seconds: float
     w6_turns: tuple[int, int]
+    w7_turns: tuple[int, int, int]
     rt_turns: int
     profile_turns: int
 
@@ -47,11 +49,11 @@ class Params:
 FULL = Params(reps=3, w1_turns=100, w2_steps=200, w3_threads=200, w3_steps=20,
               w4_checkpoints=1000, w4_gets=30, w4_history=100, w4_history_calls=3,
               w5_seconds=60.0, w5_threads=20, w5_fraction=0.5, w5_sat_seconds=5.0,
-              w6_turns=(100, 200), rt_turns=10, profile_turns=100)
+              w6_turns=(100, 200), w7_turns=(20, 100, 200), rt_turns=10, profile_turns=100)
 QUICK = Params(reps=2, w1_turns=4, w2_steps=10, w3_threads=8, w3_steps=4,
                w4_checkpoints=40, w4_gets=5, w4_history=10, w4_history_calls=1,
                w5_seconds=3.0, w5_threads=4, w5_fraction=0.5, w5_sat_seconds=1.5,
-               w6_turns=(3, 6), rt_turns=2, profile_turns=4)
+               w6_turns=(3, 6), w7_turns=(2, 4, 8), rt_turns=2, profile_turns=4)
 
 
 def thread_cfg(prefix: str = "t") -> dict[str, Any]:
