@@ -60,7 +60,9 @@ def _to_v0(saver: DurableSaver) -> None:
 def test_documents_of_an_older_version_are_read_and_migrated_in_bulk(
     redis_url: str, mongo_url: str
 ) -> None:
-    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as saver:
+    # version 0 stored lists whole (items came with version 3)
+    with DurableSaver.from_urls(redis_url, mongo_url, list_items=False,
+                                **unique_options()) as saver:
         _fill(saver)
         saver.flush()
         with redis.Redis.from_url(redis_url) as r:
@@ -102,7 +104,7 @@ def test_documents_of_an_older_version_are_read_and_migrated_in_bulk(
 def test_redis_envelopes_of_an_older_version_are_read_and_flushed_upgraded(
     redis_url: str, mongo_url: str
 ) -> None:
-    opts = unique_options(flusher="off")
+    opts = unique_options(flusher="off", list_items=False)  # v0 stored lists whole
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
         _fill(saver)
         expected = _snapshot(saver)

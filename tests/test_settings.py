@@ -38,6 +38,10 @@ ENV_VALUES: dict[str, tuple[str, object]] = {
     "redis_max_connections": ("9", 9),
     "socket_timeout_s": ("2.5", 2.5),
     "server_selection_timeout_s": ("1.5", 1.5),
+    "hot_max_checkpoints": ("7", 7),
+    "list_items": ("false", False),
+    "item_cache_bytes": ("0", 0),
+    "item_digest_key": ("0123456789abcdef-key", "0123456789abcdef-key"),
 }
 
 

@@ -318,8 +318,14 @@ def fork(ctx: typer.Context,
     new = saver.put({"configurable": {"thread_id": to, "checkpoint_ns": ns}}, cp, md,  # type: ignore[arg-type]
                     dict(cp["channel_versions"]))
     tasks: dict[tuple[str, str], list[Any]] = defaultdict(list)
-    for w in sorted((write_of(d) for d in wdocs), key=lambda w: w.sort_key()):
-        tasks[(w.task_path, w.task_id)].append((w.channel, saver.serde.loads_typed(w.value)))
+    # the values as read (list values rebuilt from their items), in the same order
+    # (LangGraph's writes_sort_key); the task paths from the documents
+    ordered = sorted((write_of(d) for d in wdocs), key=lambda w: w.sort_key())
+    if [(w.task_id, w.channel) for w in ordered] != [(t, c) for t, c, _ in tup.pending_writes]:
+        raise CliError(f"the pending writes of checkpoint {checkpoint!r} changed while "
+                       "forking; try again")
+    for w, (_t, _c, value) in zip(ordered, tup.pending_writes):
+        tasks[(w.task_path, w.task_id)].append((w.channel, value))
     for (path, task_id), writes in tasks.items():
         saver.put_writes(new, writes, task_id, path)
     typer.echo(f"forked {thread}@{checkpoint} -> {to}@{new['configurable']['checkpoint_id']} "

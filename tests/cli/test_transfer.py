@@ -20,7 +20,7 @@ def _stored(cli: Cli, thread: str) -> dict[str, list[dict]]:
         return {k: sorted(db[getattr(cols, k)].find({"thread_id": thread},
                                                     {"put_ms": 0}),
                           key=lambda d: d["_id"])
-                for k in ("checkpoints", "blobs", "writes")}
+                for k in ("checkpoints", "blobs", "writes", "items")}
 
 
 def _thread(cli: Cli) -> None:
@@ -42,7 +42,9 @@ def test_export_import_round_trip_is_exact(cli: Cli, tmp_path: Path) -> None:
     assert header["format"] == "langgraph-durable-export"
     assert header["schema_version"] == SCHEMA_VERSION and header["thread_id"] == "x"
     records = [json.loads(line) for line in lines[1:]]
-    assert {r["type"] for r in records} == {"checkpoint", "blob", "write"}
+    # the messages list is stored as items (format version 3)
+    assert {r["type"] for r in records} == {"checkpoint", "blob", "write", "item"}
+    assert header["format_version"] == 3
     assert all(r["v"] == SCHEMA_VERSION for r in records)
     assert sum(header["counts"].values()) == len(records)
     cp = next(r for r in records if r["type"] == "checkpoint")
@@ -52,7 +54,7 @@ def test_export_import_round_trip_is_exact(cli: Cli, tmp_path: Path) -> None:
     shown = cli.json("show", "x")
     assert sum(len(v) for v in before.values()) == len(records)
     cli("delete", "x", "--yes")
-    assert _stored(cli, "x") == {"checkpoints": [], "blobs": [], "writes": []}
+    assert _stored(cli, "x") == {"checkpoints": [], "blobs": [], "writes": [], "items": []}
     r = cli("import", str(path))
     assert r.stdout == f"imported {len(records)} records into thread x\n"
     assert _stored(cli, "x") == before  # every stored record, every field, exactly
@@ -93,7 +95,7 @@ def test_bad_files_are_refused_and_nothing_is_written(cli: Cli, tmp_path: Path) 
     foreign.write_text('{"hello": 1}\n')
     assert "not a langgraph-durable export" in cli("import", str(foreign), code=1).stderr
     assert "cannot read" in cli("import", str(tmp_path / "missing"), code=1).stderr
-    assert _stored(cli, "z") == {"checkpoints": [], "blobs": [], "writes": []}
+    assert _stored(cli, "z") == {"checkpoints": [], "blobs": [], "writes": [], "items": []}
     assert cli("export", "nope", code=1).stderr == "error: thread 'nope' not found\n"
 
 
@@ -115,7 +117,7 @@ def test_export_carries_blob_store_objects_and_import_restores_them(
                         "thread, or --without-blobs to leave them out\n")
     cli("--blob-store", str(tmp_path / "a"), "export", "ext", "-o", str(path))
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert lines[0]["format_version"] == 2 and lines[0]["counts"]["extblob"] == 5
+    assert lines[0]["format_version"] == 3 and lines[0]["counts"]["extblob"] == 5
     assert [rec.get("type") for rec in lines].count("extblob") == 5
 
     other = Cli(redis_url, mongo_url)  # another key prefix, database and blob folder
@@ -131,7 +133,7 @@ def test_export_carries_blob_store_objects_and_import_restores_them(
     cli("export", "ext", "-o", str(path), "--without-blobs")
     header = json.loads(path.read_text().splitlines()[0])
     assert header["blobs_left_out"] == 5 and "extblob" not in header["counts"]
-    assert header["format_version"] == 1
+    assert header["format_version"] == 3  # it holds items (format 1 had neither)
 
 
 def test_export_import_round_trip_of_a_thread_with_chunked_values(
