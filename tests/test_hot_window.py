@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import ormsgpack
-
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph

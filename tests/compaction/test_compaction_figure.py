@@ -6,12 +6,9 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
-import bson
-import pymongo
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
