@@ -52,6 +52,7 @@ except ImportError:  # pragma: no cover - the demo may run without pytest
 __all__ = ["MongoServer", "RedisServer", "S3Server", "ServerError"]
 __all__ += ["drop_key_prefix", "drop_namespace", "mongo_server", "redis_server", "s3_server"]
 __all__ += ["unique_options", "wait_for"]
+__all__ += ["RedisClusterServer", "RedisSentinelServer", "redis_cluster", "redis_sentinel"]
 
 START_TIMEOUT = 30.0
 """Seconds a server has to answer its first ping before :class:`ServerError` is raised."""
@@ -101,6 +102,8 @@ class _Server:
     """Common life cycle of one server: boot, readiness ping, stop/start/kill, cleanup."""
 
     kind, env_var, image, image_port, url_format = "server", "", "", 0, ""
+    local_only = False
+    """True for members of a cluster or sentinel setup: always a local process."""
 
     def __init__(self, *, data_dir: str | None = None) -> None:
         url = os.environ.get(self.env_var) or None
@@ -161,7 +164,7 @@ class _Server:
         began = time.monotonic()
         if self.external:
             self._wait_ready()
-        elif _docker_answers():
+        elif not self.local_only and _docker_answers():
             from testcontainers.core.container import DockerContainer
 
             container = DockerContainer(self.image).with_exposed_ports(self.image_port)
@@ -173,7 +176,7 @@ class _Server:
             self._wait_ready()
         else:
             for attempt in range(3):  # a freshly picked port may be taken before the bind
-                self.port = _free_port()
+                self._pick_ports()
                 try:
                     self._spawn()
                     break
@@ -182,6 +185,9 @@ class _Server:
                     if attempt == 2 or "in use" not in str(exc):
                         raise
         self.startup_seconds = time.monotonic() - began
+
+    def _pick_ports(self) -> None:
+        self.port = _free_port()
 
     def _spawn(self) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
@@ -495,3 +501,21 @@ if pytest is not None:
         prefix, database = f"clean{tag}", f"clean_{tag}"
         yield prefix, database
         drop_namespace(redis_url, mongo_url, prefix, database)
+
+
+# multi-node setups and their fixtures (imported last: that module builds on the above)
+from .testing_cluster import (  # noqa: E402
+    RedisClusterServer,
+    RedisSentinelServer,
+    redis_cluster,
+    redis_sentinel,
+)
+
+if pytest is not None:
+    from .testing_cluster import (  # noqa: E402, F401
+        mongo_replica_set_url,
+        redis_cluster_proc,
+        redis_cluster_url,
+        redis_sentinel_proc,
+        redis_sentinel_url,
+    )
