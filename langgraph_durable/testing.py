@@ -12,7 +12,10 @@ its server in this order:
 
 Loaded as a pytest plugin (``-p langgraph_durable.testing``) it also provides the fixtures
 ``redis_server_proc``, ``mongo_server_proc``, ``s3_server_proc`` (session scoped),
-``redis_url``, ``mongo_url``, ``s3_endpoint_url`` and ``clean_servers``. Tests that stop or
+``redis_url``, ``mongo_url``, ``s3_endpoint_url`` and ``clean_servers``; and from
+:mod:`langgraph_durable.testing_cluster` (a Redis Cluster, a Sentinel group, a one-node
+MongoDB replica set) ``redis_cluster_proc``/``redis_cluster_url``,
+``redis_sentinel_proc``/``redis_sentinel_url`` and ``mongo_replica_set_url``. Tests that stop or
 restart a server must make their own with the context managers, not stop the shared ones.
 
 Two helpers every test and fault scenario shares: :func:`unique_options` (a key prefix and
@@ -43,6 +46,7 @@ from urllib.parse import urlparse
 
 import pymongo
 import redis
+import redis.cluster
 
 try:
     import pytest
@@ -426,9 +430,10 @@ def wait_for(pred: Callable[[], Any], timeout_s: float, what: str, pause_s: floa
         time.sleep(pause_s)
 
 
-def drop_key_prefix(client: redis.Redis, key_prefix: str) -> int:
+def drop_key_prefix(client: redis.Redis | redis.cluster.RedisCluster, key_prefix: str) -> int:
     """Delete every Redis key of savers with ``key_prefix`` (threads, outbox, dead letters:
-    the keys ``{<key_prefix>:...``) and nothing else (SCAN, then DEL in batches of 500).
+    the keys ``{<key_prefix>:...``) and nothing else (SCAN, then DEL in batches of 500; on a
+    cluster client SCAN covers every primary and DEL is split by slot).
     Returns how many keys were deleted. Use it instead of FLUSHDB, which would delete every
     other application's keys on that Redis."""
     if not key_prefix or ":" in key_prefix or any(c in key_prefix for c in "*?[]\\"):
@@ -441,8 +446,12 @@ def drop_key_prefix(client: redis.Redis, key_prefix: str) -> int:
 
 def drop_namespace(redis_url: str, mongo_url: str, key_prefix: str, database: str) -> None:
     """Remove what savers with ``key_prefix`` and ``database`` stored: their Redis keys
-    (``drop_key_prefix``) and that MongoDB database, nothing else."""
-    with redis.Redis.from_url(redis_url) as r:
+    (``drop_key_prefix``; ``redis_url`` in any scheme a saver takes, a cluster's on every
+    primary) and that MongoDB database, nothing else."""
+    from .config import DurableConfig
+    from .redis_urls import redis_client_from_url
+
+    with redis_client_from_url(redis_url, DurableConfig(), asyncio=False) as r:
         drop_key_prefix(r, key_prefix)
     with pymongo.MongoClient[dict[str, Any]](mongo_url) as m:
         m.drop_database(database)
@@ -511,7 +520,7 @@ from .testing_cluster import (  # noqa: E402
     redis_sentinel,
 )
 
-if pytest is not None:
+if pytest is not None:  # the plugin's fixtures are this module's names
     from .testing_cluster import (  # noqa: E402, F401
         mongo_replica_set_url,
         redis_cluster_proc,
