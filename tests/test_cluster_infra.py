@@ -5,6 +5,9 @@ SecantusDB as a one-node replica set taking write concern ``majority``."""
 from __future__ import annotations
 
 import hashlib
+import signal
+import subprocess
+import sys
 from typing import Any
 
 import pymongo
@@ -260,3 +263,29 @@ def test_the_one_node_replica_set_takes_write_concern_majority(
         cps = saver.sync_clients.db[saver.context.collections.checkpoints]
         assert cps.write_concern.document["w"] == "majority"
         assert cps.count_documents({"thread_id": "rs"}) == 1
+
+
+@pytest.mark.parametrize("kind", ["cluster", "sentinel"])
+def test_the_worker_process_drains_the_outbox_from_a_cluster_or_sentinel_url(
+    kind: str, request: pytest.FixtureRequest, mongo_url: str
+) -> None:
+    url = request.getfixturevalue(f"redis_{kind}_url")
+    opts = unique_options(flusher="off")
+    with DurableSaver.from_urls(url, mongo_url, **opts) as saver:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "langgraph_durable.outbox.worker", "--redis-url", url,
+             "--mongo-url", mongo_url, "--key-prefix", opts["key_prefix"],
+             "--database", opts["database"]],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            for i in range(5):
+                cfg = {"configurable": {"thread_id": f"w{i}", "checkpoint_ns": ""}}
+                saver.put(cfg, empty_checkpoint(), {"step": 1}, {})
+            saver.flush(timeout_s=20)
+            cps = saver.sync_clients.db[saver.context.collections.checkpoints]
+            assert sorted(cps.distinct("thread_id")) == [f"w{i}" for i in range(5)]
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            out, err = worker.communicate(timeout=20)
+        assert worker.returncode == 0, err
+        assert "5 entries" in out
