@@ -19,6 +19,7 @@ from .config import DurableConfig
 from .drivers import Clients
 from .errors import EventLoopNotRunningError, SyncCallInEventLoopError
 from .hot.scripts import SCRIPTS
+from .redis_urls import redis_client_from_url
 
 
 def is_async_redis(client: Any) -> bool:
@@ -63,8 +64,15 @@ def database_of(client: Any, config: DurableConfig) -> Any:
 
 
 def describe_redis(client: Any) -> str:
-    """``host:port`` of a Redis client, for error messages."""
+    """``host:port`` of a Redis client (``cluster h:p,...`` for a cluster's startup nodes,
+    ``sentinel service NAME`` for a Sentinel-managed primary), for error messages."""
     try:
+        if is_cluster(client):
+            nodes = client.nodes_manager.startup_nodes.values()
+            return "cluster " + ",".join(f"{n.host}:{n.port}" for n in nodes)
+        service = getattr(client.connection_pool, "service_name", None)
+        if service is not None:
+            return f"sentinel service {service}"
         kw = client.connection_pool.connection_kwargs
         return f"{kw.get('host', '?')}:{kw.get('port', '?')}"
     except Exception:
@@ -84,20 +92,17 @@ def describe_mongo(db: Any) -> str:
 
 def make_clients(redis_client: Any, db: Any) -> Clients:
     """Wrap one side's clients for the I/O drivers."""
-    return Clients(redis=redis_client, db=db, scripts=SCRIPTS,
+    return Clients(redis=redis_client, db=db, scripts=SCRIPTS, cluster=is_cluster(redis_client),
                    redis_name=describe_redis(redis_client), mongo_name=describe_mongo(db))
 
 
 def redis_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> Any:
-    """A Redis client for ``url`` with the configured socket timeout (seconds) and a
-    blocking pool of ``redis_max_connections``: a call waits up to ``socket_timeout_s``
-    for a free connection instead of failing when many run at once."""
-    module = redis.asyncio if asyncio else redis
-    timeout = config.socket_timeout_s + config.flush_interval_s
-    pool = module.BlockingConnectionPool.from_url(
-        url, max_connections=config.redis_max_connections, timeout=config.socket_timeout_s,
-        socket_timeout=timeout, socket_connect_timeout=config.socket_timeout_s)
-    return module.Redis(connection_pool=pool)
+    """A Redis client for ``url``: a single server (``redis://``, ``rediss://``,
+    ``unix://``), a cluster (``redis+cluster://``) or a Sentinel-managed primary
+    (``redis+sentinel://``), with the configured socket timeout (seconds) and pool of
+    ``redis_max_connections`` (``redis_urls.redis_client_from_url``). Raises
+    ``ConfigurationError`` for a URL that cannot be used, naming what is wrong."""
+    return redis_client_from_url(url, config, asyncio=asyncio)
 
 
 def mongo_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> Any:
@@ -218,6 +223,8 @@ class UrlClients(ClientSet):
         self.config = config
         self.observer = observer
         self._redis = redis_from_url(redis_url, config, asyncio=False)
+        self.cluster = is_cluster(self._redis)
+        """True for a ``redis+cluster://`` URL."""
         self._mongo = mongo_from_url(mongo_url, config, asyncio=False)
         self.sync = make_clients(self._redis, database_of(self._mongo, config))
         self.sync.observer = observer

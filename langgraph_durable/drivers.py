@@ -81,6 +81,16 @@ class Pipeline(Op[list[Any]]):
 
 
 @dataclass(frozen=True)
+class LoadScripts(Op[list[bytes]]):
+    """Load Lua scripts into the script cache of the Redis server (``SCRIPT LOAD``, one
+    pipeline), or of every primary of a cluster (redis-py's ``script_load`` sends it to
+    each; a cluster pipeline cannot); returns their SHA1 digests. A node that joins or is
+    promoted later loads a script on first use (``Script``: EVALSHA, then EVAL)."""
+
+    sources: Sequence[str]
+
+
+@dataclass(frozen=True)
 class Scan(Op[list[bytes]]):
     """Every Redis key matching the glob ``match`` (SCAN with ``COUNT count``, on every
     primary of a cluster); returns the keys. Many round trips on a large keyspace: for
@@ -278,6 +288,9 @@ class Clients:
     redis_name: str = "redis"
     mongo_name: str = "mongodb"
     _registered: dict[str, Any] = field(default_factory=dict)
+    cluster: bool = False
+    """True when ``redis`` is a Redis Cluster client (commands without a key go to every
+    primary, not down a pipeline)."""
     observer: Callable[[Any, float, bool], None] | None = None
     """Called after each Script, Pipeline and MongoDB operation with ``(op, seconds, ok)``
     (round-trip time from ``time.perf_counter``); ``None`` = not timed (metrics.py sets it)."""
@@ -326,9 +339,20 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
+def _load_scripts_op(op: LoadScripts, c: Clients) -> Op[Any] | None:
+    """How to run ``LoadScripts`` on ``c``: a pipeline, or None when each source is sent by
+    ``script_load`` (a cluster, where redis-py sends it to every primary)."""
+    return None if c.cluster else Pipeline([["SCRIPT", "LOAD", src] for src in op.sources])
+
+
 def _exec_sync(op: Op[Any], c: Clients) -> Any:
     if isinstance(op, Script):
         return c.script(op.name)(keys=list(op.keys), args=list(op.args))
+    if isinstance(op, LoadScripts):
+        as_pipe = _load_scripts_op(op, c)
+        if as_pipe is not None:
+            return _exec_sync(as_pipe, c)
+        return [c.redis.script_load(src) for src in op.sources]
     if isinstance(op, Pipeline):
         pipe = c.redis.pipeline(transaction=False)
         for cmd in op.commands:
@@ -352,7 +376,7 @@ def _exec_sync(op: Op[Any], c: Clients) -> Any:
 
 
 def _timed(op: Op[Any]) -> bool:
-    return isinstance(op, (Script, Pipeline, MongoOp))
+    return isinstance(op, (Script, Pipeline, LoadScripts, MongoOp))
 
 
 @contextmanager
@@ -414,6 +438,11 @@ def run_sync(plan: Plan[R], clients: Clients) -> R:
 async def _exec_async(op: Op[Any], c: Clients) -> Any:
     if isinstance(op, Script):
         return await c.script(op.name)(keys=list(op.keys), args=list(op.args))
+    if isinstance(op, LoadScripts):
+        as_pipe = _load_scripts_op(op, c)
+        if as_pipe is not None:
+            return await _exec_async(as_pipe, c)
+        return [await c.redis.script_load(src) for src in op.sources]
     if isinstance(op, Pipeline):
         pipe = c.redis.pipeline(transaction=False)
         for cmd in op.commands:

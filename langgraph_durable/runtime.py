@@ -22,7 +22,7 @@ from . import clients as C
 from .config import DurableConfig
 from .context import Context
 from .deferred import DeferredSetup
-from .drivers import Clients, Mongo, Parallel, Pipeline, Plan, run_async, run_sync
+from .drivers import Clients, LoadScripts, Mongo, Parallel, Pipeline, Plan, run_async, run_sync
 from .durable.documents import INDEXES
 from .errors import (
     ConfigurationError,
@@ -128,7 +128,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         clients = C.UrlClients(redis_url, mongo_url, cfg)
         saver = cls.__new__(cls)
         BaseCheckpointSaver.__init__(saver, serde=serde)
-        saver._start(cfg, clients, False, meter_provider)
+        saver._start(cfg, clients, clients.cluster, meter_provider)
         return saver
 
     @classmethod
@@ -270,7 +270,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
 
     def _redis_setup_plan(self) -> Plan:
         # load the Lua scripts now so the first put is already one round trip
-        yield Pipeline([["SCRIPT", "LOAD", src] for src in SCRIPTS.values()])
+        yield LoadScripts(list(SCRIPTS.values()))
         yield from ensure_group_plan(self._ctx)
 
     def _mongo_setup_failed(self, exc: TierUnavailableError, clients: Clients | None) -> None:

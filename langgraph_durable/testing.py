@@ -12,7 +12,10 @@ its server in this order:
 
 Loaded as a pytest plugin (``-p langgraph_durable.testing``) it also provides the fixtures
 ``redis_server_proc``, ``mongo_server_proc``, ``s3_server_proc`` (session scoped),
-``redis_url``, ``mongo_url``, ``s3_endpoint_url`` and ``clean_servers``. Tests that stop or
+``redis_url``, ``mongo_url``, ``s3_endpoint_url`` and ``clean_servers``; and from
+:mod:`langgraph_durable.testing_cluster` (a Redis Cluster, a Sentinel group, a one-node
+MongoDB replica set) ``redis_cluster_proc``/``redis_cluster_url``,
+``redis_sentinel_proc``/``redis_sentinel_url`` and ``mongo_replica_set_url``. Tests that stop or
 restart a server must make their own with the context managers, not stop the shared ones.
 
 Two helpers every test and fault scenario shares: :func:`unique_options` (a key prefix and
@@ -43,6 +46,7 @@ from urllib.parse import urlparse
 
 import pymongo
 import redis
+import redis.cluster
 
 try:
     import pytest
@@ -52,6 +56,7 @@ except ImportError:  # pragma: no cover - the demo may run without pytest
 __all__ = ["MongoServer", "RedisServer", "S3Server", "ServerError"]
 __all__ += ["drop_key_prefix", "drop_namespace", "mongo_server", "redis_server", "s3_server"]
 __all__ += ["unique_options", "wait_for"]
+__all__ += ["RedisClusterServer", "RedisSentinelServer", "redis_cluster", "redis_sentinel"]
 
 START_TIMEOUT = 30.0
 """Seconds a server has to answer its first ping before :class:`ServerError` is raised."""
@@ -101,6 +106,8 @@ class _Server:
     """Common life cycle of one server: boot, readiness ping, stop/start/kill, cleanup."""
 
     kind, env_var, image, image_port, url_format = "server", "", "", 0, ""
+    local_only = False
+    """True for members of a cluster or sentinel setup: always a local process."""
 
     def __init__(self, *, data_dir: str | None = None) -> None:
         url = os.environ.get(self.env_var) or None
@@ -161,7 +168,7 @@ class _Server:
         began = time.monotonic()
         if self.external:
             self._wait_ready()
-        elif _docker_answers():
+        elif not self.local_only and _docker_answers():
             from testcontainers.core.container import DockerContainer
 
             container = DockerContainer(self.image).with_exposed_ports(self.image_port)
@@ -173,7 +180,7 @@ class _Server:
             self._wait_ready()
         else:
             for attempt in range(3):  # a freshly picked port may be taken before the bind
-                self.port = _free_port()
+                self._pick_ports()
                 try:
                     self._spawn()
                     break
@@ -182,6 +189,9 @@ class _Server:
                     if attempt == 2 or "in use" not in str(exc):
                         raise
         self.startup_seconds = time.monotonic() - began
+
+    def _pick_ports(self) -> None:
+        self.port = _free_port()
 
     def _spawn(self) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
@@ -420,9 +430,10 @@ def wait_for(pred: Callable[[], Any], timeout_s: float, what: str, pause_s: floa
         time.sleep(pause_s)
 
 
-def drop_key_prefix(client: redis.Redis, key_prefix: str) -> int:
+def drop_key_prefix(client: redis.Redis | redis.cluster.RedisCluster, key_prefix: str) -> int:
     """Delete every Redis key of savers with ``key_prefix`` (threads, outbox, dead letters:
-    the keys ``{<key_prefix>:...``) and nothing else (SCAN, then DEL in batches of 500).
+    the keys ``{<key_prefix>:...``) and nothing else (SCAN, then DEL in batches of 500; on a
+    cluster client SCAN covers every primary and DEL is split by slot).
     Returns how many keys were deleted. Use it instead of FLUSHDB, which would delete every
     other application's keys on that Redis."""
     if not key_prefix or ":" in key_prefix or any(c in key_prefix for c in "*?[]\\"):
@@ -435,8 +446,12 @@ def drop_key_prefix(client: redis.Redis, key_prefix: str) -> int:
 
 def drop_namespace(redis_url: str, mongo_url: str, key_prefix: str, database: str) -> None:
     """Remove what savers with ``key_prefix`` and ``database`` stored: their Redis keys
-    (``drop_key_prefix``) and that MongoDB database, nothing else."""
-    with redis.Redis.from_url(redis_url) as r:
+    (``drop_key_prefix``; ``redis_url`` in any scheme a saver takes, a cluster's on every
+    primary) and that MongoDB database, nothing else."""
+    from .config import DurableConfig
+    from .redis_urls import redis_client_from_url
+
+    with redis_client_from_url(redis_url, DurableConfig(), asyncio=False) as r:
         drop_key_prefix(r, key_prefix)
     with pymongo.MongoClient[dict[str, Any]](mongo_url) as m:
         m.drop_database(database)
@@ -495,3 +510,21 @@ if pytest is not None:
         prefix, database = f"clean{tag}", f"clean_{tag}"
         yield prefix, database
         drop_namespace(redis_url, mongo_url, prefix, database)
+
+
+# multi-node setups and their fixtures (imported last: that module builds on the above)
+from .testing_cluster import (  # noqa: E402
+    RedisClusterServer,
+    RedisSentinelServer,
+    redis_cluster,
+    redis_sentinel,
+)
+
+if pytest is not None:  # the plugin's fixtures are this module's names
+    from .testing_cluster import (  # noqa: E402, F401
+        mongo_replica_set_url,
+        redis_cluster_proc,
+        redis_cluster_url,
+        redis_sentinel_proc,
+        redis_sentinel_url,
+    )

@@ -1,6 +1,7 @@
 """LangGraph's public conformance suite (langgraph-checkpoint-conformance) against
-DurableSaver: all 8 capabilities, in three setups, through the async API and (by a
-thin adapter) through the sync API."""
+DurableSaver: all 8 capabilities, in four setups, through the async API and (by a
+thin adapter) through the sync API; on one Redis, on a 3 + 3 Redis Cluster
+(``redis+cluster://``) and on a Sentinel-managed primary (``redis+sentinel://``)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import asyncio
 from typing import Any
 
 import pytest
-import redis.asyncio
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.clients import redis_from_url
 from langgraph_durable.testing import drop_key_prefix, unique_options
 
 EXPECTED_TESTS = 81
@@ -56,7 +57,7 @@ class ColdReads(DurableSaver):
 
     async def _cold(self) -> None:
         await self.aflush()
-        with redis.Redis.from_url(self.redis_url) as client:
+        with redis_from_url(self.redis_url, self.config, asyncio=False) as client:
             drop_key_prefix(client, self.config.key_prefix)
 
     async def aget_tuple(self, *a: Any, **k: Any) -> Any:
@@ -77,12 +78,21 @@ SETUPS = {
 }
 
 
-@pytest.mark.parametrize("setup", list(SETUPS))
-async def test_conformance_suite_passes_all_81_tests(setup: str, redis_url: str,
+REDIS_FIXTURES = {"one": "redis_url", "cluster": "redis_cluster_url",
+                  "sentinel": "redis_sentinel_url"}
+"""Which Redis each run uses: the session fixture giving its URL."""
+RUNS = [(r, s) for r in ("one", "cluster") for s in SETUPS] + [
+    ("sentinel", "async"), ("sentinel", "sync")]  # one primary: the other two add nothing
+
+
+@pytest.mark.parametrize(("redis_kind", "setup"), RUNS)
+async def test_conformance_suite_passes_all_81_tests(redis_kind: str, setup: str,
+                                                      request: pytest.FixtureRequest,
                                                       mongo_url: str) -> None:
     cls, options = SETUPS[setup]
+    redis_url = request.getfixturevalue(REDIS_FIXTURES[redis_kind])
 
-    @checkpointer_test(name=f"DurableSaver[{setup}]")
+    @checkpointer_test(name=f"DurableSaver[{redis_kind}-{setup}]")
     async def factory() -> Any:
         saver = cls.from_urls(redis_url, mongo_url, **unique_options(**options))
         if isinstance(saver, ColdReads):

@@ -27,7 +27,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Send
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.testing import drop_key_prefix
+from langgraph_durable.clients import redis_from_url
+from langgraph_durable.testing import drop_key_prefix, unique_options
 
 from .graphs import (
     COLD,
@@ -406,3 +407,26 @@ async def test_delta_channel_state_survives_aprune_keep_latest(asaver: DurableSa
         await run.graph.ainvoke({"log": ["after"]}, CONFIG)
     assert (await durable.graph.aget_state(CONFIG)).values == (
         await memory.graph.aget_state(CONFIG)).values
+
+
+# ------------------------------------------------------------------ on a Redis Cluster
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_sync_run_on_a_redis_cluster_gives_in_memory_results_and_history(
+    name: str, tier: str, redis_cluster_url: str, mongo_url: str
+) -> None:
+    with (DurableSaver.from_urls(redis_cluster_url, mongo_url, **unique_options()) as saver,
+          redis_from_url(redis_cluster_url, saver.config, asyncio=False) as cluster):
+        test_sync_run_gives_in_memory_results_and_history(name, tier, saver, cluster)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("name", list(SCENARIOS))
+async def test_async_run_on_a_redis_cluster_gives_in_memory_results_and_history(
+    name: str, tier: str, redis_cluster_url: str, mongo_url: str
+) -> None:
+    async with DurableSaver.from_urls(redis_cluster_url, mongo_url, **unique_options()) as s:
+        with redis_from_url(redis_cluster_url, s.config, asyncio=False) as cluster:
+            await test_async_run_gives_in_memory_results_and_history(name, tier, s, cluster)

@@ -19,7 +19,7 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
-from ..clients import database_of, make_clients, mongo_from_url, redis_from_url
+from ..clients import database_of, is_cluster, make_clients, mongo_from_url, redis_from_url
 from ..config import ConfigOption, DurableConfig, config_options
 from ..context import Context
 from ..errors import ConfigurationError
@@ -78,8 +78,12 @@ def run(argv: list[str] | None = None) -> int:
             name = str(e["loc"][0]).replace("_", "-") if e["loc"] else "?"
             print(f"error: invalid option --{name}: {e['msg']}", file=sys.stderr)
         return 2
-    ctx = Context(config, serde=None, queryable=True)
-    r = redis_from_url(args.redis_url, config, asyncio=False)
+    try:
+        r = redis_from_url(args.redis_url, config, asyncio=False)
+    except ConfigurationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    ctx = Context(config, serde=None, queryable=True, cluster=is_cluster(r))
     m = mongo_from_url(args.mongo_url, config, asyncio=False)
     clients = make_clients(r, database_of(m, config))
     flusher = Flusher(ctx)
