@@ -135,3 +135,50 @@ def test_the_metadata_filter_applies_after_decoding_and_keeps_the_cursor() -> No
     page = read.finish_page(ctx, done.result)
     assert [t.metadata["step"] for t in page.tuples] == [0]
     assert page.cursor == IDS[0]  # a full page: the next one starts below its last id
+
+
+def test_a_list_value_redis_holds_comes_with_its_items_in_the_page_reply() -> None:
+    ctx = context()
+    p = stored(ctx, 0, ["a", "b"])
+    assert len(p.parts) == 2  # two items, no node
+    reply = page_reply([hot_row(p)], [p], complete=1)
+    reply[4:] = [list(p.parts), list(p.parts.values())]  # PAGE: item digests, values
+    done = drive(read.get_tuple_plan(ctx, "t", "", None), lambda op: reply)
+    assert done.kinds() == ["page"]  # nothing asked of MongoDB
+    assert ctx.items.unknown("t", p.parts) == p.parts
+    (tup,) = read.finish_page(ctx, done.result).tuples
+    assert tup.checkpoint["channel_values"] == {"v": ["a", "b"]}
+    assert ctx.items.unknown("t", p.parts) == {}  # read from Redis: the next put omits them
+
+
+def test_one_checkpoint_only_mongodb_holds_joins_its_items_in_the_same_round() -> None:
+    ctx = context()
+    cold = stored(ctx, 0, ["a", "b"])
+    cols = ctx.collections
+
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, Script) and op.name == "page":
+            return page_reply([], [], complete=0)
+        if isinstance(op, Find) and op.collection == cols.checkpoints:
+            return [D.checkpoint_doc("t", cold.record, put_ms=1)]
+        if isinstance(op, Aggregate) and op.collection == cols.blobs:
+            found = [D.item_doc("t", d, v) for d, v in cold.parts.items()]
+            return [{**D.blob_doc("t", f, v), "found": found} for f, v in cold.blobs]
+        if isinstance(op, Aggregate) and op.collection == cols.writes:
+            return []
+        if isinstance(op, Script) and op.name == "parts":
+            return [[[]], [], [], []]
+        raise AssertionError(op)
+
+    done = drive(read.get_tuple_plan(ctx, "t", "", None), answer)
+    assert done.kinds() == ["page", "Find", "Parallel", "Aggregate", "Aggregate", "parts"]
+    blobs = done.ops[3]
+    assert isinstance(blobs, Aggregate)
+    lookup = blobs.pipeline[1]["$lookup"]
+    assert (lookup["from"], lookup["localField"], lookup["foreignField"], lookup["as"]) == (
+        cols.items, "refs", "d", "found")
+    assert lookup["pipeline"][0] == {"$match": {"thread_id": "t"}}
+    page = read.finish_page(ctx, done.result)
+    assert page.tuples[0].checkpoint["channel_values"] == {"v": ["a", "b"]}
+    assert (page.hot, page.durable) == (0, 1)
+    assert ctx.items.unknown("t", cold.parts) == cold.parts  # not taken as held in Redis
