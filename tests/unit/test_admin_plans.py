@@ -85,8 +85,11 @@ def test_delete_thread_tombstones_in_redis_before_deleting_in_mongodb() -> None:
     assert list(script.keys) == [*keys.all, keys.gone]
     assert list(script.args) == [TOMBSTONE_TTL_S, member("", IDS[0])]
     deletes = [op for op in done.ops if isinstance(op, DeleteMany)]
-    assert [d.filter for d in deletes[:3]] == [D.stored_before("t", 1700000000123)] * 3
-    assert deletes[3].collection == ctx.collections.chunks  # chunks after their owners
+    cols = ctx.collections
+    assert [d.collection for d in deletes[:4]] == [cols.checkpoints, cols.blobs, cols.writes,
+                                                   cols.items]
+    assert [d.filter for d in deletes[:4]] == [D.stored_before("t", 1700000000123)] * 4
+    assert deletes[4].collection == cols.chunks  # chunks after their owners
 
 
 def test_prune_keep_latest_drops_older_checkpoints_with_their_writes_and_blobs() -> None:
@@ -96,17 +99,21 @@ def test_prune_keep_latest_drops_older_checkpoints_with_their_writes_and_blobs()
     wid = D.doc_id("t", "", IDS[0], "task", 0)
 
     def answer(op: Op[Any]) -> Any:
-        if isinstance(op, Pipeline):
-            return [[]]
+        if isinstance(op, Pipeline):  # Redis time at the start, then the outbox: empty
+            return [[b"1700000001", b"500000"]] if op.commands[0][0] == "TIME" else [[]]
         if isinstance(op, Find) and op.collection == cols.checkpoints:
             return [D.checkpoint_doc("t", p.record) for p in (p0, p1)]
         if isinstance(op, Find) and op.collection == cols.blobs:
             return [D.blob_doc("t", f, v) for p in (p0, p1) for f, v in p.blobs]
         if isinstance(op, Find) and op.collection == cols.writes:
             return [{"_id": wid, "checkpoint_ns": "", "checkpoint_id": IDS[0]}]
+        if isinstance(op, Find) and op.collection == cols.items:
+            return []  # no list values: no items
         return 1 if isinstance(op, Script) else None
 
     done = drive(admin.prune_plan(ctx, ["t"], "keep_latest"), answer)
+    assert done.kinds()[:2] == ["Pipeline", "Pipeline"]  # TIME, then the flush-wait
+    assert list(done.ops[0].commands) == [["TIME"]]  # type: ignore[attr-defined]
     script = next(op for op in done.ops if isinstance(op, Script))
     assert script.name == "delete_parts"
     (old_blob,) = [f for f, _ in p0.blobs]
@@ -114,7 +121,9 @@ def test_prune_keep_latest_drops_older_checkpoints_with_their_writes_and_blobs()
     bulk = {op.collection: [r._filter["_id"] for r in op.requests]
             for op in done.ops if isinstance(op, BulkWrite)}
     assert bulk == {cols.checkpoints: [D.doc_id("t", "", IDS[0])], cols.writes: [wid],
-                    cols.blobs: D.blob_ids("t", [old_blob])}
+                    cols.blobs: D.blob_ids("t", [old_blob])}  # no items to delete
+    assert not any(isinstance(op, Pipeline) and op.commands[0][0] == "HDEL"
+                   for op in done.ops)
 
 
 def test_prune_checks_its_arguments_before_any_operation() -> None:

@@ -30,7 +30,8 @@ def test_a_chain_redis_holds_is_one_script_call() -> None:
     ctx = context()
     p1 = stored(ctx, 1, "seed-1")
     w1 = writes(ctx, 1, [("v", "w1")])
-    kinds, got = history(ctx, lambda op: [ChainStatus.DONE, [chain_row(p1, w1, True)], b"", [], []])
+    kinds, got = history(ctx, lambda op: [ChainStatus.DONE, [chain_row(p1, w1, True)], b"",
+                                          [], []])
     assert kinds == ["chain"]
     assert got == {"v": {"writes": [("task", "v", "w1")], "seed": "seed-1"}}
 
@@ -51,7 +52,7 @@ def test_a_chain_leaving_redis_goes_on_in_mongodb_from_that_ancestor() -> None:
         if isinstance(op, Find) and op.collection == cols.blobs:
             return [D.blob_doc("t", f, v) for f, v in p0.blobs]
         if isinstance(op, Script) and op.name == "parts":
-            return [[[]], [None]]
+            return [[[]], [None], [], []]  # no writes, blob, items in Redis
         raise AssertionError(op)
 
     kinds, got = history(ctx, answer)
@@ -82,8 +83,8 @@ def test_a_blob_redis_lacks_is_read_from_mongodb_and_the_walk_goes_on() -> None:
 def test_the_step_limit_continues_from_the_last_ancestor() -> None:
     ctx = context()
     p1, p0 = stored(ctx, 1, "x"), stored(ctx, 0, "seed-0")
-    replies = [[ChainStatus.STEP_LIMIT, [chain_row(p1, [], False)], IDS[1].encode()],
-               [ChainStatus.DONE, [chain_row(p0, [], True)], b""]]
+    replies = [[ChainStatus.STEP_LIMIT, [chain_row(p1, [], False)], IDS[1].encode(), [], []],
+               [ChainStatus.DONE, [chain_row(p0, [], True)], b"", [], []]]
     sent: list[Any] = []
 
     def answer(op: Op[Any]) -> Any:
@@ -103,7 +104,7 @@ def test_a_target_redis_does_not_hold_starts_from_its_mongodb_record() -> None:
 
     def answer(op: Op[Any]) -> Any:
         if isinstance(op, Script) and op.name == "chain":
-            return [ChainStatus.TARGET_NOT_IN_REDIS, [], IDS[1].encode()]
+            return [ChainStatus.TARGET_NOT_IN_REDIS, [], IDS[1].encode(), [], []]
         if isinstance(op, Find) and op.collection == cols.checkpoints:
             assert op.filter["checkpoint_id"] == {"$lte": IDS[1]}
             return [D.checkpoint_doc("t", p1.record), D.checkpoint_doc("t", p0.record)]
@@ -111,7 +112,7 @@ def test_a_target_redis_does_not_hold_starts_from_its_mongodb_record() -> None:
             return [D.blob_doc("t", f, v) for f, v in p0.blobs]
         if isinstance(op, Find):
             return []
-        return [[[]], [None]]
+        return [[[]], [None], [], []]  # PARTS: no writes, blob, items in Redis
 
     kinds, got = history(ctx, answer, target=IDS[1])
     assert kinds == ["chain", "Find", "Parallel", "Find", "Find", "parts"]

@@ -35,8 +35,10 @@ class Tiers:
         k = ctx.keys("t")
         self.hashes = {(k.cp, m): p.args.record, (k.cv, m): p.args.index,
                        **{(k.bl, f): v for f, v in p.args.blobs}, (k.w, self.wfield): w.pack()}
-        self.cp_entry = {b"t": b"t", b"p": ormsgpack.packb(["cp", m, [f for f, _ in p.args.blobs]])}
-        self.w_entry = {b"t": b"t", b"p": ormsgpack.packb(["w", m, [self.wfield]])}
+        # outbox payloads: [kind, member, fields, item digests] (no list values: no items)
+        assert p.args.payload == ormsgpack.packb(["cp", m, [f for f, _ in p.args.blobs], []])
+        self.cp_entry = {b"t": b"t", b"p": p.args.payload}
+        self.w_entry = {b"t": b"t", b"p": ormsgpack.packb(["w", m, [self.wfield], []])}
         self.pending: list[Any] = []  # own pending entries
         self.claimable: list[Any] = []  # idle entries of other consumers
         self.new: list[Any] = []  # entries not yet delivered
@@ -59,7 +61,7 @@ class Tiers:
                 return [self.tombstones]
             return [1] * len(op.commands)  # XADD / XACK / XDEL of the dead letters
         if isinstance(op, Script) and op.name == "ack_settle":
-            n = (len(op.args) - 2) - 1  # one thread: group, ttl, k, ids...
+            n = (len(op.args) - 4) // 2  # one thread: group, ttl, maxhot, k, (id, member)...
             return [[self.acked] * n, 0]
         return None  # MongoDB writes
 

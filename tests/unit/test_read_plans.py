@@ -8,7 +8,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable.drivers import Find, Op, Script
+from langgraph_durable.drivers import Aggregate, Find, Op, Script
 from langgraph_durable.durable import documents as D
 from langgraph_durable.plans import read, write
 from langgraph_durable.records import WriteRecord, member
@@ -90,19 +90,26 @@ def test_a_page_redis_answers_partly_reads_the_rest_from_mongodb() -> None:
             return page_reply([hot_row(hot)], [hot], complete=0)
         if isinstance(op, Find) and op.collection == cols.checkpoints:
             return [D.checkpoint_doc("t", cold.record, put_ms=1)]
-        if isinstance(op, Find) and op.collection == cols.blobs:
+        if isinstance(op, Aggregate) and op.collection == cols.blobs:
             return [D.blob_doc("t", f, v) for f, v in cold.blobs]
-        if isinstance(op, Find) and op.collection == cols.writes:
+        if isinstance(op, Aggregate) and op.collection == cols.writes:
             return [D.write_doc("t", "", IDS[0], w) for w in mongo_w]
         if isinstance(op, Script) and op.name == "parts":  # writes made after expiry
-            return [[[w.pack() for w in redis_w]], []]
+            return [[[w.pack() for w in redis_w]], [], [], []]  # no blobs asked, no items
         raise AssertionError(op)
 
     done = drive(read.page_plan(ctx, "t", "", count=2), answer)
-    assert done.kinds() == ["page", "Find", "Parallel", "Find", "Find", "parts"]
+    assert done.kinds() == ["page", "Find", "Parallel", "Aggregate", "Aggregate", "parts"]
     find = done.ops[1]
     assert isinstance(find, Find) and find.limit == 2
     assert find.filter["$and"][1] == {"checkpoint_id": {"$nin": [IDS[1]]}}
+    blobs, cold_writes = done.ops[3], done.ops[4]
+    assert isinstance(blobs, Aggregate) and isinstance(cold_writes, Aggregate)
+    # a page of two checkpoints joins no items (read once each afterwards, when needed)
+    assert list(blobs.pipeline) == [
+        {"$match": {"_id": {"$in": D.blob_ids("t", [f for f, _ in cold.blobs])}}}]
+    assert list(cold_writes.pipeline) == [{"$match": {
+        "thread_id": "t", "checkpoint_ns": "", "checkpoint_id": {"$in": [IDS[0]]}}}]
     page = read.finish_page(ctx, done.result)
     assert [t.checkpoint["channel_values"]["v"] for t in page.tuples] == ["one", "zero"]
     # insert-once write: MongoDB's first value stays; special channel: the newer seq wins
@@ -128,3 +135,50 @@ def test_the_metadata_filter_applies_after_decoding_and_keeps_the_cursor() -> No
     page = read.finish_page(ctx, done.result)
     assert [t.metadata["step"] for t in page.tuples] == [0]
     assert page.cursor == IDS[0]  # a full page: the next one starts below its last id
+
+
+def test_a_list_value_redis_holds_comes_with_its_items_in_the_page_reply() -> None:
+    ctx = context()
+    p = stored(ctx, 0, ["a", "b"])
+    assert len(p.parts) == 2  # two items, no node
+    reply = page_reply([hot_row(p)], [p], complete=1)
+    reply[4:] = [list(p.parts), list(p.parts.values())]  # PAGE: item digests, values
+    done = drive(read.get_tuple_plan(ctx, "t", "", None), lambda op: reply)
+    assert done.kinds() == ["page"]  # nothing asked of MongoDB
+    assert ctx.items.unknown("t", p.parts) == p.parts
+    (tup,) = read.finish_page(ctx, done.result).tuples
+    assert tup.checkpoint["channel_values"] == {"v": ["a", "b"]}
+    assert ctx.items.unknown("t", p.parts) == {}  # read from Redis: the next put omits them
+
+
+def test_one_checkpoint_only_mongodb_holds_joins_its_items_in_the_same_round() -> None:
+    ctx = context()
+    cold = stored(ctx, 0, ["a", "b"])
+    cols = ctx.collections
+
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, Script) and op.name == "page":
+            return page_reply([], [], complete=0)
+        if isinstance(op, Find) and op.collection == cols.checkpoints:
+            return [D.checkpoint_doc("t", cold.record, put_ms=1)]
+        if isinstance(op, Aggregate) and op.collection == cols.blobs:
+            found = [D.item_doc("t", d, v) for d, v in cold.parts.items()]
+            return [{**D.blob_doc("t", f, v), "found": found} for f, v in cold.blobs]
+        if isinstance(op, Aggregate) and op.collection == cols.writes:
+            return []
+        if isinstance(op, Script) and op.name == "parts":
+            return [[[]], [], [], []]
+        raise AssertionError(op)
+
+    done = drive(read.get_tuple_plan(ctx, "t", "", None), answer)
+    assert done.kinds() == ["page", "Find", "Parallel", "Aggregate", "Aggregate", "parts"]
+    blobs = done.ops[3]
+    assert isinstance(blobs, Aggregate)
+    lookup = blobs.pipeline[1]["$lookup"]
+    assert (lookup["from"], lookup["localField"], lookup["foreignField"], lookup["as"]) == (
+        cols.items, "refs", "d", "found")
+    assert lookup["pipeline"][0] == {"$match": {"thread_id": "t"}}
+    page = read.finish_page(ctx, done.result)
+    assert page.tuples[0].checkpoint["channel_values"] == {"v": ["a", "b"]}
+    assert (page.hot, page.durable) == (0, 1)
+    assert ctx.items.unknown("t", cold.parts) == cold.parts  # not taken as held in Redis
