@@ -15,7 +15,13 @@ from typing import Any
 
 import redis
 
-from langgraph_durable.durable.documents import blob_doc, checkpoint_doc, doc_id, write_doc
+from langgraph_durable.durable.documents import (
+    blob_doc,
+    checkpoint_doc,
+    doc_id,
+    item_doc,
+    write_doc,
+)
 from langgraph_durable.hot.keys import ThreadKeys
 from langgraph_durable.records import (
     SEP,
@@ -113,7 +119,8 @@ def expected_docs_from_redis(r: redis.Redis, prefix: str, threads: Iterable[str]
                              ) -> dict[str, dict[str, dict]]:
     """The MongoDB documents a complete, exact flush of what Redis holds must produce:
     ``{collection: {_id: document}}`` (documents built from the raw Redis records)."""
-    out: dict[str, dict[str, dict]] = {"checkpoints": {}, "blobs": {}, "writes": {}}
+    out: dict[str, dict[str, dict]] = {"checkpoints": {}, "blobs": {}, "writes": {},
+                                       "items": {}}
     for t in threads:
         k = ThreadKeys(prefix, t)
         cvs = r.hgetall(k.cv)
@@ -128,6 +135,9 @@ def expected_docs_from_redis(r: redis.Redis, prefix: str, threads: Iterable[str]
             ns, cid, _task, _idx = split_field(f)
             doc = write_doc(t, ns, cid, WriteRecord.unpack(raw, "expected"))
             out["writes"][doc["_id"]] = doc
+        for d, raw in r.hgetall(k.it).items():
+            doc = item_doc(t, d, raw)
+            out["items"][doc["_id"]] = doc
     return out
 
 
@@ -150,8 +160,16 @@ def compare_docs(expected: dict[str, dict[str, dict]], db: Any, threads: Iterabl
 def _norm(doc: dict) -> dict:
     """``doc`` comparable with the one built from Redis: bytes as ``bytes``, and without
     ``put_ms`` (the outbox entry's stream time, which the Redis records do not hold)."""
-    return {k: (bytes(v) if isinstance(v, (bytes, bytearray)) else v) for k, v in doc.items()
-            if k != "put_ms"}
+    return {k: _plain(v) for k, v in doc.items() if k != "put_ms"}
+
+
+def _plain(value: Any) -> Any:
+    """Binary (as built) and bytes (as read back) alike, in lists too (``refs``)."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 # --------------------------------------------------------------------------- ack log

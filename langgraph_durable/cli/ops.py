@@ -321,10 +321,11 @@ def fork(ctx: typer.Context,
     # the values as read (list values rebuilt from their items), in the same order
     # (LangGraph's writes_sort_key); the task paths from the documents
     ordered = sorted((write_of(d) for d in wdocs), key=lambda w: w.sort_key())
-    if [(w.task_id, w.channel) for w in ordered] != [(t, c) for t, c, _ in tup.pending_writes]:
+    pending = tup.pending_writes or []
+    if [(w.task_id, w.channel) for w in ordered] != [(t, c) for t, c, _ in pending]:
         raise CliError(f"the pending writes of checkpoint {checkpoint!r} changed while "
                        "forking; try again")
-    for w, (_t, _c, value) in zip(ordered, tup.pending_writes):
+    for w, (_t, _c, value) in zip(ordered, pending):
         tasks[(w.task_path, w.task_id)].append((w.channel, value))
     for (path, task_id), writes in tasks.items():
         saver.put_writes(new, writes, task_id, path)

@@ -14,7 +14,7 @@ from faults.common import tap
 from faults.s5_delete_races import _resume, _until_mongo
 from faults.tiers import mongo_checkpoints, mongo_writes, wait_for
 from langgraph_durable import DurableSaver
-from langgraph_durable.drivers import MongoOp, Pipeline, run_sync
+from langgraph_durable.drivers import MongoOp, Script, run_sync
 from langgraph_durable.outbox.flusher import flush_batch_plan
 from langgraph_durable.testing import unique_options
 
@@ -116,8 +116,8 @@ def test_unflushed_checkpoints_never_get_a_ttl_on_the_cluster_path(manual) -> No
         send = None
         while True:
             op = gen.send(send)
-            if isinstance(op, Pipeline) and op.commands and op.commands[0][0] == "EVAL":
-                return op  # the settle round (one pipeline of EVALs)
+            if isinstance(op, Script) and op.name == "settle":
+                return op  # the settle (one script per thread)
             send = yield op
 
     late = flush_batch_plan(cluster_ctx, "late", block_ms=0, claim=False)

@@ -255,7 +255,7 @@ def test_deeply_nested_value_is_refused_naming_the_channel(g) -> None:
         cur.append([])
         cur = cur[0]
     with pytest.raises(SerializationError, match=(
-            r"^cannot serialize channel 'v' \(ns ''\) of thread 'h': value of type "
+            r"^cannot serialize item 0 of channel 'v' \(ns ''\) of thread 'h': value of type "
             r"builtins\.list: Recursion limit reached$")):
         put(g.saver, H, {"v": deep})
     assert g.saver.get_tuple(H) is None
