@@ -40,7 +40,7 @@ import time
 from typing import Any
 
 from langgraph_durable import DurableSaver, drivers
-from langgraph_durable.drivers import BulkWrite, MongoOp, Parallel, Pipeline, Script
+from langgraph_durable.drivers import BulkWrite, MongoOp, Parallel, Script
 from langgraph_durable.outbox import flusher as flusher_mod
 from langgraph_durable.records import write_idx
 
@@ -126,15 +126,11 @@ def _install_driver_hook() -> None:
 def _classify(op: Any) -> str:
     if isinstance(op, MongoOp):
         return "mongo"
-    if isinstance(op, Pipeline) and op.commands and op.commands[0][0] == "XACK":
-        return "ack"  # on a cluster: XACK/XDEL, then the settle scripts
     if isinstance(op, Script) and op.name == "ack_settle":
-        return "ack"  # on a single Redis: acknowledge and settle in one script
+        return "ack"  # acknowledge and settle in one script (one outbox partition)
     if isinstance(op, Parallel) and op.ops and isinstance(op.ops[0], Script) and \
-            op.ops[0].name == "settle":
-        return "settle"  # one settle script per thread
-    if isinstance(op, Pipeline) and op.commands and op.commands[0][0] in ("EVAL", "EVALSHA"):
-        return "settle"  # the settle scripts of a batch's threads in one pipeline
+            op.ops[0].name == "ack_settle":
+        return "ack"  # one such script per outbox partition, run together
     return "other"
 
 
@@ -155,8 +151,7 @@ def _install_flush_hook(kill: dict[str, Any]) -> None:
                 p, n = kill["point"], at["mongo_ops"]
                 if (p == "before_mongo" and kind == "mongo" and n == 0) or \
                         (p == "mid_mongo" and kind in ("mongo", "ack") and n == 1) or \
-                        (p == "before_ack" and kind == "ack") or \
-                        (p == "before_settle" and kind == "settle"):
+                        (p == "before_ack" and kind == "ack"):
                     die(f"flush round #{at['round']} {p}")
 
         def after(op: Any, _result: Any, _err: Any) -> None:

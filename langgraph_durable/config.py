@@ -37,7 +37,13 @@ class DurableConfig(BaseModel):
         claim_idle_s: seconds an entry may stay pending with a consumer before another
             flusher claims it (``XAUTOCLAIM``), e.g. after the first one died.
         max_outbox: most outbox entries waiting for MongoDB; past it, ``on_outbox_full``
-            applies. 0 means no bound.
+            applies. 0 means no bound. With several partitions each holds at most its
+            share (``max_outbox / outbox_partitions``, rounded up).
+        outbox_partitions: number of outbox streams P; each thread belongs to one
+            (``crc32(thread_id) mod P``) and shares its hash tag, so a put and its outbox
+            entry are one script on a Redis Cluster (``hot/keys.py``). ``None`` (default):
+            1 on a single Redis or Sentinel, 16 on a cluster; a cluster needs at least 2.
+            Change it only with an empty outbox (a thread's keys move with it).
         on_outbox_full: ``"block"`` (wait up to ``outbox_full_timeout_s`` seconds, then
             raise ``OutboxFullError``) or ``"raise"`` (raise at once).
         outbox_full_timeout_s: seconds a put may wait for room in the outbox.
@@ -110,6 +116,7 @@ class DurableConfig(BaseModel):
     flush_batch_size: int = Field(default=500, ge=1, le=10_000)
     claim_idle_s: float = Field(default=5.0, gt=0)
     max_outbox: int = Field(default=100_000, ge=0)
+    outbox_partitions: int | None = Field(default=None, ge=1, le=1024)
     on_outbox_full: Literal["block", "raise"] = "block"
     outbox_full_timeout_s: float = Field(default=10.0, ge=0)
     hot_ttl_s: int = Field(default=24 * 3600, ge=0)

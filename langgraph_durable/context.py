@@ -10,7 +10,8 @@ from typing import Any
 
 from .config import DurableConfig
 from .durable.documents import Collections
-from .hot.keys import ThreadKeys, outbox_key
+from .errors import ConfigurationError
+from .hot.keys import ThreadKeys, outbox_key, outbox_keys, partition_of
 from .items import Items
 
 
@@ -56,6 +57,18 @@ class Clock:
 
 
 SYSTEM_CLOCK = Clock()
+
+
+def partitions_for(config: DurableConfig, cluster: bool) -> int:
+    """The number of outbox partitions: ``config.outbox_partitions``, else 16 on a Redis
+    Cluster and 1 otherwise. Raises ``ConfigurationError`` for fewer than 2 on a cluster
+    (the outbox must share its threads' slots)."""
+    partitions = config.outbox_partitions or (16 if cluster else 1)
+    if cluster and partitions < 2:
+        raise ConfigurationError(
+            "outbox_partitions must be at least 2 on a Redis Cluster (each partition's "
+            "stream shares the slot of its threads); leave it unset for 16")
+    return partitions
 """The system's clock (the default of ``Context.clock``)."""
 
 
@@ -78,11 +91,28 @@ class Context:
     heads: Heads = field(default_factory=Heads, compare=False, repr=False)
     clock: Clock = field(default=SYSTEM_CLOCK, compare=False, repr=False)
     items: Items = field(default_factory=Items, compare=False, repr=False)
+    partitions: int = 1
 
     @property
     def outbox(self) -> str:
-        """Name of the outbox stream."""
-        return outbox_key(self.config.key_prefix)
+        """The outbox's name: its stream with one partition (``partitions`` = 1), else
+        a name for all of them (``{<prefix>:p*}:outbox``, not a key: use ``outboxes``)."""
+        if self.partitions <= 1:
+            return outbox_key(self.config.key_prefix)
+        return "{" + self.config.key_prefix + ":p*}:outbox"
+
+    @property
+    def outboxes(self) -> list[str]:
+        """Every outbox stream (one per partition)."""
+        return outbox_keys(self.config.key_prefix, self.partitions)
+
+    def outbox_of(self, thread_id: str) -> str:
+        """The outbox stream of ``thread_id``'s partition (in its hash-tag slot when
+        ``partitions`` >= 2)."""
+        if self.partitions <= 1:
+            return outbox_key(self.config.key_prefix)
+        return outbox_key(self.config.key_prefix, partition_of(thread_id, self.partitions),
+                          self.partitions)
 
     @property
     def collections(self) -> Collections:
@@ -91,11 +121,10 @@ class Context:
 
     def keys(self, thread_id: str) -> ThreadKeys:
         """The Redis keys of ``thread_id``."""
-        return ThreadKeys(self.config.key_prefix, thread_id)
+        return ThreadKeys(self.config.key_prefix, thread_id, self.partitions)
 
     def script_keys(self, thread_id: str) -> list[str]:
-        """KEYS for a writing script: the thread's keys and tombstones, plus the outbox
-        unless on a cluster."""
+        """KEYS for a writing script: the thread's keys, its tombstones and its outbox
+        stream (one slot: see ``hot/keys.py``)."""
         keys = self.keys(thread_id)
-        both = [*keys.all, keys.gone]
-        return both if self.cluster else [*both, self.outbox]
+        return [*keys.all, keys.gone, self.outbox_of(thread_id)]

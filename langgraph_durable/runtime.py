@@ -20,7 +20,7 @@ from typing_extensions import Self
 
 from . import clients as C
 from .config import DurableConfig
-from .context import Context
+from .context import Context, partitions_for
 from .deferred import DeferredSetup
 from .drivers import Clients, LoadScripts, Mongo, Parallel, Pipeline, Plan, run_async, run_sync
 from .durable.documents import INDEXES
@@ -93,6 +93,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
             queryable = not (isinstance(self.serde, EncryptedSerializer)
                              or getattr(self.serde, "encrypted", False))
         self._ctx = Context(config, self.serde, queryable, cluster=cluster,
+                            partitions=partitions_for(config, cluster),
                             items=items_for(self.serde, enabled=config.list_items,
                                             cache_bytes=config.item_cache_bytes,
                                             digest_key=config.item_digest_key))
@@ -311,7 +312,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
             if sh.flusher is not None and sh.flusher.running:
                 self.flush(self._drain_s(drain_timeout_s))
             elif self.config.flusher == "off":
-                (n,) = self.run(_xlen_plan(self._ctx))
+                n = self.run(_xlen_plan(self._ctx))
                 if n:
                     log.info("closing with %d entries in the outbox %s for the flushers; %s",
                              n, self._ctx.outbox, self._drain_hint())
@@ -356,7 +357,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
             if sh.flusher is not None and sh.flusher.running:
                 await self.aflush(self._drain_s(drain_timeout_s))
             elif self.config.flusher == "off":
-                (n,) = await self.arun(_xlen_plan(self._ctx))
+                n = await self.arun(_xlen_plan(self._ctx))
                 if n:
                     log.info("closing with %d entries in the outbox %s for the flushers; %s",
                              n, self._ctx.outbox, self._drain_hint())
@@ -419,7 +420,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         live: int | None = None
         if not self._shared.closed:
             try:
-                (live,) = self.run(_xlen_plan(self._ctx))
+                live = self.run(_xlen_plan(self._ctx))
             except (TierUnavailableError, SyncCallInEventLoopError, EventLoopNotRunningError):
                 live = None
         return self._stats(live)
@@ -429,7 +430,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         live: int | None = None
         if not self._shared.closed:
             try:
-                (live,) = await self.arun(_xlen_plan(self._ctx))
+                live = await self.arun(_xlen_plan(self._ctx))
             except TierUnavailableError:
                 live = None
         return self._stats(live)
@@ -453,8 +454,9 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         }
 
 
-def _xlen_plan(ctx: Context) -> Plan:
-    return (yield Pipeline([["XLEN", ctx.outbox]]))
+def _xlen_plan(ctx: Context) -> Plan[int]:
+    sizes = yield Pipeline([["XLEN", s] for s in ctx.outboxes])
+    return sum(int(n) for n in sizes)
 
 
 class _Shared:

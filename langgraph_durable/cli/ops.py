@@ -121,7 +121,8 @@ def flush(ctx: typer.Context,
     """Move everything in the outbox to MongoDB now (runs a flusher until it is empty)."""
     session = session_of(ctx)
     saver = session.saver(flusher=True, setup=False)
-    waiting = session.clients.redis.xlen(saver.context.outbox)  # before the flusher starts
+    waiting = sum(session.clients.redis.xlen(s)  # before the flusher starts
+                  for s in saver.context.outboxes)
     began = time.perf_counter()
     saver.setup()
     saver.flush(timeout_s=timeout_s)

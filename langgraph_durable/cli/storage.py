@@ -4,6 +4,7 @@ checkpoint, outbox and memory figures. Read only; writes go through the saver.""
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from typing import Any
 
 import redis.exceptions
@@ -123,25 +124,34 @@ def thread_rows(saver: Any, clients: Clients, serde: Any) -> list[dict[str, Any]
 
 def outbox_status(ctx: Context, r: Any) -> dict[str, Any]:
     """Outbox length, pending entries per consumer (XPENDING, with XINFO idle times),
-    oldest unflushed entry's age (seconds) and the dead-letter count."""
-    out: dict[str, Any] = {"stream": ctx.outbox, "length": r.xlen(ctx.outbox),
+    oldest unflushed entry's age (seconds) and the dead-letter count; summed over the
+    outbox partitions (``stream`` names them all)."""
+    out: dict[str, Any] = {"stream": ctx.outbox,
+                           "length": sum(int(r.xlen(s)) for s in ctx.outboxes),
                            "pending": 0, "consumers": [], "oldest_age_s": None,
                            "dead_letters": r.xlen(dead_letter_key(ctx)),
                            "dead_letter_stream": dead_letter_key(ctx)}
-    try:
-        summary = r.xpending(ctx.outbox, CONSUMER_GROUP)
-        out["pending"] = int(summary["pending"])
-        idle = {_text(c["name"]): int(c.get("idle", 0))
-                for c in r.xinfo_consumers(ctx.outbox, CONSUMER_GROUP)}
-        per = {_text(c["name"]): int(c["pending"]) for c in summary.get("consumers") or []}
-        out["consumers"] = [{"name": n, "pending": per.get(n, 0), "idle_s": idle[n] / 1000}
-                            for n in sorted(idle)]
-    except redis.exceptions.ResponseError:
-        pass  # no stream or no group yet: nothing pending
-    oldest = r.xrange(ctx.outbox, "-", "+", count=1)
-    if oldest:
-        ms = int(_text(oldest[0][0]).split("-")[0])
-        out["oldest_age_s"] = max(0.0, time.time() - ms / 1000)
+    per: dict[str, int] = defaultdict(int)
+    idle: dict[str, int] = {}
+    oldest_ms: list[int] = []
+    for stream in ctx.outboxes:
+        try:
+            summary = r.xpending(stream, CONSUMER_GROUP)
+            out["pending"] += int(summary["pending"])
+            for c in r.xinfo_consumers(stream, CONSUMER_GROUP):
+                name = _text(c["name"])
+                idle[name] = min(idle.get(name, 1 << 62), int(c.get("idle", 0)))
+            for c in summary.get("consumers") or []:
+                per[_text(c["name"])] += int(c["pending"])
+        except redis.exceptions.ResponseError:
+            pass  # no stream or no group yet: nothing pending
+        oldest = r.xrange(stream, "-", "+", count=1)
+        if oldest:
+            oldest_ms.append(int(_text(oldest[0][0]).split("-")[0]))
+    out["consumers"] = [{"name": n, "pending": per.get(n, 0), "idle_s": idle[n] / 1000}
+                        for n in sorted(idle)]
+    if oldest_ms:
+        out["oldest_age_s"] = max(0.0, time.time() - min(oldest_ms) / 1000)
     return out
 
 

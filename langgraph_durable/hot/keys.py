@@ -1,8 +1,21 @@
-"""Redis key names. Every key of a thread shares the hash tag ``{<prefix>:<len>:<thread>}``.
+"""Redis key names. Every key of a thread shares one hash tag, and so one Redis Cluster slot.
+
+Two layouts, chosen by the number of outbox *partitions* P (``DurableConfig.
+outbox_partitions``):
+
+- P = 1 (a single Redis or Sentinel, the default there): a thread's keys are
+  ``{<prefix>:<len>:<thread>}:<suffix>`` and the one outbox stream is ``{<prefix>:outbox}``.
+- P >= 2 (required on a Redis Cluster, default 16 there): a thread belongs to partition
+  ``k = crc32(thread_id) mod P`` and its keys are ``<tag k>:<len>:<thread>:<suffix>``;
+  partition k's outbox stream ``<tag k>:outbox`` shares that tag, so the script writing a
+  checkpoint also appends its outbox entry, and the flusher acknowledges and settles in
+  one script per partition, on a cluster too. Tag k is ``{<prefix>:p<k>.<n>}`` with the
+  smallest ``n`` that puts it in the k-th of P equal ranges of the 16384 slots, so the
+  partitions spread evenly over masters that own even slot ranges (as ``redis-cli
+  --cluster create`` assigns them).
 
 The length prefix makes the mapping from thread to keys unique whatever characters a
-thread_id holds; the shared tag puts a whole thread in one Redis Cluster slot, so its
-multi-key scripts are legal on a cluster. This module is the one home of building a
+thread_id holds. This module is the one home of building a
 thread's keys, parsing a key back into its thread (``thread_keys_of``) and the glob
 patterns that ``SCAN MATCH`` them (``glob_escape``, ``prefix_pattern``).
 
@@ -44,7 +57,11 @@ collector is ``extref_gc.py``.
 
 from __future__ import annotations
 
+import functools
 import re
+import zlib
+
+from redis.crc import key_slot
 
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
 
@@ -86,10 +103,17 @@ class ThreadKeys:
     __slots__ = ("thread_id", "tag", "cp", "cv", "idx", "bl", "w", "wi", "ns", "meta", "it",
                  "gone")
 
-    def __init__(self, prefix: str, thread_id: str) -> None:
+    def __init__(self, prefix: str, thread_id: str, partitions: int = 1) -> None:
         self.thread_id = thread_id
-        self.tag = "{" + f"{prefix}:{len(thread_id)}:{thread_id}" + "}"
-        t = self.tag
+        if partitions <= 1:
+            self._name("{" + f"{prefix}:{len(thread_id)}:{thread_id}" + "}")
+        else:
+            k = partition_of(thread_id, partitions)
+            self._name(partition_tag(prefix, k, partitions)
+                       + f":{len(thread_id)}:{thread_id}")
+
+    def _name(self, tag: str) -> None:
+        self.tag = t = tag
         self.cp, self.cv, self.idx, self.bl = f"{t}:cp", f"{t}:cv", f"{t}:idx", f"{t}:bl"
         self.w, self.wi, self.ns, self.meta = f"{t}:w", f"{t}:wi", f"{t}:ns", f"{t}:meta"
         self.it, self.gone = f"{t}:it", f"{t}:gone"
@@ -115,23 +139,70 @@ _SUFFIXES = frozenset(ThreadKeys.__slots__[2:])
 
 def thread_keys_of(prefix: str, key: str | bytes) -> ThreadKeys | None:
     """The keys of the thread of ``prefix`` that ``key`` is one of (any suffix, ``gone``
-    included), or ``None`` for any other key (the outbox, another prefix, a foreign key).
-    Inverse of ``ThreadKeys``: reads the length prefix, so any thread_id parses."""
+    included; either layout), or ``None`` for any other key (an outbox stream, another
+    prefix, a foreign key). Inverse of ``ThreadKeys``: reads the length prefix, so any
+    thread_id parses."""
     if isinstance(key, bytes):
         key = key.decode("utf-8", "surrogateescape")
     head = "{" + prefix + ":"
     if not key.startswith(head):
         return None
-    length, sep, rest = key[len(head):].partition(":")
+    rest = key[len(head):]
+    partitions = 1
+    if rest.startswith("p"):  # {prefix:p<k>.<n>}:<len>:<thread>:<suffix>
+        tag_end = rest.find("}:")
+        k, dot, n = rest[1:max(tag_end, 0)].partition(".")
+        if tag_end < 0 or not (k.isdigit() and dot and n.isdigit()):
+            return None
+        rest, partitions = rest[tag_end + 2:], 0  # P unknown here: checked below
+    length, sep, rest = rest.partition(":")
     if not sep or not length.isdigit():
         return None
-    keys = ThreadKeys(prefix, rest[: int(length)])
+    thread_id = rest[: int(length)]
+    keys = ThreadKeys(prefix, thread_id)
+    if partitions == 0:  # the same keys under the partition's tag
+        keys._name(key[:key.index("}:") + 1] + f":{len(thread_id)}:{thread_id}")
     return keys if keys.suffix_of(key) is not None else None
 
 
-def outbox_key(prefix: str) -> str:
-    """The outbox stream (read by the ``flushers`` consumer group)."""
-    return "{" + prefix + ":outbox}"
+def partition_of(thread_id: str, partitions: int) -> int:
+    """The outbox partition of ``thread_id``: ``crc32(utf-8 thread_id) mod partitions``
+    (stable across processes and versions)."""
+    return zlib.crc32(thread_id.encode("utf-8", "surrogateescape")) % partitions
+
+
+@functools.lru_cache(maxsize=4096)
+def partition_tag(prefix: str, k: int, partitions: int) -> str:
+    """The hash tag of partition ``k`` of ``partitions``: ``{<prefix>:p<k>.<n>}`` with the
+    smallest ``n`` whose slot (``CRC16 mod 16384``) lies in the k-th of ``partitions``
+    equal slot ranges."""
+    lo, hi = k * SLOTS // partitions, (k + 1) * SLOTS // partitions
+    n = 0
+    while True:
+        tag = f"{prefix}:p{k}.{n}"
+        if lo <= key_slot(tag.encode()) < hi:
+            return "{" + tag + "}"
+        n += 1
+
+
+SLOTS = 16384
+"""Hash slots of a Redis Cluster."""
+
+
+def outbox_key(prefix: str, partition: int | None = None, partitions: int = 1) -> str:
+    """An outbox stream (read by the ``flushers`` consumer group): the single stream
+    ``{<prefix>:outbox}`` (``partition`` None), or ``<tag>:outbox`` of partition
+    ``partition`` of ``partitions``."""
+    if partition is None:
+        return "{" + prefix + ":outbox}"
+    return partition_tag(prefix, partition, partitions) + ":outbox"
+
+
+def outbox_keys(prefix: str, partitions: int) -> list[str]:
+    """Every outbox stream of ``prefix`` with ``partitions`` partitions."""
+    if partitions <= 1:
+        return [outbox_key(prefix)]
+    return [outbox_key(prefix, k, partitions) for k in range(partitions)]
 
 
 TOMBSTONE_TTL_S = 7 * 24 * 3600

@@ -2,9 +2,9 @@
 
 KEYS always start with the nine thread keys in ``ThreadKeys.all`` order
 (cp, cv, idx, bl, w, wi, ns, meta, it). The writing scripts (PUT, PUT_WRITES) then take the
-thread's tombstones (``gone``) and, when present, the outbox stream as KEYS[11]. On Redis
-Cluster the outbox lives in another slot, so the saver sends the XADD in a second command
-instead (see ``plans/write.py``).
+thread's tombstones (``gone``) and the thread's outbox stream as KEYS[11], in the same
+slot (``hot/keys.py``), so a checkpoint and its outbox entry are one atomic step on a
+Redis Cluster too.
 
 Plans never build KEYS/ARGV themselves: each script has an argument class below with
 named fields, whose ``op()`` encodes them in the order the Lua source reads them (the one
@@ -237,7 +237,7 @@ local it = items_of(refs)
 return {out, values, it[1], it[2]}
 """
 
-# Settling a thread after MongoDB took entries of it (SETTLE, ACK_SETTLE): lower its
+# Settling a thread after MongoDB took entries of it (ACK_SETTLE): lower its
 # 'dirty' count and each checkpoint's unflushed count (meta field 'u' .. member); once
 # nothing is left to flush, let the hot keys expire after ttl seconds (0 = keep). Then the
 # hot window: in each namespace the entries touched, keep the newest maxhot checkpoints
@@ -312,19 +312,11 @@ local function settle(base, done, ttl, maxhot)
 end
 """
 
-# SETTLE one thread (see _SETTLE_THREAD). ARGV: ttl, maxhot, then per entry its stream time
-# (ms) and the member it named.
-SETTLE = _SETTLE_THREAD + r"""
-local done = {}
-for i = 3, #ARGV, 2 do done[#done + 1] = {tonumber(ARGV[i]), ARGV[i + 1]} end
-return settle(1, done, tonumber(ARGV[1]), tonumber(ARGV[2]))
-"""
-
 # Acknowledge and delete flushed outbox entries and settle their threads in one atomic step,
 # so no crash can land between the two (a thread whose entries left the outbox with its
-# 'dirty' count never lowered would keep its hot keys forever). Single Redis only: on a
-# cluster the outbox and the threads live in different slots (flusher.py then sends XACK
-# and SETTLE separately). KEYS: the outbox, then the nine keys of each thread.
+# 'dirty' count never lowered would keep its hot keys forever). One call per outbox
+# partition: its stream and its threads share one slot, on a cluster too (hot/keys.py).
+# KEYS: the partition's outbox stream, then the nine keys of each thread.
 # ARGV: consumer group, hot ttl (s), maxhot, then per thread: k, its k (entry id, member).
 # Returns {{1/0 per entry id in ARGV order: acknowledged by this call}, outbox length}.
 ACK_SETTLE = _SETTLE_THREAD + r"""
@@ -477,7 +469,6 @@ SCRIPTS = {
     "put_writes": PUT_WRITES,
     "page": PAGE,
     "parts": PARTS,
-    "settle": SETTLE,
     "ack_settle": ACK_SETTLE,
     "delete_parts": DELETE_PARTS,
     "delete_thread": DELETE_THREAD,
@@ -492,8 +483,8 @@ SCRIPTS = {
 
 @dataclass(frozen=True)
 class PutArgs:
-    """KEYS/ARGV of PUT. ``keys``: ``Context.script_keys`` (thread keys, tombstones and,
-    unless on a cluster, the outbox); ``expected_head``: the member the namespace's head
+    """KEYS/ARGV of PUT. ``keys``: ``Context.script_keys`` (thread keys, tombstones and
+    its outbox stream); ``expected_head``: the member the namespace's head
     must still be (``""`` = no expectation); ``new_thread``: the thread's first input
     checkpoint; ``named``: the member the put builds on (``""`` = none);
     ``checked_through_ms``: deletes up to this time (ms) were found undone in MongoDB;
@@ -646,16 +637,6 @@ def ack_settle_op(outbox: str, group: str, hot_ttl_s: int, hot_max_checkpoints: 
         for eid, m in entries:
             args += [eid, m]
     return Script("ack_settle", keys, args)
-
-
-def settle_op(keys: Sequence[str], hot_ttl_s: int, hot_max_checkpoints: int,
-              entries: Sequence[tuple[int, str]]) -> Script:
-    """SETTLE one thread: ``entries`` are ``(stream time ms, member)`` of its acknowledged
-    outbox entries."""
-    args: list[object] = [hot_ttl_s, hot_max_checkpoints]
-    for ms, m in entries:
-        args += [ms, m]
-    return Script("settle", list(keys), args)
 
 
 class ChainStatus(enum.IntEnum):

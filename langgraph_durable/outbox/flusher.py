@@ -25,16 +25,15 @@ from bson.errors import InvalidDocument
 from pymongo.errors import BulkWriteError, DocumentTooLarge
 
 from ..context import Context
-from ..drivers import BulkWrite, Clients, Pipeline, Plan, StreamEntry, run_async, run_sync
+from ..drivers import BulkWrite, Clients, Pipeline, Plan, run_async, run_sync
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import CorruptRecordError
-from ..hot.keys import CONSUMER_GROUP
-from ..hot.scripts import ack_settle_op, settle_op
 from ..metrics import Metrics, safe_error
 from ..plans.fence import bulk_ignoring_newer, stream_ms, take_back_deleted
 from ..records import SEP, CheckpointRecord, WriteRecord, unpack_blob
 from .group import dead_letter_key, ensure_group_plan, leave_plan, upkeep_plan
+from .streams import Parsed, Taken, ack_plan, claim_plan, dead_letter_plan, read_plan
 
 log = logging.getLogger("langgraph_durable.flusher")
 
@@ -78,19 +77,15 @@ def _transient(exc: Exception) -> bool:
         e.get("code") in _TRANSIENT_CODES for e in errors)
 
 
-Parsed = tuple[bytes, str, list[Any]]
-"""An outbox entry read: ``(entry id, thread_id, payload [kind, member, fields])``."""
-
-
-def _parse(entries: list[StreamEntry]
-           ) -> tuple[list[Parsed], list[tuple[bytes, dict[bytes, bytes], Exception]]]:
+def _parse(taken: list[Taken]
+           ) -> tuple[list[Parsed], list[tuple[str, bytes, bytes, Exception]]]:
     out: list[Parsed] = []
-    bad: list[tuple[bytes, dict[bytes, bytes], Exception]] = []
-    for eid, fields in entries:
+    bad: list[tuple[str, bytes, bytes, Exception]] = []
+    for stream, (eid, fields) in taken:
         try:
             out.append((eid, fields[b"t"].decode(), ormsgpack.unpackb(fields[b"p"])))
         except Exception as exc:
-            bad.append((eid, fields, exc))
+            bad.append((stream, eid, fields.get(b"t", b""), exc))
     return out, bad
 
 
@@ -113,21 +108,14 @@ def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int,
 
 def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
            claim: bool) -> Plan[BatchStats]:
-    # stream replies come normalised: a list of (entry id, {field: value})
-    entries: list[StreamEntry]
-    (entries,) = yield Pipeline([["XREADGROUP", "GROUP", CONSUMER_GROUP, consumer, "COUNT", n,
-                                  "STREAMS", ctx.outbox, "0"]])
-    if not entries and claim:
+    # stream replies come normalised: a list of (entry id, {field: value}) per stream
+    taken = yield from read_plan(ctx, consumer, n, "0")
+    if not taken and claim:
         yield from upkeep_plan(ctx)
-        idle_ms = int(ctx.config.claim_idle_s * 1000)
-        (entries,) = yield Pipeline([["XAUTOCLAIM", ctx.outbox, CONSUMER_GROUP, consumer,
-                                      idle_ms, "0-0", "COUNT", n]])
-    if not entries:
-        cmd = ["XREADGROUP", "GROUP", CONSUMER_GROUP, consumer, "COUNT", n]
-        if block_ms > 0:
-            cmd += ["BLOCK", block_ms]
-        (entries,) = yield Pipeline([cmd + ["STREAMS", ctx.outbox, ">"]])
-    parsed, bad = _parse(entries)
+        taken = yield from claim_plan(ctx, consumer, n)
+    if not taken:
+        taken = yield from read_plan(ctx, consumer, n, ">", block_ms=block_ms)
+    parsed, bad = _parse(taken)
     stats = BatchStats(entries=len(parsed) + len(bad))
     if not parsed and not bad:
         return stats
@@ -148,21 +136,17 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
             except POISON as exc:
                 if _transient(exc):
                     raise
-                bad.append((entry[0], {b"t": entry[1].encode()}, exc))
+                bad.append((ctx.outbox_of(entry[1]), entry[0], entry[1].encode(), exc))
         parsed = kept
     stats.dead = len(bad)
     if bad:
         log.error("%d outbox entries could not be written to MongoDB; moved to %s",
                   len(bad), dead_letter_key(ctx))
-        yield Pipeline([["XADD", dead_letter_key(ctx), "*", "entry", eid,
-                         "thread", fields.get(b"t", b""), "error", f"{type(e).__name__}: {e}"]
-                        for eid, fields, e in bad]
-                       + [["XACK", ctx.outbox, CONSUMER_GROUP, *[b[0] for b in bad]],
-                          ["XDEL", ctx.outbox, *[b[0] for b in bad]]])
+        yield from dead_letter_plan(ctx, bad)
     if not parsed:
         return stats
     ids = [eid for eid, _, _ in parsed]
-    acked, stats.outbox_length = yield from _ack_and_settle(ctx, parsed)
+    acked, stats.outbox_length = yield from ack_plan(ctx, parsed)
     late = [e for e, ok in zip(parsed, acked) if not ok]
     if late:  # another consumer had acknowledged them: this round may have stalled
         yield from take_back_deleted(ctx, late)
@@ -170,35 +154,6 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
     stats.lags_s = [(now_ms - int(eid.split(b"-")[0])) / 1000 for eid in ids]
     stats.max_lag_s = max(stats.lags_s)
     return stats
-
-
-def _ack_and_settle(ctx: Context, parsed: list[Parsed]) -> Plan[tuple[list[bool], int]]:
-    """Acknowledge and delete the written entries, lower their threads' ``dirty`` counts
-    and give settled threads their TTL (``hot_ttl_s``). Returns ``(acked, outbox length)``
-    with one flag per entry of ``parsed``: False when another consumer had acknowledged it
-    first. One atomic script (``ACK_SETTLE``) on a single Redis; on a cluster (outbox and
-    threads in different slots) XACK/XDEL then one SETTLE per thread, so a flusher dying
-    between the two leaves that thread's ``dirty`` above 0 (its keys then never expire)."""
-    per_thread: dict[str, list[tuple[bytes, str]]] = defaultdict(list)
-    for eid, tid, payload in parsed:
-        per_thread[tid].append((eid, payload[1]))
-    cfg = ctx.config
-    if not ctx.cluster:
-        flags, length = yield ack_settle_op(
-            ctx.outbox, CONSUMER_GROUP, cfg.hot_ttl_s, cfg.hot_max_checkpoints,
-            [(ctx.keys(tid).all, entries) for tid, entries in per_thread.items()])
-        by_id = dict(zip([e for entries in per_thread.values() for e, _ in entries], flags))
-        return [bool(by_id[eid]) for eid, _, _ in parsed], int(length)
-    ids = [eid for eid, _, _ in parsed]
-    acked = yield Pipeline([["XACK", ctx.outbox, CONSUMER_GROUP, eid] for eid in ids]
-                           + [["XDEL", ctx.outbox, *ids], ["XLEN", ctx.outbox]])
-    done: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for (eid, tid, payload), ok in zip(parsed, acked):
-        if ok:
-            done[tid].append((stream_ms(eid), payload[1]))
-    for tid, entries in done.items():
-        yield settle_op(ctx.keys(tid).all, cfg.hot_ttl_s, cfg.hot_max_checkpoints, entries)
-    return [bool(ok) for ok in acked[:len(ids)]], int(acked[-1])
 
 
 ROUND_BYTES = 64 * 1024 * 1024

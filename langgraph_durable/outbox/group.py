@@ -66,12 +66,13 @@ id back to 0 so ``XREADGROUP >`` delivers it (and what follows) again. Returns
 
 
 def ensure_group_plan(ctx: Context) -> Plan[None]:
-    """Create the outbox stream and its consumer group if missing (idempotent)."""
-    try:
-        yield Pipeline([["XGROUP", "CREATE", ctx.outbox, CONSUMER_GROUP, "0", "MKSTREAM"]])
-    except redis.exceptions.ResponseError as exc:
-        if "BUSYGROUP" not in str(exc):
-            raise
+    """Create every outbox stream and its consumer group if missing (idempotent)."""
+    for stream in ctx.outboxes:
+        try:
+            yield Pipeline([["XGROUP", "CREATE", stream, CONSUMER_GROUP, "0", "MKSTREAM"]])
+        except redis.exceptions.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
 
 
 def dead_letter_key(ctx: Context) -> str:
@@ -87,31 +88,39 @@ def stale_consumer_ms(ctx: Context) -> int:
 
 
 def leave_plan(ctx: Context, consumer: str) -> Plan[bool]:
-    """Remove ``consumer`` from the group unless it holds pending entries; True if removed."""
-    try:
-        (done,) = yield Pipeline([["EVAL", LEAVE, 1, ctx.outbox, CONSUMER_GROUP, consumer]])
-    except redis.exceptions.ResponseError:  # no stream or no group: nothing to leave
-        return False
-    return bool(done)
+    """Remove ``consumer`` from the group of every outbox stream unless it holds pending
+    entries there; True if it left them all."""
+    left = True
+    for stream in ctx.outboxes:
+        try:
+            (done,) = yield Pipeline([["EVAL", LEAVE, 1, stream, CONSUMER_GROUP, consumer]])
+        except redis.exceptions.ResponseError:  # no stream or no group: nothing to leave
+            continue
+        left = left and bool(done)
+    return left
 
 
 def upkeep_plan(ctx: Context) -> Plan[tuple[int, bool]]:
-    """Run ``UPKEEP`` (see there); logs what it changed. Returns ``(removed, rewound)``."""
-    try:
-        (reply,) = yield Pipeline([["EVAL", UPKEEP, 1, ctx.outbox, CONSUMER_GROUP,
-                                    stale_consumer_ms(ctx)]])
-    except redis.exceptions.ResponseError as exc:
-        if "NOGROUP" in str(exc) or "no such key" in str(exc).lower():
-            return 0, False
-        raise
-    removed, rewound = int(reply[0]), bool(reply[1])
-    if removed:
-        log.info("removed %d consumers of %s idle over %.0f s with nothing pending", removed,
-                 ctx.outbox, stale_consumer_ms(ctx) / 1000)
-    if rewound:
-        oldest: Any = reply[2]
-        log.warning("outbox %s held entries from %s on that no consumer held although the "
-                    "group had delivered them (a consumer deleted with its pending entries, "
-                    "or the group's id moved); delivering them again", ctx.outbox,
-                    oldest.decode() if isinstance(oldest, bytes) else oldest)
+    """Run ``UPKEEP`` (see there) on every outbox stream; logs what it changed. Returns
+    ``(consumers removed, whether any stream was rewound)``."""
+    removed, rewound = 0, False
+    for stream in ctx.outboxes:
+        try:
+            (reply,) = yield Pipeline([["EVAL", UPKEEP, 1, stream, CONSUMER_GROUP,
+                                        stale_consumer_ms(ctx)]])
+        except redis.exceptions.ResponseError as exc:
+            if "NOGROUP" in str(exc) or "no such key" in str(exc).lower():
+                continue
+            raise
+        removed += int(reply[0])
+        if int(reply[0]):
+            log.info("removed %d consumers of %s idle over %.0f s with nothing pending",
+                     int(reply[0]), stream, stale_consumer_ms(ctx) / 1000)
+        if reply[1]:
+            rewound = True
+            oldest: Any = reply[2]
+            log.warning("outbox %s held entries from %s on that no consumer held although "
+                        "the group had delivered them (a consumer deleted with its pending "
+                        "entries, or the group's id moved); delivering them again", stream,
+                        oldest.decode() if isinstance(oldest, bytes) else oldest)
     return removed, rewound

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from ..clients import database_of, is_cluster, make_clients, mongo_from_url, redis_from_url
 from ..config import ConfigOption, DurableConfig, config_options
-from ..context import Context
+from ..context import Context, partitions_for
 from ..errors import ConfigurationError
 from ..settings import database_of_url, resolve_config, server_settings, with_database
 from .flusher import Flusher
@@ -83,7 +83,12 @@ def run(argv: list[str] | None = None) -> int:
     except ConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    ctx = Context(config, serde=None, queryable=True, cluster=is_cluster(r))
+    try:
+        ctx = Context(config, serde=None, queryable=True, cluster=is_cluster(r),
+                      partitions=partitions_for(config, is_cluster(r)))
+    except ConfigurationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     m = mongo_from_url(args.mongo_url, config, asyncio=False)
     clients = make_clients(r, database_of(m, config))
     flusher = Flusher(ctx)

@@ -36,28 +36,31 @@ from ..records import blob_field, checkpoint_time_s, member
 
 
 def flush_wait_plan(ctx: Context, timeout_s: float) -> Plan[int]:
-    """Wait until every outbox entry present now has been written to MongoDB.
+    """Wait until every outbox entry present now (in every partition) has been written to
+    MongoDB.
 
     Works across processes: flushers delete an entry from the stream after MongoDB
     acknowledged it, so "nothing at or below the newest id seen now" means done.
     Raises ``FlushTimeoutError`` after ``timeout_s`` seconds (``ctx.clock``), naming what
     is left. Returns 0 when the outbox was empty, else 1.
     """
-    (last,) = yield Pipeline([["XREVRANGE", ctx.outbox, "+", "-", "COUNT", 1]])
-    if not last:
+    streams = ctx.outboxes
+    lasts = yield Pipeline([["XREVRANGE", s, "+", "-", "COUNT", 1] for s in streams])
+    marks = {s: last[0][0] for s, last in zip(streams, lasts) if last}
+    if not marks:
         return 0
-    mark = last[0][0]
     deadline = ctx.clock.monotonic() + timeout_s
     pause = 0.002
     while True:
-        (left,) = yield Pipeline([["XRANGE", ctx.outbox, "-", mark, "COUNT", 1]])
-        if not left:
+        lefts = yield Pipeline([["XRANGE", s, "-", m, "COUNT", 1] for s, m in marks.items()])
+        marks = {s: m for (s, m), left in zip(marks.items(), lefts) if left}
+        if not marks:
             return 1
         if ctx.clock.monotonic() >= deadline:
-            (n,) = yield Pipeline([["XLEN", ctx.outbox]])
+            sizes = yield Pipeline([["XLEN", s] for s in streams])
             raise FlushTimeoutError(
-                f"outbox {ctx.outbox!r} still holds {n} entries after {timeout_s} s "
-                "(is a flusher running and MongoDB reachable?)"
+                f"outbox {ctx.outbox!r} still holds {sum(int(n) for n in sizes)} entries "
+                f"after {timeout_s} s (is a flusher running and MongoDB reachable?)"
             )
         yield Sleep(pause)
         pause = min(pause * 2, 0.05)

@@ -4,13 +4,13 @@ counts and last activity, a page at a time in ``thread_id`` order (sans-I/O)."""
 from __future__ import annotations
 
 import datetime
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from ..context import Context
 from ..drivers import Aggregate, Find, Op, Parallel, Pipeline, Plan, Scan
+from ..hot.keys import prefix_pattern, thread_keys_of
 from ..records import SEP, checkpoint_time_s
 
 
@@ -50,21 +50,19 @@ def _text(v: Any) -> str:
 
 
 def hot_thread_pattern(ctx: Context) -> str:
-    """SCAN pattern of the thread indexes of this key prefix (``{prefix:len:thread}:idx``)."""
-    head = re.sub(r"([\\*?\[\]])", r"\\\1", "{" + ctx.config.key_prefix + ":")
-    return head + "*}:idx"
+    """SCAN pattern of the threads' index keys of this key prefix, in either layout of
+    ``hot/keys.py`` (``hot_thread_ids`` drops any other key it matches)."""
+    return prefix_pattern(ctx.config.key_prefix) + ":idx"
 
 
 def hot_thread_ids(ctx: Context, keys: list[Any]) -> set[str]:
-    """Thread ids of index keys found with ``hot_thread_pattern`` (the length prefix
-    tells a thread id containing ``}:idx`` apart from the suffix)."""
-    head = "{" + ctx.config.key_prefix + ":"
+    """Thread ids of the index keys (``idx``) among ``keys`` (``hot/keys.thread_keys_of``
+    parses either layout, and the length prefix tells a thread id holding ``:idx`` apart)."""
     out = set()
     for raw in keys:
-        key = _text(raw)
-        size, sep, rest = key[len(head):].partition(":")
-        if sep and size.isdigit() and rest[int(size):] == "}:idx":
-            out.add(rest[: int(size)])
+        found = thread_keys_of(ctx.config.key_prefix, raw)
+        if found is not None and found.suffix_of(_text(raw)) == "idx":
+            out.add(found.thread_id)
     return out
 
 

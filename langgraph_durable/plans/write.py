@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ..context import Context
-from ..drivers import BulkWrite, FindOne, Op, Parallel, Pipeline, Plan, Sleep, ask
+from ..drivers import BulkWrite, FindOne, Op, Parallel, Plan, Sleep, ask
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import (
@@ -93,6 +93,12 @@ def value_typed(ctx: Context, value: Any, parts: dict[bytes, Stored], *, thread_
     return MANIFEST_TYPE, split.refs
 
 
+def _max_outbox(ctx: Context) -> int:
+    """The bound on one outbox stream: ``max_outbox`` shared by the partitions (0 = none)."""
+    m = ctx.config.max_outbox
+    return -(-m // ctx.partitions) if m else 0
+
+
 def _payload(kind: str, m: str, fields: Sequence[str], digests: Sequence[bytes]) -> bytes:
     """An outbox entry: ``[kind ("cp"/"w"), member, fields, item digests sent]``."""
     return ormsgpack.packb([kind, m, list(fields), list(digests)])
@@ -100,8 +106,9 @@ def _payload(kind: str, m: str, fields: Sequence[str], digests: Sequence[bytes])
 
 def _send(ctx: Context, args: PutArgs | PutWritesArgs,
           parts: dict[bytes, Stored]) -> Plan[bytes]:
-    """Run a writing script; apply the outbox-full policy (deadline read from
-    ``ctx.clock``); on a cluster XADD separately. A ``DELETED`` refusal is checked in
+    """Run a writing script (the checkpoint and its outbox entry in one step, on a
+    cluster too); apply the outbox-full policy (deadline read from ``ctx.clock``). A
+    ``DELETED`` refusal is checked in
     MongoDB (``_check_deleted``) and the write sent again with ``checked_through_ms``; a
     ``MISSING_ITEMS`` refusal (Redis lost items this process took as held) is sent again
     with every item in ``parts``. Returns the outbox entry id."""
@@ -143,14 +150,11 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
             if ctx.clock.monotonic() >= deadline:
                 name = "put" if isinstance(args, PutArgs) else "put_writes"
                 raise OutboxFullError(
-                    f"outbox {ctx.outbox!r} holds max_outbox={cfg.max_outbox} entries "
-                    f"not yet in MongoDB; {name} of thread {args.thread_id!r} was not written"
-                ) from None
+                    f"outbox {ctx.outbox_of(args.thread_id)!r} holds its share of "
+                    f"max_outbox={cfg.max_outbox} entries not yet in MongoDB; {name} of "
+                    f"thread {args.thread_id!r} was not written") from None
             yield Sleep(pause)
             pause = min(pause * 2, 0.1)
-    if ctx.cluster:
-        (entry,) = yield Pipeline([["XADD", ctx.outbox, "*", "t", args.thread_id,
-                                    "p", args.payload]])
     ctx.items.learn(args.thread_id, parts)
     return entry
 
@@ -244,7 +248,7 @@ def prepare_put(
     fresh = parent is None and ns == "" and md.get("step") == -1
     send = ctx.items.unknown(tid, parts, pack_blob)
     args = PutArgs(
-        keys=ctx.script_keys(tid), max_outbox=ctx.config.max_outbox, thread_id=tid,
+        keys=ctx.script_keys(tid), max_outbox=_max_outbox(ctx), thread_id=tid,
         payload=_payload("cp", m, [f for f, _ in blobs], list(send)), member=m, ns=ns,
         record=rec.pack(), index=rec.pack_index(), expected_head=expect, new_thread=fresh,
         named=_named(config, ns, parent), checked_through_ms=0,
@@ -333,7 +337,7 @@ def prepare_put_writes(
     m = member(ns, cid)
     send = ctx.items.unknown(tid, parts, pack_blob)
     args = PutWritesArgs(
-        keys=ctx.script_keys(tid), max_outbox=ctx.config.max_outbox, thread_id=tid,
+        keys=ctx.script_keys(tid), max_outbox=_max_outbox(ctx), thread_id=tid,
         payload=_payload("w", m, fields, list(send)), member=m, checked_through_ms=0,
         writes=[(f, w.pack(), w.idx < 0) for f, w in zip(fields, recs)], items=send)
     return PreparedWrites(tid, ns, cid, recs, args, parts)

@@ -3,8 +3,6 @@ deterministic forms of what the randomized runs found."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
@@ -105,30 +103,6 @@ def test_special_channel_writes_keep_the_newest_across_the_hot_window(manual) ->
     assert manual.get_tuple(cfg).pending_writes == [("task", "__error__", "second")]
 
 
-def test_unflushed_checkpoints_never_get_a_ttl_on_the_cluster_path(manual) -> None:
-    # on a Redis Cluster the acknowledgement and the settle are two steps (the outbox is in
-    # another slot); a settle arriving after delete_thread + a new put must not count
-    r = manual.sync_clients.redis
-    put(manual, "again")
-    cluster_ctx = dataclasses.replace(manual.context, cluster=True)
-
-    def until_settle(gen):
-        send = None
-        while True:
-            op = gen.send(send)
-            if isinstance(op, Script) and op.name == "settle":
-                return op  # the settle (one script per thread)
-            send = yield op
-
-    late = flush_batch_plan(cluster_ctx, "late", block_ms=0, claim=False)
-    op = run_sync(until_settle(late), manual.sync_clients)  # flushed and acked, not yet settled
-    manual.delete_thread("again")  # the outbox is empty: it goes ahead
-    put(manual, "again")  # a new, acknowledged, unflushed checkpoint
-    run_sync(_resume(late, op), manual.sync_clients)  # the late settle
-    assert r.xlen(manual.context.outbox) == 1
-    assert r.ttl(manual.context.keys("again").cp) == -1
-
-
 def test_one_script_acknowledges_and_settles(manual) -> None:
     r = manual.sync_clients.redis
     put(manual, "one", 2)
@@ -152,7 +126,6 @@ def test_a_put_landing_during_copy_thread_is_kept(redis_url, mongo_url) -> None:
     # another process puts on the target after copy_thread's flush-wait, before it drops
     # the target's hot keys: the put must survive (it used to be deleted from Redis before
     # any flusher copied it), and the next new-thread put must not mark the target complete
-    from langgraph_durable.drivers import Script
     from langgraph_durable.plans import admin
 
     with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:

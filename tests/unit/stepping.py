@@ -16,7 +16,7 @@ import redis.exceptions
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable.config import DurableConfig
-from langgraph_durable.context import Clock, Context
+from langgraph_durable.context import Clock, Context, partitions_for
 from langgraph_durable.drivers import Op, Parallel, Plan, Sleep, run_with
 
 
@@ -44,7 +44,7 @@ def context(*, cluster: bool = False, **options: Any) -> Context:
     """A context for unit tests: prefix ``u``, JsonPlusSerializer, a ``FakeClock``."""
     cfg = DurableConfig(**{"key_prefix": "u", "database": "unit", **options})
     return Context(cfg, JsonPlusSerializer(), queryable=True, cluster=cluster,
-                   clock=FakeClock())
+                   clock=FakeClock(), partitions=partitions_for(cfg, cluster))
 
 
 def refused(text: str) -> redis.exceptions.ResponseError:

@@ -72,7 +72,7 @@ def test_expand_gives_back_the_list_in_order() -> None:
     stored = parsed(split.parts)
     assert sum(1 for t in stored.values() if t[0] == NODE_TYPE) == 2
     typed = expand(split.refs, stored, "test list")
-    assert [SERDE.loads_typed(t) for t in typed] == value
+    assert [SERDE.loads_typed(t) for _d, t in typed] == value
     assert load_value(SERDE, (MANIFEST_TYPE, split.refs), stored, "test list") == value
 
 

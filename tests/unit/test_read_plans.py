@@ -11,7 +11,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_durable.drivers import Aggregate, Find, Op, Script
 from langgraph_durable.durable import documents as D
 from langgraph_durable.plans import read, write
-from langgraph_durable.records import WriteRecord, member
+from langgraph_durable.records import WriteRecord, member, pack_blob
 
 from .stepping import context, drive
 
@@ -145,10 +145,11 @@ def test_a_list_value_redis_holds_comes_with_its_items_in_the_page_reply() -> No
     reply[4:] = [list(p.parts), list(p.parts.values())]  # PAGE: item digests, values
     done = drive(read.get_tuple_plan(ctx, "t", "", None), lambda op: reply)
     assert done.kinds() == ["page"]  # nothing asked of MongoDB
-    assert ctx.items.unknown("t", p.parts) == p.parts
+    assert ctx.items.unknown("t", p.parts, pack_blob) == p.parts
     (tup,) = read.finish_page(ctx, done.result).tuples
     assert tup.checkpoint["channel_values"] == {"v": ["a", "b"]}
-    assert ctx.items.unknown("t", p.parts) == {}  # read from Redis: the next put omits them
+    # read from Redis: the next put omits them
+    assert ctx.items.unknown("t", p.parts, pack_blob) == {}
 
 
 def test_one_checkpoint_only_mongodb_holds_joins_its_items_in_the_same_round() -> None:
@@ -181,4 +182,4 @@ def test_one_checkpoint_only_mongodb_holds_joins_its_items_in_the_same_round() -
     page = read.finish_page(ctx, done.result)
     assert page.tuples[0].checkpoint["channel_values"] == {"v": ["a", "b"]}
     assert (page.hot, page.durable) == (0, 1)
-    assert ctx.items.unknown("t", cold.parts) == cold.parts  # not taken as held in Redis
+    assert ctx.items.unknown("t", cold.parts, pack_blob) == cold.parts  # not taken as held in Redis

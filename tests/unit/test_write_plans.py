@@ -13,10 +13,12 @@ from langgraph_durable.drivers import BulkWrite, FindOne, Op, Pipeline, Script
 from langgraph_durable.durable import documents as D
 from langgraph_durable.errors import (
     ConcurrentRunError,
+    ConfigurationError,
     InvalidIdentifierError,
     OutboxFullError,
     ThreadDeletedError,
 )
+from langgraph_durable.hot.keys import outbox_key, partition_of
 from langgraph_durable.plans import write
 from langgraph_durable.records import CheckpointRecord, WriteRecord, member
 
@@ -168,18 +170,22 @@ def test_deleted_parent_stored_again_since_is_sent_again_checked_through_the_del
     assert done.result["configurable"]["checkpoint_id"] == CHILD
 
 
-def test_cluster_put_adds_the_outbox_entry_in_a_second_command() -> None:
-    ctx = context(cluster=True)
+def test_on_a_cluster_the_put_and_its_outbox_entry_are_one_script_in_one_slot() -> None:
+    ctx = context(cluster=True)  # 16 outbox partitions by default
+    assert ctx.partitions == 16
     put = prepare(ctx)
+    done = drive(write.put_plan(ctx, put), lambda op: ENTRY)
+    (script,) = done.ops
+    assert isinstance(script, Script) and script.name == "put"
+    stream = ctx.outbox_of("t")
+    assert script.keys[-1] == stream == outbox_key("u", partition_of("t", 16), 16)
+    tag = stream[:stream.index("}") + 1]  # {u:p<k>}: every key in the partition's slot
+    assert all(k.startswith(tag + ":") for k in script.keys)
 
-    def answer(op: Op[Any]) -> Any:
-        return "ok" if isinstance(op, Script) else [ENTRY]
 
-    done = drive(write.put_plan(ctx, put), answer)
-    script, xadd = done.ops
-    assert isinstance(script, Script) and ctx.outbox not in script.keys
-    assert isinstance(xadd, Pipeline)
-    assert list(xadd.commands[0]) == ["XADD", ctx.outbox, "*", "t", "t", "p", put.args.payload]
+def test_a_cluster_needs_two_partitions_or_more() -> None:
+    with pytest.raises(ConfigurationError, match="at least 2 on a Redis Cluster"):
+        context(cluster=True, outbox_partitions=1)
 
 
 def test_strict_put_writes_mongodb_then_looks_for_tombstones() -> None:

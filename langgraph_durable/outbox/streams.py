@@ -1,0 +1,99 @@
+"""The outbox's streams as the flusher sees them: reading, claiming, dead-lettering and
+acknowledging entries across every partition (``hot/keys.py``: one stream per partition,
+each in the slot of its threads).
+
+With one partition each step is one command, as before partitions existed (a blocking
+``XREADGROUP`` waits for new entries). With several, each step is one pipeline of one
+command per stream (a cluster pipeline sends each to its node), and a round that found
+nothing waits ``block_ms`` before the next. Acknowledging is one ``ACK_SETTLE`` script
+per partition, each atomic in its slot.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ..context import Context
+from ..drivers import Op, Parallel, Pipeline, Plan, Sleep, StreamEntry
+from ..hot.keys import CONSUMER_GROUP
+from ..hot.scripts import ack_settle_op
+from .group import dead_letter_key
+
+Parsed = tuple[bytes, str, list[Any]]
+"""An outbox entry read: ``(entry id, thread_id, payload [kind, member, fields, digests])``."""
+Taken = tuple[str, StreamEntry]
+"""An entry with the stream it was read from."""
+
+
+def _share(ctx: Context, n: int) -> int:
+    """Entries asked of each stream for a round of ``n``."""
+    return max(1, -(-n // len(ctx.outboxes)))
+
+
+def read_plan(ctx: Context, consumer: str, n: int, start: str, *,
+              block_ms: int = 0) -> Plan[list[Taken]]:
+    """``XREADGROUP`` from every stream: ``start`` ``"0"`` = this consumer's pending
+    entries, ``">"`` = new ones (waiting up to ``block_ms`` when there are none)."""
+    streams = ctx.outboxes
+    head = ["XREADGROUP", "GROUP", CONSUMER_GROUP, consumer, "COUNT", _share(ctx, n)]
+    if len(streams) == 1:
+        block = ["BLOCK", block_ms] if block_ms > 0 and start == ">" else []
+        (entries,) = yield Pipeline([head + block + ["STREAMS", streams[0], start]])
+        return [(streams[0], e) for e in entries]
+    replies = yield Pipeline([head + ["STREAMS", s, start] for s in streams])
+    taken = [(s, e) for s, entries in zip(streams, replies) for e in entries]
+    if not taken and block_ms > 0 and start == ">":
+        yield Sleep(block_ms / 1000)
+    return taken
+
+
+def claim_plan(ctx: Context, consumer: str, n: int) -> Plan[list[Taken]]:
+    """``XAUTOCLAIM`` of entries idle over ``claim_idle_s`` in every stream."""
+    idle_ms = int(ctx.config.claim_idle_s * 1000)
+    streams = ctx.outboxes
+    replies = yield Pipeline([["XAUTOCLAIM", s, CONSUMER_GROUP, consumer, idle_ms, "0-0",
+                               "COUNT", _share(ctx, n)] for s in streams])
+    return [(s, e) for s, entries in zip(streams, replies) for e in entries]
+
+
+def dead_letter_plan(ctx: Context, bad: list[tuple[str, bytes, bytes, Exception]]
+                     ) -> Plan[None]:
+    """Move entries that can never be written (``(stream, entry id, thread, error)``) to
+    the dead-letter stream, and out of their outbox stream."""
+    by_stream: dict[str, list[bytes]] = defaultdict(list)
+    for stream, eid, _t, _e in bad:
+        by_stream[stream].append(eid)
+    cmds: list[list[Any]] = [["XADD", dead_letter_key(ctx), "*", "entry", eid, "thread", tid,
+                              "error", f"{type(e).__name__}: {e}"] for _s, eid, tid, e in bad]
+    for stream, ids in by_stream.items():
+        cmds += [["XACK", stream, CONSUMER_GROUP, *ids], ["XDEL", stream, *ids]]
+    yield Pipeline(cmds)
+
+
+def ack_plan(ctx: Context, parsed: list[Parsed]) -> Plan[tuple[list[bool], int]]:
+    """Acknowledge and delete the written entries, lower their threads' ``dirty`` counts,
+    give settled threads their TTL (``hot_ttl_s``) and trim their hot window
+    (``hot_max_checkpoints``): one atomic ``ACK_SETTLE`` per partition (run together).
+    Returns ``(acked, outbox length)``, one flag per entry of ``parsed``: False when
+    another consumer had acknowledged it first."""
+    cfg = ctx.config
+    per_stream: dict[str, dict[str, list[tuple[bytes, str]]]] = defaultdict(
+        lambda: defaultdict(list))
+    for eid, tid, payload in parsed:
+        per_stream[ctx.outbox_of(tid)][tid].append((eid, payload[1]))
+    ops: list[Op[Any]] = [
+        ack_settle_op(stream, CONSUMER_GROUP, cfg.hot_ttl_s, cfg.hot_max_checkpoints,
+                      [(ctx.keys(tid).all, entries) for tid, entries in threads.items()])
+        for stream, threads in per_stream.items()]
+    replies = (yield Parallel(ops)) if len(ops) > 1 else [(yield ops[0])]
+    by_id: dict[bytes, bool] = {}
+    length = 0
+    for threads, (flags, n) in zip(per_stream.values(), replies):
+        ids = [eid for entries in threads.values() for eid, _ in entries]
+        by_id.update(zip(ids, (bool(f) for f in flags)))
+        length += int(n)
+    if len(ctx.outboxes) > 1:  # the others' lengths too
+        sizes = yield Pipeline([["XLEN", s] for s in ctx.outboxes])
+        length = sum(int(x) for x in sizes)
+    return [by_id[eid] for eid, _, _ in parsed], length
