@@ -6,6 +6,7 @@ nothing, and a 30-turn agent thread takes fewer MongoDB bytes."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -105,6 +106,7 @@ def test_whole_lists_become_manifests_resumably_and_reads_do_not_change(
         assert db[cols.meta].count_documents({"_id": {"$regex": "^migration:lists"}}) == 0
 
         seen: list[tuple[str, int]] = []
+        began = time.perf_counter()
         first = run_sync(IM.convert_lists_plan(ctx, batch_size=10, max_batches=3,
                                                on_batch=lambda k, n: seen.append((k, n))),
                          clients)
@@ -113,6 +115,7 @@ def test_whole_lists_become_manifests_resumably_and_reads_do_not_change(
         rest = run_sync(IM.convert_lists_plan(ctx, batch_size=10,
                                               on_batch=lambda k, n: seen.append((k, n))),
                         clients)
+        took = time.perf_counter() - began  # printed, not asserted
         assert rest.finished
         assert {k: first.converted[k] + rest.converted[k] for k in lists} == lists
         assert sum(n for _, n in seen) == dry.examined["blobs"] + dry.examined["writes"]
@@ -138,7 +141,7 @@ def test_whole_lists_become_manifests_resumably_and_reads_do_not_change(
         assert {t: _history(saver, t) for t in ("conv", "ask")} == before
         bytes_after = _mongo_bytes(saver, mongo_url)
         print(f"\n30-turn agent thread (+ ask thread): MongoDB {bytes_before} bytes with "
-              f"whole lists, {bytes_after} bytes with manifests")
+              f"whole lists, {bytes_after} bytes with manifests; converted in {took:.2f} s")
         assert bytes_after * 5 < bytes_before
 
         # idempotent, also driven by run_async; the schema pass sees no newer documents
