@@ -16,7 +16,9 @@ schema.CHUNKED_VERSION`` (2): the current format with descriptors in those field
 every read reassembles (``durable/chunks.py``) before decoding. Packages from before
 chunking know only version 1 and refuse such a document with ``SchemaVersionError``
 (never misreading a descriptor as the value); the documents without chunks stay version
-1 and readable by them. ``migrate`` leaves chunked documents as they are.
+1 and readable by them. ``migrate`` leaves chunked documents as they are, and documents
+holding a manifest (``schema.ITEMS_VERSION``) too. Converting whole-list values to
+manifests is the second pass of ``migrate``: ``item_migration.py``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from pymongo import ReplaceOne, ReturnDocument
 
 from .drivers import Mongo, Plan
 from .errors import ConfigurationError, SchemaVersionError
-from .schema import CHUNKED_VERSION, SCHEMA_VERSION, upgrade_document
+from .items import MANIFEST_TYPE
+from .schema import CHUNKED_VERSION, ITEMS_VERSION, SCHEMA_VERSION, upgrade_document
 from .schema import DOCUMENT_STEPS as DOCUMENT_STEPS  # re-exported for compatibility
 from .schema import ENVELOPE_STEPS as ENVELOPE_STEPS
 from .schema import upgrade_envelope as upgrade_envelope
@@ -106,8 +109,10 @@ def old_query() -> dict[str, Any]:
 def _newer_query() -> dict[str, Any]:
     """MongoDB filter of documents this package cannot read: a version above
     ``SCHEMA_VERSION`` other than ``CHUNKED_VERSION`` (``SCHEMA_VERSION`` plus chunked
-    fields, which reads reassemble; see ``durable/chunks.py``)."""
-    return {"v": {"$gt": SCHEMA_VERSION, "$ne": CHUNKED_VERSION}}
+    fields, which reads reassemble; see ``durable/chunks.py``) and other than a manifest
+    (``ITEMS_VERSION`` with ``type`` ``items.MANIFEST_TYPE``)."""
+    return {"v": {"$gt": SCHEMA_VERSION, "$ne": CHUNKED_VERSION},
+            "$nor": [{"v": ITEMS_VERSION, "type": MANIFEST_TYPE}]}
 
 
 def census_plan(ctx: Context) -> Plan:

@@ -15,7 +15,7 @@ import typer
 from langgraph.checkpoint.base.id import uuid6
 from rich.table import Table
 
-from .. import migrations
+from .. import item_migration, migrations
 from ..drivers import run_sync
 from ..durable.documents import write_of
 from ..errors import TierUnavailableError
@@ -340,8 +340,9 @@ def migrate(ctx: typer.Context,
                                            help="documents rewritten per round"),
             dry_run: bool = typer.Option(False, "--dry-run", help="count, rewrite nothing"),
             max_batches: int = typer.Option(None, "--max-batches", hidden=True)) -> None:
-    """Rewrite MongoDB documents of older schema versions in the current format, with a
-    progress bar; resumable (cursor in the meta collection) and idempotent."""
+    """Rewrite MongoDB documents of older schema versions in the current format, then
+    store whole-list values as manifests of items (item_migration.py), each with a
+    progress bar; resumable (cursors in the meta collection) and idempotent."""
     session = session_of(ctx)
     saver = session.saver()
     saver.setup()  # records the deployed version
@@ -352,11 +353,33 @@ def migrate(ctx: typer.Context,
     typer.echo(f"schema version {SCHEMA_VERSION}: {old} older documents ({summary})")
     if any(x["newer"] for x in census.values()):
         run_sync(migrations.migrate_plan(sctx), c)  # raises SchemaVersionError, rewrites nothing
-    if dry_run or not old:
+    if old and not dry_run:
+        with progress("migrating", old) as advance:
+            done = run_sync(migrations.migrate_plan(sctx, batch_size=batch_size,
+                                                    on_batch=lambda _k, n: advance(n),
+                                                    max_batches=max_batches), c)
+        typer.echo(f"rewrote {sum(done.values())} documents ("
+                   + ", ".join(f"{k} {n}" for k, n in done.items()) + ")")
+        if max_batches is not None:
+            return
+    _convert_lists(sctx, c, batch_size, dry_run, max_batches)
+
+
+def _convert_lists(sctx: Any, c: Any, batch_size: int, dry_run: bool,
+                   max_batches: int | None) -> None:
+    """``migrate``'s second pass: whole-list values to manifests (``item_migration``)."""
+    if not sctx.items.enabled:
+        typer.echo("list values: item store disabled (list_items=False, or an encrypting "
+                   "serializer without a digest key); nothing converted")
         return
-    with progress("migrating", old) as advance:
-        done = run_sync(migrations.migrate_plan(sctx, batch_size=batch_size,
-                                       on_batch=lambda _k, n: advance(n),
-                                       max_batches=max_batches), c)
-    typer.echo(f"rewrote {sum(done.values())} documents ("
-               + ", ".join(f"{k} {n}" for k, n in done.items()) + ")")
+    todo = run_sync(item_migration.remaining_plan(sctx), c)
+    with progress("converting lists", todo) as advance:
+        got = run_sync(item_migration.convert_lists_plan(
+            sctx, batch_size=batch_size, on_batch=lambda _k, n: advance(n),
+            max_batches=max_batches, dry_run=dry_run), c)
+    n = sum(got.converted.values())
+    kinds = ", ".join(f"{k} {v}" for k, v in got.converted.items())
+    verb = "would convert" if dry_run else "converted"
+    typer.echo(f"list values: {verb} {n} of {sum(got.examined.values())} values read to "
+               f"manifests ({kinds}); {got.items} item documents stored"
+               + ("" if got.finished else "; stopped early, run again to resume"))

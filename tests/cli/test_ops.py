@@ -204,10 +204,10 @@ def test_migrate_rewrites_old_documents_resumably(cli: Cli, t1: dict) -> None:
     assert r.stdout.splitlines()[-1].startswith("rewrote 5 documents (checkpoints 5, blobs 0")
     r = cli("migrate", "--batch-size", "3")
     assert f"{total - 5} older documents" in r.stdout
-    assert r.stdout.splitlines()[-1].startswith(f"rewrote {total - 5} documents")
+    assert r.stdout.splitlines()[1].startswith(f"rewrote {total - 5} documents")
     assert "migrating" in r.stderr  # the progress bar
-    assert cli("migrate").stdout == "schema version 1: 0 older documents (checkpoints 0, " \
-        "blobs 0, writes 0)\n"
+    assert cli("migrate").stdout.splitlines()[0] == "schema version 1: 0 older documents " \
+        "(checkpoints 0, blobs 0, writes 0)"
     assert cli.json("show", "t1") == before
     with cli.saver(flusher="off") as s:
         db = s.sync_clients.db
@@ -269,3 +269,40 @@ def test_fork_takes_a_step_number_or_an_id_prefix_like_show(cli: Cli, t1: dict) 
     assert cli.json("show", "f2")["metadata"]["forked_from_checkpoint"] == oldest
     r = cli("fork", "nosuch", "--checkpoint", "1", "--to", "f3", code=1)
     assert r.stderr == "error: thread 'nosuch' not found\n"
+
+
+def test_migrate_converts_whole_lists_to_manifests(cli: Cli) -> None:
+    """A thread written with whole lists (list_items=False): ``migrate`` stores its list
+    values as manifests over items (MongoDB only), reads stay the same, a second run
+    converts nothing; ``--dry-run`` counts only."""
+    with cli.saver(list_items=False) as s:
+        build_graph(s, ask=True).invoke(first_input(), {"configurable": {"thread_id": "w"}})
+        s.flush()
+        s.sync_clients.redis.delete(*s.context.keys("w").all)
+        db, cols = s.sync_clients.db, s.context.collections
+        # messages: 4 blob versions and 4 writes (start, a, b, c); log: 3 blob versions
+        # and 3 writes (a, b, c; the input's empty list stays as it is); the interrupt
+        lists = 4 + 4 + 3 + 3 + 1
+        assert db[cols.blobs].count_documents({"channel": {"$in": ["messages", "log"]},
+                                               "type": {"$ne": "empty"}}) == 4 + 3 + 1
+        assert db[cols.writes].count_documents(
+            {"channel": {"$in": ["messages", "log", "__interrupt__"]}}) == 4 + 3 + 1 + 1
+    before = cli.json("show", "w")
+    r = cli("migrate", "--dry-run")
+    assert r.stdout.splitlines()[-1].startswith(f"list values: would convert {lists} of ")
+    r = cli("migrate", "--batch-size", "4")
+    assert r.stdout.splitlines()[0].startswith("schema version 1: 0 older documents")
+    assert r.stdout.splitlines()[-1].startswith(f"list values: converted {lists} of ")
+    assert "converting lists" in r.stderr  # the progress bar
+    with cli.saver() as s:
+        db, cols = s.sync_clients.db, s.context.collections
+        assert sum(db[getattr(cols, k)].count_documents({"type": "lgd.items"})
+                   for k in ("blobs", "writes")) == lists
+        # 4 messages (hello, a, b, c says ...), "a", "b", "c", the Interrupt
+        assert db[cols.items].count_documents({"thread_id": "w"}) == 8
+        s.sync_clients.redis.delete(*s.context.keys("w").all)
+    assert cli.json("show", "w") == before
+    r = cli("migrate")
+    assert r.stdout.splitlines()[-1].startswith("list values: converted 0 of ")
+    with cli.saver(list_items=False) as s:
+        assert s.get_tuple({"configurable": {"thread_id": "w"}}) is not None
