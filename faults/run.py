@@ -53,6 +53,7 @@ PLAN: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
      {"interleavings": 30, "repeat_tasks": True}),
     ("6", {"trials_per_rule": 3}, {"trials_per_rule": 1}),
     ("7", {"trials": 2, "with_default_drain": True, "sys_exit_trials": 12}, {"trials": 1}),
+    ("8", {"trials": 2}, {"trials": 1, "forms": ("cut",)}),
     ("hostile", {}, {}),
 ]
 
@@ -66,12 +67,13 @@ def _scenario(key: str) -> Callable[..., Result]:
         s5_delete_races,
         s6_concurrent,
         s7_shutdown,
+        s8_failover,
     )
 
     return {"1": s1_app_killed.run, "2": s2_flusher_killed.run, "3": s3_mongo_down.run,
             "4": s4_redis_down.run, "5": s5_delete_races.run, "5b": s5_delete_races.run,
             "5c": s5_delete_races.run, "6": s6_concurrent.run, "7": s7_shutdown.run,
-            "hostile": hostile}[key]
+            "8": s8_failover.run, "hostile": hostile}[key]
 
 
 def hostile(env: Env) -> Result:
@@ -114,7 +116,7 @@ def write_doc(results: list[Result], header: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m faults.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="the short forms (as the tests)")
-    p.add_argument("--only", help="comma-separated scenario keys: 1,2,3,4,5,5b,5c,6,7,hostile")
+    p.add_argument("--only", help="comma-separated scenario keys: 1,2,3,4,5,5b,5c,6,7,8,hostile")
     p.add_argument("--seed", type=int, default=None, help="seed of the random choices")
     p.add_argument("--no-docs", action="store_true", help=f"do not write {DOC}")
     p.add_argument("--verbose", action="store_true")
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _keys() -> list[str]:
     """Result keys in table order."""
-    return ["s1", "s2", "s3", "s4", "s5", "s5b", "s5c", "s6", "s7", "hostile"]
+    return ["s1", "s2", "s3", "s4", "s5", "s5b", "s5c", "s6", "s7", "s8", "hostile"]
 
 
 if __name__ == "__main__":

@@ -88,6 +88,17 @@ class DurableConfig(BaseModel):
         redis_max_connections: size of the Redis connection pool of clients built by
             ``from_urls`` (per client; calls beyond it wait for a free connection).
         socket_timeout_s: Redis socket timeout for clients built by ``from_urls``.
+        redis_min_replicas: Redis replicas that must hold a ``put``/``put_writes`` before
+            it returns (default 0: the primary's answer is enough, and a failover can
+            lose what reached no replica yet). With n > 0 the script and ``WAIT n`` go in
+            one pipeline on the connection that ran the script (the primary of the
+            thread's slot on a cluster: still one round trip, plus the replication wait);
+            fewer than n replicas within ``redis_wait_timeout_s`` raises
+            ``ReplicationTimeoutError`` (the data IS stored on the primary and in the
+            outbox). ``WAIT`` makes a loss unlikely, not impossible: Redis replication
+            stays asynchronous, and a replica that was not promoted may hold the write.
+        redis_wait_timeout_s: seconds ``WAIT`` may block for ``redis_min_replicas``
+            (millisecond resolution, more than 0: Redis reads ``WAIT n 0`` as "forever").
         server_selection_timeout_s: MongoDB server selection timeout for clients built
             by ``from_urls``.
         list_items: store plain non-empty ``list`` values (channel values and pending
@@ -131,6 +142,8 @@ class DurableConfig(BaseModel):
     write_concern_timeout_s: float = Field(default=10.0, ge=0, le=86_400)
     redis_max_connections: int = Field(default=256, ge=1)
     socket_timeout_s: float = Field(default=5.0, gt=0)
+    redis_min_replicas: int = Field(default=0, ge=0, le=100)
+    redis_wait_timeout_s: float = Field(default=1.0, ge=0.001, le=3600)
     server_selection_timeout_s: float = Field(default=5.0, gt=0)
     list_items: bool = True
     item_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)

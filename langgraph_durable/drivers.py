@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,8 +26,9 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import redis.exceptions
 from pymongo.errors import PyMongoError
+from redis.asyncio.cluster import PipelineCommand
 
-from .errors import TierUnavailableError
+from .errors import ReplicationTimeoutError, TierUnavailableError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -61,11 +62,22 @@ def ask(op: Op[T]) -> Generator[Op[Any], Any, T]:
 class Script(Op[Any]):
     """Run the registered Lua script ``name`` (one round trip; EVALSHA, loaded on demand).
     Built by the argument classes of ``hot/scripts.py``, which name every KEYS and ARGV
-    field; the reply is the script's, unchanged."""
+    field; the reply is the script's, unchanged.
+
+    With ``wait_replicas`` = n > 0 the script call and ``WAIT n wait_timeout_ms`` are sent
+    in one pipeline on one connection (still one round trip): on a Redis Cluster that of
+    the primary owning ``keys[0]``'s slot. ``WAIT`` then counts the replicas holding this
+    script's writes; fewer than n raises ``ReplicationTimeoutError`` (the script's writes
+    stay on the primary). A ``MOVED`` reply (the slot moved, e.g. in a failover) reloads
+    the cluster's slot map and sends once more; an ``ASK`` sends once more to the node it
+    names (``ASKING`` first); a lost connection to a cluster node reloads the slot map
+    before the error is raised, so the next call finds a promoted replica."""
 
     name: str
     keys: Sequence[str]
     args: Sequence[Any]
+    wait_replicas: int = 0
+    wait_timeout_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -323,6 +335,74 @@ def _pipeline_replies(op: Pipeline, replies: list[Any]) -> list[Any]:
     return [normalise(str(cmd[0]).upper(), r) for cmd, r in zip(op.commands, replies)]
 
 
+# --------------------------------------------------------------------------- replicated scripts
+
+
+@dataclass(frozen=True)
+class _ToPrimary(Op[list[Any]]):
+    """A step of ``_replicated``: send ``commands`` in one pipeline on one connection to
+    the primary owning ``key``'s slot (the only server, off a cluster), or to ``node``
+    (``(host, port)``, after an ``ASK``); the reply is the list of command replies, an
+    error in place of a failed command's."""
+
+    key: str
+    commands: list[list[Any]]
+    node: tuple[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class _ReloadSlots(Op[None]):
+    """A step of ``_replicated``: reload the cluster client's slot map (``CLUSTER SLOTS``)."""
+
+
+def _replicated(op: Script, c: Clients) -> Plan[Any]:
+    """``Script`` with ``wait_replicas`` > 0, sans-I/O (the sync and async drivers only
+    carry out the steps): the script call and ``WAIT`` in one pipeline; ``EVAL`` after a
+    ``NOSCRIPT``; one more try after ``MOVED``/``ASK``; the slot map reloaded after a lost
+    connection to a cluster node (the error is then raised). Returns the script's reply;
+    raises its error, or ``ReplicationTimeoutError`` when ``WAIT`` counts too few."""
+    tail = [len(op.keys), *op.keys, *op.args]
+    call: list[Any] = ["EVALSHA", c.script(op.name).sha, *tail]
+    wait = ["WAIT", op.wait_replicas, op.wait_timeout_ms]
+    node: tuple[str, int] | None = None
+    redirected = False
+    while True:
+        commands = [["ASKING"], call, wait] if node is not None else [call, wait]
+        try:
+            replies = yield _ToPrimary(op.keys[0], commands, node)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            if c.cluster:
+                try:
+                    yield _ReloadSlots()
+                except redis.exceptions.RedisError:
+                    pass  # no node answers yet: the next call reloads again
+            raise
+        reply, count = replies[-2:]
+        if isinstance(reply, redis.exceptions.NoScriptError) and call[0] == "EVALSHA":
+            call = ["EVAL", c.scripts[op.name], *tail]
+            continue
+        if isinstance(reply, redis.exceptions.AskError) and c.cluster and not redirected:
+            redirected = True  # MovedError is an AskError too
+            if isinstance(reply, redis.exceptions.MovedError):
+                yield _ReloadSlots()
+                node = None
+            else:
+                node = (reply.host, int(reply.port))
+            continue
+        if isinstance(reply, Exception):
+            raise reply
+        if isinstance(count, Exception):
+            raise count
+        if int(count) < op.wait_replicas:
+            timeout_s = op.wait_timeout_ms / 1000
+            raise ReplicationTimeoutError(
+                f"{op.name} (key {op.keys[0]!r}) is stored on the Redis primary, but WAIT "
+                f"confirmed it on {int(count)} of the {op.wait_replicas} replica(s) "
+                f"required within {timeout_s} s",
+                wanted=op.wait_replicas, replicas=int(count), timeout_s=timeout_s)
+        return reply
+
+
 # --------------------------------------------------------------------------- sync driver
 
 _POOL: ThreadPoolExecutor | None = None
@@ -345,8 +425,27 @@ def _load_scripts_op(op: LoadScripts, c: Clients) -> Op[Any] | None:
     return None if c.cluster else Pipeline([["SCRIPT", "LOAD", src] for src in op.sources])
 
 
+def _step_sync(step: Op[Any], c: Clients) -> Any:
+    """Carry out one step of ``_replicated`` with a blocking client."""
+    assert isinstance(step, (_ToPrimary, _ReloadSlots))
+    if isinstance(step, _ReloadSlots):
+        c.redis.nodes_manager.initialize()
+        return None
+    r = c.redis
+    if c.cluster:
+        node = (r.get_node(host=step.node[0], port=step.node[1]) if step.node is not None
+                else r.get_node_from_key(step.key))
+        r = r.get_redis_connection(node)
+    pipe = r.pipeline(transaction=False)
+    for cmd in step.commands:
+        pipe.execute_command(*cmd)
+    return pipe.execute(raise_on_error=False)
+
+
 def _exec_sync(op: Op[Any], c: Clients) -> Any:
     if isinstance(op, Script):
+        if op.wait_replicas > 0:
+            return run_with(_replicated(op, c), lambda step: _step_sync(step, c))
         return c.script(op.name)(keys=list(op.keys), args=list(op.args))
     if isinstance(op, LoadScripts):
         as_pipe = _load_scripts_op(op, c)
@@ -435,8 +534,32 @@ def run_sync(plan: Plan[R], clients: Clients) -> R:
 # --------------------------------------------------------------------------- async driver
 
 
+async def _step_async(step: Op[Any], c: Clients) -> Any:
+    """Carry out one step of ``_replicated`` with an asyncio client (a cluster node's
+    pipeline is ``ClusterNode.execute_pipeline``: one connection, one write)."""
+    assert isinstance(step, (_ToPrimary, _ReloadSlots))
+    r = c.redis
+    if isinstance(step, _ReloadSlots):
+        await r.nodes_manager.initialize()
+        return None
+    if c.cluster:
+        node = (r.get_node(host=step.node[0], port=step.node[1]) if step.node is not None
+                else r.get_node_from_key(step.key))
+        if node is None:
+            raise redis.exceptions.ConnectionError(f"no cluster node for {step.node}")
+        cmds = [PipelineCommand(i, *cmd) for i, cmd in enumerate(step.commands)]
+        await node.execute_pipeline(cmds)
+        return [cmd.result for cmd in cmds]
+    pipe = r.pipeline(transaction=False)
+    for cmd in step.commands:
+        pipe.execute_command(*cmd)
+    return await pipe.execute(raise_on_error=False)
+
+
 async def _exec_async(op: Op[Any], c: Clients) -> Any:
     if isinstance(op, Script):
+        if op.wait_replicas > 0:
+            return await run_with_async(_replicated(op, c), lambda step: _step_async(step, c))
         return await c.script(op.name)(keys=list(op.keys), args=list(op.args))
     if isinstance(op, LoadScripts):
         as_pipe = _load_scripts_op(op, c)
@@ -473,11 +596,8 @@ async def execute_async(op: Op[T], clients: Clients) -> T:
     return result
 
 
-async def run_async(plan: Plan[R], clients: Clients) -> R:
-    """Drive ``plan`` to completion with asyncio clients; returns its return value.
-
-    Plans never block (they do no I/O of their own: values are serialized before a plan
-    is made and decoded after it returns), so every step runs on the event loop."""
+async def run_with_async(plan: Plan[R], execute: Callable[[Op[Any]], Awaitable[Any]]) -> R:
+    """``run_with`` under asyncio: ``await execute(op)`` gives each operation's reply."""
     send: Any = None
     error: BaseException | None = None
     while True:
@@ -487,6 +607,14 @@ async def run_async(plan: Plan[R], clients: Clients) -> R:
             return stop.value  # type: ignore[no-any-return]
         error = None
         try:
-            send = await execute_async(op, clients)
-        except Exception as exc:
+            send = await execute(op)
+        except Exception as exc:  # handed back to the plan, which may handle it
             error, send = exc, None
+
+
+async def run_async(plan: Plan[R], clients: Clients) -> R:
+    """Drive ``plan`` to completion with asyncio clients; returns its return value.
+
+    Plans never block (they do no I/O of their own: values are serialized before a plan
+    is made and decoded after it returns), so every step runs on the event loop."""
+    return await run_with_async(plan, lambda op: execute_async(op, clients))

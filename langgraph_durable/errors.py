@@ -53,6 +53,31 @@ class TierUnavailableError(DurableSaverError, ConnectionError):
     """Redis or MongoDB did not answer; names the server and the operation."""
 
 
+class ReplicationTimeoutError(DurableSaverError, TimeoutError):
+    """A ``put``/``put_writes`` with ``redis_min_replicas`` = n ran: the checkpoint (or the
+    pending writes) IS stored on the Redis primary and in the outbox (so it reaches MongoDB
+    as usual), but Redis ``WAIT`` reported fewer than n replicas holding it within
+    ``redis_wait_timeout_s``. A failover of the primary before a replica receives it can
+    lose it. Nothing to undo: retrying the call stores the same data again.
+
+    Attributes: ``wanted`` (n), ``replicas`` (the count ``WAIT`` reached), ``timeout_s``,
+    and, once a plan named them, ``thread_id``, ``checkpoint_ns``, ``checkpoint_id``,
+    ``task_id`` (``None`` for a ``put``).
+    """
+
+    def __init__(self, message: str, *, wanted: int, replicas: int, timeout_s: float,
+                 thread_id: str | None = None, checkpoint_ns: str | None = None,
+                 checkpoint_id: str | None = None, task_id: str | None = None) -> None:
+        super().__init__(message)
+        self.wanted = wanted
+        self.replicas = replicas
+        self.timeout_s = timeout_s
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.checkpoint_id = checkpoint_id
+        self.task_id = task_id
+
+
 class SyncCallInEventLoopError(DurableSaverError, RuntimeError):
     """A sync method of a saver with asyncio clients only was called from inside the event
     loop that owns (or, on first use, would own) those clients.

@@ -131,7 +131,9 @@ def redis_client_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> 
     for a free connection; the asyncio cluster and Sentinel pools raise instead.
     Raises ``ConfigurationError`` for a bad URL."""
     parsed = parse_redis_url(url)
-    read_timeout = config.socket_timeout_s + config.flush_interval_s
+    # a flusher's XREADGROUP blocks up to flush_interval_s, a put's WAIT redis_wait_timeout_s
+    waits = config.redis_wait_timeout_s if config.redis_min_replicas else 0.0
+    read_timeout = config.socket_timeout_s + max(config.flush_interval_s, waits)
     timeouts: dict[str, Any] = {"socket_timeout": read_timeout,
                                 "socket_connect_timeout": config.socket_timeout_s}
     cap = config.redis_max_connections

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import ormsgpack
@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ..context import Context
-from ..drivers import BulkWrite, FindOne, Op, Parallel, Plan, Sleep, ask
+from ..drivers import BulkWrite, FindOne, Op, Parallel, Plan, Script, Sleep, ask
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import (
@@ -25,6 +25,7 @@ from ..errors import (
     CorruptRecordError,
     InvalidIdentifierError,
     OutboxFullError,
+    ReplicationTimeoutError,
     SerializationError,
     ThreadDeletedError,
 )
@@ -104,6 +105,29 @@ def _payload(kind: str, m: str, fields: Sequence[str], digests: Sequence[bytes])
     return ormsgpack.packb([kind, m, list(fields), list(digests)])
 
 
+def replicated(ctx: Context, op: Script) -> Script:
+    """``op`` waiting for ``redis_min_replicas`` replicas (``WAIT`` with
+    ``redis_wait_timeout_s`` in ms, at least 1), or unchanged when that is 0."""
+    n = ctx.config.redis_min_replicas
+    if not n:
+        return op
+    ms = max(1, round(ctx.config.redis_wait_timeout_s * 1000))
+    return replace(op, wait_replicas=n, wait_timeout_ms=ms)
+
+
+def _not_replicated(exc: ReplicationTimeoutError, what: str, thread_id: str, ns: str,
+                    checkpoint_id: str, task_id: str | None = None) -> ReplicationTimeoutError:
+    """``exc`` from the driver, told again with the thread, namespace, checkpoint and task."""
+    return ReplicationTimeoutError(
+        f"{what} of thread {thread_id!r} (ns {ns!r}) IS stored on the Redis primary and in "
+        f"the outbox (it reaches MongoDB as usual), but WAIT confirmed it on {exc.replicas} "
+        f"replica(s), not the {exc.wanted} of redis_min_replicas, within "
+        f"redis_wait_timeout_s={exc.timeout_s}: a failover of the primary now could lose "
+        "it from Redis before the flush",
+        wanted=exc.wanted, replicas=exc.replicas, timeout_s=exc.timeout_s,
+        thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id, task_id=task_id)
+
+
 def _send(ctx: Context, args: PutArgs | PutWritesArgs,
           parts: dict[bytes, Stored]) -> Plan[bytes]:
     """Run a writing script (the checkpoint and its outbox entry in one step, on a
@@ -118,7 +142,7 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
     pause = 0.005
     while True:
         try:
-            entry: bytes = yield args.op()
+            entry: bytes = yield replicated(ctx, args.op())
             break
         except redis.exceptions.ResponseError as exc:
             refusal = Refusal.of(exc)
@@ -261,7 +285,10 @@ def put_plan(ctx: Context, put: PreparedPut) -> Plan[RunnableConfig]:
     in strict mode then MongoDB); mirrors ``InMemorySaver.put``. Returns the config of the
     stored checkpoint; the caller records it as the head (``Heads.seen``)."""
     tid, ns, cid = put.thread_id, put.ns, put.checkpoint_id
-    entry = yield from _send(ctx, put.args, put.parts)
+    try:
+        entry = yield from _send(ctx, put.args, put.parts)
+    except ReplicationTimeoutError as exc:
+        raise _not_replicated(exc, f"checkpoint {cid!r}", tid, ns, cid) from exc
     if ctx.config.durability == "strict":
         cols = ctx.collections
         at = stream_ms(entry)
@@ -349,7 +376,12 @@ def put_writes_plan(ctx: Context, prepared: PreparedWrites | None) -> Plan[None]
     if prepared is None:
         return None
     tid, ns, cid = prepared.thread_id, prepared.ns, prepared.checkpoint_id
-    entry = yield from _send(ctx, prepared.args, prepared.parts)
+    try:
+        entry = yield from _send(ctx, prepared.args, prepared.parts)
+    except ReplicationTimeoutError as exc:
+        task = prepared.records[0].task_id
+        raise _not_replicated(exc, f"pending writes of task {task!r} to checkpoint {cid!r}",
+                              tid, ns, cid, task) from exc
     if ctx.config.durability == "strict":
         docs, chunks = C.split_all("writes", (
             D.write_doc(tid, ns, cid, w, put_ms=stream_ms(entry)) for w in prepared.records))
