@@ -45,7 +45,10 @@ suffix    holds
 acknowledged as written to MongoDB); ``born`` = the keys' *generation* (creation time in
 ms; outbox entries older than it belong to an earlier incarnation of a deleted thread);
 ``complete`` = *hot_complete*, 1 when the thread started in Redis, so Redis holds all of
-it and MongoDB is not asked about what Redis lacks.
+it and MongoDB is not asked about what Redis lacks; 2 once the hot window trimmed it:
+Redis still holds every namespace and its newest checkpoints (the latest of a namespace
+Redis lacks is none), not every older one; ``u<member>`` = a checkpoint's unflushed
+entries (the hot window keeps it while above 0).
 
 "idx" means three different things, always spelled out in docs: the ``idx`` key above
 (the checkpoint index); a pending write's ``idx`` (LangGraph's write index: position in

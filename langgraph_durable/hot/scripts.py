@@ -176,7 +176,8 @@ end
 # A page of checkpoints, newest first, with everything needed to build their tuples.
 # ARGV: lex max, lex min (ZREVRANGEBYLEX bounds), count.
 # Returns {{member, record, cv, {write values}}, ...}, {blob fields}, {blob values},
-# complete (1 when Redis holds the whole thread: see PUT), {item digests}, {item values}
+# complete (1 when Redis holds the whole thread: see PUT; 2 when it holds every namespace's
+# newest checkpoints but not all older ones: see the hot window), {item digests}, {item values}
 # (the items and nodes the manifests among those values name, see items_of).
 PAGE = _ITEMS + r"""
 local members = redis.call('ZREVRANGEBYLEX', KEYS[3], ARGV[1], ARGV[2], 'LIMIT', 0,
@@ -199,10 +200,8 @@ for _, m in ipairs(members) do
 end
 local values = {}
 if #fields > 0 then values = hmget_all(KEYS[4], fields) end
-local complete = 0
-if redis.call('HGET', KEYS[8], 'complete') == '1' and redis.call('EXISTS', KEYS[3]) == 1 then
-  complete = 1
-end
+local complete = tonumber(redis.call('HGET', KEYS[8], 'complete') or '0') or 0
+if redis.call('EXISTS', KEYS[3]) == 0 then complete = 0 end
 local refs, rseen = {}, {}
 for i = 1, #fields do refs_into(values[i], refs, rseen) end
 for _, row in ipairs(out) do
@@ -263,7 +262,10 @@ local function trim(base, ns, maxn)
     end
   end
   if #evict == 0 then return end
-  redis.call('HDEL', KEYS[base + 7], 'complete')  -- Redis no longer holds all of it
+  -- Redis no longer holds all of it, still every namespace's newest checkpoints
+  if redis.call('HGET', KEYS[base + 7], 'complete') == '1' then
+    redis.call('HSET', KEYS[base + 7], 'complete', 2)
+  end
   for _, e in ipairs(evict) do
     local m, cv = e[1], e[2]
     redis.call('HDEL', KEYS[base], m)

@@ -271,8 +271,13 @@ def page_plan(
     docs: list[Doc] = []
     # Redis holds the whole thread (started in Redis, nothing expired since): MongoDB has
     # nothing more, so it is not asked (a subgraph's first read works while it is down)
+    # meta complete 2 (the hot window trimmed a thread that started in Redis): Redis holds
+    # every namespace's newest checkpoints, so "the latest" of a namespace Redis lacks is
+    # none (a subgraph's first step works while MongoDB is down), but older ones and exact
+    # ids may be in MongoDB only
     complete = reply[3] == 1
-    if not (complete or (hot_first and len(rows) >= count)):
+    newest = reply[3] in (1, 2) and hot_first and not exact
+    if not (complete or newest or (hot_first and len(rows) >= count)):
         # only what Redis did not answer: the top `count` of the union is in the two answers
         if hot_ids and not exact:
             q = {"$and": [q, {"checkpoint_id": {"$nin": sorted(hot_ids)}}]}
@@ -353,7 +358,7 @@ def namespaces_plan(ctx: Context, thread_id: str) -> Plan[list[str]]:
     hot, complete, exists = yield Pipeline([
         ["HGETALL", keys.ns], ["HGET", keys.meta, "complete"], ["EXISTS", keys.idx]])
     cold: list[Doc] = []
-    if not (complete in (b"1", "1") and exists):
+    if not (complete in (b"1", "1", b"2", "2") and exists):  # (the ns hash is never trimmed)
         cold = yield from ask(Aggregate(ctx.collections.checkpoints, [
             {"$match": {"thread_id": thread_id}},
             {"$group": {"_id": "$checkpoint_ns", "first": {"$min": "$checkpoint_id"}}},

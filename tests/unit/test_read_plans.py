@@ -118,6 +118,19 @@ def test_a_page_redis_answers_partly_reads_the_rest_from_mongodb() -> None:
     assert (page.hot, page.durable, page.cursor) == (1, 1, IDS[0])
 
 
+def test_a_trimmed_thread_answers_the_latest_of_an_unseen_namespace_from_redis() -> None:
+    """complete = 2 (the hot window trimmed a thread that started in Redis): every
+    namespace's newest checkpoint is in Redis, so the latest of a namespace Redis lacks
+    (a subgraph's first step) is none without asking MongoDB; an exact id still asks."""
+    ctx = context()
+    reply = lambda op: page_reply([], [], 2) if isinstance(op, Script) else []  # noqa: E731
+    done = drive(read.get_tuple_plan(ctx, "t", "sub:1", None), reply)
+    assert done.kinds() == ["page"]
+    assert read.finish_page(ctx, done.result).tuples == []
+    done = drive(read.get_tuple_plan(ctx, "t", "", IDS[0]), reply)
+    assert done.kinds() == ["page", "Find"]
+
+
 def test_an_empty_thread_asks_both_tiers_and_returns_nothing() -> None:
     ctx = context()
     done = drive(read.get_tuple_plan(ctx, "t", "", None),
