@@ -219,11 +219,10 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
             yield from delete_thread_plan(ctx, tid)
             continue
         q = {"thread_id": tid}
-        docs, bdocs, wdocs, idocs = yield Parallel([
+        docs, bdocs, wdocs = yield Parallel([
             Find(cols.checkpoints, q, {"checkpoint": 0}),
-            Find(cols.blobs, q, {"data": 0}),
-            Find(cols.writes, q, {"checkpoint_ns": 1, "checkpoint_id": 1, "refs": 1}),
-            Find(cols.items, q, {"d": 1, "refs": 1, "put_ms": 1}),
+            Find(cols.blobs, q, {"data": 0, "refs": 0}),
+            Find(cols.writes, q, {"checkpoint_ns": 1, "checkpoint_id": 1}),
         ])
         non_empty = {blob_field(b["checkpoint_ns"], b["channel"], b["version"])
                      for b in bdocs if b["type"] != "empty"}
@@ -249,11 +248,27 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
         dropped = {(ns, c) for ns, cids in drop.items() for c in cids}
         write_ids = [d["_id"] for d in wdocs
                      if (d["checkpoint_ns"], d["checkpoint_id"]) in dropped]
-        kept = [b for b in bdocs
-                if blob_field(b["checkpoint_ns"], b["channel"], b["version"]) in keep_blobs]
-        kept += [w for w in wdocs if (w["checkpoint_ns"], w["checkpoint_id"]) not in dropped]
-        yield from _remove(ctx, tid, drop, sorted(all_blobs - keep_blobs), write_ids,
-                           unreferenced_items(kept, idocs, start_ms))
+        yield from _remove(ctx, tid, drop, sorted(all_blobs - keep_blobs), write_ids)
+        yield from _collect_items_plan(ctx, tid, start_ms)
+
+
+def _collect_items_plan(ctx: Context, thread_id: str, start_ms: int) -> Plan[None]:
+    """Remove the items of ``thread_id`` that no stored blob or write names any more, in
+    both tiers. Runs after the prune removed (and tombstoned) its checkpoints and after the
+    outbox drained again, reading what is stored *now*: a put that ran during the prune
+    either built on a kept checkpoint (whose values name the items it shares) or was
+    refused (its parent was removed); the items it brought were stored after ``start_ms``
+    and are never collected."""
+    yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
+    cols = ctx.collections
+    q = {"thread_id": thread_id}
+    bdocs, wdocs, idocs = yield Parallel([
+        Find(cols.blobs, {**q, "refs": {"$exists": True}}, {"refs": 1}),
+        Find(cols.writes, {**q, "refs": {"$exists": True}}, {"refs": 1}),
+        Find(cols.items, q, {"d": 1, "refs": 1, "put_ms": 1}),
+    ])
+    gone = unreferenced_items([*bdocs, *wdocs], idocs, start_ms)
+    yield from _remove(ctx, thread_id, {}, [], [], gone)
 
 
 def unreferenced_items(kept: Sequence[Doc], item_docs: Sequence[Doc],
