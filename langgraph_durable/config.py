@@ -200,8 +200,8 @@ def config_options(*, skip: frozenset[str] = frozenset()) -> list[ConfigOption]:
     not given leaves the default), ``Literal`` choices (as ``str``) and unions of a
     ``Literal`` with a type (``write_concern_w``: ``majority | int``). Fields of other
     types (``queryable_metadata``: ``bool | None``, ``item_digest_key``: a secret, never on
-    a command line) and the names in ``skip`` are left out. Used by the ``langgraph-durable`` CLI (typer) and the flusher worker
-    (argparse)."""
+    a command line) and the names in ``skip`` are left out. Used by the
+    ``langgraph-durable`` CLI (typer) and the flusher worker (argparse)."""
     out = []
     for name, field in DurableConfig.model_fields.items():
         ann = field.annotation
