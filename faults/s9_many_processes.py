@@ -18,6 +18,8 @@ then:
   removed), differs from an uninterrupted InMemorySaver run of the same input, or that
   still have tasks to run, plus threads some process reported an error for.
 
+``step_s``: seconds each node sleeps (a paced load, below what the workers absorb).
+
 Measured: the put -> MongoDB lag of every checkpoint upsert (p50 / p99 / max, from the
 workers' pymongo command listener), and with ``scaling`` the checkpoints per second of
 ``n`` application processes (no kills, no ack log) for each ``n``, the same total work.
@@ -80,13 +82,14 @@ class Trial:
         return w
 
     def app(self, name: str, threads: list[str], *, concurrency: int, log: bool,
-            start_at: float = 0.0) -> Child:
+            start_at: float = 0.0, step_s: float = 0.0) -> Child:
         ack = str(self.env.work / f"{self.tag}-{name}.ack") if log else None
         if ack:
             self.acks.append(ack)
         a = Child({"mode": "app", "redis": self.env.redis_url, "mongo": self.env.mongo_url,
                    "prefix": self.prefix, "database": self.database, "threads": threads,
                    "concurrency": concurrency, "ack": ack, "start_at": start_at,
+                   "step_s": step_s,
                    "options": {**self.options, "flusher": "off"}}, self.env.work,
                   f"{self.tag}-{name}", module="faults.many_child")
         self.apps.append(a)
@@ -145,7 +148,8 @@ def _acked(path: str) -> list[dict[str, Any]]:
 
 
 def kill_trial(env: Env, *, threads: int, apps: int, workers: int, concurrency: int,
-               kill_at: float, partitions: int, timeout_s: float) -> dict[str, Any]:
+               kill_at: float, partitions: int, timeout_s: float, step_s: float = 0.0
+               ) -> dict[str, Any]:
     tr = Trial(env, "s9", partitions)
     names_ = [f"s9-{k}" for k in range(threads)]
     shares = split(names_, apps)
@@ -156,7 +160,7 @@ def kill_trial(env: Env, *, threads: int, apps: int, workers: int, concurrency: 
         for k in range(workers):
             tr.worker(f"w{k}")
         began = time.monotonic()
-        first = [tr.app(f"a{k}", share, concurrency=concurrency, log=True)
+        first = [tr.app(f"a{k}", share, concurrency=concurrency, log=True, step_s=step_s)
                  for k, share in enumerate(shares)]
         victim, ack0 = first[0], tr.acks[0]
         goal = int(kill_at * len(shares[0]) * puts_per_run)
@@ -170,7 +174,7 @@ def kill_trial(env: Env, *, threads: int, apps: int, workers: int, concurrency: 
             tr.workers[0].proc.returncode == -9)
         rec["acked_before_kill"] = len(_acked(ack0))
         tr.worker("w0-restarted")
-        tr.app("a0-restarted", shares[0], concurrency=concurrency, log=True)
+        tr.app("a0-restarted", shares[0], concurrency=concurrency, log=True, step_s=step_s)
         outs = []
         for a in tr.apps[1:]:
             if a.wait(timeout_s) != 0:
@@ -205,6 +209,8 @@ def kill_trial(env: Env, *, threads: int, apps: int, workers: int, concurrency: 
         rec.update(lag_n=len(lags), lag_p50_s=pct(lags, 0.5), lag_p99_s=pct(lags, 0.99),
                    lag_max_s=max(lags) if lags else None)
         rec["cps_per_s"] = rec["acked_distinct"] / rec["run_s"]
+        # what the workers and MongoDB absorbed, start to empty outbox
+        rec["mongo_cps_per_s"] = rec["mongo_checkpoints"] / (rec["run_s"] + rec["drain_s"])
     finally:
         tr.cleanup()
     return rec
@@ -240,15 +246,17 @@ def throughput(env: Env, n_apps: int, *, threads: int, workers: int, concurrency
 
 def run(env: Env, threads: int = 200, apps: int = 4, workers: int = 2, concurrency: int = 4,
         kill_at: float = 0.35, partitions: int = 4, scaling: tuple[int, ...] = (),
-        scaling_threads: int = 60, timeout_s: float = 600) -> Result:
+        scaling_threads: int = 60, timeout_s: float = 600, step_s: float = 0.0) -> Result:
     where = "Redis Cluster" if is_cluster_url(env.redis_url) else \
         f"single Redis, {partitions} partitions"
-    res = Result("s9", f"9. {apps} app processes + {workers} flusher workers, one of each "
-                 f"SIGKILLed and restarted ({where})")
+    paced = f", paced: nodes sleep {step_s} s" if step_s else ""
+    res = Result("s9p" if step_s else "s9",
+                 f"9{'p' if step_s else ''}. {apps} app processes + {workers} flusher workers, "
+                 f"one of each SIGKILLed and restarted ({where}{paced})")
     began = time.monotonic()
     rec = kill_trial(env, threads=threads, apps=apps, workers=workers,
                      concurrency=concurrency, kill_at=kill_at, partitions=partitions,
-                     timeout_s=timeout_s)
+                     timeout_s=timeout_s, step_s=step_s)
     res.records = [rec]
     res.trials = 1
     res.faults = rec["killed"]
@@ -263,6 +271,7 @@ def run(env: Env, threads: int = 200, apps: int = 4, workers: int = 2, concurren
             f"{x:.3f}" if x is not None else "-"
             for x in (rec["lag_p50_s"], rec["lag_p99_s"], rec["lag_max_s"])),
         "checkpoints/s (with the kill)": round(rec["cps_per_s"], 1),
+        "checkpoints/s into MongoDB (start to empty outbox)": round(rec["mongo_cps_per_s"], 1),
     }
     if rec["errors"]:
         res.findings.append(f"{len(rec['errors'])} thread runs raised: {rec['errors'][:3]}")
