@@ -58,8 +58,9 @@ def test_every_upsert_filter_holds_the_shard_key() -> None:
 
 @pytest.mark.xfail(strict=True, reason="BUG (open): the items upsert filters on _id only, so "
                    "mongos would refuse it on an items collection sharded by thread_id; with "
-                   "thread_id in the filter the compaction figure test's MongoDB bytes grew "
-                   "faster on SecantusDB, not understood yet (docs/operations.md, Sharding)")
+                   "thread_id in the filter tests/compaction/test_compaction_figure.py failed 3 "
+                   "of 3 runs (1 of 3 without: flaky), not settled (docs/operations.md, "
+                   "Sharding)")
 def test_the_items_upsert_filter_holds_the_shard_key() -> None:
     op = D.upsert_item({"_id": "9:thread-01|32:ab", "thread_id": "thread-01", "d": b"x" * 16,
                         "put_ms": 5})
