@@ -18,6 +18,9 @@ from typing import Any
 import pymongo
 import redis
 
+from langgraph_durable.config import DurableConfig
+from langgraph_durable.redis_urls import redis_client_from_url
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -67,13 +70,25 @@ def names(tag: str = "f") -> tuple[str, str]:
 
 @contextlib.contextmanager
 def clients(redis_url: str, mongo_url: str) -> Iterator[tuple[redis.Redis, pymongo.MongoClient]]:
-    r = redis.Redis.from_url(redis_url)
+    """A Redis client for ``redis_url`` in any scheme a saver takes (a
+    ``redis+cluster://`` URL gives a cluster client) and a MongoDB client."""
+    r = redis_client_from_url(redis_url, DurableConfig(), asyncio=False)
     m: pymongo.MongoClient = pymongo.MongoClient(mongo_url, serverSelectionTimeoutMS=10_000)
     try:
         yield r, m
     finally:
         r.close()
         m.close()
+
+
+def partitions_of(redis_url: str, options: dict[str, Any] | None = None) -> int:
+    """The number of outbox partitions a saver with ``options`` has on ``redis_url``
+    (``Context.partitions``: ``outbox_partitions``, else 16 on a Redis Cluster, else 1)."""
+    from langgraph_durable.context import partitions_for
+
+    cfg = DurableConfig(**{k: v for k, v in (options or {}).items()
+                           if k == "outbox_partitions"})
+    return partitions_for(cfg, redis_url.startswith("redis+cluster://"))
 
 
 def cleanup(redis_url: str, mongo_url: str, prefix: str, database: str) -> None:
@@ -86,16 +101,17 @@ def cleanup(redis_url: str, mongo_url: str, prefix: str, database: str) -> None:
 
 
 class Child:
-    """A ``python -m faults.child`` process (output in ``<work>/<name>.log``)."""
+    """A ``python -m faults.child`` process (output in ``<work>/<name>.log``); ``module``
+    names another child module (``faults.many_child``)."""
 
     def __init__(self, spec: dict[str, Any], work: Path, name: str,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, module: str = "faults.child") -> None:
         self.spec = spec
         self.log_path = work / f"{name}.log"
         spec.setdefault("out", str(work / f"{name}.json"))
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "faults.child", json.dumps(spec)], cwd=str(ROOT),
+                [sys.executable, "-m", module, json.dumps(spec)], cwd=str(ROOT),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
             )

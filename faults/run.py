@@ -9,6 +9,13 @@ one), prints the table of figures and writes it into ``docs/reliability.md`` (be
     python -m faults.run --quick         # the short forms the tests run
     python -m faults.run --only 1,5b     # some scenarios
     python -m faults.run --no-docs       # print only
+    python -m faults.run --redis cluster --only 1,2,5,5b,5c,9
+                                         # against a local 3 + 3 Redis Cluster
+
+With ``--redis cluster`` the runner starts ``testing.redis_cluster()`` (3 masters, 3
+replicas) instead of a single Redis; only the scenarios in ``ON_CLUSTER`` run there (the
+others stop or kill a single Redis, or do not depend on it), and their rows are kept
+apart (keys ``s1@cluster`` ..., titles ending "[Redis Cluster]").
 
 Exit code 0 when every scenario passed, 1 when one found a departure (a bug), 2 when the
 runner itself failed.
@@ -54,8 +61,13 @@ PLAN: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("6", {"trials_per_rule": 3}, {"trials_per_rule": 1}),
     ("7", {"trials": 2, "with_default_drain": True, "sys_exit_trials": 12}, {"trials": 1}),
     ("8", {"trials": 2}, {"trials": 1, "forms": ("cut",)}),
+    ("9", {"threads": 200, "scaling": (1, 2, 4), "scaling_threads": 60},
+     {"threads": 40, "concurrency": 3}),
+    ("9p", {"threads": 200, "step_s": 0.5}, {"threads": 40, "concurrency": 3, "step_s": 0.2}),
     ("hostile", {}, {}),
 ]
+ON_CLUSTER = {"1", "2", "5", "5b", "5c", "9", "9p"}
+"""Scenarios ``--redis cluster`` runs (the others kill or stop a single Redis server)."""
 
 
 def _scenario(key: str) -> Callable[..., Result]:
@@ -68,12 +80,14 @@ def _scenario(key: str) -> Callable[..., Result]:
         s6_concurrent,
         s7_shutdown,
         s8_failover,
+        s9_many_processes,
     )
 
     return {"1": s1_app_killed.run, "2": s2_flusher_killed.run, "3": s3_mongo_down.run,
             "4": s4_redis_down.run, "5": s5_delete_races.run, "5b": s5_delete_races.run,
             "5c": s5_delete_races.run, "6": s6_concurrent.run, "7": s7_shutdown.run,
-            "8": s8_failover.run, "hostile": hostile}[key]
+            "8": s8_failover.run, "9": s9_many_processes.run, "9p": s9_many_processes.run,
+            "hostile": hostile}[key]
 
 
 def hostile(env: Env) -> Result:
@@ -116,22 +130,27 @@ def write_doc(results: list[Result], header: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m faults.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="the short forms (as the tests)")
-    p.add_argument("--only", help="comma-separated scenario keys: 1,2,3,4,5,5b,5c,6,7,8,hostile")
+    p.add_argument("--only", help="comma-separated scenario keys: "
+                   "1,2,3,4,5,5b,5c,6,7,8,9,9p,hostile")
+    p.add_argument("--redis", choices=["single", "cluster"], default="single",
+                   help="a single Redis (default) or a local 3 + 3 Redis Cluster")
     p.add_argument("--seed", type=int, default=None, help="seed of the random choices")
     p.add_argument("--no-docs", action="store_true", help=f"do not write {DOC}")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
     wanted = set(args.only.split(",")) if args.only else None
-    from langgraph_durable.testing import mongo_server, redis_server
+    from langgraph_durable.testing import mongo_server, redis_cluster, redis_server
+
+    cluster = args.redis == "cluster"
 
     results: list[Result] = []
     began = time.monotonic()
     os.environ.setdefault("LANGGRAPH_DURABLE_NO_DOCKER", "1")
-    with redis_server() as rs, mongo_server() as ms:
+    with (redis_cluster() if cluster else redis_server()) as rs, mongo_server() as ms:
         env = Env(rs.url, ms.url, verbose=args.verbose)
         print(f"servers: redis {rs.url}  mongodb {ms.url}  work {env.work}", flush=True)
         for key, full, quick in PLAN:
-            if wanted and key not in wanted:
+            if (wanted and key not in wanted) or (cluster and key not in ON_CLUSTER):
                 continue
             kwargs = dict(quick if args.quick else full)
             if args.seed is not None and key in ("1", "2", "5", "5b", "5c"):
@@ -143,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc()
                 res = Result(key if key == "hostile" else f"s{key}", f"{key}. (runner error)")
                 res.findings.append(f"the scenario could not run: {type(exc).__name__}: {exc}")
+            if cluster:
+                res.key, res.title = f"{res.key}@cluster", f"{res.title} [Redis Cluster]"
             results.append(res)
             with contextlib.suppress(Exception):  # per-trial details, for looking into a FAIL
                 (env.work / f"{res.key}-records.json").write_text(
@@ -153,9 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     form = "quick" if args.quick else "full"
     header = (f"Run of {dt.date.today().isoformat()}: `python -m faults.run"
               f"{' --quick' if args.quick else ''}"
+              f"{' --redis cluster' if cluster else ''}"
               f"{' --only ' + args.only if args.only else ''}` in {total / 60:.1f} min on "
-              f"{os.cpu_count()} cores (Python {platform.python_version()}, Redis and "
-              "SecantusDB on loopback).")
+              f"{os.cpu_count()} cores (Python {platform.python_version()}, "
+              f"{'a 3 + 3 Redis Cluster' if cluster else 'Redis'} and SecantusDB on loopback).")
     print()
     print(header)
     print(table(results))
@@ -175,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _keys() -> list[str]:
     """Result keys in table order."""
-    return ["s1", "s2", "s3", "s4", "s5", "s5b", "s5c", "s6", "s7", "s8", "hostile"]
+    keys = ["s1", "s2", "s3", "s4", "s5", "s5b", "s5c", "s6", "s7", "s8", "s9", "s9p",
+            "hostile"]
+    return keys + [f"s{k}@cluster" for k in ("1", "2", "5", "5b", "5c", "9", "9p")]
 
 
 if __name__ == "__main__":

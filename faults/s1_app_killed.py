@@ -27,7 +27,7 @@ from langgraph_durable import DurableSaver
 from langgraph_durable.hot.keys import ThreadKeys
 
 from . import graphs
-from .common import Child, Env, cleanup, clients, names
+from .common import Child, Env, cleanup, clients, names, partitions_of
 from .result import Result
 from .tiers import (
     AckLog,
@@ -101,12 +101,13 @@ def trial(env: Env, i: int, rng: random.Random, ref: str, calls: dict[str, dict[
               for x in a["idx"]}
         rec["acked"], rec["acked_writes"] = len(cps), len(ws)
         rec["at"] = next((a["at"] for a in log if a["k"] == "kill"), None)
+        parts = partitions_of(env.redis_url, OPTIONS)  # names the thread's Redis keys
         with clients(env.redis_url, env.mongo_url) as (r, m):
             db = m[database]
-            hot, durable = redis_has(r, prefix, cps), mongo_has(db, cps)
+            hot, durable = redis_has(r, prefix, cps, parts), mongo_has(db, cps)
             after_kill = [a or b for a, b in zip(hot, durable)]
             rec["lost_after_kill"] = after_kill.count(False)
-            have_w = redis_writes(r, prefix, [thread]) | mongo_writes(db, [thread])
+            have_w = redis_writes(r, prefix, [thread], parts) | mongo_writes(db, [thread])
             rec["lost_writes_after_kill"] = len(ws - have_w)
             if cold:  # another process drains the outbox, then Redis forgets the trial
                 with DurableSaver.from_urls(env.redis_url, env.mongo_url, key_prefix=prefix,
@@ -126,7 +127,7 @@ def trial(env: Env, i: int, rng: random.Random, ref: str, calls: dict[str, dict[
             rec["lost_writes"] = len(lost_w | (ws - mongo_writes(db, [thread])))
             rec["duplicated"] = out["listed_twice"] + mongo_identity_duplicates(db)
             # everything is in MongoDB now: the thread's hot keys must have their TTL
-            rec["no_ttl"] = int(r.ttl(ThreadKeys(prefix, thread).cp) == -1)
+            rec["no_ttl"] = int(r.ttl(ThreadKeys(prefix, thread, parts).cp) == -1)
     finally:
         cleanup(env.redis_url, env.mongo_url, prefix, database)
     return rec

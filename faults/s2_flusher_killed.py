@@ -13,6 +13,7 @@ by MongoDB alone (Redis keys of the threads removed) must equal the read served 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import re
@@ -21,8 +22,10 @@ import threading
 import time
 from typing import Any
 
+import redis
+
 from langgraph_durable import DurableSaver
-from langgraph_durable.hot.keys import CONSUMER_GROUP, ThreadKeys
+from langgraph_durable.hot.keys import CONSUMER_GROUP
 from langgraph_durable.outbox.flusher import dead_letter_key
 
 from . import graphs
@@ -33,11 +36,29 @@ from .tiers import compare_docs, expected_docs_from_redis, mongo_identity_duplic
 CLAIM_IDLE_S = 0.3
 
 
-def _held_by(r: Any, outbox: str, pid: int) -> int:
-    info = r.xpending(outbox, CONSUMER_GROUP)
-    return sum(c["pending"] for c in info.get("consumers", [])
-               if f"-{pid}-" in (c["name"].decode() if isinstance(c["name"], bytes)
-                                 else c["name"]))
+def _name(c: Any) -> str:
+    return c.decode() if isinstance(c, bytes) else str(c)
+
+
+def _held_by(r: Any, outboxes: list[str], pid: int) -> int:
+    """Entries the worker with process id ``pid`` holds pending, over every partition."""
+    return sum(c["pending"] for outbox in outboxes
+               for c in r.xpending(outbox, CONSUMER_GROUP).get("consumers", [])
+               if f"-{pid}-" in _name(c["name"]))
+
+
+def _joined(r: Any, outboxes: list[str], pid: int) -> bool:
+    """Whether the worker with process id ``pid`` is a consumer of some partition."""
+    for outbox in outboxes:
+        with contextlib.suppress(redis.exceptions.ResponseError):  # no group there yet
+            if any(f"-{pid}-" in _name(c["name"])
+                   for c in r.xinfo_consumers(outbox, CONSUMER_GROUP)):
+                return True
+    return False
+
+
+def _backlog(r: Any, outboxes: list[str]) -> int:
+    return sum(r.xlen(s) for s in outboxes)
 
 
 def trial(env: Env, i: int, rng: random.Random) -> dict[str, Any]:
@@ -60,14 +81,13 @@ def trial(env: Env, i: int, rng: random.Random) -> dict[str, Any]:
             a = worker(env.redis_url, env.mongo_url, prefix, database,
                        env.work / f"s2-{i}-a.log", flush_batch_size=rec["batch"], **common)
             procs = [a]
-            wait_for(lambda: any(f"-{a.pid}-" in c["name"].decode()
-                                 for c in r.xinfo_consumers(app.context.outbox, CONSUMER_GROUP)),
-                     30, "worker A to join the consumer group")
+            boxes = app.context.outboxes  # one stream per partition (16 on a cluster)
+            wait_for(lambda: _joined(r, boxes, a.pid), 30, "worker A to join the consumer group")
             time.sleep(rng.uniform(0.0, 0.05))  # let A work a while: the fault's timing
             held, deadline = 0, time.monotonic() + 20
-            while time.monotonic() < deadline and r.xlen(app.context.outbox):
+            while time.monotonic() < deadline and _backlog(r, boxes):
                 os.kill(a.pid, signal.SIGSTOP)  # freeze A, look at what it holds
-                held = _held_by(r, app.context.outbox, a.pid)
+                held = _held_by(r, boxes, a.pid)
                 if held:
                     break
                 os.kill(a.pid, signal.SIGCONT)
@@ -81,7 +101,7 @@ def trial(env: Env, i: int, rng: random.Random) -> dict[str, Any]:
             more = threading.Thread(target=produce, args=(threads[2:],))  # and more work
             more.start()
             more.join(120)
-            wait_for(lambda: r.xlen(app.context.outbox) == 0, 60, "the outbox to drain")
+            wait_for(lambda: _backlog(r, boxes) == 0, 60, "the outbox to drain")
             b.send_signal(signal.SIGTERM)
             b.wait(20)
             out_b = (env.work / f"s2-{i}-b.log").read_text(errors="replace")
@@ -90,14 +110,15 @@ def trial(env: Env, i: int, rng: random.Random) -> dict[str, Any]:
             rec["b_exit"] = b.returncode
             db = m[database]
             rec["dead_letters"] = r.xlen(dead_letter_key(app.context))
-            rec.update(compare_docs(expected_docs_from_redis(r, prefix, threads), db, threads))
+            want = expected_docs_from_redis(r, prefix, threads, app.context.partitions)
+            rec.update(compare_docs(want, db, threads))
             rec["duplicated"] = mongo_identity_duplicates(db)
             rec["checkpoints"] = db["checkpoints"].count_documents({})
             rec["documents"] = sum(db[c].count_documents({})
                                    for c in ("checkpoints", "blobs", "writes"))
             hot = {t: thread_answers(app, t) for t in threads}
             for t in threads:
-                r.delete(*ThreadKeys(prefix, t).all)
+                r.delete(*app.context.keys(t).all)
             cold = {t: thread_answers(app, t) for t in threads}
             rec["read_mismatches"] = sum(hot[t][k] != cold[t].get(k) for t in threads
                                          for k in hot[t])

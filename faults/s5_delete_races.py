@@ -30,6 +30,7 @@ deletes, and the stalled round then completes its write.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
@@ -40,7 +41,7 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
 
 from langgraph_durable import DurableSaver, ThreadDeletedError
 from langgraph_durable.drivers import MongoOp, Plan, run_sync
-from langgraph_durable.hot.keys import CONSUMER_GROUP, ThreadKeys
+from langgraph_durable.hot.keys import CONSUMER_GROUP
 from langgraph_durable.outbox.flusher import flush_batch_plan
 
 from .common import Env, cleanup, clients, names
@@ -249,15 +250,23 @@ class Interleaving:
         self.trace.append(f"late write {t} {cid[-6:]} TAKEN")
 
     def snapshot_outbox(self) -> None:
-        for _eid, fields in self.r.xrange(self.ctx.outbox):
-            if fields not in self.seen:
-                self.seen.append(fields)
+        for stream in self.ctx.outboxes:  # one per partition (16 on a cluster)
+            for _eid, fields in self.r.xrange(stream):
+                if fields not in self.seen:
+                    self.seen.append(fields)
+
+    def readd(self, fields: dict[bytes, bytes]) -> None:
+        """Add a copy of an old entry to its thread's outbox partition."""
+        self.r.xadd(self.ctx.outbox_of(fields[b"t"].decode()), fields)
+
+    def backlog(self) -> int:
+        return sum(self.r.xlen(s) for s in self.ctx.outboxes)
 
     def flush_round(self, claim: bool | None = None) -> int:
         self.snapshot_outbox()
         batch = self.rng.choice([1, 2, 5, 500])
-        ctx = type(self.ctx)(self.ctx.config.model_copy(update={"flush_batch_size": batch}),
-                             self.ctx.serde, self.ctx.queryable, self.ctx.cluster)
+        ctx = dataclasses.replace(  # the same partitions, cluster flag and heads
+            self.ctx, config=self.ctx.config.model_copy(update={"flush_batch_size": batch}))
         claim = self.rng.random() < 0.5 if claim is None else claim
         consumer = self.rng.choice(["c1", "c2"])
         stats = run_sync(flush_batch_plan(ctx, consumer, block_ms=0, claim=claim),
@@ -267,17 +276,18 @@ class Interleaving:
 
     def redeliver(self) -> None:
         if self.copies and self.seen:
-            self.r.xadd(self.ctx.outbox, self.rng.choice(self.seen))
+            self.readd(self.rng.choice(self.seen))
             self.figures["re-deliveries (copies)"] += 1
 
     def ghost(self) -> None:
-        got = self.r.xreadgroup(CONSUMER_GROUP, "ghost", {self.ctx.outbox: ">"},
+        stream = self.ctx.outbox_of(self.rng.choice(self.threads))  # one slot per call
+        got = self.r.xreadgroup(CONSUMER_GROUP, "ghost", {stream: ">"},
                                 count=self.rng.randint(1, 3))
         self.figures["entries abandoned by a ghost"] += sum(len(e) for _, e in got or [])
 
     def expire(self) -> None:
         t = self.rng.choice(self.threads)
-        keys = ThreadKeys(self.ctx.config.key_prefix, t)
+        keys = self.ctx.keys(t)
         if self.r.ttl(keys.cp) > 0:  # settled: everything of it is in MongoDB
             self.r.delete(*keys.all)
             self.figures["hot windows expired"] += 1
@@ -369,10 +379,11 @@ class Interleaving:
             want, have = self.model.view(t), saver_view(self.saver, t)
             got["mismatch"] += sum(want.get(k) != have.get(k) for k in set(want) | set(have))
         prefix = self.ctx.config.key_prefix
-        cps_r, cps_m = (redis_checkpoints(self.r, prefix, self.threads),
-                        mongo_checkpoints(self.db, self.threads))
-        ws_r, ws_m = redis_writes(self.r, prefix, self.threads), mongo_writes(self.db,
-                                                                               self.threads)
+        parts = self.ctx.partitions
+        cps_r = redis_checkpoints(self.r, prefix, self.threads, parts)
+        cps_m = mongo_checkpoints(self.db, self.threads)
+        ws_r = redis_writes(self.r, prefix, self.threads, parts)
+        ws_m = mongo_writes(self.db, self.threads)
         cps, ws = set(self.model.cps), set(self.model.writes)
         extra = sorted([("redis", *k) for k in (cps_r - cps) | (ws_r - ws)]
                        + [("mongo", *k) for k in (cps_m - cps) | (ws_m - ws)])
@@ -386,7 +397,7 @@ class Interleaving:
 
     def drain(self) -> None:
         deadline = time.monotonic() + 60
-        while self.r.xlen(self.ctx.outbox):
+        while self.backlog():
             self.flush_round(claim=True)
             if time.monotonic() > deadline:
                 raise RuntimeError("the outbox did not drain in 60 s")
@@ -425,11 +436,11 @@ class Interleaving:
             self.wake_stalled_round()
         if self.copies:
             for fields in self.seen:
-                self.r.xadd(self.ctx.outbox, fields)
+                self.readd(fields)
         self.drain()
         add(self.check("drained"))
         for t in self.threads:
-            self.r.delete(*ThreadKeys(self.ctx.config.key_prefix, t).all)
+            self.r.delete(*self.ctx.keys(t).all)
         add(self.check("MongoDB alone"))
         return total
 

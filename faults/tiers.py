@@ -1,6 +1,10 @@
 """Looking straight at the two tiers (raw Redis keys, raw MongoDB documents), without the
 saver's read path, so a scenario can tell what is stored where.
 
+Functions reading a thread's Redis keys take ``partitions``, the saver's number of outbox
+partitions (``Context.partitions``: 1 on a single Redis by default, 16 on a cluster), which
+names the keys (``hot/keys.py``); ``common.partitions_of`` gives it for a URL.
+
 Identities:
 - checkpoint: ``(thread_id, checkpoint_ns, checkpoint_id)``
 - write: ``(thread_id, checkpoint_ns, checkpoint_id, task_id, idx)``
@@ -31,6 +35,7 @@ from langgraph_durable.records import (
     split_field,
     unpack_blob,
 )
+from langgraph_durable.testing import drop_key_prefix
 from langgraph_durable.testing import wait_for as wait_for  # the one wait helper
 
 Cp = tuple[str, str, str]
@@ -40,38 +45,37 @@ Wr = tuple[str, str, str, str, int]
 # --------------------------------------------------------------------------- Redis
 
 
-def redis_checkpoints(r: redis.Redis, prefix: str, threads: Iterable[str]) -> set[Cp]:
+def redis_checkpoints(r: redis.Redis, prefix: str, threads: Iterable[str],
+                      partitions: int = 1) -> set[Cp]:
     out: set[Cp] = set()
     for t in threads:
-        for m in r.hkeys(ThreadKeys(prefix, t).cp):
+        for m in r.hkeys(ThreadKeys(prefix, t, partitions).cp):
             ns, cid = m.decode().split(SEP)
             out.add((t, ns, cid))
     return out
 
 
-def redis_writes(r: redis.Redis, prefix: str, threads: Iterable[str]) -> set[Wr]:
+def redis_writes(r: redis.Redis, prefix: str, threads: Iterable[str],
+                 partitions: int = 1) -> set[Wr]:
     out: set[Wr] = set()
     for t in threads:
-        for f in r.hkeys(ThreadKeys(prefix, t).w):
+        for f in r.hkeys(ThreadKeys(prefix, t, partitions).w):
             ns, cid, task, idx = split_field(f)
             out.add((t, ns, cid, task, int(idx)))
     return out
 
 
-def redis_has(r: redis.Redis, prefix: str, cps: Iterable[Cp]) -> list[bool]:
+def redis_has(r: redis.Redis, prefix: str, cps: Iterable[Cp], partitions: int = 1) -> list[bool]:
     cps = list(cps)
     pipe = r.pipeline(transaction=False)
     for t, ns, cid in cps:
-        pipe.hexists(ThreadKeys(prefix, t).cp, member(ns, cid))
+        pipe.hexists(ThreadKeys(prefix, t, partitions).cp, member(ns, cid))
     return [bool(x) for x in pipe.execute()] if cps else []
 
 
 def drop_prefix(r: redis.Redis, prefix: str) -> int:
     """Delete every Redis key of a saver with ``key_prefix=prefix`` (threads and outbox)."""
-    keys = list(r.scan_iter(match="{" + prefix + ":*", count=1000))
-    for i in range(0, len(keys), 500):
-        r.delete(*keys[i:i + 500])
-    return len(keys)
+    return drop_key_prefix(r, prefix)  # on a cluster: every primary, DEL split by slot
 
 
 # --------------------------------------------------------------------------- MongoDB
@@ -115,14 +119,14 @@ def mongo_identity_duplicates(db: Any) -> int:
 # --------------------------------------------------------------------------- both
 
 
-def expected_docs_from_redis(r: redis.Redis, prefix: str, threads: Iterable[str]
-                             ) -> dict[str, dict[str, dict]]:
+def expected_docs_from_redis(r: redis.Redis, prefix: str, threads: Iterable[str],
+                             partitions: int = 1) -> dict[str, dict[str, dict]]:
     """The MongoDB documents a complete, exact flush of what Redis holds must produce:
     ``{collection: {_id: document}}`` (documents built from the raw Redis records)."""
     out: dict[str, dict[str, dict]] = {"checkpoints": {}, "blobs": {}, "writes": {},
                                        "items": {}}
     for t in threads:
-        k = ThreadKeys(prefix, t)
+        k = ThreadKeys(prefix, t, partitions)
         cvs = r.hgetall(k.cv)
         for m, raw in r.hgetall(k.cp).items():
             ns, cid = m.decode().split(SEP)

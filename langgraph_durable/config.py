@@ -209,11 +209,12 @@ class ConfigOption:
 
 def config_options(*, skip: frozenset[str] = frozenset()) -> list[ConfigOption]:
     """The ``DurableConfig`` fields a command line can set, derived once from the model:
-    ``str``/``int``/``float``/``bool`` fields, ``Literal`` choices (as ``str``) and unions
-    of a ``Literal`` with a type (``write_concern_w``: ``majority | int``). Fields of other
-    types (``queryable_metadata``: ``bool | None``) and the names in ``skip`` are left
-    out. Used by the ``langgraph-durable`` CLI (typer) and the flusher worker
-    (argparse)."""
+    ``str``/``int``/``float``/``bool`` fields, ``int | None`` fields (``outbox_partitions``:
+    not given leaves the default), ``Literal`` choices (as ``str``) and unions of a
+    ``Literal`` with a type (``write_concern_w``: ``majority | int``). Fields of other
+    types (``queryable_metadata``: ``bool | None``, ``item_digest_key``: a secret, never on
+    a command line) and the names in ``skip`` are left out. Used by the
+    ``langgraph-durable`` CLI (typer) and the flusher worker (argparse)."""
     out = []
     for name, field in DurableConfig.model_fields.items():
         ann = field.annotation
@@ -224,6 +225,8 @@ def config_options(*, skip: frozenset[str] = frozenset()) -> list[ConfigOption]:
             choices = " | ".join(str(a) for a in typing.get_args(ann))
         elif ann in (int, float, str, bool):
             kind, choices = ann, ""  # type: ignore[assignment]
+        elif ann == int | None:
+            kind, choices = int, ""  # outbox_partitions: unset means the default
         elif any(typing.get_origin(a) is Literal for a in typing.get_args(ann)):
             kind = str  # e.g. write_concern_w: 'majority' or a number
             choices = " | ".join(str(x) for a in typing.get_args(ann)

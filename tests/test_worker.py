@@ -10,7 +10,7 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.testing import unique_options
+from langgraph_durable.testing import unique_options, wait_for
 
 
 def test_worker_process_drains_the_outbox_and_exits_cleanly_on_sigterm(
@@ -53,3 +53,34 @@ def test_bad_worker_options_are_one_line_errors(argv, message, capsys) -> None:
                 "mongodb://127.0.0.1:1", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_worker_takes_outbox_partitions_and_drains_every_partition(
+    redis_url: str, mongo_url: str
+) -> None:
+    # an application with outbox_partitions=4 on a single Redis: a worker started with
+    # the same --outbox-partitions reads all four streams
+    opts = unique_options(flusher="off", outbox_partitions=4)
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
+        threads = [f"p{i}" for i in range(12)]
+        for t in threads:
+            saver.put({"configurable": {"thread_id": t, "checkpoint_ns": ""}},
+                      empty_checkpoint(), {"step": 1}, {})
+        r = saver.sync_clients.redis
+        assert sum(1 for s in saver.context.outboxes if r.xlen(s)) >= 2  # spread
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "langgraph_durable.outbox.worker", "--redis-url", redis_url,
+             "--mongo-url", mongo_url, "--key-prefix", opts["key_prefix"],
+             "--database", opts["database"], "--outbox-partitions", "4"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            wait_for(lambda: sum(r.xlen(s) for s in saver.context.outboxes) == 0, 30,
+                     "the worker to drain every partition")
+            cps = saver.sync_clients.db[saver.context.collections.checkpoints]
+            assert cps.count_documents({}) == 12
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            out, err = worker.communicate(timeout=20)
+        assert worker.returncode == 0, err
+        assert "12 entries" in out

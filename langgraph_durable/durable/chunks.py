@@ -34,7 +34,7 @@ from pymongo import ReplaceOne
 from ..drivers import BulkWrite, Find, Plan, ask
 from ..errors import CorruptRecordError
 from ..records import CHUNKED_VERSION, SCHEMA_VERSION
-from .documents import doc_id
+from .documents import doc_id, target
 
 THRESHOLD_BYTES = 8 * 1024 * 1024
 """Binary fields longer than this many bytes are chunked; also the size of one chunk.
@@ -97,8 +97,9 @@ def split_all(kind: str, docs: Iterable[dict[str, Any]]
 
 
 def upserts(chunks: Sequence[dict[str, Any]]) -> list[ReplaceOne[Any]]:
-    """Idempotent upserts of chunk documents (content-addressed ``_id``)."""
-    return [ReplaceOne({"_id": c["_id"]}, c, upsert=True) for c in chunks]
+    """Idempotent upserts of chunk documents (content-addressed ``_id``; the filter holds
+    ``thread_id`` too, the shard key: ``documents.target``)."""
+    return [ReplaceOne(target(c), c, upsert=True) for c in chunks]
 
 
 def write_plan(collection: str, chunks: Sequence[dict[str, Any]]) -> Plan[None]:

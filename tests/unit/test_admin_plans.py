@@ -149,7 +149,7 @@ def test_copy_thread_stamps_the_copies_with_redis_time_and_drops_stale_hot_keys(
     done = drive(admin.copy_thread_plan(ctx, "src", "dst"), answer)
     (copy,) = [op for op in done.ops if isinstance(op, BulkWrite)]
     doc = copy.requests[0]._doc
-    assert copy.requests[0]._filter == {"_id": D.doc_id("dst", "", IDS[0])}
+    assert copy.requests[0]._filter == {"_id": D.doc_id("dst", "", IDS[0]), "thread_id": "dst"}
     assert doc["$set"]["thread_id"] == "dst" and doc["$setOnInsert"] == {"put_ms": 1700000001500}
     assert done.kinds()[-1] == "release"
 
