@@ -284,7 +284,8 @@ class _BulkWatch(pymongo.monitoring.CommandListener):
             return
         born = []
         for u in event.command.get("updates", ()):
-            cid = (u.get("u") or {}).get("checkpoint_id")
+            doc = u.get("u") or {}
+            cid = (doc.get("$set") or doc).get("checkpoint_id")  # upsert: $set; replace: doc
             if isinstance(cid, str):
                 with contextlib.suppress(ValueError):
                     born.append(checkpoint_time(cid))

@@ -52,9 +52,10 @@ class DurableConfig(BaseModel):
         hot_max_checkpoints: the hot window: per thread and checkpoint_ns, Redis keeps
             the newest this many checkpoints once they reached MongoDB, plus every
             checkpoint whose entries are not flushed yet; older ones (and the channel
-            values no kept checkpoint names) leave Redis when a flush settles, and are
-            read from MongoDB. Default 50; 0 keeps all (until ``hot_ttl_s``). The items
-            of list values stay while the thread is hot.
+            values no kept checkpoint names) leave Redis when a flush settles once a
+            namespace holds ``max(16, N / 2)`` more than that, and are read from MongoDB.
+            Default 50; 0 keeps all (until ``hot_ttl_s``). The items of list values stay
+            while the thread is hot.
         delete_flush_timeout_s: seconds a delete/prune/copy waits for the outbox to drain
             before it acts on both tiers (raises ``FlushTimeoutError`` past it).
         close_drain_timeout_s: seconds ``close()`` (leaving the context manager) waits for

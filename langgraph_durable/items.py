@@ -178,16 +178,17 @@ _SCALARS = frozenset({str, int, float, bool, type(None), bytes})
 
 def _copy(value: Any) -> Any:
     """A deep copy of plain data (scalars shared, dicts/lists/tuples copied), else
-    ``copy.deepcopy``."""
+    ``copy.deepcopy``. Scalars are tested inline: a message's fields are mostly scalars,
+    and a snapshot is taken of every message a read decodes."""
     kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _SCALARS else _copy(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _SCALARS else _copy(v) for v in value]
     if kind in _SCALARS:
         return value
-    if kind is dict:
-        return {k: _copy(v) for k, v in value.items()}
-    if kind is list:
-        return [_copy(v) for v in value]
     if kind is tuple:
-        return tuple(_copy(v) for v in value)
+        return tuple(v if type(v) in _SCALARS else _copy(v) for v in value)
     return copy.deepcopy(value)
 
 
@@ -208,10 +209,10 @@ def _unchanged(snapshot: tuple[type, dict[str, Any], Any], item: Any) -> bool:
 
 class Items:
     """The item store's process-side state for one saver: how to digest, the per-object
-    serialization cache (at most ``cache_bytes`` of stored bytes) and, per thread, the
-    digests this process knows Redis holds (written or read), so a put sends only new
-    items. Thread-safe. The cache drops the entries
-    stored longest ago first (a dropped message is serialized again when next met).
+    serialization cache (per thread, at most ``cache_bytes`` of stored bytes in all, the
+    least recently used threads dropped first; a read of a thread's latest checkpoint
+    starts its entries afresh) and, per thread, the digests this process knows Redis holds
+    (written or read), so a put sends only new items. Thread-safe.
 
     ``key``: BLAKE2b key (``b""`` = unkeyed); ``decrypt``: for an encrypting serializer,
     turns a stored typed value back into its plaintext typed value (digests are taken over
@@ -223,7 +224,8 @@ class Items:
         self.enabled = enabled
         self._key = key
         self._decrypt = decrypt
-        self._cache: OrderedDict[int, _Entry] = OrderedDict()
+        # per thread, object id -> entry; threads least recently used first
+        self._cache: OrderedDict[str, dict[int, _Entry]] = OrderedDict()
         self._cache_bytes = cache_bytes
         self._held = 0
         self._known: OrderedDict[str, set[bytes]] = OrderedDict()
@@ -250,18 +252,20 @@ class Items:
     # ------------------------------------------------------------------ splitting
 
     def split(self, value: list[Any], dumps: Callable[[Any, int], Typed],
-              pack: Callable[[Typed], bytes]) -> SplitList:
-        """Split a list into items and nodes. ``dumps(item, position)`` serializes one
-        item (raising the caller's errors); ``pack`` makes its stored envelope."""
+              pack: Callable[[Typed], bytes], thread_id: str = "") -> SplitList:
+        """Split a list of ``thread_id`` into items and nodes. ``dumps(item, position)``
+        serializes one item (raising the caller's errors); ``pack`` makes its stored
+        envelope."""
         digests: list[bytes] = []
         parts: dict[bytes, Stored] = {}
         largest = 0
-        cache = self._cache
+        entries: list[_Entry | None] = [None] * len(value)
         if self._cache_bytes:
             with self._lock:
-                entries = [cache.get(id(item)) for item in value]
-        else:
-            entries = [None] * len(value)
+                cache = self._cache.get(thread_id)
+                if cache is not None:
+                    self._cache.move_to_end(thread_id)
+                    entries = [cache.get(id(item)) for item in value]
         for pos, (item, entry) in enumerate(zip(value, entries)):
             stored: Stored
             if entry is None or entry.obj is not item or not _unchanged(entry.snapshot, item):
@@ -269,7 +273,7 @@ class Items:
                 stored = pack(typed)
                 d = self.digest(typed)
                 largest = max(largest, len(typed[1]))
-                self._remember([(item, d, stored)])
+                self._remember(thread_id, [(item, d, stored)])
             else:
                 d, stored = entry.digest, entry.stored
             digests.append(d)
@@ -284,7 +288,10 @@ class Items:
         refs += digests[full:]
         return SplitList(b"".join(refs), parts, largest)
 
-    def _remember(self, found: Iterable[tuple[Any, bytes, Stored]]) -> None:
+    def _remember(self, thread_id: str, found: Iterable[tuple[Any, bytes, Stored]],
+                  fresh: bool = False) -> None:
+        """Add entries to ``thread_id``'s cache (``fresh``: replacing what it held), then
+        drop the least recently used threads' entries while over ``cache_bytes``."""
         if not self._cache_bytes:
             return
         entries = []
@@ -296,20 +303,30 @@ class Items:
             except Exception:
                 continue
         with self._lock:
+            cache = self._cache.get(thread_id)
+            if cache is None or fresh:
+                if cache is not None:
+                    self._held -= sum(e.size for e in cache.values())
+                cache = self._cache[thread_id] = {}
+            self._cache.move_to_end(thread_id)
             for entry in entries:
-                old = self._cache.pop(id(entry.obj), None)
+                old = cache.get(id(entry.obj))
                 if old is not None:
                     self._held -= old.size
-                self._cache[id(entry.obj)] = entry
+                cache[id(entry.obj)] = entry
                 self._held += entry.size
-            while self._held > self._cache_bytes and self._cache:
+            while self._held > self._cache_bytes and len(self._cache) > 1:
                 _, dropped = self._cache.popitem(last=False)
-                self._held -= dropped.size
+                self._held -= sum(e.size for e in dropped.values())
 
-    def loaded(self, found: Iterable[tuple[Any, bytes, Typed]]) -> None:
-        """Remember items just decoded from storage (``(object, digest, typed value)``),
-        so a put of the same unchanged object does not serialize it again."""
-        self._remember(found)
+    def loaded(self, thread_id: str, found: Iterable[tuple[Any, bytes, Typed]],
+               fresh: bool = False) -> None:
+        """Remember items of ``thread_id`` just decoded from storage (``(object, digest,
+        typed value)``), so a put of the same unchanged object does not serialize it again.
+        ``fresh`` (the first value of a read of the thread's latest checkpoint): the run
+        goes on from these objects, so the thread's older entries are dropped (they would
+        keep objects nothing else uses alive, and cost Python's garbage collector)."""
+        self._remember(thread_id, found, fresh)
 
     # ------------------------------------------------------------------ known in Redis
 

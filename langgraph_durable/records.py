@@ -262,15 +262,15 @@ def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
 def load_value(serde: Any, typed: Typed, items: Mapping[bytes, Typed], where: str,
                remember: Any = None) -> Any:
     """Decode a stored value: a manifest (``items.MANIFEST_TYPE``) becomes the list of
-    its items, each decoded with ``serde`` (and, given ``remember`` (an ``items.Items``),
-    remembered so a put of the same unchanged object skips serializing it); anything else
-    ``serde.loads_typed``."""
+    its items, each decoded with ``serde`` (and, given ``remember``, a callable taking
+    ``[(object, digest, typed item)]``, remembered so a put of the same unchanged object
+    skips serializing it); anything else ``serde.loads_typed``."""
     if typed[0] != MANIFEST_TYPE:
         return serde.loads_typed(typed)
     found = [(serde.loads_typed(item), digest, item)
              for digest, item in expand(typed[1], items, where)]
     if remember is not None:
-        remember.loaded(found)
+        remember(found)
     return [value for value, _, _ in found]
 
 
@@ -288,10 +288,18 @@ def assemble(
     ``blobs`` maps blob field -> typed value (``None`` = empty); a field missing from it
     leaves that channel out of ``channel_values``, as InMemorySaver does. ``items``: the
     stored items and nodes (parsed, ``items.parse_stored``) that manifests among the
-    values name; a missing one raises ``CorruptRecordError``. ``remember``: see
-    ``load_value`` (for the checkpoint a run resumes from).
+    values name; a missing one raises ``CorruptRecordError``. ``remember``: the
+    ``items.Items`` to remember the decoded items in (for the checkpoint a run resumes
+    from; its thread's older entries are dropped).
     """
     items = items or {}
+    fresh = [True]
+
+    def keep(found: Any) -> None:  # the first list of the read starts the thread afresh
+        remember.loaded(thread_id, found, fresh[0])
+        fresh[0] = False
+
+    remember_in = keep if remember is not None else None
     checkpoint = serde.loads_typed(rec.checkpoint)
     values: dict[str, Any] = {}
     for f in rec.blob_fields:
@@ -302,7 +310,7 @@ def assemble(
         values[channel] = load_value(
             serde, typed, items,
             f"channel {channel!r} of checkpoint {rec.checkpoint_id!r} (thread {thread_id!r})",
-            remember)
+            remember_in)
     checkpoint["channel_values"] = values
     ordered = sorted(writes, key=WriteRecord.sort_key)
     return CheckpointTuple(
@@ -315,7 +323,7 @@ def assemble(
         pending_writes=[
             (w.task_id, w.channel, load_value(
                 serde, w.value, items, f"write of task {w.task_id!r} to {w.channel!r} "
-                f"(checkpoint {rec.checkpoint_id!r}, thread {thread_id!r})", remember))
+                f"(checkpoint {rec.checkpoint_id!r}, thread {thread_id!r})", remember_in))
             for w in ordered],
     )
 

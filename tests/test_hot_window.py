@@ -46,13 +46,14 @@ def test_redis_keeps_the_window_and_mongodb_the_rest(redis_url: str, mongo_url: 
         keys = s.context.keys("t")
         _run(s, 10)
         s.flush()
-        held_10 = redis_client.zcard(keys.idx)
+        held_10 = redis_client.zcard(keys.idx)  # 30 checkpoints made so far
         _run_more = _graph(s)
         for t in range(10, 30):
             _run_more.invoke({"messages": [HumanMessage(f"q {t}", id=f"h-{t}")]},
                              {"configurable": {"thread_id": "t"}})
         s.flush()
-        assert redis_client.zcard(keys.idx) == held_10 == 5
+        # the newest 5, plus at most max(16, 5 / 2) = 16 before the next trim
+        assert 5 <= held_10 <= 21 and 5 <= redis_client.zcard(keys.idx) <= 21
         # the channel values only the evicted checkpoints named left Redis too
         named = {f for cv in redis_client.hvals(keys.cv) for f in ormsgpack.unpackb(cv)[1:]}
         assert {f.decode() for f in redis_client.hkeys(keys.bl)} == named

@@ -239,16 +239,21 @@ return {out, values, it[1], it[2]}
 # Settling a thread after MongoDB took entries of it (ACK_SETTLE): lower its
 # 'dirty' count and each checkpoint's unflushed count (meta field 'u' .. member); once
 # nothing is left to flush, let the hot keys expire after ttl seconds (0 = keep). Then the
-# hot window: in each namespace the entries touched, keep the newest maxhot checkpoints
-# (0 = all) and those with unflushed entries; older ones leave Redis (record, index,
+# hot window: in each namespace the entries touched, once it holds maxhot + slack
+# (max(16, maxhot / 2)) checkpoints, keep the newest maxhot (0 = all) and those with
+# unflushed entries; older ones leave Redis (record, index,
 # pending writes, and the channel values no kept checkpoint names) and are read from
 # MongoDB. Only entries of this incarnation of the thread count (an older one's entries
 # were written before a delete_thread). The thread's nine keys are KEYS[base..base+8].
 _SETTLE_THREAD = r"""
 local function trim(base, ns, maxn)
+  -- only once maxn + slack are held: the kept checkpoints' indexes are read once per
+  -- slack new checkpoints, not at every settle
+  local slack = math.max(16, math.floor(maxn / 2))
+  if redis.call('ZLEXCOUNT', KEYS[base + 2], '[' .. ns .. '\0', '(' .. ns .. '\1')
+      <= maxn + slack then return end
   local members = redis.call('ZREVRANGEBYLEX', KEYS[base + 2], '(' .. ns .. '\1',
                              '[' .. ns .. '\0')
-  if #members <= maxn then return end
   local keep, evict = {}, {}
   for i, m in ipairs(members) do
     local cv = redis.call('HGET', KEYS[base + 1], m)

@@ -89,7 +89,7 @@ def value_typed(ctx: Context, value: Any, parts: dict[bytes, Stored], *, thread_
         return dumps(ctx, value, thread_id=thread_id, what=what)
     split = ctx.items.split(
         value, lambda item, pos: dumps(ctx, item, thread_id=thread_id,
-                                       what=f"item {pos} of {what}"), pack_blob)
+                                       what=f"item {pos} of {what}"), pack_blob, thread_id)
     parts.update(split.parts)
     return MANIFEST_TYPE, split.refs
 
