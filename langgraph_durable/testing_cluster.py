@@ -253,8 +253,8 @@ class RedisClusterServer(_Setup):
 
     def healthy(self) -> bool:
         """True when every running node reports ``cluster_state:ok`` with all 16384 slots
-        ok, there are ``masters`` primaries serving slots and every running replica's link
-        to its primary is up."""
+        ok, there are ``masters`` primaries serving slots, every other node is a replica
+        and every running replica's link to its primary is up."""
         live = self._live()
         for node in live:
             info = node.info("replication")
@@ -265,6 +265,8 @@ class RedisClusterServer(_Setup):
             if info.get("role") == "slave" and info.get("master_link_status") != "up":
                 return False
         rows = [r for r in self.cluster_nodes() if not {"fail", "fail?"} & r["flags"]]
+        if any("slave" not in r["flags"] and not r["slots"] for r in rows):
+            return False  # a node not yet a replica (CLUSTER REPLICATE still propagating)
         return sum(1 for r in rows if "master" in r["flags"] and r["slots"]) == self.n_masters
 
     def wait_healthy(self, timeout_s: float = START_TIMEOUT) -> None:

@@ -309,3 +309,22 @@ SCENARIOS: dict[str, tuple[Callable[[Any], Any], Script]] = {
     "delta_channel_in_exit_durability": (build_delta, delta_exit_script),
     "durability_sync_async_exit": (build_chain, durability_script),
 }
+
+
+def build_answering(checkpointer: Any, mutate: Callable[[list[Any]], None] | None = None,
+                    chars: int = 0) -> Any:
+    """One node appending ``AIMessage("answer <n>" + "x" * chars, id="ai-<n>")`` (n = the
+    number of messages so far); ``mutate`` first changes the messages in place, as user
+    code may. Message histories of known ids, for the item-store tests."""
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        if mutate is not None:
+            mutate(state["messages"])
+        n = len(state["messages"])
+        return {"messages": [AIMessage(f"answer {n}" + ("x" * chars and " " + "x" * chars),
+                                       id=f"ai-{n}")]}
+
+    b = StateGraph(MessagesState)
+    b.add_node("agent", agent)
+    b.add_edge(START, "agent")
+    return b.compile(checkpointer=checkpointer)

@@ -21,21 +21,13 @@ from langgraph_durable import DurableSaver
 from langgraph_durable.items import DIGEST_BYTES, NODE_SIZE
 from langgraph_durable.testing import drop_key_prefix, unique_options
 
+from .graphs import build_answering
+
 
 def _graph(saver: Any, mutate: Any = None) -> Any:
-    """One node appending an AI answer (and, ``mutate``, changing an earlier message in
-    place first, as user code may)."""
-
-    def agent(state: MessagesState) -> dict[str, Any]:
-        if mutate is not None:
-            mutate(state["messages"])
-        n = len(state["messages"])
-        return {"messages": [AIMessage(f"answer {n} " + "x" * 300, id=f"ai-{n}")]}
-
-    b = StateGraph(MessagesState)
-    b.add_node("agent", agent)
-    b.add_edge(START, "agent")
-    return b.compile(checkpointer=saver)
+    """One node appending a 300-character AI answer (``mutate`` first changes earlier
+    messages in place, as user code may)."""
+    return build_answering(saver, mutate, chars=300)
 
 
 def _turns(graph: Any, thread: str, n: int, start: int = 0) -> None:

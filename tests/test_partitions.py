@@ -8,26 +8,20 @@ from typing import Any
 
 import redis
 import redis.cluster
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, MessagesState, StateGraph
 
 from langgraph_durable import DurableSaver
 from langgraph_durable.hot.keys import partition_of, thread_keys_of
 from langgraph_durable.testing import unique_options
 
+from .graphs import build_answering
+
 THREADS = [f"thread-{i}" for i in range(12)]
 
 
 def _graph(saver: Any) -> Any:
-    def agent(state: MessagesState) -> dict[str, Any]:
-        n = len(state["messages"])
-        return {"messages": [AIMessage(f"answer {n}", id=f"ai-{n}")]}
-
-    b = StateGraph(MessagesState)
-    b.add_node("agent", agent)
-    b.add_edge(START, "agent")
-    return b.compile(checkpointer=saver)
+    return build_answering(saver)
 
 
 def _run(saver: Any) -> None:
