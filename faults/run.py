@@ -12,7 +12,7 @@ one), prints the table of figures and writes it into ``docs/reliability.md`` (be
     python -m faults.run --redis cluster --only 1,2,5,5b,5c,9
                                          # against a local 3 + 3 Redis Cluster
 
-With ``--redis cluster`` the runner starts ``testing.redis_cluster()`` (3 masters, 3
+With ``--redis cluster`` the runner starts ``testing_cluster.redis_cluster()`` (3 masters, 3
 replicas) instead of a single Redis; only the scenarios in ``ON_CLUSTER`` run there (the
 others stop or kill a single Redis, or do not depend on it), and their rows are kept
 apart (keys ``s1@cluster`` ..., titles ending "[Redis Cluster]").
@@ -139,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
     wanted = set(args.only.split(",")) if args.only else None
-    from langgraph_durable.testing import mongo_server, redis_cluster, redis_server
+    from langgraph_durable.testing import mongo_server, redis_server
+    from langgraph_durable.testing_cluster import redis_cluster
 
     cluster = args.redis == "cluster"
 

@@ -12,11 +12,13 @@ its server in this order:
 
 Loaded as a pytest plugin (``-p langgraph_durable.testing``) it also provides the fixtures
 ``redis_server_proc``, ``mongo_server_proc``, ``s3_server_proc`` (session scoped),
-``redis_url``, ``mongo_url``, ``s3_endpoint_url`` and ``clean_servers``; and from
-:mod:`langgraph_durable.testing_cluster` (a Redis Cluster, a Sentinel group, a one-node
-MongoDB replica set) ``redis_cluster_proc``/``redis_cluster_url``,
-``redis_sentinel_proc``/``redis_sentinel_url`` and ``mongo_replica_set_url``. Tests that stop or
-restart a server must make their own with the context managers, not stop the shared ones.
+``redis_url``, ``mongo_url``, ``s3_endpoint_url`` and ``clean_servers``. The multi-node
+setups (a Redis Cluster, a Sentinel group, a one-node MongoDB replica set) live in
+:mod:`langgraph_durable.testing_cluster`, which builds on this module; loaded as a plugin
+too (``-p langgraph_durable.testing_cluster``) it provides ``redis_cluster_proc``/
+``redis_cluster_url``, ``redis_sentinel_proc``/``redis_sentinel_url`` and
+``mongo_replica_set_url``. Tests that stop or restart a server must make their own with the
+context managers, not stop the shared ones.
 
 Two helpers every test and fault scenario shares: :func:`unique_options` (a key prefix and
 database no other saver uses) and :func:`wait_for` (the one bounded poll; never a fixed
@@ -56,7 +58,6 @@ except ImportError:  # pragma: no cover - the demo may run without pytest
 __all__ = ["MongoServer", "RedisServer", "S3Server", "ServerError"]
 __all__ += ["drop_key_prefix", "drop_namespace", "mongo_server", "redis_server", "s3_server"]
 __all__ += ["unique_options", "wait_for"]
-__all__ += ["RedisClusterServer", "RedisSentinelServer", "redis_cluster", "redis_sentinel"]
 
 START_TIMEOUT = 30.0
 """Seconds a server has to answer its first ping before :class:`ServerError` is raised."""
@@ -510,21 +511,3 @@ if pytest is not None:
         prefix, database = f"clean{tag}", f"clean_{tag}"
         yield prefix, database
         drop_namespace(redis_url, mongo_url, prefix, database)
-
-
-# multi-node setups and their fixtures (imported last: that module builds on the above)
-from .testing_cluster import (  # noqa: E402
-    RedisClusterServer,
-    RedisSentinelServer,
-    redis_cluster,
-    redis_sentinel,
-)
-
-if pytest is not None:  # the plugin's fixtures are this module's names
-    from .testing_cluster import (  # noqa: E402, F401
-        mongo_replica_set_url,
-        redis_cluster_proc,
-        redis_cluster_url,
-        redis_sentinel_proc,
-        redis_sentinel_url,
-    )

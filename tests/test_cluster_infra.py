@@ -25,13 +25,12 @@ from langgraph_durable.config import DurableConfig
 from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.hot.scripts import SCRIPTS
 from langgraph_durable.redis_urls import RedisUrl, parse_redis_url
-from langgraph_durable.testing import (
+from langgraph_durable.testing import unique_options, wait_for
+from langgraph_durable.testing_cluster import (
     RedisClusterServer,
     RedisSentinelServer,
     redis_cluster,
     redis_sentinel,
-    unique_options,
-    wait_for,
 )
 
 # ------------------------------------------------------------------ the servers

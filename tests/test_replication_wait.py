@@ -19,7 +19,8 @@ from redis.crc import key_slot
 from langgraph_durable import DurableSaver
 from langgraph_durable.errors import ReplicationTimeoutError
 from langgraph_durable.records import member
-from langgraph_durable.testing import RedisClusterServer, RedisSentinelServer, unique_options
+from langgraph_durable.testing import unique_options
+from langgraph_durable.testing_cluster import RedisClusterServer, RedisSentinelServer
 
 KINDS = [(kind, mode) for kind in ("cluster", "sentinel") for mode in ("sync", "async")]
 
