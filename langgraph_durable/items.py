@@ -198,6 +198,41 @@ def _snapshot(item: Any) -> tuple[type, dict[str, Any], Any]:
     return type(item), _copy(item.__dict__), _copy(getattr(item, "__pydantic_extra__", None))
 
 
+class _Template:
+    """How to make a fresh object equal to what decoding one stored item gave: the
+    decoded model's snapshot (``_snapshot``), its set fields and private attributes,
+    taken before anyone else saw the object."""
+
+    __slots__ = ("snapshot", "fields_set", "private", "size", "base", "containers")
+
+    def __init__(self, obj: Any, size: int) -> None:
+        self.snapshot = _snapshot(obj)
+        self.fields_set = frozenset(obj.__pydantic_fields_set__)
+        self.private = copy.deepcopy(getattr(obj, "__pydantic_private__", None))
+        self.size = size
+        fields = self.snapshot[1]
+        # most fields are scalars (shared) or empty dicts/lists (made anew): a build
+        # copies the dict (keeping the field order: repr and model_dump follow it) and
+        # replaces its containers with copies
+        self.base = fields  # never changed: only copied
+        self.containers = [(k, v, not v and type(v) in (dict, list))
+                           for k, v in fields.items() if type(v) not in _SCALARS]
+
+    def build(self) -> Any:
+        """A new model equal to the decoded one, sharing no mutable data with it (what
+        pydantic's ``model_copy(deep=True)`` makes, from the snapshot)."""
+        cls, _, extra = self.snapshot
+        fields = self.base.copy()
+        for k, v, empty in self.containers:
+            fields[k] = type(v)() if empty else _copy(v)
+        obj = cls.__new__(cls)
+        object.__setattr__(obj, "__dict__", fields)
+        object.__setattr__(obj, "__pydantic_extra__", _copy(extra))
+        object.__setattr__(obj, "__pydantic_fields_set__", set(self.fields_set))
+        object.__setattr__(obj, "__pydantic_private__", copy.deepcopy(self.private))
+        return obj
+
+
 def _unchanged(snapshot: tuple[type, dict[str, Any], Any], item: Any) -> bool:
     """Whether a pydantic model still equals its snapshot (``==`` field by field)."""
     try:
@@ -226,6 +261,8 @@ class Items:
         self._decrypt = decrypt
         # per thread, object id -> entry; threads least recently used first
         self._cache: OrderedDict[str, dict[int, _Entry]] = OrderedDict()
+        # per thread, digest -> how to rebuild what decoding that item gave (same LRU)
+        self._templates: dict[str, dict[bytes, _Template]] = {}
         self._cache_bytes = cache_bytes
         self._held = 0
         self._known: OrderedDict[str, set[bytes]] = OrderedDict()
@@ -289,13 +326,18 @@ class Items:
         return SplitList(b"".join(refs), parts, largest)
 
     def _remember(self, thread_id: str, found: Iterable[tuple[Any, bytes, Stored]],
-                  fresh: bool = False) -> None:
-        """Add entries to ``thread_id``'s cache (``fresh``: replacing what it held), then
-        drop the least recently used threads' entries while over ``cache_bytes``."""
+                  fresh: bool = False, templates: Mapping[bytes, _Template] | None = None
+                  ) -> None:
+        """Add entries (and ``templates``) to ``thread_id``'s cache (``fresh``: replacing
+        what it held), then drop the least recently used threads' entries while over
+        ``cache_bytes``."""
         if not self._cache_bytes:
             return
         entries = []
         for item, digest, stored in found:
+            if isinstance(item, _Entry):
+                entries.append(item)
+                continue
             if not _is_model(item):
                 continue
             try:
@@ -304,10 +346,13 @@ class Items:
                 continue
         with self._lock:
             cache = self._cache.get(thread_id)
+            held = self._templates.get(thread_id)
             if cache is None or fresh:
-                if cache is not None:
-                    self._held -= sum(e.size for e in cache.values())
+                self._drop(thread_id)
                 cache = self._cache[thread_id] = {}
+                held = None
+            if held is None:
+                held = self._templates[thread_id] = {}
             self._cache.move_to_end(thread_id)
             for entry in entries:
                 old = cache.get(id(entry.obj))
@@ -315,18 +360,60 @@ class Items:
                     self._held -= old.size
                 cache[id(entry.obj)] = entry
                 self._held += entry.size
+            for d, t in (templates or {}).items():
+                if d not in held:
+                    held[d] = t
+                    self._held += t.size
             while self._held > self._cache_bytes and len(self._cache) > 1:
-                _, dropped = self._cache.popitem(last=False)
-                self._held -= sum(e.size for e in dropped.values())
+                self._drop(next(iter(self._cache)))
 
-    def loaded(self, thread_id: str, found: Iterable[tuple[Any, bytes, Typed]],
-               fresh: bool = False) -> None:
-        """Remember items of ``thread_id`` just decoded from storage (``(object, digest,
-        typed value)``), so a put of the same unchanged object does not serialize it again.
-        ``fresh`` (the first value of a read of the thread's latest checkpoint): the run
-        goes on from these objects, so the thread's older entries are dropped (they would
-        keep objects nothing else uses alive, and cost Python's garbage collector)."""
-        self._remember(thread_id, found, fresh)
+    def _drop(self, thread_id: str) -> None:
+        """Forget ``thread_id``'s entries and templates (lock held)."""
+        cache = self._cache.pop(thread_id, None)
+        if cache is not None:
+            self._held -= sum(e.size for e in cache.values())
+        held = self._templates.pop(thread_id, None)
+        if held is not None:
+            self._held -= sum(t.size for t in held.values())
+
+    def decode(self, thread_id: str, found: Iterable[tuple[bytes, Typed]],
+               loads: Callable[[Typed], Any], remember: bool = False, fresh: bool = False
+               ) -> list[Any]:
+        """The objects of ``thread_id``'s items ``(digest, typed value)``, in order. An
+        item this process decoded before for the thread (same digest, so the same bytes)
+        is not decoded again: it is rebuilt from a copy taken right after that decode
+        (type, fields, extra and set fields, deep-copied plain data), which equals what
+        ``loads`` gives and shares nothing with any object handed out before. Others are
+        decoded with ``loads``. ``remember``: as ``loaded`` (``fresh`` likewise)."""
+        found = list(found)
+        if not self._cache_bytes:
+            return [loads(typed) for _, typed in found]
+        with self._lock:
+            held = self._templates.get(thread_id) or {}
+            got = [held.get(d) for d, _ in found]
+        out: list[Any] = []
+        entries: list[tuple[Any, bytes, Stored]] = []
+        made: dict[bytes, _Template] = {}
+        for (d, typed), t in zip(found, got):
+            obj: Any = None
+            if t is not None:
+                try:
+                    obj = t.build()
+                except Exception:
+                    t, obj = None, None
+            if t is None:
+                obj = loads(typed)
+                if _is_model(obj):
+                    try:
+                        t = _Template(obj, len(typed[1]))
+                    except Exception:
+                        t = None
+            if t is not None:
+                made[d] = t
+                entries.append((_Entry(obj, t.snapshot, d, typed), d, typed))
+            out.append(obj)
+        self._remember(thread_id, entries if remember else [], fresh and remember, made)
+        return out
 
     # ------------------------------------------------------------------ known in Redis
 

@@ -260,18 +260,17 @@ def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
 
 
 def load_value(serde: Any, typed: Typed, items: Mapping[bytes, Typed], where: str,
-               remember: Any = None) -> Any:
+               decode: Any = None) -> Any:
     """Decode a stored value: a manifest (``items.MANIFEST_TYPE``) becomes the list of
-    its items, each decoded with ``serde`` (and, given ``remember``, a callable taking
-    ``[(object, digest, typed item)]``, remembered so a put of the same unchanged object
-    skips serializing it); anything else ``serde.loads_typed``."""
+    its items, each decoded with ``serde`` (or, given ``decode``, a callable taking
+    ``[(digest, typed item)]`` and returning their objects, by it: ``Items.decode``);
+    anything else ``serde.loads_typed``."""
     if typed[0] != MANIFEST_TYPE:
         return serde.loads_typed(typed)
-    found = [(serde.loads_typed(item), digest, item)
-             for digest, item in expand(typed[1], items, where)]
-    if remember is not None:
-        remember(found)
-    return [value for value, _, _ in found]
+    found = expand(typed[1], items, where)
+    if decode is not None:
+        return decode(found)
+    return [serde.loads_typed(item) for _, item in found]
 
 
 def assemble(
@@ -282,6 +281,7 @@ def assemble(
     writes: Sequence[WriteRecord],
     items: Mapping[bytes, Typed] | None = None,
     remember: Any = None,
+    latest: bool = False,
 ) -> CheckpointTuple:
     """Build the ``CheckpointTuple`` InMemorySaver would return for the same stored data.
 
@@ -289,17 +289,19 @@ def assemble(
     leaves that channel out of ``channel_values``, as InMemorySaver does. ``items``: the
     stored items and nodes (parsed, ``items.parse_stored``) that manifests among the
     values name; a missing one raises ``CorruptRecordError``. ``remember``: the
-    ``items.Items`` to remember the decoded items in (for the checkpoint a run resumes
-    from; its thread's older entries are dropped).
+    ``items.Items`` that decodes the items (rebuilding those it decoded before); with
+    ``latest`` (the checkpoint a run resumes from) it also remembers the objects, so a put
+    of the same unchanged ones skips serializing them, and drops the thread's older ones.
     """
     items = items or {}
-    fresh = [True]
+    fresh = [latest]
 
-    def keep(found: Any) -> None:  # the first list of the read starts the thread afresh
-        remember.loaded(thread_id, found, fresh[0])
+    def decode(found: Any) -> list[Any]:  # the first list of a latest read starts afresh
+        out = remember.decode(thread_id, found, serde.loads_typed, latest, fresh[0])
         fresh[0] = False
+        return out
 
-    remember_in = keep if remember is not None else None
+    remember_in = decode if remember is not None else None
     checkpoint = serde.loads_typed(rec.checkpoint)
     values: dict[str, Any] = {}
     for f in rec.blob_fields:

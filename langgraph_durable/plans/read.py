@@ -79,7 +79,7 @@ def finish_page(ctx: Context, raw: RecordPage) -> Page:
         ctx.items.learn(raw.thread_id, raw.hot_items)
     for rec, writes in raw.rows:
         tup = assemble(ctx.serde, raw.thread_id, rec, raw.blobs, writes, raw.items,
-                       ctx.items if raw.head is not None else None)
+                       ctx.items, raw.head is not None)
         if metadata_matches(tup.metadata, raw.filter):
             out.append(tup)
     if raw.head is not None and raw.rows:

@@ -132,6 +132,49 @@ def test_a_message_changed_in_place_is_serialized_again() -> None:
     assert SERDE.loads_typed(parsed(after.parts)[after.refs[DIGEST_BYTES:]]).content == "final"
 
 
+class CountingLoads:
+    """``serde.loads_typed`` counting its calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, typed: Typed) -> Any:
+        self.calls += 1
+        return SERDE.loads_typed(typed)
+
+
+def test_an_item_decoded_again_is_rebuilt_equal_and_sharing_nothing() -> None:
+    items = Items()
+    msgs = [HumanMessage("hi", id="1"),
+            AIMessage([{"type": "text", "text": "a"}], id="2", additional_kwargs={"k": [1]},
+                      tool_calls=[{"name": "f", "args": {"q": [1, 2]}, "id": "c1"}])]
+    found = [(items.digest(t), t) for t in map(SERDE.dumps_typed, msgs)]
+    loads = CountingLoads()
+    first = items.decode("t", found, loads, remember=True, fresh=True)
+    assert loads.calls == 2
+    first[1].content.append({"type": "text", "text": "mutated"})  # user code, in place
+    first[1].tool_calls[0]["args"]["q"].append(3)
+    first[1].additional_kwargs["k"].append(2)
+    second = items.decode("t", found, loads, remember=True, fresh=True)
+    assert loads.calls == 2  # rebuilt, not decoded
+    plain = [SERDE.loads_typed(t) for _, t in found]
+    assert second == plain and [type(m) for m in second] == [HumanMessage, AIMessage]
+    assert [m.model_fields_set for m in second] == [m.model_fields_set for m in plain]
+    assert [list(m.__dict__) for m in second] == [list(m.__dict__) for m in plain]
+    assert [repr(m) for m in second] == [repr(m) for m in plain]
+    assert second[1].content == [{"type": "text", "text": "a"}]
+    assert second[1].tool_calls[0]["args"] == {"q": [1, 2]}
+    assert second[1] is not first[1] and second[1].content is not first[1].content
+    # a rebuilt object is remembered too: put it unchanged and nothing is serialized
+    dumps = CountingDumps()
+    items.split(second, dumps, pack_blob, "t")
+    assert dumps.positions == []
+    # another thread has no templates of its own
+    items.decode("u", found, loads)
+    assert loads.calls == 4
+    assert Items(cache_bytes=0).decode("t", found, loads) == plain and loads.calls == 6
+
+
 def test_keyed_digests_differ_from_unkeyed_ones() -> None:
     typed = SERDE.dumps_typed("secret message")
     plain, keyed = Items(), Items(key=b"k" * 32)
