@@ -154,7 +154,7 @@ def targets(records: list[dict[str, Any]], rt: dict[str, Any], peers: list[str]
                 verdict(None if lag is None else lag <= 0.5)))
     cpb = mv("W5", "cp_per_bulk_mean", "durable")
     out.append(("W5: ≥ 10 checkpoints per bulk write under load (paced)",
-                f"{_fmt(cpb)} checkpoints per bulk upsert (mean)", "MongoDB update commands",
+                f"{_fmt(cpb)} checkpoints per bulk write (mean)", "MongoDB insert and update commands",
                 verdict(None if cpb is None else cpb >= 10)))
     d = mv("W6", "bytes@" + _w6_last(records), "durable")
     mg = mv("W6", "bytes@" + _w6_last(records), "mongodb")
@@ -531,7 +531,7 @@ def _w5_section(L: list[str], records: list[dict[str, Any]]) -> None:
                      f"{ph['outbox_max']} | {ph['drain_s']:.2f} s |")
         L.append("")
         L.append("Lag = from the checkpoint's creation (the time in its UUIDv6 id, set by "
-                 "LangGraph just before `put`) to MongoDB's acknowledgement of the bulk upsert "
+                 "LangGraph just before `put`) to MongoDB's acknowledgement of the bulk write "
                  "that holds it, for every checkpoint (PyMongo command monitoring on the "
                  "flusher's client). Probe = a `put` every 0.2 s from another thread, then "
                  "MongoDB polled every 5 ms for it. Flusher entries = outbox entries (puts and "

@@ -258,8 +258,8 @@ def checkpoint_time(checkpoint_id: str) -> float:
 
 
 class _BulkWatch(pymongo.monitoring.CommandListener):
-    """Watches the flusher's bulk upserts into ``<db>.checkpoints``: statements per bulk
-    write, and for every checkpoint the lag from its creation (its UUIDv6 time) to the
+    """Watches the flusher's bulk writes (inserts, upserts) into ``<db>.checkpoints``:
+    documents per bulk write, and for every checkpoint the lag from its creation (its UUIDv6 time) to the
     server's acknowledgement of the bulk write that made it durable."""
 
     def __init__(self) -> None:
@@ -278,19 +278,23 @@ class _BulkWatch(pymongo.monitoring.CommandListener):
             self.lags.clear()
 
     def started(self, event: Any) -> None:
+        name = event.command_name
         if (self.db is None or event.database_name != self.db
-                or event.command_name != "update"
-                or event.command.get("update") != "checkpoints"):
+                or name not in ("update", "insert")
+                or event.command.get(name) != "checkpoints"):
             return
+        # the flusher inserts (``documents``); a checkpoint already stored gets an
+        # upsert (``updates``: ``$set``) or a replacement (the document itself)
+        docs = [u.get("u") or {} for u in event.command.get("updates", ())]
+        docs += list(event.command.get("documents", ()))
         born = []
-        for u in event.command.get("updates", ()):
-            doc = u.get("u") or {}
-            cid = (doc.get("$set") or doc).get("checkpoint_id")  # upsert: $set; replace: doc
+        for doc in docs:
+            cid = (doc.get("$set") or doc).get("checkpoint_id")
             if isinstance(cid, str):
                 with contextlib.suppress(ValueError):
                     born.append(checkpoint_time(cid))
         with self.lock:
-            self.sizes[self.phase].append(len(event.command.get("updates", ())))
+            self.sizes[self.phase].append(len(docs))
             self.pending[event.request_id] = (self.phase, born)
 
     def succeeded(self, event: Any) -> None:

@@ -22,6 +22,7 @@ ENV_VALUES: dict[str, tuple[str, object]] = {
     "flusher": ("off", "off"),
     "flush_interval_s": ("0.2", 0.2),
     "flush_batch_size": ("7", 7),
+    "flush_linger_s": ("0.25", 0.25),
     "claim_idle_s": ("3.5", 3.5),
     "max_outbox": ("99", 99),
     "outbox_partitions": ("4", 4),

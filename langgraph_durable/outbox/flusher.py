@@ -10,6 +10,7 @@ a thread (sync clients), an asyncio task (async clients) or a standalone worker.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -25,12 +26,12 @@ from bson.errors import InvalidDocument
 from pymongo.errors import BulkWriteError, DocumentTooLarge
 
 from ..context import Context
-from ..drivers import BulkWrite, Clients, Pipeline, Plan, run_async, run_sync
+from ..drivers import Clients, Pipeline, Plan, run_async, run_sync
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import CorruptRecordError
 from ..metrics import Metrics, safe_error
-from ..plans.fence import bulk_ignoring_newer, stream_ms, take_back_deleted
+from ..plans.fence import insert_else_upsert, stream_ms, take_back_deleted
 from ..records import SEP, CheckpointRecord, WriteRecord, unpack_blob
 from .group import dead_letter_key, ensure_group_plan, leave_plan, upkeep_plan
 from .streams import Parsed, Taken, ack_plan, claim_plan, dead_letter_plan, read_plan
@@ -193,8 +194,9 @@ def _by_bytes(ctx: Context, parsed: list[Parsed]) -> Plan[list[list[Parsed]]]:
 
 
 def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -> Plan[int]:
-    """Read the named records from Redis (one pipeline) and upsert them into MongoDB;
-    adds the record bytes written to ``stats.bytes_written``."""
+    """Read the named records from Redis (one pipeline) and write them to MongoDB
+    (inserts; the upserts for documents already there: ``insert_else_upsert``); adds the
+    record bytes written to ``stats.bytes_written``."""
     want: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
     put_ms: dict[tuple[str, Any], int] = {}  # (thread, member, field or digest) -> time
     for eid, tid, (kind, m, fields, *more) in parsed:
@@ -228,7 +230,7 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
         for d, raw in got.get((tid, "it"), {}).items():
             if raw is not None and isinstance(d, bytes):  # None: deleted since
                 doc, more = C.split("items", D.item_doc(tid, d, raw, put_ms=put_ms[(tid, d)]))
-                items.append(D.upsert_item(doc))
+                items.append(doc)
                 chunks += more
                 nbytes += len(raw)
         recs, cvs = got.get((tid, "cp"), {}), got.get((tid, "cv"), {})
@@ -239,7 +241,7 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
             rec = CheckpointRecord.unpack(ns, cid, raw, cvs[m])
             doc, more = C.split("checkpoints",
                                 D.checkpoint_doc(tid, rec, put_ms=put_ms[(tid, m)]))
-            cps.append(D.upsert(doc))
+            cps.append(doc)
             chunks += more
             nbytes += len(rec.checkpoint[1]) + len(rec.metadata[1])
         for f, raw in got.get((tid, "bl"), {}).items():
@@ -248,7 +250,7 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
                 value = unpack_blob(raw, where)
                 doc, more = C.split("blobs",
                                     D.blob_doc(tid, f, value, put_ms=put_ms[(tid, f)]))
-                blobs.append(D.upsert(doc))
+                blobs.append(doc)
                 chunks += more
                 nbytes += len(value[1]) if value else 0
         for f, raw in got.get((tid, "w"), {}).items():
@@ -257,7 +259,7 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
                 w = WriteRecord.unpack(raw, f"redis write {f!r} of thread {tid!r}")
                 doc, more = C.split("writes",
                                     D.write_doc(tid, ns, cid, w, put_ms=put_ms[(tid, f)]))
-                writes.append(D.upsert_write(doc))
+                writes.append(doc)
                 chunks += more
                 nbytes += len(w.value[1])
     del got, replies  # the values now live in the documents: hold them once
@@ -265,14 +267,11 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
     # chunks before the documents that refer to them; items before the blobs and writes
     # that name them; blobs and writes before the checkpoints that refer to them
     yield from C.write_plan(cols.chunks, chunks)
-    if items:
-        yield BulkWrite(cols.items, items)
-    if blobs:
-        yield BulkWrite(cols.blobs, blobs)
-    if writes:
-        yield from bulk_ignoring_newer(cols.writes, writes)
-    if cps:
-        yield BulkWrite(cols.checkpoints, cps)
+    yield from insert_else_upsert(cols.items, items, [D.upsert_item(d) for d in items])
+    yield from insert_else_upsert(cols.blobs, blobs, [D.upsert(d) for d in blobs])
+    yield from insert_else_upsert(cols.writes, writes, [D.upsert_write(d) for d in writes],
+                                  ignore_newer=True)
+    yield from insert_else_upsert(cols.checkpoints, cps, [D.upsert(d) for d in cps])
     if stats is not None:
         stats.bytes_written += nbytes
     return len(cps) + len(blobs) + len(writes) + len(items)
@@ -309,6 +308,9 @@ class Flusher:
         self.last_error: str | None = None
         self.lags_s: list[float] = []
         self._stop = threading.Event()
+        self._nudge = threading.Event()  # ends a linger (wake, stop)
+        self._anudge: asyncio.Event | None = None
+        self._aloop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._task: asyncio.Task[None] | None = None
         self._last_claim = 0.0
@@ -363,6 +365,18 @@ class Flusher:
         """End a pause after failures now (``flush()`` calls it: the caller wants the
         outbox moved, e.g. right after MongoDB came back). Safe from any thread."""
         self._quiet_until = 0.0
+        self._nudge.set()
+        if self._aloop is not None and self._anudge is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed
+                self._aloop.call_soon_threadsafe(self._anudge.set)
+
+    def _linger_s(self, stats: BatchStats) -> float:
+        """How long to wait before the next round: ``flush_linger_s`` after a round that
+        took some entries but fewer than a full batch (more are likely on their way; a
+        full batch means a backlog, an empty one already blocked waiting)."""
+        if 0 < stats.entries < self.ctx.config.flush_batch_size:
+            return self.ctx.config.flush_linger_s
+        return 0.0
 
     def _succeeded(self) -> None:
         self._failing_since = None
@@ -402,19 +416,26 @@ class Flusher:
                 self._stop.wait(min(quiet, 0.5))
                 continue
             try:
-                self._account(run_sync(self._round_plan(), clients))
+                stats = run_sync(self._round_plan(), clients)
+                self._account(stats)
                 self._succeeded()
                 backoff = 0.05
             except Exception as exc:
                 self._stop.wait(backoff)
                 backoff = self._failed(exc, backoff)
+                continue
+            linger = self._linger_s(stats)
+            if linger:
+                self._nudge.wait(linger)
+                self._nudge.clear()
         self._leave(lambda: run_sync(leave_plan(self.ctx, self.consumer), clients))
 
     async def start_task(self, clients: Clients) -> None:
         """Start the flush loop as an asyncio task on the running loop using async clients."""
         self._observe(clients)
         await run_async(ensure_group_plan(self.ctx), clients)
-        self._task = asyncio.get_running_loop().create_task(self._loop_async(clients))
+        self._aloop, self._anudge = asyncio.get_running_loop(), asyncio.Event()
+        self._task = self._aloop.create_task(self._loop_async(clients))
 
     async def _loop_async(self, clients: Clients) -> None:
         backoff = 0.05
@@ -424,7 +445,8 @@ class Flusher:
                 await asyncio.sleep(min(quiet, 0.5))
                 continue
             try:
-                self._account(await run_async(self._round_plan(), clients))
+                stats = await run_async(self._round_plan(), clients)
+                self._account(stats)
                 self._succeeded()
                 backoff = 0.05
             except asyncio.CancelledError:
@@ -432,6 +454,12 @@ class Flusher:
             except Exception as exc:
                 await asyncio.sleep(backoff)
                 backoff = self._failed(exc, backoff)
+                continue
+            linger = self._linger_s(stats)
+            if linger and self._anudge is not None:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._anudge.wait(), linger)
+                self._anudge.clear()
         try:
             self.left_group = await run_async(leave_plan(self.ctx, self.consumer), clients)
         except Exception as exc:
@@ -456,6 +484,7 @@ class Flusher:
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the loop after its current round (waits up to ``timeout_s`` seconds)."""
         self._stop.set()
+        self.wake()
         if self._thread is not None:
             self._thread.join(timeout_s)
         if self._task is not None and not self._task.done():
@@ -465,7 +494,7 @@ class Flusher:
         """Stop an asyncio-task loop after its current round and wait for it (cancelled
         after ``timeout_s`` seconds)."""
         self._stop.set()
-        self._quiet_until = 0.0
+        self.wake()
         if self._task is not None and not self._task.done():
             await asyncio.wait({self._task}, timeout=timeout_s)
             if not self._task.done():

@@ -6,13 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 import ormsgpack
+import pytest
 import redis.exceptions
+from pymongo import InsertOne, UpdateOne
+from pymongo.errors import BulkWriteError
 
 from langgraph_durable.drivers import BulkWrite, DeleteMany, Op, Pipeline, Script
 from langgraph_durable.durable import documents as D
 from langgraph_durable.hot.keys import CONSUMER_GROUP
 from langgraph_durable.outbox.flusher import flush_batch_plan
 from langgraph_durable.outbox.group import dead_letter_key
+from langgraph_durable.plans.fence import insert_else_upsert
 from langgraph_durable.records import member
 
 from .stepping import context, drive
@@ -76,6 +80,8 @@ def test_a_round_copies_its_own_pending_entries_and_acknowledges_them() -> None:
     cols = ctx.collections
     assert [op.collection for op in done.ops if isinstance(op, BulkWrite)] == [
         cols.blobs, cols.writes, cols.checkpoints]  # blobs and writes before checkpoints
+    for op in done.ops[3:6]:  # new documents are inserted, not upserted
+        assert isinstance(op, BulkWrite) and all(isinstance(r, InsertOne) for r in op.requests)
     ack = done.ops[-1]
     assert isinstance(ack, Script)
     assert list(ack.keys) == [ctx.outbox, *ctx.keys("t").all]
@@ -155,3 +161,38 @@ def test_a_missing_group_is_created_again() -> None:
     assert list(done.ops[-1].commands[0]) == ["XGROUP", "CREATE", ctx.outbox, CONSUMER_GROUP,
                                               "0", "MKSTREAM"]
     assert done.result.entries == 0
+
+
+def _bulk_error(*codes: tuple[int, int]) -> BulkWriteError:
+    return BulkWriteError({"writeErrors": [{"index": i, "code": c, "errmsg": "x"}
+                                           for i, c in codes], "writeConcernErrors": []})
+
+
+def test_documents_already_stored_get_their_upserts_after_the_inserts() -> None:
+    docs = [{"_id": n, "thread_id": "t"} for n in "abc"]
+    ups = [UpdateOne({"_id": n}, {"$set": {"x": 1}}, upsert=True) for n in "abc"]
+    calls: list[Any] = []
+
+    def answer(op: Op[Any]) -> Any:
+        calls.append(op)
+        if len(calls) == 1:  # b and c were stored already (a replayed entry)
+            raise _bulk_error((1, 11000), (2, 11000))
+        return None
+
+    done = drive(insert_else_upsert("col", docs, ups), answer)
+    first, second = done.ops
+    assert isinstance(first, BulkWrite) and isinstance(second, BulkWrite)
+    assert [r._doc for r in first.requests] == docs
+    assert list(second.requests) == ups[1:]
+    assert drive(insert_else_upsert("col", [], []), answer).ops == []
+
+
+def test_an_insert_error_other_than_a_duplicate_is_raised() -> None:
+    docs = [{"_id": "a", "thread_id": "t"}]
+    ups = [UpdateOne({"_id": "a"}, {"$set": {"x": 1}}, upsert=True)]
+
+    def answer(op: Op[Any]) -> Any:
+        raise _bulk_error((0, 2))
+
+    with pytest.raises(BulkWriteError):
+        drive(insert_else_upsert("col", docs, ups), answer)
