@@ -154,7 +154,8 @@ def targets(records: list[dict[str, Any]], rt: dict[str, Any], peers: list[str]
                 verdict(None if lag is None else lag <= 0.5)))
     cpb = mv("W5", "cp_per_bulk_mean", "durable")
     out.append(("W5: ≥ 10 checkpoints per bulk write under load (paced)",
-                f"{_fmt(cpb)} checkpoints per bulk write (mean)", "MongoDB insert and update commands",
+                f"{_fmt(cpb)} checkpoints per bulk write (mean)",
+                "MongoDB insert and update commands",
                 verdict(None if cpb is None else cpb >= 10)))
     d = mv("W6", "bytes@" + _w6_last(records), "durable")
     mg = mv("W6", "bytes@" + _w6_last(records), "mongodb")

@@ -259,8 +259,8 @@ def checkpoint_time(checkpoint_id: str) -> float:
 
 class _BulkWatch(pymongo.monitoring.CommandListener):
     """Watches the flusher's bulk writes (inserts, upserts) into ``<db>.checkpoints``:
-    documents per bulk write, and for every checkpoint the lag from its creation (its UUIDv6 time) to the
-    server's acknowledgement of the bulk write that made it durable."""
+    documents per bulk write, and for every checkpoint the lag from its creation (its
+    UUIDv6 time) to the server's acknowledgement of the bulk write that made it durable."""
 
     def __init__(self) -> None:
         self.db: str | None = None
