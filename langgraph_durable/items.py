@@ -221,7 +221,8 @@ class _Template:
     def build(self) -> Any:
         """A new model equal to the decoded one, sharing no mutable data with it (what
         pydantic's ``model_copy(deep=True)`` makes, from the snapshot)."""
-        cls, _, extra = self.snapshot
+        cls: Any = self.snapshot[0]
+        extra = self.snapshot[2]
         fields = self.base.copy()
         for k, v, empty in self.containers:
             fields[k] = type(v)() if empty else _copy(v)
