@@ -106,7 +106,7 @@ def app(spec: dict[str, Any]) -> int:
 
 
 class _LagLog(pymongo.monitoring.CommandListener):
-    """Appends the put -> MongoDB lag of each checkpoint upserted (see the module doc)."""
+    """Appends the put -> MongoDB lag of each checkpoint written (see the module doc)."""
 
     def __init__(self, path: str) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -114,11 +114,13 @@ class _LagLog(pymongo.monitoring.CommandListener):
         self.lock = threading.Lock()
 
     def started(self, event: Any) -> None:
-        if event.command_name != "update" or event.command.get("update") != "checkpoints":
+        name = event.command_name
+        if name not in ("insert", "update") or event.command.get(name) != "checkpoints":
             return
         put_ms = []
-        for u in event.command.get("updates", ()):
-            doc = u.get("u") or {}
+        # the flusher inserts; a checkpoint already stored gets an upsert
+        docs = [u.get("u") or {} for u in event.command.get("updates", ())]
+        for doc in [*docs, *event.command.get("documents", ())]:
             ms = doc.get("put_ms", (doc.get("$setOnInsert") or {}).get("put_ms"))
             if isinstance(ms, int):
                 put_ms.append(ms)

@@ -11,12 +11,13 @@ servers from ``langgraph_durable.testing``, which honor ``REDIS_URL`` / ``MONGOD
 * ``delta``: the messages channel declared as LangGraph's ``DeltaChannel`` (no compaction);
 * ``delta_summary``: ``DeltaChannel`` and ``SummaryBuffer`` together.
 
-Per turn it records the tokens of the history (``count_tokens_approximately``) and the bytes
-the saver's Redis keys use (sum of ``MEMORY USAGE <key> SAMPLES 0`` over the thread's keys; the
-outbox stream, a transient queue, is left out). Every few turns it flushes and reads MongoDB's
-``dbStats.dataSize`` (SecantusDB and MongoDB both report the summed BSON size of the documents
-there, indexes not included). It writes two PNGs, the results section of the Markdown page
-(between the ``compaction-figure`` markers) and, with ``--json``, every number.
+Per turn it records the tokens of the history (``count_tokens_approximately``) and, once
+flushed, the bytes the saver's Redis keys use (sum of ``MEMORY USAGE <key> SAMPLES 0`` over
+the thread's keys; the outbox stream, a transient queue, is left out). Every few turns it
+reads MongoDB's ``dbStats.dataSize`` (SecantusDB and MongoDB both report the summed BSON size
+of the documents there, indexes not included). It writes two PNGs, the results section of
+the Markdown page (between the ``compaction-figure`` markers) and, with ``--json``, every
+number.
 
     .venv/bin/python scripts/compaction_figure.py              # 200 turns -> docs/
     .venv/bin/python scripts/compaction_figure.py --quick --out /tmp/x --doc /tmp/x/c.md \
@@ -279,9 +280,11 @@ def run_one(name: str, turns: int, urls: tuple[str, str], sample_every: int) -> 
                 out = graph.invoke({"messages": new}, config)
                 seconds_series.append(time.perf_counter() - began)
                 tokens.append(count_tokens_approximately(out["messages"]))
+                # measured once flushed: what is still on its way to MongoDB (and the hot
+                # window it trims) would make Redis's size depend on the flusher's timing
+                saver.flush()
                 redis_series.append(redis_bytes(rclient, options["key_prefix"]))
                 if n % sample_every == 0 or n == turns:
-                    saver.flush()
                     mongo_series.append((n, mongo_bytes(mclient, options["database"])))
             seconds = time.perf_counter() - started
             final_messages = len(out["messages"])

@@ -184,10 +184,7 @@ def upsert_item(doc: dict[str, Any]) -> UpdateOne:
     """Insert-once upsert of an item (its content is fixed by its digest); ``put_ms``
     only grows (``$max``), recording the latest write that stored it."""
     fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
-    # filter without thread_id (not ``target``): with it, tests/compaction/
-    # test_compaction_figure.py's bytes-per-turn check failed 3 of 3 runs on SecantusDB
-    # (1 of 3 without: flaky), not settled; docs/operations.md "Sharding"
-    return UpdateOne({"_id": doc["_id"]},
+    return UpdateOne(target(doc),
                      {"$setOnInsert": fields, "$max": {"put_ms": doc["put_ms"]}}, upsert=True)
 
 

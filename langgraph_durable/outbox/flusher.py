@@ -267,11 +267,10 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
     # chunks before the documents that refer to them; items before the blobs and writes
     # that name them; blobs and writes before the checkpoints that refer to them
     yield from C.write_plan(cols.chunks, chunks)
-    yield from insert_else_upsert(cols.items, items, [D.upsert_item(d) for d in items])
-    yield from insert_else_upsert(cols.blobs, blobs, [D.upsert(d) for d in blobs])
-    yield from insert_else_upsert(cols.writes, writes, [D.upsert_write(d) for d in writes],
-                                  ignore_newer=True)
-    yield from insert_else_upsert(cols.checkpoints, cps, [D.upsert(d) for d in cps])
+    yield from insert_else_upsert(cols.items, items, D.upsert_item)
+    yield from insert_else_upsert(cols.blobs, blobs, D.upsert)
+    yield from insert_else_upsert(cols.writes, writes, D.upsert_write, ignore_newer=True)
+    yield from insert_else_upsert(cols.checkpoints, cps, D.upsert)
     if stats is not None:
         stats.bytes_written += nbytes
     return len(cps) + len(blobs) + len(writes) + len(items)

@@ -170,7 +170,7 @@ def _bulk_error(*codes: tuple[int, int]) -> BulkWriteError:
 
 def test_documents_already_stored_get_their_upserts_after_the_inserts() -> None:
     docs = [{"_id": n, "thread_id": "t"} for n in "abc"]
-    ups = [UpdateOne({"_id": n}, {"$set": {"x": 1}}, upsert=True) for n in "abc"]
+    ups = {n: UpdateOne({"_id": n}, {"$set": {"x": 1}}, upsert=True) for n in "abc"}
     calls: list[Any] = []
 
     def answer(op: Op[Any]) -> Any:
@@ -179,20 +179,19 @@ def test_documents_already_stored_get_their_upserts_after_the_inserts() -> None:
             raise _bulk_error((1, 11000), (2, 11000))
         return None
 
-    done = drive(insert_else_upsert("col", docs, ups), answer)
+    done = drive(insert_else_upsert("col", docs, lambda d: ups[d["_id"]]), answer)
     first, second = done.ops
     assert isinstance(first, BulkWrite) and isinstance(second, BulkWrite)
     assert [r._doc for r in first.requests] == docs
-    assert list(second.requests) == ups[1:]
-    assert drive(insert_else_upsert("col", [], []), answer).ops == []
+    assert list(second.requests) == [ups["b"], ups["c"]]
+    assert drive(insert_else_upsert("col", [], ups.get), answer).ops == []
 
 
 def test_an_insert_error_other_than_a_duplicate_is_raised() -> None:
     docs = [{"_id": "a", "thread_id": "t"}]
-    ups = [UpdateOne({"_id": "a"}, {"$set": {"x": 1}}, upsert=True)]
 
     def answer(op: Op[Any]) -> Any:
         raise _bulk_error((0, 2))
 
     with pytest.raises(BulkWriteError):
-        drive(insert_else_upsert("col", docs, ups), answer)
+        drive(insert_else_upsert("col", docs, D.upsert), answer)

@@ -48,6 +48,7 @@ def test_every_upsert_filter_holds_the_shard_key() -> None:
         D.upsert_write({**base, "idx": 0, "seq": 1, "put_ms": 5}),
         D.upsert_write({**base, "idx": -1, "seq": 1, "put_ms": 5}),  # special channel
         *C.upserts([dict(base)]),
+        D.upsert_item({**base, "d": b"\x00" * 16, "put_ms": 5}),
     ]
     for op in ops:
         assert op._filter["_id"] == base["_id"]
