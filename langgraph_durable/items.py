@@ -203,13 +203,13 @@ class _Template:
     decoded model's snapshot (``_snapshot``), its set fields and private attributes,
     taken before anyone else saw the object."""
 
-    __slots__ = ("snapshot", "fields_set", "private", "size", "base", "containers")
+    __slots__ = ("snapshot", "fields_set", "private", "typed", "base", "containers")
 
-    def __init__(self, obj: Any, size: int) -> None:
+    def __init__(self, obj: Any, typed: Typed) -> None:
+        self.typed = typed  # the stored item it was decoded from
         self.snapshot = _snapshot(obj)
         self.fields_set = frozenset(obj.__pydantic_fields_set__)
         self.private = copy.deepcopy(getattr(obj, "__pydantic_private__", None))
-        self.size = size
         fields = self.snapshot[1]
         # most fields are scalars (shared) or empty dicts/lists (made anew): a build
         # copies the dict (keeping the field order: repr and model_dump follow it) and
@@ -228,9 +228,12 @@ class _Template:
             fields[k] = type(v)() if empty else _copy(v)
         obj = cls.__new__(cls)
         object.__setattr__(obj, "__dict__", fields)
-        object.__setattr__(obj, "__pydantic_extra__", _copy(extra))
+        if extra is not None:  # a dict (LangChain's messages allow extra fields)
+            extra = _copy(extra) if extra else {}
+        object.__setattr__(obj, "__pydantic_extra__", extra)
         object.__setattr__(obj, "__pydantic_fields_set__", set(self.fields_set))
-        object.__setattr__(obj, "__pydantic_private__", copy.deepcopy(self.private))
+        object.__setattr__(obj, "__pydantic_private__", None if self.private is None
+                           else copy.deepcopy(self.private))
         return obj
 
 
@@ -364,7 +367,7 @@ class Items:
             for d, t in (templates or {}).items():
                 if d not in held:
                     held[d] = t
-                    self._held += t.size
+                    self._held += len(t.typed[1])
             while self._held > self._cache_bytes and len(self._cache) > 1:
                 self._drop(next(iter(self._cache)))
 
@@ -375,7 +378,7 @@ class Items:
             self._held -= sum(e.size for e in cache.values())
         held = self._templates.pop(thread_id, None)
         if held is not None:
-            self._held -= sum(t.size for t in held.values())
+            self._held -= sum(len(t.typed[1]) for t in held.values())
 
     def decode(self, thread_id: str, found: Iterable[tuple[bytes, Typed]],
                loads: Callable[[Typed], Any], remember: bool = False, fresh: bool = False
@@ -406,15 +409,22 @@ class Items:
                 obj = loads(typed)
                 if _is_model(obj):
                     try:
-                        t = _Template(obj, len(typed[1]))
+                        t = _Template(obj, typed)
                     except Exception:
                         t = None
             if t is not None:
                 made[d] = t
-                entries.append((_Entry(obj, t.snapshot, d, typed), d, typed))
+                entries.append((_Entry(obj, t.snapshot, d, t.typed), d, t.typed))
             out.append(obj)
         self._remember(thread_id, entries if remember else [], fresh and remember, made)
         return out
+
+    def held(self, thread_id: str) -> dict[bytes, Typed]:
+        """The stored items (digest -> typed value) of ``thread_id`` that ``decode`` can
+        rebuild without their bytes being read again: a read need not fetch them."""
+        with self._lock:
+            held = self._templates.get(thread_id)
+            return {d: t.typed for d, t in held.items()} if held else {}
 
     # ------------------------------------------------------------------ known in Redis
 

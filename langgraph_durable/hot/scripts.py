@@ -15,7 +15,7 @@ scripts reply with; ``ChainStatus`` the statuses of CHAIN.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..drivers import Script
@@ -47,7 +47,8 @@ end
 # Lua helpers for items (see items.py): refs_into adds the digests of a manifest envelope
 # (MANIFEST_MAGIC, 4-byte length, digests) to acc; hmget_all is HMGET in slices of 1000
 # (Lua's unpack limit); items_of reads the items and nodes named (KEYS[9]) and the items
-# of those nodes, returning {digests, stored values (false = missing)}; missing_items
+# of those nodes, returning {digests, stored values (false = missing)}, leaving out those
+# in the set have (items the caller holds, e.g. PAGE's ARGV[4]); missing_items
 # counts the digests of the manifests among values[first..last by step] that neither
 # Redis holds nor sent (a set) brings.
 _ITEMS = r"""
@@ -68,11 +69,16 @@ local function hmget_all(key, names)
   end
   return out
 end
-local function items_of(refs)
+local function items_of(refs, have)
   local names, vals = {}, {}
+  if have then  -- digests the caller holds already: not sent back
+    local want = {}
+    for i = 1, #refs do if not have[refs[i]] then want[#want + 1] = refs[i] end end
+    refs = want
+  end
   if #refs == 0 then return {names, vals} end
   local got = hmget_all(KEYS[9], refs)
-  local inner, seen = {}, {}
+  local inner, seen = {}, have or {}
   for i = 1, #refs do seen[refs[i]] = true end
   for i = 1, #refs do
     local v = got[i]
@@ -174,7 +180,8 @@ end
 """ + _PERSIST_AND_OUTBOX
 
 # A page of checkpoints, newest first, with everything needed to build their tuples.
-# ARGV: lex max, lex min (ZREVRANGEBYLEX bounds), count.
+# ARGV: lex max, lex min (ZREVRANGEBYLEX bounds), count, and optionally the concatenated
+# 16-byte digests of items the caller holds (not sent back).
 # Returns {{member, record, cv, {write values}}, ...}, {blob fields}, {blob values},
 # complete (1 when Redis holds the whole thread: see PUT; 2 when it holds every namespace's
 # newest checkpoints but not all older ones: see the hot window), {item digests}, {item values}
@@ -207,7 +214,12 @@ for i = 1, #fields do refs_into(values[i], refs, rseen) end
 for _, row in ipairs(out) do
   for _, v in ipairs(row[4]) do refs_into(v, refs, rseen) end
 end
-local it = items_of(refs)
+local have = nil
+if ARGV[4] and #ARGV[4] > 0 then
+  have = {}
+  for p = 1, #ARGV[4], 16 do have[string.sub(ARGV[4], p, p + 15)] = true end
+end
+local it = items_of(refs, have)
 return {out, fields, values, complete, it[1], it[2]}
 """
 
@@ -595,9 +607,11 @@ class Refusal:
         return None
 
 
-def page_op(keys: Sequence[str], lex_max: str, lex_min: str, count: int) -> Script:
-    """PAGE: up to ``count`` checkpoints between the ZREVRANGEBYLEX bounds."""
-    return Script("page", list(keys), [lex_max, lex_min, count])
+def page_op(keys: Sequence[str], lex_max: str, lex_min: str, count: int,
+            held: Iterable[bytes] = ()) -> Script:
+    """PAGE: up to ``count`` checkpoints between the ZREVRANGEBYLEX bounds; the items
+    whose digests are in ``held`` (the caller has their bytes) are not sent back."""
+    return Script("page", list(keys), [lex_max, lex_min, count, b"".join(held)])
 
 
 def parts_op(keys: Sequence[str], members: Sequence[str],

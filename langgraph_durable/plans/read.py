@@ -265,8 +265,10 @@ def page_plan(
     elif before:
         q["checkpoint_id"] = {"$lt": before}
     q.update(D.metadata_query(filter, ctx.queryable))
-    reply = yield page_op(keys.all, hi, lo, count)
+    held = ctx.items.held(thread_id)  # items this process can rebuild: not read again
+    reply = yield page_op(keys.all, hi, lo, count, held)
     rows, blobs, items, hot_items = _decode_page(thread_id, reply)
+    items.update(held)
     hot_ids = {r.checkpoint_id for r, _ in rows}
     docs: list[Doc] = []
     # Redis holds the whole thread (started in Redis, nothing expired since): MongoDB has

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable.drivers import Aggregate, Find, Op, Script
 from langgraph_durable.durable import documents as D
+from langgraph_durable.items import parse_stored
 from langgraph_durable.plans import read, write
-from langgraph_durable.records import WriteRecord, member, pack_blob
+from langgraph_durable.records import WriteRecord, member, pack_blob, unpack_blob
 
 from .stepping import context, drive
 
@@ -73,7 +75,7 @@ def test_an_exact_checkpoint_found_in_redis_does_not_ask_mongodb() -> None:
                  lambda op: page_reply([hot_row(p)], [p], complete=0))
     assert done.kinds() == ["page"]
     op = done.ops[0]
-    assert isinstance(op, Script) and list(op.args) == ["[" + member("", IDS[1])] * 2 + [1]
+    assert isinstance(op, Script) and list(op.args) == ["[" + member("", IDS[1])] * 2 + [1, b""]
     read.finish_page(ctx, done.result)
     assert ctx.heads.get("t", "") is None  # an exact read is no head
 
@@ -196,3 +198,27 @@ def test_one_checkpoint_only_mongodb_holds_joins_its_items_in_the_same_round() -
     assert page.tuples[0].checkpoint["channel_values"] == {"v": ["a", "b"]}
     assert (page.hot, page.durable) == (0, 1)
     assert ctx.items.unknown("t", cold.parts, pack_blob) == cold.parts  # not taken as held in Redis
+
+
+def test_items_this_process_can_rebuild_are_not_read_again() -> None:
+    ctx = context()
+    msgs = [HumanMessage("hi", id="1"), AIMessage("hello", id="2")]
+    p = stored(ctx, 0, msgs)
+    sent = {d: parse_stored(v, lambda raw: unpack_blob(raw, "t")) for d, v in p.args.items.items()}
+
+    def reply(held: bytes) -> Any:
+        def answer(op: Op[Any]) -> Any:
+            assert isinstance(op, Script) and op.args[3] == held
+            names = [d for d in p.args.items if d not in held]
+            return [[hot_row(p)], *page_reply([], [p], 1)[1:4], names,
+                    [p.args.items[d] for d in names]]
+        return answer
+
+    first = drive(read.get_tuple_plan(ctx, "t", "", None), reply(b""))
+    assert read.finish_page(ctx, first.result).tuples[0].checkpoint["channel_values"] == {
+        "v": msgs}
+    held = ctx.items.held("t")
+    assert held == sent  # both messages decoded once: their bytes are held
+    second = drive(read.get_tuple_plan(ctx, "t", "", None), reply(b"".join(held)))
+    got = read.finish_page(ctx, second.result).tuples[0].checkpoint["channel_values"]["v"]
+    assert got == msgs and got[0] is not msgs[0]  # rebuilt; Redis sent no item back
