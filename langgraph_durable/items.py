@@ -136,12 +136,10 @@ def node_children(items: Mapping[bytes, Typed], refs: Iterable[bytes]) -> set[by
 @dataclass(frozen=True)
 class SplitList:
     """A list value as stored: ``refs`` (the manifest's digests) and ``parts``: every
-    item and node it needs, digest -> stored bytes; ``item_bytes`` is the largest item's
-    serialized size."""
+    item and node it needs, digest -> stored bytes."""
 
     refs: bytes
     parts: dict[bytes, Stored]
-    largest: int
 
 
 Stored = bytes | tuple[str, bytes]
@@ -299,7 +297,6 @@ class Items:
         envelope."""
         digests: list[bytes] = []
         parts: dict[bytes, Stored] = {}
-        largest = 0
         entries: list[_Entry | None] = [None] * len(value)
         if self._cache_bytes:
             with self._lock:
@@ -313,7 +310,6 @@ class Items:
                 typed = dumps(item, pos)
                 stored = pack(typed)
                 d = self.digest(typed)
-                largest = max(largest, len(typed[1]))
                 self._remember(thread_id, [(item, d, stored)])
             else:
                 d, stored = entry.digest, entry.stored
@@ -327,7 +323,7 @@ class Items:
             parts[n] = NODE_MAGIC + children
             refs.append(n)
         refs += digests[full:]
-        return SplitList(b"".join(refs), parts, largest)
+        return SplitList(b"".join(refs), parts)
 
     def _remember(self, thread_id: str, found: Iterable[tuple[Any, bytes, Stored]],
                   fresh: bool = False, templates: Mapping[bytes, _Template] | None = None
