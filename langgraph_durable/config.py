@@ -34,13 +34,14 @@ class DurableConfig(BaseModel):
         flush_interval_s: longest time, in seconds, the flusher blocks waiting for new
             outbox entries before it looks again (bounds idle lag).
         flush_batch_size: most outbox entries moved to MongoDB in one bulk write round.
-        flush_linger_s: seconds the flusher waits after a round that took fewer than
-            ``flush_batch_size`` entries, so the next round writes more checkpoints per
-            bulk write (fewer, larger MongoDB commands: less load on MongoDB, and fewer
-            rounds competing with the application's threads for this process's GIL: the
-            W1 agent loop ran 1.36x InMemorySaver's time with 0.05 s, 1.21x with 0.2 s,
-            1.11x with 0.5 s, same runs). Adds at most this much to the flush lag;
-            ``flush()`` cuts it short. 0 starts the next round at once.
+        flush_linger_s: seconds the flusher waits after a round that took fewer than a
+            quarter of ``flush_batch_size`` entries (light load), so the next round writes
+            more checkpoints per bulk write (fewer, larger MongoDB commands: less load on
+            MongoDB, and fewer rounds competing with the application's threads for this
+            process's GIL: the W1 agent loop ran 1.36x InMemorySaver's time with 0.05 s,
+            1.21x with 0.2 s, 1.11x with 0.5 s, same runs). Adds at most this much to the
+            flush lag, none under load; ``flush()`` cuts it short. 0 starts the next round
+            at once.
         claim_idle_s: seconds an entry may stay pending with a consumer before another
             flusher claims it (``XAUTOCLAIM``), e.g. after the first one died.
         max_outbox: most outbox entries waiting for MongoDB; past it, ``on_outbox_full``

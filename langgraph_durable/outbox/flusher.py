@@ -46,8 +46,8 @@ def consumer_name() -> str:
 
 @dataclass
 class BatchStats:
-    """What one flush round did: entries taken, documents upserted, seconds of put->MongoDB
-    lag, record bytes upserted, entries dead-lettered, outbox length after the round."""
+    """What one flush round did: entries taken, documents written, seconds of put->MongoDB
+    lag, record bytes written, entries dead-lettered, outbox length after the round."""
 
     entries: int = 0
     documents: int = 0
@@ -371,9 +371,11 @@ class Flusher:
 
     def _linger_s(self, stats: BatchStats) -> float:
         """How long to wait before the next round: ``flush_linger_s`` after a round that
-        took some entries but fewer than a full batch (more are likely on their way; a
-        full batch means a backlog, an empty one already blocked waiting)."""
-        if 0 < stats.entries < self.ctx.config.flush_batch_size:
+        took some entries but fewer than a quarter of ``flush_batch_size`` (light load:
+        waiting lets the next bulk write carry more). A larger round already carried a
+        good batch and goes on at once, so under load the linger adds no lag; an empty
+        round already blocked waiting for entries."""
+        if 0 < stats.entries < max(1, self.ctx.config.flush_batch_size // 4):
             return self.ctx.config.flush_linger_s
         return 0.0
 

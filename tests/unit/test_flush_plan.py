@@ -14,7 +14,7 @@ from pymongo.errors import BulkWriteError
 from langgraph_durable.drivers import BulkWrite, DeleteMany, Op, Pipeline, Script
 from langgraph_durable.durable import documents as D
 from langgraph_durable.hot.keys import CONSUMER_GROUP
-from langgraph_durable.outbox.flusher import flush_batch_plan
+from langgraph_durable.outbox.flusher import BatchStats, Flusher, flush_batch_plan
 from langgraph_durable.outbox.group import dead_letter_key
 from langgraph_durable.plans.fence import insert_else_upsert
 from langgraph_durable.records import member
@@ -195,3 +195,10 @@ def test_an_insert_error_other_than_a_duplicate_is_raised() -> None:
 
     with pytest.raises(BulkWriteError):
         drive(insert_else_upsert("col", docs, D.upsert), answer)
+
+
+def test_the_flusher_lingers_only_after_a_light_round() -> None:
+    flusher = Flusher(context(flush_batch_size=400, flush_linger_s=0.2))
+    waits = {n: flusher._linger_s(BatchStats(entries=n)) for n in (0, 1, 99, 100, 400)}
+    # empty: the read already blocked; 100 of 400 and more: a good batch, no lag added
+    assert waits == {0: 0.0, 1: 0.2, 99: 0.2, 100: 0.0, 400: 0.0}
