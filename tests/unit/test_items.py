@@ -63,7 +63,6 @@ def test_a_list_of_70_items_is_two_nodes_and_six_tail_items() -> None:
     assert split.parts[refs[1]] == NODE_MAGIC + second
     assert len(split.parts) == 70 + 2  # every item once, both nodes
     assert split.parts[item_digests[3]] == pack_blob(SERDE.dumps_typed("message 3"))
-    assert split.largest == len(SERDE.dumps_typed("message 69")[1])  # "message NN": 10 chars
 
 
 def test_expand_gives_back_the_list_in_order() -> None:
