@@ -37,7 +37,7 @@ INSTRUMENTS: dict[str, tuple[str, str, str]] = {
         "counter", "{read}", "get_tuple answers by tier: hot (Redis), durable (MongoDB), miss"),
     "langgraph_durable.bytes_written": (
         "counter", "By", "serialized record bytes written, by tier: hot = put/put_writes "
-        "script payloads sent to Redis, durable = record bytes flushers upserted to MongoDB"),
+        "script payloads sent to Redis, durable = record bytes flushers wrote to MongoDB"),
     "langgraph_durable.op.duration": (
         "histogram", "s", "round-trip time of one server operation, by tier and op "
         "(Lua script name, Redis command, or <collection>.<method>)"),
@@ -49,7 +49,7 @@ INSTRUMENTS: dict[str, tuple[str, str, str]] = {
     "langgraph_durable.flush.lag": (
         "histogram", "s", "put -> durable lag of each flushed entry (stream id time to ack)"),
     "langgraph_durable.flush.documents": (
-        "counter", "{document}", "MongoDB documents upserted by flushers"),
+        "counter", "{document}", "MongoDB documents written by flushers"),
     "langgraph_durable.flush.errors": (
         "counter", "{error}", "flush failures by kind: retry (a round failed and is retried) "
         "or dead_letter (an entry moved to the dead-letter stream)"),
@@ -212,7 +212,7 @@ class Metrics:
 
     def flush_round(self, entries: int, documents: int, lags_s: list[float], nbytes: int,
                     dead: int, outbox_length: int | None) -> None:
-        """One flush round: ``entries`` taken, ``documents`` upserted, per-entry lags
+        """One flush round: ``entries`` taken, ``documents`` written, per-entry lags
         (seconds), record ``nbytes`` written to MongoDB, ``dead`` entries dead-lettered,
         the outbox length after the round (None when unknown)."""
         with self._lock:
