@@ -147,10 +147,14 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
     if not parsed:
         return stats
     ids = [eid for eid, _, _ in parsed]
-    acked, stats.outbox_length = yield from ack_plan(ctx, parsed)
-    late = [e for e, ok in zip(parsed, acked) if not ok]
-    if late:  # another consumer had acknowledged them: this round may have stalled
-        yield from take_back_deleted(ctx, late)
+    # A delete may have run between this round's read of the records and its write (a
+    # stalled round whose entries another consumer flushed; an entry added after the
+    # delete began waiting for the outbox): take back what its tombstones name. Deletes
+    # write tombstones before they delete in MongoDB, so this check, after the write, sees
+    # every delete that could have been overtaken; before the acknowledgement, so a crash
+    # in between leaves the entry to be written and checked again.
+    yield from take_back_deleted(ctx, parsed)
+    _, stats.outbox_length = yield from ack_plan(ctx, parsed)
     now_ms = ctx.clock.time_ns() / 1e6
     stats.lags_s = [(now_ms - int(eid.split(b"-")[0])) / 1000 for eid in ids]
     stats.max_lag_s = max(stats.lags_s)

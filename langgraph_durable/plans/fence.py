@@ -27,13 +27,14 @@ def stream_ms(entry_id: bytes | str) -> int:
 
 
 def take_back_deleted(ctx: Context, late: list[tuple[bytes, str, list[Any]]]) -> Plan[None]:
-    """No resurrection by a write to MongoDB that a delete overtook (a stalled "zombie"
-    flush round whose entries another consumer had acknowledged; a strict-mode put): for
-    the outbox entries ``late`` (``(entry id, thread_id, payload)``) whose records were just
-    written, look up the deletes' tombstones (``ThreadKeys.gone``); what this
-    round wrote from an entry older than a tombstone is deleted from MongoDB again. Deletes
-    write their tombstone in Redis before they delete in MongoDB, so either the delete
-    comes after this round's write, or this lookup sees the tombstone."""
+    """No resurrection by a write to MongoDB that a delete overtook (a flush round that
+    read its records before a delete and wrote them after it: a stalled "zombie" round, an
+    entry added while the delete waited for the outbox; a strict-mode put): for the outbox
+    entries ``late`` (``(entry id, thread_id, payload)``) whose records were just written,
+    look up the deletes' tombstones (``ThreadKeys.gone``, one pipeline); what was written
+    from an entry older than a tombstone is deleted from MongoDB again. Deletes write their
+    tombstone in Redis before they delete in MongoDB, so either the delete comes after the
+    write, or this lookup sees the tombstone."""
     threads = sorted({tid for _, tid, _ in late})
     replies = yield Pipeline([["HGETALL", ctx.keys(t).gone] for t in threads])
     stones: dict[str, dict[str, int]] = {}

@@ -23,6 +23,7 @@ from .stepping import context, drive
 from .test_read_plans import IDS, stored, writes
 
 EID = b"1699999999000-0"  # one second before the fake clock's wall time
+M0 = member("", IDS[0]).encode()  # the member of checkpoint IDS[0] (a tombstone's field)
 
 
 class Tiers:
@@ -76,7 +77,9 @@ def test_a_round_copies_its_own_pending_entries_and_acknowledges_them() -> None:
     tiers.pending = [(EID, tiers.cp_entry), (b"1699999999000-1", tiers.w_entry)]
     done = drive(flush_batch_plan(ctx, "me", block_ms=10, claim=False), tiers)
     assert done.kinds() == ["Pipeline", "Pipeline", "Pipeline", "BulkWrite", "BulkWrite",
-                            "BulkWrite", "ack_settle"]
+                            "BulkWrite", "Pipeline", "ack_settle"]
+    tomb = done.ops[6]  # the deletes' tombstones, after the writes, before the ack
+    assert isinstance(tomb, Pipeline) and tomb.commands == [["HGETALL", ctx.keys("t").gone]]
     cols = ctx.collections
     assert [op.collection for op in done.ops if isinstance(op, BulkWrite)] == [
         cols.blobs, cols.writes, cols.checkpoints]  # blobs and writes before checkpoints
@@ -145,6 +148,22 @@ def test_entries_another_consumer_acknowledged_first_are_taken_back_after_a_dele
     cols = ctx.collections
     assert [op.collection for op in deletes] == [cols.checkpoints, cols.blobs, cols.chunks]
     assert deletes[0].filter == {"_id": {"$in": [D.doc_id("t", "", IDS[0])]}}
+
+
+def test_a_round_a_delete_overtook_takes_back_what_it_wrote_before_acknowledging() -> None:
+    # not a stalled round: its own entry, acknowledged by it, but the delete removed the
+    # checkpoint from MongoDB between this round's read of the records and its write
+    ctx = context()
+    tiers = Tiers(ctx, acked=1, tombstones={M0: b"1699999999500"})
+    tiers.pending = [(EID, tiers.cp_entry)]
+    done = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
+    kinds = done.kinds()
+    assert kinds.index("DeleteMany") < kinds.index("ack_settle")
+    deletes = [op for op in done.ops if isinstance(op, DeleteMany)]
+    assert deletes[0].filter == {"_id": {"$in": [D.doc_id("t", "", IDS[0])]}}
+    tiers.tombstones = {M0: b"1699999998000"}  # a delete before the entry: kept
+    again = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
+    assert "DeleteMany" not in again.kinds()
 
 
 def test_a_missing_group_is_created_again() -> None:
