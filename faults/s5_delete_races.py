@@ -37,6 +37,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
+import ormsgpack
 from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
 
 from langgraph_durable import DurableSaver, ThreadDeletedError
@@ -47,6 +48,18 @@ from langgraph_durable.outbox.flusher import flush_batch_plan
 from .common import Env, cleanup, clients, names
 from .result import Result
 from .tiers import mongo_checkpoints, mongo_writes, redis_checkpoints, redis_writes
+
+# A copy of an outbox entry counted as a put counts it (see Interleaving.readd); a thread
+# deleted since (no meta) gets its copy uncounted, as a retried put of it would be refused.
+# KEYS: the thread's nine keys, its outbox partition; ARGV: member, thread_id, payload.
+_READD = r"""
+if redis.call('EXISTS', KEYS[8]) == 1 then
+  redis.call('HINCRBY', KEYS[8], 'dirty', 1)
+  redis.call('HINCRBY', KEYS[8], 'u' .. ARGV[1], 1)
+  for i = 1, 9 do redis.call('PERSIST', KEYS[i]) end
+end
+return redis.call('XADD', KEYS[10], '*', 't', ARGV[2], 'p', ARGV[3])
+"""
 
 NAMESPACES = ["", "sub:1"]
 TASKS = ["task-a", "task-b", "task-c"]
@@ -256,8 +269,17 @@ class Interleaving:
                     self.seen.append(fields)
 
     def readd(self, fields: dict[bytes, bytes]) -> None:
-        """Add a copy of an old entry to its thread's outbox partition."""
-        self.r.xadd(self.ctx.outbox_of(fields[b"t"].decode()), fields)
+        """Add a copy of an old entry to its thread's outbox partition, as the product
+        can: only its put scripts add outbox entries, and each counts the entry it adds
+        (meta ``dirty`` and ``u<member>``, keys persisted) in the same script, as a put
+        retried after its reply was lost would. A bare ``XADD`` broke that invariant: the
+        copy's acknowledgement settled the thread while a real entry was pending, the
+        simulated TTL expiry then removed its records (the 5c loss on the cluster)."""
+        t = fields[b"t"].decode()
+        keys = self.ctx.keys(t).all
+        member = ormsgpack.unpackb(fields[b"p"])[1]
+        self.r.eval(_READD, len(keys) + 1, *keys, self.ctx.outbox_of(t), member,
+                    fields[b"t"], fields[b"p"])
 
     def backlog(self) -> int:
         return sum(self.r.xlen(s) for s in self.ctx.outboxes)
