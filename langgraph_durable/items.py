@@ -384,7 +384,11 @@ class Items:
         is not decoded again: it is rebuilt from a copy taken right after that decode
         (type, fields, extra and set fields, deep-copied plain data), which equals what
         ``loads`` gives and shares nothing with any object handed out before. Others are
-        decoded with ``loads``. ``remember``: as ``loaded`` (``fresh`` likewise)."""
+        decoded with ``loads``. ``remember``: also remember the objects, so a put of the
+        same unchanged object does not serialize it again (a read of the latest
+        checkpoint: the run goes on from these objects); with ``fresh`` (its first list)
+        the thread's older entries and copies are dropped first (they would keep objects
+        nothing uses alive, and cost Python's garbage collector)."""
         found = list(found)
         if not self._cache_bytes:
             return [loads(typed) for _, typed in found]
