@@ -49,11 +49,19 @@ from .common import Env, cleanup, clients, names
 from .result import Result
 from .tiers import mongo_checkpoints, mongo_writes, redis_checkpoints, redis_writes
 
-# A copy of an outbox entry counted as a put counts it (see Interleaving.readd); a thread
-# deleted since (no meta) gets its copy uncounted, as a retried put of it would be refused.
-# KEYS: the thread's nine keys, its outbox partition; ARGV: member, thread_id, payload.
+# A copy of an outbox entry counted as a put counts it (see Interleaving.readd), the
+# thread's incarnation ('born') included: a counted entry is never older than 'born', or
+# the settle that skips older incarnations' entries would leave it counted forever. A
+# thread deleted since (no meta) gets its copy uncounted, as a retried put of it would be
+# refused. KEYS: the thread's nine keys, its outbox partition; ARGV: member, thread_id,
+# payload.
 _READD = r"""
 if redis.call('EXISTS', KEYS[8]) == 1 then
+  if redis.call('HSETNX', KEYS[8], 'born', 0) == 1 then  -- a released thread's marker
+    local clock = redis.call('TIME')
+    redis.call('HSET', KEYS[8], 'born', tonumber(clock[1]) * 1000
+               + math.floor(tonumber(clock[2]) / 1000))
+  end
   redis.call('HINCRBY', KEYS[8], 'dirty', 1)
   redis.call('HINCRBY', KEYS[8], 'u' .. ARGV[1], 1)
   for i = 1, 9 do redis.call('PERSIST', KEYS[i]) end
