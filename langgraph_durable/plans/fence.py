@@ -26,16 +26,17 @@ def stream_ms(entry_id: bytes | str) -> int:
     return int(text.split("-")[0])
 
 
-def take_back_deleted(ctx: Context, late: list[tuple[bytes, str, list[Any]]]) -> Plan[None]:
+def take_back_deleted(ctx: Context, entries: list[tuple[bytes, str, list[Any]]]
+                      ) -> Plan[None]:
     """No resurrection by a write to MongoDB that a delete overtook (a flush round that
     read its records before a delete and wrote them after it: a stalled "zombie" round, an
     entry added while the delete waited for the outbox; a strict-mode put): for the outbox
-    entries ``late`` (``(entry id, thread_id, payload)``) whose records were just written,
+    entries ``entries`` (``(entry id, thread_id, payload)``) whose records were just written,
     look up the deletes' tombstones (``ThreadKeys.gone``, one pipeline); what was written
     from an entry older than a tombstone is deleted from MongoDB again. Deletes write their
     tombstone in Redis before they delete in MongoDB, so either the delete comes after the
     write, or this lookup sees the tombstone."""
-    threads = sorted({tid for _, tid, _ in late})
+    threads = sorted({tid for _, tid, _ in entries})
     replies = yield Pipeline([["HGETALL", ctx.keys(t).gone] for t in threads])
     stones: dict[str, dict[str, int]] = {}
     for t, raw in zip(threads, replies):  # HGETALL: a dict (drivers.normalise)
@@ -44,7 +45,7 @@ def take_back_deleted(ctx: Context, late: list[tuple[bytes, str, list[Any]]]) ->
     blobs: list[str] = []
     writes: list[str] = []
     items: list[Op[Any]] = []
-    for eid, tid, (kind, m, fields, *sent) in late:
+    for eid, tid, (kind, m, fields, *sent) in entries:
         gone = stones.get(tid) or {}
         if not gone:
             continue
@@ -93,9 +94,9 @@ def insert_else_upsert(collection: str, docs: list[dict[str, Any]],
     """Write ``docs`` with the outcome of their upserts (``upsert(doc)``) at the cost of
     inserts: one unordered bulk of ``InsertOne``; only the documents already stored
     (duplicate key: a replayed outbox entry, another flusher's copy, a re-sent item) get
-    their upsert, in a second bulk write. A server answers an
-    insert without first querying for the document: SecantusDB takes 0.06-0.43 ms per
-    inserted document against 0.45-1.08 ms per upsert (0-3 secondary indexes, measured).
+    their upsert, in a second bulk write. A server answers an insert without first
+    querying for the document: SecantusDB takes 0.06-0.43 ms per inserted document
+    against 0.45-1.08 ms per upsert (0-3 secondary indexes, measured).
     ``ignore_newer``: the upserts may fail with a duplicate key when a newer value is
     stored (``bulk_ignoring_newer``). Other write errors are raised."""
     if not docs:
