@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -199,17 +200,21 @@ class LoopState(TypedDict, total=False):
 NOTE_CHARS = (300, 700)
 
 
-def build_loop(checkpointer: Any, think_s: float = 0.0, *, asynchronous: bool = False) -> Any:
+def build_loop(checkpointer: Any, think_s: float = 0.0, *, asynchronous: bool = False,
+               pace: Callable[[], Awaitable[None]] | None = None) -> Any:
     """One node that loops until ``n`` reaches ``until``, writing a small note each step
     (a typical small-state step: counter plus a few hundred bytes). ``asynchronous``: the
-    node is a coroutine that first sleeps ``think_s`` (a model call's latency)."""
+    node is a coroutine that first sleeps ``think_s`` (a model call's latency), or awaits
+    ``pace()`` when given (W5: a rate shared by every thread)."""
 
     def step(state: LoopState) -> dict[str, Any]:
         n = state["n"] + 1
         return {"n": n, "note": text(random.Random(n), NOTE_CHARS)}
 
     async def astep(state: LoopState) -> dict[str, Any]:
-        if think_s > 0:
+        if pace is not None:
+            await pace()
+        elif think_s > 0:
             await asyncio.sleep(think_s)
         return step(state)
 

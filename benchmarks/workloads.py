@@ -19,6 +19,8 @@ import pymongo
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
+from langgraph_durable.durable.documents import doc_id
+
 from . import cpu, graphs
 from .savers import Handle, SaverSpec
 
@@ -249,6 +251,25 @@ def empty_redis_of(h: Handle, redis_url: str, thread_id: str) -> int:
 # ---------------------------------------------------------------- W5: write-behind lag
 
 
+def _entries_read(redis_url: str, outboxes: list[str]) -> int:
+    """Outbox entries the flushers' consumer group has read so far (``XINFO GROUPS``
+    ``entries-read``, summed over the partitions): counts a worker process's too."""
+    from langgraph_durable.hot.keys import CONSUMER_GROUP
+
+    n = 0
+    with redis.Redis.from_url(redis_url) as r:
+        for stream in outboxes:
+            try:
+                groups = r.xinfo_groups(stream)
+            except redis.ResponseError:  # no stream yet
+                continue
+            for g in groups:
+                name = g.get("name")
+                if name in (CONSUMER_GROUP, CONSUMER_GROUP.encode()):
+                    n += int(g.get("entries-read") or 0)
+    return n
+
+
 def checkpoint_time(checkpoint_id: str) -> float:
     """Unix time at which LangGraph made ``checkpoint_id`` (a UUIDv6: 100 ns ticks since
     1582-10-15 in its first 60 bits)."""
@@ -316,14 +337,31 @@ _WATCH_REGISTERED = False
 def w5(spec: SaverSpec, p: Params, redis_url: str, mongo_url: str) -> dict[str, Any]:
     """Sustained async load on DurableSaver: a saturating phase (no think time) for
     ``w5_sat_seconds`` measures how many outbox entries per second the flusher moves on
-    this machine; then a paced phase (a think time per step, like a model call, chosen so
-    the offered load is ``w5_fraction`` of that capacity) for ``w5_seconds``. Lag from
+    this machine; then a paced phase (steps granted at a fixed rate over all threads, the
+    wait standing for a model call, so the offered load is ``w5_fraction`` of that
+    capacity: ``Pacer``) for ``w5_seconds``. Lag from
     checkpoint creation to MongoDB, checkpoints per bulk write, XLEN over time."""
     global _WATCH_REGISTERED
     if not _WATCH_REGISTERED:  # only clients made after this see it: W5 runs last
         pymongo.monitoring.register(_WATCH)
         _WATCH_REGISTERED = True
     return asyncio.run(_w5(spec, p, redis_url, mongo_url))
+
+
+class Pacer:
+    """Grants steps at ``rate`` per second over all callers (W5's paced phase): each call
+    waits for the next free slot, ``1 / rate`` s after the one before, or none when the
+    run fell behind (no burst to catch up). Offers the same load whatever each step's own
+    time is (a fixed think time would offer more when steps get faster)."""
+
+    def __init__(self, rate: float) -> None:
+        self.interval = 1.0 / rate
+        self.next = time.perf_counter()
+
+    async def __call__(self) -> None:
+        now = time.perf_counter()
+        self.next = max(self.next + self.interval, now)
+        await asyncio.sleep(self.next - now)
 
 
 async def _w5(spec: SaverSpec, p: Params, redis_url: str, mongo_url: str) -> dict[str, Any]:
@@ -355,7 +393,10 @@ async def _w5(spec: SaverSpec, p: Params, redis_url: str, mongo_url: str) -> dic
                     s.put(cfg, cp, {"source": "probe", "step": 0}, {})
                     put_at = time.perf_counter()
                     while not stop.is_set():
-                        if col.find_one({"checkpoint_id": cp["id"]}, {"_id": 1}):
+                        # by _id: a filter no index serves would scan the collection
+                        # every 5 ms and take the server's time from the flusher
+                        if col.find_one({"_id": doc_id("w5-probe", "", cp["id"])},
+                                        {"_id": 1}):
                             if ph:
                                 probes[ph].append(time.perf_counter() - put_at)
                             break
@@ -368,9 +409,10 @@ async def _w5(spec: SaverSpec, p: Params, redis_url: str, mongo_url: str) -> dic
             t.start()
         plan: list[tuple[str, float, float]] = [("saturated", p.w5_sat_seconds, 0.0)]
         while plan:
-            phase, seconds, think = plan.pop(0)
-            g = graphs.build_loop(s, think_s=think, asynchronous=True)
+            phase, seconds, rate = plan.pop(0)  # rate: steps per second (0: no pacing)
+            g = graphs.build_loop(s, asynchronous=True, pace=Pacer(rate) if rate else None)
             before = s.stats()
+            read0 = _entries_read(redis_url, s.context.outboxes)
             _WATCH.phase = phase_box["name"] = phase
             began = time.perf_counter()
             deadline = began + seconds
@@ -398,12 +440,13 @@ async def _w5(spec: SaverSpec, p: Params, redis_url: str, mongo_url: str) -> dic
             sizes = list(_WATCH.sizes.get(phase, []))
             puts = after.get("puts", 0) - before.get("puts", 0)
             pws = after.get("put_writes", 0) - before.get("put_writes", 0)
-            f0, f1 = before.get("flusher") or {}, after.get("flusher") or {}
-            entries = (f1.get("entries") or 0) - (f0.get("entries") or 0)
+            f1 = after.get("flusher") or {}
+            # read by the flushers' consumer group: whichever process runs the flusher
+            entries = _entries_read(redis_url, s.context.outboxes) - read0
             pr = probes.get(phase, [])
             out[phase] = {
                 "start_s": began - t0, "end_s": time.perf_counter() - t0,
-                "threads": p.w5_threads, "think_s": think,
+                "threads": p.w5_threads, "steps_per_s_offered": rate,
                 "load_s": load_s, "drain_s": drain_s, "steps": done,
                 "puts": puts, "put_writes": pws, "cps": puts / load_s,
                 "entries": entries, "entries_per_s": entries / (load_s + drain_s),
@@ -416,16 +459,18 @@ async def _w5(spec: SaverSpec, p: Params, redis_url: str, mongo_url: str) -> dic
                 "outbox_max": max((x for t, x in series if began - t0 <= t), default=0),
                 "stats_lag_p50_s": f1.get("lag_p50_s"), "stats_lag_max_s": f1.get("lag_max_s"),
             }
+            out[phase]["entries_per_s_load"] = entries / max(1e-9, load_s)
             if phase == "saturated":
                 # the flusher's capacity on this machine, then a paced load at a fraction
                 cap = entries / max(1e-9, load_s + drain_s)
                 per_step = entries / max(1, done)
-                step_s = load_s * p.w5_threads / max(1, done)
                 steps_per_s = p.w5_fraction * cap / max(1e-9, per_step)
-                paced_think = max(0.005, p.w5_threads / max(1e-9, steps_per_s) - step_s)
                 out[phase]["capacity_entries_per_s"] = cap
                 out[phase]["entries_per_step"] = per_step
-                plan.append(("paced", p.w5_seconds, paced_think))
+                plan.append(("paced", p.w5_seconds, steps_per_s))
+            else:
+                cap = out["saturated"]["capacity_entries_per_s"]
+                out[phase]["offered_fraction"] = out[phase]["entries_per_s_load"] / cap
         stop.set()
         for t in ths:
             t.join(5)

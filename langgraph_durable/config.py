@@ -38,10 +38,12 @@ class DurableConfig(BaseModel):
             quarter of ``flush_batch_size`` entries (light load), so the next round writes
             more checkpoints per bulk write (fewer, larger MongoDB commands: less load on
             MongoDB, and fewer rounds competing with the application's threads for this
-            process's GIL: the W1 agent loop ran 1.36x InMemorySaver's time with 0.05 s,
-            1.21x with 0.2 s, 1.11x with 0.5 s, same runs). Adds at most this much to the
-            flush lag, none under load; ``flush()`` cuts it short. 0 starts the next round
-            at once.
+            process's GIL). Adds up to this much to the flush lag (none once rounds take a
+            quarter batch); ``flush()`` cuts it short; 0 starts the next round at once.
+            Measured on 2 shared cores (docs/storage.md): W5's lag p99 at half the
+            flusher's capacity 0.17 s with 0, 0.29 s with 0.05, 0.42 s with 0.1, ~0.55 s
+            with 0.2; the W1 agent loop 1.39x InMemorySaver's time with 0.05 s, 1.25-1.31x
+            with 0.1 or 0.2 s (same runs).
         claim_idle_s: seconds an entry may stay pending with a consumer before another
             flusher claims it (``XAUTOCLAIM``), e.g. after the first one died.
         max_outbox: most outbox entries waiting for MongoDB; past it, ``on_outbox_full``
@@ -134,7 +136,7 @@ class DurableConfig(BaseModel):
     flusher: Literal["auto", "off"] = "auto"
     flush_interval_s: float = Field(default=0.05, gt=0, le=60)
     flush_batch_size: int = Field(default=500, ge=1, le=10_000)
-    flush_linger_s: float = Field(default=0.2, ge=0, le=10)
+    flush_linger_s: float = Field(default=0.1, ge=0, le=10)
     claim_idle_s: float = Field(default=5.0, gt=0)
     max_outbox: int = Field(default=100_000, ge=0)
     outbox_partitions: int | None = Field(default=None, ge=1, le=1024)

@@ -90,15 +90,16 @@ def _parse(taken: list[Taken]
     return out, bad
 
 
-def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int,
-                     claim: bool) -> Plan[BatchStats]:
-    """One flush round: take up to ``flush_batch_size`` entries (own pending first, then,
-    when ``claim``, the group's upkeep (``group.upkeep_plan``) and claimed idle ones, then
-    new ones, blocking up to ``block_ms``), write them to MongoDB, acknowledge. Returns
-    ``BatchStats``."""
+def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int, claim: bool,
+                     own: bool = True) -> Plan[BatchStats]:
+    """One flush round: take up to ``flush_batch_size`` entries (own pending first when
+    ``own``, then, when ``claim``, the group's upkeep (``group.upkeep_plan``) and claimed
+    idle ones, then new ones, blocking up to ``block_ms``), write them to MongoDB,
+    acknowledge. Returns ``BatchStats``. ``own`` False skips the read of this consumer's
+    pending entries: right only when its last round acknowledged all it took."""
     n = ctx.config.flush_batch_size
     try:
-        return (yield from _round(ctx, consumer, n, block_ms=block_ms, claim=claim))
+        return (yield from _round(ctx, consumer, n, block_ms=block_ms, claim=claim, own=own))
     except redis.exceptions.ResponseError as exc:
         if "NOGROUP" not in str(exc) and "no longer exists" not in str(exc):
             raise
@@ -108,9 +109,9 @@ def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int,
 
 
 def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
-           claim: bool) -> Plan[BatchStats]:
+           claim: bool, own: bool) -> Plan[BatchStats]:
     # stream replies come normalised: a list of (entry id, {field: value}) per stream
-    taken = yield from read_plan(ctx, consumer, n, "0")
+    taken = (yield from read_plan(ctx, consumer, n, "0")) if own else []
     if not taken and claim:
         yield from upkeep_plan(ctx)
         taken = yield from claim_plan(ctx, consumer, n)
@@ -169,10 +170,13 @@ once."""
 
 
 def _by_bytes(ctx: Context, parsed: list[Parsed]) -> Plan[list[list[Parsed]]]:
-    """``parsed`` cut into groups of at most ``ROUND_BYTES`` record bytes (``HSTRLEN`` of
-    what each entry names, one pipeline; not asked for a single entry)."""
+    """``parsed`` cut into groups of at most ``ROUND_BYTES`` record bytes: the sizes the
+    entries carry (``plans.write._payload``), else ``HSTRLEN`` of what each entry names
+    (one pipeline; entries of older versions); nothing asked for a single entry."""
     if len(parsed) < 2:
         return [parsed]
+    if all(len(p) > 4 and isinstance(p[4], int) for _, _, p in parsed):
+        return _groups(parsed, [p[4] for _, _, p in parsed])
     cmds: list[list[Any]] = []
     counts = []
     for _, tid, (kind, m, fields, *more) in parsed:
@@ -184,11 +188,16 @@ def _by_bytes(ctx: Context, parsed: list[Parsed]) -> Plan[list[list[Parsed]]]:
         cmds += [["HSTRLEN", k.it, d] for d in (more[0] if more else ())]
         counts.append(len(cmds))
     sizes = yield Pipeline(cmds)
+    starts = [0, *counts[:-1]]
+    return _groups(parsed, [sum(int(n) for n in sizes[a:b]) for a, b in zip(starts, counts)])
+
+
+def _groups(parsed: list[Parsed], sizes: list[int]) -> list[list[Parsed]]:
+    """``parsed`` in order, cut where the next entry's ``sizes`` would take a group past
+    ``ROUND_BYTES`` (an entry bigger than it alone)."""
     groups: list[list[Parsed]] = [[]]
-    held, start = 0, 0
-    for entry, end in zip(parsed, counts):
-        size = sum(int(n) for n in sizes[start:end])
-        start = end
+    held = 0
+    for entry, size in zip(parsed, sizes):
         if groups[-1] and held + size > ROUND_BYTES:
             groups.append([])
             held = 0
@@ -317,6 +326,7 @@ class Flusher:
         self._thread: threading.Thread | None = None
         self._task: asyncio.Task[None] | None = None
         self._last_claim = 0.0
+        self._own_pending = True  # read this consumer's pending entries next round
         self._failing_since: float | None = None
         self._quiet_until = 0.0
         self.left_group = False
@@ -330,7 +340,8 @@ class Flusher:
         if claim:
             self._last_claim = now
         block_ms = max(1, int(self.ctx.config.flush_interval_s * 1000))
-        return flush_batch_plan(self.ctx, self.consumer, block_ms=block_ms, claim=claim)
+        return flush_batch_plan(self.ctx, self.consumer, block_ms=block_ms, claim=claim,
+                                own=self._own_pending)
 
     def _account(self, stats: BatchStats) -> None:
         self.rounds += 1
@@ -347,6 +358,7 @@ class Flusher:
                             "oldest flushed entry %.1f s old", n, cap, stats.max_lag_s)
 
     def _failed(self, exc: Exception, backoff: float) -> float:
+        self._own_pending = True  # the round may have taken entries it did not acknowledge
         self.errors += 1
         self.last_error = safe_error(exc)
         self.metrics.flush_failed()
@@ -385,6 +397,9 @@ class Flusher:
 
     def _succeeded(self) -> None:
         self._failing_since = None
+        # a round that returned acknowledged every entry it took: none pending on this
+        # consumer, so the next round need not ask for them (a failed round sets it again)
+        self._own_pending = False
 
     def _quiet_s(self) -> float:
         """Seconds left of the pause after a long failing streak (0 = none)."""

@@ -100,9 +100,14 @@ def _max_outbox(ctx: Context) -> int:
     return -(-m // ctx.partitions) if m else 0
 
 
-def _payload(kind: str, m: str, fields: Sequence[str], digests: Sequence[bytes]) -> bytes:
-    """An outbox entry: ``[kind ("cp"/"w"), member, fields, item digests sent]``."""
-    return ormsgpack.packb([kind, m, list(fields), list(digests)])
+def _payload(kind: str, m: str, fields: Sequence[str], items: Mapping[bytes, bytes],
+             size: int) -> bytes:
+    """An outbox entry: ``[kind ("cp"/"w"), member, fields, item digests sent, bytes]``;
+    bytes = the record bytes it names (``size``, the record and its values) plus the
+    items', so a flusher can cut its rounds by size without asking Redis (entries
+    without it are measured with ``HSTRLEN``)."""
+    size += sum(len(v) for v in items.values())
+    return ormsgpack.packb([kind, m, list(fields), list(items), size])
 
 
 def replicated(ctx: Context, op: Script) -> Script:
@@ -154,9 +159,10 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
                         f"Redis refused the items of thread {args.thread_id!r} it was sent "
                         f"({refusal.value} missing)") from None
                 ctx.items.forget(args.thread_id)
-                kind, m, fields, _ = ormsgpack.unpackb(args.payload)
-                args = args.with_items(packed(parts, pack_blob),
-                                       _payload(kind, m, fields, list(parts)))
+                kind, m, fields, sent, *size = ormsgpack.unpackb(args.payload)
+                every = packed(parts, pack_blob)
+                own = (size[0] if size else 0) - sum(len(args.items.get(d, b"")) for d in sent)
+                args = args.with_items(every, _payload(kind, m, fields, every, own))
                 continue
             if refusal.kind == "DELETED":
                 deleted_at = int(refusal.value)
@@ -271,12 +277,15 @@ def prepare_put(
     # on a thread Redis holds nothing of starts a new thread: Redis then holds all of it
     fresh = parent is None and ns == "" and md.get("step") == -1
     send = ctx.items.unknown(tid, parts, pack_blob)
+    record = rec.pack()
+    packed_blobs = [(f, pack_blob(typed)) for f, typed in blobs]
+    size = len(record) + sum(len(b) for _, b in packed_blobs)
     args = PutArgs(
         keys=ctx.script_keys(tid), max_outbox=_max_outbox(ctx), thread_id=tid,
-        payload=_payload("cp", m, [f for f, _ in blobs], list(send)), member=m, ns=ns,
-        record=rec.pack(), index=rec.pack_index(), expected_head=expect, new_thread=fresh,
+        payload=_payload("cp", m, [f for f, _ in blobs], send, size), member=m, ns=ns,
+        record=record, index=rec.pack_index(), expected_head=expect, new_thread=fresh,
         named=_named(config, ns, parent), checked_through_ms=0,
-        blobs=[(f, pack_blob(typed)) for f, typed in blobs], items=send)
+        blobs=packed_blobs, items=send)
     return PreparedPut(tid, ns, cid, rec, blobs, args, parts)
 
 
@@ -363,10 +372,11 @@ def prepare_put_writes(
     fields = [write_field(ns, cid, task_id, w.idx) for w in recs]
     m = member(ns, cid)
     send = ctx.items.unknown(tid, parts, pack_blob)
+    packed_writes = [(f, w.pack(), w.idx < 0) for f, w in zip(fields, recs)]
     args = PutWritesArgs(
         keys=ctx.script_keys(tid), max_outbox=_max_outbox(ctx), thread_id=tid,
-        payload=_payload("w", m, fields, list(send)), member=m, checked_through_ms=0,
-        writes=[(f, w.pack(), w.idx < 0) for f, w in zip(fields, recs)], items=send)
+        payload=_payload("w", m, fields, send, sum(len(b) for _, b, _ in packed_writes)),
+        member=m, checked_through_ms=0, writes=packed_writes, items=send)
     return PreparedWrites(tid, ns, cid, recs, args, parts)
 
 

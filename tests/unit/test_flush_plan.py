@@ -40,10 +40,14 @@ class Tiers:
         k = ctx.keys("t")
         self.hashes = {(k.cp, m): p.args.record, (k.cv, m): p.args.index,
                        **{(k.bl, f): v for f, v in p.args.blobs}, (k.w, self.wfield): w.pack()}
-        # outbox payloads: [kind, member, fields, item digests] (no list values: no items)
-        assert p.args.payload == ormsgpack.packb(["cp", m, [f for f, _ in p.args.blobs], []])
+        # outbox payloads: [kind, member, fields, item digests, bytes named] (no list
+        # values: no items)
+        size = len(p.args.record) + sum(len(v) for _, v in p.args.blobs)
+        assert p.args.payload == ormsgpack.packb(
+            ["cp", m, [f for f, _ in p.args.blobs], [], size])
         self.cp_entry = {b"t": b"t", b"p": p.args.payload}
-        self.w_entry = {b"t": b"t", b"p": ormsgpack.packb(["w", m, [self.wfield], []])}
+        self.w_entry = {b"t": b"t", b"p": ormsgpack.packb(["w", m, [self.wfield], [],
+                                                           len(w.pack())])}
         self.pending: list[Any] = []  # own pending entries
         self.claimable: list[Any] = []  # idle entries of other consumers
         self.new: list[Any] = []  # entries not yet delivered
@@ -76,14 +80,18 @@ def test_a_round_copies_its_own_pending_entries_and_acknowledges_them() -> None:
     tiers = Tiers(ctx)
     tiers.pending = [(EID, tiers.cp_entry), (b"1699999999000-1", tiers.w_entry)]
     done = drive(flush_batch_plan(ctx, "me", block_ms=10, claim=False), tiers)
-    assert done.kinds() == ["Pipeline", "Pipeline", "Pipeline", "BulkWrite", "BulkWrite",
-                            "BulkWrite", "Pipeline", "ack_settle"]
-    tomb = done.ops[6]  # the deletes' tombstones, after the writes, before the ack
+    # own pending (XREADGROUP 0), the records (HMGET: the entries carry their sizes, so
+    # no HSTRLEN), three bulk writes, the tombstones, the acknowledgement
+    assert done.kinds() == ["Pipeline", "Pipeline", "BulkWrite", "BulkWrite", "BulkWrite",
+                            "Pipeline", "ack_settle"]
+    assert [op.commands[0][0] for op in done.ops[:2] if isinstance(op, Pipeline)] == [
+        "XREADGROUP", "HMGET"]
+    tomb = done.ops[5]  # the deletes' tombstones, after the writes, before the ack
     assert isinstance(tomb, Pipeline) and tomb.commands == [["HGETALL", ctx.keys("t").gone]]
     cols = ctx.collections
     assert [op.collection for op in done.ops if isinstance(op, BulkWrite)] == [
         cols.blobs, cols.writes, cols.checkpoints]  # blobs and writes before checkpoints
-    for op in done.ops[3:6]:  # new documents are inserted, not upserted
+    for op in done.ops[2:5]:  # new documents are inserted, not upserted
         assert isinstance(op, BulkWrite) and all(isinstance(r, InsertOne) for r in op.requests)
     ack = done.ops[-1]
     assert isinstance(ack, Script)
@@ -221,3 +229,46 @@ def test_the_flusher_lingers_only_after_a_light_round() -> None:
     waits = {n: flusher._linger_s(BatchStats(entries=n)) for n in (0, 1, 99, 100, 400)}
     # empty: the read already blocked; 100 of 400 and more: a good batch, no lag added
     assert waits == {0: 0.0, 1: 0.2, 99: 0.2, 100: 0.0, 400: 0.0}
+
+
+def test_entries_without_sizes_are_measured_in_redis_and_grouped_by_bytes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # entries an older version wrote ([kind, member, fields, digests]) carry no size
+    ctx = context()
+    tiers = Tiers(ctx)
+    old = [{b"t": b"t", b"p": ormsgpack.packb(ormsgpack.unpackb(e[b"p"])[:4])}
+           for e in (tiers.cp_entry, tiers.w_entry)]
+    tiers.pending = [(EID, old[0]), (b"1699999999000-1", old[1])]
+    done = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
+    strlen = done.ops[1]
+    assert isinstance(strlen, Pipeline)
+    k = ctx.keys("t")
+    assert [list(c) for c in strlen.commands] == [
+        ["HSTRLEN", k.cp, member("", IDS[0])],
+        *(["HSTRLEN", k.bl, f] for f in ormsgpack.unpackb(old[0][b"p"])[2]),
+        ["HSTRLEN", k.w, tiers.wfield]]
+    assert done.result.documents == 3
+    # sizes past the round's bound split the round into groups: two record reads
+    monkeypatch.setattr("langgraph_durable.outbox.flusher.ROUND_BYTES", 15)
+    tiers.pending = [(EID, tiers.cp_entry), (b"1699999999000-1", tiers.w_entry)]
+    again = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
+    reads = [op for op in again.ops if isinstance(op, Pipeline) and op.commands[0][0] == "HMGET"]
+    assert len(reads) == 2 and again.result.documents == 3
+
+
+def test_a_round_after_a_clean_one_does_not_ask_for_own_pending_entries() -> None:
+    flusher = Flusher(context())
+    tiers = Tiers(flusher.ctx)
+    tiers.new = [(EID, tiers.w_entry)]
+
+    def first_read() -> str:
+        done = drive(flusher._round_plan(), tiers)
+        op = done.ops[0]
+        assert isinstance(op, Pipeline) and op.commands[0][0] == "XREADGROUP"
+        return str(op.commands[0][-1])
+
+    assert first_read() == "0"  # a new flusher: entries a crash left pending, if any
+    flusher._succeeded()
+    assert first_read() == ">"  # the last round acknowledged all it took
+    flusher._failed(RuntimeError("MongoDB down"), 0.05)
+    assert first_read() == "0"  # a failed round may have left its entries pending

@@ -60,7 +60,9 @@ def test_put_is_one_script_call_with_named_arguments() -> None:
     assert list(op.keys) == [*keys.all, keys.gone, ctx.outbox]
     m = member("", CHILD)
     assert list(op.args[:5]) == [ctx.config.max_outbox, "t", put.args.payload, m, ""]
-    assert ormsgpack.unpackb(put.args.payload) == ["cp", m, ["\x00v\x002"], []]
+    # the entry carries the bytes it names: the record and the blob (no items here)
+    size = len(op.args[5]) + len(op.args[13])
+    assert ormsgpack.unpackb(put.args.payload) == ["cp", m, ["\x00v\x002"], [], size]
     assert list(op.args[7:12]) == ["", "0", member("", PARENT), "0", 1]  # 1 blob pair
     assert op.args[12] == "\x00v\x002"
     rec = CheckpointRecord.unpack("", CHILD, op.args[5], op.args[6])
