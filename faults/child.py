@@ -138,7 +138,7 @@ def _install_flush_hook(kill: dict[str, Any]) -> None:
     """Wrap the flusher's round plan so the process dies at a point of its N-th round."""
     orig = flusher_mod.flush_batch_plan
 
-    def hooked(ctx: Any, consumer: str, *, block_ms: int, claim: bool) -> Any:
+    def hooked(ctx: Any, consumer: str, **kw: Any) -> Any:
         at = {"mongo_ops": 0, "round": 0}  # MongoDB writes so far, this round's number
 
         def before(op: Any) -> None:
@@ -161,7 +161,7 @@ def _install_flush_hook(kill: dict[str, Any]) -> None:
             if kind == "mongo":
                 at["mongo_ops"] += 1
 
-        return tap(orig(ctx, consumer, block_ms=block_ms, claim=claim), before, after)
+        return tap(orig(ctx, consumer, **kw), before, after)
 
     flusher_mod.flush_batch_plan = hooked  # type: ignore[assignment]
 
@@ -196,8 +196,8 @@ def _install_flush_trace() -> None:
         if _classify(op) == "ack" and err is None:
             ACK.append(k="acked", ids=_acked_ids(op), t=time.time())
 
-    def traced(ctx: Any, consumer: str, *, block_ms: int, claim: bool) -> Any:
-        return tap(orig(ctx, consumer, block_ms=block_ms, claim=claim), after=after)
+    def traced(ctx: Any, consumer: str, **kw: Any) -> Any:
+        return tap(orig(ctx, consumer, **kw), after=after)
 
     flusher_mod.flush_batch_plan = traced  # type: ignore[assignment]
 
