@@ -35,7 +35,8 @@ METRICS = [
     ("W4 cold", "history_ms", "W4 get_state_history, 100 checkpoints (cold)", "ms", False),
 ]
 
-SHORT = {"inmemory": "InMemory", "durable": "Durable (wb)", "durable_strict": "Durable (strict)",
+SHORT = {"reference": "LangGraph alone", "inmemory": "InMemory", "durable": "Durable (wb)",
+         "durable_strict": "Durable (strict)",
          "durable_worker": "Durable (wb, worker proc)",
          "postgres": "Postgres", "mongodb": "MongoDB", "sqlite": "SQLite",
          "redis_stack": "AsyncRedis"}
@@ -677,7 +678,10 @@ def _profile_section(L: list[str], profiles: dict[str, Any]) -> None:
 def _method(L: list[str], params: Any, spt: int) -> None:
     L.append("## Method")
     L.append("")
-    L.append(f"""- Savers: InMemorySaver; DurableSaver write-behind (default options) and
+    L.append(f"""- "LangGraph alone" (W1, W3): `benchmarks/floor.py`'s ReferenceSaver keeps each
+  thread's latest checkpoint by reference and serializes nothing: what LangGraph itself
+  costs, the floor no checkpointer can beat (not a saver, not a peer in the targets).
+- Savers: InMemorySaver; DurableSaver write-behind (default options) and
   `durability="strict"` (`from_urls`, flusher thread in the process), and write-behind
   with `flusher="off"` plus one `python -m langgraph_durable.outbox.worker` process
   (W1 and W3 only; "worker proc"); PostgresSaver /

@@ -83,6 +83,29 @@ class SaverSpec:
         """Remove the namespace (called after the saver is closed)."""
 
 
+# ---------------------------------------------------------------- reference (LangGraph alone)
+
+
+class ReferenceSpec(SaverSpec):
+    """``floor.ReferenceSaver``: what LangGraph costs with a checkpointer that serializes
+    nothing (W1, W3 only; not a peer, not a target)."""
+
+    name, label = "reference", "LangGraph alone (ReferenceSaver)"
+    only = frozenset({"W1 sync", "W1 async", "W3"})
+
+    @contextlib.contextmanager
+    def open_sync(self) -> Iterator[Handle]:
+        from .floor import ReferenceSaver
+
+        yield Handle(self, ReferenceSaver(), self.new_ns())
+
+    @contextlib.asynccontextmanager
+    async def open_async(self) -> AsyncIterator[Handle]:
+        from .floor import ReferenceSaver
+
+        yield Handle(self, ReferenceSaver(), self.new_ns())
+
+
 # ---------------------------------------------------------------- InMemorySaver
 
 
@@ -536,8 +559,8 @@ class RedisStackSpec(SaverSpec):
 
 def all_specs(env: Env, only: list[str] | None = None) -> tuple[list[SaverSpec], list[str]]:
     """The specs to run and lines saying which savers were left out and why."""
-    specs: list[SaverSpec] = [InMemorySpec(env), DurableSpec(env), DurableStrictSpec(env),
-                              DurableWorkerSpec(env)]
+    specs: list[SaverSpec] = [ReferenceSpec(env), InMemorySpec(env), DurableSpec(env),
+                              DurableStrictSpec(env), DurableWorkerSpec(env)]
     skipped: list[str] = []
     if env.postgres_url:
         specs.append(PostgresSpec(env))
