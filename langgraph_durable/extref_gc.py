@@ -44,7 +44,7 @@ Scope: only what *this* saver stores (its ``key_prefix`` in Redis, its ``databas
 ``collection_prefix`` in MongoDB). A blob store shared with other savers or serializers
 must be collected with all their references: pass them as ``also_referenced``
 (e.g. ``referenced_blob_keys(other_saver)``), or give each saver its own store or prefix.
-Redis Cluster is not supported yet (``SCAN`` is per node): ``NotImplementedError``.
+On a Redis Cluster the keys are found with ``SCAN`` on every primary.
 """
 
 from __future__ import annotations
@@ -57,10 +57,11 @@ from typing import TYPE_CHECKING, Any
 
 import ormsgpack
 
-from .drivers import Mongo, Pipeline, Plan
+from .drivers import Mongo, Pipeline, Plan, Scan
 from .durable.chunks import load_plan
 from .hot.keys import prefix_pattern, thread_keys_of
 from .items import NODE_MAGIC
+from .outbox.group import dead_letter_key
 from .records import CheckpointRecord, WriteRecord, unpack_blob
 from .runtime import SaverRuntime
 from .serde.external import EXTREF_TYPE, refs_in
@@ -125,20 +126,14 @@ def _refs_of_hash_values(kind: str, key: str, values: Iterable[Any], found: set[
 
 
 def _redis_plan(prefix: str, found: set[str]) -> Plan:
-    """Add the references held in the thread hashes of ``prefix`` to ``found``."""
+    """Add the references held in the thread hashes of ``prefix`` to ``found`` (``SCAN``
+    on every primary of a cluster, then ``HSCAN`` of each hash, pipelined)."""
     hashes: list[tuple[str, str]] = []
-    cursor: Any = 0
-    while True:
-        ((cursor, keys),) = yield Pipeline(
-            [["SCAN", cursor, "MATCH", scan_pattern(prefix), "COUNT", SCAN_COUNT]]
-        )
-        for k in keys:
-            key = k.decode() if isinstance(k, bytes) else str(k)
-            hit = thread_hash(prefix, key)
-            if hit is not None:
-                hashes.append((key, hit[1]))
-        if int(cursor) == 0:
-            break
+    for k in (yield Scan(scan_pattern(prefix), SCAN_COUNT)):
+        key = k.decode() if isinstance(k, bytes) else str(k)
+        hit = thread_hash(prefix, key)
+        if hit is not None:
+            hashes.append((key, hit[1]))
     for start in range(0, len(hashes), HSCAN_BATCH):
         pending = {key: (kind, 0) for key, kind in hashes[start : start + HSCAN_BATCH]}
         while pending:
@@ -180,12 +175,6 @@ def _mongo_plan(collection: str, query: dict[str, Any], fields: list[tuple[str, 
 def referenced_keys_plan(ctx: Any) -> Plan:
     """The sans-I/O plan behind :func:`referenced_blob_keys` (drive it with a saver's
     ``run``/``arun``); returns the set of referenced blob keys."""
-    if ctx.cluster:
-        raise NotImplementedError(
-            "blob garbage collection over Redis Cluster is not supported yet (SCAN would "
-            "have to visit every primary); run it against a standalone Redis or collect "
-            "with serde.collect_garbage and your own list of referenced keys"
-        )
     found: set[str] = set()
     yield from _redis_plan(ctx.config.key_prefix, found)
     cols = ctx.collections
@@ -208,7 +197,8 @@ def referenced_blob_keys(saver: SaverRuntime) -> set[str]:
 
     Reads only the small envelopes, never a blob. Raises ``ExternalRefError`` for a corrupt
     envelope (so a collection stops instead of deleting what it could not read),
-    ``NotImplementedError`` on Redis Cluster, ``TierUnavailableError`` if a server is down.
+    ``TierUnavailableError`` if a server is down. Works on a Redis Cluster (``SCAN`` on
+    every primary).
     """
     return set(saver.run(referenced_keys_plan(saver.context)))
 
@@ -319,23 +309,14 @@ class StorageFootprint:
 def footprint_plan(ctx: Any) -> Plan:
     """Sans-I/O plan measuring Redis and MongoDB (see :func:`storage_footprint`); returns
     ``(redis_bytes, redis_keys, mongo_bytes, {kind: documents})``."""
-    if ctx.cluster:
-        raise NotImplementedError("storage_footprint does not support Redis Cluster yet")
     prefix = ctx.config.key_prefix
-    head = "{" + prefix + ":"
+    streams = {*ctx.outboxes, dead_letter_key(ctx)}  # every outbox partition
     keys: list[str] = []
-    cursor: Any = 0
-    while True:
-        ((cursor, found),) = yield Pipeline(
-            [["SCAN", cursor, "MATCH", scan_pattern(prefix), "COUNT", SCAN_COUNT]])
-        for k in found:
-            key = k.decode() if isinstance(k, bytes) else str(k)
-            thread = thread_keys_of(prefix, key)
-            if key in (head + "outbox}", head + "outbox:dead}") or (
-                    thread is not None and key in thread.all):
-                keys.append(key)
-        if int(cursor) == 0:
-            break
+    for k in (yield Scan(scan_pattern(prefix), SCAN_COUNT)):  # every primary of a cluster
+        key = k.decode() if isinstance(k, bytes) else str(k)
+        thread = thread_keys_of(prefix, key)
+        if key in streams or (thread is not None and key in thread.all):
+            keys.append(key)
     redis_bytes = 0
     for start in range(0, len(keys), SCAN_COUNT):
         sizes = yield Pipeline([["MEMORY", "USAGE", k, "SAMPLES", "0"]
@@ -344,7 +325,7 @@ def footprint_plan(ctx: Any) -> Plan:
     mongo_bytes = 0
     docs: dict[str, int] = {}
     cols = ctx.collections
-    for kind in ("checkpoints", "blobs", "writes", "chunks"):
+    for kind in ("checkpoints", "blobs", "writes", "items", "chunks"):
         rows = yield Mongo(getattr(cols, kind), "aggregate", ([{"$group": {
             "_id": None, "n": {"$sum": 1}, "b": {"$sum": {"$bsonSize": "$$ROOT"}}}}],))
         docs[kind] = int(rows[0]["n"]) if rows else 0

@@ -369,8 +369,9 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         stored is never taken. Blobs other savers refer to go in ``also_referenced``.
         ``now``: the time blob ages are measured from (a ``datetime`` or seconds since the
         epoch; default the current time). Returns a ``serde.GcReport``; raises
-        ``ValueError`` when there is no store (no ``store`` and a serializer without one)
-        and ``NotImplementedError`` on Redis Cluster; see ``langgraph_durable.blobs``."""
+        ``ValueError`` when there is no store (no ``store`` and a serializer without one);
+        on a Redis Cluster the keys are found on every primary. See
+        ``langgraph_durable.blobs``."""
         return collect_saver_garbage(self, store, grace_period_s, now, dry_run=dry_run,
                                      also_referenced=also_referenced)
 

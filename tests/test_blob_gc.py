@@ -129,7 +129,7 @@ def test_references_are_found_in_redis_then_in_mongodb_alone(
         (metadata,) = expected - frames  # the metadata, over threshold_bytes, spilled too
         assert frames < expected and metadata.endswith(".bin")
         assert storage_footprint(hot).mongo_docs == {"checkpoints": 0, "blobs": 0, "writes": 0,
-                                                     "chunks": 0}
+                                                     "items": 0, "chunks": 0}
     with open_saver(redis_url, mongo_url, local_store, **options) as cold:
         cold.flush()
         keys = list(redis_client.scan_iter(match=scan_pattern(options["key_prefix"])))
@@ -342,3 +342,56 @@ def test_collection_running_alongside_writers_never_breaks_a_checkpoint(
         assert isinstance(df, pd.DataFrame)
     with pytest.raises(BlobNotFoundError):
         store.get(deleted[0])
+
+
+def test_references_and_footprint_on_a_redis_cluster(
+    redis_cluster_url: str, redis_cluster_proc: Any, mongo_url: str,
+    local_store: LocalBlobStore,
+) -> None:
+    # SCAN runs on every primary: the threads' keys live on all three masters
+    threads = [f"gc-{i}" for i in range(8)]
+    with open_saver(redis_cluster_url, mongo_url, local_store, flusher="off") as s:
+        for i, t in enumerate(threads):
+            put(s, t, {"df": frame(i), "n": i}, 0)
+        s.put_writes({"configurable": {"thread_id": "gc-0", "checkpoint_ns": "",
+                                       "checkpoint_id": "1"}}, [("df", frame(99))], "task")
+        expected = {key_of(s, frame(i)) for i in (*range(8), 99)}
+        assert referenced_blob_keys(s) == expected
+        prefix = s.config.key_prefix
+        per_master = {}
+        for m in redis_cluster_proc.masters():
+            with redis.Redis(port=m.port) as r:
+                per_master[m.port] = set(r.scan_iter(match=scan_pattern(prefix)))
+        assert sum(1 for keys in per_master.values() if keys) >= 2
+        every = set().union(*per_master.values())
+        fp = storage_footprint(s)
+        # the thread keys and the outbox partitions (nothing flushed: MongoDB is empty)
+        assert fp.redis_keys == len(every) and fp.redis_bytes > 0
+        assert sum(fp.mongo_docs.values()) == 0
+    with open_saver(redis_cluster_url, mongo_url, local_store, key_prefix=prefix,
+                    database=s.config.database) as again:
+        again.flush()
+        fp = storage_footprint(again)
+        assert fp.mongo_docs["checkpoints"] == len(threads)
+        assert fp.mongo_docs["writes"] == 1
+        assert referenced_blob_keys(again) == expected
+
+
+def test_footprint_counts_items_and_every_outbox_partition(
+    redis_url: str, mongo_url: str, local_store: LocalBlobStore,
+) -> None:
+    with open_saver(redis_url, mongo_url, local_store, flusher="off",
+                    outbox_partitions=4) as s:
+        for i in range(8):  # list values: stored as items
+            put(s, f"items-{i}", {"log": [f"entry {i}", f"entry {i + 1}"]}, 0)
+        r = redis.Redis.from_url(redis_url)
+        streams = [k for k in s.context.outboxes if r.exists(k)]
+        assert len(streams) >= 2
+        fp = storage_footprint(s)
+        keys = set(r.scan_iter(match=scan_pattern(s.config.key_prefix)))
+        assert fp.redis_keys == len(keys)  # thread keys and the partitions' streams
+    with open_saver(redis_url, mongo_url, local_store, key_prefix=s.config.key_prefix,
+                    database=s.config.database, outbox_partitions=4) as again:
+        again.flush()
+        fp = storage_footprint(again)
+        assert fp.mongo_docs["items"] == 16  # items are per thread: two in each of eight
