@@ -42,8 +42,8 @@ class DurableConfig(BaseModel):
             quarter batch); ``flush()`` cuts it short; 0 starts the next round at once.
             Measured on 2 shared cores (docs/storage.md): W5's lag p99 at half the
             flusher's capacity 0.17 s with 0, 0.29 s with 0.05, 0.42 s with 0.1, ~0.55 s
-            with 0.2; the W1 agent loop 1.39x InMemorySaver's time with 0.05 s, 1.25-1.31x
-            with 0.1 or 0.2 s (same runs).
+            with 0.2; the W1 agent loop 1.39x InMemorySaver's time with 0.05 s, 1.26-1.31x
+            with 0.1 s and 1.16-1.28x with 0.2 s (same-process A/B runs).
         claim_idle_s: seconds an entry may stay pending with a consumer before another
             flusher claims it (``XAUTOCLAIM``), e.g. after the first one died.
         max_outbox: most outbox entries waiting for MongoDB; past it, ``on_outbox_full``

@@ -161,8 +161,11 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
                 ctx.items.forget(args.thread_id)
                 kind, m, fields, sent, *size = ormsgpack.unpackb(args.payload)
                 every = packed(parts, pack_blob)
-                own = (size[0] if size else 0) - sum(len(args.items.get(d, b"")) for d in sent)
-                args = args.with_items(every, _payload(kind, m, fields, every, own))
+                # the entry's bytes: its record's (the total less the items first sent)
+                # plus every item's
+                record_bytes = (size[0] if size else 0) - sum(
+                    len(args.items.get(d, b"")) for d in sent)
+                args = args.with_items(every, _payload(kind, m, fields, every, record_bytes))
                 continue
             if refusal.kind == "DELETED":
                 deleted_at = int(refusal.value)
