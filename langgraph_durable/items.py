@@ -123,6 +123,18 @@ def expand(refs: bytes, items: Mapping[bytes, Typed], where: str
     return out
 
 
+def load_item(loads: Callable[[Typed], Any], typed: Typed) -> Any:
+    """One stored item decoded as it decodes inside its whole list. LangGraph's serializers
+    (``JsonPlusSerializer``, and ``EncryptedSerializer``/``ExternalRefSerializer`` around
+    it) treat one type differently at the top level than nested: a ``bytearray`` is typed
+    ``"bytearray"`` alone and read back as one, while in a list msgpack stores it as bin,
+    read back as ``bytes``. So an item that decodes to a ``bytearray`` is given as
+    ``bytes``. (``None`` and ``bytes``, the other top-level special cases, decode the same
+    at both levels.) Raises what ``loads`` raises."""
+    obj = loads(typed)
+    return bytes(obj) if type(obj) is bytearray else obj
+
+
 def node_children(items: Mapping[bytes, Typed], refs: Iterable[bytes]) -> set[bytes]:
     """The item digests the nodes among ``refs`` hold (nodes ``items`` has)."""
     out: set[bytes] = set()
@@ -384,14 +396,15 @@ class Items:
         is not decoded again: it is rebuilt from a copy taken right after that decode
         (type, fields, extra and set fields, deep-copied plain data), which equals what
         ``loads`` gives and shares nothing with any object handed out before. Others are
-        decoded with ``loads``. ``remember``: also remember the objects, so a put of the
-        same unchanged object does not serialize it again (a read of the latest
-        checkpoint: the run goes on from these objects); with ``fresh`` (its first list)
-        the thread's older entries and copies are dropped first (they would keep objects
-        nothing uses alive, and cost Python's garbage collector)."""
+        decoded with ``loads`` as they decode inside their list (``load_item``).
+        ``remember``: also remember the objects, so a put of the same unchanged object does
+        not serialize it again (a read of the latest checkpoint: the run goes on from these
+        objects); with ``fresh`` (its first list) the thread's older entries and copies are
+        dropped first (they would keep objects nothing uses alive, and cost Python's
+        garbage collector)."""
         found = list(found)
         if not self._cache_bytes:
-            return [loads(typed) for _, typed in found]
+            return [load_item(loads, typed) for _, typed in found]
         with self._lock:
             held = self._templates.get(thread_id) or {}
             got = [held.get(d) for d, _ in found]
@@ -406,7 +419,7 @@ class Items:
                 except Exception:
                     t, obj = None, None
             if t is None:
-                obj = loads(typed)
+                obj = load_item(loads, typed)
                 if _is_model(obj):
                     try:
                         t = _Template(obj, typed)

@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import (
 )
 
 from .errors import CorruptRecordError, InvalidIdentifierError
-from .items import MANIFEST_TYPE, expand, unwrap_manifest, wrap_manifest
+from .items import MANIFEST_TYPE, expand, load_item, unwrap_manifest, wrap_manifest
 from .schema import CHUNKED_VERSION as CHUNKED_VERSION  # re-exported (stored format)
 from .schema import MD_QUERY_MAX_CHARS as MD_QUERY_MAX_CHARS
 from .schema import SCHEMA_VERSION, check_not_newer, upgrade_envelope
@@ -262,15 +262,16 @@ def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
 def load_value(serde: Any, typed: Typed, items: Mapping[bytes, Typed], where: str,
                decode: Any = None) -> Any:
     """Decode a stored value: a manifest (``items.MANIFEST_TYPE``) becomes the list of
-    its items, each decoded with ``serde`` (or, given ``decode``, a callable taking
-    ``[(digest, typed item)]`` and returning their objects, by it: ``Items.decode``);
-    anything else ``serde.loads_typed``."""
+    its items, each decoded with ``serde`` as it decodes inside the whole list
+    (``items.load_item``), or, given ``decode``, a callable taking ``[(digest, typed
+    item)]`` and returning their objects, by it (``Items.decode``); anything else
+    ``serde.loads_typed``."""
     if typed[0] != MANIFEST_TYPE:
         return serde.loads_typed(typed)
     found = expand(typed[1], items, where)
     if decode is not None:
         return decode(found)
-    return [serde.loads_typed(item) for _, item in found]
+    return [load_item(serde.loads_typed, item) for _, item in found]
 
 
 def assemble(
