@@ -14,7 +14,7 @@ from collections.abc import Collection, Generator
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from typing_extensions import Self
 
@@ -88,15 +88,8 @@ class SaverRuntime(BaseCheckpointSaver[str]):
     def _start(self, config: DurableConfig, clients: C.ClientSet, cluster: bool,
                meter_provider: Any) -> None:
         self.config = config
-        queryable = config.queryable_metadata
-        if queryable is None:
-            queryable = not (isinstance(self.serde, EncryptedSerializer)
-                             or getattr(self.serde, "encrypted", False))
-        self._ctx = Context(config, self.serde, queryable, cluster=cluster,
-                            partitions=partitions_for(config, cluster),
-                            items=items_for(self.serde, enabled=config.list_items,
-                                            cache_bytes=config.item_cache_bytes,
-                                            digest_key=config.item_digest_key))
+        self._ctx = Context(config, cluster=cluster, partitions=partitions_for(config, cluster),
+                            **_serde_fields(config, self.serde))
         self._clients = clients
         self._shared = _Shared(Metrics(self._ctx.outbox, config.collection_prefix,
                                        meter_provider=meter_provider))
@@ -106,6 +99,42 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                 found.observer = observe
         if isinstance(clients, C.UrlClients):
             clients.observer = observe
+
+    @property
+    def serde(self) -> SerializerProtocol:
+        """The serializer of every value this saver stores and reads (``dumps_typed`` /
+        ``loads_typed``): the one given at construction, else LangGraph's default
+        ``JsonPlusSerializer``.
+
+        Assigning it (``saver.serde = JsonPlusSerializer(allowed_msgpack_modules=None)``,
+        an ``EncryptedSerializer``...) takes effect for every call after the assignment, as
+        with LangGraph's savers: the plans' context is rebuilt with what depends on the
+        serializer (whether metadata is stored queryable, unless ``queryable_metadata`` is
+        configured; the item digests, keyed for an encrypting serializer; a fresh item
+        cache, so nothing decoded or serialized by the previous serializer is handed out
+        or stored again). Copies made before by ``with_allowlist`` keep theirs. Data
+        stored before stays as it was stored: the new serializer must read it (an
+        ``EncryptedSerializer`` reads plain values; a plain one cannot read encrypted
+        ones). Assign it between calls, not while other threads use the saver. Raises
+        ``ConfigurationError`` for a value that is not a serializer (no ``dumps_typed``
+        and ``loads_typed``, nor LangGraph's older ``dumps``/``loads``)."""
+        found: SerializerProtocol | None = self.__dict__.get("_serde")
+        return BaseCheckpointSaver.serde if found is None else found
+
+    @serde.setter
+    def serde(self, value: SerializerProtocol) -> None:
+        if not (_has_methods(value, "dumps_typed", "loads_typed")
+                or _has_methods(value, "dumps", "loads")):
+            raise ConfigurationError(
+                f"DurableSaver.serde must be a LangGraph serializer (with dumps_typed and "
+                f"loads_typed), not {type(value).__module__}.{type(value).__qualname__}"
+                + (f" (key prefix {self.config.key_prefix!r})" if hasattr(self, "config")
+                   else ""))
+        value = maybe_add_typed_methods(value)
+        self.__dict__["_serde"] = value
+        ctx: Context | None = self.__dict__.get("_ctx")
+        if ctx is not None:
+            self._ctx = dataclasses.replace(ctx, **_serde_fields(self.config, value))
 
     # ------------------------------------------------------------------ construction
 
@@ -452,6 +481,25 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                 "outbox_length_seen": seen,
             },
         }
+
+
+def _has_methods(obj: Any, *names: str) -> bool:
+    return all(callable(getattr(obj, n, None)) for n in names)
+
+
+def _serde_fields(config: DurableConfig, serde: Any) -> dict[str, Any]:
+    """The ``Context`` fields that depend on the serializer: ``serde``; ``queryable``
+    (``config.queryable_metadata``, else False for an encrypting serializer:
+    ``EncryptedSerializer`` or one saying ``encrypted``); ``items``, a new item store
+    (digests keyed for an encrypting serializer, an empty cache)."""
+    queryable = config.queryable_metadata
+    if queryable is None:
+        queryable = not (isinstance(serde, EncryptedSerializer)
+                         or getattr(serde, "encrypted", False))
+    return {"serde": serde, "queryable": queryable,
+            "items": items_for(serde, enabled=config.list_items,
+                               cache_bytes=config.item_cache_bytes,
+                               digest_key=config.item_digest_key)}
 
 
 def _xlen_plan(ctx: Context) -> Plan[int]:
