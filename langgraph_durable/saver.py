@@ -62,7 +62,8 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
         async_redis, async_mongo: asyncio clients when ``redis``/``mongo`` are sync ones,
             so both APIs run natively.
         serde: serializer (default LangGraph's ``JsonPlusSerializer``;
-            ``EncryptedSerializer`` works and keeps metadata encrypted too).
+            ``EncryptedSerializer`` works and keeps metadata encrypted too). Assigning
+            ``saver.serde`` later takes effect for every later call (see ``serde``).
         config: a ``DurableConfig``; or pass its fields as keyword ``options``.
         meter_provider: OpenTelemetry ``MeterProvider`` for ``langgraph_durable.metrics``
             (default the global one; ``stats()`` holds the same numbers).
