@@ -22,7 +22,7 @@ run. `make demo` (`examples/crash_demo.py`) does the same with a bigger agent.
 The servers come from `langgraph_durable.testing`: `REDIS_URL` / `MONGODB_URL` when set,
 otherwise local `redis-server` and SecantusDB processes on free ports."""),
     ("code", """%matplotlib inline
-import json, os, subprocess, sys, tempfile, time, uuid
+import json, os, shutil, subprocess, sys, tempfile, time, uuid
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -203,7 +203,8 @@ plt.show()"""),
 from langgraph_durable.testing import drop_namespace
 
 drop_namespace(redis_srv.url, mongo_srv.url, prefix, database)  # this notebook's only
-servers.close()"""),
+servers.close()
+shutil.rmtree(work)  # the child program and its logs"""),
 ]
 
 

@@ -1,6 +1,7 @@
 """Every notebook in notebooks/ runs top to bottom against real servers that also hold
 another application's data: the notebook must leave that data exactly as it was and take
-away everything it stored itself (its own key prefix and database only)."""
+away everything it stored itself (its own key prefix and database only), and leave nothing
+in the temporary directory."""
 
 from __future__ import annotations
 
@@ -91,6 +92,10 @@ def test_notebook_executes_and_leaves_other_data_alone(path: Path, shared: Serve
     monkeypatch.setenv("MONGODB_URL", shared.mongo_url)
     monkeypatch.setenv("S3_ENDPOINT_URL", s3_endpoint_url)
     monkeypatch.setenv("LANGGRAPH_BLOB_DIR", str(tmp_path / "blobs"))
+    # the kernel's temporary directory is this test's: what a notebook leaves there shows
+    kernel_tmp = tmp_path / "tmp"
+    kernel_tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(kernel_tmp))
     # the kernel (and the CLI it runs) import this checkout, not another installed copy
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
@@ -103,8 +108,10 @@ def test_notebook_executes_and_leaves_other_data_alone(path: Path, shared: Serve
               if o.get("output_type") == "error"]
     assert errors == []
     assert os.environ["REDIS_URL"] == shared.redis_url
-    # the foreign data is untouched and the notebook took away all it stored
+    # the foreign data is untouched and the notebook took away all it stored, on the
+    # servers and in the temporary directory (its servers' and its own folders)
     assert shared.snapshot() == before
+    assert sorted(p.name for p in kernel_tmp.iterdir()) == []
     if path.stem == "quickstart":
         text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
         assert "6 messages; served by the hot tier" in text
