@@ -189,7 +189,9 @@ class SaverRuntime(BaseCheckpointSaver[str]):
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> Self:
         """LangGraph's ``with_allowlist``: a shallow copy whose serializer also accepts the
         msgpack types of ``extra_allowlist``. The copy shares this saver's clients, flusher,
-        metrics and heads, and is closed together with it."""
+        metrics, heads and item store (its serialization cache and decoded copies: LangGraph
+        makes such copies for graphs and subgraphs, which must not start cold), and is
+        closed together with it. (Assigning ``serde`` instead starts a new item store.)"""
         clone = super().with_allowlist(extra_allowlist)
         assert isinstance(clone, type(self))
         if clone is not self:
