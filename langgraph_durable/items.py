@@ -124,13 +124,10 @@ def expand(refs: bytes, items: Mapping[bytes, Typed], where: str
 
 
 def load_item(loads: Callable[[Typed], Any], typed: Typed) -> Any:
-    """One stored item decoded as it decodes inside its whole list. LangGraph's serializers
-    (``JsonPlusSerializer``, and ``EncryptedSerializer``/``ExternalRefSerializer`` around
-    it) treat one type differently at the top level than nested: a ``bytearray`` is typed
-    ``"bytearray"`` alone and read back as one, while in a list msgpack stores it as bin,
-    read back as ``bytes``. So an item that decodes to a ``bytearray`` is given as
-    ``bytes``. (``None`` and ``bytes``, the other top-level special cases, decode the same
-    at both levels.) Raises what ``loads`` raises."""
+    """One stored item decoded as inside its whole list: LangGraph's serializers read a
+    lone ``bytearray`` back as one but, nested in a list (msgpack bin), as ``bytes``, so a
+    ``bytearray`` item is given as ``bytes``. (Their other top-level cases, ``None`` and
+    ``bytes``, decode alike at both levels.) Raises what ``loads`` raises."""
     obj = loads(typed)
     return bytes(obj) if type(obj) is bytearray else obj
 

@@ -102,29 +102,23 @@ class SaverRuntime(BaseCheckpointSaver[str]):
 
     @property
     def serde(self) -> SerializerProtocol:
-        """The serializer of every value this saver stores and reads (``dumps_typed`` /
-        ``loads_typed``): the one given at construction, else LangGraph's default
-        ``JsonPlusSerializer``.
-
-        Assigning it (``saver.serde = JsonPlusSerializer(allowed_msgpack_modules=None)``,
-        an ``EncryptedSerializer``...) takes effect for every call after the assignment, as
-        with LangGraph's savers: the plans' context is rebuilt with what depends on the
-        serializer (whether metadata is stored queryable, unless ``queryable_metadata`` is
-        configured; the item digests, keyed for an encrypting serializer; a fresh item
-        cache, so nothing decoded or serialized by the previous serializer is handed out
-        or stored again). Copies made before by ``with_allowlist`` keep theirs. Data
-        stored before stays as it was stored: the new serializer must read it (an
-        ``EncryptedSerializer`` reads plain values; a plain one cannot read encrypted
-        ones). Assign it between calls, not while other threads use the saver. Raises
-        ``ConfigurationError`` for a value that is not a serializer (no ``dumps_typed``
-        and ``loads_typed``, nor LangGraph's older ``dumps``/``loads``)."""
+        """The serializer of every value stored and read: the one given, else LangGraph's
+        default ``JsonPlusSerializer``. Assigning it (a strict allowlist, an
+        ``EncryptedSerializer``...) takes effect for every later call, as with LangGraph's
+        savers: the context is rebuilt with what follows the serializer (queryable
+        metadata unless ``queryable_metadata`` is set; item digests, keyed when encrypting;
+        a fresh item cache, so nothing the old serializer decoded or encoded is reused).
+        ``with_allowlist`` copies made before keep theirs. Stored data stays as stored:
+        the new serializer must read it (an ``EncryptedSerializer`` reads plain values, not
+        the reverse). Assign it between calls. Raises ``ConfigurationError`` for a value
+        without ``dumps_typed``/``loads_typed`` (or LangGraph's older ``dumps``/``loads``)."""
         found: SerializerProtocol | None = self.__dict__.get("_serde")
         return BaseCheckpointSaver.serde if found is None else found
 
     @serde.setter
     def serde(self, value: SerializerProtocol) -> None:
-        if not (_has_methods(value, "dumps_typed", "loads_typed")
-                or _has_methods(value, "dumps", "loads")):
+        if not any(all(callable(getattr(value, n, None)) for n in pair)
+                   for pair in (("dumps_typed", "loads_typed"), ("dumps", "loads"))):
             raise ConfigurationError(
                 f"DurableSaver.serde must be a LangGraph serializer (with dumps_typed and "
                 f"loads_typed), not {type(value).__module__}.{type(value).__qualname__}"
@@ -483,10 +477,6 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                 "outbox_length_seen": seen,
             },
         }
-
-
-def _has_methods(obj: Any, *names: str) -> bool:
-    return all(callable(getattr(obj, n, None)) for n in names)
 
 
 def _serde_fields(config: DurableConfig, serde: Any) -> dict[str, Any]:
