@@ -30,9 +30,11 @@ from .session import (
     confirm,
     console,
     echo_json,
+    live_command,
     progress,
     session_of,
     tier_error,
+    tier_line,
 )
 
 YES = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")
@@ -60,7 +62,7 @@ def status(ctx: typer.Context,
             err = tier_error(exc, session) or exc
             if not isinstance(err, TierUnavailableError):
                 raise
-            data["down"][tier] = str(err)
+            data["down"][tier] = tier_line(err)
     if as_json:
         echo_json(data)
     else:
@@ -130,7 +132,7 @@ def flush(ctx: typer.Context,
                f"{time.perf_counter() - began:.2f} s")
 
 
-@command
+@live_command
 def flusher(ctx: typer.Context) -> None:
     """Run a standalone flusher worker (``python -m langgraph_durable.outbox.worker``)
     with these options until SIGTERM/SIGINT."""
