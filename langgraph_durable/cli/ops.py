@@ -94,8 +94,9 @@ def _status_redis_rows(t: Table, data: dict[str, Any]) -> None:
     quiet = 0
     for cons in o["consumers"]:
         if cons["pending"] or cons["idle_s"] < 60:
+            beat = f", heartbeat {cons['heartbeat']}" if cons.get("heartbeat") else ""
             t.add_row(f"  consumer {cons['name']}",
-                      f"{cons['pending']} pending, idle {cons['idle_s']:.1f} s")
+                      f"{cons['pending']} pending, idle {cons['idle_s']:.1f} s{beat}")
         else:
             quiet += 1
     if quiet:
