@@ -25,22 +25,10 @@ from langgraph_durable.outbox import flusher as flusher_mod
 from langgraph_durable.outbox.heartbeat import beat_plan, stop_plan
 from langgraph_durable.testing import unique_options, wait_for
 
+from .test_outbox_leftovers import _in_mongo, _put_many
+
 ROOT = Path(__file__).resolve().parents[1]
 SLOW_CLAIM = {"claim_idle_s": 600.0, "heartbeat_ttl_s": 0.3}
-
-
-def _put_many(saver: DurableSaver, thread: str, n: int) -> None:
-    cfg = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-    for i in range(n):
-        cp = empty_checkpoint()
-        cp["channel_values"] = {"v": i}
-        cp["channel_versions"] = {"v": str(i + 1)}
-        cfg = saver.put(cfg, cp, {"step": i}, {"v": str(i + 1)})
-
-
-def _in_mongo(saver: DurableSaver, thread: str) -> int:
-    return saver.sync_clients.db[saver.context.collections.checkpoints].count_documents(
-        {"thread_id": thread})
 
 
 def _held(r: Any, outboxes: list[str]) -> dict[str, int]:
