@@ -45,7 +45,18 @@ class DurableConfig(BaseModel):
             with 0.2; the W1 agent loop 1.39x InMemorySaver's time with 0.05 s, 1.26-1.31x
             with 0.1 s and 1.16-1.28x with 0.2 s (same-process A/B runs).
         claim_idle_s: seconds an entry may stay pending with a consumer before another
-            flusher claims it (``XAUTOCLAIM``), e.g. after the first one died.
+            flusher claims it (``XAUTOCLAIM``), e.g. after the first one died. This is
+            the wait for consumers without a heartbeat (an older version's); a flusher
+            whose heartbeat lapsed (``heartbeat_ttl_s``) is known dead sooner.
+        heartbeat_ttl_s: seconds a flusher's heartbeat lasts in the heartbeat registry
+            (``outbox/heartbeat.py``); a thread (or task) beside the flush loop refreshes
+            it every third of that, so a stalled round does not let it lapse. Once it has
+            lapsed (the process was killed or frozen this long) live flushers claim the
+            entries it holds that are idle this long at once, instead of after
+            ``claim_idle_s``, and remove it from the consumer group. Default 2.0; from 0.1
+            to 3600. Keep it above the longest pause a live process can make (a
+            garbage collection, a long call holding the GIL): entries of a flusher paused
+            past it are flushed twice (harmless: upserts), as past ``claim_idle_s``.
         max_outbox: most outbox entries waiting for MongoDB; past it, ``on_outbox_full``
             applies. 0 means no bound. With several partitions each holds at most its
             share (``max_outbox / outbox_partitions``, rounded up).
@@ -138,6 +149,7 @@ class DurableConfig(BaseModel):
     flush_batch_size: int = Field(default=500, ge=1, le=10_000)
     flush_linger_s: float = Field(default=0.1, ge=0, le=10)
     claim_idle_s: float = Field(default=5.0, gt=0)
+    heartbeat_ttl_s: float = Field(default=2.0, ge=0.1, le=3600)
     max_outbox: int = Field(default=100_000, ge=0)
     outbox_partitions: int | None = Field(default=None, ge=1, le=1024)
     on_outbox_full: Literal["block", "raise"] = "block"

@@ -322,12 +322,15 @@ def _what(op: Any) -> str:
 def _wrap(exc: Exception, clients: Clients, op: Any) -> Exception:
     if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
         return TierUnavailableError(
-            f"Redis {clients.redis_name} did not answer ({_what(op)}): {exc}")
+            f"Redis {clients.redis_name} did not answer ({_what(op)}): {exc}", tier="hot",
+            server=clients.redis_name, operation=_what(op), reason=str(exc))
     if isinstance(exc, PyMongoError) and type(exc).__name__ in {
         "ServerSelectionTimeoutError", "AutoReconnect", "NetworkTimeout", "ConnectionFailure",
     }:
         where = f"{op.collection}.{op.method}" if isinstance(op, MongoOp) else _what(op)
-        return TierUnavailableError(f"MongoDB {clients.mongo_name} did not answer ({where}): {exc}")
+        return TierUnavailableError(
+            f"MongoDB {clients.mongo_name} did not answer ({where}): {exc}", tier="durable",
+            server=clients.mongo_name, operation=where, reason=str(exc))
     return exc
 
 

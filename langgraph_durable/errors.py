@@ -50,7 +50,24 @@ class FlushTimeoutError(DurableSaverError, TimeoutError):
 
 
 class TierUnavailableError(DurableSaverError, ConnectionError):
-    """Redis or MongoDB did not answer; names the server and the operation."""
+    """Redis or MongoDB did not answer; names the server and the operation.
+
+    Attributes (``None`` when not known): ``tier``, ``"hot"`` (Redis) or ``"durable"``
+    (MongoDB); ``server``, the server as the clients name it (``host:port``,
+    ``host:port/database``, ``cluster h:p,...``); ``operation``, what was asked (a
+    script's name, ``pipeline``, ``collection.method``); ``reason``, the client's error.
+    """
+
+    def __init__(self, message: str, *, tier: str | None = None, server: str | None = None,
+                 operation: str | None = None, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.tier, self.server, self.operation, self.reason = tier, server, operation, reason
+
+    @property
+    def tier_name(self) -> str:
+        """``"hot tier (Redis)"``, ``"durable tier (MongoDB)"``, else ``"a tier"``."""
+        return {"hot": "hot tier (Redis)", "durable": "durable tier (MongoDB)"}.get(
+            self.tier or "", "a tier")
 
 
 class ReplicationTimeoutError(DurableSaverError, TimeoutError):

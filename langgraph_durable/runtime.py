@@ -434,8 +434,9 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         """The numbers of ``langgraph_durable.metrics`` as a plain dict: reads by tier
         (``hot``/``durable``/``miss``), puts, writes, bytes written per tier, flush counts
         and lags (seconds), per-operation round-trip times (seconds), and the in-process
-        flusher's rounds, entries, errors, lag (seconds) and the outbox length it saw
-        after its last round (``outbox_length_seen``).
+        flusher's rounds, entries (``reaped``: of them, taken from flushers whose
+        heartbeat lapsed), errors, lag (seconds) and the outbox length it saw after its
+        last round (``outbox_length_seen``).
 
         ``outbox_length`` is read from Redis now (one ``XLEN``, at most ``socket_timeout_s``
         seconds): the entries waiting for MongoDB at this moment, whoever flushes them.
@@ -471,6 +472,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
             "outbox_length": live,
             "flusher": None if f is None else {
                 "consumer": f.consumer, "rounds": f.rounds, "entries": f.entries,
+                "reaped": f.reaped,
                 "errors": f.errors, "last_error": f.last_error,
                 "lag_p50_s": lags[len(lags) // 2] if lags else None,
                 "lag_max_s": lags[-1] if lags else None,

@@ -24,6 +24,7 @@ ENV_VALUES: dict[str, tuple[str, object]] = {
     "flush_batch_size": ("7", 7),
     "flush_linger_s": ("0.25", 0.25),
     "claim_idle_s": ("3.5", 3.5),
+    "heartbeat_ttl_s": ("0.75", 0.75),
     "max_outbox": ("99", 99),
     "outbox_partitions": ("4", 4),
     "on_outbox_full": ("raise", "raise"),

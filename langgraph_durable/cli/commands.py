@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 import inspect
+import shlex
 import typing
 from typing import Any
 
 import typer
 from typer.core import TyperArgument, TyperCommand
 
-from ..config import config_options
+from ..config import DurableConfig, config_options
 from . import browse, ops, transfer
 from .session import Session
 
@@ -30,16 +31,46 @@ _SKIPPED = frozenset({"flusher"})  # chosen per command: read-only commands neve
 
 
 def _config_params() -> list[inspect.Parameter]:
+    """One option per ``DurableConfig`` field (``--no-<flag>`` too for a bool field, as an
+    option of its own: the help stays two columns wide at 80 columns)."""
     params = []
     for opt in config_options(skip=_SKIPPED):
-        flag = opt.flag + (f"/--no-{opt.flag[2:]}" if opt.kind is bool else "")
-        desc = f"{opt.help}; env LGD_{opt.name.upper()}"  # read by langgraph_durable.settings
-        option = typer.Option(None, flag, help=desc, show_default=False,
-                              rich_help_panel="DurableConfig")
-        params.append(inspect.Parameter(opt.name, inspect.Parameter.KEYWORD_ONLY,
-                                        default=option,
-                                        annotation=typing.Optional[opt.kind]))  # noqa: UP045
+        default = DurableConfig.model_fields[opt.name].default
+        choices = f"; {opt.choices}" if opt.choices else ""
+        env = f"env LGD_{opt.name.upper()}"  # read by langgraph_durable.settings
+        desc = f"default {default!r}{choices}; {env}"
+        params.append(_param(opt.name, opt.flag, desc, typing.Optional[opt.kind]))  # noqa: UP045
+        if opt.kind is bool:
+            params.append(_param(_NO + opt.name, f"--no-{opt.flag[2:]}",
+                                 f"{opt.name} False; {env}=false", bool, False))
     return params
+
+
+_NO = "no_"
+"""Parameter-name prefix of the ``--no-<flag>`` option of a bool field."""
+
+
+def _param(name: str, flag: str, desc: str, kind: Any, default: Any = None
+           ) -> inspect.Parameter:
+    option = typer.Option(default, flag, help=desc, show_default=False,
+                          rich_help_panel="DurableConfig")
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                             annotation=kind)
+
+
+def _bool_options(kwargs: dict[str, Any]) -> None:
+    """Fold each ``--no-<flag>`` given into its field (False); both forms is an error."""
+    for key in [k for k in kwargs if k.startswith(_NO) and k[len(_NO):] in _BOOLS]:
+        field, negated = key[len(_NO):], kwargs.pop(key)
+        if negated:
+            if kwargs.get(field) is not None:
+                flag = "--" + field.replace("_", "-")
+                raise typer.BadParameter(f"{flag} and --no-{flag[2:]} contradict each "
+                                         "other")
+            kwargs[field] = False
+
+
+_BOOLS = frozenset(o.name for o in config_options(skip=_SKIPPED) if o.kind is bool)
 
 
 def _version(value: bool) -> None:
@@ -54,6 +85,7 @@ def _main(ctx: typer.Context, **kwargs: Any) -> None:
     kwargs.pop("version", None)
     redis_url, mongo_url = kwargs.pop("redis_url"), kwargs.pop("mongo_url")
     serde, store = kwargs.pop("serde"), kwargs.pop("blob_store")
+    _bool_options(kwargs)
     options = {k: v for k, v in kwargs.items() if v is not None}
     ctx.obj = Session(redis_url, mongo_url, options, serde, store)
 
@@ -86,7 +118,23 @@ _main.__annotations__ = {}
 app.callback()(_main)
 
 class _Command(TyperCommand):
-    """Usage lines name arguments by their metavar (``THREAD``), not typer's ``{thread}``."""
+    """Usage lines name arguments by their metavar (``THREAD``), not typer's ``{thread}``;
+    a global option given after the command is a usage error that says where it goes."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """click's parsing; an option of ``langgraph-durable`` itself found after the
+        command raises ``UsageError`` showing the command line with it moved before."""
+        try:
+            return super().parse_args(ctx, list(args))  # type: ignore[no-any-return]
+        except Exception as exc:
+            # typer carries its own copy of click: its classes, known by name
+            if type(exc).__name__ != "NoSuchOption":
+                raise
+            hint = _misplaced_hint(ctx, args, getattr(exc, "option_name", ""))
+            if hint is None:
+                raise
+            usage = next(k for k in type(exc).__mro__ if k.__name__ == "UsageError")
+            raise usage(hint, ctx) from None
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
@@ -96,6 +144,34 @@ class _Command(TyperCommand):
             else:
                 pieces.extend(param.get_usage_pieces(ctx))
         return pieces
+
+
+def _misplaced_hint(ctx: Any, args: list[str], name: str) -> str | None:
+    """For ``name``, an option of the parent command (``--key-prefix``) given after the
+    subcommand: the message saying it goes before the command, with the command line
+    that does so (every such option, and its value, moved). None for any other option."""
+    parent = ctx.parent
+    if parent is None:
+        return None
+    own = {o for p in ctx.command.params for o in (*p.opts, *p.secondary_opts)}
+    globals_ = {o: p for p in parent.command.params if p.param_type_name == "option"
+                for o in (*p.opts, *p.secondary_opts) if o not in own}
+    if name not in globals_:
+        return None
+    moved: list[str] = []
+    rest: list[str] = []
+    tokens = iter(args)
+    for token in tokens:
+        flag = token.split("=", 1)[0]
+        if flag in globals_:
+            moved.append(token)
+            if "=" not in token and not getattr(globals_[flag], "is_flag", False):
+                moved.append(next(tokens, "VALUE"))
+        else:
+            rest.append(token)
+    line = " ".join(shlex.quote(x) for x in [*moved, ctx.info_name, *rest])
+    return (f"{name} is a global option, not one of {ctx.info_name}: it goes before the "
+            f"command: {parent.command_path} {line}")
 
 
 app.command("threads", cls=_Command)(browse.threads)

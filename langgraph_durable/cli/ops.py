@@ -30,9 +30,11 @@ from .session import (
     confirm,
     console,
     echo_json,
+    live_command,
     progress,
     session_of,
     tier_error,
+    tier_line,
 )
 
 YES = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")
@@ -60,7 +62,7 @@ def status(ctx: typer.Context,
             err = tier_error(exc, session) or exc
             if not isinstance(err, TierUnavailableError):
                 raise
-            data["down"][tier] = str(err)
+            data["down"][tier] = tier_line(err)
     if as_json:
         echo_json(data)
     else:
@@ -92,8 +94,9 @@ def _status_redis_rows(t: Table, data: dict[str, Any]) -> None:
     quiet = 0
     for cons in o["consumers"]:
         if cons["pending"] or cons["idle_s"] < 60:
+            beat = f", heartbeat {cons['heartbeat']}" if cons.get("heartbeat") else ""
             t.add_row(f"  consumer {cons['name']}",
-                      f"{cons['pending']} pending, idle {cons['idle_s']:.1f} s")
+                      f"{cons['pending']} pending, idle {cons['idle_s']:.1f} s{beat}")
         else:
             quiet += 1
     if quiet:
@@ -130,7 +133,7 @@ def flush(ctx: typer.Context,
                f"{time.perf_counter() - began:.2f} s")
 
 
-@command
+@live_command
 def flusher(ctx: typer.Context) -> None:
     """Run a standalone flusher worker (``python -m langgraph_durable.outbox.worker``)
     with these options until SIGTERM/SIGINT."""

@@ -3,9 +3,11 @@ one-line errors, confirmation and progress bars."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -187,11 +189,12 @@ class Session:
             raise CliError(f"--serde {self.serde_path!r} cannot be imported: {exc}") from exc
         return obj if hasattr(obj, "dumps_typed") else obj()
 
-    def close(self) -> None:
-        """Close the saver (draining the outbox if this command ran a flusher)."""
+    def close(self, *, drain: bool = True) -> None:
+        """Close the saver (draining the outbox if this command ran a flusher, unless not
+        ``drain``: after a tier did not answer, waiting for it helps no one)."""
         saver, self._saver = self._saver, None
         if saver is not None:
-            saver.close()
+            saver.close(drain_timeout_s=None if drain else 0)
 
 
 def one_line(exc: BaseException) -> str:
@@ -205,9 +208,34 @@ def one_line(exc: BaseException) -> str:
 
     lines = str(exc).strip().splitlines()
     text = lines[0] if lines else ""
-    if not isinstance(exc, (DurableSaverError, CliError)):
+    if isinstance(exc, TierUnavailableError) and exc.tier is not None:
+        text = tier_line(exc)
+    elif not isinstance(exc, (DurableSaverError, CliError)):
         text = f"{type(exc).__name__}: {text}"
     return text if len(text) <= 400 else text[:397] + "..."
+
+
+def short_reason(reason: str) -> str:
+    """A client's error without what only a debugger needs: its first line, up to
+    PyMongo's timeouts and topology description (``(configured timeouts``, ``, Timeout:``,
+    ``, Topology Description``)."""
+    lines = reason.strip().splitlines()
+    text = lines[0] if lines else ""
+    for cut in (" (configured timeouts", ", Timeout:", ", Topology Description"):
+        text = text.split(cut)[0]
+    return text.strip()
+
+
+def tier_line(err: TierUnavailableError) -> str:
+    """A tier that did not answer, in one line naming it: ``hot tier (Redis) at
+    127.0.0.1:6379 did not answer (scan): Error 111 connecting to 127.0.0.1:6379.
+    Connection refused.`` (``durable tier (MongoDB) at host:port/database ...``)."""
+    if err.tier is None:
+        return str(err).strip().splitlines()[0] if str(err).strip() else "a tier did not answer"
+    where = f" at {err.server}" if err.server else ""
+    what = f" ({err.operation})" if err.operation else ""
+    reason = short_reason(err.reason or "")
+    return f"{err.tier_name}{where} did not answer{what}" + (f": {reason}" if reason else "")
 
 
 def tier_error(exc: BaseException, session: Any = None) -> TierUnavailableError | None:
@@ -222,38 +250,114 @@ def tier_error(exc: BaseException, session: Any = None) -> TierUnavailableError 
         clients = session._saver.sync_clients
     if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
         name = clients.redis_name if clients else "redis"
-        return TierUnavailableError(f"Redis {name} (hot tier) did not answer: {exc}")
+        return TierUnavailableError(f"Redis {name} (hot tier) did not answer: {exc}",
+                                    tier="hot", server=name, reason=str(exc))
     if isinstance(exc, ConnectionFailure):
         name = clients.mongo_name if clients else "mongodb"
         first = str(exc).split(",")[0].split(";")[0]
-        return TierUnavailableError(f"MongoDB {name} (durable tier) did not answer: {first}")
+        return TierUnavailableError(f"MongoDB {name} (durable tier) did not answer: {first}",
+                                    tier="durable", server=name, reason=str(exc))
     return None
+
+
+class _Held(logging.Handler):
+    """Keeps the package's log records of one command (``command``)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextmanager
+def held_logs() -> Iterator[_Held]:
+    """While inside, the warnings the package logs (``langgraph_durable.*``: a flusher's
+    retries, the saver's close) are kept, not printed; ``print_held`` shows them."""
+    logger = logging.getLogger("langgraph_durable")
+    held, propagate = _Held(), logger.propagate
+    logger.addHandler(held)
+    logger.propagate = False
+    try:
+        yield held
+    finally:
+        logger.removeHandler(held)
+        logger.propagate = propagate
+
+
+def print_held(held: _Held) -> None:
+    """The kept warnings on stderr, one line each (``warning: ...``, its first line up to
+    400 characters); a message logged again (the same format) is counted, not repeated."""
+    counts: dict[Any, list[Any]] = {}
+    for rec in held.records:
+        key = (rec.name, rec.msg)
+        if key in counts:
+            counts[key][1] += 1
+        else:
+            counts[key] = [rec, 1]
+    for rec, n in counts.values():
+        lines = rec.getMessage().strip().splitlines()
+        text = short_reason(lines[0]) if lines else ""
+        text = text if len(text) <= 400 else text[:397] + "..."
+        more = f" ({n - 1} more like it)" if n > 1 else ""
+        typer.echo(f"warning: {text}{more}", err=True)
+
+
+def _failed(exc: BaseException) -> bool:
+    """Whether ``exc`` ends a command unsuccessfully (any error, or a non-zero exit)."""
+    if isinstance(exc, (typer.Exit, click.exceptions.Exit)):
+        return bool(exc.exit_code)
+    return True
 
 
 def command(fn: F) -> F:
     """Wrap a command: errors become one line on stderr and exit code 1; the session is
-    closed afterwards (a close that fails is reported the same way)."""
+    closed afterwards (a close that fails is reported the same way). What the package
+    logs meanwhile is held (``held_logs``): after a command that failed (or exited
+    non-zero) it is dropped, since the error line (or the command's report) says what
+    went wrong, with a tier that did not answer named once; after one that succeeded each
+    warning is printed once, one line. A tier that did not answer also ends the close's
+    wait for the outbox (entries stay in Redis for the next flusher)."""
+    return _wrap_command(fn, hold=True)
 
+
+def live_command(fn: F) -> F:
+    """``command`` for a long-running command whose log lines are printed as they come
+    (``flusher``: the worker's own logging)."""
+    return _wrap_command(fn, hold=False)
+
+
+def _wrap_command(fn: F, *, hold: bool) -> F:
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         ctx = kwargs.get("ctx")
-        try:
+        with contextlib.ExitStack() as stack:
+            held = stack.enter_context(held_logs()) if hold else None
+            failed = down = False
             try:
-                return fn(*args, **kwargs)
-            except Exception as exc:
-                tier = tier_error(exc, ctx.obj if ctx is not None else None)
-                if tier is not None:  # named while the session's clients are known
-                    raise tier from exc
+                try:
+                    return fn(*args, **kwargs)
+                except BaseException as exc:
+                    failed = _failed(exc)
+                    tier = tier_error(exc, ctx.obj if ctx is not None else None)
+                    down = tier is not None or isinstance(exc, TierUnavailableError)
+                    if tier is not None:  # named while the session's clients are known
+                        raise tier from exc
+                    raise
+                finally:
+                    if ctx is not None and isinstance(ctx.obj, Session):
+                        ctx.obj.close(drain=not down)
+            except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort,
+                    click.ClickException):
                 raise
+            except Exception as exc:
+                typer.echo(f"error: {one_line(tier_error(exc) or exc)}", err=True)
+                raise typer.Exit(1) from None
             finally:
-                if ctx is not None and isinstance(ctx.obj, Session):
-                    ctx.obj.close()
-        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort,
-                click.ClickException):
-            raise
-        except Exception as exc:
-            typer.echo(f"error: {one_line(tier_error(exc) or exc)}", err=True)
-            raise typer.Exit(1) from None
+                if held is not None and not failed:
+                    stack.close()  # the package's loggers as they were, then the warnings
+                    print_held(held)
 
     return run  # type: ignore[return-value]
 

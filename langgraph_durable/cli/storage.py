@@ -14,7 +14,7 @@ from ..context import Context
 from ..drivers import Clients, run_sync
 from ..durable.chunks import load_plan
 from ..durable.documents import Collections, record_of
-from ..hot.keys import CONSUMER_GROUP, prefix_pattern, thread_keys_of
+from ..hot.keys import CONSUMER_GROUP, heartbeats_key, prefix_pattern, thread_keys_of
 from ..outbox.flusher import dead_letter_key
 from ..records import SEP, CheckpointRecord
 
@@ -123,9 +123,10 @@ def thread_rows(saver: Any, clients: Clients, serde: Any) -> list[dict[str, Any]
 
 
 def outbox_status(ctx: Context, r: Any) -> dict[str, Any]:
-    """Outbox length, pending entries per consumer (XPENDING, with XINFO idle times),
-    oldest unflushed entry's age (seconds) and the dead-letter count; summed over the
-    outbox partitions (``stream`` names them all)."""
+    """Outbox length, pending entries per consumer (XPENDING, with XINFO idle times and
+    its heartbeat: ``"alive"``, ``"lapsed"`` (dead: live flushers claim what it holds), or
+    None for a consumer that never beat), oldest unflushed entry's age (seconds) and the
+    dead-letter count; summed over the outbox partitions (``stream`` names them all)."""
     out: dict[str, Any] = {"stream": ctx.outbox,
                            "length": sum(int(r.xlen(s)) for s in ctx.outboxes),
                            "pending": 0, "consumers": [], "oldest_age_s": None,
@@ -148,11 +149,22 @@ def outbox_status(ctx: Context, r: Any) -> dict[str, Any]:
         oldest = r.xrange(stream, "-", "+", count=1)
         if oldest:
             oldest_ms.append(int(_text(oldest[0][0]).split("-")[0]))
-    out["consumers"] = [{"name": n, "pending": per.get(n, 0), "idle_s": idle[n] / 1000}
-                        for n in sorted(idle)]
+    beats = heartbeats(ctx, r)
+    out["consumers"] = [{"name": n, "pending": per.get(n, 0), "idle_s": idle[n] / 1000,
+                         "heartbeat": beats.get(n)} for n in sorted(idle)]
     if oldest_ms:
         out["oldest_age_s"] = max(0.0, time.time() - min(oldest_ms) / 1000)
     return out
+
+
+def heartbeats(ctx: Context, r: Any) -> dict[str, str]:
+    """Each member of the heartbeat registry (``outbox/heartbeat.py``): ``"alive"`` or
+    ``"lapsed"``, by the clock of the Redis server holding it."""
+    key = heartbeats_key(ctx.config.key_prefix)
+    now_s, now_us = r.eval("return redis.call('TIME')", 1, key)  # the registry's server
+    now_ms = int(now_s) * 1000 + int(now_us) // 1000
+    return {_text(m): "alive" if float(score) >= now_ms else "lapsed"
+            for m, score in r.zrange(key, 0, -1, withscores=True)}
 
 
 def hot_memory(ctx: Context, r: Any) -> dict[str, Any]:

@@ -14,6 +14,10 @@ outbox_partitions``):
   partitions spread evenly over masters that own even slot ranges (as ``redis-cli
   --cluster create`` assigns them).
 
+Beside the threads' keys and the outbox streams, a prefix has the dead-letter stream
+``{<prefix>:outbox:dead}`` and the flushers' heartbeat registry
+``{<prefix>:heartbeats}`` (``heartbeats_key``).
+
 The length prefix makes the mapping from thread to keys unique whatever characters a
 thread_id holds. This module is the one home of building a
 thread's keys, parsing a key back into its thread (``thread_keys_of``) and the glob
@@ -210,6 +214,14 @@ def outbox_keys(prefix: str, partitions: int) -> list[str]:
 
 TOMBSTONE_TTL_S = 7 * 24 * 3600
 """Seconds a delete's tombstones stay: longer than any flusher round can stall."""
+
+def heartbeats_key(prefix: str) -> str:
+    """The *heartbeat registry* of ``prefix``: ``{<prefix>:heartbeats}``, a sorted set of
+    the flushers' consumer names scored by when each one's heartbeat lapses (Redis server
+    time, ms; ``outbox/heartbeat.py``). Not a thread's key (``thread_keys_of`` gives
+    ``None``); in its own slot on a Redis Cluster."""
+    return "{" + prefix + ":heartbeats}"
+
 
 CONSUMER_GROUP = "flushers"
 """Name of the consumer group every flusher (in-process or worker) joins."""

@@ -2,8 +2,9 @@
 Redis to MongoDB with unordered bulk upserts, then acknowledges and deletes them.
 
 Delivery is at least once and every MongoDB write is an idempotent upsert on a
-deterministic ``_id``, so a repeat changes nothing. Entries a dead consumer left
-pending are claimed with ``XAUTOCLAIM`` after ``claim_idle_s``. The same plan runs in
+deterministic ``_id``, so a repeat changes nothing. Entries a dead flusher left pending
+are claimed as soon as its heartbeat lapsed (``heartbeat.py``); those of a consumer
+without a heartbeat, with ``XAUTOCLAIM`` after ``claim_idle_s``. The same plan runs in
 a thread (sync clients), an asyncio task (async clients) or a standalone worker.
 """
 
@@ -17,6 +18,7 @@ import socket
 import threading
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +35,8 @@ from ..errors import CorruptRecordError
 from ..metrics import Metrics, safe_error
 from ..plans.fence import insert_else_upsert, stream_ms, take_back_deleted
 from ..records import SEP, CheckpointRecord, WriteRecord, unpack_blob
-from .group import dead_letter_key, ensure_group_plan, leave_plan, upkeep_plan
+from .group import dead_letter_key, ensure_group_plan, upkeep_plan
+from .heartbeat import Heartbeat, reap_plan, stop_plan
 from .streams import Parsed, Taken, ack_plan, claim_plan, dead_letter_plan, read_plan
 
 log = logging.getLogger("langgraph_durable.flusher")
@@ -46,8 +49,9 @@ def consumer_name() -> str:
 
 @dataclass
 class BatchStats:
-    """What one flush round did: entries taken, documents written, seconds of put->MongoDB
-    lag, record bytes written, entries dead-lettered, outbox length after the round."""
+    """What one flush round did: entries taken (of which ``reaped`` from dead flushers),
+    documents written, seconds of put->MongoDB lag, record bytes written, entries
+    dead-lettered, outbox length after the round."""
 
     entries: int = 0
     documents: int = 0
@@ -56,6 +60,7 @@ class BatchStats:
     bytes_written: int = 0
     dead: int = 0
     outbox_length: int | None = None
+    reaped: int = 0
 
 
 POISON = (CorruptRecordError, InvalidDocument, DocumentTooLarge, ValueError, KeyError,
@@ -91,15 +96,18 @@ def _parse(taken: list[Taken]
 
 
 def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int, claim: bool,
-                     own: bool = True) -> Plan[BatchStats]:
+                     own: bool = True, dead: Sequence[str] = ()) -> Plan[BatchStats]:
     """One flush round: take up to ``flush_batch_size`` entries (own pending first when
-    ``own``, then, when ``claim``, the group's upkeep (``group.upkeep_plan``) and claimed
-    idle ones, then new ones, blocking up to ``block_ms``), write them to MongoDB,
-    acknowledge. Returns ``BatchStats``. ``own`` False skips the read of this consumer's
-    pending entries: right only when its last round acknowledged all it took."""
+    ``own``; then those the ``dead`` consumers hold, flushers whose heartbeat lapsed
+    (``heartbeat.reap_plan``); then, when ``claim``, the group's upkeep
+    (``group.upkeep_plan``) and claimed idle ones; then new ones, blocking up to
+    ``block_ms``), write them to MongoDB, acknowledge. Returns ``BatchStats``. ``own``
+    False skips the read of this consumer's pending entries: right only when its last
+    round acknowledged all it took."""
     n = ctx.config.flush_batch_size
     try:
-        return (yield from _round(ctx, consumer, n, block_ms=block_ms, claim=claim, own=own))
+        return (yield from _round(ctx, consumer, n, block_ms=block_ms, claim=claim, own=own,
+                                  dead=dead))
     except redis.exceptions.ResponseError as exc:
         if "NOGROUP" not in str(exc) and "no longer exists" not in str(exc):
             raise
@@ -109,16 +117,20 @@ def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int, claim: bool,
 
 
 def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
-           claim: bool, own: bool) -> Plan[BatchStats]:
+           claim: bool, own: bool, dead: Sequence[str]) -> Plan[BatchStats]:
     # stream replies come normalised: a list of (entry id, {field: value}) per stream
     taken = (yield from read_plan(ctx, consumer, n, "0")) if own else []
+    reaped = 0
+    if not taken and dead:
+        taken = yield from reap_plan(ctx, consumer, dead, n)
+        reaped = len(taken)
     if not taken and claim:
         yield from upkeep_plan(ctx)
         taken = yield from claim_plan(ctx, consumer, n)
     if not taken:
         taken = yield from read_plan(ctx, consumer, n, ">", block_ms=block_ms)
     parsed, bad = _parse(taken)
-    stats = BatchStats(entries=len(parsed) + len(bad))
+    stats = BatchStats(entries=len(parsed) + len(bad), reaped=reaped)
     if not parsed and not bad:
         return stats
     try:
@@ -300,6 +312,10 @@ class Flusher:
     after each failure without touching the outbox, so the entries it holds go idle and a
     healthy flusher claims them (re-reading them would keep them from ever going idle);
     a lone flusher retries them after the pause.
+    Its ``heartbeat`` (``heartbeat.Heartbeat``) beats beside the loop from before the
+    first round until the loop ends; each round first takes what the flushers the last
+    beat found dead hold (``reaped`` counts them). On stopping it leaves the group and the
+    heartbeat registry (``heartbeat.stop_plan``).
     Rounds are counted in ``metrics`` (a new ``Metrics`` when not given); a backlog of
     half ``max_outbox`` or a lag over ``BACKLOG_LAG_S`` is logged as a warning.
     """
@@ -313,9 +329,11 @@ class Flusher:
         self.metrics = metrics or Metrics(ctx.outbox, ctx.config.collection_prefix)
         self._warned_at = 0.0
         self.consumer = consumer_name()
+        self.heartbeat = Heartbeat(ctx, self.consumer)
         self.max_backoff_s = max_backoff_s
         self.rounds = 0
         self.entries = 0
+        self.reaped = 0
         self.errors = 0
         self.last_error: str | None = None
         self.lags_s: list[float] = []
@@ -341,11 +359,15 @@ class Flusher:
             self._last_claim = now
         block_ms = max(1, int(self.ctx.config.flush_interval_s * 1000))
         return flush_batch_plan(self.ctx, self.consumer, block_ms=block_ms, claim=claim,
-                                own=self._own_pending)
+                                own=self._own_pending, dead=self.heartbeat.take_dead())
 
     def _account(self, stats: BatchStats) -> None:
         self.rounds += 1
         self.entries += stats.entries
+        if stats.reaped:
+            self.reaped += stats.reaped
+            log.info("flusher %s took %d outbox entries from flushers whose heartbeat "
+                     "lapsed", self.consumer, stats.reaped)
         self.lags_s = (self.lags_s + stats.lags_s)[-10_000:]
         self.metrics.flush_round(stats.entries, stats.documents, stats.lags_s,
                                  stats.bytes_written, stats.dead, stats.outbox_length)
@@ -429,6 +451,15 @@ class Flusher:
         self._stop.set()
 
     def _loop_sync(self, clients: Clients) -> None:
+        self.heartbeat.beat(clients)  # a member of the registry before its first read
+        self.heartbeat.start_thread(clients)
+        try:
+            self._rounds_sync(clients)
+        finally:
+            self.heartbeat.stop()
+        self._leave(lambda: run_sync(stop_plan(self.ctx, self.consumer), clients))
+
+    def _rounds_sync(self, clients: Clients) -> None:
         backoff = 0.05
         while not self._stop.is_set():
             quiet = self._quiet_s()
@@ -448,7 +479,6 @@ class Flusher:
             if linger:
                 self._nudge.wait(linger)
                 self._nudge.clear()
-        self._leave(lambda: run_sync(leave_plan(self.ctx, self.consumer), clients))
 
     async def start_task(self, clients: Clients) -> None:
         """Start the flush loop as an asyncio task on the running loop using async clients."""
@@ -458,6 +488,19 @@ class Flusher:
         self._task = self._aloop.create_task(self._loop_async(clients))
 
     async def _loop_async(self, clients: Clients) -> None:
+        await self.heartbeat.abeat(clients)  # a member of the registry before its first read
+        self.heartbeat.start_task(clients)
+        try:
+            await self._rounds_async(clients)
+        finally:
+            await self.heartbeat.astop()
+        try:
+            self.left_group = await run_async(stop_plan(self.ctx, self.consumer), clients)
+        except Exception as exc:
+            log.info("flusher %s could not leave the consumer group: %s", self.consumer,
+                     safe_error(exc))
+
+    async def _rounds_async(self, clients: Clients) -> None:
         backoff = 0.05
         while not self._stop.is_set():
             quiet = self._quiet_s()
@@ -480,14 +523,10 @@ class Flusher:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._anudge.wait(), linger)
                 self._anudge.clear()
-        try:
-            self.left_group = await run_async(leave_plan(self.ctx, self.consumer), clients)
-        except Exception as exc:
-            log.info("flusher %s could not leave the consumer group: %s", self.consumer,
-                     safe_error(exc))
 
     def _leave(self, call: Any) -> None:
-        """Leave the consumer group (``group.leave_plan``) as the loop ends."""
+        """Leave the consumer group and the registry (``heartbeat.stop_plan``) as the loop
+        ends."""
         try:
             self.left_group = bool(call())
         except Exception as exc:

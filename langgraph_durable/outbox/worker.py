@@ -3,7 +3,8 @@
 Joins the outbox consumer group and drains it to MongoDB until SIGTERM/SIGINT; run as
 many as you like beside the application processes (give those ``flusher="off"`` if the
 workers should do all the flushing). On SIGTERM it finishes its round, then exits 0.
-Entries it held when killed are claimed by another worker after ``claim_idle_s``.
+Entries it held when killed are claimed by another flusher once its heartbeat lapsed
+(``heartbeat_ttl_s``; ``outbox/heartbeat.py``).
 The worker copies bytes; it needs no serializer or encryption key.
 """
 

@@ -103,7 +103,7 @@ def test_errors_are_one_line_and_exit_non_zero(cli: Cli, t1: dict) -> None:
     assert r.stderr.count("\n") == 1
     cli.env = {**cli.env, "REDIS_URL": "redis://127.0.0.1:1/0"}
     r = cli("--socket-timeout-s", "0.5", "show", "t1", code=1)
-    assert r.stderr.startswith("error: Redis 127.0.0.1:1 did not answer")
+    assert r.stderr.startswith("error: hot tier (Redis) at 127.0.0.1:1 did not answer")
     assert r.stderr.count("\n") == 1
     cli.env = {k: v for k, v in cli.env.items() if k != "REDIS_URL"}
     r = cli("status", code=1)

@@ -153,13 +153,14 @@ def test_commands_with_mongodb_stopped_show_what_redis_holds(redis_url: str) -> 
         down = json.loads(cli("status", "--json", code=2).stdout)["down"]
         assert list(down) == ["mongodb"]
         host = ms.url.split("//")[1].split("/")[0]
-        assert down["mongodb"].startswith(f"MongoDB {host}/{cli.opts['database']} ")
-        assert "(durable tier) did not answer" in down["mongodb"]
+        assert down["mongodb"].startswith(
+            f"durable tier (MongoDB) at {host}/{cli.opts['database']} did not answer")
         rows = cli.json("history", "hot")["checkpoints"]
         assert [c["step"] for c in rows] == [3, 2, 1, 0, -1]
         assert cli.json("show", "hot", "1")["metadata"]["step"] == 1
         r = cli("threads", code=1)  # listing needs MongoDB: said in one line, our type
-        assert r.stderr.startswith("error: MongoDB ") and "did not answer" in r.stderr
+        assert r.stderr.startswith(f"error: durable tier (MongoDB) at {host}/")
+        assert "did not answer" in r.stderr
         assert r.stderr.count("\n") == 1
         ms.start()
 
@@ -169,10 +170,11 @@ def test_commands_with_a_bad_redis_port_name_the_hot_tier(cli: Cli) -> None:
     cli.env["LGD_SOCKET_TIMEOUT_S"] = "0.5"
     for command in (["threads"], ["delete", "t", "--yes"], ["history", "t"]):
         r = cli(*command, code=1)
-        assert r.stderr.startswith("error: Redis 127.0.0.1:1 "), (command, r.stderr)
+        assert r.stderr.startswith("error: hot tier (Redis) at 127.0.0.1:1 "), (
+            command, r.stderr)
         assert "did not answer" in r.stderr and r.stderr.count("\n") == 1
         assert "ConnectionError" not in r.stderr
     r = cli("status", "--json", code=2)
     data = json.loads(r.stdout)
     assert list(data["down"]) == ["redis"] and "durable" in data
-    assert data["down"]["redis"].startswith("Redis 127.0.0.1:1 (hot tier) did not answer")
+    assert data["down"]["redis"].startswith("hot tier (Redis) at 127.0.0.1:1 did not answer")

@@ -11,7 +11,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable.hot.keys import CONSUMER_GROUP
+from langgraph_durable.hot.keys import CONSUMER_GROUP, heartbeats_key
 from langgraph_durable.outbox.flusher import dead_letter_key
 from langgraph_durable.testing import wait_for
 
@@ -32,17 +32,24 @@ def test_status_reports_outbox_consumers_dead_letters_and_sizes(cli: Cli) -> Non
         r, ctx = s.sync_clients.redis, s.context
         r.xreadgroup(CONSUMER_GROUP, "worker-1", {ctx.outbox: ">"}, count=2)
         r.xadd(dead_letter_key(ctx), {"entry": "1-0", "thread": "s", "error": "x"})
+        # heartbeats: worker-2's lapses in an hour (alive), worker-3's has lapsed (dead)
+        r.xgroup_createconsumer(ctx.outbox, CONSUMER_GROUP, "worker-2")
+        r.xgroup_createconsumer(ctx.outbox, CONSUMER_GROUP, "worker-3")
+        now_ms = int(r.time()[0]) * 1000
+        r.zadd(heartbeats_key(ctx.config.key_prefix), {"worker-2": now_ms + 3_600_000,
+                                                        "worker-3": 0})
     st = cli.json("status")
     o = st["outbox"]
     assert o["length"] == 3 and o["pending"] == 2
-    assert o["consumers"] == [{"name": "worker-1", "pending": 2, "idle_s": o["consumers"][0]
-                               ["idle_s"]}]
+    assert [(c["name"], c["pending"], c["heartbeat"]) for c in o["consumers"]] == [
+        ("worker-1", 2, None), ("worker-2", 0, "alive"), ("worker-3", 0, "lapsed")]
     assert 0 <= o["oldest_age_s"] < 60 and o["dead_letters"] == 1
     assert st["hot"]["bytes"] > 0 and st["hot"]["threads"] == 1
-    assert st["hot"]["keys"] == 7  # cp cv idx ns meta, outbox, dead letters
+    assert st["hot"]["keys"] == 8  # cp cv idx ns meta, outbox, dead letters, heartbeats
     assert st["durable"]["checkpoints"]["documents"] == 0
     assert st["schema"] == {"package": 1, "deployed": 1}
     text = cli("status").stdout
+    assert "0 pending, idle" in text and "heartbeat alive" in text
     for label in ("outbox length", "consumer worker-1", "oldest unflushed entry",
                   "dead letters", "redis (hot tier)", "mongodb checkpoints", "schema version"):
         assert label in text
