@@ -179,8 +179,8 @@ def hide_password(url: str) -> str:
     if "@" not in url:
         return url
     head, _, rest = url.rpartition("@")
-    scheme, sep, _ = head.partition("://")
-    return f"{scheme}{sep}***@{rest}" if sep else f"***@{rest}"
+    cut = head.rfind("/") + 1  # the user info starts after the scheme's slashes
+    return f"{head[:cut]}***@{rest}"
 
 
 def database_of_url(url: str) -> str | None:

@@ -42,17 +42,17 @@ def mongo_setup_plan(ctx: Context) -> Plan[None]:
 def start_plan(ctx: Context, *, strict: bool) -> Plan[TierUnavailableError | None]:
     """The set-up of a saver of ``ctx``, in this order: the key prefix's binding is read
     (``plans/binding.py``; a binding to another database or collection_prefix raises
-    ``ConfigurationError`` before anything is written), ``redis_setup_plan``,
-    ``mongo_setup_plan`` (raises ``ConfigurationError`` for collections owned by another
-    key prefix), then the binding is recorded if absent (and compared again: of two savers
-    starting at once with different databases, the second raises).
+    ``ConfigurationError`` before anything is written), ``mongo_setup_plan`` (raises
+    ``ConfigurationError`` for collections owned by another key prefix, before anything is
+    written in Redis), ``redis_setup_plan``, then the binding is recorded if absent (and
+    compared again: of two savers starting at once with different databases, the second
+    raises).
 
     With ``strict`` False a MongoDB that does not answer (``TierUnavailableError`` from
     ``mongo_setup_plan``) does not stop it: the error is returned, for the caller to set
     MongoDB up in the background; otherwise it is raised. Returns None when MongoDB was
     set up."""
     yield from binding.check_plan(ctx, WHO)
-    yield from redis_setup_plan(ctx)
     missed: TierUnavailableError | None = None
     try:
         yield from mongo_setup_plan(ctx)
@@ -60,6 +60,7 @@ def start_plan(ctx: Context, *, strict: bool) -> Plan[TierUnavailableError | Non
         if strict:
             raise
         missed = exc
+    yield from redis_setup_plan(ctx)
     yield from binding.bind_plan(ctx, WHO, binding.describe_process("saver"))
     return missed
 
