@@ -39,6 +39,7 @@ from .plans import admin
 from .settings import (
     check_mongo_url,
     database_of_url,
+    hide_password,
     saver_config,
     server_settings,
     with_database,
@@ -133,7 +134,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         that is no MongoDB URL and for a ``database`` that differs from the URL's."""
         cfg = with_database(saver_config(config, options),
                             database_of_url(check_mongo_url(mongo_url)),
-                            f"MongoDB URL {mongo_url!r}")
+                            f"MongoDB URL {hide_password(mongo_url)!r}")
         clients = C.UrlClients(redis_url, mongo_url, cfg)
         saver = cls.__new__(cls)
         BaseCheckpointSaver.__init__(saver, serde=serde)

@@ -200,3 +200,28 @@ def test_check_deployment_writes_nothing_and_reads_without_setting_up(
             assert opts["database"] not in m.list_database_names()
     finally:
         saver.close()
+
+
+def test_a_deferred_mongodb_set_up_refused_by_the_owner_check_stops_and_logs_an_error(
+        redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    opts = unique_options(server_selection_timeout_s=0.3)
+    other = {**opts, "key_prefix": opts["key_prefix"] + "x"}
+    with mongo_server() as ms:
+        with DurableSaver.from_urls(redis_url, ms.url, **opts):
+            pass  # the collections now hold the threads of opts' key prefix
+        ms.stop()
+        saver = DurableSaver.from_urls(redis_url, ms.url, **other)
+        try:
+            with caplog.at_level(logging.WARNING, "langgraph_durable"):
+                saver.put(_cfg("t"), _checkpoint(1), {"step": 0}, {"n": f"{1:032}.0"})
+                ms.start()
+                deferred = saver._shared.deferred
+                wait_for(lambda: deferred.last_error is not None and "holds the threads"
+                         in deferred.last_error, 30, "the deferred set-up to be refused")
+            assert deferred.done is False
+            assert (f"the MongoDB set-up deferred at start was refused: MongoDB database "
+                    f"{opts['database']!r} (collection_prefix '') holds the threads of "
+                    f"key_prefix {opts['key_prefix']!r}, not {other['key_prefix']!r}"
+                    ) in caplog.text
+        finally:
+            saver.close(drain_timeout_s=0)
