@@ -66,7 +66,9 @@ def _converter(opt: ConfigOption) -> Callable[[str], Any]:
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Run the worker until SIGTERM/SIGINT; returns the exit code."""
+    """Run the worker until SIGTERM/SIGINT; returns the exit code: 0 after a signal, 2 for
+    a bad option or URL and for a key prefix bound to another database or
+    collection_prefix (``plans/binding.py``: nothing flushed), 1 when Redis fails."""
     args = build_parser().parse_args(argv)
     env = server_settings()
     args.redis_url = args.redis_url or env.redis_url
