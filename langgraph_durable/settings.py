@@ -154,21 +154,16 @@ def check_mongo_url(url: Any) -> str:
     misspelt scheme (``mongodb//h``, ``mongo://h``), a Redis URL given for MongoDB."""
     if isinstance(url, str) and url.startswith(("mongodb://", "mongodb+srv://")):
         return url
-    shown = hide_password(url) if isinstance(url, str) else url
     fix = ""
     if isinstance(url, str):
         scheme, sep, _ = url.partition("://")
-        if url.startswith(("redis://", "rediss://", "redis+", "unix://")):
-            return _bad_mongo_url(shown, "; that is a Redis URL: are the Redis and MongoDB "
-                                  "URLs swapped?")
         typo = re.match(r"^mongo(db)?(\+srv)?:?/*", url)
-        if typo and (not sep or scheme.startswith("mongo")):
+        if url.startswith(("redis://", "rediss://", "redis+", "unix://")):
+            fix = "; that is a Redis URL: are the Redis and MongoDB URLs swapped?"
+        elif typo and (not sep or scheme.startswith("mongo")):
             good = "mongodb+srv://" if typo.group(2) else "mongodb://"
             fix = f"; did you mean {good + hide_password(url[typo.end():])!r}?"
-    return _bad_mongo_url(shown, fix)
-
-
-def _bad_mongo_url(shown: Any, fix: str) -> str:
+    shown = hide_password(url) if isinstance(url, str) else url
     raise ConfigurationError(
         f"MongoDB URL {shown!r} is not a MongoDB connection string: it must begin with "
         f"mongodb:// or mongodb+srv:// (e.g. mongodb://localhost:27017/myappdb){fix}")

@@ -24,6 +24,7 @@ from ..saver import DurableSaver
 from ..settings import (
     check_mongo_url,
     database_of_url,
+    hide_password,
     resolve_config,
     server_settings,
     with_database,
@@ -140,7 +141,7 @@ class Session:
         config = resolve_config(None, self.options)
         if self.mongo_url:
             config = with_database(config, database_of_url(check_mongo_url(self.mongo_url)),
-                                   f"MongoDB URL {self.mongo_url!r}")
+                                   f"MongoDB URL {hide_password(self.mongo_url)!r}")
         return config
 
     def saver(self, *, flusher: bool = False, tolerant: bool = False,
