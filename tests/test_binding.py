@@ -151,3 +151,32 @@ def test_removing_the_binding_lets_a_moved_key_prefix_bind_again(
             moved["database"].encode()
     finally:
         saver.close()
+
+
+def test_a_worker_started_first_binds_the_key_prefix_and_a_saver_elsewhere_refuses(
+        redis_url: str, mongo_url: str, redis_client: redis.Redis) -> None:
+    opts = unique_options()
+    first = worker(redis_url, url_with_database(mongo_url, opts["database"]),
+                   LGD_KEY_PREFIX=opts["key_prefix"])
+    try:
+        key = binding_key(opts["key_prefix"])
+        wait_for(lambda: redis_client.exists(key), 60, "the worker to bind its key prefix")
+        assert redis_client.hget(key, "database") == opts["database"].encode()
+        assert redis_client.hget(key, "by").decode().startswith(
+            f"flusher worker pid {first.pid} on host ")
+        elsewhere = DurableSaver.from_urls(redis_url, mongo_url,
+                                           **{**opts, "database": opts["database"] + "z"})
+        prefix = opts["key_prefix"]
+        with pytest.raises(ConfigurationError) as err:
+            with elsewhere:
+                pass
+        assert (f"recorded in Redis key '{{{prefix}:binding}}' by flusher worker pid "
+                f"{first.pid} on host ") in str(err.value)
+        with DurableSaver.from_urls(redis_url, mongo_url, flusher="off", **opts) as app:
+            put_turns(app, "w", 2)  # the worker's database: it flushes them
+            wait_for(lambda: app.sync_clients.db[app.context.collections.checkpoints]
+                     .count_documents({"thread_id": "w"}) == 2, 60, "the worker to flush")
+    finally:
+        first.send_signal(signal.SIGTERM)
+        out, err = first.communicate(timeout=30)
+    assert first.returncode == 0, err
