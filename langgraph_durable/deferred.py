@@ -21,12 +21,15 @@ class DeferredSetup:
     """Runs ``make_plan()`` (the MongoDB part of ``setup()``) until it succeeds, in a
     daemon thread (sync clients) or an asyncio task (asyncio clients), waiting ``delay_s``
     seconds after a failure (doubling up to ``max_delay_s``), and stops at a
-    ``ConfigurationError`` (logged as an error: another key prefix owns the collections).
+    ``ConfigurationError`` (logged as an error: another key prefix owns the collections;
+    then ``on_refused(error)`` is called).
     ``done`` is True once it succeeded; ``stop()`` ends it."""
 
     def __init__(self, make_plan: Callable[[], Plan], *, delay_s: float = 0.5,
-                 max_delay_s: float = 5.0) -> None:
+                 max_delay_s: float = 5.0,
+                 on_refused: Callable[[ConfigurationError], None] | None = None) -> None:
         self.make_plan = make_plan
+        self.on_refused = on_refused
         self.delay_s, self.max_delay_s = delay_s, max_delay_s
         self.done = False
         self.attempts = 0
@@ -48,6 +51,8 @@ class DeferredSetup:
         self.attempts += 1
         self.last_error = str(exc)
         log.error("the MongoDB set-up deferred at start was refused: %s", exc)
+        if self.on_refused is not None:
+            self.on_refused(exc)
 
     def _succeeded(self) -> None:
         self.done = True

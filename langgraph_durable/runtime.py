@@ -346,12 +346,21 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         if self._shared.deferred is not None:
             self._shared.deferred.stop()
         deferred = self._shared.deferred = DeferredSetup(
-            functools.partial(mongo_setup_plan, self._ctx))
+            functools.partial(mongo_setup_plan, self._ctx), on_refused=self._set_up_refused)
         if self._clients.sync is not None:
             deferred.start_thread(self._clients.sync)
         else:
             assert clients is not None
             deferred.start_task(clients)
+
+    def _set_up_refused(self, exc: Exception) -> None:
+        """The MongoDB set-up deferred at start was refused (another key prefix owns the
+        collections): the in-process flusher stops (nothing more of this saver reaches
+        them; the outbox keeps it) and the next call sets up again, raising the error to
+        its caller."""
+        if self._shared.flusher is not None:
+            self._shared.flusher.request_stop()
+        self._shared.gate.ready = False
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait until everything written so far (by any process) is in MongoDB.

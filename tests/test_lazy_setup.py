@@ -14,7 +14,7 @@ import redis
 import redis.asyncio
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable import DurableSaver, TierUnavailableError
+from langgraph_durable import ConfigurationError, DurableSaver, TierUnavailableError
 from langgraph_durable.hot.keys import binding_key, prefix_pattern
 from langgraph_durable.runtime import SaverRuntime
 from langgraph_durable.testing import mongo_server, redis_server, unique_options, wait_for
@@ -202,7 +202,7 @@ def test_check_deployment_writes_nothing_and_reads_without_setting_up(
         saver.close()
 
 
-def test_a_deferred_mongodb_set_up_refused_by_the_owner_check_stops_and_logs_an_error(
+def test_a_deferred_set_up_refused_by_the_owner_check_stops_the_flusher_and_the_next_call_raises(
         redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
     opts = unique_options(server_selection_timeout_s=0.3)
     other = {**opts, "key_prefix": opts["key_prefix"] + "x"}
@@ -219,6 +219,9 @@ def test_a_deferred_mongodb_set_up_refused_by_the_owner_check_stops_and_logs_an_
                 wait_for(lambda: deferred.last_error is not None and "holds the threads"
                          in deferred.last_error, 30, "the deferred set-up to be refused")
             assert deferred.done is False
+            wait_for(lambda: not saver._shared.flusher.running, 30, "its flusher to stop")
+            with pytest.raises(ConfigurationError, match="holds the threads of key_prefix"):
+                saver.get_tuple(_cfg("t"))  # the next call sets up again: refused
             assert (f"the MongoDB set-up deferred at start was refused: MongoDB database "
                     f"{opts['database']!r} (collection_prefix '') holds the threads of "
                     f"key_prefix {opts['key_prefix']!r}, not {other['key_prefix']!r}"
