@@ -17,9 +17,10 @@ import redis.cluster
 
 from .config import DurableConfig
 from .drivers import Clients
-from .errors import EventLoopNotRunningError, SyncCallInEventLoopError
+from .errors import ConfigurationError, EventLoopNotRunningError, SyncCallInEventLoopError
 from .hot.scripts import SCRIPTS
 from .redis_urls import redis_client_from_url
+from .settings import check_mongo_url, hide_password
 
 
 def is_async_redis(client: Any) -> bool:
@@ -106,10 +107,16 @@ def redis_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> Any:
 
 
 def mongo_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> Any:
-    """A PyMongo client (``AsyncMongoClient`` when ``asyncio``) for ``url``."""
+    """A PyMongo client (``AsyncMongoClient`` when ``asyncio``) for ``url``. Raises
+    ``ConfigurationError`` for a URL PyMongo refuses (not ``mongodb://``/``mongodb+srv://``,
+    a bad option or port), naming the URL with its password hidden."""
+    check_mongo_url(url)
     cls = pymongo.AsyncMongoClient if asyncio else pymongo.MongoClient
     ms = int(config.server_selection_timeout_s * 1000)
-    return cls(url, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, tz_aware=True)
+    try:
+        return cls(url, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, tz_aware=True)
+    except (pymongo.errors.ConfigurationError, ValueError) as exc:
+        raise ConfigurationError(f"MongoDB URL {hide_password(url)!r}: {exc}") from None
 
 
 # --------------------------------------------------------------------------- client sets
@@ -225,7 +232,11 @@ class UrlClients(ClientSet):
         self._redis = redis_from_url(redis_url, config, asyncio=False)
         self.cluster = is_cluster(self._redis)
         """True for a ``redis+cluster://`` URL."""
-        self._mongo = mongo_from_url(mongo_url, config, asyncio=False)
+        try:
+            self._mongo = mongo_from_url(mongo_url, config, asyncio=False)
+        except BaseException:
+            self._redis.close()
+            raise
         self.sync = make_clients(self._redis, database_of(self._mongo, config))
         self.sync.observer = observer
         self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Clients] = (

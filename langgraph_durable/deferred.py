@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 from .drivers import Clients, Plan, run_async, run_sync
+from .errors import ConfigurationError
 from .metrics import safe_error
 
 log = logging.getLogger("langgraph_durable.saver")
@@ -19,12 +20,16 @@ log = logging.getLogger("langgraph_durable.saver")
 class DeferredSetup:
     """Runs ``make_plan()`` (the MongoDB part of ``setup()``) until it succeeds, in a
     daemon thread (sync clients) or an asyncio task (asyncio clients), waiting ``delay_s``
-    seconds after a failure (doubling up to ``max_delay_s``). ``done`` is True once it
-    succeeded; ``stop()`` ends it."""
+    seconds after a failure (doubling up to ``max_delay_s``), and stops at a
+    ``ConfigurationError`` (logged as an error: another key prefix owns the collections;
+    then ``on_refused(error)`` is called).
+    ``done`` is True once it succeeded; ``stop()`` ends it."""
 
     def __init__(self, make_plan: Callable[[], Plan], *, delay_s: float = 0.5,
-                 max_delay_s: float = 5.0) -> None:
+                 max_delay_s: float = 5.0,
+                 on_refused: Callable[[ConfigurationError], None] | None = None) -> None:
         self.make_plan = make_plan
+        self.on_refused = on_refused
         self.delay_s, self.max_delay_s = delay_s, max_delay_s
         self.done = False
         self.attempts = 0
@@ -40,6 +45,15 @@ class DeferredSetup:
         log.debug("MongoDB set-up attempt %d failed: %s", self.attempts, self.last_error)
         return min(delay * 2, self.max_delay_s)
 
+    def _refused(self, exc: ConfigurationError) -> None:
+        """MongoDB answered and refused this saver (collections owned by another key
+        prefix): retrying cannot help, so it stops and says so."""
+        self.attempts += 1
+        self.last_error = str(exc)
+        log.error("the MongoDB set-up deferred at start was refused: %s", exc)
+        if self.on_refused is not None:
+            self.on_refused(exc)
+
     def _succeeded(self) -> None:
         self.done = True
         log.warning("MongoDB answered: indexes created and schema version recorded %.1f s "
@@ -52,6 +66,9 @@ class DeferredSetup:
             while not self._stop.wait(delay):
                 try:
                     run_sync(self.make_plan(), clients)
+                except ConfigurationError as exc:
+                    self._refused(exc)
+                    return
                 except Exception as exc:
                     delay = self._failed(exc, delay)
                     continue
@@ -72,6 +89,9 @@ class DeferredSetup:
                     await run_async(self.make_plan(), clients)
                 except asyncio.CancelledError:
                     raise
+                except ConfigurationError as exc:
+                    self._refused(exc)
+                    return
                 except Exception as exc:
                     delay = self._failed(exc, delay)
                     continue

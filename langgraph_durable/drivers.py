@@ -546,6 +546,7 @@ async def _step_async(step: Op[Any], c: Clients) -> Any:
         await r.nodes_manager.initialize()
         return None
     if c.cluster:
+        await r.initialize()  # a no-op once done: needed when this is its first command
         node = (r.get_node(host=step.node[0], port=step.node[1]) if step.node is not None
                 else r.get_node_from_key(step.key))
         if node is None:

@@ -294,3 +294,28 @@ def safe_error(exc: BaseException, limit: int = 300) -> str:
         return f"{name} (document content not logged)"
     text = f"{name}: {exc}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def stats_dict(metrics: Metrics, flusher: Any, live: int | None) -> dict[str, Any]:
+    """What ``DurableSaver.stats()`` returns: ``metrics.snapshot()`` with ``outbox_length``
+    = ``live`` (read from Redis now; None when unknown) and ``flusher``: None without an
+    in-process flusher, else its consumer name, rounds, entries, entries taken from flushers
+    whose heartbeat lapsed (``reaped``), errors, last error, lag
+    p50/max (seconds) and the outbox length it saw after its last round
+    (``outbox_length_seen``)."""
+    lags = sorted(flusher.lags_s) if flusher else []
+    snapshot = metrics.snapshot()
+    seen = snapshot.pop("outbox_length")
+    return {
+        **snapshot,
+        "outbox_length": live,
+        "flusher": None if flusher is None else {
+            "consumer": flusher.consumer, "rounds": flusher.rounds,
+            "entries": flusher.entries, "reaped": flusher.reaped,
+            "errors": flusher.errors,
+            "last_error": flusher.last_error,
+            "lag_p50_s": lags[len(lags) // 2] if lags else None,
+            "lag_max_s": lags[-1] if lags else None,
+            "outbox_length_seen": seen,
+        },
+    }

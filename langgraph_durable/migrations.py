@@ -77,18 +77,36 @@ def record_version_plan(ctx: Context) -> Plan:
         doc = yield Mongo(ctx.collections.meta, "find_one", ({"_id": SCHEMA_DOC_ID},))
     owner = (doc or {}).get("key_prefix", prefix)
     if owner != prefix:
-        raise ConfigurationError(
-            f"MongoDB database {ctx.config.database!r} (collection_prefix "
-            f"{ctx.config.collection_prefix!r}) holds the threads of key_prefix {owner!r}, "
-            f"not {prefix!r}: savers with different key prefixes must not share collections "
-            "(their thread ids would mix, and deletes, prune --all and gc of one would act "
-            "on the other's threads). Give this saver its own database or "
-            "collection_prefix, or use key_prefix=" + repr(owner))
+        raise owner_error(ctx, owner)
     if doc and doc.get("v", SCHEMA_VERSION) > SCHEMA_VERSION:
         log.warning("database %s was set up by schema version %s; this langgraph_durable "
                     "writes version %s and cannot read newer records", ctx.config.database,
                     doc["v"], SCHEMA_VERSION)
     return doc
+
+
+def owner_error(ctx: Context, owner: str) -> ConfigurationError:
+    """The ``ConfigurationError`` for a saver of ``ctx`` on collections that ``meta``
+    records as holding the threads of key prefix ``owner``."""
+    prefix = ctx.config.key_prefix
+    return ConfigurationError(
+        f"MongoDB database {ctx.config.database!r} (collection_prefix "
+        f"{ctx.config.collection_prefix!r}) holds the threads of key_prefix {owner!r}, "
+        f"not {prefix!r}: savers with different key prefixes must not share collections "
+        "(their thread ids would mix, and deletes, prune --all and gc of one would act "
+        "on the other's threads). Give this saver its own database or "
+        "collection_prefix, or use key_prefix=" + repr(owner))
+
+
+def check_owner_plan(ctx: Context) -> Plan[str | None]:
+    """Read (nothing written) the key prefix that ``meta`` records as the owner of
+    ``ctx``'s collections; raises ``ConfigurationError`` (``owner_error``) when it is
+    another. Returns the owner, or None when the collections were never set up."""
+    doc = yield Mongo(ctx.collections.meta, "find_one", ({"_id": SCHEMA_DOC_ID},))
+    owner = (doc or {}).get("key_prefix")
+    if owner is not None and owner != ctx.config.key_prefix:
+        raise owner_error(ctx, owner)
+    return owner
 
 
 def deployed_version_plan(ctx: Context) -> Plan:

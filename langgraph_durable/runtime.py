@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
+import functools
 import logging
 import shlex
 import threading
-from collections.abc import Collection, Generator
+from collections.abc import Collection, Coroutine, Generator
 from typing import Any, TypeVar
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -22,8 +23,7 @@ from . import clients as C
 from .config import DurableConfig
 from .context import Context, partitions_for
 from .deferred import DeferredSetup
-from .drivers import Clients, LoadScripts, Mongo, Parallel, Pipeline, Plan, run_async, run_sync
-from .durable.documents import INDEXES
+from .drivers import Clients, Pipeline, Plan, run_async, run_sync
 from .errors import (
     ConfigurationError,
     EventLoopNotRunningError,
@@ -32,14 +32,19 @@ from .errors import (
     SyncCallInEventLoopError,
     TierUnavailableError,
 )
-from .hot.scripts import SCRIPTS
 from .items import items_for
-from .metrics import Metrics
-from .migrations import record_version_plan
+from .metrics import Metrics, stats_dict
 from .outbox.flusher import Flusher
-from .outbox.group import ensure_group_plan
 from .plans import admin
-from .settings import database_of_url, resolve_config, server_settings, with_database
+from .settings import (
+    check_mongo_url,
+    database_of_url,
+    hide_password,
+    saver_config,
+    server_settings,
+    with_database,
+)
+from .startup import SetupGate, mongo_setup_plan, start_plan
 
 log = logging.getLogger("langgraph_durable.saver")
 
@@ -66,7 +71,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         **options: Any,
     ) -> None:
         super().__init__(serde=serde)
-        cfg = resolve_config(config, options)
+        cfg = saver_config(config, options)
         if redis is not None and C.is_async_redis(redis):
             redis, async_redis = None, redis
         if mongo is not None and C.is_async_mongo(mongo):
@@ -140,15 +145,19 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         """A saver with its own clients for ``redis_url`` and ``mongo_url``: sync clients
         now, asyncio clients made on first async use in each event loop. Use it as a
         context manager (``with`` or ``async with``): entering runs ``setup()``, leaving it
-        drains the outbox to MongoDB and closes the clients.
+        drains the outbox to MongoDB and closes the clients. Used without ``with`` (as
+        ``InMemorySaver()`` is), it sets itself up on its first call the same way, and
+        ``close()`` drains and closes.
 
         The configuration is ``config`` or the keyword ``options`` over ``LGD_*``
         environment variables (``langgraph_durable.settings``); the database is the one in
         ``mongo_url`` (``mongodb://h:p/myappdb``) unless ``database`` is given. Raises
-        ``ConfigurationError`` for ``config`` together with ``options`` and for a
-        ``database`` that differs from the URL's."""
-        cfg = with_database(resolve_config(config, options), database_of_url(mongo_url),
-                            f"MongoDB URL {mongo_url!r}")
+        ``ConfigurationError`` for ``config`` together with ``options``, for an unknown
+        or invalid option (naming it, with the closest option name), for a ``mongo_url``
+        that is no MongoDB URL and for a ``database`` that differs from the URL's."""
+        cfg = with_database(saver_config(config, options),
+                            database_of_url(check_mongo_url(mongo_url)),
+                            f"MongoDB URL {hide_password(mongo_url)!r}")
         clients = C.UrlClients(redis_url, mongo_url, cfg)
         saver = cls.__new__(cls)
         BaseCheckpointSaver.__init__(saver, serde=serde)
@@ -219,30 +228,43 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         """Run ``plan`` (a sans-I/O generator of ``langgraph_durable.plans``, built with
         ``context``) to completion and return its value: on the sync clients in this thread,
         or, with asyncio clients only, on the event loop that owns them (this thread waits).
+        A saver never entered (``with``) nor set up (``setup()``) sets itself up first,
+        once, exactly as entering does (see ``__enter__``).
 
         Raises what the plan raises (``TierUnavailableError`` when a server does not answer),
-        ``SaverClosedError`` after ``close()``, ``SyncCallInEventLoopError`` when called with
-        asyncio clients only from inside their event loop, and ``EventLoopNotRunningError``
-        when, with asyncio clients only, no running event loop owns them."""
+        what setting up raises (``ConfigurationError`` for a key prefix bound to another
+        database, ``TierUnavailableError`` when Redis does not answer; the next call tries
+        again), ``SaverClosedError`` after ``close()``, ``SyncCallInEventLoopError`` when
+        called with asyncio clients only from inside their event loop, and
+        ``EventLoopNotRunningError`` when, with asyncio clients only, no running event loop
+        owns them."""
         self._check_open()
         sync = self._clients.sync
-        if sync is not None:
-            self._ensure_flusher_thread()
-            result: T = run_sync(plan, sync)
-            return result
-        try:
-            loop = self._clients.loop_for_sync_call()
-        except BaseException:
-            plan.close()
-            raise
-        return asyncio.run_coroutine_threadsafe(self.arun(plan), loop).result()
+        if sync is None:
+            return self._on_loop(self.arun(plan), plan)
+        if not self._shared.gate.ready:  # the hot path pays this test only
+            try:
+                self._gate.once(self._set_up)
+            except BaseException:
+                plan.close()
+                raise
+        self._ensure_flusher_thread()
+        result: T = run_sync(plan, sync)
+        return result
 
     async def arun(self, plan: Generator[Any, Any, T]) -> T:
         """Async ``run``: on the asyncio clients of the running event loop, or, with sync
-        clients only, on those in a worker thread. Raises what the plan raises and
-        ``SaverClosedError`` after ``close()``."""
+        clients only, on those in a worker thread; sets a saver up first as ``run`` does.
+        Raises what the plan and the set-up raise and ``SaverClosedError`` after
+        ``close()``."""
         self._check_open()
         clients = self._clients.for_running_loop()
+        if not self._shared.gate.ready:
+            try:
+                await self._aready()
+            except BaseException:
+                plan.close()
+                raise
         result: T
         if clients is None:
             sync = self._clients.sync
@@ -251,6 +273,40 @@ class SaverRuntime(BaseCheckpointSaver[str]):
             result = await asyncio.to_thread(run_sync, plan, sync)
             return result
         await self._aensure_flusher(clients)
+        return await run_async(plan, clients)
+
+    def _on_loop(self, coro: Coroutine[Any, Any, T], plan: Generator[Any, Any, Any] | None = None
+                 ) -> T:
+        """Run ``coro`` on the event loop owning the asyncio clients (a saver without sync
+        clients) and wait; ``plan`` is closed if that cannot be done."""
+        try:
+            loop = self._clients.loop_for_sync_call()
+        except BaseException:
+            coro.close()
+            if plan is not None:
+                plan.close()
+            raise
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def _run_plain(self, plan: Generator[Any, Any, T]) -> T:
+        """``run`` without setting up or starting the flusher (set-up itself, checks, the
+        outbox length of ``close``/``stats``)."""
+        self._check_open()
+        sync = self._clients.sync
+        if sync is None:
+            return self._on_loop(self._arun_plain(plan), plan)
+        result: T = run_sync(plan, sync)
+        return result
+
+    async def _arun_plain(self, plan: Generator[Any, Any, T]) -> T:
+        """Async ``_run_plain``."""
+        self._check_open()
+        clients = self._clients.for_running_loop()
+        if clients is None:
+            sync = self._clients.sync
+            assert sync is not None
+            result: T = await asyncio.to_thread(run_sync, plan, sync)
+            return result
         return await run_async(plan, clients)
 
     def _ensure_flusher_thread(self) -> None:
@@ -276,28 +332,35 @@ class SaverRuntime(BaseCheckpointSaver[str]):
 
     # ------------------------------------------------------------------ lifecycle
 
-    def setup(self) -> None:
-        """Create the MongoDB indexes and the outbox consumer group (idempotent)."""
-        self.run(self._setup_plan())
+    def _set_up(self, strict: bool = False) -> None:
+        """The set-up with sync clients (held by ``SetupGate.once``): a MongoDB that does
+        not answer is set up in the background unless ``strict``."""
+        missed = self._run_plain(start_plan(self._ctx, strict=strict))
+        if missed is not None:
+            self._mongo_setup_failed(missed, None)
 
-    async def asetup(self) -> None:
-        """Async ``setup``."""
-        await self.arun(self._setup_plan())
+    async def _aset_up(self, clients: Clients, strict: bool = False) -> None:
+        """The set-up with asyncio clients only (held by ``SetupGate.aonce``)."""
+        missed = await run_async(start_plan(self._ctx, strict=strict), clients)
+        if missed is not None:
+            self._mongo_setup_failed(missed, clients)
 
-    def _setup_plan(self) -> Plan:
-        yield from self._mongo_setup_plan()
-        yield from self._redis_setup_plan()
+    async def _aready(self) -> None:
+        """Set up unless done, from async code: in a worker thread with sync clients (so a
+        sync call waiting in the event loop's thread never blocks the set-up), else on the
+        running loop's asyncio clients."""
+        if self._gate.ready:
+            return
+        if self._clients.sync is not None:
+            await asyncio.to_thread(self._gate.once, self._set_up)
+            return
+        clients = self._clients.for_running_loop()
+        assert clients is not None
+        await self._gate.aonce(lambda: self._aset_up(clients))
 
-    def _mongo_setup_plan(self) -> Plan:
-        cols = self._ctx.collections
-        yield Parallel([Mongo(getattr(cols, kind), "create_indexes", (models,))
-                        for kind, models in INDEXES.items()])
-        yield from record_version_plan(self._ctx)
-
-    def _redis_setup_plan(self) -> Plan:
-        # load the Lua scripts now so the first put is already one round trip
-        yield LoadScripts(list(SCRIPTS.values()))
-        yield from ensure_group_plan(self._ctx)
+    @property
+    def _gate(self) -> SetupGate:
+        return self._shared.gate
 
     def _mongo_setup_failed(self, exc: TierUnavailableError, clients: Clients | None) -> None:
         """Entering while MongoDB is down: go on from Redis and set MongoDB up later."""
@@ -305,12 +368,24 @@ class SaverRuntime(BaseCheckpointSaver[str]):
                     "Redis serves the threads it holds and the outbox keeps every write "
                     "until MongoDB answers; the indexes and the schema version are set up "
                     "in the background as soon as it does", exc)
-        deferred = self._shared.deferred = DeferredSetup(self._mongo_setup_plan)
+        if self._shared.deferred is not None:
+            self._shared.deferred.stop()
+        deferred = self._shared.deferred = DeferredSetup(
+            functools.partial(mongo_setup_plan, self._ctx), on_refused=self._set_up_refused)
         if self._clients.sync is not None:
             deferred.start_thread(self._clients.sync)
         else:
             assert clients is not None
             deferred.start_task(clients)
+
+    def _set_up_refused(self, exc: Exception) -> None:
+        """The MongoDB set-up deferred at start was refused (another key prefix owns the
+        collections): the in-process flusher stops (nothing more of this saver reaches
+        them; the outbox keeps it) and the next call sets up again, raising the error to
+        its caller."""
+        if self._shared.flusher is not None:
+            self._shared.flusher.request_stop()
+        self._shared.gate.ready = False
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait until everything written so far (by any process) is in MongoDB.
@@ -337,7 +412,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
             if sh.flusher is not None and sh.flusher.running:
                 self.flush(self._drain_s(drain_timeout_s))
             elif self.config.flusher == "off":
-                n = self.run(_xlen_plan(self._ctx))
+                n = self._run_plain(_xlen_plan(self._ctx))
                 if n:
                     log.info("closing with %d entries in the outbox %s for the flushers; %s",
                              n, self._ctx.outbox, self._drain_hint())
@@ -382,7 +457,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
             if sh.flusher is not None and sh.flusher.running:
                 await self.aflush(self._drain_s(drain_timeout_s))
             elif self.config.flusher == "off":
-                n = await self.arun(_xlen_plan(self._ctx))
+                n = await self._arun_plain(_xlen_plan(self._ctx))
                 if n:
                     log.info("closing with %d entries in the outbox %s for the flushers; %s",
                              n, self._ctx.outbox, self._drain_hint())
@@ -395,40 +470,6 @@ class SaverRuntime(BaseCheckpointSaver[str]):
             if sh.flusher is not None:
                 await sh.flusher.astop()
             await self._clients.aclose()
-
-    def __enter__(self) -> Self:
-        """``setup()``, except that MongoDB not answering does not stop the saver: its
-        part of the set-up is retried in the background (a warning is logged). Raises
-        ``TierUnavailableError`` when Redis does not answer."""
-        try:
-            self.run(self._redis_setup_plan())
-            try:
-                self.run(self._mongo_setup_plan())
-            except TierUnavailableError as exc:
-                self._mongo_setup_failed(exc, None)
-        except BaseException:
-            self.close(drain_timeout_s=0)  # no saver reaches the caller: stop what started
-            raise
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        """Async ``__enter__``."""
-        try:
-            await self.arun(self._redis_setup_plan())
-            try:
-                await self.arun(self._mongo_setup_plan())
-            except TierUnavailableError as exc:
-                self._mongo_setup_failed(exc, self._clients.for_running_loop())
-        except BaseException:
-            await self.aclose(drain_timeout_s=0)
-            raise
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.aclose()
 
     def stats(self) -> dict[str, Any]:
         """The numbers of ``langgraph_durable.metrics`` as a plain dict: reads by tier
@@ -446,7 +487,7 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         live: int | None = None
         if not self._shared.closed:
             try:
-                live = self.run(_xlen_plan(self._ctx))
+                live = self._run_plain(_xlen_plan(self._ctx))
             except (TierUnavailableError, SyncCallInEventLoopError, EventLoopNotRunningError):
                 live = None
         return self._stats(live)
@@ -456,29 +497,13 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         live: int | None = None
         if not self._shared.closed:
             try:
-                live = await self.arun(_xlen_plan(self._ctx))
+                live = await self._arun_plain(_xlen_plan(self._ctx))
             except TierUnavailableError:
                 live = None
         return self._stats(live)
 
     def _stats(self, live: int | None) -> dict[str, Any]:
-        sh = self._shared
-        f = sh.flusher
-        lags = sorted(f.lags_s) if f else []
-        snapshot = sh.metrics.snapshot()
-        seen = snapshot.pop("outbox_length")
-        return {
-            **snapshot,
-            "outbox_length": live,
-            "flusher": None if f is None else {
-                "consumer": f.consumer, "rounds": f.rounds, "entries": f.entries,
-                "reaped": f.reaped,
-                "errors": f.errors, "last_error": f.last_error,
-                "lag_p50_s": lags[len(lags) // 2] if lags else None,
-                "lag_max_s": lags[-1] if lags else None,
-                "outbox_length_seen": seen,
-            },
-        }
+        return stats_dict(self._shared.metrics, self._shared.flusher, live)
 
 
 def _serde_fields(config: DurableConfig, serde: Any) -> dict[str, Any]:
@@ -508,6 +533,7 @@ class _Shared:
         self.lock = threading.Lock()
         self.flusher: Flusher | None = None
         self.deferred: DeferredSetup | None = None
+        self.gate = SetupGate()
         self.closed = False
         self.metrics = metrics
         # per thread / asyncio task: what one caller's get_tuple met is not another's

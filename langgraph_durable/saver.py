@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
@@ -23,10 +22,10 @@ from langgraph.checkpoint.base import (
 
 from .drivers import Plan
 from .extref_gc import acollect_saver_garbage, collect_saver_garbage
+from .lifecycle import SaverLifecycle
 from .plans import admin, delta, read, threads, write
 from .plans.threads import ThreadPage
 from .records import check_id, check_ids
-from .runtime import SaverRuntime
 from .serde.gc import GcReport
 from .serde.stores import BlobStore
 
@@ -46,7 +45,7 @@ ReadTier = Literal["hot", "durable", "miss"]
 
 _T = TypeVar("_T")
 
-class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextManager):
+class DurableSaver(SaverLifecycle):
     """A LangGraph checkpointer that survives crashes; a drop-in for ``InMemorySaver``.
 
     Every ``put``/``put_writes`` is committed to Redis (one round trip, one Lua script,
@@ -78,9 +77,17 @@ class DurableSaver(SaverRuntime, AbstractContextManager, AbstractAsyncContextMan
     ``EventLoopNotRunningError``. ``from_urls`` makes sync clients now and asyncio ones per
     event loop, and closes them all on ``close``/``aclose``.
 
-    Beyond LangGraph's contract: ``flush``, ``setup``, ``close``, ``stats``, ``gc``,
-    ``list_threads`` (each with its ``a*`` twin), ``last_read_tier``, ``config`` and, for
-    tools, ``run``/``arun`` with ``context`` and ``sync_clients``.
+    Set-up: entering (``with``/``async with``) sets the saver up and leaving drains the
+    outbox and closes it. A saver used without ``with`` (``checkpointer=DurableSaver.
+    from_urls(...)``, as one uses ``InMemorySaver()``) sets itself up on its first call,
+    once, with the same checks (a failure is raised to that call and tried again on the
+    next); call ``close()`` at shutdown. Its key prefix belongs to one MongoDB database and
+    collection_prefix (recorded in Redis at set-up); a saver configured with another raises
+    ``ConfigurationError``.
+
+    Beyond LangGraph's contract: ``flush``, ``setup``, ``check_deployment``, ``close``,
+    ``stats``, ``gc``, ``list_threads`` (each with its ``a*`` twin), ``last_read_tier``,
+    ``config`` and, for tools, ``run``/``arun`` with ``context`` and ``sync_clients``.
     """
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from typing import Any
 
 from pydantic import AliasChoices, Field, ValidationError
@@ -105,6 +106,76 @@ def resolve_config(config: DurableConfig | None, options: dict[str, Any]) -> Dur
                 "config.model_copy(update={...})")
         return config
     return DurableConfig(**{**env_options(), **options})
+
+
+def saver_config(config: DurableConfig | None, options: dict[str, Any]) -> DurableConfig:
+    """``resolve_config`` for the library's constructors (``DurableSaver(...)``,
+    ``from_urls``): an unknown or invalid keyword option raises ``ConfigurationError``
+    naming it, with the closest option name for a misspelling (``flush_intervl_s=1``: did
+    you mean ``flush_interval_s``?) and the allowed form of a bad ``key_prefix``, as for
+    ``LGD_*`` variables (the CLI and the worker report pydantic's errors as flags)."""
+    try:
+        return resolve_config(config, options)
+    except ValidationError as exc:
+        raise options_error(exc) from None
+
+
+_KEY_PREFIX_BAD = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+
+def options_error(exc: ValidationError) -> ConfigurationError:
+    """A ``ConfigurationError`` naming each keyword option pydantic refused in ``exc``:
+    ``unknown option NAME=VALUE (did you mean FIELD?)`` or ``invalid option NAME=VALUE:
+    why`` (for ``key_prefix`` with an allowed spelling)."""
+    fields = sorted(DurableConfig.model_fields)
+    parts = []
+    for err in exc.errors():
+        name = ".".join(str(p) for p in err["loc"]) or "?"
+        value = err.get("input")
+        if err["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(name, fields, 1, 0.6)
+            hint = (f"did you mean {close[0]}?" if close
+                    else "the options are the DurableConfig fields: " + ", ".join(fields))
+            parts.append(f"unknown option {name}={value!r} ({hint})")
+            continue
+        text = f"invalid option {name}={value!r}: {err['msg']}"
+        if name == "key_prefix" and isinstance(value, str):
+            fixed = _KEY_PREFIX_BAD.sub("-", value).strip("-")[:64]
+            text += (" (a key_prefix is 1 to 64 letters, digits, '_', '.' and '-', with no "
+                     "':', so no two prefixes and thread ids make the same Redis key"
+                     + (f"; e.g. {fixed!r})" if fixed else ")"))
+        parts.append(text)
+    return ConfigurationError("; ".join(parts))
+
+
+def check_mongo_url(url: Any) -> str:
+    """``url`` when it is a MongoDB URL (``mongodb://`` or ``mongodb+srv://``); else
+    raises ``ConfigurationError`` naming it (password hidden) with the likely fix: a
+    misspelt scheme (``mongodb//h``, ``mongo://h``), a Redis URL given for MongoDB."""
+    if isinstance(url, str) and url.startswith(("mongodb://", "mongodb+srv://")):
+        return url
+    fix = ""
+    if isinstance(url, str):
+        scheme, sep, _ = url.partition("://")
+        typo = re.match(r"^mongo(db)?(\+srv)?:?/*", url)
+        if url.startswith(("redis://", "rediss://", "redis+", "unix://")):
+            fix = "; that is a Redis URL: are the Redis and MongoDB URLs swapped?"
+        elif typo and (not sep or scheme.startswith("mongo")):
+            good = "mongodb+srv://" if typo.group(2) else "mongodb://"
+            fix = f"; did you mean {good + hide_password(url[typo.end():])!r}?"
+    shown = hide_password(url) if isinstance(url, str) else url
+    raise ConfigurationError(
+        f"MongoDB URL {shown!r} is not a MongoDB connection string: it must begin with "
+        f"mongodb:// or mongodb+srv:// (e.g. mongodb://localhost:27017/myappdb){fix}")
+
+
+def hide_password(url: str) -> str:
+    """``url`` with the user and password before ``@`` shown as ``***``."""
+    if "@" not in url:
+        return url
+    head, _, rest = url.rpartition("@")
+    cut = head.rfind("/") + 1  # the user info starts after the scheme's slashes
+    return f"{head[:cut]}***@{rest}"
 
 
 def database_of_url(url: str) -> str | None:

@@ -4,6 +4,7 @@ they stop; ``status`` shows the age of the oldest unflushed entry."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -116,6 +117,10 @@ async def test_an_async_saver_removes_its_consumer_on_close(redis_url, mongo_url
         async with DurableSaver(r, m, **opts) as saver:
             await saver.aput({"configurable": {"thread_id": "a", "checkpoint_ns": ""}},
                              empty_checkpoint(), {"step": 0}, {})
+            for _ in range(1000):  # the flusher task's first XREADGROUP joins the group
+                if _consumers(redis_client, saver.context.outbox):
+                    break
+                await asyncio.sleep(0.01)
             assert len(_consumers(redis_client, saver.context.outbox)) == 1
         assert _consumers(redis_client, saver.context.outbox) == {}
     finally:

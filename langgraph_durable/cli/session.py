@@ -23,7 +23,14 @@ from ..config import DurableConfig
 from ..drivers import Clients
 from ..errors import TierUnavailableError
 from ..saver import DurableSaver
-from ..settings import database_of_url, resolve_config, server_settings, with_database
+from ..settings import (
+    check_mongo_url,
+    database_of_url,
+    hide_password,
+    resolve_config,
+    server_settings,
+    with_database,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -135,8 +142,8 @@ class Session:
         ``flusher`` is chosen per command)."""
         config = resolve_config(None, self.options)
         if self.mongo_url:
-            config = with_database(config, database_of_url(self.mongo_url),
-                                   f"MongoDB URL {self.mongo_url!r}")
+            config = with_database(config, database_of_url(check_mongo_url(self.mongo_url)),
+                                   f"MongoDB URL {hide_password(self.mongo_url)!r}")
         return config
 
     def saver(self, *, flusher: bool = False, tolerant: bool = False,
@@ -144,7 +151,9 @@ class Session:
         """The saver; with ``flusher`` an in-process flusher runs (from the first call) and
         ``setup()`` is done unless ``setup=False`` (writing commands); without it nothing
         is written by opening it. ``tolerant`` (read-only commands) shows undecodable
-        values as ``Undecodable``."""
+        values as ``Undecodable`` and checks, writing nothing, that the key prefix and the
+        database belong together (``check_deployment``: ``ConfigurationError`` as
+        ``setup()`` raises it for writing commands)."""
         if self._saver is None:
             if not self.redis_url or not self.mongo_url:
                 raise CliError("--redis-url and --mongo-url (or REDIS_URL and MONGODB_URL) "
@@ -160,6 +169,13 @@ class Session:
                 **{**self.options, "flusher": "auto" if flusher else "off"})
             if flusher and setup:
                 self._saver.setup()
+            elif tolerant:
+                try:
+                    self._saver.check_deployment()
+                except BaseException:
+                    saver, self._saver = self._saver, None
+                    saver.close(drain_timeout_s=0)
+                    raise
         return self._saver
 
     @property

@@ -45,6 +45,10 @@ suffix    holds
 ``gone``  tombstones of deletes (hash: field -> deletion time in ms)
 ========  ===========================================================================
 
+Keys of the whole prefix, not of a thread: the outbox streams (``outbox_key``), the dead
+letters (``{<prefix>:outbox:dead}``) and the *binding* ``{<prefix>:binding}``
+(``binding_key``: the database and collection_prefix this prefix belongs to).
+
 ``meta`` fields: ``dirty`` = the thread's *unflushed count* (outbox entries not yet
 acknowledged as written to MongoDB); ``born`` = the keys' *generation* (creation time in
 ms; outbox entries older than it belong to an earlier incarnation of a deleted thread);
@@ -210,6 +214,16 @@ def outbox_keys(prefix: str, partitions: int) -> list[str]:
     if partitions <= 1:
         return [outbox_key(prefix)]
     return [outbox_key(prefix, k, partitions) for k in range(partitions)]
+
+
+def binding_key(prefix: str) -> str:
+    """The *binding* of a key prefix: ``{<prefix>:binding}``, a hash naming the one MongoDB
+    ``database`` and ``collection_prefix`` the threads of ``prefix`` are flushed to, with
+    ``by`` (which process recorded it) and ``at`` (when, ms since the epoch). Set once
+    (``plans/binding.py``), never expires; a saver or flusher worker configured with
+    another database refuses to start. Under ``prefix_pattern`` (so a prefix's footprint
+    and clean-up see it), never a thread's key (``thread_keys_of`` gives None)."""
+    return "{" + prefix + ":binding}"
 
 
 TOMBSTONE_TTL_S = 7 * 24 * 3600

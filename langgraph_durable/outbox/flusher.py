@@ -435,6 +435,7 @@ class Flusher:
         """Start the flush loop in a daemon thread using blocking ``clients``."""
         self._observe(clients)
         run_sync(ensure_group_plan(self.ctx), clients)
+        self.heartbeat.beat(clients)  # a member of the registry once started
         self._thread = threading.Thread(target=self._loop_sync, args=(clients,),
                                         name=f"langgraph-durable-flusher-{self.consumer}",
                                         daemon=True)
@@ -444,6 +445,7 @@ class Flusher:
         """Run the flush loop in the calling thread until ``request_stop()``."""
         self._observe(clients)
         run_sync(ensure_group_plan(self.ctx), clients)
+        self.heartbeat.beat(clients)  # a member of the registry before its first read
         self._loop_sync(clients)
 
     def request_stop(self) -> None:
@@ -451,7 +453,6 @@ class Flusher:
         self._stop.set()
 
     def _loop_sync(self, clients: Clients) -> None:
-        self.heartbeat.beat(clients)  # a member of the registry before its first read
         self.heartbeat.start_thread(clients)
         try:
             self._rounds_sync(clients)
@@ -484,11 +485,11 @@ class Flusher:
         """Start the flush loop as an asyncio task on the running loop using async clients."""
         self._observe(clients)
         await run_async(ensure_group_plan(self.ctx), clients)
+        await self.heartbeat.abeat(clients)  # a member of the registry once started
         self._aloop, self._anudge = asyncio.get_running_loop(), asyncio.Event()
         self._task = self._aloop.create_task(self._loop_async(clients))
 
     async def _loop_async(self, clients: Clients) -> None:
-        await self.heartbeat.abeat(clients)  # a member of the registry before its first read
         self.heartbeat.start_task(clients)
         try:
             await self._rounds_async(clients)

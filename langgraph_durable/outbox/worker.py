@@ -2,7 +2,10 @@
 
 Joins the outbox consumer group and drains it to MongoDB until SIGTERM/SIGINT; run as
 many as you like beside the application processes (give those ``flusher="off"`` if the
-workers should do all the flushing). On SIGTERM it finishes its round, then exits 0.
+workers should do all the flushing). It starts only if its key prefix is bound to its
+database and collection_prefix (or not bound yet: then it binds it,
+``plans/binding.py``); otherwise it exits 2 naming both, having flushed nothing.
+On SIGTERM it finishes its round, then exits 0.
 Entries it held when killed are claimed by another flusher once its heartbeat lapsed
 (``heartbeat_ttl_s``; ``outbox/heartbeat.py``).
 The worker copies bytes; it needs no serializer or encryption key.
@@ -23,8 +26,16 @@ from pydantic import ValidationError
 from ..clients import database_of, is_cluster, make_clients, mongo_from_url, redis_from_url
 from ..config import ConfigOption, DurableConfig, config_options
 from ..context import Context, partitions_for
-from ..errors import ConfigurationError
-from ..settings import database_of_url, resolve_config, server_settings, with_database
+from ..drivers import run_sync
+from ..errors import ConfigurationError, TierUnavailableError
+from ..plans import binding
+from ..settings import (
+    check_mongo_url,
+    database_of_url,
+    resolve_config,
+    server_settings,
+    with_database,
+)
 from .flusher import Flusher
 
 log = logging.getLogger("langgraph_durable.worker")
@@ -56,7 +67,9 @@ def _converter(opt: ConfigOption) -> Callable[[str], Any]:
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Run the worker until SIGTERM/SIGINT; returns the exit code."""
+    """Run the worker until SIGTERM/SIGINT; returns the exit code: 0 after a signal, 2 for
+    a bad option or URL and for a key prefix bound to another database or
+    collection_prefix (``plans/binding.py``: nothing flushed), 1 when Redis fails."""
     args = build_parser().parse_args(argv)
     env = server_settings()
     args.redis_url = args.redis_url or env.redis_url
@@ -69,8 +82,8 @@ def run(argv: list[str] | None = None) -> int:
         k: v for k, v in vars(args).items() if k in DurableConfig.model_fields and v is not None
     }
     try:
-        config = with_database(resolve_config(None, options), database_of_url(args.mongo_url),
-                               "MongoDB URL")
+        config = with_database(resolve_config(None, options),
+                               database_of_url(check_mongo_url(args.mongo_url)), "MongoDB URL")
     except ConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -92,6 +105,14 @@ def run(argv: list[str] | None = None) -> int:
         return 2
     m = mongo_from_url(args.mongo_url, config, asyncio=False)
     clients = make_clients(r, database_of(m, config))
+    try:  # before anything is flushed: this prefix's threads belong to one database
+        run_sync(binding.bind_plan(ctx, "this flusher worker",
+                                   binding.describe_process("flusher worker")), clients)
+    except (ConfigurationError, TierUnavailableError) as exc:
+        r.close()
+        m.close()
+        print(f"error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigurationError) else 1
     flusher = Flusher(ctx)
 
     def stop(signum: int, _frame: Any) -> None:

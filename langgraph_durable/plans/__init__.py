@@ -6,6 +6,8 @@ of ``drivers`` (``Plan[T]``), driven by ``drivers.run_sync`` or ``drivers.run_as
 by ``finish_page``). ``delta``: delta-channel history. ``admin``: flush-wait, deletes,
 prune, copy, release. ``threads``: list_threads. ``fence``: what the saver and the
 flusher share (taking back writes a delete overtook, insert-once bulk writes).
+``binding``: the key prefix's binding to one database and collection_prefix (read and
+recorded at set-up by savers and flusher workers).
 Plans read time only from ``Context.clock`` and never do I/O themselves; only
 ``admin.prune_plan`` still decodes (metadata, to find delta channels).
 """

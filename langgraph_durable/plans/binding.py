@@ -1,0 +1,124 @@
+"""The binding of a key prefix to one MongoDB database and collection_prefix (sans-I/O).
+
+The threads of a key prefix live in Redis under the prefix and in MongoDB in the
+collections of one ``(database, collection_prefix)``. A process configured with the same
+prefix and another database (a flusher worker started with a bare ``MONGODB_URL``, a
+second saver) would flush them where the application never reads them: once Redis loses
+them, they are gone from the application's view. So the pair is recorded where every
+saver and flusher worker of the prefix meets it, in Redis (``hot.keys.binding_key``:
+``{<prefix>:binding}``, a hash of ``database``, ``collection_prefix``, ``by``, ``at``),
+and a process configured otherwise refuses to start with ``ConfigurationError``.
+
+``check_plan`` reads the binding (writes nothing); ``bind_plan`` records it when absent
+(one atomic script: the first process wins) and compares. The other direction (the
+collections of a database belong to one key prefix) is the owner recorded in MongoDB's
+``meta`` document (``migrations.record_version_plan``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from ..context import Context
+from ..drivers import Pipeline, Plan
+from ..errors import ConfigurationError
+from ..hot.keys import binding_key
+
+FIELDS = ("database", "collection_prefix", "by", "at")
+"""The fields of the binding hash, in the order ``BIND`` returns them."""
+
+BIND = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'database', ARGV[1], 'collection_prefix', ARGV[2],
+             'by', ARGV[3], 'at', ARGV[4])
+end
+return redis.call('HMGET', KEYS[1], 'database', 'collection_prefix', 'by', 'at')
+"""
+"""Record the binding KEYS[1] = (ARGV[1] database, ARGV[2] collection_prefix, ARGV[3]
+by, ARGV[4] at ms) unless one exists; reply the stored ``FIELDS`` (nil for a missing one)."""
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A key prefix's recorded binding: ``database`` and ``collection_prefix`` (None when
+    the hash lacks the field), ``by`` (the process that recorded it, e.g. ``saver pid 12 on
+    host app-1``) and ``at_ms`` (when, ms since the epoch)."""
+
+    database: str | None
+    collection_prefix: str | None
+    by: str | None
+    at_ms: int | None
+
+    def matches(self, ctx: Context) -> bool:
+        """True when it names the database and collection_prefix of ``ctx``."""
+        c = ctx.config
+        return self.database == c.database and self.collection_prefix == c.collection_prefix
+
+
+def describe_process(role: str) -> str:
+    """``"<role> pid <pid> on host <hostname>"``: what ``bind_plan`` records as ``by``."""
+    return f"{role} pid {os.getpid()} on host {socket.gethostname()}"
+
+
+def _text(v: Any) -> str | None:
+    if v is None:
+        return None
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+def _binding(values: list[Any]) -> Binding:
+    database, collection_prefix, by, at = (_text(v) for v in values)
+    return Binding(database, collection_prefix, by,
+                   int(at) if at is not None and at.isdigit() else None)
+
+
+def mismatch_error(ctx: Context, found: Binding, who: str) -> ConfigurationError:
+    """The ``ConfigurationError`` for ``who`` (``"this saver"``, ``"this flusher
+    worker"``...) configured with ``ctx``'s database and collection_prefix while the key
+    prefix is bound to ``found``: names the key prefix, both sides and the way out."""
+    c, key = ctx.config, binding_key(ctx.config.key_prefix)
+    when = ("" if found.at_ms is None else " at " + datetime.datetime.fromtimestamp(
+        found.at_ms / 1000, tz=datetime.timezone.utc).isoformat(timespec="seconds"))
+    return ConfigurationError(
+        f"key_prefix {c.key_prefix!r} belongs to MongoDB database {found.database!r} with "
+        f"collection_prefix {found.collection_prefix!r} (recorded in Redis key {key!r} by "
+        f"{found.by or 'an unknown process'}{when}), but {who} is configured with database "
+        f"{c.database!r} and collection_prefix {c.collection_prefix!r}: it would flush or "
+        "read the threads of this key prefix where the other processes using it never "
+        f"look. Give {who} database={found.database!r} (the database of the MongoDB URL, "
+        f"--database or LGD_DATABASE) and collection_prefix={found.collection_prefix!r}, "
+        "or its own key_prefix. If the threads of this key prefix really moved to another "
+        f"database, delete the Redis key {key!r} while no process uses key_prefix "
+        f"{c.key_prefix!r}, then start again.")
+
+
+def check_plan(ctx: Context, who: str) -> Plan[Binding | None]:
+    """Read the binding of ``ctx``'s key prefix (one round trip, nothing written); raises
+    ``ConfigurationError`` (``mismatch_error``) when it names another database or
+    collection_prefix. Returns it, or None when the prefix is not bound yet."""
+    (values,) = yield Pipeline([["HMGET", binding_key(ctx.config.key_prefix), *FIELDS]])
+    if all(v is None for v in values):
+        return None
+    found = _binding(values)
+    if not found.matches(ctx):
+        raise mismatch_error(ctx, found, who)
+    return found
+
+
+def bind_plan(ctx: Context, who: str, by: str) -> Plan[Binding]:
+    """Bind ``ctx``'s key prefix to its database and collection_prefix unless it is bound
+    already (one atomic script, one round trip: of two processes starting at once, the
+    first wins), recording ``by`` and the time of ``ctx.clock``. Raises
+    ``ConfigurationError`` (``mismatch_error``) when it is bound to another pair. Returns
+    the binding."""
+    c = ctx.config
+    (values,) = yield Pipeline([["EVAL", BIND, 1, binding_key(c.key_prefix), c.database,
+                                 c.collection_prefix, by, ctx.clock.time_ns() // 1_000_000]])
+    found = _binding(values)
+    if not found.matches(ctx):
+        raise mismatch_error(ctx, found, who)
+    return found

@@ -1,0 +1,117 @@
+"""Starting a saver: its set-up as one plan (``start_plan``) and the gate that runs it once
+per saver (``SetupGate``), whether it is entered (``with``/``async with``), set up
+(``setup()``) or just used (``checkpointer=DurableSaver.from_urls(...)``, as one uses
+``InMemorySaver()``): the first call then sets the saver up with the same checks."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import Awaitable, Callable
+
+from .context import Context
+from .drivers import LoadScripts, Mongo, Parallel, Plan
+from .durable.documents import INDEXES
+from .errors import TierUnavailableError
+from .hot.scripts import SCRIPTS
+from .migrations import check_owner_plan, record_version_plan
+from .outbox.group import ensure_group_plan
+from .plans import binding
+
+WHO = "this saver"
+"""How the saver names itself in a binding or owner mismatch."""
+
+
+def redis_setup_plan(ctx: Context) -> Plan[None]:
+    """The Redis part of the set-up: load the Lua scripts (so the first put is already one
+    round trip) and create the outbox consumer groups."""
+    yield LoadScripts(list(SCRIPTS.values()))
+    yield from ensure_group_plan(ctx)
+
+
+def mongo_setup_plan(ctx: Context) -> Plan[None]:
+    """The MongoDB part of the set-up: the indexes, and the ``meta`` record (schema
+    version; the owning key prefix, checked: ``migrations.record_version_plan``)."""
+    cols = ctx.collections
+    yield Parallel([Mongo(getattr(cols, kind), "create_indexes", (models,))
+                    for kind, models in INDEXES.items()])
+    yield from record_version_plan(ctx)
+
+
+def start_plan(ctx: Context, *, strict: bool) -> Plan[TierUnavailableError | None]:
+    """The set-up of a saver of ``ctx``, in this order: the key prefix's binding is read
+    (``plans/binding.py``; a binding to another database or collection_prefix raises
+    ``ConfigurationError`` before anything is written), ``mongo_setup_plan`` (raises
+    ``ConfigurationError`` for collections owned by another key prefix, before anything is
+    written in Redis), ``redis_setup_plan``, then the binding is recorded if absent (and
+    compared again: of two savers starting at once with different databases, the second
+    raises).
+
+    With ``strict`` False a MongoDB that does not answer (``TierUnavailableError`` from
+    ``mongo_setup_plan``) does not stop it: the error is returned, for the caller to set
+    MongoDB up in the background; otherwise it is raised. Returns None when MongoDB was
+    set up."""
+    yield from binding.check_plan(ctx, WHO)
+    missed: TierUnavailableError | None = None
+    try:
+        yield from mongo_setup_plan(ctx)
+    except TierUnavailableError as exc:
+        if strict:
+            raise
+        missed = exc
+    yield from redis_setup_plan(ctx)
+    yield from binding.bind_plan(ctx, WHO, binding.describe_process("saver"))
+    return missed
+
+
+def check_plan(ctx: Context) -> Plan[None]:
+    """What ``start_plan`` checks, writing nothing: the binding in Redis (raises
+    ``ConfigurationError`` for another database or collection_prefix) and the owner of the
+    collections in MongoDB's ``meta`` (raises for another key prefix; skipped when MongoDB
+    does not answer, as reads from Redis still work then)."""
+    yield from binding.check_plan(ctx, WHO)
+    try:
+        yield from check_owner_plan(ctx)
+    except TierUnavailableError:
+        pass
+
+
+class SetupGate:
+    """Runs a saver's set-up once, for the saver and its ``with_allowlist`` copies, from
+    any number of threads (one ``threading.Lock``) or asyncio tasks (one ``asyncio.Lock``
+    per event loop). ``ready`` is True once a set-up succeeded; a set-up that raises leaves
+    it False, so the next call tries again (and the error reaches the caller)."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self._lock = threading.Lock()
+        self._guard = threading.Lock()
+        self._loop_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
+                                                    asyncio.Lock] = weakref.WeakKeyDictionary()
+
+    def once(self, set_up: Callable[[], None], *, again: bool = False) -> None:
+        """Run ``set_up()`` unless ``ready`` (or anyway with ``again``: ``setup()``),
+        holding the lock: other threads wait for it, then find ``ready``."""
+        if self.ready and not again:
+            return
+        with self._lock:
+            if again or not self.ready:
+                set_up()
+                self.ready = True
+
+    async def aonce(self, set_up: Callable[[], Awaitable[None]], *, again: bool = False
+                    ) -> None:
+        """Async ``once``: tasks of one event loop wait on that loop's ``asyncio.Lock``
+        (for savers with asyncio clients only, whose set-up runs on their one loop)."""
+        if self.ready and not again:
+            return
+        loop = asyncio.get_running_loop()
+        with self._guard:
+            lock = self._loop_locks.get(loop)
+            if lock is None:
+                lock = self._loop_locks[loop] = asyncio.Lock()
+        async with lock:
+            if again or not self.ready:
+                await set_up()
+                self.ready = True

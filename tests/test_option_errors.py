@@ -1,0 +1,68 @@
+"""Mistakes in the options of the library's constructors are ``ConfigurationError``s naming
+the option and the likely fix, as the ``LGD_*`` variables already are (issue 21 item 9)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+import langgraph_durable
+from langgraph_durable import ConfigurationError, DurableSaver
+from langgraph_durable.errors import ReplicationTimeoutError
+
+
+def test_a_misspelt_keyword_option_names_the_closest_option(redis_url: str,
+                                                            mongo_url: str) -> None:
+    with pytest.raises(ConfigurationError) as err:
+        DurableSaver.from_urls(redis_url, mongo_url, flush_intervl_s=1)
+    assert str(err.value) == ("unknown option flush_intervl_s=1 (did you mean "
+                              "flush_interval_s?)")
+    with pytest.raises(ConfigurationError) as err:
+        DurableSaver(redis.Redis.from_url(redis_url), None, keyprefix="app")
+    assert str(err.value) == "unknown option keyprefix='app' (did you mean key_prefix?)"
+    with pytest.raises(ConfigurationError, match=r"^unknown option zzz=1 \(the options are "
+                       r"the DurableConfig fields: claim_idle_s, close_drain_timeout_s, "):
+        DurableSaver.from_urls(redis_url, mongo_url, zzz=1)
+
+
+def test_a_key_prefix_with_a_colon_names_an_allowed_spelling(redis_url: str,
+                                                            mongo_url: str) -> None:
+    with pytest.raises(ConfigurationError) as err:
+        DurableSaver.from_urls(redis_url, mongo_url, key_prefix="my:app")
+    assert str(err.value).startswith("invalid option key_prefix='my:app': String should "
+                                     "match pattern")
+    assert str(err.value).endswith("(a key_prefix is 1 to 64 letters, digits, '_', '.' and "
+                                   "'-', with no ':', so no two prefixes and thread ids make "
+                                   "the same Redis key; e.g. 'my-app')")
+    with pytest.raises(ConfigurationError, match=r"invalid option flush_batch_size=0: Input "
+                       r"should be greater than or equal to 1; unknown option x=2"):
+        DurableSaver.from_urls(redis_url, mongo_url, flush_batch_size=0, x=2)
+
+
+@pytest.mark.parametrize("url, fix", [
+    ("mongodb//127.0.0.1:27017/app", "; did you mean 'mongodb://127.0.0.1:27017/app'?"),
+    ("mongodb+srv:/u:secret@cluster0.example.net/app",
+     "; did you mean 'mongodb+srv://***@cluster0.example.net/app'?"),
+    ("redis://127.0.0.1:6379/0",
+     "; that is a Redis URL: are the Redis and MongoDB URLs swapped?"),
+    ("localhost:27017", ""),
+])
+def test_a_bad_mongodb_url_names_the_fix(redis_url: str, url: str, fix: str) -> None:
+    with pytest.raises(ConfigurationError) as err:
+        DurableSaver.from_urls(redis_url, url)
+    shown = url.replace("u:secret@", "***@")
+    assert str(err.value) == (
+        f"MongoDB URL {shown!r} is not a MongoDB connection string: it must begin with "
+        "mongodb:// or mongodb+srv:// (e.g. mongodb://localhost:27017/myappdb)" + fix)
+    assert "secret" not in str(err.value)
+
+
+def test_a_mongodb_url_pymongo_refuses_is_a_configuration_error(redis_url: str) -> None:
+    with pytest.raises(ConfigurationError, match=r"^MongoDB URL 'mongodb://\*\*\*@h:99999/': Port "
+                       r"must be an integer between 0 and 65535$"):
+        DurableSaver.from_urls(redis_url, "mongodb://u:pw@h:99999/")
+
+
+def test_replication_timeout_error_is_importable_from_the_package() -> None:
+    assert langgraph_durable.ReplicationTimeoutError is ReplicationTimeoutError
+    assert "ReplicationTimeoutError" in langgraph_durable.__all__
