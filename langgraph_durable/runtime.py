@@ -38,7 +38,7 @@ from .metrics import Metrics
 from .migrations import record_version_plan
 from .outbox.flusher import Flusher
 from .outbox.group import ensure_group_plan
-from .plans import admin
+from .plans import admin, registry
 from .settings import database_of_url, resolve_config, server_settings, with_database
 
 log = logging.getLogger("langgraph_durable.saver")
@@ -268,6 +268,8 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         yield Parallel([Mongo(getattr(cols, kind), "create_indexes", (models,))
                         for kind, models in INDEXES.items()])
         yield from record_version_plan(self._ctx)
+        # the thread registry is decided with both tiers answering (plans/registry.py)
+        yield from registry.setup_plan(self._ctx)
 
     def _redis_setup_plan(self) -> Plan:
         # load the Lua scripts now so the first put is already one round trip

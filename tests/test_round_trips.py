@@ -158,3 +158,23 @@ def test_a_thread_redis_may_not_hold_whole_asks_mongodb(counted, redis_client, h
     mongo.names.clear()
     assert saver.get_tuple({"configurable": {"thread_id": "old", "checkpoint_ns": "x"}}) is None
     assert mongo.names == ["find"]
+
+
+def test_a_thread_no_tier_holds_is_answered_by_one_redis_round_trip_without_mongodb(
+        counted, redis_client) -> None:
+    saver, counter, mongo = counted
+    registry = saver.context.registry_of("never-seen")
+    assert redis_client.hget(registry, "\x00epoch").startswith(b"complete ")
+    cfg = {"configurable": {"thread_id": "never-seen", "checkpoint_ns": ""}}
+    mongo.names.clear()
+    assert _sent(counter, lambda: saver.get_tuple(cfg)) == 1
+    assert saver.get_tuple(cfg) is None and saver.last_read_tier == "miss"
+    assert saver.get_tuple({"configurable": {**cfg["configurable"],
+                                              "checkpoint_id": "nope"}}) is None
+    assert list(saver.list(cfg)) == []
+    assert list(saver.list({"configurable": {"thread_id": "never-seen"}})) == []
+    assert mongo.names == []
+    # the registry not complete: a miss asks MongoDB, as before
+    redis_client.hset(registry, "\x00epoch", "partial x")
+    assert saver.get_tuple(cfg) is None
+    assert mongo.names == ["find"]

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..drivers import Script
+from .registry import REGISTRY_SCRIPTS
 
 _PERSIST_AND_OUTBOX = r"""
 if redis.call('HSETNX', KEYS[8], 'born', 0) == 1 then  -- this incarnation of the thread
@@ -123,6 +124,11 @@ end
 """
 
 
+# The thread registry (KEYS[12], hot/keys.py): the thread is one of those Redis has stored.
+_REGISTER = r"""
+if #KEYS >= 12 then redis.call('HSET', KEYS[12], ARGV[2], 1) end
+"""
+
 # ARGV: max_outbox, thread_id, outbox payload, member, ns, record, cv, expected head member
 # ('' = no expectation), new-thread flag, parent member ('' = none), checked-through ms,
 # the number of blob pairs, the blob field/value pairs, then item digest/value pairs. A
@@ -156,7 +162,7 @@ redis.call('ZADD', KEYS[3], 0, ARGV[4])
 redis.call('HSETNX', KEYS[7], ARGV[5], ARGV[4])
 for i = last + 1, #ARGV, 2 do redis.call('HSETNX', KEYS[9], ARGV[i], ARGV[i + 1]) end
 for i = 13, last, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
-""" + _PERSIST_AND_OUTBOX
+""" + _REGISTER + _PERSIST_AND_OUTBOX
 
 # ARGV: max_outbox, thread_id, outbox payload, checkpoint member, checked-through ms, the
 # number of triples, triples (field, value, overwrite 0/1), then item digest/value pairs
@@ -180,11 +186,14 @@ end
 """ + _PERSIST_AND_OUTBOX
 
 # A page of checkpoints, newest first, with everything needed to build their tuples.
-# ARGV: lex max, lex min (ZREVRANGEBYLEX bounds), count, and optionally the concatenated
-# 16-byte digests of items the caller holds (not sent back).
+# KEYS: the nine thread keys, then optionally the thread registry of its partition.
+# ARGV: lex max, lex min (ZREVRANGEBYLEX bounds), count, the concatenated 16-byte digests
+# of items the caller holds (not sent back; may be empty), and with the registry the
+# thread_id.
 # Returns {{member, record, cv, {write values}}, ...}, {blob fields}, {blob values},
 # complete (1 when Redis holds the whole thread: see PUT; 2 when it holds every namespace's
-# newest checkpoints but not all older ones: see the hot window), {item digests}, {item values}
+# newest checkpoints but not all older ones: see the hot window; 3 when no tier holds any
+# checkpoint of the thread: see the registry), {item digests}, {item values}
 # (the items and nodes the manifests among those values name, see items_of).
 PAGE = _ITEMS + r"""
 local members = redis.call('ZREVRANGEBYLEX', KEYS[3], ARGV[1], ARGV[2], 'LIMIT', 0,
@@ -208,7 +217,15 @@ end
 local values = {}
 if #fields > 0 then values = hmget_all(KEYS[4], fields) end
 local complete = tonumber(redis.call('HGET', KEYS[8], 'complete') or '0') or 0
-if redis.call('EXISTS', KEYS[3]) == 0 then complete = 0 end
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  complete = 0
+  -- no checkpoint in Redis, and a complete registry (KEYS[10]) without the thread
+  -- (ARGV[5]): no tier holds any checkpoint of it
+  if #KEYS >= 10 and redis.call('HEXISTS', KEYS[10], ARGV[5]) == 0 then
+    local epoch = redis.call('HGET', KEYS[10], '\0epoch') or ''
+    if string.sub(epoch, 1, 9) == 'complete ' then complete = 3 end
+  end
+end
 local refs, rseen = {}, {}
 for i = 1, #fields do refs_into(values[i], refs, rseen) end
 for _, row in ipairs(out) do
@@ -493,6 +510,7 @@ SCRIPTS = {
     "delete_thread": DELETE_THREAD,
     "release": RELEASE,
     "chain": CHAIN,
+    **REGISTRY_SCRIPTS,
 }
 """Script name -> Lua source, registered once per client."""
 
@@ -503,7 +521,8 @@ SCRIPTS = {
 @dataclass(frozen=True)
 class PutArgs:
     """KEYS/ARGV of PUT. ``keys``: ``Context.script_keys`` (thread keys, tombstones and
-    its outbox stream); ``expected_head``: the member the namespace's head
+    its outbox stream) and the partition's thread registry (``Context.registry_of``: the
+    put registers the thread there); ``expected_head``: the member the namespace's head
     must still be (``""`` = no expectation); ``new_thread``: the thread's first input
     checkpoint; ``named``: the member the put builds on (``""`` = none);
     ``checked_through_ms``: deletes up to this time (ms) were found undone in MongoDB;
@@ -608,10 +627,15 @@ class Refusal:
 
 
 def page_op(keys: Sequence[str], lex_max: str, lex_min: str, count: int,
-            held: Iterable[bytes] = ()) -> Script:
+            held: Iterable[bytes] = (), registry: tuple[str, str] | None = None) -> Script:
     """PAGE: up to ``count`` checkpoints between the ZREVRANGEBYLEX bounds; the items
-    whose digests are in ``held`` (the caller has their bytes) are not sent back."""
-    return Script("page", list(keys), [lex_max, lex_min, count, b"".join(held)])
+    whose digests are in ``held`` (the caller has their bytes) are not sent back.
+    ``registry``: ``(registry key, thread_id)``, so a thread Redis holds nothing of that a
+    complete registry lacks is answered as absent from both tiers (complete = 3)."""
+    args: list[object] = [lex_max, lex_min, count, b"".join(held)]
+    if registry is None:
+        return Script("page", list(keys), args)
+    return Script("page", [*keys, registry[0]], [*args, registry[1]])
 
 
 def parts_op(keys: Sequence[str], members: Sequence[str],

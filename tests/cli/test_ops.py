@@ -39,7 +39,7 @@ def test_status_reports_outbox_consumers_dead_letters_and_sizes(cli: Cli) -> Non
                                ["idle_s"]}]
     assert 0 <= o["oldest_age_s"] < 60 and o["dead_letters"] == 1
     assert st["hot"]["bytes"] > 0 and st["hot"]["threads"] == 1
-    assert st["hot"]["keys"] == 7  # cp cv idx ns meta, outbox, dead letters
+    assert st["hot"]["keys"] == 8  # cp cv idx ns meta, outbox, dead letters, thread registry
     assert st["durable"]["checkpoints"]["documents"] == 0
     assert st["schema"] == {"package": 1, "deployed": 1}
     text = cli("status").stdout
