@@ -280,8 +280,9 @@ class StorageFootprint:
     """Bytes a saver (and its blob store) hold, as measured by :func:`storage_footprint`."""
 
     redis_bytes: int = 0
-    """Sum of ``MEMORY USAGE <key> SAMPLES 0`` over the saver's keys (its threads' keys and
-    its outbox streams): what Redis allocates for them, overheads included."""
+    """Sum of ``MEMORY USAGE <key> SAMPLES 0`` over the saver's keys (its threads' keys,
+    its outbox streams and thread registries): what Redis allocates for them, overheads
+    included."""
     redis_keys: int = 0
     mongo_bytes: int = 0
     """Sum of the BSON sizes of the saver's documents (``dbStats``' ``dataSize`` for them)."""
@@ -310,7 +311,8 @@ def footprint_plan(ctx: Any) -> Plan:
     """Sans-I/O plan measuring Redis and MongoDB (see :func:`storage_footprint`); returns
     ``(redis_bytes, redis_keys, mongo_bytes, {kind: documents})``."""
     prefix = ctx.config.key_prefix
-    streams = {*ctx.outboxes, dead_letter_key(ctx)}  # every outbox partition
+    # every outbox partition, and every partition's thread registry
+    streams = {*ctx.outboxes, dead_letter_key(ctx), *ctx.registries}
     keys: list[str] = []
     for k in (yield Scan(scan_pattern(prefix), SCAN_COUNT)):  # every primary of a cluster
         key = k.decode() if isinstance(k, bytes) else str(k)
