@@ -264,3 +264,33 @@ def test_on_a_cluster_a_new_thread_starts_while_mongodb_is_down(
             ms.start()
             s.flush(timeout_s=30)
         assert _mongo_alone(redis_cluster_url, ms.url, opts, "cluster-new") == history
+
+
+def test_a_rebuilt_registry_holds_every_thread_of_both_tiers_and_is_trusted(
+        redis_url: str, redis_client: redis.Redis) -> None:
+    from langgraph_durable.plans.registry import rebuild_plan, states_plan
+
+    _, history = _reference("in-mongodb")
+    opts = unique_options(**DOWN)
+    with mongo_server() as ms:
+        with DurableSaver.from_urls(redis_url, ms.url, **opts) as s:
+            graph = build_answering(s)
+            _turns(graph, "in-mongodb")
+            s.flush(timeout_s=30)
+            redis_client.delete(*s.context.keys("in-mongodb").all)  # its hot keys expired
+            _turns(graph, "in-redis")
+            redis_client.delete(*s.context.registries)  # a version without registries
+        with DurableSaver.from_urls(redis_url, ms.url, **opts) as s:
+            assert [st for _, st, _ in run_sync(states_plan(s.context), s.sync_clients)] \
+                == ["partial"]
+            assert run_sync(rebuild_plan(s.context), s.sync_clients) == 2
+            assert run_sync(states_plan(s.context), s.sync_clients) == [
+                (s.context.registries[0], "complete", 2)]
+            graph = build_answering(s)
+            ms.stop()
+            assert s.get_tuple({"configurable": {"thread_id": "brand-new"}}) is None
+            assert _history(graph, "in-redis") == _reference("in-redis")[1]  # hot: no MongoDB
+            with pytest.raises(TierUnavailableError):  # registered: MongoDB is asked
+                s.get_tuple({"configurable": {"thread_id": "in-mongodb"}})
+            ms.start()
+            assert _history(graph, "in-mongodb") == history

@@ -22,11 +22,12 @@ assert EPOCH_FIELD == "\x00epoch"
 
 # Start deciding a registry (KEYS[1]) that has no epoch, or only a pending one (a decision
 # that never finished, or another saver's still under way: taking it over defeats that one,
-# never the answer): mark it 'pending <ARGV[1]>' and reply {'', length of the partition's
-# outbox stream KEYS[2]}. A registry already decided replies {its epoch, -1}.
+# never the answer), or any with ARGV[2] = '1' (a rebuild): mark it 'pending <ARGV[1]>' and
+# reply {'', length of the partition's outbox stream KEYS[2]}. A registry already decided
+# replies {its epoch, -1}.
 REGISTRY_CLAIM = f"""
 local e = redis.call('HGET', KEYS[1], {_EPOCH})
-if e and string.sub(e, 1, 8) ~= 'pending ' then return {{e, -1}} end
+if e and string.sub(e, 1, 8) ~= 'pending ' and ARGV[2] ~= '1' then return {{e, -1}} end
 redis.call('HSET', KEYS[1], {_EPOCH}, 'pending ' .. ARGV[1])
 return {{'', redis.call('XLEN', KEYS[2])}}
 """
@@ -70,10 +71,11 @@ def epoch_complete(epoch: bytes | str | None) -> bool:
     return epoch is not None and epoch.startswith(COMPLETE + " ")
 
 
-def claim_op(registry: str, outbox: str, nonce: str) -> Script:
+def claim_op(registry: str, outbox: str, nonce: str, *, force: bool = False) -> Script:
     """REGISTRY_CLAIM of one partition (``registry`` and ``outbox`` share its slot).
-    Replies ``[b"", outbox length]`` when claimed, ``[epoch, -1]`` when decided before."""
-    return Script("registry_claim", [registry, outbox], [nonce])
+    Replies ``[b"", outbox length]`` when claimed, ``[epoch, -1]`` when decided before
+    (``force``: claimed whatever its epoch, for a rebuild)."""
+    return Script("registry_claim", [registry, outbox], [nonce, "1" if force else "0"])
 
 
 def settle_op(registry: str, nonce: str, state: str) -> Script:

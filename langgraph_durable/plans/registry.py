@@ -24,16 +24,24 @@ checkpoint of is a field of its partition's registry, once that registry is comp
 A registry without an epoch (never set up, or recreated by PUT after Redis lost its data),
 ``pending`` or ``partial`` is not trusted: a miss asks MongoDB, as before. MongoDB down
 during the set-up leaves the claim pending; the next set-up (the background retry of the
-MongoDB set-up, another saver) claims it again.
+MongoDB set-up, another saver) claims it again. ``rebuild_plan`` (the CLI's ``registry
+--rebuild``) makes a partial registry complete by registering every thread either tier
+holds.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
 
 from ..context import Context
-from ..drivers import FindOne, Parallel, Pipeline, Plan, ask
+from ..drivers import Aggregate, FindOne, Parallel, Pipeline, Plan, Scan, ask
+from ..hot.keys import EPOCH_FIELD
 from ..hot.registry import COMPLETE, PARTIAL, claim_op, forget_op, settle_op
+from .threads import hot_thread_ids, hot_thread_pattern
+
+BATCH = 1000
+"""Fields per ``HSET`` when a rebuild registers threads."""
 
 
 def setup_plan(ctx: Context) -> Plan[dict[str, str]]:
@@ -70,3 +78,45 @@ def forget_plan(ctx: Context, thread_id: str) -> Plan[bool]:
     ``delete_thread`` removed both tiers; a put since keeps it). True if removed."""
     done = yield forget_op(ctx.keys(thread_id).all, ctx.registry_of(thread_id), thread_id)
     return bool(done)
+
+
+def rebuild_plan(ctx: Context) -> Plan[int]:
+    """Make every partition's registry complete by registering every thread either tier
+    holds (for a registry left ``partial``: an upgraded deployment, a Redis that lost its
+    data). Safe while applications run: the registries are claimed first (``pending``: not
+    trusted meanwhile); then every thread with a checkpoint index in Redis (``SCAN``), then
+    every thread_id of the checkpoints collection (one ``$group``), is registered; then each
+    registry is settled ``complete`` if its claim still stands. A thread leaves Redis only
+    after reaching MongoDB (its keys expire once flushed), so reading Redis before MongoDB
+    misses none; what is stored meanwhile is registered by its own PUT or
+    ``register_plan``. Returns how many thread_ids were registered. Reads every thread: an
+    administration step, never a hot path. Raises ``TierUnavailableError`` when a server
+    does not answer (the registries then stay pending, not trusted)."""
+    nonce = uuid.uuid4().hex
+    yield Parallel([claim_op(reg, out, nonce, force=True)
+                    for reg, out in zip(ctx.registries, ctx.outboxes)])
+    threads = hot_thread_ids(ctx, (yield Scan(hot_thread_pattern(ctx))))
+    docs = yield from ask(Aggregate(ctx.collections.checkpoints,
+                                    [{"$group": {"_id": "$thread_id"}}]))
+    threads |= {str(d["_id"]) for d in docs}
+    by_registry: dict[str, list[str]] = defaultdict(list)
+    for t in sorted(threads):
+        by_registry[ctx.registry_of(t)].append(t)
+    for reg, tids in by_registry.items():  # one pipeline per registry (one slot each)
+        yield Pipeline([["HSET", reg, *[x for t in tids[i:i + BATCH] for x in (t, 1)]]
+                        for i in range(0, len(tids), BATCH)])
+    yield Parallel([settle_op(reg, nonce, COMPLETE) for reg in ctx.registries])
+    return len(threads)
+
+
+def states_plan(ctx: Context) -> Plan[list[tuple[str, str, int]]]:
+    """Per partition registry: ``(key, state, threads registered)``; state is the epoch's
+    (``complete``, ``partial``, ``pending``) or ``missing`` without one."""
+    replies = yield Parallel([Pipeline([["HGET", reg, EPOCH_FIELD], ["HLEN", reg]])
+                              for reg in ctx.registries])
+    out = []
+    for reg, (epoch, n) in zip(ctx.registries, replies):
+        text = epoch.decode() if isinstance(epoch, bytes) else epoch
+        state = text.split(" ", 1)[0] if text else "missing"
+        out.append((reg, state, int(n) - (1 if text else 0)))
+    return out

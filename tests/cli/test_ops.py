@@ -306,3 +306,16 @@ def test_migrate_converts_whole_lists_to_manifests(cli: Cli) -> None:
     assert r.stdout.splitlines()[-1].startswith("list values: converted 0 of ")
     with cli.saver(list_items=False) as s:
         assert s.get_tuple({"configurable": {"thread_id": "w"}}) is not None
+
+
+def test_registry_shows_each_partitions_state_and_rebuild_makes_it_complete(
+        cli: Cli) -> None:
+    _put(cli, "s", 2)
+    with cli.saver(flusher="off") as s:
+        reg = s.context.registries[0]
+        s.sync_clients.redis.hset(reg, "\x00epoch", "partial x")
+    assert cli.json("registry") == [{"key": reg, "state": "partial", "threads": 1}]
+    r = cli("registry", "--rebuild")
+    assert "registered 1 threads of both tiers" in r.stderr
+    assert "complete" in r.stdout
+    assert cli.json("registry") == [{"key": reg, "state": "complete", "threads": 1}]
