@@ -294,3 +294,23 @@ def test_a_rebuilt_registry_holds_every_thread_of_both_tiers_and_is_trusted(
                 s.get_tuple({"configurable": {"thread_id": "in-mongodb"}})
             ms.start()
             assert _history(graph, "in-mongodb") == history
+
+
+def test_forgetting_keeps_a_thread_registered_while_either_tier_holds_it(
+        saver: DurableSaver, redis_client: redis.Redis) -> None:
+    # what delete_thread meets when a new run on the thread ran while it deleted
+    from langgraph_durable.plans.registry import forget_plan
+
+    graph, reg = build_answering(saver), saver.context.registry_of("t")
+    _turns(graph, "t")
+    saver.flush(timeout_s=30)
+    redis_client.delete(*saver.context.keys("t").all)  # only MongoDB holds it
+    assert run_sync(forget_plan(saver.context, "t"), saver.sync_clients) is False
+    assert redis_client.hexists(reg, "t")
+    saver.delete_thread("t")  # both tiers empty: forgotten
+    assert not redis_client.hexists(reg, "t")
+    _turns(graph, "t")  # a new run registers it again
+    assert redis_client.hexists(reg, "t")
+    saver.sync_clients.db[saver.context.collections.checkpoints].delete_many({})
+    assert run_sync(forget_plan(saver.context, "t"), saver.sync_clients) is False  # in Redis
+    assert redis_client.hexists(reg, "t")

@@ -74,8 +74,15 @@ def register_plan(ctx: Context, thread_id: str) -> Plan[None]:
 
 
 def forget_plan(ctx: Context, thread_id: str) -> Plan[bool]:
-    """Remove ``thread_id`` from its registry once Redis holds no key of it (after
-    ``delete_thread`` removed both tiers; a put since keeps it). True if removed."""
+    """Remove ``thread_id`` from its registry once neither tier holds it (after
+    ``delete_thread`` removed both): MongoDB is asked first (a new run's checkpoint flushed
+    while the delete ran keeps it), then the script removes it only if Redis holds no key
+    of it (a put since keeps it; its keys cannot have expired in between, as they live
+    ``hot_ttl_s`` after a flush). True if removed."""
+    left = yield from ask(FindOne(ctx.collections.checkpoints, {"thread_id": thread_id},
+                                  {"_id": 1}))
+    if left is not None:
+        return False
     done = yield forget_op(ctx.keys(thread_id).all, ctx.registry_of(thread_id), thread_id)
     return bool(done)
 
