@@ -4,7 +4,8 @@ KEYS always start with the nine thread keys in ``ThreadKeys.all`` order
 (cp, cv, idx, bl, w, wi, ns, meta, it). The writing scripts (PUT, PUT_WRITES) then take the
 thread's tombstones (``gone``) and the thread's outbox stream as KEYS[11], in the same
 slot (``hot/keys.py``), so a checkpoint and its outbox entry are one atomic step on a
-Redis Cluster too.
+Redis Cluster too. PUT also takes the partition's thread registry as KEYS[12] (registering
+the thread), PAGE optionally as KEYS[10] (answering "no such thread"; ``hot/registry.py``).
 
 Plans never build KEYS/ARGV themselves: each script has an argument class below with
 named fields, whose ``op()`` encodes them in the order the Lua source reads them (the one
