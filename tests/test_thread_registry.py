@@ -314,3 +314,32 @@ def test_forgetting_keeps_a_thread_registered_while_either_tier_holds_it(
     saver.sync_clients.db[saver.context.collections.checkpoints].delete_many({})
     assert run_sync(forget_plan(saver.context, "t"), saver.sync_clients) is False  # in Redis
     assert redis_client.hexists(reg, "t")
+
+
+def test_savers_setting_up_at_once_leave_every_registry_decided_complete(
+        redis_url: str, mongo_url: str, redis_client: redis.Redis) -> None:
+    import threading
+
+    opts = unique_options(outbox_partitions=4)
+    savers = [DurableSaver.from_urls(redis_url, mongo_url, **opts) for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def setup(s: DurableSaver) -> None:
+        try:
+            s.setup()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=setup, args=(s,)) for s in savers]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    try:
+        assert errors == []
+        # each partition decided once, by whichever claim stood last on it
+        epochs = [redis_client.hget(reg, EPOCH_FIELD) for reg in savers[0].context.registries]
+        assert [e.split(b" ")[0] for e in epochs] == [b"complete"] * 4
+    finally:
+        for s in savers:
+            s.close()
