@@ -139,7 +139,7 @@ def test_a_new_thread_with_a_subgraph_and_an_interrupt_runs_while_mongodb_is_dow
 
 def test_a_redis_that_lost_its_data_asks_mongodb_again(redis_url: str,
                                                        redis_client: redis.Redis) -> None:
-    answers, history = _reference("only-in-mongodb")
+    _, history = _reference("only-in-mongodb")
     opts = unique_options(**DOWN)
     with mongo_server() as ms:
         with DurableSaver.from_urls(redis_url, ms.url, **opts) as s:

@@ -9,8 +9,8 @@ checkpoint of is a field of its partition's registry, once that registry is comp
 - What writes a thread to MongoDB without a ``put`` (``copy_thread``'s target, the CLI's
   import) registers it first (``register_plan``), *before* the MongoDB write, so no
   moment exists where MongoDB holds a thread the registry lacks.
-- ``delete_thread`` forgets the thread only after both tiers' data is gone, and only if
-  no put has made Redis keys of it since (``forget_plan``).
+- ``delete_thread`` forgets the thread only after both tiers' data is gone: MongoDB
+  holds no checkpoint of it and Redis no key (a new run since keeps it; ``forget_plan``).
 - The registry becomes complete only when no thread can be outside it
   (``setup_plan``, run by ``setup()`` with the MongoDB part): per partition, claim it
   (epoch ``pending <nonce>``) and read its outbox length; then one ``find_one`` on the
