@@ -178,3 +178,21 @@ def test_a_thread_no_tier_holds_is_answered_by_one_redis_round_trip_without_mong
     redis_client.hset(registry, "\x00epoch", "partial x")
     assert saver.get_tuple(cfg) is None
     assert mongo.names == ["find"]
+
+
+def test_writes_racing_a_new_threads_first_put_still_leave_it_read_without_mongodb(
+        counted, redis_client) -> None:
+    # LangGraph sends a step's put_writes concurrently with its put: the writes may land
+    # first and make the thread's meta; the complete registry still tells it is new
+    saver, counter, mongo = counted
+    cfg = {"configurable": {"thread_id": "raced", "checkpoint_ns": ""}}
+    cp = _checkpoint(1)
+    saver.put_writes({"configurable": {**cfg["configurable"], "checkpoint_id": cp["id"]}},
+                     [("count", 1)], "task")
+    saver.put(cfg, cp, {"step": -1}, _versions(1))
+    assert redis_client.hget(saver.context.keys("raced").meta, "complete") == b"1"
+    mongo.names.clear()
+    assert saver.get_tuple({"configurable": {"thread_id": "raced", "checkpoint_ns": "x"}}) is None
+    assert [t.metadata["step"] for t in saver.list(cfg)] == [-1]
+    assert saver.get_tuple(cfg).pending_writes == [("task", "count", 1)]
+    assert mongo.names == []

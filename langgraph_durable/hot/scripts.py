@@ -126,6 +126,17 @@ end
 
 
 # The thread registry (KEYS[12], hot/keys.py): the thread is one of those Redis has stored.
+# new_in_registry: no checkpoint of the thread in Redis, and a complete registry lacks it,
+# so no tier holds one: pending writes that raced the thread's first put (LangGraph sends
+# them concurrently) made its meta, yet Redis holds the whole thread.
+_REGISTRY = r"""
+local function new_in_registry()
+  if #KEYS < 12 or redis.call('EXISTS', KEYS[3]) == 1
+      or redis.call('HEXISTS', KEYS[12], ARGV[2]) == 1 then return false end
+  local epoch = redis.call('HGET', KEYS[12], '\0epoch') or ''
+  return string.sub(epoch, 1, 9) == 'complete '
+end
+"""
 _REGISTER = r"""
 if #KEYS >= 12 then redis.call('HSET', KEYS[12], ARGV[2], 1) end
 """
@@ -138,9 +149,10 @@ if #KEYS >= 12 then redis.call('HSET', KEYS[12], ARGV[2], 1) end
 # deleted is refused (see _deleted_ref).
 # With an expected head, the put is refused (STALE_HEAD <actual>) when another run has extended the
 # namespace meanwhile. With the new-thread flag ('1': a thread's first input checkpoint,
-# see put_plan) on a thread Redis holds nothing of, meta 'complete' = 1: Redis holds the
-# whole thread, so reads need not ask MongoDB about what Redis lacks (PAGE).
-PUT = _ITEMS + _OUTBOX_BOUND + _deleted_ref(10) + r"""
+# see put_plan) on a thread Redis holds nothing of (or only pending writes of, when the
+# complete thread registry lacks it), meta 'complete' = 1: Redis holds the whole thread,
+# so reads need not ask MongoDB about what Redis lacks (PAGE).
+PUT = _ITEMS + _REGISTRY + _OUTBOX_BOUND + _deleted_ref(10) + r"""
 if ARGV[8] ~= '' then
   local head = redis.call('ZREVRANGEBYLEX', KEYS[3], '(' .. ARGV[5] .. '\1',
                           '[' .. ARGV[5] .. '\0', 'LIMIT', 0, 1)
@@ -154,7 +166,7 @@ local sent = {}
 for i = last + 1, #ARGV, 2 do sent[ARGV[i]] = true end
 local missing = missing_items(14, last, 2, sent)
 if missing > 0 then return redis.error_reply('MISSING_ITEMS ' .. missing) end
-if ARGV[9] == '1' and redis.call('EXISTS', KEYS[8]) == 0 then
+if ARGV[9] == '1' and (redis.call('EXISTS', KEYS[8]) == 0 or new_in_registry()) then
   redis.call('HSET', KEYS[8], 'complete', 1)
 end
 redis.call('HSET', KEYS[1], ARGV[4], ARGV[6])
