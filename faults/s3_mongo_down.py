@@ -6,10 +6,13 @@ MongoDB up, ``THREADS`` workflow threads run to a breakpoint (``interrupt_before
 flushed. Then MongoDB is stopped and every thread is resumed: puts must keep succeeding
 from Redis while fewer than ``max_outbox`` entries wait; past the bound each put must fail
 with ``OutboxFullError`` (at once, or after blocking ``BLOCK_S``), writing nothing: never a
-silent drop. The outbox length is sampled all along (it must never pass the bound). MongoDB
-is restarted on the same port and data folder; the backlog must drain (time measured), the
-failed threads resume to the same final state as InMemorySaver's, and every acknowledged
-checkpoint is in MongoDB.
+silent drop. The outbox length is sampled all along (it must never pass the bound). Before
+the old threads resume, ``NEW_THREADS`` brand-new threads are started and run to the end
+while MongoDB is down: Redis's thread registry answers "no such thread" for them, so they
+must not raise ``TierUnavailableError``. MongoDB is restarted on the same port and data
+folder; the backlog must drain (time measured), the failed threads (old and new) resume to
+the same final state as InMemorySaver's, every acknowledged checkpoint is in MongoDB, and
+with Redis emptied MongoDB alone gives the new threads' final states.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ from langgraph_durable.testing import mongo_server
 from . import graphs
 from .common import Env, cleanup, clients, names
 from .result import Result
-from .tiers import mongo_has, redis_has, wait_for
+from .tiers import drop_prefix, mongo_has, redis_has, wait_for
 
 THREADS = 6
+NEW_THREADS = 2
 MAX_OUTBOX = 120
 BLOCK_S = 0.5
 
@@ -79,6 +83,21 @@ def trial(env: Env, policy: str) -> dict[str, Any]:
             sampler = threading.Thread(target=sample, daemon=True)
             sampler.start()
             ms.stop()
+            # brand-new threads, started while MongoDB is down (a run takes ~35 entries:
+            # both fit below the bound, the old threads' resumes then reach it)
+            fresh = [f"s3-{policy}-new-{k}" for k in range(NEW_THREADS)]
+            new_outcomes: dict[str, str] = {}
+            for t in fresh:
+                cfgs[t] = {"configurable": {"thread_id": t}}
+                try:
+                    graph.invoke(graphs.flow_input(t), cfgs[t])
+                    new_outcomes[t] = "finished"
+                except OutboxFullError:
+                    new_outcomes[t] = "OutboxFullError"
+                except TierUnavailableError:
+                    new_outcomes[t] = "TierUnavailableError"
+            rec["new_outcomes"] = sorted(new_outcomes.values())
+            rec["new_started"] = len({a[0] for a in saver.acked if a[0] in new_outcomes})
             outcomes: dict[str, str] = {}
             for t in threads:
                 try:
@@ -112,15 +131,26 @@ def trial(env: Env, policy: str) -> dict[str, Any]:
                                      database=database) as again:
                 again.acked, again.refused = saver.acked, saver.refused
                 graph = graphs.build_flow(again, subgraph=False)
-                for t in threads:
-                    if graph.get_state(cfgs[t]).tasks:
+                for t in threads + fresh:
+                    state = graph.get_state(cfgs[t])
+                    if state.tasks:
                         graph.invoke(None, cfgs[t])
+                    elif not state.values:  # a new thread refused at its first put
+                        graph.invoke(graphs.flow_input(t), cfgs[t])
                     final = graphs.canonical(graph.get_state(cfgs[t]).values)
                     mismatches += int(final != graphs.flow_reference(t, subgraph=False))
                 again.flush()
             rec["mismatches"] = mismatches
             rec["acked"] = len(saver.acked)
             rec["lost"] = mongo_has(m[database], saver.acked).count(False)
+            # the new threads from MongoDB alone (every Redis key of the prefix gone)
+            drop_prefix(r, prefix)
+            with DurableSaver.from_urls(env.redis_url, ms.url, key_prefix=prefix,
+                                        database=database) as alone:
+                graph = graphs.build_flow(alone, subgraph=False)
+                rec["mismatches_mongo_alone"] = sum(
+                    int(graphs.canonical(graph.get_state(cfgs[t]).values)
+                        != graphs.flow_reference(t, subgraph=False)) for t in fresh)
         cleanup(env.redis_url, ms.url, prefix, database)
     return rec
 
@@ -194,9 +224,11 @@ def run(env: Env, trials_per_policy: int = 1, subgraph_probe: bool = True,
     res.faults = len(recs)
     res.acked = sum(r["acked"] for r in recs)
     res.lost = sum(r["lost"] + r["dropped"] for r in recs)
-    res.mismatches = sum(r["mismatches"] for r in recs)
+    res.mismatches = sum(r["mismatches"] + r["mismatches_mongo_alone"] for r in recs)
     res.measures.update({
         "max_outbox": MAX_OUTBOX,
+        "new threads started while down": (
+            f"{sum(r['new_started'] for r in recs)} of {NEW_THREADS * len(recs)}"),
         "max backlog (XLEN)": max(r["max_backlog"] for r in recs),
         "puts acked while down": sum(r["acked_during_outage"] for r in recs),
         "puts refused (OutboxFullError)": sum(r["refused"] for r in recs),
@@ -229,5 +261,9 @@ def run(env: Env, trials_per_policy: int = 1, subgraph_probe: bool = True,
             res.findings.append(f"puts refused by {r['refused_by']}, not OutboxFullError")
         if not r["refused"]:
             res.findings.append(f"policy {r['policy']}: the bound was never reached")
+        if "TierUnavailableError" in r["new_outcomes"] or r["new_started"] < NEW_THREADS:
+            res.findings.append(
+                f"policy {r['policy']}: a new thread could not start while MongoDB was down "
+                f"({r['new_outcomes']}, {r['new_started']} of {NEW_THREADS} started)")
     res.seconds = time.monotonic() - began
     return res

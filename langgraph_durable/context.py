@@ -11,7 +11,14 @@ from typing import Any
 from .config import DurableConfig
 from .durable.documents import Collections
 from .errors import ConfigurationError
-from .hot.keys import ThreadKeys, outbox_key, outbox_keys, partition_of
+from .hot.keys import (
+    ThreadKeys,
+    outbox_key,
+    outbox_keys,
+    partition_of,
+    registry_key,
+    registry_keys,
+)
 from .items import Items
 
 
@@ -113,6 +120,19 @@ class Context:
             return outbox_key(self.config.key_prefix)
         return outbox_key(self.config.key_prefix, partition_of(thread_id, self.partitions),
                           self.partitions)
+
+    @property
+    def registries(self) -> list[str]:
+        """Every partition's thread registry, in the order of ``outboxes``."""
+        return registry_keys(self.config.key_prefix, self.partitions)
+
+    def registry_of(self, thread_id: str) -> str:
+        """The thread registry of ``thread_id``'s partition (in its hash-tag slot when
+        ``partitions`` >= 2; see ``hot/keys.py``)."""
+        if self.partitions <= 1:
+            return registry_key(self.config.key_prefix)
+        return registry_key(self.config.key_prefix, partition_of(thread_id, self.partitions),
+                            self.partitions)
 
     @property
     def collections(self) -> Collections:

@@ -281,8 +281,8 @@ class StorageFootprint:
 
     redis_bytes: int = 0
     """Sum of ``MEMORY USAGE <key> SAMPLES 0`` over the saver's keys (its threads' keys, its
-    outbox streams, dead letters and the key prefix's binding): what Redis allocates for
-    them, overheads included."""
+    outbox streams, dead letters, thread registries and the key prefix's binding): what
+    Redis allocates for them, overheads included."""
     redis_keys: int = 0
     mongo_bytes: int = 0
     """Sum of the BSON sizes of the saver's documents (``dbStats``' ``dataSize`` for them)."""
@@ -311,8 +311,9 @@ def footprint_plan(ctx: Any) -> Plan:
     """Sans-I/O plan measuring Redis and MongoDB (see :func:`storage_footprint`); returns
     ``(redis_bytes, redis_keys, mongo_bytes, {kind: documents})``."""
     prefix = ctx.config.key_prefix
-    # every outbox partition, the dead letters and the binding of the prefix
-    streams = {*ctx.outboxes, dead_letter_key(ctx), binding_key(prefix)}
+    # every outbox partition, the dead letters, every partition's thread registry and
+    # the binding of the prefix
+    streams = {*ctx.outboxes, dead_letter_key(ctx), *ctx.registries, binding_key(prefix)}
     keys: list[str] = []
     for k in (yield Scan(scan_pattern(prefix), SCAN_COUNT)):  # every primary of a cluster
         key = k.decode() if isinstance(k, bytes) else str(k)

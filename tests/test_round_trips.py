@@ -158,3 +158,41 @@ def test_a_thread_redis_may_not_hold_whole_asks_mongodb(counted, redis_client, h
     mongo.names.clear()
     assert saver.get_tuple({"configurable": {"thread_id": "old", "checkpoint_ns": "x"}}) is None
     assert mongo.names == ["find"]
+
+
+def test_a_thread_no_tier_holds_is_answered_by_one_redis_round_trip_without_mongodb(
+        counted, redis_client) -> None:
+    saver, counter, mongo = counted
+    registry = saver.context.registry_of("never-seen")
+    assert redis_client.hget(registry, "\x00epoch").startswith(b"complete ")
+    cfg = {"configurable": {"thread_id": "never-seen", "checkpoint_ns": ""}}
+    mongo.names.clear()
+    assert _sent(counter, lambda: saver.get_tuple(cfg)) == 1
+    assert saver.get_tuple(cfg) is None and saver.last_read_tier == "miss"
+    assert saver.get_tuple({"configurable": {**cfg["configurable"],
+                                              "checkpoint_id": "nope"}}) is None
+    assert list(saver.list(cfg)) == []
+    assert list(saver.list({"configurable": {"thread_id": "never-seen"}})) == []
+    assert mongo.names == []
+    # the registry not complete: a miss asks MongoDB, as before
+    redis_client.hset(registry, "\x00epoch", "partial x")
+    assert saver.get_tuple(cfg) is None
+    assert mongo.names == ["find"]
+
+
+def test_writes_racing_a_new_threads_first_put_still_leave_it_read_without_mongodb(
+        counted, redis_client) -> None:
+    # LangGraph sends a step's put_writes concurrently with its put: the writes may land
+    # first and make the thread's meta; the complete registry still tells it is new
+    saver, counter, mongo = counted
+    cfg = {"configurable": {"thread_id": "raced", "checkpoint_ns": ""}}
+    cp = _checkpoint(1)
+    saver.put_writes({"configurable": {**cfg["configurable"], "checkpoint_id": cp["id"]}},
+                     [("count", 1)], "task")
+    saver.put(cfg, cp, {"step": -1}, _versions(1))
+    assert redis_client.hget(saver.context.keys("raced").meta, "complete") == b"1"
+    mongo.names.clear()
+    assert saver.get_tuple({"configurable": {"thread_id": "raced", "checkpoint_ns": "x"}}) is None
+    assert [t.metadata["step"] for t in saver.list(cfg)] == [-1]
+    assert saver.get_tuple(cfg).pending_writes == [("task", "count", 1)]
+    assert mongo.names == []

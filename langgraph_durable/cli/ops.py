@@ -1,5 +1,5 @@
-"""Operating commands: ``status``, ``flush``, ``flusher``, ``gc``, ``prune``, ``delete``,
-``copy``, ``fork``, ``migrate``. Writing commands run an in-process flusher, so the
+"""Operating commands: ``status``, ``flush``, ``registry``, ``flusher``, ``gc``, ``prune``,
+``delete``, ``copy``, ``fork``, ``migrate``. Writing commands run an in-process flusher, so the
 outbox drains even when no application is running; destructive ones ask first."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ..durable.documents import write_of
 from ..errors import TierUnavailableError
 from ..extref_gc import collect_saver_garbage
 from ..migrations import deployed_version_plan
+from ..plans import registry as registry_plans
 from ..records import SCHEMA_VERSION
 from . import render, storage
 from .browse import resolve
@@ -131,6 +132,31 @@ def flush(ctx: typer.Context,
     saver.flush(timeout_s=timeout_s)
     typer.echo(f"flushed: {waiting} outbox entries were waiting; outbox drained in "
                f"{time.perf_counter() - began:.2f} s")
+
+
+@command
+def registry(ctx: typer.Context,
+             rebuild: bool = typer.Option(False, "--rebuild", help="register every thread "
+                                          "of both tiers and make the registries complete"),
+             as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+    """The thread registries, one per outbox partition: state and threads registered.
+    Complete: a thread Redis holds nothing of and the registry lacks is new, so it starts
+    while MongoDB is down; partial, pending or missing: such a read asks MongoDB. With
+    --rebuild (safe while applications run) every thread of both tiers is registered and
+    the registries become complete."""
+    session = session_of(ctx)
+    sctx = session.saver().context
+    if rebuild:
+        n = run_sync(registry_plans.rebuild_plan(sctx), session.clients)
+        typer.echo(f"registered {n} threads of both tiers", err=True)
+    rows = run_sync(registry_plans.states_plan(sctx), session.clients)
+    if as_json:
+        echo_json([{"key": k, "state": st, "threads": n} for k, st, n in rows])
+        return
+    t = Table("registry", "state", "threads")
+    for k, st, n in rows:
+        t.add_row(k, st, str(n))
+    console().print(t)
 
 
 @live_command

@@ -45,6 +45,7 @@ from ..durable.documents import (
 from ..errors import CorruptRecordError
 from ..items import NODE_MAGIC, NODE_TYPE
 from ..plans.admin import release_plan
+from ..plans.registry import register_plan
 from ..records import (
     SCHEMA_VERSION,
     CheckpointRecord,
@@ -269,6 +270,8 @@ def import_(ctx: typer.Context,
               *docs["items"]):
         d["put_ms"] = int(sec) * 1000 + int(usec) // 1000  # deleted thread are not taken)
     cols, db = saver.context.collections, session.clients.db
+    # registered before MongoDB holds it, so a complete registry never lacks it
+    run_sync(register_plan(saver.context, target), session.clients)
     chunks: list[dict] = []
     for kind in docs:  # values over chunks.THRESHOLD_BYTES go to the chunks collection
         docs[kind], more = split_all(kind, docs[kind])

@@ -49,6 +49,11 @@ Keys of the whole prefix, not of a thread: the outbox streams (``outbox_key``), 
 letters (``{<prefix>:outbox:dead}``) and the *binding* ``{<prefix>:binding}``
 (``binding_key``: the database and collection_prefix this prefix belongs to).
 
+Besides the threads' keys and the outbox streams, each partition has a *thread registry*
+(``registry_key``): a hash of every thread_id Redis has stored a checkpoint of (field
+thread_id -> ``1``), plus the field ``EPOCH_FIELD`` saying whether the registry is
+*complete* (see ``plans/registry.py``). It has no TTL and lives as long as the key prefix.
+
 ``meta`` fields: ``dirty`` = the thread's *unflushed count* (outbox entries not yet
 acknowledged as written to MongoDB); ``born`` = the keys' *generation* (creation time in
 ms; outbox entries older than it belong to an earlier incarnation of a deleted thread);
@@ -225,6 +230,29 @@ def binding_key(prefix: str) -> str:
     and clean-up see it), never a thread's key (``thread_keys_of`` gives None)."""
     return "{" + prefix + ":binding}"
 
+
+def registry_key(prefix: str, partition: int | None = None, partitions: int = 1) -> str:
+    """The thread registry of one outbox partition: ``{<prefix>:threads}`` with one
+    partition (``partition`` None), else ``<tag>:threads`` in partition ``partition``'s
+    hash tag, so the scripts of a thread of that partition reach it in the thread's slot
+    on a Redis Cluster (``thread_keys_of`` gives None for it: it is no thread's key)."""
+    if partition is None:
+        return "{" + prefix + ":threads}"
+    return partition_tag(prefix, partition, partitions) + ":threads"
+
+
+def registry_keys(prefix: str, partitions: int) -> list[str]:
+    """The thread registry of every outbox partition, in partition order (the same order
+    as ``outbox_keys``)."""
+    if partitions <= 1:
+        return [registry_key(prefix)]
+    return [registry_key(prefix, k, partitions) for k in range(partitions)]
+
+
+EPOCH_FIELD = "\x00epoch"
+"""The registry field holding its epoch, ``"<state> <nonce>"`` with state ``pending``
+(being decided), ``complete`` (every thread Redis or MongoDB holds is a field) or
+``partial`` (it may miss threads: a miss asks MongoDB). No thread_id contains a NUL."""
 
 TOMBSTONE_TTL_S = 7 * 24 * 3600
 """Seconds a delete's tombstones stay: longer than any flusher round can stall."""

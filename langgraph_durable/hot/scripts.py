@@ -4,7 +4,8 @@ KEYS always start with the nine thread keys in ``ThreadKeys.all`` order
 (cp, cv, idx, bl, w, wi, ns, meta, it). The writing scripts (PUT, PUT_WRITES) then take the
 thread's tombstones (``gone``) and the thread's outbox stream as KEYS[11], in the same
 slot (``hot/keys.py``), so a checkpoint and its outbox entry are one atomic step on a
-Redis Cluster too.
+Redis Cluster too. PUT also takes the partition's thread registry as KEYS[12] (registering
+the thread), PAGE optionally as KEYS[10] (answering "no such thread"; ``hot/registry.py``).
 
 Plans never build KEYS/ARGV themselves: each script has an argument class below with
 named fields, whose ``op()`` encodes them in the order the Lua source reads them (the one
@@ -19,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..drivers import Script
+from .registry import REGISTRY_SCRIPTS
 
 _PERSIST_AND_OUTBOX = r"""
 if redis.call('HSETNX', KEYS[8], 'born', 0) == 1 then  -- this incarnation of the thread
@@ -123,6 +125,22 @@ end
 """
 
 
+# The thread registry (KEYS[12], hot/keys.py): the thread is one of those Redis has stored.
+# new_in_registry: no checkpoint of the thread in Redis, and a complete registry lacks it,
+# so no tier holds one: pending writes that raced the thread's first put (LangGraph sends
+# them concurrently) made its meta, yet Redis holds the whole thread.
+_REGISTRY = r"""
+local function new_in_registry()
+  if #KEYS < 12 or redis.call('EXISTS', KEYS[3]) == 1
+      or redis.call('HEXISTS', KEYS[12], ARGV[2]) == 1 then return false end
+  local epoch = redis.call('HGET', KEYS[12], '\0epoch') or ''
+  return string.sub(epoch, 1, 9) == 'complete '
+end
+"""
+_REGISTER = r"""
+if #KEYS >= 12 then redis.call('HSET', KEYS[12], ARGV[2], 1) end
+"""
+
 # ARGV: max_outbox, thread_id, outbox payload, member, ns, record, cv, expected head member
 # ('' = no expectation), new-thread flag, parent member ('' = none), checked-through ms,
 # the number of blob pairs, the blob field/value pairs, then item digest/value pairs. A
@@ -131,9 +149,10 @@ end
 # deleted is refused (see _deleted_ref).
 # With an expected head, the put is refused (STALE_HEAD <actual>) when another run has extended the
 # namespace meanwhile. With the new-thread flag ('1': a thread's first input checkpoint,
-# see put_plan) on a thread Redis holds nothing of, meta 'complete' = 1: Redis holds the
-# whole thread, so reads need not ask MongoDB about what Redis lacks (PAGE).
-PUT = _ITEMS + _OUTBOX_BOUND + _deleted_ref(10) + r"""
+# see put_plan) on a thread Redis holds nothing of (or only pending writes of, when the
+# complete thread registry lacks it), meta 'complete' = 1: Redis holds the whole thread,
+# so reads need not ask MongoDB about what Redis lacks (PAGE).
+PUT = _ITEMS + _REGISTRY + _OUTBOX_BOUND + _deleted_ref(10) + r"""
 if ARGV[8] ~= '' then
   local head = redis.call('ZREVRANGEBYLEX', KEYS[3], '(' .. ARGV[5] .. '\1',
                           '[' .. ARGV[5] .. '\0', 'LIMIT', 0, 1)
@@ -147,7 +166,7 @@ local sent = {}
 for i = last + 1, #ARGV, 2 do sent[ARGV[i]] = true end
 local missing = missing_items(14, last, 2, sent)
 if missing > 0 then return redis.error_reply('MISSING_ITEMS ' .. missing) end
-if ARGV[9] == '1' and redis.call('EXISTS', KEYS[8]) == 0 then
+if ARGV[9] == '1' and (redis.call('EXISTS', KEYS[8]) == 0 or new_in_registry()) then
   redis.call('HSET', KEYS[8], 'complete', 1)
 end
 redis.call('HSET', KEYS[1], ARGV[4], ARGV[6])
@@ -156,7 +175,7 @@ redis.call('ZADD', KEYS[3], 0, ARGV[4])
 redis.call('HSETNX', KEYS[7], ARGV[5], ARGV[4])
 for i = last + 1, #ARGV, 2 do redis.call('HSETNX', KEYS[9], ARGV[i], ARGV[i + 1]) end
 for i = 13, last, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
-""" + _PERSIST_AND_OUTBOX
+""" + _REGISTER + _PERSIST_AND_OUTBOX
 
 # ARGV: max_outbox, thread_id, outbox payload, checkpoint member, checked-through ms, the
 # number of triples, triples (field, value, overwrite 0/1), then item digest/value pairs
@@ -180,11 +199,14 @@ end
 """ + _PERSIST_AND_OUTBOX
 
 # A page of checkpoints, newest first, with everything needed to build their tuples.
-# ARGV: lex max, lex min (ZREVRANGEBYLEX bounds), count, and optionally the concatenated
-# 16-byte digests of items the caller holds (not sent back).
+# KEYS: the nine thread keys, then optionally the thread registry of its partition.
+# ARGV: lex max, lex min (ZREVRANGEBYLEX bounds), count, the concatenated 16-byte digests
+# of items the caller holds (not sent back; may be empty), and with the registry the
+# thread_id.
 # Returns {{member, record, cv, {write values}}, ...}, {blob fields}, {blob values},
 # complete (1 when Redis holds the whole thread: see PUT; 2 when it holds every namespace's
-# newest checkpoints but not all older ones: see the hot window), {item digests}, {item values}
+# newest checkpoints but not all older ones: see the hot window; 3 when no tier holds any
+# checkpoint of the thread: see the registry), {item digests}, {item values}
 # (the items and nodes the manifests among those values name, see items_of).
 PAGE = _ITEMS + r"""
 local members = redis.call('ZREVRANGEBYLEX', KEYS[3], ARGV[1], ARGV[2], 'LIMIT', 0,
@@ -208,7 +230,15 @@ end
 local values = {}
 if #fields > 0 then values = hmget_all(KEYS[4], fields) end
 local complete = tonumber(redis.call('HGET', KEYS[8], 'complete') or '0') or 0
-if redis.call('EXISTS', KEYS[3]) == 0 then complete = 0 end
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  complete = 0
+  -- no checkpoint in Redis, and a complete registry (KEYS[10]) without the thread
+  -- (ARGV[5]): no tier holds any checkpoint of it
+  if #KEYS >= 10 and redis.call('HEXISTS', KEYS[10], ARGV[5]) == 0 then
+    local epoch = redis.call('HGET', KEYS[10], '\0epoch') or ''
+    if string.sub(epoch, 1, 9) == 'complete ' then complete = 3 end
+  end
+end
 local refs, rseen = {}, {}
 for i = 1, #fields do refs_into(values[i], refs, rseen) end
 for _, row in ipairs(out) do
@@ -493,6 +523,7 @@ SCRIPTS = {
     "delete_thread": DELETE_THREAD,
     "release": RELEASE,
     "chain": CHAIN,
+    **REGISTRY_SCRIPTS,
 }
 """Script name -> Lua source, registered once per client."""
 
@@ -503,7 +534,8 @@ SCRIPTS = {
 @dataclass(frozen=True)
 class PutArgs:
     """KEYS/ARGV of PUT. ``keys``: ``Context.script_keys`` (thread keys, tombstones and
-    its outbox stream); ``expected_head``: the member the namespace's head
+    its outbox stream) and the partition's thread registry (``Context.registry_of``: the
+    put registers the thread there); ``expected_head``: the member the namespace's head
     must still be (``""`` = no expectation); ``new_thread``: the thread's first input
     checkpoint; ``named``: the member the put builds on (``""`` = none);
     ``checked_through_ms``: deletes up to this time (ms) were found undone in MongoDB;
@@ -608,10 +640,15 @@ class Refusal:
 
 
 def page_op(keys: Sequence[str], lex_max: str, lex_min: str, count: int,
-            held: Iterable[bytes] = ()) -> Script:
+            held: Iterable[bytes] = (), registry: tuple[str, str] | None = None) -> Script:
     """PAGE: up to ``count`` checkpoints between the ZREVRANGEBYLEX bounds; the items
-    whose digests are in ``held`` (the caller has their bytes) are not sent back."""
-    return Script("page", list(keys), [lex_max, lex_min, count, b"".join(held)])
+    whose digests are in ``held`` (the caller has their bytes) are not sent back.
+    ``registry``: ``(registry key, thread_id)``, so a thread Redis holds nothing of that a
+    complete registry lacks is answered as absent from both tiers (complete = 3)."""
+    args: list[object] = [lex_max, lex_min, count, b"".join(held)]
+    if registry is None:
+        return Script("page", list(keys), args)
+    return Script("page", [*keys, registry[0]], [*args, registry[1]])
 
 
 def parts_op(keys: Sequence[str], members: Sequence[str],

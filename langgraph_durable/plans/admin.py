@@ -33,6 +33,7 @@ from ..errors import FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S
 from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
 from ..records import blob_field, checkpoint_time_s, member
+from .registry import forget_plan, register_plan
 
 
 def flush_wait_plan(ctx: Context, timeout_s: float) -> Plan[int]:
@@ -67,7 +68,8 @@ def flush_wait_plan(ctx: Context, timeout_s: float) -> Plan[int]:
 
 
 def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
-    """Remove every checkpoint, blob and write of ``thread_id`` from both tiers."""
+    """Remove every checkpoint, blob and write of ``thread_id`` from both tiers, then the
+    thread from its registry (``plans/registry.py``)."""
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     q = {"thread_id": thread_id}
@@ -90,6 +92,8 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
     ])
     # chunks after the documents that refer to them (never a document without its chunks)
     yield DeleteMany(cols.chunks, q)
+    # both tiers hold nothing of it now: out of the thread registry (unless a put since)
+    yield from forget_plan(ctx, thread_id)
 
 
 def _delete_ids(collection: str, ids: Sequence[str]) -> BulkWrite:
@@ -321,7 +325,8 @@ def _keep_chains(ctx: Context, ns: str, cps: dict[str, Any], non_empty: set[str]
 
 
 def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
-    """Copy every checkpoint, blob and write (the whole parent chain) to ``target``."""
+    """Copy every checkpoint, blob and write (the whole parent chain) to ``target``,
+    registered in its thread registry before MongoDB holds it."""
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     q = {"thread_id": source}
@@ -336,6 +341,7 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
         return
     (clock,) = yield Pipeline([["TIME"]])  # Redis time: these records are stored now
     now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
+    yield from register_plan(ctx, target)  # before MongoDB holds it (plans/registry.py)
     for d in (*cps, *blobs, *writes, *items):
         d["put_ms"] = now_ms
     ops: list[Op[Any]] = []

@@ -23,6 +23,8 @@ from ..context import Context
 from ..drivers import Aggregate, Doc, Find, Op, Parallel, Pipeline, Plan, ask
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..hot.keys import EPOCH_FIELD
+from ..hot.registry import epoch_complete
 from ..hot.scripts import page_op, parts_op
 from ..items import MANIFEST_TYPE, node_children, parse_stored, split_digests
 from ..records import (
@@ -255,7 +257,9 @@ def page_plan(
     matches: right for the latest or one exact checkpoint, since the newest checkpoints
     are always written to Redis first. MongoDB is not asked at all when Redis holds the
     whole thread (its meta ``complete`` flag, set by the put of a new thread's first input
-    checkpoint, and gone with the hot keys when they expire or are deleted)."""
+    checkpoint, and gone with the hot keys when they expire or are deleted), nor when
+    Redis holds nothing of it and its partition's complete thread registry lacks it (no
+    tier holds it: ``plans/registry.py``)."""
     keys = ctx.keys(thread_id)
     cols = ctx.collections
     hi, lo = _lex(ns, before, exact)
@@ -266,7 +270,8 @@ def page_plan(
         q["checkpoint_id"] = {"$lt": before}
     q.update(D.metadata_query(filter, ctx.queryable))
     held = ctx.items.held(thread_id)  # items this process can rebuild: not read again
-    reply = yield page_op(keys.all, hi, lo, count, held)
+    reply = yield page_op(keys.all, hi, lo, count, held,
+                          (ctx.registry_of(thread_id), thread_id))
     rows, blobs, items, hot_items = _decode_page(thread_id, reply)
     items.update(held)
     hot_ids = {r.checkpoint_id for r, _ in rows}
@@ -277,7 +282,9 @@ def page_plan(
     # every namespace's newest checkpoints, so "the latest" of a namespace Redis lacks is
     # none (a subgraph's first step works while MongoDB is down), but older ones and exact
     # ids may be in MongoDB only
-    complete = reply[3] == 1
+    # meta complete 3: no checkpoint of the thread in Redis, and the complete thread
+    # registry lacks it: no tier holds any (a new thread starts while MongoDB is down)
+    complete = reply[3] in (1, 3)
     newest = reply[3] in (1, 2) and hot_first and not exact
     if not (complete or newest or (hot_first and len(rows) >= count)):
         # only what Redis did not answer: the top `count` of the union is in the two answers
@@ -355,12 +362,17 @@ def get_tuple_plan(ctx: Context, thread_id: str, ns: str,
 def namespaces_plan(ctx: Context, thread_id: str) -> Plan[list[str]]:
     """The thread's checkpoint namespaces in first-written order (InMemorySaver's order).
     MongoDB is not asked when Redis holds the whole thread (meta ``complete``, as in
-    ``page_plan``), so listing such a thread works while MongoDB is down."""
+    ``page_plan``) or the complete thread registry says no tier holds it, so listing such
+    a thread works while MongoDB is down."""
     keys = ctx.keys(thread_id)
-    hot, complete, exists = yield Pipeline([
-        ["HGETALL", keys.ns], ["HGET", keys.meta, "complete"], ["EXISTS", keys.idx]])
+    reg = ctx.registry_of(thread_id)
+    hot, complete, exists, epoch, known = yield Pipeline([
+        ["HGETALL", keys.ns], ["HGET", keys.meta, "complete"], ["EXISTS", keys.idx],
+        ["HGET", reg, EPOCH_FIELD], ["HEXISTS", reg, thread_id]])
+    absent = not exists and not known and epoch_complete(epoch)  # in no tier
     cold: list[Doc] = []
-    if not (complete in (b"1", "1", b"2", "2") and exists):  # (the ns hash is never trimmed)
+    # (the ns hash is never trimmed)
+    if not (complete in (b"1", "1", b"2", "2") and exists) and not absent:
         cold = yield from ask(Aggregate(ctx.collections.checkpoints, [
             {"$match": {"thread_id": thread_id}},
             {"$group": {"_id": "$checkpoint_ns", "first": {"$min": "$checkpoint_id"}}},

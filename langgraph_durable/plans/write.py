@@ -283,8 +283,9 @@ def prepare_put(
     record = rec.pack()
     packed_blobs = [(f, pack_blob(typed)) for f, typed in blobs]
     size = len(record) + sum(len(b) for _, b in packed_blobs)
+    keys = [*ctx.script_keys(tid), ctx.registry_of(tid)]  # the put registers the thread
     args = PutArgs(
-        keys=ctx.script_keys(tid), max_outbox=_max_outbox(ctx), thread_id=tid,
+        keys=keys, max_outbox=_max_outbox(ctx), thread_id=tid,
         payload=_payload("cp", m, [f for f, _ in blobs], send, size), member=m, ns=ns,
         record=record, index=rec.pack_index(), expected_head=expect, new_thread=fresh,
         named=_named(config, ns, parent), checked_through_ms=0,

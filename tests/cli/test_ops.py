@@ -45,8 +45,8 @@ def test_status_reports_outbox_consumers_dead_letters_and_sizes(cli: Cli) -> Non
         ("worker-1", 2, None), ("worker-2", 0, "alive"), ("worker-3", 0, "lapsed")]
     assert 0 <= o["oldest_age_s"] < 60 and o["dead_letters"] == 1
     assert st["hot"]["bytes"] > 0 and st["hot"]["threads"] == 1
-    assert st["hot"]["keys"] == 9  # cp cv idx ns meta, outbox, dead letters, heartbeats,
-    #                                binding
+    assert st["hot"]["keys"] == 10  # cp cv idx ns meta, outbox, dead letters, heartbeats,
+    #                                 binding, thread registry
     assert st["durable"]["checkpoints"]["documents"] == 0
     assert st["schema"] == {"package": 1, "deployed": 1}
     text = cli("status").stdout
@@ -314,3 +314,16 @@ def test_migrate_converts_whole_lists_to_manifests(cli: Cli) -> None:
     assert r.stdout.splitlines()[-1].startswith("list values: converted 0 of ")
     with cli.saver(list_items=False) as s:
         assert s.get_tuple({"configurable": {"thread_id": "w"}}) is not None
+
+
+def test_registry_shows_each_partitions_state_and_rebuild_makes_it_complete(
+        cli: Cli) -> None:
+    _put(cli, "s", 2)
+    with cli.saver(flusher="off") as s:
+        reg = s.context.registries[0]
+        s.sync_clients.redis.hset(reg, "\x00epoch", "partial x")
+    assert cli.json("registry") == [{"key": reg, "state": "partial", "threads": 1}]
+    r = cli("registry", "--rebuild")
+    assert "registered 1 threads of both tiers" in r.stderr
+    assert "complete" in r.stdout
+    assert cli.json("registry") == [{"key": reg, "state": "complete", "threads": 1}]

@@ -1,5 +1,6 @@
 """Scenario 3 (short form): MongoDB stopped while graphs run; bounded outbox, loud refusal
-past the bound, drain after restart, nothing acknowledged lost."""
+past the bound, new threads start during the outage, drain after restart, nothing
+acknowledged lost."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ def test_mongodb_down_bounded_backlog_loud_refusal_then_drain(env) -> None:
         assert r["refused"] > 0 and r["refused_by"] == ["OutboxFullError"]  # loud
         assert r["refused_but_stored"] == 0 and r["dropped"] == 0  # never silent
         assert r["drain_s"] < 60
+        # brand-new threads started during the outage: none needed MongoDB to begin
+        assert r["new_started"] == s3_mongo_down.NEW_THREADS
+        assert "TierUnavailableError" not in r["new_outcomes"], r["new_outcomes"]
+        assert r["mismatches_mongo_alone"] == 0
     block = next(r for r in recs if r["policy"] == "block")
     assert block["block_s"] >= s3_mongo_down.BLOCK_S * 0.9  # it did block before raising
     assert res.lost == 0 and res.mismatches == 0, recs
