@@ -1,8 +1,10 @@
 """Same-process A/B of the asyncio hot path: script coalescing on/off and redis-py's reply
-parser (hiredis or the pure-Python one), on W3 (many threads in one event loop) and W1
-async (one agent thread: a lone call per step), interleaved round robin.
+parser (hiredis or the pure-Python one), on W3 (many threads in one event loop), W1
+async (one agent thread: a lone call per step), ``lone`` (puts of one thread in a row,
+no graph) and ``read`` (hot ``aget_tuple`` of the W1 thread), interleaved round robin.
 
     python -m benchmarks.ab_hot_path [--rounds N] [--threads T] [--steps S] [--turns K]
+                                     [--calls C] [--variants a,b]
 
 One DurableSaver (write-behind, its flusher thread on) on servers of its own; before each
 run its asyncio clients are switched to the variant's Redis client and ``coalesce`` flag.
@@ -21,6 +23,7 @@ import uuid
 from typing import Any
 
 import redis.asyncio
+from langgraph.checkpoint.base import empty_checkpoint
 from redis._parsers import _AsyncHiredisParser, _AsyncRESP2Parser
 
 from langgraph_durable import DurableSaver
@@ -73,6 +76,27 @@ async def _w1(saver: DurableSaver, turns: int, tag: str) -> tuple[float, float]:
     return n / (time.perf_counter() - t0), (time.process_time() - c0) / n * 1e3
 
 
+async def _lone(saver: DurableSaver, calls: int, tag: str) -> tuple[float, float]:
+    """One thread, ``calls`` puts in a row, nothing concurrent: the lone-call path."""
+    cfg: dict[str, Any] = {"configurable": {"thread_id": f"ab-lone-{tag}", "checkpoint_ns": ""}}
+    c0, t0 = time.process_time(), time.perf_counter()
+    for i in range(calls):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"n": i}
+        cp["channel_versions"] = {"n": f"{i + 1:032}.0"}
+        cfg = await saver.aput(cfg, cp, {"step": i}, {"n": f"{i + 1:032}.0"})
+    return calls / (time.perf_counter() - t0), (time.process_time() - c0) / calls * 1e3
+
+
+async def _read(saver: DurableSaver, calls: int, tag: str) -> tuple[float, float]:
+    """``calls`` hot ``aget_tuple`` of the W1 agent thread just written (a large reply)."""
+    cfg = {"configurable": {"thread_id": f"ab-w1-{tag}"}}
+    c0, t0 = time.process_time(), time.perf_counter()
+    for _ in range(calls):
+        await saver.aget_tuple(cfg)
+    return calls / (time.perf_counter() - t0), (time.process_time() - c0) / calls * 1e3
+
+
 async def _main(a: argparse.Namespace, redis_url: str, mongo_url: str) -> None:
     ns = f"ab{uuid.uuid4().hex[:8]}"
     names = [v for v in VARIANTS if a.variants is None or v in a.variants.split(",")]
@@ -89,9 +113,11 @@ async def _main(a: argparse.Namespace, redis_url: str, mongo_url: str) -> None:
                     if b is not None and k:
                         got.setdefault((v, "batch"), []).append((b.calls / b.batches, 0.0))
                     w1 = await _w1(s, a.turns, f"{v}-{k}")
+                    rd = await _read(s, a.calls, f"{v}-{k}")
+                    lone = await _lone(s, a.calls, f"{v}-{k}")
                     if k:
-                        got.setdefault((v, "W3"), []).append(w3)
-                        got.setdefault((v, "W1async"), []).append(w1)
+                        for w, r in (("W3", w3), ("W1async", w1), ("lone", lone), ("read", rd)):
+                            got.setdefault((v, w), []).append(r)
                 await s.aflush()
     finally:
         for cl in clients.values():
@@ -99,7 +125,9 @@ async def _main(a: argparse.Namespace, redis_url: str, mongo_url: str) -> None:
         drop_namespace(redis_url, mongo_url, ns, ns)
     print(f"{a.rounds} rounds, W3 {a.threads} threads x {a.steps} steps, W1 async {a.turns} "
           "turns; medians")
-    for w in ("W3", "W1async"):
+    print("W3/W1async: checkpoints per second and CPU ms per checkpoint; lone (aput in a "
+          "row) and read (hot aget_tuple): calls per second and CPU ms per call")
+    for w in ("W3", "W1async", "lone", "read"):
         base = None
         for v in names:
             runs = got[(v, w)]
@@ -109,8 +137,8 @@ async def _main(a: argparse.Namespace, redis_url: str, mongo_url: str) -> None:
             extra = ""
             if w == "W3" and (v, "batch") in got:
                 extra = f"  mean batch {statistics.median(r[0] for r in got[(v, 'batch')]):.1f}"
-            print(f"{w:8} {v:18} {cps:8.1f} cps ({cps / base[0]:.3f}x)  "
-                  f"{cpu:6.3f} CPU ms/cp ({cpu / base[1]:.3f}x){extra}")
+            print(f"{w:8} {v:18} {cps:8.1f} /s ({cps / base[0]:.3f}x)  "
+                  f"{cpu:6.3f} CPU ms ({cpu / base[1]:.3f}x){extra}")
 
 
 def main() -> None:
@@ -120,6 +148,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=50)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--turns", type=int, default=10)
+    p.add_argument("--calls", type=int, default=200, help="calls of lone and read")
     p.add_argument("--variants", default=None, help="comma-separated subset of VARIANTS")
     a = p.parse_args()
     with redis_server() as r, mongo_server() as m:
