@@ -142,3 +142,20 @@ async def test_a_lost_connection_fails_every_call_of_its_batch_as_tier_unavailab
     assert all(str(g).startswith("Redis down:1 did not answer (probe)") for g in got)
     assert (clients.batcher().batches, clients.batcher().calls) == (1, 3)
     await r.aclose()
+
+
+async def test_cancelling_the_first_call_of_a_turn_still_sends_the_others(
+        redis_url: str) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url)
+    key = f"lgd-test-coalesce-{uuid.uuid4().hex}"
+    batcher = ScriptBatcher(r)
+    sha, source = _script("return redis.call('INCR', KEYS[1])")
+    tasks = [asyncio.ensure_future(batcher.call(sha, source, [key], [])) for _ in range(3)]
+    await asyncio.sleep(0)  # the first call now yields in its loop turn, the others queued
+    tasks[0].cancel()
+    got = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(got[0], asyncio.CancelledError)
+    assert sorted(got[1:]) == [1, 2]
+    assert await r.get(key) == b"2"  # the cancelled call never ran
+    await r.delete(key)
+    await r.aclose()
