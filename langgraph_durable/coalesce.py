@@ -157,9 +157,13 @@ class ScriptBatcher:
         """A cluster pipeline per node owning calls of the batch; a node's failure is
         the reply of each of its calls."""
         groups: dict[Any, list[int]] = {}
-        for i, (_, _, keys, _) in enumerate(calls):
-            node = self.redis.get_node_from_key(keys[0]) if keys else None
-            groups.setdefault(node.name if node is not None else None, []).append(i)
+        try:
+            for i, (_, _, keys, _) in enumerate(calls):
+                node = self.redis.get_node_from_key(keys[0]) if keys else None
+                groups.setdefault(node.name if node is not None else None, []).append(i)
+        except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException):
+            # no slot map yet: the one pipeline loads it
+            groups = {None: list(range(len(calls)))}
         if len(groups) == 1:
             return await self._one_pipeline(calls)
         shares = list(groups.values())

@@ -159,3 +159,18 @@ async def test_cancelling_the_first_call_of_a_turn_still_sends_the_others(
     assert await r.get(key) == b"2"  # the cancelled call never ran
     await r.delete(key)
     await r.aclose()
+
+
+async def test_a_fresh_cluster_client_sends_its_first_batch_to_every_node_it_names(
+        redis_cluster_url: str) -> None:
+    r = redis_from_url(redis_cluster_url, DurableConfig(), asyncio=True)  # no slot map yet
+    batcher = ScriptBatcher(r)
+    sha, source = _script("return redis.call('INCR', KEYS[1])")
+    keys = [f"{{lgd-test-coalesce-{uuid.uuid4().hex}}}:n" for _ in range(9)]
+    got = await asyncio.gather(*(batcher.call(sha, source, [k], []) for k in keys))
+    assert got == [1] * 9
+    assert len({r.get_node_from_key(k).name for k in keys}) > 1  # the batch crossed nodes
+    assert await asyncio.gather(*(batcher.call(sha, source, [k], []) for k in keys)) == [2] * 9
+    for k in keys:
+        await r.delete(k)
+    await r.aclose()
