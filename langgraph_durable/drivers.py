@@ -28,6 +28,7 @@ import redis.exceptions
 from pymongo.errors import PyMongoError
 from redis.asyncio.cluster import PipelineCommand
 
+from .coalesce import ScriptBatcher
 from .errors import ReplicationTimeoutError, TierUnavailableError
 
 T = TypeVar("T")
@@ -306,6 +307,11 @@ class Clients:
     observer: Callable[[Any, float, bool], None] | None = None
     """Called after each Script, Pipeline and MongoDB operation with ``(op, seconds, ok)``
     (round-trip time from ``time.perf_counter``); ``None`` = not timed (metrics.py sets it)."""
+    coalesce: bool = True
+    """Asyncio clients: ``Script`` calls (without ``wait_replicas``) that arrive in the same
+    event-loop turn go to Redis as one pipeline (``coalesce.ScriptBatcher``); False sends
+    each on its own. Blocking clients ignore it."""
+    _batcher: ScriptBatcher | None = None
 
     def script(self, name: str) -> Any:
         """The client's registered ``Script`` object for ``name`` (EVALSHA with fallback)."""
@@ -313,6 +319,12 @@ class Clients:
         if obj is None:
             obj = self._registered[name] = self.redis.register_script(self.scripts[name])
         return obj
+
+    def batcher(self) -> ScriptBatcher:
+        """The asyncio clients' ``ScriptBatcher`` (made on first use)."""
+        if self._batcher is None:
+            self._batcher = ScriptBatcher(self.redis)
+        return self._batcher
 
 
 def _what(op: Any) -> str:
@@ -564,6 +576,9 @@ async def _exec_async(op: Op[Any], c: Clients) -> Any:
     if isinstance(op, Script):
         if op.wait_replicas > 0:
             return await run_with_async(_replicated(op, c), lambda step: _step_async(step, c))
+        if c.coalesce:
+            sha = c.script(op.name).sha
+            return await c.batcher().call(sha, c.scripts[op.name], op.keys, op.args)
         return await c.script(op.name)(keys=list(op.keys), args=list(op.args))
     if isinstance(op, LoadScripts):
         as_pipe = _load_scripts_op(op, c)

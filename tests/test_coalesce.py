@@ -1,0 +1,176 @@
+"""Auto-pipelining of script calls under asyncio (``coalesce.ScriptBatcher``): calls of
+one event-loop turn share one pipeline, each keeps its own reply and error."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pymongo
+import pytest
+import redis.asyncio
+import redis.exceptions
+from langgraph.checkpoint.base import empty_checkpoint
+
+from langgraph_durable import DurableConfig, DurableSaver
+from langgraph_durable.clients import redis_from_url
+from langgraph_durable.coalesce import ScriptBatcher
+from langgraph_durable.drivers import Clients, Script, execute_async
+from langgraph_durable.errors import TierUnavailableError
+from langgraph_durable.testing import _free_port, unique_options
+
+
+class Packets:
+    """Counts packets the asyncio redis-py connections send (one per command or pipeline)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent = 0
+        original = redis.asyncio.connection.AbstractConnection.send_packed_command
+
+        async def counting(conn: Any, command: Any, check_health: bool = True) -> None:
+            self.sent += 1
+            await original(conn, command, check_health)
+
+        monkeypatch.setattr(redis.asyncio.connection.AbstractConnection,
+                            "send_packed_command", counting)
+
+
+def _cfg(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+def _script(body: str) -> tuple[str, str]:
+    """A Lua script no server has seen (a unique comment), with its SHA1 digest."""
+    import hashlib
+
+    source = f"-- {uuid.uuid4().hex}\n{body}"
+    return hashlib.sha1(source.encode()).hexdigest(), source
+
+
+def _async_clients(saver: DurableSaver) -> Clients:
+    clients = saver._clients.for_running_loop()
+    assert clients is not None
+    return clients
+
+
+async def _puts_of_many_threads(redis_client: Any, mongo_url: str, threads: int,
+                                monkeypatch: pytest.MonkeyPatch) -> tuple[int, Clients]:
+    m = pymongo.AsyncMongoClient(mongo_url)
+    saver = DurableSaver(redis_client, m, **unique_options(flusher="off"))
+    await saver.asetup()
+    clients = _async_clients(saver)
+    packets = Packets(monkeypatch)
+    cps = [empty_checkpoint() for _ in range(threads)]
+    done = await asyncio.gather(*(saver.aput(_cfg(f"t{i}"), cp, {"step": i}, {})
+                                  for i, cp in enumerate(cps)))
+    sent = packets.sent
+    monkeypatch.undo()
+    for i, cp in enumerate(cps):
+        got = await saver.aget_tuple(_cfg(f"t{i}"))
+        assert got is not None and got.checkpoint["id"] == cp["id"]
+        assert got.metadata["step"] == i
+        assert done[i]["configurable"]["checkpoint_id"] == cp["id"]
+    await saver.aclose()
+    await m.close()
+    return sent, clients
+
+
+async def test_puts_of_twenty_threads_in_one_loop_turn_are_one_redis_packet(
+        redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url)
+    sent, clients = await _puts_of_many_threads(r, mongo_url, 20, monkeypatch)
+    assert sent == 1
+    assert clients.batcher().calls == 20 + 20  # the puts, then the reads above
+    await r.aclose()
+
+
+async def test_puts_of_threads_on_every_cluster_node_keep_their_own_replies(
+        redis_cluster_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = redis_from_url(redis_cluster_url, DurableConfig(), asyncio=True)
+    sent, clients = await _puts_of_many_threads(r, mongo_url, 12, monkeypatch)
+    nodes = len(r.get_primaries())
+    assert nodes == 3
+    assert sent <= nodes  # one pipeline per node that owns one of the threads
+    await r.aclose()
+
+
+async def test_a_lone_async_put_is_one_evalsha_without_a_pipeline(
+        redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url)
+    sent, clients = await _puts_of_many_threads(r, mongo_url, 1, monkeypatch)
+    assert sent == 1
+    assert (clients.batcher().batches, clients.batcher().calls) == (2, 2)
+    await r.aclose()
+
+
+async def test_a_failing_script_in_a_batch_fails_only_its_own_call(redis_url: str) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url)
+    batcher = ScriptBatcher(r)
+    ok_sha, ok = _script("return ARGV[1]")
+    bad_sha, bad = _script("return redis.error_reply('refused: ' .. ARGV[1])")
+    calls = [batcher.call(ok_sha, ok, [], ["a"]), batcher.call(bad_sha, bad, [], ["b"]),
+             batcher.call(ok_sha, ok, [], ["c"])]
+    got = await asyncio.gather(*calls, return_exceptions=True)
+    assert got[0] == b"a" and got[2] == b"c"
+    assert isinstance(got[1], redis.exceptions.ResponseError)
+    assert str(got[1]) == "refused: b"
+    assert (batcher.batches, batcher.calls) == (1, 3)
+    await r.aclose()
+
+
+async def test_scripts_the_server_has_not_cached_are_sent_again_with_their_source(
+        redis_url: str) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url)
+    key = f"lgd-test-coalesce-{uuid.uuid4().hex}"
+    batcher = ScriptBatcher(r)
+    sha, source = _script("return redis.call('INCR', KEYS[1])")
+    got = await asyncio.gather(*(batcher.call(sha, source, [key], []) for _ in range(4)))
+    assert sorted(got) == [1, 2, 3, 4]  # NOSCRIPT ran nothing: each script ran once
+    assert await batcher.call(sha, source, [key], []) == 5  # lone, now cached
+    await r.delete(key)
+    await r.aclose()
+
+
+async def test_a_lost_connection_fails_every_call_of_its_batch_as_tier_unavailable() -> None:
+    r = redis.asyncio.Redis(port=_free_port(), socket_connect_timeout=1, retry=None)
+    sha, source = _script("return 1")
+    clients = Clients(redis=r, db=None, scripts={"probe": source}, redis_name="down:1")
+    got = await asyncio.gather(*(execute_async(Script("probe", [f"k{i}"], []), clients)
+                                 for i in range(3)), return_exceptions=True)
+    assert [type(g) for g in got] == [TierUnavailableError] * 3
+    assert all(str(g).startswith("Redis down:1 did not answer (probe)") for g in got)
+    assert (clients.batcher().batches, clients.batcher().calls) == (1, 3)
+    await r.aclose()
+
+
+async def test_cancelling_the_first_call_of_a_turn_still_sends_the_others(
+        redis_url: str) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url)
+    key = f"lgd-test-coalesce-{uuid.uuid4().hex}"
+    batcher = ScriptBatcher(r)
+    sha, source = _script("return redis.call('INCR', KEYS[1])")
+    tasks = [asyncio.ensure_future(batcher.call(sha, source, [key], [])) for _ in range(3)]
+    await asyncio.sleep(0)  # the first call now yields in its loop turn, the others queued
+    tasks[0].cancel()
+    got = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(got[0], asyncio.CancelledError)
+    assert sorted(got[1:]) == [1, 2]
+    assert await r.get(key) == b"2"  # the cancelled call never ran
+    await r.delete(key)
+    await r.aclose()
+
+
+async def test_a_fresh_cluster_client_sends_its_first_batch_to_every_node_it_names(
+        redis_cluster_url: str) -> None:
+    r = redis_from_url(redis_cluster_url, DurableConfig(), asyncio=True)  # no slot map yet
+    batcher = ScriptBatcher(r)
+    sha, source = _script("return redis.call('INCR', KEYS[1])")
+    keys = [f"{{lgd-test-coalesce-{uuid.uuid4().hex}}}:n" for _ in range(9)]
+    got = await asyncio.gather(*(batcher.call(sha, source, [k], []) for k in keys))
+    assert got == [1] * 9
+    assert len({r.get_node_from_key(k).name for k in keys}) > 1  # the batch crossed nodes
+    assert await asyncio.gather(*(batcher.call(sha, source, [k], []) for k in keys)) == [2] * 9
+    for k in keys:
+        await r.delete(k)
+    await r.aclose()
