@@ -51,7 +51,7 @@ def _source() -> str:
     import langgraph_durable
 
     where = os.path.dirname(os.path.abspath(langgraph_durable.__file__))
-    origin = os.environ.get("LGD_BENCH_SOURCE") or "working tree"
+    origin = os.environ.get("LANGGRAPH_DURABLE_BENCH_SOURCE") or "working tree"
     try:
         git = ["git", "-C", os.path.dirname(os.path.abspath(__file__))]
         sha = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True,

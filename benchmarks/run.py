@@ -104,7 +104,7 @@ def _at_commit(rev: str, argv: list[str]) -> int:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (tmp, os.getcwd(),
                                                         env.get("PYTHONPATH")) if p)
-        env["LGD_BENCH_SOURCE"] = f"git archive {rev} ({sha[:12]})"
+        env["LANGGRAPH_DURABLE_BENCH_SOURCE"] = f"git archive {rev} ({sha[:12]})"
         rest, skip = [], False
         for a in argv:
             if skip:
