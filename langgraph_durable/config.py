@@ -9,6 +9,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pymongo import WriteConcern
 
+_DATABASE_BAD = frozenset("/\\. \"$\0")
+"""Characters MongoDB refuses in a database name."""
+
 
 class DurableConfig(BaseModel):
     """Options of :class:`~langgraph_durable.DurableSaver`; every unit is in the name.
@@ -184,6 +187,26 @@ class DurableConfig(BaseModel):
         raise ValueError(f"write_concern_w must be 'majority' or a number from 1 to 50 (the "
                          f"most members a replica set has), got {w!r} (w=0 would not wait "
                          "for MongoDB at all)")
+
+    @field_validator("database")
+    @classmethod
+    def _mongodb_database_name(cls, name: str) -> str:
+        bad = sorted({c for c in name if c in _DATABASE_BAD})
+        if bad or len(name.encode()) > 63:
+            why = (f"it contains {', '.join(repr(c) for c in bad)}" if bad
+                   else f"it is {len(name.encode())} bytes long")
+            raise ValueError(f"not a MongoDB database name: {why} (a database name has at "
+                             "most 63 bytes and none of / \\ . space \" $ or NUL)")
+        return name
+
+    @field_validator("collection_prefix")
+    @classmethod
+    def _mongodb_collection_prefix(cls, prefix: str) -> str:
+        if "$" in prefix or "\0" in prefix or prefix.startswith("system."):
+            raise ValueError("the collections <collection_prefix>checkpoints, ... would not "
+                             "be MongoDB collection names: a collection_prefix has no '$' "
+                             "and no NUL and does not begin with 'system.'")
+        return prefix
 
     @field_validator("write_concern_timeout_s")
     @classmethod

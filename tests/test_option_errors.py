@@ -66,3 +66,20 @@ def test_a_mongodb_url_pymongo_refuses_is_a_configuration_error(redis_url: str) 
 def test_replication_timeout_error_is_importable_from_the_package() -> None:
     assert langgraph_durable.ReplicationTimeoutError is ReplicationTimeoutError
     assert "ReplicationTimeoutError" in langgraph_durable.__all__
+
+
+@pytest.mark.parametrize("options, why", [
+    ({"database": "my app"}, "not a MongoDB database name: it contains ' '"),
+    ({"database": "app.prod"}, "not a MongoDB database name: it contains '.'"),
+    ({"database": "a/b$"}, "not a MongoDB database name: it contains '$', '/'"),
+    ({"database": "d" * 64}, "not a MongoDB database name: it is 64 bytes long"),
+    ({"collection_prefix": "$app_"}, "the collections <collection_prefix>checkpoints"),
+    ({"collection_prefix": "system."}, "the collections <collection_prefix>checkpoints"),
+])
+def test_a_database_or_collection_prefix_mongodb_refuses_is_a_configuration_error(
+        redis_url: str, mongo_url: str, options: dict[str, str], why: str) -> None:
+    (name, value), = options.items()
+    with pytest.raises(ConfigurationError) as err:
+        DurableSaver.from_urls(redis_url, mongo_url, key_prefix="never-bound", **options)
+    assert str(err.value).startswith(f"invalid option {name}={value!r}: Value error, {why}")
+    assert redis.Redis.from_url(redis_url).exists("{never-bound:binding}") == 0

@@ -48,6 +48,10 @@ def status(ctx: typer.Context,
     dead letters, Redis memory of the hot tier, MongoDB sizes, schema versions."""
     session = session_of(ctx)
     saver = session.saver()
+    try:  # sizes of a database this key prefix is not bound to would mislead
+        saver.check_deployment()
+    except TierUnavailableError:
+        pass  # the tier's row says it is down
     c, sctx = session.clients, saver.context
     data: dict[str, Any] = {"key_prefix": sctx.config.key_prefix,
                             "database": sctx.config.database, "down": {}}

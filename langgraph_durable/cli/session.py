@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..config import DurableConfig
 from ..drivers import Clients
-from ..errors import TierUnavailableError
+from ..errors import ConfigurationError, TierUnavailableError
 from ..saver import DurableSaver
 from ..settings import (
     check_mongo_url,
@@ -228,6 +228,8 @@ def one_line(exc: BaseException) -> str:
         text = tier_line(exc)
     elif not isinstance(exc, (DurableSaverError, CliError)):
         text = f"{type(exc).__name__}: {text}"
+    if isinstance(exc, ConfigurationError):  # its end says what to do: never cut
+        return text
     return text if len(text) <= 400 else text[:397] + "..."
 
 

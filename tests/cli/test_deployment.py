@@ -50,3 +50,22 @@ def test_read_and_flush_commands_refuse_a_key_prefix_bound_to_another_database(
         assert other not in m.list_database_names()
     cli.env["LGD_DATABASE"] = bound
     assert [row["thread_id"] for row in cli.json("threads")["threads"]] == ["t1"]
+
+
+def test_status_refuses_a_key_prefix_bound_to_another_database_and_says_what_to_do(
+        cli: Cli, t1: dict[str, Any]) -> None:
+    bound, other = cli.opts["database"], cli.opts["database"] + "x"
+    cli.env["LGD_DATABASE"] = other
+    prefix = cli.opts["key_prefix"]
+    for command in (["status"], ["threads"]):
+        r = cli(*command, code=1)
+        assert r.stdout == ""  # no sizes of a database this key prefix never flushes to
+        assert r.stderr.startswith(
+            f"error: key_prefix {prefix!r} belongs to MongoDB database {bound!r} with "
+            "collection_prefix ''"), (command, r.stderr)
+        assert r.stderr.count("\n") == 1
+        assert r.stderr.endswith(  # the way out, whole
+            f"delete the Redis key '{{{prefix}:binding}}' while no process uses key_prefix "
+            f"{prefix!r}, then start again.\n"), (command, r.stderr)
+    cli.env["LGD_DATABASE"] = bound
+    assert cli.json("status")["database"] == bound
