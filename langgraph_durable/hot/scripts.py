@@ -29,10 +29,10 @@ end
 redis.call('HINCRBY', KEYS[8], 'dirty', 1)
 redis.call('HINCRBY', KEYS[8], 'u' .. ARGV[4], 1)  -- this checkpoint has unflushed entries
 for i = 1, 9 do redis.call('PERSIST', KEYS[i]) end
+local entry = 'ok'
 if #KEYS >= 11 then
-  return redis.call('XADD', KEYS[11], '*', 't', ARGV[2], 'p', ARGV[3])
+  entry = redis.call('XADD', KEYS[11], '*', 't', ARGV[2], 'p', ARGV[3])
 end
-return 'ok'
 """
 
 _OUTBOX_BOUND = r"""
@@ -130,17 +130,26 @@ end
 # (MISSING_ITEMS <count>): the caller sends again with every item. A parent that was
 # deleted is refused (see _deleted_ref).
 # With an expected head, the put is refused (STALE_HEAD <actual>) when another run has extended the
-# namespace meanwhile. With the new-thread flag ('1': a thread's first input checkpoint,
+# namespace meanwhile: the namespace's head is the member PUT last wrote there (meta
+# 'h' .. ns), not its largest checkpoint_id (ids made by hosts whose clocks differ need not
+# increase). A new member below the namespace's largest one (clock skew) is stored as
+# InMemorySaver stores it; the reply is then {entry id, that largest checkpoint_id}
+# instead of the entry id. With the new-thread flag ('1': a thread's first input checkpoint,
 # see put_plan) on a thread Redis holds nothing of, meta 'complete' = 1: Redis holds the
 # whole thread, so reads need not ask MongoDB about what Redis lacks (PAGE).
 PUT = _ITEMS + _OUTBOX_BOUND + _deleted_ref(10) + r"""
 if ARGV[8] ~= '' then
-  local head = redis.call('ZREVRANGEBYLEX', KEYS[3], '(' .. ARGV[5] .. '\1',
-                          '[' .. ARGV[5] .. '\0', 'LIMIT', 0, 1)
-  if #head > 0 and head[1] ~= ARGV[8] and head[1] ~= ARGV[4] then
+  local head = redis.call('HGET', KEYS[8], 'h' .. ARGV[5])
+  if head and head ~= ARGV[8] and head ~= ARGV[4] then
     -- the reply carries the head's checkpoint_id only (an error string ends at a NUL)
-    return redis.error_reply('STALE_HEAD ' .. string.sub(head[1], #ARGV[5] + 2))
+    return redis.error_reply('STALE_HEAD ' .. string.sub(head, #ARGV[5] + 2))
   end
+end
+local newer = false
+if redis.call('HEXISTS', KEYS[1], ARGV[4]) == 0 then
+  local above = redis.call('ZREVRANGEBYLEX', KEYS[3], '(' .. ARGV[5] .. '\1', '(' .. ARGV[4],
+                           'LIMIT', 0, 1)
+  if #above > 0 then newer = string.sub(above[1], #ARGV[5] + 2) end
 end
 local last = 12 + 2 * tonumber(ARGV[12])
 local sent = {}
@@ -154,9 +163,13 @@ redis.call('HSET', KEYS[1], ARGV[4], ARGV[6])
 redis.call('HSET', KEYS[2], ARGV[4], ARGV[7])
 redis.call('ZADD', KEYS[3], 0, ARGV[4])
 redis.call('HSETNX', KEYS[7], ARGV[5], ARGV[4])
+redis.call('HSET', KEYS[8], 'h' .. ARGV[5], ARGV[4])
 for i = last + 1, #ARGV, 2 do redis.call('HSETNX', KEYS[9], ARGV[i], ARGV[i + 1]) end
 for i = 13, last, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
-""" + _PERSIST_AND_OUTBOX
+""" + _PERSIST_AND_OUTBOX + r"""
+if newer then return {entry, newer} end
+return entry
+"""
 
 # ARGV: max_outbox, thread_id, outbox payload, checkpoint member, checked-through ms, the
 # number of triples, triples (field, value, overwrite 0/1), then item digest/value pairs
@@ -177,7 +190,9 @@ for i = 7, last, 3 do
   end
   redis.call('ZADD', KEYS[6], 0, ARGV[i])
 end
-""" + _PERSIST_AND_OUTBOX
+""" + _PERSIST_AND_OUTBOX + r"""
+return entry
+"""
 
 # A page of checkpoints, newest first, with everything needed to build their tuples.
 # ARGV: lex max, lex min (ZREVRANGEBYLEX bounds), count, and optionally the concatenated
@@ -368,6 +383,7 @@ local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 # Remove checkpoints (members), their writes and the given blob fields from the thread, and
 # leave a tombstone (KEYS[10], field -> deletion time in ms, for ARGV[1] seconds) so a flusher
 # that wrote an older copy after this (a stalled "zombie" round) takes it back out of MongoDB.
+# A namespace whose head (meta 'h' .. ns, see PUT) was removed has none until the next put.
 # ARGV: tombstone ttl, n members, members..., then blob fields.
 DELETE_PARTS = _NOW_MS + r"""
 local n = tonumber(ARGV[2])
@@ -382,6 +398,10 @@ for i = 3, n + 2 do
     redis.call('ZREM', KEYS[6], unpack(wf))
   end
   redis.call('HSET', KEYS[10], m, now)
+  local cut = string.find(m, '\0', 1, true)  -- the namespace's head (see PUT) is gone
+  if cut and redis.call('HGET', KEYS[8], 'h' .. string.sub(m, 1, cut - 1)) == m then
+    redis.call('HDEL', KEYS[8], 'h' .. string.sub(m, 1, cut - 1))
+  end
 end
 for i = n + 3, #ARGV do
   redis.call('HDEL', KEYS[4], ARGV[i])

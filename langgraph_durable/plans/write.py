@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -47,6 +48,8 @@ from ..records import (
 )
 from ..serde.errors import BlobStoreError
 from .fence import bulk_ignoring_newer, stream_ms, take_back_deleted
+
+log = logging.getLogger("langgraph_durable.saver")
 
 
 def thread_ns(config: RunnableConfig) -> tuple[str, str]:
@@ -147,7 +150,7 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
     pause = 0.005
     while True:
         try:
-            entry: bytes = yield replicated(ctx, args.op())
+            reply = yield replicated(ctx, args.op())
             break
         except redis.exceptions.ResponseError as exc:
             refusal = Refusal.of(exc)
@@ -189,7 +192,25 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
             yield Sleep(pause)
             pause = min(pause * 2, 0.1)
     ctx.items.learn(args.thread_id, parts)
-    return entry
+    if isinstance(reply, list):  # PUT stored a checkpoint_id below the namespace's newest
+        entry, newest = reply
+        _warn_not_increasing(args, newest.decode() if isinstance(newest, bytes) else newest)
+        return entry  # type: ignore[no-any-return]
+    return reply  # type: ignore[no-any-return]
+
+
+def _warn_not_increasing(args: PutArgs | PutWritesArgs, newest: str) -> None:
+    """Log that a put stored a checkpoint_id that is not above the newest of its thread
+    and namespace (LangGraph makes ids from the host's clock: a host whose clock is behind
+    another's makes smaller ones). Stored as InMemorySaver stores it; ``get_tuple`` without
+    a ``checkpoint_id`` still answers the largest id, as InMemorySaver does."""
+    cid = args.member.split(SEP)[-1]
+    ns = args.ns if isinstance(args, PutArgs) else args.member.split(SEP)[0]
+    log.warning(
+        "thread %r (ns %r): new checkpoint %r is not above the thread's newest %r; stored "
+        "(as InMemorySaver does), but the latest checkpoint stays %r: clock skew between "
+        "the hosts running this thread? (checkpoint ids are made from the host's clock)",
+        args.thread_id, ns, cid, newest, newest)
 
 
 def _check_deleted(ctx: Context, thread_id: str, ref_member: str,
