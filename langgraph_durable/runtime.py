@@ -38,7 +38,7 @@ from .metrics import Metrics
 from .migrations import record_version_plan
 from .outbox.flusher import Flusher
 from .outbox.group import ensure_group_plan
-from .plans import admin
+from .plans import admin, tombstones
 from .settings import database_of_url, resolve_config, server_settings, with_database
 
 log = logging.getLogger("langgraph_durable.saver")
@@ -266,7 +266,8 @@ class SaverRuntime(BaseCheckpointSaver[str]):
     def _mongo_setup_plan(self) -> Plan:
         cols = self._ctx.collections
         yield Parallel([Mongo(getattr(cols, kind), "create_indexes", (models,))
-                        for kind, models in INDEXES.items()])
+                        for kind, models in INDEXES.items() if kind != "tombstones"])
+        yield from tombstones.setup_indexes_plan(self._ctx)  # with the configured TTL
         yield from record_version_plan(self._ctx)
 
     def _redis_setup_plan(self) -> Plan:

@@ -158,3 +158,33 @@ def test_a_thread_redis_may_not_hold_whole_asks_mongodb(counted, redis_client, h
     mongo.names.clear()
     assert saver.get_tuple({"configurable": {"thread_id": "old", "checkpoint_ns": "x"}}) is None
     assert mongo.names == ["find"]
+
+
+@pytest.mark.parametrize("lost", ["hot keys expired", "a new Redis"])
+def test_a_write_naming_a_checkpoint_redis_cannot_answer_for_asks_mongodb_once(
+    counted, redis_client, lost
+) -> None:
+    """Redis neither holds the parent nor a tombstone of it: one more Redis round trip and
+    one concurrent MongoDB round (the checkpoint and its tombstone); the next write, naming
+    a checkpoint Redis holds, is one round trip again and asks MongoDB nothing."""
+    from langgraph_durable.drivers import run_sync
+    from langgraph_durable.outbox.flusher import flush_batch_plan
+
+    saver, counter, mongo = counted
+    cfg = {"configurable": {"thread_id": "cold", "checkpoint_ns": ""}}
+    first = saver.put(cfg, _checkpoint(1), {"step": -1}, _versions(1))
+    run_sync(flush_batch_plan(saver.context, "c", block_ms=0, claim=False), saver.sync_clients)
+    if lost == "a new Redis":
+        drop_key_prefix(redis_client, saver.config.key_prefix)
+    else:
+        redis_client.delete(*saver.context.keys("cold").all)
+    mongo.names.clear()
+    second: dict = {}
+    assert _sent(counter, lambda: second.update(
+        saver.put(first, _checkpoint(2), {"step": 0}, _versions(2)))) == 2
+    assert mongo.names == ["find", "find"]
+    mongo.names.clear()
+    assert _sent(counter, lambda: saver.put_writes(second, [("count", 1)], "task")) == 1
+    assert _sent(counter, lambda: saver.put(second, _checkpoint(3), {"step": 1},
+                                            _versions(3))) == 1
+    assert mongo.names == []

@@ -114,11 +114,21 @@ def _deleted_ref(ref: int) -> str:
     leaves a tombstone per checkpoint it removed, so a checkpoint not stored *yet* is never
     taken for a deleted one) gets ``DELETED <deletion time ms>`` when that time is later
     than ``ARGV[ref + 1]`` (ms; the caller found in MongoDB a checkpoint of that id stored
-    after a delete of that time, by ``copy_thread`` or an import, and sends again)."""
+    after a delete of that time, by ``copy_thread`` or an import, and sends again). A member
+    Redis neither holds nor has a tombstone of gets ``UNKNOWN`` while ``ARGV[ref + 1]`` is
+    0: Redis cannot tell (it lost its data, its tombstones expired, the hot window let the
+    checkpoint go), so the caller asks MongoDB's tombstones and sends again with a
+    checked-through time of at least 1 (``plans/tombstones.py``)."""
     return f"""
 if ARGV[{ref}] ~= '' and redis.call('HEXISTS', KEYS[1], ARGV[{ref}]) == 0 then
-  local at = tonumber(redis.call('HGET', KEYS[10], ARGV[{ref}]) or '0')
-  if at > tonumber(ARGV[{ref + 1}]) then return redis.error_reply('DELETED ' .. at) end
+  local at = redis.call('HGET', KEYS[10], ARGV[{ref}])
+  if at then
+    if tonumber(at) > tonumber(ARGV[{ref + 1}]) then return redis.error_reply('DELETED ' .. at) end
+  elseif ARGV[{ref + 1}] == '0' then
+    -- the reply carries the checkpoint_id only (an error string ends at a NUL)
+    local cut = string.find(ARGV[{ref}], '\\0', 1, true) or 0
+    return redis.error_reply('UNKNOWN ' .. string.sub(ARGV[{ref}], cut + 1))
+  end
 end
 """
 
@@ -384,7 +394,8 @@ local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 # leave a tombstone (KEYS[10], field -> deletion time in ms, for ARGV[1] seconds) so a flusher
 # that wrote an older copy after this (a stalled "zombie" round) takes it back out of MongoDB.
 # A namespace whose head (meta 'h' .. ns, see PUT) was removed has none until the next put.
-# ARGV: tombstone ttl, n members, members..., then blob fields.
+# ARGV: tombstone ttl, n members, members..., then blob fields. Returns the deletion time
+# (ms, Redis clock).
 DELETE_PARTS = _NOW_MS + r"""
 local n = tonumber(ARGV[2])
 for i = 3, n + 2 do
@@ -408,13 +419,13 @@ for i = n + 3, #ARGV do
   redis.call('HSET', KEYS[10], ARGV[i], now)
 end
 redis.call('EXPIRE', KEYS[10], tonumber(ARGV[1]))
-return n
+return now
 """
 
 # Remove every key of the thread; tombstone '*' (see DELETE_PARTS) and every checkpoint it
 # held (each member of the index, plus ARGV[2..]: those only MongoDB holds), so a late write
 # naming one of them is refused (_deleted_ref). ARGV: tombstone ttl, members...
-# Returns the deletion time (ms, Redis clock).
+# Returns {deletion time (ms, Redis clock), the members Redis held}.
 DELETE_THREAD = _NOW_MS + r"""
 local held = redis.call('ZRANGE', KEYS[3], 0, -1)
 for i = 1, #held, 1000 do
@@ -427,7 +438,7 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7],
                 KEYS[9])
 redis.call('HSET', KEYS[10], '*', now)
 redis.call('EXPIRE', KEYS[10], tonumber(ARGV[1]))
-return now
+return {now, held}
 """
 
 # Drop a thread's hot keys once everything in them is in MongoDB, so its reads go to MongoDB
@@ -609,8 +620,10 @@ class PutWritesArgs:
 @dataclass(frozen=True)
 class Refusal:
     """An error reply of PUT/PUT_WRITES: ``kind`` ``"STALE_HEAD"`` (``value``: the head's
-    checkpoint_id), ``"DELETED"`` (``value``: deletion time, ms), ``"MISSING_ITEMS"``
-    (``value``: how many items a manifest names that Redis lacks) or ``"OUTBOX_FULL"``."""
+    checkpoint_id), ``"DELETED"`` (``value``: deletion time, ms), ``"UNKNOWN"`` (Redis
+    cannot tell whether the named checkpoint was deleted; ``value``: its checkpoint_id),
+    ``"MISSING_ITEMS"`` (``value``: how many items a manifest names that Redis lacks) or
+    ``"OUTBOX_FULL"``."""
 
     kind: str
     value: str
@@ -619,7 +632,7 @@ class Refusal:
     def of(cls, exc: Exception) -> Refusal | None:
         """The refusal an error reply carries, or None for any other error."""
         text = str(exc)
-        for kind in ("STALE_HEAD", "DELETED", "MISSING_ITEMS"):
+        for kind in ("STALE_HEAD", "DELETED", "MISSING_ITEMS", "UNKNOWN"):
             if text.startswith(kind + " "):
                 return cls(kind, text.split(" ", 1)[1])
         if "OUTBOX_FULL" in text:
@@ -642,7 +655,8 @@ def parts_op(keys: Sequence[str], members: Sequence[str],
 
 def delete_parts_op(keys: Sequence[str], tombstone_ttl_s: int, members: Sequence[str],
                     blob_fields: Sequence[str]) -> Script:
-    """DELETE_PARTS (``keys``: thread keys and tombstones)."""
+    """DELETE_PARTS (``keys``: thread keys and tombstones). Replies with the deletion
+    time (ms)."""
     return Script("delete_parts", list(keys),
                   [tombstone_ttl_s, len(members), *members, *blob_fields])
 
@@ -650,7 +664,8 @@ def delete_parts_op(keys: Sequence[str], tombstone_ttl_s: int, members: Sequence
 def delete_thread_op(keys: Sequence[str], tombstone_ttl_s: int,
                      members: Sequence[str]) -> Script:
     """DELETE_THREAD (``keys``: thread keys and tombstones; ``members``: checkpoints only
-    MongoDB may hold, tombstoned too). Replies with the deletion time (ms)."""
+    MongoDB may hold, tombstoned too). Replies ``[deletion time (ms), [members Redis
+    held]]``."""
     return Script("delete_thread", list(keys), [tombstone_ttl_s, *members])
 
 
