@@ -161,12 +161,15 @@ def test_a_thread_redis_may_not_hold_whole_asks_mongodb(counted, redis_client, h
 
 
 @pytest.mark.parametrize("lost", ["hot keys expired", "a new Redis"])
-def test_a_write_naming_a_checkpoint_redis_cannot_answer_for_asks_mongodb_once(
+def test_a_write_redis_cannot_answer_for_asks_mongodb_once_per_thread(
     counted, redis_client, lost
 ) -> None:
-    """Redis neither holds the parent nor a tombstone of it: one more Redis round trip and
-    one concurrent MongoDB round (the checkpoint and its tombstone); the next write, naming
-    a checkpoint Redis holds, is one round trip again and asks MongoDB nothing."""
+    """Redis neither holds the parent nor a tombstone of it, nor every tombstone of the
+    thread: the UNKNOWN reply, one concurrent MongoDB round (the checkpoint and the
+    thread's tombstones), loading those into Redis, the put again: 3 Redis round trips.
+    Then Redis answers alone: a put naming a checkpoint it holds, and a task's writes
+    reaching a checkpoint before its put (``durability="async"``), are one round trip
+    each and ask MongoDB nothing."""
     from langgraph_durable.drivers import run_sync
     from langgraph_durable.outbox.flusher import flush_batch_plan
 
@@ -181,10 +184,12 @@ def test_a_write_naming_a_checkpoint_redis_cannot_answer_for_asks_mongodb_once(
     mongo.names.clear()
     second: dict = {}
     assert _sent(counter, lambda: second.update(
-        saver.put(first, _checkpoint(2), {"step": 0}, _versions(2)))) == 2
+        saver.put(first, _checkpoint(2), {"step": 0}, _versions(2)))) == 3
     assert mongo.names == ["find", "find"]
     mongo.names.clear()
     assert _sent(counter, lambda: saver.put_writes(second, [("count", 1)], "task")) == 1
+    early = {"configurable": {**cfg["configurable"], "checkpoint_id": "1ef-not-put-yet"}}
+    assert _sent(counter, lambda: saver.put_writes(early, [("count", 2)], "task")) == 1
     assert _sent(counter, lambda: saver.put(second, _checkpoint(3), {"step": 1},
                                             _versions(3))) == 1
     assert mongo.names == []

@@ -102,7 +102,8 @@ class ThreadKeys:
     - ``meta``: thread state: ``dirty`` (unflushed count), ``born`` (generation, ms),
       ``complete`` (hot_complete), ``h<ns>`` (the namespace's head)
     - ``it``: items and nodes of list values (hash: digest -> stored bytes, ``items.py``)
-    - ``gone``: tombstones of deletes (field -> deletion time, ms; ``*`` = whole thread),
+    - ``gone``: tombstones of deletes (field -> deletion time, ms; ``*`` = whole thread;
+      ``!`` = it holds every tombstone of the thread, loaded from MongoDB),
       kept ``TOMBSTONE_TTL_S``; not in ``all`` (it outlives the thread's data)
     """
 

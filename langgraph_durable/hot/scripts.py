@@ -115,16 +115,17 @@ def _deleted_ref(ref: int) -> str:
     taken for a deleted one) gets ``DELETED <deletion time ms>`` when that time is later
     than ``ARGV[ref + 1]`` (ms; the caller found in MongoDB a checkpoint of that id stored
     after a delete of that time, by ``copy_thread`` or an import, and sends again). A member
-    Redis neither holds nor has a tombstone of gets ``UNKNOWN`` while ``ARGV[ref + 1]`` is
-    0: Redis cannot tell (it lost its data, its tombstones expired, the hot window let the
-    checkpoint go), so the caller asks MongoDB's tombstones and sends again with a
-    checked-through time of at least 1 (``plans/tombstones.py``)."""
+    Redis neither holds nor has a tombstone of is taken when the tombstones hold field
+    ``!`` (they hold every tombstone of the thread: LEARN_TOMBSTONES), else it gets
+    ``UNKNOWN`` while ``ARGV[ref + 1]`` is 0: Redis cannot tell (it lost its data, its
+    tombstones expired), so the caller loads MongoDB's tombstones of the thread into Redis
+    and sends again with a checked-through time of at least 1 (``plans/tombstones.py``)."""
     return f"""
 if ARGV[{ref}] ~= '' and redis.call('HEXISTS', KEYS[1], ARGV[{ref}]) == 0 then
   local at = redis.call('HGET', KEYS[10], ARGV[{ref}])
   if at then
     if tonumber(at) > tonumber(ARGV[{ref + 1}]) then return redis.error_reply('DELETED ' .. at) end
-  elseif ARGV[{ref + 1}] == '0' then
+  elseif ARGV[{ref + 1}] == '0' and redis.call('HEXISTS', KEYS[10], '!') == 0 then
     -- the reply carries the checkpoint_id only (an error string ends at a NUL)
     local cut = string.find(ARGV[{ref}], '\\0', 1, true) or 0
     return redis.error_reply('UNKNOWN ' .. string.sub(ARGV[{ref}], cut + 1))
@@ -441,6 +442,22 @@ redis.call('EXPIRE', KEYS[10], tonumber(ARGV[1]))
 return {now, held}
 """
 
+# The tombstones of a thread loaded from MongoDB (plans/tombstones.py), after a write Redis
+# could not answer for (UNKNOWN, see _deleted_ref): each field/time pair set unless Redis
+# holds one (a tombstone Redis holds is from a delete since Redis last lost its data: never
+# older than MongoDB's), then field '!' = 1: Redis now holds every tombstone of the thread,
+# so a write naming a checkpoint it neither holds nor has a tombstone of (a task's writes
+# arriving before their checkpoint's put) is taken without asking MongoDB. The hash, '!'
+# with it, expires after at most ARGV[1] seconds (kept when it expires sooner).
+# KEYS: the thread's tombstones. ARGV: ttl, then field/time pairs.
+LEARN_TOMBSTONES = r"""
+for i = 2, #ARGV, 2 do redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[1], '!', 1)
+local left = redis.call('TTL', KEYS[1])
+if left < 0 or left > tonumber(ARGV[1]) then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1])) end
+return 1
+"""
+
 # Drop a thread's hot keys once everything in them is in MongoDB, so its reads go to MongoDB
 # (copy_thread and import wrote there). Refused while entries are unflushed: returns the
 # 'dirty' count (the caller waits for the flusher and tries again); 0 when done. A fresh
@@ -523,6 +540,7 @@ SCRIPTS = {
     "delete_parts": DELETE_PARTS,
     "delete_thread": DELETE_THREAD,
     "release": RELEASE,
+    "learn_tombstones": LEARN_TOMBSTONES,
     "chain": CHAIN,
 }
 """Script name -> Lua source, registered once per client."""
@@ -667,6 +685,15 @@ def delete_thread_op(keys: Sequence[str], tombstone_ttl_s: int,
     MongoDB may hold, tombstoned too). Replies ``[deletion time (ms), [members Redis
     held]]``."""
     return Script("delete_thread", list(keys), [tombstone_ttl_s, *members])
+
+
+def learn_tombstones_op(gone: str, ttl_s: int, stones: Sequence[tuple[str, int]]) -> Script:
+    """LEARN_TOMBSTONES: ``stones`` (``(field, deletion time ms)`` from MongoDB) into the
+    thread's tombstones ``gone``, marked complete (``!``), expiring within ``ttl_s``."""
+    args: list[object] = [ttl_s]
+    for f, at in stones:
+        args += [f, at]
+    return Script("learn_tombstones", [gone], args)
 
 
 def release_op(keys: Sequence[str], marker_ttl_s: int) -> Script:

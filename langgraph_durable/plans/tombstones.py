@@ -5,10 +5,14 @@ checkpoint it removes in both tiers: in Redis (``ThreadKeys.gone``, 7 days, answ
 the call path by PUT/PUT_WRITES: ``hot/scripts.py`` ``_deleted_ref``) and in MongoDB
 (``Collections.tombstones``, ``tombstone_ttl_s``), written before the delete removes
 anything from MongoDB. MongoDB's are asked only when Redis cannot answer: a write names a
-checkpoint Redis neither holds nor has a tombstone of (``UNKNOWN``: Redis lost its data,
-its tombstones expired, the hot window let the checkpoint go), so the common path (the
-parent in Redis) stays one round trip and a write naming nothing (a new thread) is
-untouched.
+checkpoint Redis neither holds nor has a tombstone of, on a thread whose tombstones Redis
+does not hold in full (``UNKNOWN``: Redis lost its data, its tombstones expired, or the
+thread was never deleted since and the hot window or a task's early writes name a
+checkpoint Redis lacks). The answer loads every tombstone of the thread into Redis,
+marked complete, so that happens once per thread in 7 days: the common path (the parent
+in Redis) stays one round trip, a write naming nothing (a new thread) is untouched, and
+so are a task's writes that arrive before their checkpoint's put (``durability="async"``)
+once the thread's tombstones are loaded.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from collections.abc import Sequence
 from pymongo.errors import OperationFailure
 
 from ..context import Context
-from ..drivers import BulkWrite, Doc, FindOne, Mongo, Parallel, Plan, ask
+from ..drivers import BulkWrite, Doc, Find, FindOne, Mongo, Parallel, Plan, ask
 from ..durable import documents as D
 from ..errors import ThreadDeletedError
+from ..hot.keys import TOMBSTONE_TTL_S
+from ..hot.scripts import learn_tombstones_op
 from ..records import SEP
 
 log = logging.getLogger("langgraph_durable.saver")
@@ -67,27 +73,44 @@ def check_deleted_plan(ctx: Context, thread_id: str, ref_member: str,
 
 
 def check_unknown_plan(ctx: Context, thread_id: str, ref_member: str) -> Plan[int]:
-    """Redis answered ``UNKNOWN`` (it neither holds the named checkpoint nor has a
-    tombstone of it): ask MongoDB for the checkpoint and its tombstone, in one concurrent
-    round. No tombstone: the checkpoint was never deleted (or its tombstone expired, after
-    ``tombstone_ttl_s``), so the write is taken as InMemorySaver takes it, whether MongoDB
-    holds the checkpoint or not (a task's writes may arrive before their checkpoint's
-    put). A tombstone and a copy stored after it (``copy_thread``, an import): taken. A
-    tombstone alone: ``ThreadDeletedError``. Returns the ``checked_through_ms`` to send the
-    write again with (at least 1): a delete after this check still refuses it."""
+    """Redis answered ``UNKNOWN``: it neither holds the named checkpoint nor a tombstone of
+    it, and does not hold every tombstone of the thread (no ``!``: it lost its data, or its
+    tombstones expired). Ask MongoDB for the checkpoint and every tombstone of the thread,
+    in one concurrent round, and load the tombstones into Redis (``learn_tombstones_op``:
+    the thread's next such write is answered by Redis alone, as a task's writes arriving
+    before their checkpoint's put are). Then decide for the named checkpoint: no
+    tombstone: never deleted (or its tombstone expired, after ``tombstone_ttl_s``), so the
+    write is taken as InMemorySaver takes it, whether MongoDB holds the checkpoint or not;
+    a tombstone and a copy stored after it (``copy_thread``, an import): taken; a tombstone
+    alone: ``ThreadDeletedError``. Returns the ``checked_through_ms`` to send the write
+    again with (at least 1): a delete after this check still refuses it."""
     ns, cid = ref_member.split(SEP)
     cols = ctx.collections
-    doc, stone = yield Parallel([
+    doc, stones = yield Parallel([
         FindOne(cols.checkpoints, {"_id": D.doc_id(thread_id, ns, cid), "thread_id": thread_id},
                 {"put_ms": 1}),
-        FindOne(cols.tombstones, D.tombstone_query(thread_id, ref_member), {"at_ms": 1}),
+        Find(cols.tombstones, {"thread_id": thread_id}, {"_id": 0, "f": 1, "at_ms": 1}),
     ])
-    if stone is None:
+    known = {str(d["f"]): int(d["at_ms"]) for d in stones}
+    yield learn_tombstones_op(ctx.keys(thread_id).gone, _learned_ttl_s(ctx, known),
+                              sorted(known.items()))
+    at = known.get(ref_member)
+    if at is None:
         return 1
-    at = int(stone["at_ms"])
     if not _stored_after(doc, at):
         raise _deleted(thread_id, ref_member, at)
     return max(at, 1)
+
+
+def _learned_ttl_s(ctx: Context, known: dict[str, int]) -> int:
+    """Seconds the tombstones loaded from MongoDB stay in Redis: Redis's own
+    ``TOMBSTONE_TTL_S``, or less, until the oldest of them expires in MongoDB (then the next
+    write Redis cannot answer for loads them again, without it), at least 1."""
+    if not known:
+        return TOMBSTONE_TTL_S
+    now_ms = ctx.clock.time_ns() // 1_000_000
+    left_ms = min(known.values()) + ctx.config.tombstone_ttl_s * 1000 - now_ms
+    return max(1, min(TOMBSTONE_TTL_S, left_ms // 1000))
 
 
 def setup_indexes_plan(ctx: Context) -> Plan[None]:

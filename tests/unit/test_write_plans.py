@@ -9,7 +9,7 @@ import ormsgpack
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable.drivers import BulkWrite, FindOne, Op, Parallel, Pipeline, Script
+from langgraph_durable.drivers import BulkWrite, Find, FindOne, Op, Parallel, Pipeline, Script
 from langgraph_durable.durable import documents as D
 from langgraph_durable.errors import (
     ConcurrentRunError,
@@ -177,11 +177,15 @@ def _unknown(stone_ms: int | None, put_ms: int | None) -> Any:
     put is sent with a checked-through time; MongoDB's tombstone of it has ``at_ms``
     ``stone_ms`` and its copy ``put_ms`` (None = not there)."""
     def answer(op: Op[Any]) -> Any:  # a Parallel's operations come one by one
-        if isinstance(op, FindOne) and op.collection.endswith("checkpoints"):
-            return None if put_ms is None else {"_id": "x", "put_ms": put_ms}
         if isinstance(op, FindOne):
-            return None if stone_ms is None else {"_id": "y", "at_ms": stone_ms}
+            return None if put_ms is None else {"_id": "x", "put_ms": put_ms}
+        if isinstance(op, Find):  # every tombstone of the thread
+            other = {"f": member("", "1ef-other"), "at_ms": 3000}
+            return [other] if stone_ms is None else [other, {"f": member("", PARENT),
+                                                             "at_ms": stone_ms}]
         assert isinstance(op, Script)
+        if op.name == "learn_tombstones":
+            return 1
         if op.args[10] == "0":
             raise refused(f"UNKNOWN {PARENT}")
         return ENTRY
@@ -198,14 +202,19 @@ def test_a_parent_redis_cannot_answer_for_is_checked_in_mongodb_and_sent_again(
 ) -> None:
     ctx = context()
     done = drive(write.put_plan(ctx, prepare(ctx)), _unknown(stone_ms, put_ms))
-    assert done.kinds() == ["put", "Parallel", "FindOne", "FindOne", "put"]
+    assert done.kinds() == ["put", "Parallel", "FindOne", "Find", "learn_tombstones", "put"]
     ask = done.ops[1]
     assert isinstance(ask, Parallel)
     assert [(o.collection, dict(o.filter)) for o in ask.ops] == [  # type: ignore[attr-defined]
         (ctx.collections.checkpoints, {"_id": D.doc_id("t", "", PARENT), "thread_id": "t"}),
-        (ctx.collections.tombstones, {"_id": D.doc_id("t", member("", PARENT)),
-                                      "thread_id": "t"})]
-    assert [op.args[10] for op in done.ops if isinstance(op, Script)] == ["0", checked]
+        (ctx.collections.tombstones, {"thread_id": "t"})]
+    learn = done.ops[4]  # the thread's tombstones into Redis, marked complete
+    assert isinstance(learn, Script) and list(learn.keys) == [ctx.keys("t").gone]
+    stones = [(member("", "1ef-other"), 3000)] + (
+        [] if stone_ms is None else [(member("", PARENT), stone_ms)])
+    assert list(learn.args[1:]) == [x for pair in sorted(stones) for x in pair]
+    puts = [op for op in done.ops if isinstance(op, Script) and op.name == "put"]
+    assert [op.args[10] for op in puts] == ["0", checked]
     assert done.result["configurable"]["checkpoint_id"] == CHILD
 
 
@@ -215,7 +224,7 @@ def test_a_parent_only_mongodb_tombstones_raises_thread_deleted(put_ms: int | No
     record = Drive()
     with pytest.raises(ThreadDeletedError, match=f"checkpoint {PARENT!r}.*at 5000 ms"):
         drive(write.put_plan(ctx, prepare(ctx)), _unknown(5000, put_ms), record=record)
-    assert record.kinds() == ["put", "Parallel", "FindOne", "FindOne"]  # not sent again
+    assert record.kinds() == ["put", "Parallel", "FindOne", "Find", "learn_tombstones"]
 
 
 def test_on_a_cluster_the_put_and_its_outbox_entry_are_one_script_in_one_slot() -> None:
