@@ -22,6 +22,15 @@ Redis or in MongoDB (resurrected); nothing the model holds is missing from both 
 At the end the outbox is drained, every old entry re-delivered once more and drained,
 Redis emptied, and the threads compared again from MongoDB alone.
 
+After some admin calls Redis loses its data (``redis_loss``, on in every variant): once the
+outbox is drained (what was acknowledged and not yet flushed would be lost with any
+Redis), either every key of the key prefix goes (a new Redis: threads, tombstones, outbox
+and consumer group) or only the threads' tombstones (their 7-day TTL passed); then runs
+still going write to checkpoints deleted at any time before (``late_write``), and each
+must be refused from MongoDB's tombstones. Stalled rounds (5b) are woken first: a round
+that read its records from the lost Redis and wrote them after a delete that Redis lost
+the tombstones of is not modelled (the fence asks Redis's tombstones only).
+
 ``stalled_rounds=True`` (scenario 5b) adds a stalled flusher: a round that read its entries and
 the records from Redis, then stops before its MongoDB write (a GC pause, a slow network)
 past ``claim_idle_s``; another consumer claims and flushes its entries, an admin call
@@ -44,6 +53,8 @@ from langgraph_durable import DurableSaver, ThreadDeletedError
 from langgraph_durable.drivers import MongoOp, Plan, run_sync
 from langgraph_durable.hot.keys import CONSUMER_GROUP
 from langgraph_durable.outbox.flusher import flush_batch_plan
+from langgraph_durable.outbox.group import ensure_group_plan
+from langgraph_durable.testing import drop_key_prefix
 
 from .common import Env, cleanup, clients, names
 from .result import Result
@@ -68,6 +79,9 @@ if redis.call('EXISTS', KEYS[8]) == 1 then
 end
 return redis.call('XADD', KEYS[10], '*', 't', ARGV[2], 'p', ARGV[3])
 """
+
+AFTER_LOSS = " after Redis lost its data"
+"""Suffix of the late-write figures counted after ``lose_redis``."""
 
 NAMESPACES = ["", "sub:1"]
 TASKS = ["task-a", "task-b", "task-c"]
@@ -177,11 +191,13 @@ def _resume(gen: Plan, op: Any) -> Plan:
 class Interleaving:
     def __init__(self, env: Env, i: int, rng: random.Random, saver: DurableSaver,
                  r: Any, db: Any, *, copies: bool, stalled_rounds: bool,
-                 repeat_tasks: bool) -> None:
+                 repeat_tasks: bool, redis_loss: bool = True) -> None:
         self.env, self.rng, self.saver, self.r, self.db = env, rng, saver, r, db
         self.ctx = saver.context
         self.copies, self.stalled_rounds = copies, stalled_rounds
         self.repeat_tasks = repeat_tasks
+        self.redis_loss = redis_loss
+        self.removed: set[tuple[str, str, str]] = set()  # every checkpoint a call removed
         self.race_copies = stalled_rounds and copies
         self.written: set[tuple[str, str, str, str, int]] = set()
         self.threads = [f"s5-{i}-{k}" for k in range(3)]
@@ -249,7 +265,7 @@ class Interleaving:
         self.trace.append(f"put_writes {t} {cid[-6:]} {task} {[w[0] for w in writes]}")
         return None
 
-    def late_write(self, key: tuple[str, str, str]) -> None:
+    def late_write(self, key: tuple[str, str, str], when: str = "") -> None:
         """A run still going writes to a checkpoint a delete just removed: refused with
         ``ThreadDeletedError``; one taken would be found resurrected by ``check``."""
         t, ns, cid = key
@@ -264,11 +280,11 @@ class Interleaving:
                 self.saver.put(cfg, cp, {"step": -1, "run_id": "late", "source": "loop"},
                                dict(cp["channel_versions"]))
         except ThreadDeletedError:
-            self.figures["late writes refused"] += 1
-            self.trace.append(f"late write {t} {cid[-6:]} refused")
+            self.figures["late writes refused" + when] += 1
+            self.trace.append(f"late write {t} {cid[-6:]} refused{when}")
             return
-        self.figures["late writes taken"] += 1
-        self.trace.append(f"late write {t} {cid[-6:]} TAKEN")
+        self.figures["late writes taken" + when] += 1
+        self.trace.append(f"late write {t} {cid[-6:]} TAKEN{when}")
 
     def snapshot_outbox(self) -> None:
         for stream in self.ctx.outboxes:  # one per partition (16 on a cluster)
@@ -394,12 +410,36 @@ class Interleaving:
         before = set(m.cps)
         apply()
         removed = sorted(before - set(m.cps))
+        self.removed |= set(removed)
         if removed and rng.random() < 0.6:
             self.late_write(rng.choice(removed))
         self.figures[kind] += 1
         self.trace.append(f"{kind} {t}")
         if self.stalled_rounds:
             self.wake_stalled_round()
+        if self.redis_loss and rng.random() < 0.3:
+            self.lose_redis()
+
+    def lose_redis(self) -> None:
+        """Redis loses its data after deletes (see the module docstring), then up to three
+        late writes name checkpoints removed at any time before: each refused."""
+        while self.parked:
+            self.wake_stalled_round()
+        self.drain()
+        if self.rng.random() < 0.5:
+            drop_key_prefix(self.r, self.ctx.config.key_prefix)  # a new Redis
+            # its outbox and consumer group, made again as a flusher's next round does
+            run_sync(ensure_group_plan(self.ctx), self.saver.sync_clients)
+            self.seen.clear()  # the lost outbox's entries are never delivered again
+            self.figures["Redis data lost (a new Redis)"] += 1
+            self.trace.append("Redis lost its data")
+        else:
+            self.r.delete(*[self.ctx.keys(t).gone for t in self.threads])
+            self.figures["Redis data lost (tombstones expired)"] += 1
+            self.trace.append("Redis's tombstones expired")
+        gone = sorted(self.removed - set(self.model.cps))  # not stored again by a copy
+        for key in self.rng.sample(gone, min(3, len(gone))):
+            self.late_write(key, AFTER_LOSS)
 
     # ------------------------------------------------------------------ checks
 
@@ -518,7 +558,8 @@ def run(env: Env, interleavings: int, steps: int = 24, seed: int = 5,
     res.faults = sum(v for k, v in figures.items() if k in (
         "re-deliveries (copies)", "entries abandoned by a ghost", "hot windows expired",
         "stalled rounds resumed", "delete_thread", "delete_for_runs", "prune_keep_latest",
-        "prune_delete", "copy_thread"))
+        "prune_delete", "copy_thread", "Redis data lost (a new Redis)",
+        "Redis data lost (tombstones expired)"))
     res.resurrected = totals["resurrected"]
     res.lost = totals["lost"]
     res.mismatches = totals["mismatch"]

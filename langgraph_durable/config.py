@@ -24,7 +24,8 @@ class DurableConfig(BaseModel):
             Cluster slot per thread).
         database: MongoDB database name.
         collection_prefix: prefix of the MongoDB collections (``<prefix>checkpoints``,
-            ``<prefix>blobs``, ``<prefix>writes``, ``<prefix>chunks``, ``<prefix>meta``).
+            ``<prefix>blobs``, ``<prefix>writes``, ``<prefix>chunks``, ``<prefix>meta``,
+            ``<prefix>items``, ``<prefix>tombstones``).
         durability: ``"write_behind"`` (default: a call returns once Redis committed;
             MongoDB follows within the flush lag) or ``"strict"`` (a call also waits for
             MongoDB's acknowledgement before returning). A strict call that raises after
@@ -82,6 +83,16 @@ class DurableConfig(BaseModel):
             while the thread is hot.
         delete_flush_timeout_s: seconds a delete/prune/copy waits for the outbox to drain
             before it acts on both tiers (raises ``FlushTimeoutError`` past it).
+        tombstone_ttl_s: seconds a delete's tombstones stay in MongoDB (the
+            ``{collection_prefix}tombstones`` collection, a TTL index on ``deleted_at``;
+            MongoDB removes expired ones within about a minute). Redis keeps them 7 days
+            (``hot.keys.TOMBSTONE_TTL_S``) and answers from them on the call path; MongoDB's
+            are asked only when Redis cannot answer: a write naming a checkpoint that Redis
+            neither holds nor has a tombstone of (Redis lost its data, its tombstones
+            expired, the hot window let the checkpoint go). A ``put``/``put_writes`` naming
+            a checkpoint deleted within this time raises ``ThreadDeletedError``; later, it is
+            taken as InMemorySaver takes it. Default 30 days (2592000); at least 60.
+            ``setup()`` changes the index of an existing deployment to the value given.
         close_drain_timeout_s: seconds ``close()`` (leaving the context manager) waits for
             the outbox to reach MongoDB; past it the saver closes anyway and what is left
             stays in Redis for the next flusher (keep it under your termination grace).
@@ -160,6 +171,7 @@ class DurableConfig(BaseModel):
     hot_ttl_s: int = Field(default=24 * 3600, ge=0)
     hot_max_checkpoints: int = Field(default=50, ge=0)
     delete_flush_timeout_s: float = Field(default=30.0, gt=0)
+    tombstone_ttl_s: int = Field(default=30 * 24 * 3600, ge=60, le=10 * 366 * 24 * 3600)
     close_drain_timeout_s: float = Field(default=10.0, ge=0)
     max_value_bytes: int = Field(default=256 * 1024 * 1024, gt=0, le=512 * 1024 * 1024 - 1024)
     queryable_metadata: bool | None = None

@@ -42,6 +42,10 @@ class ConcurrentRunError(DurableSaverError):
 
     Raised only with ``on_concurrent_run="raise"`` (the default). Forks you ask for (a
     ``checkpoint_id`` in the config, ``update_state`` on an old checkpoint) never raise.
+    "Extended" means another put was stored in the namespace after the one this run read
+    (Redis keeps the head each put writes), not that a larger ``checkpoint_id`` exists:
+    ids from hosts whose clocks differ need not increase, and such a run is no concurrent
+    run (it is stored, with a "clock skew" warning, as InMemorySaver stores it).
     """
 
 

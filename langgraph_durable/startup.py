@@ -17,7 +17,7 @@ from .errors import TierUnavailableError
 from .hot.scripts import SCRIPTS
 from .migrations import check_owner_plan, record_version_plan
 from .outbox.group import ensure_group_plan
-from .plans import binding, registry
+from .plans import binding, registry, tombstones
 
 WHO = "this saver"
 """How the saver names itself in a binding or owner mismatch."""
@@ -31,13 +31,15 @@ def redis_setup_plan(ctx: Context) -> Plan[None]:
 
 
 def mongo_setup_plan(ctx: Context) -> Plan[None]:
-    """The MongoDB part of the set-up: the indexes, the ``meta`` record (schema
+    """The MongoDB part of the set-up: the indexes (the tombstones' TTL index with the
+    configured ``tombstone_ttl_s``), the ``meta`` record (schema
     version; the owning key prefix, checked: ``migrations.record_version_plan``), then
     the thread registries, decided with both tiers answering (``plans/registry.py``;
     retried with the rest of this part when MongoDB did not answer)."""
     cols = ctx.collections
     yield Parallel([Mongo(getattr(cols, kind), "create_indexes", (models,))
-                    for kind, models in INDEXES.items()])
+                    for kind, models in INDEXES.items() if kind != "tombstones"])
+    yield from tombstones.setup_indexes_plan(ctx)  # with the configured TTL
     yield from record_version_plan(ctx)
     yield from registry.setup_plan(ctx)
 

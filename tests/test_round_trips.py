@@ -195,4 +195,39 @@ def test_writes_racing_a_new_threads_first_put_still_leave_it_read_without_mongo
     assert saver.get_tuple({"configurable": {"thread_id": "raced", "checkpoint_ns": "x"}}) is None
     assert [t.metadata["step"] for t in saver.list(cfg)] == [-1]
     assert saver.get_tuple(cfg).pending_writes == [("task", "count", 1)]
+
+
+@pytest.mark.parametrize("lost", ["hot keys expired", "a new Redis"])
+def test_a_write_redis_cannot_answer_for_asks_mongodb_once_per_thread(
+    counted, redis_client, lost
+) -> None:
+    """Redis neither holds the parent nor a tombstone of it, nor every tombstone of the
+    thread: the UNKNOWN reply, one concurrent MongoDB round (the checkpoint and the
+    thread's tombstones), loading those into Redis, the put again: 3 Redis round trips.
+    Then Redis answers alone: a put naming a checkpoint it holds, and a task's writes
+    reaching a checkpoint before its put (``durability="async"``), are one round trip
+    each and ask MongoDB nothing."""
+    from langgraph_durable.drivers import run_sync
+    from langgraph_durable.outbox.flusher import flush_batch_plan
+
+    saver, counter, mongo = counted
+    cfg = {"configurable": {"thread_id": "cold", "checkpoint_ns": ""}}
+    first = saver.put(cfg, _checkpoint(1), {"step": -1}, _versions(1))
+    run_sync(flush_batch_plan(saver.context, "c", block_ms=0, claim=False), saver.sync_clients)
+    if lost == "a new Redis":
+        drop_key_prefix(redis_client, saver.config.key_prefix)
+    else:
+        # its keys expired, and its tombstones' hash too (it expires on its own)
+        redis_client.delete(*saver.context.keys("cold").all, saver.context.keys("cold").gone)
+    mongo.names.clear()
+    second: dict = {}
+    assert _sent(counter, lambda: second.update(
+        saver.put(first, _checkpoint(2), {"step": 0}, _versions(2)))) == 3
+    assert mongo.names == ["find", "find"]
+    mongo.names.clear()
+    assert _sent(counter, lambda: saver.put_writes(second, [("count", 1)], "task")) == 1
+    early = {"configurable": {**cfg["configurable"], "checkpoint_id": "1ef-not-put-yet"}}
+    assert _sent(counter, lambda: saver.put_writes(early, [("count", 2)], "task")) == 1
+    assert _sent(counter, lambda: saver.put(second, _checkpoint(3), {"step": 1},
+                                            _versions(3))) == 1
     assert mongo.names == []

@@ -47,6 +47,7 @@ ENV_VALUES: dict[str, tuple[str, object]] = {
     "list_items": ("false", False),
     "item_cache_bytes": ("0", 0),
     "item_digest_key": ("0123456789abcdef-key", "0123456789abcdef-key"),
+    "tombstone_ttl_s": ("86400", 86400),
 }
 
 

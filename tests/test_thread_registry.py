@@ -237,7 +237,8 @@ def test_copy_thread_registers_its_target_and_delete_thread_forgets_the_thread(
             assert redis_client.hexists(reg("copy"), "copy")
             assert _history(graph, "copy") == history  # from MongoDB: Redis released it
             s.delete_thread("source")
-            assert not redis_client.hexists(reg("source"), "source")
+            # marked deleted: read as absent, its tombstones still asked for by late writes
+            assert redis_client.hget(reg("source"), "source") == b"d"
             assert _history(graph, "source") == []
             ms.stop()
             assert s.get_tuple({"configurable": {"thread_id": "source"}}) is None
@@ -307,10 +308,10 @@ def test_forgetting_keeps_a_thread_registered_while_either_tier_holds_it(
     redis_client.delete(*saver.context.keys("t").all)  # only MongoDB holds it
     assert run_sync(forget_plan(saver.context, "t"), saver.sync_clients) is False
     assert redis_client.hexists(reg, "t")
-    saver.delete_thread("t")  # both tiers empty: forgotten
-    assert not redis_client.hexists(reg, "t")
+    saver.delete_thread("t")  # both tiers empty: marked deleted
+    assert redis_client.hget(reg, "t") == b"d"
     _turns(graph, "t")  # a new run registers it again
-    assert redis_client.hexists(reg, "t")
+    assert redis_client.hget(reg, "t") == b"1"
     saver.sync_clients.db[saver.context.collections.checkpoints].delete_many({})
     assert run_sync(forget_plan(saver.context, "t"), saver.sync_clients) is False  # in Redis
     assert redis_client.hexists(reg, "t")

@@ -2,18 +2,21 @@
 
 Three collections: checkpoints (no channel values), blobs (one per thread, ns, channel,
 version) and writes (one per thread, ns, checkpoint, task, idx), plus items (the items and
-nodes of list values, one per thread and digest, ``items.py``) and chunks holding the
-pieces of values too large for one document (``chunks.py``). A blob or write whose value
-is a manifest has ``type`` ``items.MANIFEST_TYPE``, its digests as the array ``refs`` (so
-``$lookup`` joins its items) and ``v`` ``schema.ITEMS_VERSION``. Every ``_id`` is a
-length-prefixed join of the identity, so any thread_id is safe; ``thread_id`` leads
-every index (it is the shard key on a sharded cluster).
+nodes of list values, one per thread and digest, ``items.py``), chunks holding the
+pieces of values too large for one document (``chunks.py``) and tombstones (one per
+deleted checkpoint, expiring after ``tombstone_ttl_s``: ``tombstone_upserts``). A blob or
+write whose value is a manifest has ``type`` ``items.MANIFEST_TYPE``, its digests as the
+array ``refs`` (so ``$lookup`` joins its items) and ``v`` ``schema.ITEMS_VERSION``. Every
+``_id`` is a length-prefixed join of the identity, so any thread_id is safe; ``thread_id``
+leads every index (it is the shard key on a sharded cluster) but two: ``checkpoints.run_id``
+and the tombstones' TTL index (``indexes``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from bson import Binary
@@ -36,6 +39,9 @@ from ..schema import (
     upgrade_document,
 )
 
+TOMBSTONE_TTL_INDEX = "deleted_at_ttl"
+"""Name of the tombstones' TTL index (``expireAfterSeconds`` = ``tombstone_ttl_s``)."""
+
 
 def doc_id(*parts: Any) -> str:
     """Deterministic ``_id``: ``len:part|len:part|...`` (unique for any part contents)."""
@@ -46,7 +52,8 @@ def doc_id(*parts: Any) -> str:
 class Collections:
     """Names of the three collections for a ``collection_prefix``, of ``meta`` (the
     deployed schema version and migration cursors), of ``chunks`` (pieces of values
-    over ``chunks.THRESHOLD_BYTES``) and of ``items`` (items and nodes of list values)."""
+    over ``chunks.THRESHOLD_BYTES``), of ``items`` (items and nodes of list values) and of
+    ``tombstones`` (the deletes' tombstones, ``tombstone_doc``)."""
 
     checkpoints: str
     blobs: str
@@ -54,11 +61,13 @@ class Collections:
     meta: str = "meta"
     chunks: str = "chunks"
     items: str = "items"
+    tombstones: str = "tombstones"
 
     @classmethod
     def with_prefix(cls, prefix: str) -> Collections:
         return cls(f"{prefix}checkpoints", f"{prefix}blobs", f"{prefix}writes",
-                   f"{prefix}meta", f"{prefix}chunks", f"{prefix}items")
+                   f"{prefix}meta", f"{prefix}chunks", f"{prefix}items",
+                   f"{prefix}tombstones")
 
 
 INDEXES: dict[str, list[IndexModel]] = {
@@ -87,8 +96,49 @@ INDEXES: dict[str, list[IndexModel]] = {
             name="thread_ns_checkpoint_owner",
         )
     ],
+    "tombstones": [
+        IndexModel([("thread_id", ASCENDING), ("f", ASCENDING)], name="thread_field"),
+        IndexModel([("deleted_at", ASCENDING)], name=TOMBSTONE_TTL_INDEX,
+                   expireAfterSeconds=30 * 24 * 3600),
+    ],
 }
-"""Indexes ``setup()`` creates (idempotently), by collection kind."""
+"""Indexes ``setup()`` creates (idempotently), by collection kind; the tombstones' TTL
+index with the configured ``tombstone_ttl_s`` (``indexes``)."""
+
+
+def indexes(tombstone_ttl_s: int) -> dict[str, list[IndexModel]]:
+    """``INDEXES`` with the tombstones' TTL index expiring after ``tombstone_ttl_s``
+    seconds. A TTL index is a single-field index (MongoDB allows no compound one): the
+    one index besides ``checkpoints.run_id`` not led by ``thread_id``; the collection's
+    shard-key index is ``thread_field``."""
+    out = dict(INDEXES)
+    out["tombstones"] = [
+        m if m.document["name"] != TOMBSTONE_TTL_INDEX else
+        IndexModel([("deleted_at", ASCENDING)], name=TOMBSTONE_TTL_INDEX,
+                   expireAfterSeconds=tombstone_ttl_s)
+        for m in INDEXES["tombstones"]]
+    return out
+
+
+def tombstone_upserts(thread_id: str, members: Iterable[str],
+                      at_ms: int) -> list[UpdateOne]:
+    """Upserts of the tombstones a delete at ``at_ms`` (Redis server time, ms) leaves for
+    the checkpoint ``members`` (``ns NUL checkpoint_id``) of ``thread_id``: one document
+    per member, ``_id`` ``doc_id(thread_id, member)``, fields ``thread_id``, ``f`` (the
+    member), ``at_ms`` and ``deleted_at`` (the same time as a UTC datetime, which the TTL
+    index expires). A later delete of the same member moves both forward (``$max``), so a
+    replay changes nothing."""
+    when = datetime.fromtimestamp(at_ms / 1000, tz=timezone.utc)
+    return [UpdateOne({"_id": doc_id(thread_id, m), "thread_id": thread_id},
+                      {"$setOnInsert": {"f": m, "v": SCHEMA_VERSION},
+                       "$max": {"at_ms": at_ms, "deleted_at": when}}, upsert=True)
+            for m in members]
+
+
+def tombstone_query(thread_id: str, member: str) -> dict[str, Any]:
+    """Filter of the tombstone of checkpoint ``member`` of ``thread_id`` (``_id`` and the
+    shard key)."""
+    return {"_id": doc_id(thread_id, member), "thread_id": thread_id}
 
 
 # ------------------------------------------------------------------------ to documents

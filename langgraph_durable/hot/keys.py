@@ -61,7 +61,10 @@ ms; outbox entries older than it belong to an earlier incarnation of a deleted t
 it and MongoDB is not asked about what Redis lacks; 2 once the hot window trimmed it:
 Redis still holds every namespace and its newest checkpoints (the latest of a namespace
 Redis lacks is none), not every older one; ``u<member>`` = a checkpoint's unflushed
-entries (the hot window keeps it while above 0).
+entries (the hot window keeps it while above 0); ``h<checkpoint_ns>`` = the namespace's
+*head*, the member PUT last wrote there (what a run that read it as the latest expects:
+``ConcurrentRunError``; not the largest checkpoint_id, since ids made on hosts whose clocks
+differ need not increase).
 
 "idx" means three different things, always spelled out in docs: the ``idx`` key above
 (the checkpoint index); a pending write's ``idx`` (LangGraph's write index: position in
@@ -110,9 +113,10 @@ class ThreadKeys:
       reads per checkpoint
     - ``ns``: hash, checkpoint_ns -> first checkpoint_id seen (namespace order)
     - ``meta``: thread state: ``dirty`` (unflushed count), ``born`` (generation, ms),
-      ``complete`` (hot_complete)
+      ``complete`` (hot_complete), ``h<ns>`` (the namespace's head)
     - ``it``: items and nodes of list values (hash: digest -> stored bytes, ``items.py``)
-    - ``gone``: tombstones of deletes (field -> deletion time, ms; ``*`` = whole thread),
+    - ``gone``: tombstones of deletes (field -> deletion time, ms; ``*`` = whole thread;
+      ``!`` = it holds every tombstone of the thread, loaded from MongoDB),
       kept ``TOMBSTONE_TTL_S``; not in ``all`` (it outlives the thread's data)
     """
 

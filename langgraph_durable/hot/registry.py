@@ -2,9 +2,10 @@
 
 Each outbox partition has a registry hash (``hot/keys.py``: ``registry_key``) in the
 partition's hash tag: field thread_id -> ``1`` for every thread a ``put`` stored (PUT adds
-it in its own script), and the field ``EPOCH_FIELD`` -> ``"<state> <nonce>"``. Only a
-registry whose state is ``complete`` is trusted: a thread that Redis holds no checkpoint
-of and that such a registry lacks is in neither tier, so a read of it needs no MongoDB.
+it in its own script; ``d`` once ``delete_thread`` removed it from both tiers), and the
+field ``EPOCH_FIELD`` -> ``"<state> <nonce>"``. Only a registry whose state is
+``complete`` is trusted: a thread that Redis holds no checkpoint of and that such a
+registry lacks is in neither tier, so a read of it needs no MongoDB.
 The epoch lives in the same hash as the thread_ids, so a Redis that lost its data (or
 evicted the hash) loses both together: the hash PUT then recreates has no epoch, and a miss
 asks MongoDB again. How a registry becomes complete is ``plans/registry.py``.
@@ -41,12 +42,16 @@ redis.call('HSET', KEYS[1], {_EPOCH}, ARGV[2] .. ' ' .. ARGV[1])
 return 1
 """
 
-# Remove thread ARGV[1] from the registry KEYS[10] once Redis holds no key of it (KEYS[1..9],
-# ThreadKeys.all): after delete_thread removed both tiers. A put that ran since made keys
-# again and keeps it registered. Replies 1 if removed, else 0.
+# Mark thread ARGV[1] deleted ('d') in the registry KEYS[10] once Redis holds no key of it
+# (KEYS[1..9], ThreadKeys.all): after delete_thread removed both tiers. A read takes it for
+# absent (no tier holds it), a write naming a checkpoint Redis lacks still asks for its
+# tombstones (the field is kept: a thread the registry never saw has none). A put that ran
+# since made keys again and keeps it registered. Replies 1 if marked, else 0.
 REGISTRY_FORGET = """
 if redis.call('EXISTS', unpack(KEYS, 1, 9)) > 0 then return 0 end
-return redis.call('HDEL', KEYS[10], ARGV[1])
+if redis.call('HGET', KEYS[10], ARGV[1]) ~= '1' then return 0 end
+redis.call('HSET', KEYS[10], ARGV[1], 'd')
+return 1
 """
 
 REGISTRY_SCRIPTS = {

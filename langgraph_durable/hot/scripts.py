@@ -31,10 +31,10 @@ end
 redis.call('HINCRBY', KEYS[8], 'dirty', 1)
 redis.call('HINCRBY', KEYS[8], 'u' .. ARGV[4], 1)  -- this checkpoint has unflushed entries
 for i = 1, 9 do redis.call('PERSIST', KEYS[i]) end
+local entry = 'ok'
 if #KEYS >= 11 then
-  return redis.call('XADD', KEYS[11], '*', 't', ARGV[2], 'p', ARGV[3])
+  entry = redis.call('XADD', KEYS[11], '*', 't', ARGV[2], 'p', ARGV[3])
 end
-return 'ok'
 """
 
 _OUTBOX_BOUND = r"""
@@ -116,23 +116,47 @@ def _deleted_ref(ref: int) -> str:
     leaves a tombstone per checkpoint it removed, so a checkpoint not stored *yet* is never
     taken for a deleted one) gets ``DELETED <deletion time ms>`` when that time is later
     than ``ARGV[ref + 1]`` (ms; the caller found in MongoDB a checkpoint of that id stored
-    after a delete of that time, by ``copy_thread`` or an import, and sends again)."""
+    after a delete of that time, by ``copy_thread`` or an import, and sends again). A member
+    Redis neither holds nor has a tombstone of is taken when the tombstones hold field
+    ``!`` (they hold every tombstone of the thread: LEARN_TOMBSTONES), else it gets
+    ``UNKNOWN`` while ``ARGV[ref + 1]`` is 0: Redis cannot tell (it lost its data, its
+    tombstones expired), so the caller loads MongoDB's tombstones of the thread into Redis
+    and sends again with a checked-through time of at least 1 (``plans/tombstones.py``).
+    Unless the partition's complete thread registry (KEYS[12]) has never seen the thread
+    (``never_stored``): then no tier holds a checkpoint or a tombstone of it (a new thread
+    whose pending writes come before its first put), so the write is taken, also while
+    MongoDB is down."""
     return f"""
 if ARGV[{ref}] ~= '' and redis.call('HEXISTS', KEYS[1], ARGV[{ref}]) == 0 then
-  local at = tonumber(redis.call('HGET', KEYS[10], ARGV[{ref}]) or '0')
-  if at > tonumber(ARGV[{ref + 1}]) then return redis.error_reply('DELETED ' .. at) end
+  local at = redis.call('HGET', KEYS[10], ARGV[{ref}])
+  if at then
+    if tonumber(at) > tonumber(ARGV[{ref + 1}]) then return redis.error_reply('DELETED ' .. at) end
+  elseif ARGV[{ref + 1}] == '0' and redis.call('HEXISTS', KEYS[10], '!') == 0
+      and not never_stored() then
+    -- the reply carries the checkpoint_id only (an error string ends at a NUL)
+    local cut = string.find(ARGV[{ref}], '\\0', 1, true) or 0
+    return redis.error_reply('UNKNOWN ' .. string.sub(ARGV[{ref}], cut + 1))
+  end
 end
 """
 
 
-# The thread registry (KEYS[12], hot/keys.py): the thread is one of those Redis has stored.
+# The thread registry (KEYS[12], hot/keys.py): the thread is one of those Redis has stored
+# (field thread_id -> '1'; 'd' once delete_thread removed it from both tiers: its
+# tombstones may still refuse late writes). never_stored: a complete registry has no field
+# for the thread, so no tier holds a checkpoint or a tombstone of it.
 # new_in_registry: no checkpoint of the thread in Redis, and a complete registry lacks it,
 # so no tier holds one: pending writes that raced the thread's first put (LangGraph sends
 # them concurrently) made its meta, yet Redis holds the whole thread.
 _REGISTRY = r"""
+local function never_stored()
+  if #KEYS < 12 or redis.call('HEXISTS', KEYS[12], ARGV[2]) == 1 then return false end
+  local epoch = redis.call('HGET', KEYS[12], '\0epoch') or ''
+  return string.sub(epoch, 1, 9) == 'complete '
+end
 local function new_in_registry()
   if #KEYS < 12 or redis.call('EXISTS', KEYS[3]) == 1
-      or redis.call('HEXISTS', KEYS[12], ARGV[2]) == 1 then return false end
+      or redis.call('HGET', KEYS[12], ARGV[2]) == '1' then return false end
   local epoch = redis.call('HGET', KEYS[12], '\0epoch') or ''
   return string.sub(epoch, 1, 9) == 'complete '
 end
@@ -148,18 +172,27 @@ if #KEYS >= 12 then redis.call('HSET', KEYS[12], ARGV[2], 1) end
 # (MISSING_ITEMS <count>): the caller sends again with every item. A parent that was
 # deleted is refused (see _deleted_ref).
 # With an expected head, the put is refused (STALE_HEAD <actual>) when another run has extended the
-# namespace meanwhile. With the new-thread flag ('1': a thread's first input checkpoint,
+# namespace meanwhile: the namespace's head is the member PUT last wrote there (meta
+# 'h' .. ns), not its largest checkpoint_id (ids made by hosts whose clocks differ need not
+# increase). A new member below the namespace's largest one (clock skew) is stored as
+# InMemorySaver stores it; the reply is then {entry id, that largest checkpoint_id}
+# instead of the entry id. With the new-thread flag ('1': a thread's first input checkpoint,
 # see put_plan) on a thread Redis holds nothing of (or only pending writes of, when the
 # complete thread registry lacks it), meta 'complete' = 1: Redis holds the whole thread,
 # so reads need not ask MongoDB about what Redis lacks (PAGE).
 PUT = _ITEMS + _REGISTRY + _OUTBOX_BOUND + _deleted_ref(10) + r"""
 if ARGV[8] ~= '' then
-  local head = redis.call('ZREVRANGEBYLEX', KEYS[3], '(' .. ARGV[5] .. '\1',
-                          '[' .. ARGV[5] .. '\0', 'LIMIT', 0, 1)
-  if #head > 0 and head[1] ~= ARGV[8] and head[1] ~= ARGV[4] then
+  local head = redis.call('HGET', KEYS[8], 'h' .. ARGV[5])
+  if head and head ~= ARGV[8] and head ~= ARGV[4] then
     -- the reply carries the head's checkpoint_id only (an error string ends at a NUL)
-    return redis.error_reply('STALE_HEAD ' .. string.sub(head[1], #ARGV[5] + 2))
+    return redis.error_reply('STALE_HEAD ' .. string.sub(head, #ARGV[5] + 2))
   end
+end
+local newer = false
+if redis.call('HEXISTS', KEYS[1], ARGV[4]) == 0 then
+  local above = redis.call('ZREVRANGEBYLEX', KEYS[3], '(' .. ARGV[5] .. '\1', '(' .. ARGV[4],
+                           'LIMIT', 0, 1)
+  if #above > 0 then newer = string.sub(above[1], #ARGV[5] + 2) end
 end
 local last = 12 + 2 * tonumber(ARGV[12])
 local sent = {}
@@ -169,19 +202,29 @@ if missing > 0 then return redis.error_reply('MISSING_ITEMS ' .. missing) end
 if ARGV[9] == '1' and (redis.call('EXISTS', KEYS[8]) == 0 or new_in_registry()) then
   redis.call('HSET', KEYS[8], 'complete', 1)
 end
+if never_stored() then  -- no tier holds a checkpoint or a tombstone of the thread: its
+  -- tombstones are all in Redis (none), so writes naming a checkpoint Redis lacks need no
+  -- MongoDB (as LEARN_TOMBSTONES marks them; expires as tombstones do: TOMBSTONE_TTL_S)
+  redis.call('HSET', KEYS[10], '!', 1)
+  if redis.call('TTL', KEYS[10]) < 0 then redis.call('EXPIRE', KEYS[10], 604800) end
+end
 redis.call('HSET', KEYS[1], ARGV[4], ARGV[6])
 redis.call('HSET', KEYS[2], ARGV[4], ARGV[7])
 redis.call('ZADD', KEYS[3], 0, ARGV[4])
 redis.call('HSETNX', KEYS[7], ARGV[5], ARGV[4])
+redis.call('HSET', KEYS[8], 'h' .. ARGV[5], ARGV[4])
 for i = last + 1, #ARGV, 2 do redis.call('HSETNX', KEYS[9], ARGV[i], ARGV[i + 1]) end
 for i = 13, last, 2 do redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 1]) end
-""" + _REGISTER + _PERSIST_AND_OUTBOX
+""" + _REGISTER + _PERSIST_AND_OUTBOX + r"""
+if newer then return {entry, newer} end
+return entry
+"""
 
 # ARGV: max_outbox, thread_id, outbox payload, checkpoint member, checked-through ms, the
 # number of triples, triples (field, value, overwrite 0/1), then item digest/value pairs
 # (MISSING_ITEMS as in PUT). Ordinary writes are insert-once (HSETNX); special channels
 # overwrite (HSET). A deleted checkpoint is refused (see _deleted_ref).
-PUT_WRITES = _ITEMS + _OUTBOX_BOUND + _deleted_ref(4) + r"""
+PUT_WRITES = _ITEMS + _REGISTRY + _OUTBOX_BOUND + _deleted_ref(4) + r"""
 local last = 6 + 3 * tonumber(ARGV[6])
 local sent = {}
 for i = last + 1, #ARGV, 2 do sent[ARGV[i]] = true end
@@ -196,7 +239,9 @@ for i = 7, last, 3 do
   end
   redis.call('ZADD', KEYS[6], 0, ARGV[i])
 end
-""" + _PERSIST_AND_OUTBOX
+""" + _PERSIST_AND_OUTBOX + r"""
+return entry
+"""
 
 # A page of checkpoints, newest first, with everything needed to build their tuples.
 # KEYS: the nine thread keys, then optionally the thread registry of its partition.
@@ -234,7 +279,7 @@ if redis.call('EXISTS', KEYS[3]) == 0 then
   complete = 0
   -- no checkpoint in Redis, and a complete registry (KEYS[10]) without the thread
   -- (ARGV[5]): no tier holds any checkpoint of it
-  if #KEYS >= 10 and redis.call('HEXISTS', KEYS[10], ARGV[5]) == 0 then
+  if #KEYS >= 10 and redis.call('HGET', KEYS[10], ARGV[5]) ~= '1' then
     local epoch = redis.call('HGET', KEYS[10], '\0epoch') or ''
     if string.sub(epoch, 1, 9) == 'complete ' then complete = 3 end
   end
@@ -398,7 +443,9 @@ local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 # Remove checkpoints (members), their writes and the given blob fields from the thread, and
 # leave a tombstone (KEYS[10], field -> deletion time in ms, for ARGV[1] seconds) so a flusher
 # that wrote an older copy after this (a stalled "zombie" round) takes it back out of MongoDB.
-# ARGV: tombstone ttl, n members, members..., then blob fields.
+# A namespace whose head (meta 'h' .. ns, see PUT) was removed has none until the next put.
+# ARGV: tombstone ttl, n members, members..., then blob fields. Returns the deletion time
+# (ms, Redis clock).
 DELETE_PARTS = _NOW_MS + r"""
 local n = tonumber(ARGV[2])
 for i = 3, n + 2 do
@@ -412,19 +459,23 @@ for i = 3, n + 2 do
     redis.call('ZREM', KEYS[6], unpack(wf))
   end
   redis.call('HSET', KEYS[10], m, now)
+  local cut = string.find(m, '\0', 1, true)  -- the namespace's head (see PUT) is gone
+  if cut and redis.call('HGET', KEYS[8], 'h' .. string.sub(m, 1, cut - 1)) == m then
+    redis.call('HDEL', KEYS[8], 'h' .. string.sub(m, 1, cut - 1))
+  end
 end
 for i = n + 3, #ARGV do
   redis.call('HDEL', KEYS[4], ARGV[i])
   redis.call('HSET', KEYS[10], ARGV[i], now)
 end
 redis.call('EXPIRE', KEYS[10], tonumber(ARGV[1]))
-return n
+return now
 """
 
 # Remove every key of the thread; tombstone '*' (see DELETE_PARTS) and every checkpoint it
 # held (each member of the index, plus ARGV[2..]: those only MongoDB holds), so a late write
 # naming one of them is refused (_deleted_ref). ARGV: tombstone ttl, members...
-# Returns the deletion time (ms, Redis clock).
+# Returns {deletion time (ms, Redis clock), the members Redis held}.
 DELETE_THREAD = _NOW_MS + r"""
 local held = redis.call('ZRANGE', KEYS[3], 0, -1)
 for i = 1, #held, 1000 do
@@ -437,7 +488,23 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7],
                 KEYS[9])
 redis.call('HSET', KEYS[10], '*', now)
 redis.call('EXPIRE', KEYS[10], tonumber(ARGV[1]))
-return now
+return {now, held}
+"""
+
+# The tombstones of a thread loaded from MongoDB (plans/tombstones.py), after a write Redis
+# could not answer for (UNKNOWN, see _deleted_ref): each field/time pair set unless Redis
+# holds one (a tombstone Redis holds is from a delete since Redis last lost its data: never
+# older than MongoDB's), then field '!' = 1: Redis now holds every tombstone of the thread,
+# so a write naming a checkpoint it neither holds nor has a tombstone of (a task's writes
+# arriving before their checkpoint's put) is taken without asking MongoDB. The hash, '!'
+# with it, expires after at most ARGV[1] seconds (kept when it expires sooner).
+# KEYS: the thread's tombstones. ARGV: ttl, then field/time pairs.
+LEARN_TOMBSTONES = r"""
+for i = 2, #ARGV, 2 do redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[1], '!', 1)
+local left = redis.call('TTL', KEYS[1])
+if left < 0 or left > tonumber(ARGV[1]) then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1])) end
+return 1
 """
 
 # Drop a thread's hot keys once everything in them is in MongoDB, so its reads go to MongoDB
@@ -522,6 +589,7 @@ SCRIPTS = {
     "delete_parts": DELETE_PARTS,
     "delete_thread": DELETE_THREAD,
     "release": RELEASE,
+    "learn_tombstones": LEARN_TOMBSTONES,
     "chain": CHAIN,
     **REGISTRY_SCRIPTS,
 }
@@ -621,8 +689,10 @@ class PutWritesArgs:
 @dataclass(frozen=True)
 class Refusal:
     """An error reply of PUT/PUT_WRITES: ``kind`` ``"STALE_HEAD"`` (``value``: the head's
-    checkpoint_id), ``"DELETED"`` (``value``: deletion time, ms), ``"MISSING_ITEMS"``
-    (``value``: how many items a manifest names that Redis lacks) or ``"OUTBOX_FULL"``."""
+    checkpoint_id), ``"DELETED"`` (``value``: deletion time, ms), ``"UNKNOWN"`` (Redis
+    cannot tell whether the named checkpoint was deleted; ``value``: its checkpoint_id),
+    ``"MISSING_ITEMS"`` (``value``: how many items a manifest names that Redis lacks) or
+    ``"OUTBOX_FULL"``."""
 
     kind: str
     value: str
@@ -631,7 +701,7 @@ class Refusal:
     def of(cls, exc: Exception) -> Refusal | None:
         """The refusal an error reply carries, or None for any other error."""
         text = str(exc)
-        for kind in ("STALE_HEAD", "DELETED", "MISSING_ITEMS"):
+        for kind in ("STALE_HEAD", "DELETED", "MISSING_ITEMS", "UNKNOWN"):
             if text.startswith(kind + " "):
                 return cls(kind, text.split(" ", 1)[1])
         if "OUTBOX_FULL" in text:
@@ -659,7 +729,8 @@ def parts_op(keys: Sequence[str], members: Sequence[str],
 
 def delete_parts_op(keys: Sequence[str], tombstone_ttl_s: int, members: Sequence[str],
                     blob_fields: Sequence[str]) -> Script:
-    """DELETE_PARTS (``keys``: thread keys and tombstones)."""
+    """DELETE_PARTS (``keys``: thread keys and tombstones). Replies with the deletion
+    time (ms)."""
     return Script("delete_parts", list(keys),
                   [tombstone_ttl_s, len(members), *members, *blob_fields])
 
@@ -667,8 +738,18 @@ def delete_parts_op(keys: Sequence[str], tombstone_ttl_s: int, members: Sequence
 def delete_thread_op(keys: Sequence[str], tombstone_ttl_s: int,
                      members: Sequence[str]) -> Script:
     """DELETE_THREAD (``keys``: thread keys and tombstones; ``members``: checkpoints only
-    MongoDB may hold, tombstoned too). Replies with the deletion time (ms)."""
+    MongoDB may hold, tombstoned too). Replies ``[deletion time (ms), [members Redis
+    held]]``."""
     return Script("delete_thread", list(keys), [tombstone_ttl_s, *members])
+
+
+def learn_tombstones_op(gone: str, ttl_s: int, stones: Sequence[tuple[str, int]]) -> Script:
+    """LEARN_TOMBSTONES: ``stones`` (``(field, deletion time ms)`` from MongoDB) into the
+    thread's tombstones ``gone``, marked complete (``!``), expiring within ``ttl_s``."""
+    args: list[object] = [ttl_s]
+    for f, at in stones:
+        args += [f, at]
+    return Script("learn_tombstones", [gone], args)
 
 
 def release_op(keys: Sequence[str], marker_ttl_s: int) -> Script:

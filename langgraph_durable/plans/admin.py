@@ -3,7 +3,8 @@
 No resurrection: each first waits until every outbox entry written before it has reached
 MongoDB (``flush_wait_plan``), so no late flush can write back what it removes. After that
 wait MongoDB holds every checkpoint, so it is the index these plans query; the same
-removals are then applied to Redis.
+removals are then applied to Redis. Each leaves a tombstone per checkpoint it removes, in
+Redis and then in MongoDB (``tombstones.record_plan``), before it deletes from MongoDB.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ..hot.keys import TOMBSTONE_TTL_S
 from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
 from ..records import blob_field, checkpoint_time_s, member
 from .registry import forget_plan, register_plan
+from .tombstones import record_plan
 
 
 def flush_wait_plan(ctx: Context, timeout_s: float) -> Plan[int]:
@@ -79,9 +81,11 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
     # Redis first (with tombstones), then MongoDB: a stalled flusher that writes an older
     # copy after the MongoDB delete finds the tombstone and takes its copy out again, and a
     # late write naming a deleted checkpoint is refused
-    at_ms = yield delete_thread_op(
-        [*keys.all, keys.gone], TOMBSTONE_TTL_S,
-        [member(d["checkpoint_ns"], d["checkpoint_id"]) for d in held])
+    durable = [member(d["checkpoint_ns"], d["checkpoint_id"]) for d in held]
+    at_ms, hot = yield delete_thread_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, durable)
+    # the tombstones in MongoDB too, before anything leaves it: asked when Redis cannot
+    # answer (it lost its data, its tombstones expired)
+    yield from record_plan(ctx, thread_id, [*durable, *map(_text, hot)], int(at_ms))
     # not what a new run on the thread stored since (flushed while this delete ran)
     before = D.stored_before(thread_id, int(at_ms))
     yield Parallel([
@@ -94,6 +98,11 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
     yield DeleteMany(cols.chunks, q)
     # both tiers hold nothing of it now: out of the thread registry (unless a put since)
     yield from forget_plan(ctx, thread_id)
+
+
+def _text(m: bytes | str) -> str:
+    """A member as Redis replied it (bytes), as text."""
+    return m.decode("utf-8", "surrogateescape") if isinstance(m, bytes) else m
 
 
 def _delete_ids(collection: str, ids: Sequence[str]) -> BulkWrite:
@@ -131,7 +140,9 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
     if items:
         ops.append(_delete_ids(cols.items, [D.doc_id(thread_id, d.hex()) for d in items]))
     keys = ctx.keys(thread_id)
-    yield delete_parts_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, members, blob_fields)
+    at_ms = yield delete_parts_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, members,
+                                  blob_fields)
+    yield from record_plan(ctx, thread_id, members, int(at_ms))  # before MongoDB's deletes
     if items:  # after the values naming them
         yield Pipeline([["HDEL", keys.it, *items[i:i + 1000]]
                         for i in range(0, len(items), 1000)])

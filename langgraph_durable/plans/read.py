@@ -368,8 +368,9 @@ def namespaces_plan(ctx: Context, thread_id: str) -> Plan[list[str]]:
     reg = ctx.registry_of(thread_id)
     hot, complete, exists, epoch, known = yield Pipeline([
         ["HGETALL", keys.ns], ["HGET", keys.meta, "complete"], ["EXISTS", keys.idx],
-        ["HGET", reg, EPOCH_FIELD], ["HEXISTS", reg, thread_id]])
-    absent = not exists and not known and epoch_complete(epoch)  # in no tier
+        ["HGET", reg, EPOCH_FIELD], ["HGET", reg, thread_id]])
+    # in no tier: a complete registry never saw it, or saw it deleted ('d')
+    absent = not exists and known not in (b"1", "1") and epoch_complete(epoch)
     cold: list[Doc] = []
     # (the ns hash is never trimmed)
     if not (complete in (b"1", "1", b"2", "2") and exists) and not absent:

@@ -9,13 +9,19 @@ checkpoint of is a field of its partition's registry, once that registry is comp
 - What writes a thread to MongoDB without a ``put`` (``copy_thread``'s target, the CLI's
   import) registers it first (``register_plan``), *before* the MongoDB write, so no
   moment exists where MongoDB holds a thread the registry lacks.
-- ``delete_thread`` forgets the thread only after both tiers' data is gone: MongoDB
-  holds no checkpoint of it and Redis no key (a new run since keeps it; ``forget_plan``).
+- ``delete_thread`` marks the thread deleted (``d``) only after both tiers' data is
+  gone: MongoDB holds no checkpoint of it and Redis no key (a new run since keeps it;
+  ``forget_plan``). Reads take it for absent; its field stays, so the registry also knows
+  every thread that may have tombstones: a write naming a checkpoint Redis lacks, of a
+  thread a complete registry never saw, is taken without asking MongoDB (PUT/PUT_WRITES,
+  ``_deleted_ref``: a new thread's pending writes before its first put, while MongoDB is
+  down too).
 - The registry becomes complete only when no thread can be outside it
   (``setup_plan``, run by ``setup()`` with the MongoDB part): per partition, claim it
   (epoch ``pending <nonce>``) and read its outbox length; then one ``find_one`` on the
-  checkpoints collection; then settle ``complete`` if the outbox was empty and MongoDB
-  holds no checkpoint, else ``partial``, and only if the claim still stands (the hash
+  checkpoints collection and one on the tombstones; then settle ``complete`` if the
+  outbox was empty and MongoDB holds no checkpoint nor tombstone, else ``partial``, and
+  only if the claim still stands (the hash
   was not lost nor claimed again meanwhile). The order matters: an entry moves from the
   outbox to MongoDB (written there first, deleted from the stream after), so an empty
   outbox followed by an empty collection means nothing was stored before the claim, and
@@ -26,7 +32,7 @@ A registry without an epoch (never set up, or recreated by PUT after Redis lost 
 during the set-up leaves the claim pending; the next set-up (the background retry of the
 MongoDB set-up, another saver) claims it again. ``rebuild_plan`` (the CLI's ``registry
 --rebuild``) makes a partial registry complete by registering every thread either tier
-holds.
+holds (and marking ``d`` every other thread MongoDB holds tombstones of).
 """
 
 from __future__ import annotations
@@ -58,9 +64,11 @@ def setup_plan(ctx: Context) -> Plan[dict[str, str]]:
     if not mine:
         return {}
     empty = False
-    if 0 in mine.values():
-        doc = yield from ask(FindOne(ctx.collections.checkpoints, {}, {"_id": 1}))
-        empty = doc is None
+    if 0 in mine.values():  # complete only if MongoDB holds no checkpoint nor tombstone
+        cols = ctx.collections
+        docs = yield Parallel([FindOne(cols.checkpoints, {}, {"_id": 1}),
+                               FindOne(cols.tombstones, {}, {"_id": 1})])
+        empty = all(d is None for d in docs)
     states = {reg: COMPLETE if empty and not xlen else PARTIAL for reg, xlen in mine.items()}
     settled = yield Parallel([settle_op(reg, nonce, st) for reg, st in states.items()])
     return {reg: st for (reg, st), ok in zip(states.items(), settled) if ok}
@@ -106,12 +114,18 @@ def rebuild_plan(ctx: Context) -> Plan[int]:
     docs = yield from ask(Aggregate(ctx.collections.checkpoints,
                                     [{"$group": {"_id": "$thread_id"}}]))
     threads |= {str(d["_id"]) for d in docs}
-    by_registry: dict[str, list[str]] = defaultdict(list)
+    # threads deleted before, with tombstones in MongoDB: marked 'd' (a write naming one
+    # of their checkpoints asks for the tombstones; a thread the registry lacks has none)
+    gone = yield from ask(Aggregate(ctx.collections.tombstones,
+                                    [{"$group": {"_id": "$thread_id"}}]))
+    by_registry: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for t in sorted(threads):
-        by_registry[ctx.registry_of(t)].append(t)
-    for reg, tids in by_registry.items():  # one pipeline per registry (one slot each)
-        yield Pipeline([["HSET", reg, *[x for t in tids[i:i + BATCH] for x in (t, 1)]]
-                        for i in range(0, len(tids), BATCH)])
+        by_registry[ctx.registry_of(t)].append((t, "1"))
+    for t in sorted({str(d["_id"]) for d in gone} - threads):
+        by_registry[ctx.registry_of(t)].append((t, "d"))
+    for reg, pairs in by_registry.items():  # one pipeline per registry (one slot each)
+        yield Pipeline([["HSET", reg, *[x for p in pairs[i:i + BATCH] for x in p]]
+                        for i in range(0, len(pairs), BATCH)])
     yield Parallel([settle_op(reg, nonce, COMPLETE) for reg in ctx.registries])
     return len(threads)
 

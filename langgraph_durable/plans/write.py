@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -17,7 +18,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ..context import Context
-from ..drivers import BulkWrite, FindOne, Op, Parallel, Plan, Script, Sleep, ask
+from ..drivers import BulkWrite, Op, Parallel, Plan, Script, Sleep
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import (
@@ -27,7 +28,6 @@ from ..errors import (
     OutboxFullError,
     ReplicationTimeoutError,
     SerializationError,
-    ThreadDeletedError,
 )
 from ..hot.scripts import PutArgs, PutWritesArgs, Refusal
 from ..items import MANIFEST_TYPE, Stored, packed
@@ -47,6 +47,9 @@ from ..records import (
 )
 from ..serde.errors import BlobStoreError
 from .fence import bulk_ignoring_newer, stream_ms, take_back_deleted
+from .tombstones import check_deleted_plan, check_unknown_plan
+
+log = logging.getLogger("langgraph_durable.saver")
 
 
 def thread_ns(config: RunnableConfig) -> tuple[str, str]:
@@ -137,8 +140,11 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
           parts: dict[bytes, Stored]) -> Plan[bytes]:
     """Run a writing script (the checkpoint and its outbox entry in one step, on a
     cluster too); apply the outbox-full policy (deadline read from ``ctx.clock``). A
-    ``DELETED`` refusal is checked in
-    MongoDB (``_check_deleted``) and the write sent again with ``checked_through_ms``; a
+    ``DELETED`` refusal (Redis holds a tombstone of the named checkpoint) is checked in
+    MongoDB (``tombstones.check_deleted_plan``), an ``UNKNOWN`` one (Redis neither holds
+    the checkpoint nor a tombstone of it) against MongoDB's tombstones
+    (``tombstones.check_unknown_plan``), and the write sent again with
+    ``checked_through_ms``, or ``ThreadDeletedError`` raised; a
     ``MISSING_ITEMS`` refusal (Redis lost items this process took as held) is sent again
     with every item in ``parts``. Returns the outbox entry id."""
     cfg = ctx.config
@@ -147,7 +153,7 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
     pause = 0.005
     while True:
         try:
-            entry: bytes = yield replicated(ctx, args.op())
+            reply = yield replicated(ctx, args.op())
             break
         except redis.exceptions.ResponseError as exc:
             refusal = Refusal.of(exc)
@@ -158,20 +164,19 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
                     raise CorruptRecordError(
                         f"Redis refused the items of thread {args.thread_id!r} it was sent "
                         f"({refusal.value} missing)") from None
-                ctx.items.forget(args.thread_id)
-                kind, m, fields, sent, *size = ormsgpack.unpackb(args.payload)
-                every = packed(parts, pack_blob)
-                # the entry's bytes: its record's (the total less the items first sent)
-                # plus every item's
-                record_bytes = (size[0] if size else 0) - sum(
-                    len(args.items.get(d, b"")) for d in sent)
-                args = args.with_items(every, _payload(kind, m, fields, every, record_bytes))
+                args = _with_every_item(ctx, args, parts)
                 continue
             if refusal.kind == "DELETED":
                 deleted_at = int(refusal.value)
-                yield from _check_deleted(ctx, args.thread_id, args.named, deleted_at)
+                yield from check_deleted_plan(ctx, args.thread_id, args.named, deleted_at)
                 args = args.checked_through(deleted_at)  # stored again since: refused
                 continue                                  # only by a later delete
+            if refusal.kind == "UNKNOWN":  # Redis cannot tell: MongoDB's tombstones can
+                checked = yield from check_unknown_plan(ctx, args.thread_id, args.named)
+                args = args.checked_through(checked)
+                if len(args.items) < len(parts):  # Redis lost the checkpoint: its items
+                    args = _with_every_item(ctx, args, parts)  # too, most likely
+                continue
             if refusal.kind == "STALE_HEAD":
                 assert isinstance(args, PutArgs)
                 raise ConcurrentRunError(
@@ -189,25 +194,38 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
             yield Sleep(pause)
             pause = min(pause * 2, 0.1)
     ctx.items.learn(args.thread_id, parts)
-    return entry
+    if isinstance(reply, list):  # PUT stored a checkpoint_id below the namespace's newest
+        entry, newest = reply
+        _warn_not_increasing(args, newest.decode() if isinstance(newest, bytes) else newest)
+        return entry  # type: ignore[no-any-return]
+    return reply  # type: ignore[no-any-return]
 
 
-def _check_deleted(ctx: Context, thread_id: str, ref_member: str,
-                   deleted_at_ms: int) -> Plan[None]:
-    """Raise ``ThreadDeletedError`` unless MongoDB holds the named checkpoint as stored
-    after the delete at ``deleted_at_ms`` (its ``put_ms``: ``copy_thread`` or an import
-    wrote it there since). A checkpoint MongoDB still holds from before the delete is one
-    the delete is removing right now."""
-    ns, cid = ref_member.split(SEP)
-    doc = yield from ask(FindOne(ctx.collections.checkpoints,
-                                 {"_id": D.doc_id(thread_id, ns, cid)}, {"put_ms": 1}))
-    if doc is not None and int(doc.get("put_ms") or 0) > deleted_at_ms:
-        return
-    raise ThreadDeletedError(
-        f"checkpoint {cid!r} (ns {ns!r}) of thread {thread_id!r} was deleted (delete_thread, "
-        f"delete_for_runs or prune at {deleted_at_ms} ms); nothing was written. Start a new "
-        "run on the thread (no checkpoint_id in the config) to use the thread_id again",
-        thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=cid, deleted_at_ms=deleted_at_ms)
+def _with_every_item(ctx: Context, args: PutArgs | PutWritesArgs,
+                     parts: dict[bytes, Stored]) -> PutArgs | PutWritesArgs:
+    """The same write bringing every item and node in ``parts`` (Redis lacks some this
+    process took as held there: ``ctx.items`` forgets the thread's), with its outbox
+    entry's byte count made again."""
+    ctx.items.forget(args.thread_id)
+    kind, m, fields, sent, *size = ormsgpack.unpackb(args.payload)
+    every = packed(parts, pack_blob)
+    # the entry's bytes: its record's (the total less the items first sent) plus every item's
+    record_bytes = (size[0] if size else 0) - sum(len(args.items.get(d, b"")) for d in sent)
+    return args.with_items(every, _payload(kind, m, fields, every, record_bytes))
+
+
+def _warn_not_increasing(args: PutArgs | PutWritesArgs, newest: str) -> None:
+    """Log that a put stored a checkpoint_id that is not above the newest of its thread
+    and namespace (LangGraph makes ids from the host's clock: a host whose clock is behind
+    another's makes smaller ones). Stored as InMemorySaver stores it; ``get_tuple`` without
+    a ``checkpoint_id`` still answers the largest id, as InMemorySaver does."""
+    cid = args.member.split(SEP)[-1]
+    ns = args.ns if isinstance(args, PutArgs) else args.member.split(SEP)[0]
+    log.warning(
+        "thread %r (ns %r): new checkpoint %r is not above the thread's newest %r; stored "
+        "(as InMemorySaver does), but the latest checkpoint stays %r: clock skew between "
+        "the hosts running this thread? (checkpoint ids are made from the host's clock)",
+        args.thread_id, ns, cid, newest, newest)
 
 
 def _named(config: RunnableConfig, ns: str, parent: str | None) -> str:
@@ -378,7 +396,8 @@ def prepare_put_writes(
     send = ctx.items.unknown(tid, parts, pack_blob)
     packed_writes = [(f, w.pack(), w.idx < 0) for f, w in zip(fields, recs)]
     args = PutWritesArgs(
-        keys=ctx.script_keys(tid), max_outbox=_max_outbox(ctx), thread_id=tid,
+        keys=[*ctx.script_keys(tid), ctx.registry_of(tid)], max_outbox=_max_outbox(ctx),
+        thread_id=tid,
         payload=_payload("w", m, fields, send, sum(len(b) for _, b, _ in packed_writes)),
         member=m, checked_through_ms=0, writes=packed_writes, items=send)
     return PreparedWrites(tid, ns, cid, recs, args, parts)

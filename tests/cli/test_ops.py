@@ -45,8 +45,8 @@ def test_status_reports_outbox_consumers_dead_letters_and_sizes(cli: Cli) -> Non
         ("worker-1", 2, None), ("worker-2", 0, "alive"), ("worker-3", 0, "lapsed")]
     assert 0 <= o["oldest_age_s"] < 60 and o["dead_letters"] == 1
     assert st["hot"]["bytes"] > 0 and st["hot"]["threads"] == 1
-    assert st["hot"]["keys"] == 10  # cp cv idx ns meta, outbox, dead letters, heartbeats,
-    #                                 binding, thread registry
+    assert st["hot"]["keys"] == 11  # cp cv idx ns meta, outbox, dead letters, heartbeats,
+    #                    binding, thread registry, gone (a new thread: no tombstone anywhere)
     assert st["durable"]["checkpoints"]["documents"] == 0
     assert st["schema"] == {"package": 1, "deployed": 1}
     text = cli("status").stdout

@@ -9,7 +9,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from faults import s5_delete_races
 from faults.common import tap
-from faults.s5_delete_races import _resume, _until_mongo
+from faults.s5_delete_races import AFTER_LOSS, _resume, _until_mongo
 from faults.tiers import mongo_checkpoints, mongo_writes, wait_for
 from langgraph_durable import DurableSaver
 from langgraph_durable.drivers import MongoOp, Script, run_sync
@@ -55,9 +55,12 @@ def test_deletes_racing_the_flusher_never_resurrect_or_lose_anything(env) -> Non
     assert res.mismatches == 0, res.notes
     for op in ("delete_thread", "delete_for_runs", "prune_keep_latest", "prune_delete",
                "copy_thread", "re-deliveries (copies)", "entries abandoned by a ghost",
-               "late writes refused"):
+               "late writes refused", "late writes refused" + AFTER_LOSS):
         assert res.measures.get(op, 0) > 5, (op, res.measures)
+    for how in ("a new Redis", "tombstones expired"):
+        assert res.measures.get(f"Redis data lost ({how})", 0) > 2, (how, res.measures)
     assert res.measures.get("late writes taken", 0) == 0, res.notes
+    assert res.measures.get("late writes taken" + AFTER_LOSS, 0) == 0, res.notes
 
 
 def test_a_stalled_flusher_round_cannot_write_back_a_deleted_thread(manual) -> None:

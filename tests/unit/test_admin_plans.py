@@ -73,17 +73,26 @@ def test_delete_thread_tombstones_in_redis_before_deleting_in_mongodb() -> None:
             return [[]]  # outbox empty
         if isinstance(op, Find):  # checkpoints only MongoDB holds
             return [{"checkpoint_ns": "", "checkpoint_id": IDS[0]}]
-        if isinstance(op, Script):
-            return 1700000000123  # deletion time, ms
+        if isinstance(op, Script):  # deletion time (ms), the members Redis held
+            return [1700000000123, [member("", IDS[1]).encode()]]
         return None
 
     done = drive(admin.delete_thread_plan(ctx, "t"), answer)
-    assert done.kinds() == ["Pipeline", "Find", "delete_thread", "Parallel", "DeleteMany",
-                            "DeleteMany", "DeleteMany", "DeleteMany", "DeleteMany"]
+    assert done.kinds() == ["Pipeline", "Find", "delete_thread", "BulkWrite", "Parallel",
+                            "DeleteMany", "DeleteMany", "DeleteMany", "DeleteMany",
+                            "DeleteMany",
+                            # then the thread registry: MongoDB holds none of it, so marked
+                            # deleted if Redis holds no key of it (plans/registry.py)
+                            "FindOne", "registry_forget"]
     script = done.ops[2]
     assert isinstance(script, Script)
     assert list(script.keys) == [*keys.all, keys.gone]
     assert list(script.args) == [TOMBSTONE_TTL_S, member("", IDS[0])]
+    stones = done.ops[3]  # MongoDB's tombstones: each checkpoint either tier held
+    assert isinstance(stones, BulkWrite) and stones.collection == ctx.collections.tombstones
+    assert [r._filter["_id"] for r in stones.requests] == [
+        D.doc_id("t", member("", c)) for c in sorted(IDS[:2])]
+    assert {r._doc["$max"]["at_ms"] for r in stones.requests} == {1700000000123}
     deletes = [op for op in done.ops if isinstance(op, DeleteMany)]
     cols = ctx.collections
     assert [d.collection for d in deletes[:4]] == [cols.checkpoints, cols.blobs, cols.writes,
@@ -121,7 +130,8 @@ def test_prune_keep_latest_drops_older_checkpoints_with_their_writes_and_blobs()
     bulk = {op.collection: [r._filter["_id"] for r in op.requests]
             for op in done.ops if isinstance(op, BulkWrite)}
     assert bulk == {cols.checkpoints: [D.doc_id("t", "", IDS[0])], cols.writes: [wid],
-                    cols.blobs: D.blob_ids("t", [old_blob])}  # no items to delete
+                    cols.blobs: D.blob_ids("t", [old_blob]),  # no items to delete
+                    cols.tombstones: [D.doc_id("t", member("", IDS[0]))]}
     assert not any(isinstance(op, Pipeline) and op.commands[0][0] == "HDEL"
                    for op in done.ops)
 

@@ -75,7 +75,9 @@ def test_an_exact_checkpoint_found_in_redis_does_not_ask_mongodb() -> None:
                  lambda op: page_reply([hot_row(p)], [p], complete=0))
     assert done.kinds() == ["page"]
     op = done.ops[0]
-    assert isinstance(op, Script) and list(op.args) == ["[" + member("", IDS[1])] * 2 + [1, b""]
+    assert isinstance(op, Script) and list(op.args) == ["[" + member("", IDS[1])] * 2 + [
+        1, b"", "t"]  # the thread_id, for its registry (the last of KEYS)
+    assert op.keys[-1] == ctx.registry_of("t")
     read.finish_page(ctx, done.result)
     assert ctx.heads.get("t", "") is None  # an exact read is no head
 

@@ -12,9 +12,10 @@ from langgraph_durable.durable import documents as D
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
-NOT_LED_BY_THREAD = {("checkpoints", "run_id")}
+NOT_LED_BY_THREAD = {("checkpoints", "run_id"), ("tombstones", "deleted_at_ttl")}
 """``delete_for_runs(run_ids)`` looks up checkpoints by run id across all threads: a
-scatter-gather on a sharded cluster, each shard using its own ``run_id`` index (see
+scatter-gather on a sharded cluster, each shard using its own ``run_id`` index; the
+tombstones expire through a TTL index, which MongoDB allows on one field only (see
 docs/operations.md "Sharding")."""
 
 
@@ -27,7 +28,7 @@ def test_thread_id_leads_every_index_but_the_documented_run_id_one() -> None:
     not_led = {(col, name) for col, name, keys in _indexes() if keys[0] != "thread_id"}
     assert not_led == NOT_LED_BY_THREAD
     assert {col for col, _n, _k in _indexes()} == {"checkpoints", "blobs", "writes", "items",
-                                                    "chunks"}
+                                                    "chunks", "tombstones"}
 
 
 def test_every_index_and_collection_is_in_the_documented_shard_plan() -> None:
@@ -53,3 +54,5 @@ def test_every_upsert_filter_holds_the_shard_key() -> None:
     for op in ops:
         assert op._filter["_id"] == base["_id"]
         assert op._filter["thread_id"] == "thread-01", op
+    (stone,) = D.tombstone_upserts("thread-01", ["\x00abc"], 5)
+    assert stone._filter == {"_id": D.doc_id("thread-01", "\x00abc"), "thread_id": "thread-01"}

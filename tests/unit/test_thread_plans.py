@@ -17,7 +17,9 @@ from .test_read_plans import IDS
 def test_namespaces_of_a_thread_redis_holds_whole_do_not_ask_mongodb() -> None:
     ctx = context()
     hot = {b"": member("", IDS[1]).encode(), b"sub": member("sub", IDS[0]).encode()}
-    done = drive(read.namespaces_plan(ctx, "t"), lambda op: [hot, b"1", 1])
+    # ns hash, meta complete, index exists, registry epoch, the thread in the registry
+    done = drive(read.namespaces_plan(ctx, "t"),
+                 lambda op: [hot, b"1", 1, b"complete n", b"1"])
     assert done.kinds() == ["Pipeline"]
     assert done.result == ["sub", ""]  # first-written order
 
@@ -27,7 +29,7 @@ def test_namespaces_only_mongodb_holds_are_added() -> None:
 
     def answer(op: Op[Any]) -> Any:
         if isinstance(op, Pipeline):
-            return [{b"": member("", IDS[2]).encode()}, None, 1]
+            return [{b"": member("", IDS[2]).encode()}, None, 1, b"partial n", b"1"]
         assert isinstance(op, Aggregate)
         return [{"_id": "", "first": IDS[0]}, {"_id": "old", "first": IDS[1]}]
 

@@ -9,7 +9,7 @@ import ormsgpack
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable.drivers import BulkWrite, FindOne, Op, Pipeline, Script
+from langgraph_durable.drivers import BulkWrite, Find, FindOne, Op, Parallel, Pipeline, Script
 from langgraph_durable.durable import documents as D
 from langgraph_durable.errors import (
     ConcurrentRunError,
@@ -57,7 +57,7 @@ def test_put_is_one_script_call_with_named_arguments() -> None:
     (op,) = done.ops
     assert isinstance(op, Script) and op.name == "put"
     keys = ctx.keys("t")
-    assert list(op.keys) == [*keys.all, keys.gone, ctx.outbox]
+    assert list(op.keys) == [*keys.all, keys.gone, ctx.outbox, ctx.registry_of("t")]
     m = member("", CHILD)
     assert list(op.args[:5]) == [ctx.config.max_outbox, "t", put.args.payload, m, ""]
     # the entry carries the bytes it names: the record and the blob (no items here)
@@ -155,7 +155,7 @@ def test_deleted_parent_that_mongodb_holds_from_before_the_delete_raises() -> No
     assert record.kinds() == ["put", "FindOne"]
     find = record.ops[1]
     assert isinstance(find, FindOne) and find.collection == ctx.collections.checkpoints
-    assert find.filter == {"_id": D.doc_id("t", "", PARENT)}
+    assert find.filter == {"_id": D.doc_id("t", "", PARENT), "thread_id": "t"}
 
 
 def test_deleted_parent_gone_from_mongodb_raises() -> None:
@@ -172,6 +172,61 @@ def test_deleted_parent_stored_again_since_is_sent_again_checked_through_the_del
     assert done.result["configurable"]["checkpoint_id"] == CHILD
 
 
+def _unknown(stone_ms: int | None, put_ms: int | None) -> Any:
+    """Redis neither holds the named checkpoint nor a tombstone of it (UNKNOWN) until the
+    put is sent with a checked-through time; MongoDB's tombstone of it has ``at_ms``
+    ``stone_ms`` and its copy ``put_ms`` (None = not there)."""
+    def answer(op: Op[Any]) -> Any:  # a Parallel's operations come one by one
+        if isinstance(op, FindOne):
+            return None if put_ms is None else {"_id": "x", "put_ms": put_ms}
+        if isinstance(op, Find):  # every tombstone of the thread
+            other = {"f": member("", "1ef-other"), "at_ms": 3000}
+            return [other] if stone_ms is None else [other, {"f": member("", PARENT),
+                                                             "at_ms": stone_ms}]
+        assert isinstance(op, Script)
+        if op.name == "learn_tombstones":
+            return 1
+        if op.args[10] == "0":
+            raise refused(f"UNKNOWN {PARENT}")
+        return ENTRY
+    return answer
+
+
+@pytest.mark.parametrize("stone_ms, put_ms, checked", [
+    (None, None, "1"),  # never deleted, not stored yet (or the tombstone expired): taken
+    (None, 4000, "1"),  # never deleted, stored: taken
+    (5000, 6000, "5000"),  # deleted, stored again since (copy_thread, an import): taken
+])
+def test_a_parent_redis_cannot_answer_for_is_checked_in_mongodb_and_sent_again(
+    stone_ms: int | None, put_ms: int | None, checked: str
+) -> None:
+    ctx = context()
+    done = drive(write.put_plan(ctx, prepare(ctx)), _unknown(stone_ms, put_ms))
+    assert done.kinds() == ["put", "Parallel", "FindOne", "Find", "learn_tombstones", "put"]
+    ask = done.ops[1]
+    assert isinstance(ask, Parallel)
+    assert [(o.collection, dict(o.filter)) for o in ask.ops] == [  # type: ignore[attr-defined]
+        (ctx.collections.checkpoints, {"_id": D.doc_id("t", "", PARENT), "thread_id": "t"}),
+        (ctx.collections.tombstones, {"thread_id": "t"})]
+    learn = done.ops[4]  # the thread's tombstones into Redis, marked complete
+    assert isinstance(learn, Script) and list(learn.keys) == [ctx.keys("t").gone]
+    stones = [(member("", "1ef-other"), 3000)] + (
+        [] if stone_ms is None else [(member("", PARENT), stone_ms)])
+    assert list(learn.args[1:]) == [x for pair in sorted(stones) for x in pair]
+    puts = [op for op in done.ops if isinstance(op, Script) and op.name == "put"]
+    assert [op.args[10] for op in puts] == ["0", checked]
+    assert done.result["configurable"]["checkpoint_id"] == CHILD
+
+
+@pytest.mark.parametrize("put_ms", [None, 4000])
+def test_a_parent_only_mongodb_tombstones_raises_thread_deleted(put_ms: int | None) -> None:
+    ctx = context()
+    record = Drive()
+    with pytest.raises(ThreadDeletedError, match=f"checkpoint {PARENT!r}.*at 5000 ms"):
+        drive(write.put_plan(ctx, prepare(ctx)), _unknown(5000, put_ms), record=record)
+    assert record.kinds() == ["put", "Parallel", "FindOne", "Find", "learn_tombstones"]
+
+
 def test_on_a_cluster_the_put_and_its_outbox_entry_are_one_script_in_one_slot() -> None:
     ctx = context(cluster=True)  # 16 outbox partitions by default
     assert ctx.partitions == 16
@@ -180,7 +235,8 @@ def test_on_a_cluster_the_put_and_its_outbox_entry_are_one_script_in_one_slot() 
     (script,) = done.ops
     assert isinstance(script, Script) and script.name == "put"
     stream = ctx.outbox_of("t")
-    assert script.keys[-1] == stream == outbox_key("u", partition_of("t", 16), 16)
+    assert script.keys[-2] == stream == outbox_key("u", partition_of("t", 16), 16)
+    assert script.keys[-1] == ctx.registry_of("t")  # the partition's thread registry
     tag = stream[:stream.index("}") + 1]  # {u:p<k>}: every key in the partition's slot
     assert all(k.startswith(tag + ":") for k in script.keys)
 
