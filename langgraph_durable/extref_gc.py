@@ -59,7 +59,7 @@ import ormsgpack
 
 from .drivers import Mongo, Pipeline, Plan, Scan
 from .durable.chunks import load_plan
-from .hot.keys import binding_key, prefix_pattern, thread_keys_of
+from .hot.keys import binding_key, heartbeats_key, prefix_pattern, thread_keys_of
 from .items import NODE_MAGIC
 from .outbox.group import dead_letter_key
 from .records import CheckpointRecord, WriteRecord, unpack_blob
@@ -280,9 +280,10 @@ class StorageFootprint:
     """Bytes a saver (and its blob store) hold, as measured by :func:`storage_footprint`."""
 
     redis_bytes: int = 0
-    """Sum of ``MEMORY USAGE <key> SAMPLES 0`` over the saver's keys (its threads' keys, its
-    outbox streams, dead letters, thread registries and the key prefix's binding): what
-    Redis allocates for them, overheads included."""
+    """Sum of ``MEMORY USAGE <key> SAMPLES 0`` over the saver's keys (its threads' keys and
+    tombstones, its outbox streams, dead letters, thread registries, the key prefix's
+    binding and the flushers' heartbeats): what Redis allocates for them, overheads
+    included."""
     redis_keys: int = 0
     mongo_bytes: int = 0
     """Sum of the BSON sizes of the saver's documents (``dbStats``' ``dataSize`` for them)."""
@@ -311,14 +312,18 @@ def footprint_plan(ctx: Any) -> Plan:
     """Sans-I/O plan measuring Redis and MongoDB (see :func:`storage_footprint`); returns
     ``(redis_bytes, redis_keys, mongo_bytes, {kind: documents})``."""
     prefix = ctx.config.key_prefix
-    # every outbox partition, the dead letters, every partition's thread registry and
-    # the binding of the prefix
-    streams = {*ctx.outboxes, dead_letter_key(ctx), *ctx.registries, binding_key(prefix)}
+    # every outbox partition, the dead letters, every partition's thread registry, the
+    # binding of the prefix and the flushers' heartbeats
+    streams = {*ctx.outboxes, dead_letter_key(ctx), *ctx.registries, binding_key(prefix),
+               heartbeats_key(prefix)}
     keys: list[str] = []
     for k in (yield Scan(scan_pattern(prefix), SCAN_COUNT)):  # every primary of a cluster
         key = k.decode() if isinstance(k, bytes) else str(k)
         thread = thread_keys_of(prefix, key)
-        if key in streams or (thread is not None and key in thread.all):
+        # a thread's keys and its tombstones (``gone``: every new thread has one, marking
+        # that no tier holds a tombstone of it)
+        if key in streams or (thread is not None and (key in thread.all
+                                                      or key == thread.gone)):
             keys.append(key)
     redis_bytes = 0
     for start in range(0, len(keys), SCAN_COUNT):

@@ -20,21 +20,7 @@ from langgraph_durable import DurableConfig, DurableSaver, ThreadDeletedError
 from langgraph_durable.durable import documents as D
 from langgraph_durable.records import member
 from langgraph_durable.testing import drop_key_prefix, unique_options
-
-
-def cfg(thread: str, checkpoint_id: str | None = None) -> dict:
-    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
-    if checkpoint_id:
-        conf["checkpoint_id"] = checkpoint_id
-    return {"configurable": conf}
-
-
-def put(saver: Any, config: dict, i: int, run_id: str = "r1") -> dict:
-    cp = empty_checkpoint()
-    cp["channel_values"] = {"v": i}
-    cp["channel_versions"] = {"v": f"{i + 1:032}.0"}
-    md = {"step": i - 1, "source": "input" if i == 0 else "loop", "run_id": run_id}
-    return saver.put(config, cp, md, {"v": f"{i + 1:032}.0"})
+from tests.test_deleted_threads import cfg, put  # the same checkpoints as there
 
 
 def cid(config: dict) -> str:
