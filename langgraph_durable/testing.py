@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import importlib.util
 import os
 import shutil
 import signal
@@ -316,6 +317,32 @@ def without_database(url: str) -> str:
     return f"{scheme}://{hosts}/?{'&'.join(params)}"
 
 
+_SECANTUS_WITHOUT_TTL_SWEEPER = """
+import sys
+import secantus.server
+
+_init = secantus.server.SecantusDBServer.__init__
+
+
+def _no_ttl_sweeper(self, *args, **kwargs):
+    kwargs["ttl_sweep_seconds"] = 0
+    _init(self, *args, **kwargs)
+
+
+secantus.server.SecantusDBServer.__init__ = _no_ttl_sweeper
+from secantus.cli import main
+
+sys.argv[0] = "secantusd-py"
+sys.exit(main())
+"""
+"""SecantusDB's daemon (``secantusd-py``, same flags) with its TTL sweeper off. The
+sweeper walks every collection of every database with a TTL index each 60 s; a test
+server holds hundreds of databases, each with a tombstones collection (TTL index on
+``deleted_at``), and under that sweep the server stalled for good in one ``make test``
+run (every connection waiting on its storage lock). Tests check the TTL index's options,
+never that MongoDB expires documents; the daemon offers no flag for the sweeper."""
+
+
 class MongoServer(_Server):
     """A MongoDB-wire server (SecantusDB locally): ``.url``, ``.port``, ``.data_dir``,
     ``.startup_seconds``, ``.start()``, ``.stop()``, ``.kill()``."""
@@ -334,7 +361,10 @@ class MongoServer(_Server):
         flags = f"--host 127.0.0.1 --port {self.port}" + (
             "" if self.replica_set else " --standalone"
         )
-        return [exe, *flags.split(), "--storage-path", self.data_dir]
+        args = [*flags.split(), "--storage-path", self.data_dir]
+        if importlib.util.find_spec("secantus") is not None:  # its daemon, sweeper off
+            return [sys.executable, "-c", _SECANTUS_WITHOUT_TTL_SWEEPER, *args]
+        return [exe, *args]
 
     def _nudge(self) -> None:
         # After SIGTERM SecantusDB's accept thread stays blocked in accept() and its stop()
