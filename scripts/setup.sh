@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# One-time set-up for a fresh Debian machine (idempotent): redis-server from Debian's
-# package where missing, a virtualenv in .venv, the package with its extras.
+# One-time set-up for a fresh Debian machine (idempotent): redis-server and chromium from
+# Debian's packages where missing, a virtualenv in .venv, the package with its extras.
 # Called by `make test` and `make demo`; safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${VENV:-.venv}"
 PYTHON="${PYTHON:-python3}"
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "setup: installing redis-server (Debian package)"
+# redis-server for the hot tier's tests, chromium for the dashboard's browser tests
+apt_missing=""
+command -v redis-server >/dev/null 2>&1 || apt_missing="$apt_missing redis-server"
+[ -x /usr/bin/chromium ] || apt_missing="$apt_missing chromium"
+if [ -n "$apt_missing" ]; then
+  echo "setup: installing$apt_missing (Debian packages)"
   SUDO=""
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $apt_missing >/dev/null
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -24,7 +29,7 @@ stamp="$VENV/.installed-$(sha1sum pyproject.toml | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
   echo "setup: installing langgraph-durable and its test extras into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -e ".[test,s3,dataframes,cli]"
+  "$VENV/bin/python" -m pip install -q -e ".[test,s3,dataframes,cli,dashboard]"
   rm -f "$VENV"/.installed-*
   touch "$stamp"
 fi
