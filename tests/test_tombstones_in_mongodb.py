@@ -156,21 +156,22 @@ def test_once_both_tombstones_expired_a_late_put_is_taken_as_in_memory_saver_tak
     c1 = put(saver, cfg("old"), 0)
     saver.delete_thread("old")
     lose(saver, redis_client, "a new Redis", "old")
-    assert tombstones(saver, mongo_url).delete_many({"thread_id": "old"}).deleted_count == 1
+    # expire them: the checkpoint's and the whole thread's ('*')
+    assert tombstones(saver, mongo_url).delete_many({"thread_id": "old"}).deleted_count == 2
     c2 = put(saver, c1, 1)  # tombstone_ttl_s later: nothing remembers the delete
     got = saver.get_tuple(cfg("old"))
     assert got is not None and got.config == c2 and got.parent_config == c1
 
 
-def test_a_delete_leaves_one_tombstone_document_per_checkpoint_in_mongodb(
+def test_a_delete_leaves_one_tombstone_document_per_checkpoint_and_one_for_the_thread(
     saver, mongo_url
 ) -> None:
     c1 = put(saver, cfg("d"), 0)
     c2 = put(saver, c1, 1)
     saver.delete_thread("d")
     docs = sorted(tombstones(saver, mongo_url).find({"thread_id": "d"}), key=lambda d: d["f"])
-    assert [d["_id"] for d in docs] == [D.doc_id("d", member("", c)) for c in
-                                        sorted([cid(c1), cid(c2)])]
+    assert [d["_id"] for d in docs] == [D.doc_id("d", f) for f in
+                                        sorted([member("", cid(c1)), member("", cid(c2)), "*"])]
     at = docs[0]["at_ms"]
     assert {d["at_ms"] for d in docs} == {at}
     assert all(d["deleted_at"].replace(tzinfo=timezone.utc) ==

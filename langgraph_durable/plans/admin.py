@@ -84,8 +84,9 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
     durable = [member(d["checkpoint_ns"], d["checkpoint_id"]) for d in held]
     at_ms, hot = yield delete_thread_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, durable)
     # the tombstones in MongoDB too, before anything leaves it: asked when Redis cannot
-    # answer (it lost its data, its tombstones expired)
-    yield from record_plan(ctx, thread_id, [*durable, *map(_text, hot)], int(at_ms))
+    # answer (it lost its data, its tombstones expired); '*' (the whole thread, as in
+    # Redis) lets a flush round fence its blobs and items too (plans/fence.py)
+    yield from record_plan(ctx, thread_id, [*durable, *map(_text, hot), "*"], int(at_ms))
     # not what a new run on the thread stored since (flushed while this delete ran)
     before = D.stored_before(thread_id, int(at_ms))
     yield Parallel([

@@ -13,7 +13,7 @@ from pymongo import InsertOne
 from pymongo.errors import BulkWriteError
 
 from ..context import Context
-from ..drivers import BulkWrite, DeleteMany, Op, Parallel, Pipeline, Plan
+from ..drivers import BulkWrite, DeleteMany, Find, Op, Parallel, Pipeline, Plan, ask
 from ..durable import documents as D
 from ..records import SEP, split_field
 
@@ -35,12 +35,23 @@ def take_back_deleted(ctx: Context, entries: list[tuple[bytes, str, list[Any]]]
     look up the deletes' tombstones (``ThreadKeys.gone``, one pipeline); what was written
     from an entry older than a tombstone is deleted from MongoDB again. Deletes write their
     tombstone in Redis before they delete in MongoDB, so either the delete comes after the
-    write, or this lookup sees the tombstone."""
+    write, or this lookup sees the tombstone. A thread whose Redis tombstones are not known
+    complete (no ``!``: Redis lost its data or they expired, so a delete's tombstones may be
+    only in MongoDB) has MongoDB's read too, in one query for all such threads of the round:
+    a round that stalled across a Redis data loss still takes back what a delete removed."""
     threads = sorted({tid for _, tid, _ in entries})
     replies = yield Pipeline([["HGETALL", ctx.keys(t).gone] for t in threads])
     stones: dict[str, dict[str, int]] = {}
     for t, raw in zip(threads, replies):  # HGETALL: a dict (drivers.normalise)
         stones[t] = {k.decode(): int(v) for k, v in raw.items()}
+    unsure = [t for t in threads if "!" not in stones[t]]
+    if unsure:
+        docs = yield from ask(Find(ctx.collections.tombstones, {"thread_id": {"$in": unsure}},
+                                   {"_id": 0, "thread_id": 1, "f": 1, "at_ms": 1}))
+        for d in docs:
+            mine = stones[str(d["thread_id"])]
+            f, at_ms = str(d["f"]), int(d["at_ms"])
+            mine[f] = max(mine.get(f, 0), at_ms)
     cps: list[str] = []
     blobs: list[str] = []
     writes: list[str] = []

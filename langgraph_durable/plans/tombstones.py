@@ -35,7 +35,8 @@ log = logging.getLogger("langgraph_durable.saver")
 
 def record_plan(ctx: Context, thread_id: str, members: Sequence[str], at_ms: int) -> Plan[None]:
     """Store in MongoDB the tombstones of a delete at ``at_ms`` (Redis time, ms) of the
-    checkpoint ``members`` of ``thread_id``: one unordered bulk of upserts (none when
+    checkpoint ``members`` of ``thread_id`` (and ``*``, the whole thread, for
+    ``delete_thread``, as in Redis's ``gone``): one unordered bulk of upserts (none when
     ``members`` is empty). Run after the delete's Redis script and before its MongoDB
     deletes, so a delete that removed anything from MongoDB left its tombstones there."""
     if members:

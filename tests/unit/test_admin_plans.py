@@ -88,10 +88,10 @@ def test_delete_thread_tombstones_in_redis_before_deleting_in_mongodb() -> None:
     assert isinstance(script, Script)
     assert list(script.keys) == [*keys.all, keys.gone]
     assert list(script.args) == [TOMBSTONE_TTL_S, member("", IDS[0])]
-    stones = done.ops[3]  # MongoDB's tombstones: each checkpoint either tier held
+    stones = done.ops[3]  # MongoDB's tombstones: each checkpoint either tier held, and '*'
     assert isinstance(stones, BulkWrite) and stones.collection == ctx.collections.tombstones
     assert [r._filter["_id"] for r in stones.requests] == [
-        D.doc_id("t", member("", c)) for c in sorted(IDS[:2])]
+        D.doc_id("t", f) for f in sorted([member("", IDS[0]), member("", IDS[1]), "*"])]
     assert {r._doc["$max"]["at_ms"] for r in stones.requests} == {1700000000123}
     deletes = [op for op in done.ops if isinstance(op, DeleteMany)]
     cols = ctx.collections

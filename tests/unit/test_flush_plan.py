@@ -11,7 +11,7 @@ import redis.exceptions
 from pymongo import InsertOne, UpdateOne
 from pymongo.errors import BulkWriteError
 
-from langgraph_durable.drivers import BulkWrite, DeleteMany, Op, Pipeline, Script
+from langgraph_durable.drivers import BulkWrite, DeleteMany, Find, Op, Pipeline, Script
 from langgraph_durable.durable import documents as D
 from langgraph_durable.hot.keys import CONSUMER_GROUP
 from langgraph_durable.outbox.flusher import BatchStats, Flusher, flush_batch_plan
@@ -51,7 +51,9 @@ class Tiers:
         self.pending: list[Any] = []  # own pending entries
         self.claimable: list[Any] = []  # idle entries of other consumers
         self.new: list[Any] = []  # entries not yet delivered
-        self.acked, self.tombstones = acked, tombstones or {}
+        # Redis's tombstones of t: known complete ('!') unless a test says otherwise
+        self.acked, self.tombstones = acked, {b"!": b"1", **(tombstones or {})}
+        self.mongo_tombstones: list[dict[str, Any]] = []  # asked without '!'
 
     def __call__(self, op: Op[Any]) -> Any:
         if isinstance(op, Pipeline):
@@ -69,6 +71,8 @@ class Tiers:
             if name == "HGETALL":
                 return [self.tombstones]
             return [1] * len(op.commands)  # XADD / XACK / XDEL of the dead letters
+        if isinstance(op, Find) and op.collection == self.ctx.collections.tombstones:
+            return self.mongo_tombstones
         if isinstance(op, Script) and op.name == "ack_settle":
             n = (len(op.args) - 4) // 2  # one thread: group, ttl, maxhot, k, (id, member)...
             return [[self.acked] * n, 0]
@@ -169,9 +173,31 @@ def test_a_round_a_delete_overtook_takes_back_what_it_wrote_before_acknowledging
     assert kinds.index("DeleteMany") < kinds.index("ack_settle")
     deletes = [op for op in done.ops if isinstance(op, DeleteMany)]
     assert deletes[0].filter == {"_id": {"$in": [D.doc_id("t", "", IDS[0])]}}
-    tiers.tombstones = {M0: b"1699999998000"}  # a delete before the entry: kept
+    tiers.tombstones = {b"!": b"1", M0: b"1699999998000"}  # a delete before the entry: kept
     again = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
     assert "DeleteMany" not in again.kinds()
+
+
+def test_a_round_asks_mongodb_for_the_tombstones_redis_does_not_hold_in_full() -> None:
+    # Redis lost its data after a delete_thread: its tombstones of t are gone (no '!'),
+    # MongoDB's remain; the round that stalled across both still takes its copy back
+    ctx = context()
+    tiers = Tiers(ctx, acked=0)
+    tiers.tombstones = {}
+    tiers.mongo_tombstones = [{"thread_id": "t", "f": M0.decode(), "at_ms": 1699999999500},
+                              {"thread_id": "t", "f": "*", "at_ms": 1699999999500}]
+    tiers.pending = [(EID, tiers.cp_entry)]
+    done = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
+    ask = next(op for op in done.ops if isinstance(op, Find))
+    assert (ask.collection, ask.filter) == (ctx.collections.tombstones,
+                                            {"thread_id": {"$in": ["t"]}})
+    deletes = [op for op in done.ops if isinstance(op, DeleteMany)]
+    cols = ctx.collections
+    assert [op.collection for op in deletes] == [cols.checkpoints, cols.blobs, cols.chunks]
+    assert deletes[0].filter == {"_id": {"$in": [D.doc_id("t", "", IDS[0])]}}
+    tiers.mongo_tombstones = []  # never deleted: nothing taken back
+    assert "DeleteMany" not in drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False),
+                                     tiers).kinds()
 
 
 def test_a_missing_group_is_created_again() -> None:
