@@ -49,16 +49,21 @@ class SaverLifecycle(SaverRuntime, AbstractContextManager, AbstractAsyncContextM
         ``SET_UP``, an awaitable that is already done, so that the one line ``await
         saver.setup()`` type-checks everywhere). Called inside one (``await
         saver.setup()``, the pattern of LangGraph's Agent Server docs and of its async
-        savers), it never blocks that loop: it starts ``asetup()`` as a task of the loop
-        and returns it, so awaiting it waits for the set-up and raises its errors. Not
-        awaited, the set-up still runs as soon as the loop gets control (an error is then
-        logged by asyncio, and the saver's next call sets up again and raises it)."""
+        savers), it never blocks that loop: it starts the set-up and returns an asyncio
+        future of it, so awaiting it waits for the set-up and raises its errors. With sync
+        clients the set-up starts at once in a worker thread (the loop's default
+        executor; a sync call of the saver made meanwhile waits for it, then finds the
+        saver set up); with asyncio clients only, as a task of the loop (``asetup()``),
+        run when the loop gets control. Not awaited, the set-up still runs (an error is
+        then logged by asyncio, and the saver's next call sets up again and raises it)."""
         try:
-            asyncio.get_running_loop()
+            loop = asyncio.get_running_loop()
         except RuntimeError:
             self._setup_now()
             return SET_UP
-        return asyncio.ensure_future(self.asetup())
+        if self._clients.sync is not None:
+            return loop.run_in_executor(None, self._setup_now)
+        return loop.create_task(self.asetup())
 
     def _setup_now(self) -> None:
         """``setup()`` outside a running event loop (or in a worker thread of ``asetup``)."""

@@ -98,3 +98,21 @@ async def test_await_setup_works_with_asyncio_clients_only(
         await saver.aclose()
         await r.aclose()
         await m.close()
+
+
+async def test_a_setup_not_awaited_that_fails_is_raised_by_the_next_call(
+        redis_url: str, mongo_url: str) -> None:
+    opts = unique_options()
+    with DurableSaver.from_urls(redis_url, mongo_url, flusher="off", **opts):
+        pass
+    other = DurableSaver.from_urls(redis_url, mongo_url, flusher="off",
+                                   key_prefix=opts["key_prefix"],
+                                   database=opts["database"] + "_other")
+    try:
+        pending = other.setup()  # not awaited by the code under test
+        with pytest.raises(ConfigurationError, match=opts["key_prefix"]):
+            await other.aget_tuple({"configurable": {"thread_id": "t"}})
+        with pytest.raises(ConfigurationError):
+            await pending  # the set-up's own error, kept for whoever awaits it
+    finally:
+        await other.aclose()
