@@ -77,6 +77,12 @@ class AgentServer:
     def tail(self, chars: int = 4000) -> str:
         return self.log.read_text(errors="replace")[-chars:]
 
+    def terminate(self, timeout_s: float = 60.0) -> int:
+        """SIGTERM (a graceful shutdown, as ``docker stop`` sends) and wait for the exit
+        (at most ``timeout_s``); returns the exit code."""
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        return self.proc.wait(timeout=timeout_s)
+
     def kill(self) -> None:
         """SIGKILL the whole process group and reap the process."""
         if self.proc.poll() is None:
@@ -180,9 +186,18 @@ def test_a_thread_interrupted_under_langgraph_dev_survives_sigkill_and_resumes(
             assert done == {"count": 4, "goal": 4, "ask_at": 2,
                             "log": ["count 1", "count 2", "asked at 2: yes", "count 3",
                                     "count 4"]}
-            assert len(_history_ids(client, thread_id)) > len(history)
+            final = _history_ids(client, thread_id)
+            assert len(final) > len(history) and final[-len(history):] == history
             # every run thread of this server used the one shared saver: one flusher
             assert len(_consumers_by_pid(r, outboxes, second.proc.pid)) == 1
+            # a graceful stop closes it (the server leaves its start-up entry): the
+            # outbox drained, the flusher out of the consumer group
+            # (uvicorn re-raises SIGTERM once its shutdown is done: exit status -15)
+            assert second.terminate() in (0, -signal.SIGTERM), second.tail()
+            assert _consumers_by_pid(r, outboxes, second.proc.pid) == set()
+            assert sum(int(r.xlen(s)) for s in outboxes) == 0
+            assert m[database]["checkpoints"].count_documents(
+                {"thread_id": thread_id}) == len(final)
     finally:
         r.close()
         m.close()
