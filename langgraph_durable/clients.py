@@ -260,8 +260,27 @@ class UrlClients(ClientSet):
         self._mongo.close()
 
     async def aclose(self) -> None:
-        for clients in list(self._per_loop.values()):
-            await clients.redis.aclose()
-            await clients.db.client.close()
+        """Close the sync clients and the asyncio clients of every event loop: those of
+        the running loop here; those of another loop that is running (another thread's),
+        on that loop (waiting up to 5 s); those of a loop that is closed or not running
+        (e.g. an Agent Server run thread between runs) cannot be closed from here and are
+        dropped (their sockets close with the process)."""
+        here = asyncio.get_running_loop()
+        per_loop = list(self._per_loop.items())
         self._per_loop.clear()
+        for loop, clients in per_loop:
+            if loop is here:
+                await _aclose_clients(clients)
+            elif loop.is_running() and not loop.is_closed():
+                done = asyncio.run_coroutine_threadsafe(_aclose_clients(clients), loop)
+                try:
+                    await asyncio.wait_for(asyncio.wrap_future(done), 5.0)
+                except Exception:  # that loop stopped or hung: leave them to the process
+                    pass
         await asyncio.to_thread(self.close)
+
+
+async def _aclose_clients(clients: Clients) -> None:
+    """Close one event loop's asyncio Redis and MongoDB clients (on that loop)."""
+    await clients.redis.aclose()
+    await clients.db.client.close()

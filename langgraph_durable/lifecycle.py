@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Generator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any
 
@@ -15,10 +16,26 @@ from .runtime import SaverRuntime
 from .startup import check_plan
 
 
+class _SetUp:
+    """What ``setup()`` returns outside an event loop: the set-up is done; awaiting this
+    returns None at once."""
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return None
+        yield  # a generator: ``await`` takes it
+
+    def __repr__(self) -> str:
+        return "<DurableSaver set up>"
+
+
+SET_UP: Awaitable[None] = _SetUp()
+"""The done awaitable ``setup()`` returns when it set the saver up before returning."""
+
+
 class SaverLifecycle(SaverRuntime, AbstractContextManager, AbstractAsyncContextManager):
     """Set-up, checks and the context managers of a ``DurableSaver`` (see there)."""
 
-    def setup(self) -> None:
+    def setup(self) -> Awaitable[None]:
         """Set the saver up (idempotent): check that its key prefix is not bound to another
         MongoDB database or collection_prefix (``plans/binding.py``), load the Lua scripts,
         create the outbox consumer groups, the MongoDB indexes and the ``meta`` record
@@ -26,7 +43,30 @@ class SaverLifecycle(SaverRuntime, AbstractContextManager, AbstractAsyncContextM
         prefix to this database and collection_prefix in Redis. Raises
         ``ConfigurationError`` for a binding or owner of another saver (nothing written),
         ``TierUnavailableError`` when Redis or MongoDB does not answer. Entering the saver
-        (``with``) or its first call does the same, except that MongoDB may be down then."""
+        (``with``) or its first call does the same, except that MongoDB may be down then.
+
+        Called outside a running event loop it sets up before returning (and returns
+        ``SET_UP``, an awaitable that is already done, so that the one line ``await
+        saver.setup()`` type-checks everywhere). Called inside one (``await
+        saver.setup()``, the pattern of LangGraph's Agent Server docs and of its async
+        savers), it never blocks that loop: it starts the set-up and returns an asyncio
+        future of it, so awaiting it waits for the set-up and raises its errors. With sync
+        clients the set-up starts at once in a worker thread (the loop's default
+        executor; a sync call of the saver made meanwhile waits for it, then finds the
+        saver set up); with asyncio clients only, as a task of the loop (``asetup()``),
+        run when the loop gets control. Not awaited, the set-up still runs (an error is
+        then logged by asyncio, and the saver's next call sets up again and raises it)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._setup_now()
+            return SET_UP
+        if self._clients.sync is not None:
+            return loop.run_in_executor(None, self._setup_now)
+        return loop.create_task(self.asetup())
+
+    def _setup_now(self) -> None:
+        """``setup()`` outside a running event loop (or in a worker thread of ``asetup``)."""
         self._check_open()
         if self._clients.sync is None:
             self._on_loop(self.asetup())
@@ -38,7 +78,7 @@ class SaverLifecycle(SaverRuntime, AbstractContextManager, AbstractAsyncContextM
         """Async ``setup``."""
         self._check_open()
         if self._clients.sync is not None:
-            await asyncio.to_thread(self.setup)
+            await asyncio.to_thread(self._setup_now)
             return
         clients = self._clients.for_running_loop()
         assert clients is not None

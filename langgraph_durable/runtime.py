@@ -220,6 +220,12 @@ class SaverRuntime(BaseCheckpointSaver[str]):
 
     # ------------------------------------------------------------------ running plans
 
+    @property
+    def is_closed(self) -> bool:
+        """True once ``close()``/``aclose()`` began: every later call raises
+        ``SaverClosedError``."""
+        return self._shared.closed
+
     def _check_open(self) -> None:
         if self._shared.closed:
             raise SaverClosedError("this DurableSaver is closed; create a new one")
