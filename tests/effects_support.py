@@ -35,6 +35,7 @@ class Service:
         self.calls = 0
         self.keys: dict[str, dict[str, Any]] = {}
         self.unkeyed = 0
+        self.tags: dict[str, list[str | None]] = {}
         self.lock = threading.Lock()
         outer = self
 
@@ -44,6 +45,7 @@ class Service:
                 key = self.headers.get("Idempotency-Key")
                 with outer.lock:
                     outer.calls += 1
+                    outer.tags.setdefault(str(body.get("tag")), []).append(key)
                     if key is None:
                         outer.unkeyed += 1
                         answer = {"id": f"ch_{outer.calls}", **body}
@@ -60,6 +62,15 @@ class Service:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/charge"
+
+    def calls_of(self, tag: str) -> int:
+        """Calls whose body carried ``tag``."""
+        return len(self.tags.get(tag, []))
+
+    def effects_of(self, tag: str) -> int:
+        """Distinct effects of the calls tagged ``tag`` (one per distinct key)."""
+        keys = self.tags.get(tag, [])
+        return len({k for k in keys if k is not None}) + sum(k is None for k in keys)
 
     @property
     def effects(self) -> int:
@@ -80,12 +91,15 @@ def service() -> Iterator[Service]:
         svc.server.server_close()
 
 
-def charge(url: str, amount: int, key: str | None = None) -> dict[str, Any]:
-    """POST a charge of ``amount`` to the service (with ``Idempotency-Key`` ``key``)."""
+def charge(url: str, amount: int, key: str | None = None, tag: str | None = None
+           ) -> dict[str, Any]:
+    """POST a charge of ``amount`` to the service (with ``Idempotency-Key`` ``key``; ``tag``
+    goes in the body, for ``Service.effects_of``)."""
     headers = {"Content-Type": "application/json"}
     if key is not None:
         headers["Idempotency-Key"] = key
-    req = urllib.request.Request(url, json.dumps({"amount": amount}).encode(), headers)
+    body = {"amount": amount, **({"tag": tag} if tag is not None else {})}
+    req = urllib.request.Request(url, json.dumps(body).encode(), headers)
     with urllib.request.urlopen(req, timeout=10) as resp:
         return json.loads(resp.read())  # type: ignore[no-any-return]
 
@@ -97,6 +111,7 @@ class State(TypedDict, total=False):
     approved: Any
     in_doubt: str
     keyed: bool
+    tag: str
 
 
 def _pay(state: State) -> dict[str, Any]:
@@ -104,7 +119,7 @@ def _pay(state: State) -> dict[str, Any]:
 
     def call() -> dict[str, Any]:
         key = effects.idempotency_key("pay") if state.get("keyed") else None
-        return charge(state["url"], state["amount"], key)
+        return charge(state["url"], state["amount"], key, state.get("tag"))
 
     return {"receipt": effects.once("pay", call, in_doubt=mode)}
 
@@ -201,7 +216,8 @@ def crash_child(redis_url: str, mongo_url: str, options: dict[str, Any], url: st
     saver = DurableSaver.from_urls(redis_url, mongo_url, **options)
     graph = pay_only(saver)
     for r in runs:
-        state = {"url": url, "amount": 42, "in_doubt": r["in_doubt"], "keyed": True}
+        state = {"url": url, "amount": 42, "in_doubt": r["in_doubt"], "keyed": True,
+                 "tag": r["thread"]}
         config = {"configurable": {"thread_id": r["thread"]}}
         threading.Thread(target=graph.invoke, args=(state, config), daemon=True).start()
     for _ in runs:
