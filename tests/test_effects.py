@@ -105,9 +105,12 @@ def test_an_effect_in_a_task_of_an_entrypoint_runs_once_across_the_resume(
 def test_idempotency_key_is_the_same_on_a_resume_and_differs_by_thread_and_call(
         saver: DurableSaver) -> None:
     seen: list[tuple[str, str]] = []
+    inside: list[tuple[str, str]] = []
 
     def node(state: State) -> dict[str, Any]:
         seen.append((effects.idempotency_key("pay"), effects.idempotency_key("pay")))
+        before = effects.idempotency_key("mail")
+        inside.append((before, effects.once("mail", lambda: effects.idempotency_key("mail"))))
         return {"approved": interrupt("ok?")}
 
     g = StateGraph(State)
@@ -123,6 +126,8 @@ def test_idempotency_key_is_the_same_on_a_resume_and_differs_by_thread_and_call(
     assert (again0, again1) == (a0, a1)  # the resume re-executes: the same keys
     assert len({a0, a1, b0, b1}) == 4  # another call number, another thread: others
     assert a0.startswith("lgd-") and len(a0) == 44
+    # the n-th idempotency_key(name) is the key of the n-th once(name) (inside its fn)
+    assert all(before == within for before, within in inside)
 
 
 def test_once_outside_a_graph_run_raises_configuration_error() -> None:
@@ -228,3 +233,37 @@ def test_delete_for_runs_removes_the_effects_of_the_runs_checkpoints(
     assert len(saver.run(_journal(saver, config))) == 1
     saver.delete_for_runs([run])
     assert saver.run(_journal(saver, config)) == []
+
+
+def test_prune_keep_latest_removes_the_effects_of_the_dropped_checkpoints(
+        saver: DurableSaver, svc: Any) -> None:
+    graph, config = pay_then_approve(saver), _config()
+    graph.invoke({"url": svc.url, "amount": 1}, config)
+    graph.invoke(Command(resume=True), config)  # the first run ends
+    graph.invoke({"url": svc.url, "amount": 2}, config)  # the second stops at interrupt()
+    latest = saver.get_tuple(config).config["configurable"]["checkpoint_id"]
+    assert len(saver.run(_journal(saver, config))) == 2
+    saver.prune([config["configurable"]["thread_id"]], strategy="keep_latest")
+    kept = saver.run(_journal(saver, config))
+    assert [(d["checkpoint_id"], d["state"]) for d in kept] == [(latest, "done")]
+    done = graph.invoke(Command(resume=True), config)  # the kept effect still answers
+    assert svc.calls == 2
+    assert done["receipt"] == {"id": "ch_2", "amount": 2}
+
+
+def test_an_unflushed_journal_never_expires_and_a_flushed_one_gets_hot_ttl_s(
+        redis_url: str, mongo_url: str, svc: Any) -> None:
+    options = unique_options(hot_ttl_s=600)
+    config = _config()
+    tid = config["configurable"]["thread_id"]
+    with DurableSaver.from_urls(redis_url, mongo_url, **options, flusher="off") as saver:
+        pay_then_approve(saver).invoke({"url": svc.url, "amount": 3}, config)
+        fx = saver.context.keys(tid).fx
+        assert saver.sync_clients.redis.ttl(fx) == -1
+    with DurableSaver.from_urls(redis_url, mongo_url, **options) as saver:
+        saver.flush()
+        assert 0 < saver.sync_clients.redis.ttl(fx) <= 600
+        saver.sync_clients.redis.delete(fx)  # the journal expired, the thread did not
+        done = pay_then_approve(saver).invoke(Command(resume=True), config)
+    assert svc.calls == 1  # read back from MongoDB: not paid again
+    assert done["receipt"] == {"id": "ch_1", "amount": 3}
