@@ -246,7 +246,7 @@ def remove_effects_plan(ctx: Context, thread_id: str, members: Sequence[str]) ->
     gone = set(members)
     fx = ctx.keys(thread_id).fx
     (held,) = yield Pipeline([["HGETALL", fx]])
-    drop = [k for k, raw in held.items() if _text(k) != TRUST_FIELD
+    drop = [k for k, raw in (held or {}).items() if _text(k) != TRUST_FIELD
             and member(*_checkpoint_of(bytes(raw))) in gone]
     if drop:
         yield Pipeline([["HDEL", fx, *drop]])
