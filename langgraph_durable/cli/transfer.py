@@ -47,7 +47,6 @@ from ..durable.documents import (
 from ..errors import CorruptRecordError
 from ..items import NODE_MAGIC, NODE_TYPE
 from ..plans.admin import release_plan
-from ..plans.effects import collection as effects_collection
 from ..plans.effects import effect_doc
 from ..plans.registry import register_plan
 from ..records import (
@@ -95,7 +94,7 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
     typed += [v for _f, v in blobs if v is not None]
     typed += [write_of(d).value for d in wdocs]
     items = sorted(item_of(d) for d in storage.loaded(db, cols, list(db[cols.items].find(q))))
-    effects = sorted(db[effects_collection_of(cols)].find(q),
+    effects = sorted(db[cols.effects].find(q),
                      key=lambda d: (d["task_ns"], d["task_id"], d["name"], d["n"]))
     typed += [v for _d, v in items if v[0] != NODE_TYPE]
     refs = sorted(collect_refs(v for v in typed if v is not None))
@@ -147,10 +146,6 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
                           "task_id": d["task_id"], "name": d["name"], "n": d["n"],
                           "entry": base64.b64encode(bytes(d["raw"])).decode()})
 
-
-def effects_collection_of(cols: Any) -> str:
-    """The effect journal's collection beside ``cols`` (``<collection_prefix>effects``)."""
-    return cols.checkpoints[: -len("checkpoints")] + "effects"
 
 
 def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str, list[dict]]]:
@@ -310,7 +305,7 @@ def import_(ctx: typer.Context,
     if effects:  # the effect journal (its Redis hash went with delete_thread)
         for d in effects:
             d["put_ms"] = int(sec) * 1000 + int(usec) // 1000
-        db[effects_collection(saver.context)].bulk_write(
+        db[cols.effects].bulk_write(
             [upsert(d) for d in effects], ordered=False)
     # the target's hot keys would shadow MongoDB (kept until what they hold is flushed)
     run_sync(release_plan(saver.context, target), session.clients)

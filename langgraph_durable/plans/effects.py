@@ -21,7 +21,7 @@ import redis.exceptions
 from pymongo import UpdateOne
 
 from ..context import Context
-from ..drivers import BulkWrite, DeleteMany, Doc, Find, FindOne, Pipeline, Plan, ask
+from ..drivers import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, ask
 from ..durable import documents as D
 from ..errors import CorruptRecordError, OutboxFullError
 from ..hot.effects import TRUST_FIELD, begin_op, end_op
@@ -37,7 +37,7 @@ STATES = {"s": "started", "d": "done", "e": "failed", "c": "cleared"}
 
 def collection(ctx: Context) -> str:
     """The MongoDB collection of the journal: ``<collection_prefix>effects``."""
-    return f"{ctx.config.collection_prefix}effects"
+    return ctx.collections.effects
 
 
 @dataclass(frozen=True)
@@ -182,10 +182,12 @@ def effect_doc(thread_id: str, field: str, raw: bytes, put_ms: int) -> Doc:
     }
 
 
-def _upsert(doc: Doc) -> UpdateOne:
-    """Upsert replacing only an older version (a newer one: duplicate key, ignored)."""
+def effect_upsert(doc: Doc) -> UpdateOne:
+    """Upsert of a journal document replacing only an older version (a newer one stored:
+    duplicate key error, ignored by ``bulk_ignoring_newer``); its filter holds
+    ``thread_id``, the shard key."""
     fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
-    return UpdateOne({"_id": doc["_id"], "v": {"$lt": doc["v"]}},
+    return UpdateOne({"_id": doc["_id"], "thread_id": doc["thread_id"], "v": {"$lt": doc["v"]}},
                      {"$set": fields, "$setOnInsert": {"put_ms": doc["put_ms"]}}, upsert=True)
 
 
@@ -211,7 +213,7 @@ def flush_effects_plan(ctx: Context, entries: Sequence[tuple[bytes, str, list[An
             if raw is not None:  # None: deleted since
                 docs.append(effect_doc(tid, f, bytes(raw), at[(tid, f)]))
     if docs:
-        yield from bulk_ignoring_newer(collection(ctx), [_upsert(d) for d in docs])
+        yield from bulk_ignoring_newer(collection(ctx), [effect_upsert(d) for d in docs])
     ttl = ctx.config.hot_ttl_s
     cmds: list[list[Any]] = [["HGETALL", ctx.keys(t).gone] for t in threads]
     if ttl > 0:
@@ -268,7 +270,7 @@ def copy_effects_plan(ctx: Context, source: str, target: str, now_ms: int) -> Pl
         d["_id"] = D.doc_id(target, d["task_ns"], d["task_id"], d["name"], d["n"])
         d["put_ms"] = now_ms
     if docs:
-        yield BulkWrite(collection(ctx), [_upsert(d) for d in docs])
+        yield from bulk_ignoring_newer(collection(ctx), [effect_upsert(d) for d in docs])
     yield Pipeline([["DEL", ctx.keys(target).fx]])
     return len(docs)
 
