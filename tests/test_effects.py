@@ -267,3 +267,26 @@ def test_an_unflushed_journal_never_expires_and_a_flushed_one_gets_hot_ttl_s(
         done = pay_then_approve(saver).invoke(Command(resume=True), config)
     assert svc.calls == 1  # read back from MongoDB: not paid again
     assert done["receipt"] == {"id": "ch_1", "amount": 3}
+
+
+def test_on_a_redis_cluster_the_journal_lives_in_the_threads_slot(
+        redis_cluster_url: str, mongo_url: str, svc: Any) -> None:
+    from redis.crc import key_slot
+
+    config = _config()
+    tid = config["configurable"]["thread_id"]
+    with DurableSaver.from_urls(redis_cluster_url, mongo_url, **unique_options()) as saver:
+        keys = saver.context.keys(tid)
+        assert key_slot(keys.fx.encode()) == key_slot(keys.meta.encode()) == key_slot(
+            saver.context.outbox_of(tid).encode())
+        graph = pay_then_approve(saver)
+        graph.invoke({"url": svc.url, "amount": 4}, config)
+        done = graph.invoke(Command(resume=True), config)
+        saver.flush()
+        assert [d["tier"] for d in saver.run(_journal(saver, config))] == ["hot"]
+        assert saver.sync_clients.db[saver.context.collections.effects].count_documents(
+            {"thread_id": tid, "state": "done"}) == 1
+        saver.delete_thread(tid)
+        assert saver.run(_journal(saver, config)) == []
+    assert svc.calls == 1
+    assert done["receipt"] == {"id": "ch_1", "amount": 4}
