@@ -290,3 +290,18 @@ def test_on_a_redis_cluster_the_journal_lives_in_the_threads_slot(
         assert saver.run(_journal(saver, config)) == []
     assert svc.calls == 1
     assert done["receipt"] == {"id": "ch_1", "amount": 4}
+
+
+def test_a_replay_a_fork_and_a_new_run_get_new_task_ids_so_their_effects_run_again(
+        saver: DurableSaver, svc: Any) -> None:
+    from .effects_support import pay_only
+
+    graph, config = pay_only(saver), _config()
+    graph.invoke({"url": svc.url, "amount": 2}, config)
+    before_pay = next(h for h in graph.get_state_history(config) if h.next == ("pay",))
+    graph.invoke(None, before_pay.config)  # replay from the checkpoint before the payment
+    assert svc.calls == 2
+    graph.invoke(None, graph.update_state(before_pay.config, {"amount": 3}))  # a fork
+    assert svc.calls == 3
+    graph.invoke({"url": svc.url, "amount": 2}, config)  # a new run on the thread
+    assert svc.calls == 4
