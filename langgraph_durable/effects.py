@@ -63,10 +63,10 @@ class _Counters:
     """Call numbers per task execution and name. An execution is told apart by LangGraph's
     scratchpad ``interrupt_counter`` object: a new one for every prepared task (a resume,
     a restart) and for every retry attempt (``pregel/_retry.py`` replaces it), so each
-    execution counts from 0. Holds up to ``size`` executions (the tiny counter objects,
+    execution counts from 0. Holds the ``size`` most recent executions (the tiny counter objects,
     which keeps their ``id`` unique while held)."""
 
-    def __init__(self, size: int = 4096) -> None:
+    def __init__(self, size: int = 16384) -> None:
         self._calls: OrderedDict[int, tuple[object, dict[str, int]]] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
