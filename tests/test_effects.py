@@ -305,3 +305,26 @@ def test_a_replay_a_fork_and_a_new_run_get_new_task_ids_so_their_effects_run_aga
     assert svc.calls == 3
     graph.invoke({"url": svc.url, "amount": 2}, config)  # a new run on the thread
     assert svc.calls == 4
+
+
+def test_while_mongodb_is_down_effects_of_threads_redis_holds_keep_working(
+        redis_url: str, svc: Any) -> None:
+    from langgraph_durable.testing import mongo_server
+
+    opts = unique_options(server_selection_timeout_s=0.3)
+    a, b = _config(), _config()
+    with mongo_server() as ms:
+        with DurableSaver.from_urls(redis_url, ms.url, **opts) as saver:
+            graph = pay_then_approve(saver)
+            graph.invoke({"url": svc.url, "amount": 1}, a)
+            ms.stop()
+            done = graph.invoke(Command(resume=True), a)  # the journal answers from Redis
+            graph.invoke({"url": svc.url, "amount": 2}, b)  # a new thread's new effect
+            assert svc.calls == 2
+            ms.start()
+            saver.flush(timeout_s=30)
+            effects_docs = saver.sync_clients.db[saver.context.collections.effects]
+            assert sorted((d["thread_id"], d["state"]) for d in effects_docs.find()) == sorted(
+                [(a["configurable"]["thread_id"], "done"), (b["configurable"]["thread_id"],
+                                                           "done")])
+    assert done["receipt"] == {"id": "ch_1", "amount": 1}
