@@ -23,6 +23,13 @@ What it does:
 6. prints what ran where (counted from the execution log), what the blob store holds and
    checks the result.
 
+The agent's last node e-mails the report (``effects.once``) to an SMTP sink the demo
+starts itself (aiosmtpd, on a free loopback port); the demo counts the messages the sink
+received (and their distinct ``Message-ID``\ s): one, however the run was killed and
+resumed. ``--kill-after-mail`` kills the first process as soon as the sink holds the
+message (the mail node is still running): the resumed process re-runs that node, and
+``once`` returns the journaled send instead of sending again.
+
 The agent keeps its loaded and cleaned tables in the state as pandas DataFrames, so every
 saver (and the reference ``InMemorySaver``) uses ``ExternalRefSerializer``: the frames are
 Parquet blobs in a ``LocalBlobStore`` in the work dir, or in a new S3 bucket when
@@ -33,8 +40,8 @@ Exit code 0 only when all checks pass: the resumed report equals the reference r
 message transcript equals the reference transcript, no node execution that was acknowledged
 (its checkpoint or its task writes stored) before the kill ran again (the node that was
 running at the kill re-runs, as it should), and the resumed state came from the expected
-tier ("hot" by default, "durable" with ``--cold``). 1 when a check fails, 2 when the demo
-could not run.
+tier ("hot" by default, "durable" with ``--cold``), and the report was e-mailed once.
+1 when a check fails, 2 when the demo could not run.
 """
 
 from __future__ import annotations
@@ -96,7 +103,7 @@ def child_main(args: argparse.Namespace) -> int:
     serde = dataframe_serde(store_from_name(args.blob_store))
     with DurableSaver.from_urls(args.redis, args.mongo, serde=serde,
                                 **_saver_options(args)) as saver:
-        graph = build_agent(saver)
+        graph = build_agent(saver, smtp=args.smtp)
         out["open_s"] = time.perf_counter() - began
         if args.child == "run":
             graph.invoke(initial_input(), config, durability=args.durability)  # killed
@@ -127,6 +134,7 @@ def child_main(args: argparse.Namespace) -> int:
             final = graph.invoke(None, config, durability=args.durability)
             out["resume_run_s"] = time.perf_counter() - t0
             out["report"] = final.get("report")
+            out["mailed"] = final.get("mailed")
             out["transcript"] = transcript(final.get("messages", []))
             out["stats"] = saver.stats()
         t_close = time.perf_counter()
@@ -143,7 +151,7 @@ def _spawn(mode: str, args: argparse.Namespace, work: Path, urls: tuple[str, str
             "--redis", urls[0], "--mongo", urls[1], "--thread-id", THREAD_ID,
             "--key-prefix", args.key_prefix, "--database", args.database,
             "--durability", args.durability, "--out", str(work / f"{mode}.json"),
-            "--blob-store", args.blob_store]
+            "--blob-store", args.blob_store, "--smtp", args.smtp]
     env = {**os.environ, ENV_LOG: str(work / "executions.jsonl"), ENV_STEP_S: str(args.step_s)}
     with open(work / f"{mode}.stderr", "wb") as err:  # the child keeps its own descriptor
         proc = subprocess.Popen(argv, cwd=str(ROOT), env=env, stdin=subprocess.DEVNULL,
@@ -160,6 +168,57 @@ def _tail(path: Path, chars: int = 2500) -> str:
 
 class DemoError(RuntimeError):
     pass
+
+
+class MailSink:
+    """An SMTP server (aiosmtpd, in a thread of this process) that keeps the ``Message-ID``
+    of every message it receives."""
+
+    def __init__(self) -> None:
+        import socket
+
+        from aiosmtpd.controller import Controller
+
+        self.message_ids: list[str] = []
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        sink = self
+
+        class Handler:
+            async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+                from email import message_from_bytes
+
+                msg = message_from_bytes(envelope.content)
+                sink.message_ids.append(str(msg["Message-ID"]))
+                return "250 OK"
+
+        self.controller = Controller(Handler(), hostname="127.0.0.1", port=port)
+        self.address = f"127.0.0.1:{port}"
+
+    def __enter__(self) -> MailSink:
+        self.controller.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.controller.stop()
+
+
+def _kill_after_mail(proc: Any, sink: MailSink, timeout_s: float) -> dict[str, Any]:
+    """SIGKILL ``proc`` as soon as ``sink`` received a message (the mail node is still
+    running: it waits a step after the send)."""
+    deadline = time.monotonic() + timeout_s
+    while not sink.message_ids:
+        if proc.poll() is not None:
+            raise DemoError(f"the first child exited (code {proc.returncode}) before it "
+                            f"sent the e-mail:\n{_tail(proc.stderr_path)}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise DemoError(f"no e-mail within {timeout_s} s:\n{_tail(proc.stderr_path)}")
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return {"killed_at": time.time(), "returncode": proc.returncode}
 
 
 def _kill_mid_node(proc: Any, log_path: Path, kill_after: int, delay_s: float,
@@ -291,7 +350,8 @@ def parent_main(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     store, where = open_blob_store(work / "blobs", bucket=f"lgd-demo-{tag}")
     args.blob_store = store.name
-    with redis_server() as rs, mongo_server() as ms:
+    with redis_server() as rs, mongo_server() as ms, MailSink() as sink:
+        args.smtp = sink.address
         urls = (rs.url, ms.url)
         owned = not rs.external
         timings["servers start"] = time.perf_counter() - t0
@@ -309,8 +369,12 @@ def parent_main(args: argparse.Namespace) -> int:
                 tup = watcher.get_tuple(_config(THREAD_ID))
                 return int(tup.metadata.get("step", -1)) if tup else -1
 
-            kill = _kill_mid_node(first, log_path, args.kill_after, args.step_s / 2,
-                                  timeout_s=args.timeout_s, stored_step=stored_step)
+            if args.kill_after_mail:
+                kill = _kill_after_mail(first, sink, args.timeout_s)
+            else:
+                kill = _kill_mid_node(first, log_path, args.kill_after, args.step_s / 2,
+                                      timeout_s=args.timeout_s, stored_step=stored_step)
+            mails_at_kill = len(sink.message_ids)
         timings["1st process: start -> SIGKILL"] = time.perf_counter() - t0
         print(f"killed pid {first.pid} with SIGKILL (exit code {kill['returncode']})",
               flush=True)
@@ -342,6 +406,7 @@ def parent_main(args: argparse.Namespace) -> int:
         timings["2nd process: invoke(None) to the end"] = res["resume_run_s"]
         timings["2nd process: close (outbox drained)"] = res["close_s"]
         blobs = _blob_inventory(args, urls)
+        mails = list(sink.message_ids)
 
         if not owned:  # external servers: remove what the demo stored
             import pymongo
@@ -373,6 +438,8 @@ def parent_main(args: argparse.Namespace) -> int:
         "message transcript equals the reference": res["transcript"] == ref_transcript,
         "no acknowledged node re-ran": not reran_acked,
         f"resumed state served by the {expected_tier} tier": res["tier"] == expected_tier,
+        "the report was e-mailed once": len(mails) == 1 and res["mailed"] is not None
+        and res["mailed"]["message_id"] == mails[0],
     }
     if args.durability == "sync":  # each step's writes are stored before the next step starts
         checks["every completed node was acknowledged (sync)"] = not reran_unacked and all(
@@ -407,6 +474,8 @@ def parent_main(args: argparse.Namespace) -> int:
     print("reads by tier in the 2nd process: "
           f"hot {res['stats'].get('reads_hot', 0)}, durable "
           f"{res['stats'].get('reads_durable', 0)}, miss {res['stats'].get('reads_miss', 0)}")
+    print(f"e-mail (SMTP sink {args.smtp}): {len(mails)} message(s) received, "
+          f"{len(set(mails))} distinct Message-ID; {mails_at_kill} before the kill")
     total = sum(size for _, size in blobs["objects"])
     print(f"blob store {args.blob_store}: {len(blobs['objects'])} objects, {total:,} bytes "
           f"({len(blobs['referenced'])} referenced by the thread's checkpoints)")
@@ -443,6 +512,9 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"seconds each node sleeps (default ${ENV_STEP_S} or {DEFAULT_STEP_S})")
     p.add_argument("--kill-after", type=int, default=3,
                    help="completed nodes before the SIGKILL (1-9; default 3)")
+    p.add_argument("--kill-after-mail", action="store_true",
+                   help="kill the first process as soon as the report's e-mail arrived (in "
+                   "the mail node) instead of after --kill-after nodes")
     p.add_argument("--durability", choices=["sync", "async"], default="async",
                    help="LangGraph durability mode of both runs (default async: a step's "
                    "checkpoint is saved while the next step runs)")
@@ -451,13 +523,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="keep the work dir (execution log, child outputs) after a pass")
     p.add_argument("--child", choices=["run", "resume"], help=argparse.SUPPRESS)
     for flag in ("--redis", "--mongo", "--thread-id", "--key-prefix", "--database", "--out",
-                 "--blob-store"):
+                 "--blob-store", "--smtp"):
         p.add_argument(flag, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         return child_main(args)
     if not 1 <= args.kill_after <= 9:
-        p.error("--kill-after must be between 1 and 9 (the agent runs 10 nodes)")
+        p.error("--kill-after must be between 1 and 9 (the agent runs 11 nodes, the last "
+                "one mails the report)")
     try:
         real_model()  # fail early, with a clear message, on a bad LANGGRAPH_DURABLE_DEMO_MODEL
         return parent_main(args)

@@ -73,6 +73,7 @@ class PenguinState(TypedDict, total=False):
     split: dict[str, Any]    # {"dropped": n, "train_idx": [...], "test_idx": [...]}
     models: Annotated[dict[str, Any], merge_dicts]  # metrics per model
     report: dict[str, Any]
+    mailed: dict[str, Any]   # the e-mail of the report (the mail node, with smtp)
 
 
 def initial_input() -> dict[str, Any]:
@@ -320,10 +321,32 @@ def read_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return out
 
 
+def send_report_mail(smtp: str, report: dict[str, Any], message_id: str) -> dict[str, Any]:
+    """E-mail ``report`` through the SMTP server ``smtp`` (``host:port``) with the
+    ``Message-ID`` ``<message_id@langgraph-durable>`` (a sink can deduplicate by it).
+    Returns what was sent: ``{"to", "message_id", "digest"}``."""
+    import smtplib
+    from email.message import EmailMessage
+
+    host, port = smtp.rsplit(":", 1)
+    msg = EmailMessage()
+    msg["From"], msg["To"] = "agent@penguins.example", "biologist@penguins.example"
+    msg["Subject"] = f"penguins report {report.get('digest')}"
+    msg["Message-ID"] = f"<{message_id}@langgraph-durable>"
+    msg.set_content(render_report(report))
+    with smtplib.SMTP(host, int(port), timeout=10) as client:
+        client.send_message(msg)
+    return {"to": msg["To"], "message_id": msg["Message-ID"], "digest": report.get("digest")}
+
+
 def build_agent(checkpointer: Any = None, *, step_s: float | None = None,
-                log_path: str | os.PathLike[str] | None = None, model: Any = "env") -> Any:
+                log_path: str | os.PathLike[str] | None = None, model: Any = "env",
+                smtp: str | None = None) -> Any:
     """The compiled agent. ``step_s``/``log_path`` default to the environment variables;
-    ``model="env"`` reads ``LANGGRAPH_DURABLE_DEMO_MODEL`` (None = scripted)."""
+    ``model="env"`` reads ``LANGGRAPH_DURABLE_DEMO_MODEL`` (None = scripted). ``smtp``
+    (``host:port``, needs a ``DurableSaver``): a last node, ``mail``, e-mails the report
+    once (``langgraph_durable.effects.once``), then waits ``step_s`` (room for a kill
+    after the send)."""
     delay = float(os.environ.get(ENV_STEP_S, DEFAULT_STEP_S)) if step_s is None else step_s
     log = ExecutionLog(log_path if log_path is not None else os.environ.get(ENV_LOG))
     llm = real_model() if model == "env" else model
@@ -397,7 +420,28 @@ def build_agent(checkpointer: Any = None, *, step_s: float | None = None,
     for name in ("load", "clean", "model_a", "model_b"):
         g.add_edge(name, "tools")
     g.add_conditional_edges("tools", after_tools, ["clean", "model_a", "model_b", "report"])
-    g.add_edge("report", END)
+    if smtp is None:
+        g.add_edge("report", END)
+        return g.compile(checkpointer=checkpointer)
+
+    @node("mail")
+    def mail(state: PenguinState, config: RunnableConfig) -> dict[str, Any]:
+        from langgraph_durable import effects
+
+        def send() -> dict[str, Any]:
+            return send_report_mail(smtp, state["report"],
+                                    effects.idempotency_key("mail the report"))
+
+        # in doubt (killed between the send and its journal): send again with the same
+        # Message-ID, which the receiving side deduplicates
+        sent = effects.once("mail the report", send, in_doubt="retry")
+        if delay > 0:
+            time.sleep(delay)
+        return {"mailed": sent}
+
+    g.add_node("mail", mail)
+    g.add_edge("report", "mail")
+    g.add_edge("mail", END)
     return g.compile(checkpointer=checkpointer)
 
 

@@ -154,3 +154,42 @@ class ConfigurationError(DurableSaverError, ValueError):
     """The options of a saver contradict each other (``config=`` together with keyword
     options; a ``database`` different from the one named in the MongoDB URL). Raised before
     any server is contacted."""
+
+
+class EffectInDoubtError(DurableSaverError):
+    """``effects.once``/``aonce`` found an effect journaled as *started* with no outcome:
+    an earlier execution of the same task called its function and died (a crash, a kill)
+    before the outcome was journaled, so whether the side effect happened is unknown.
+    Raised with ``in_doubt="raise"`` (the default) instead of calling it a second time;
+    find out (e.g. ask the external service with the effect's ``idempotency_key``), then
+    pass ``in_doubt="retry"`` to call again with the same key. Attributes: ``thread_id``,
+    ``checkpoint_ns`` (the task's), ``task_id``, ``effect`` (the name), ``call`` (its call
+    number within the task), ``idempotency_key``."""
+
+    def __init__(self, message: str, *, thread_id: str, checkpoint_ns: str, task_id: str,
+                 effect: str, call: int, idempotency_key: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.task_id = task_id
+        self.effect = effect
+        self.call = call
+        self.idempotency_key = idempotency_key
+
+
+class EffectFailedError(DurableSaverError):
+    """A re-execution of a task reached an effect whose function raised the first time and
+    whose error was journaled (``journal_errors=True``): the function is not called again;
+    this carries the journaled error. Attributes: ``thread_id``, ``task_id``, ``effect``,
+    ``call``, ``error_type`` (qualified name of the original exception's class),
+    ``error_message`` (its ``str``)."""
+
+    def __init__(self, message: str, *, thread_id: str, task_id: str, effect: str,
+                 call: int, error_type: str, error_message: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.task_id = task_id
+        self.effect = effect
+        self.call = call
+        self.error_type = error_type
+        self.error_message = error_message

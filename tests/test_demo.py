@@ -39,6 +39,10 @@ def line(out: str, start: str) -> str:
 
 def check_common(out: str, *, tier: str) -> None:
     assert "RESULT: PASS" in out
+    # the last node e-mailed the report to the demo's SMTP sink, once
+    assert re.search(r"\ne-mail \(SMTP sink 127\.0\.0\.1:\d+\): 1 message\(s\) received, 1 "
+                     r"distinct Message-ID; 0 before the kill", out), out
+    assert re.search(r"check: the report was e-mailed once +yes", out), out
     for check in ("final report equals the reference", "message transcript equals the reference",
                   "no acknowledged node re-ran", f"resumed state served by the {tier} tier"):
         assert re.search(rf"check: {check} +yes", out), out

@@ -11,6 +11,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from rich import box
 from rich.table import Table
 
+from ..plans.effects import Entry, journal_plan
 from ..records import metadata_matches
 from ..serde.external import EXTREF_TYPE
 from . import render, storage
@@ -222,6 +223,23 @@ def _tuple_data(tup: CheckpointTuple) -> dict[str, Any]:
     }
 
 
+def _effects(ctx: typer.Context, tup: CheckpointTuple) -> list[dict[str, Any]]:
+    """The effect journal (``langgraph_durable.effects``) of the tasks that ran from the
+    checkpoint of ``tup``, both tiers merged, results decoded as far as the serializer can."""
+    saver = session_of(ctx).saver(tolerant=True)
+    c = tup.config["configurable"]
+    out = []
+    for d in saver.run(journal_plan(saver.context, c["thread_id"])):
+        if (d["checkpoint_ns"], d["checkpoint_id"]) != (c["checkpoint_ns"], c["checkpoint_id"]):
+            continue
+        entry = Entry.unpack(bytes(d["raw"]), f"{d['_id']!r}")
+        result = saver.serde.loads_typed(entry.value) if entry.value is not None else None
+        out.append({"task_id": d["task_id"], "task_ns": d["task_ns"], "name": d["name"],
+                    "call": d["n"], "state": d["state"], "result": render.jsonable(result),
+                    "error": list(entry.error) if entry.error else None, "tier": d["tier"]})
+    return out
+
+
 @command
 def show(ctx: typer.Context, thread: str = THREAD,
          at: str = typer.Argument(None, metavar="[CHECKPOINT]", help=CHECKPOINT_HELP),
@@ -232,6 +250,7 @@ def show(ctx: typer.Context, thread: str = THREAD,
     latest). External-reference values need --blob-store."""
     tup = _get(ctx, thread, at or checkpoint, ns)
     data = _tuple_data(tup)
+    data["effects"] = _effects(ctx, tup)
     if as_json:
         note = _blob_store_note(ctx, list(tup.checkpoint.get("channel_values", {}).values()))
         echo_json({**data, **({"note": note} if note else {})})
@@ -258,6 +277,15 @@ def show(ctx: typer.Context, thread: str = THREAD,
         out.print(writes)
     if data["interrupts"]:
         out.print(f"interrupts: {render.preview(data['interrupts'], 200)}")
+    if data["effects"]:
+        fx = Table(title="effects of the tasks run from this checkpoint")
+        for col in ("task_id", "effect", "call", "state", "result"):
+            fx.add_column(col, no_wrap=True, overflow="ellipsis")
+        for e in data["effects"]:
+            shown = e["error"] if e["state"] == "failed" else e["result"]
+            fx.add_row(e["task_id"], e["name"], str(e["call"]), e["state"],
+                       render.preview(shown, room - 40))
+        out.print(fx)
     note = _blob_store_note(ctx, [*tup.checkpoint.get("channel_values", {}).values(),
                                   *(v for _t, _c, v in tup.pending_writes or [])])
     if note:

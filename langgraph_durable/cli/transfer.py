@@ -10,7 +10,9 @@ and written to the importing side's ``--blob-store``; ``--without-blobs`` leaves
 (the header then counts them in ``blobs_left_out``). The items of list values
 (``items.py``) come as ``item`` records (``d``: hex digest, ``value``: the item's typed
 value, or ``["lgd.node", base64 digests]`` for a node; format version 3, written only when
-there are some). Records are copied, not decoded, so
+there are some). The effect journal (``langgraph_durable.effects``) comes as ``effect``
+records (``task_ns``, ``task_id``, ``name``, ``n``, ``entry``: the stored entry, base64;
+format version 4, written only when there are some). Records are copied, not decoded, so
 the serializer (and an encryption key) is not needed and an import recreates exactly the
 documents that were exported. References inside an encrypted envelope cannot be seen, so
 they are neither exported nor refused: copy that store yourself.
@@ -45,6 +47,7 @@ from ..durable.documents import (
 from ..errors import CorruptRecordError
 from ..items import NODE_MAGIC, NODE_TYPE
 from ..plans.admin import release_plan
+from ..plans.effects import effect_doc
 from ..plans.registry import register_plan
 from ..records import (
     SCHEMA_VERSION,
@@ -60,9 +63,10 @@ from . import storage
 from .session import CliError, command, confirm, session_of
 
 FORMAT = "langgraph-durable-export"
-FORMAT_VERSION = 3
-"""Newest export format: 2 adds ``extblob`` records, 3 ``item`` records (each written only
-when there are some, so an export without them stays readable by older importers)."""
+FORMAT_VERSION = 4
+"""Newest export format: 2 adds ``extblob`` records, 3 ``item`` records, 4 ``effect``
+records (each written only when there are some, so an export without them stays readable
+by older importers)."""
 
 
 def _typed(t: tuple[str, bytes] | None) -> list[str] | None:
@@ -90,6 +94,8 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
     typed += [v for _f, v in blobs if v is not None]
     typed += [write_of(d).value for d in wdocs]
     items = sorted(item_of(d) for d in storage.loaded(db, cols, list(db[cols.items].find(q))))
+    effects = sorted(db[cols.effects].find(q),
+                     key=lambda d: (d["task_ns"], d["task_id"], d["name"], d["n"]))
     typed += [v for _d, v in items if v[0] != NODE_TYPE]
     refs = sorted(collect_refs(v for v in typed if v is not None))
     if refs and store is None and not without_blobs:
@@ -100,8 +106,11 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
     counts = {"checkpoint": len(cps), "blob": len(blobs), "write": len(wdocs)}
     if items:
         counts["item"] = len(items)
+    if effects:
+        counts["effect"] = len(effects)
     header: dict[str, Any] = {
-        "format": FORMAT, "format_version": 3 if items else 2 if carried else 1,
+        "format": FORMAT,
+        "format_version": 4 if effects else 3 if items else 2 if carried else 1,
         "schema_version": SCHEMA_VERSION, "thread_id": thread_id,
         "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
         "counts": {**counts, **({"extblob": len(carried)} if carried else {})}}
@@ -132,6 +141,11 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
             "checkpoint_id": d["checkpoint_id"], "task_id": w.task_id, "idx": w.idx,
             "channel": w.channel, "task_path": w.task_path, "seq": w.seq,
             "value": _typed(w.value)})
+    for d in effects:
+        yield json.dumps({"type": "effect", "v": SCHEMA_VERSION, "task_ns": d["task_ns"],
+                          "task_id": d["task_id"], "name": d["name"], "n": d["n"],
+                          "entry": base64.b64encode(bytes(d["raw"])).decode()})
+
 
 
 def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str, list[dict]]]:
@@ -151,7 +165,7 @@ def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str
         raise CliError(f"{where} has export format {header['format_version']}, newer than "
                        f"{FORMAT_VERSION}; upgrade langgraph_durable")
     records: dict[str, list[dict]] = {"checkpoint": [], "blob": [], "write": [],
-                                      "extblob": [], "item": []}
+                                      "extblob": [], "item": [], "effect": []}
     for n, line in rows[1:]:
         try:
             rec = json.loads(line)
@@ -186,9 +200,13 @@ def documents_of(records: dict[str, list[dict]], thread_id: str) -> dict[str, li
             r["task_path"], int(r["seq"]))) for r in records["write"]]
         items = [item_doc(thread_id, bytes.fromhex(r["d"]), _stored(_untyped(r["value"])))
                  for r in records["item"]]
+        effects = [effect_doc(thread_id, "\x00".join(
+            (r["task_ns"], r["task_id"], r["name"], str(int(r["n"])))),
+            base64.b64decode(r["entry"], validate=True), 0) for r in records["effect"]]
     except (KeyError, TypeError, ValueError, CorruptRecordError) as exc:
         raise CliError(f"malformed record in export: {type(exc).__name__}: {exc}") from exc
-    return {"checkpoints": cps, "blobs": blobs, "writes": writes, "items": items}
+    return {"checkpoints": cps, "blobs": blobs, "writes": writes, "items": items,
+            "effects": effects}
 
 
 def _stored(value: tuple[str, bytes] | None) -> bytes:
@@ -270,6 +288,7 @@ def import_(ctx: typer.Context,
               *docs["items"]):
         d["put_ms"] = int(sec) * 1000 + int(usec) // 1000  # deleted thread are not taken)
     cols, db = saver.context.collections, session.clients.db
+    effects = docs.pop("effects")
     # registered before MongoDB holds it, so a complete registry never lacks it
     run_sync(register_plan(saver.context, target), session.clients)
     chunks: list[dict] = []
@@ -283,8 +302,13 @@ def import_(ctx: typer.Context,
     for kind in ("blobs", "writes", "checkpoints"):
         if docs[kind]:
             db[getattr(cols, kind)].bulk_write([upsert(d) for d in docs[kind]], ordered=False)
+    if effects:  # the effect journal (its Redis hash went with delete_thread)
+        for d in effects:
+            d["put_ms"] = int(sec) * 1000 + int(usec) // 1000
+        db[cols.effects].bulk_write(
+            [upsert(d) for d in effects], ordered=False)
     # the target's hot keys would shadow MongoDB (kept until what they hold is flushed)
     run_sync(release_plan(saver.context, target), session.clients)
-    n = sum(len(v) for v in docs.values())
+    n = sum(len(v) for v in docs.values()) + len(effects)
     typer.echo(f"imported {n} records into thread {target}"
                + (f" and {len(extblobs)} blob-store objects" if extblobs else ""))

@@ -52,8 +52,9 @@ def doc_id(*parts: Any) -> str:
 class Collections:
     """Names of the three collections for a ``collection_prefix``, of ``meta`` (the
     deployed schema version and migration cursors), of ``chunks`` (pieces of values
-    over ``chunks.THRESHOLD_BYTES``), of ``items`` (items and nodes of list values) and of
-    ``tombstones`` (the deletes' tombstones, ``tombstone_doc``)."""
+    over ``chunks.THRESHOLD_BYTES``), of ``items`` (items and nodes of list values), of
+    ``tombstones`` (the deletes' tombstones, ``tombstone_doc``) and of ``effects`` (the
+    effect journal, ``plans/effects.py``)."""
 
     checkpoints: str
     blobs: str
@@ -62,12 +63,13 @@ class Collections:
     chunks: str = "chunks"
     items: str = "items"
     tombstones: str = "tombstones"
+    effects: str = "effects"
 
     @classmethod
     def with_prefix(cls, prefix: str) -> Collections:
         return cls(f"{prefix}checkpoints", f"{prefix}blobs", f"{prefix}writes",
                    f"{prefix}meta", f"{prefix}chunks", f"{prefix}items",
-                   f"{prefix}tombstones")
+                   f"{prefix}tombstones", f"{prefix}effects")
 
 
 INDEXES: dict[str, list[IndexModel]] = {
@@ -96,6 +98,8 @@ INDEXES: dict[str, list[IndexModel]] = {
             name="thread_ns_checkpoint_owner",
         )
     ],
+    "effects": [IndexModel([("thread_id", ASCENDING), ("member", ASCENDING)],
+                           name="thread_checkpoint")],
     "tombstones": [
         IndexModel([("thread_id", ASCENDING), ("f", ASCENDING)], name="thread_field"),
         IndexModel([("deleted_at", ASCENDING)], name=TOMBSTONE_TTL_INDEX,

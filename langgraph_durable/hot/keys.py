@@ -43,6 +43,8 @@ suffix    holds
 ``it``    items and nodes of list values (hash: 16-byte digest -> stored bytes, see
           ``items.py``)
 ``gone``  tombstones of deletes (hash: field -> deletion time in ms)
+``fx``    the *effect journal* (hash: effect field -> journal entry, see
+          ``hot/effects.py``); not in ``all``
 ========  ===========================================================================
 
 Keys of the whole prefix, not of a thread: the outbox streams (``outbox_key``), the dead
@@ -118,10 +120,12 @@ class ThreadKeys:
     - ``gone``: tombstones of deletes (field -> deletion time, ms; ``*`` = whole thread;
       ``!`` = it holds every tombstone of the thread, loaded from MongoDB),
       kept ``TOMBSTONE_TTL_S``; not in ``all`` (it outlives the thread's data)
+    - ``fx``: the effect journal of ``langgraph_durable.effects`` (``hot/effects.py``);
+      not in ``all`` (the scripts of checkpoints never touch it)
     """
 
     __slots__ = ("thread_id", "tag", "cp", "cv", "idx", "bl", "w", "wi", "ns", "meta", "it",
-                 "gone")
+                 "gone", "fx")
 
     def __init__(self, prefix: str, thread_id: str, partitions: int = 1) -> None:
         self.thread_id = thread_id
@@ -136,7 +140,7 @@ class ThreadKeys:
         self.tag = t = tag
         self.cp, self.cv, self.idx, self.bl = f"{t}:cp", f"{t}:cv", f"{t}:idx", f"{t}:bl"
         self.w, self.wi, self.ns, self.meta = f"{t}:w", f"{t}:wi", f"{t}:ns", f"{t}:meta"
-        self.it, self.gone = f"{t}:it", f"{t}:gone"
+        self.it, self.gone, self.fx = f"{t}:it", f"{t}:gone", f"{t}:fx"
 
     @property
     def all(self) -> list[str]:

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..drivers import Script
+from .effects import EFFECT_SCRIPTS
 from .registry import REGISTRY_SCRIPTS
 
 _PERSIST_AND_OUTBOX = r"""
@@ -592,6 +593,7 @@ SCRIPTS = {
     "learn_tombstones": LEARN_TOMBSTONES,
     "chain": CHAIN,
     **REGISTRY_SCRIPTS,
+    **EFFECT_SCRIPTS,
 }
 """Script name -> Lua source, registered once per client."""
 

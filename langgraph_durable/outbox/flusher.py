@@ -33,6 +33,7 @@ from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import CorruptRecordError
 from ..metrics import Metrics, safe_error
+from ..plans.effects import FX_KIND, flush_effects_plan
 from ..plans.fence import insert_else_upsert, stream_ms, take_back_deleted
 from ..records import SEP, CheckpointRecord, WriteRecord, unpack_blob
 from .group import dead_letter_key, ensure_group_plan, upkeep_plan
@@ -221,7 +222,15 @@ def _groups(parsed: list[Parsed], sizes: list[int]) -> list[list[Parsed]]:
 def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -> Plan[int]:
     """Read the named records from Redis (one pipeline) and write them to MongoDB
     (inserts; the upserts for documents already there: ``insert_else_upsert``); adds the
-    record bytes written to ``stats.bytes_written``."""
+    record bytes written to ``stats.bytes_written``. Entries of the effect journal go to
+    ``plans.effects.flush_effects_plan``."""
+    journal = [p for p in parsed if p[2][0] == FX_KIND]
+    if journal:
+        parsed = [p for p in parsed if p[2][0] != FX_KIND]
+        written = yield from flush_effects_plan(ctx, journal)
+        if not parsed:
+            return written
+        return written + (yield from _copy(ctx, parsed, stats))
     want: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
     put_ms: dict[tuple[str, Any], int] = {}  # (thread, member, field or digest) -> time
     for eid, tid, (kind, m, fields, *more) in parsed:

@@ -34,6 +34,7 @@ from ..errors import FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S
 from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
 from ..records import blob_field, checkpoint_time_s, member
+from .effects import copy_effects_plan, delete_thread_effects_plan, remove_effects_plan
 from .registry import forget_plan, register_plan
 from .tombstones import record_plan
 
@@ -97,6 +98,7 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
     ])
     # chunks after the documents that refer to them (never a document without its chunks)
     yield DeleteMany(cols.chunks, q)
+    yield from delete_thread_effects_plan(ctx, thread_id, int(at_ms))  # its effect journal
     # both tiers hold nothing of it now: out of the thread registry (unless a put since)
     yield from forget_plan(ctx, thread_id)
 
@@ -144,6 +146,7 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
     at_ms = yield delete_parts_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, members,
                                   blob_fields)
     yield from record_plan(ctx, thread_id, members, int(at_ms))  # before MongoDB's deletes
+    yield from remove_effects_plan(ctx, thread_id, members)  # of tasks run from them
     if items:  # after the values naming them
         yield Pipeline([["HDEL", keys.it, *items[i:i + 1000]]
                         for i in range(0, len(items), 1000)])
@@ -383,6 +386,7 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     if items:
         yield BulkWrite(cols.items, [D.upsert_item(d) for d in items])
     yield Parallel(ops)
+    yield from copy_effects_plan(ctx, source, target, now_ms)  # the effect journal too
     yield from release_plan(ctx, target)
 
 

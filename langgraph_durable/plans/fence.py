@@ -58,7 +58,7 @@ def take_back_deleted(ctx: Context, entries: list[tuple[bytes, str, list[Any]]]
     items: list[Op[Any]] = []
     for eid, tid, (kind, m, fields, *sent) in entries:
         gone = stones.get(tid) or {}
-        if not gone:
+        if not gone or kind == "fx":  # the effect journal's: plans/effects.py takes back
             continue
         at = stream_ms(eid)
         whole = gone.get("*", 0) > at

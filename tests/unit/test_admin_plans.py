@@ -81,6 +81,8 @@ def test_delete_thread_tombstones_in_redis_before_deleting_in_mongodb() -> None:
     assert done.kinds() == ["Pipeline", "Find", "delete_thread", "BulkWrite", "Parallel",
                             "DeleteMany", "DeleteMany", "DeleteMany", "DeleteMany",
                             "DeleteMany",
+                            # the effect journal: Redis, then MongoDB (plans/effects.py)
+                            "Pipeline", "DeleteMany",
                             # then the thread registry: MongoDB holds none of it, so marked
                             # deleted if Redis holds no key of it (plans/registry.py)
                             "FindOne", "registry_forget"]

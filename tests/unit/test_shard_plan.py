@@ -9,6 +9,7 @@ from pathlib import Path
 
 from langgraph_durable.durable import chunks as C
 from langgraph_durable.durable import documents as D
+from langgraph_durable.plans import effects as E
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
@@ -28,7 +29,7 @@ def test_thread_id_leads_every_index_but_the_documented_run_id_one() -> None:
     not_led = {(col, name) for col, name, keys in _indexes() if keys[0] != "thread_id"}
     assert not_led == NOT_LED_BY_THREAD
     assert {col for col, _n, _k in _indexes()} == {"checkpoints", "blobs", "writes", "items",
-                                                    "chunks", "tombstones"}
+                                                    "chunks", "tombstones", "effects"}
 
 
 def test_every_index_and_collection_is_in_the_documented_shard_plan() -> None:
@@ -50,6 +51,7 @@ def test_every_upsert_filter_holds_the_shard_key() -> None:
         D.upsert_write({**base, "idx": -1, "seq": 1, "put_ms": 5}),  # special channel
         *C.upserts([dict(base)]),
         D.upsert_item({**base, "d": b"\x00" * 16, "put_ms": 5}),
+        E.effect_upsert({**base, "v": 2, "put_ms": 5}),  # the effect journal
     ]
     for op in ops:
         assert op._filter["_id"] == base["_id"]

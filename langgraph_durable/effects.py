@@ -1,0 +1,326 @@
+"""Side effects once: a resumed or retried step does not repeat what it already did.
+
+LangGraph re-executes a node from its first line when it resumes after ``interrupt()``,
+after a crash that came before the node's writes were stored, and on every attempt of a
+retry policy. Code with a side effect (an e-mail, a payment, a POST) in such a node runs
+again. Inside a node or a ``@task`` of a graph whose checkpointer is a ``DurableSaver``:
+
+- ``once(name, fn, *args, **kwargs)`` (``await aonce(...)`` in async code) calls ``fn``
+  the first time and journals *started* before the call and the result after it, in the
+  saver's storage (Redis, one round trip each; flushed to MongoDB like pending writes).
+  A re-execution of the same task returns the journaled result without calling ``fn``;
+  one that finds *started* without a result (the process died in between) raises
+  ``EffectInDoubtError`` (``in_doubt="raise"``) or calls ``fn`` again with the same
+  ``idempotency_key`` (``in_doubt="retry"``), never silently.
+- ``idempotency_key(name)`` gives the same key on every re-execution of the same task
+  (same thread, task checkpoint_ns, task id, name and call number), a different one for
+  any other task, run or thread: pass it to APIs that deduplicate (Stripe's
+  ``Idempotency-Key``). Inside ``fn`` of ``once(name, ...)`` it is that effect's key.
+
+An effect is identified by the task (LangGraph's task id, made from the checkpoint the
+step started from, the node and the step: the same on a resume, after a crash and on a
+retry) and by the call number of ``name`` within the task's execution (the first
+``once("mail", ...)`` is call 0, the next call 1, counted again from 0 by every
+execution). A fork (``checkpoint_id`` in the config, ``update_state``) or a new run makes
+new task ids, so its effects run again. See ``docs/effects.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Generator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langgraph.config import get_config
+
+from .errors import ConfigurationError, EffectFailedError, EffectInDoubtError
+from .plans.effects import EffectRef, Entry, begin_plan, end_plan
+from .plans.write import dumps
+from .saver import DurableSaver
+
+InDoubt = Literal["raise", "retry"]
+"""What ``once`` does with an effect journaled as started without an outcome."""
+
+# LangGraph's configurable keys of a running task (langgraph._internal._constants)
+_TASK_ID = "__pregel_task_id"
+_CHECKPOINTER = "__pregel_checkpointer"
+_SCRATCHPAD = "__pregel_scratchpad"
+
+_running: ContextVar[tuple[str, str] | None] = ContextVar("lgd_effect", default=None)
+
+_crash_hook: Callable[[str, EffectRef], None] | None = None
+"""Tests only: called with ``("started" | "called" | "journaled", ref)`` at the three
+points a crash can hit (after the started entry, after ``fn`` returned, after the
+outcome was journaled)."""
+
+
+class _Counters:
+    """Call numbers per task execution and name. An execution is told apart by LangGraph's
+    scratchpad ``interrupt_counter`` object: a new one for every prepared task (a resume,
+    a restart) and for every retry attempt (``pregel/_retry.py`` replaces it), so each
+    execution counts from 0. Holds the ``size`` most recent executions (the tiny counter objects,
+    which keeps their ``id`` unique while held)."""
+
+    def __init__(self, size: int = 16384) -> None:
+        self._calls: OrderedDict[int, tuple[object, dict[str, int]]] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def next(self, owner: object, name: str) -> int:
+        """The next call number of ``name`` in the execution ``owner`` (0 first)."""
+        with self._lock:
+            held = self._calls.get(id(owner))
+            if held is None or held[0] is not owner:
+                held = self._calls[id(owner)] = (owner, {})
+            self._calls.move_to_end(id(owner))
+            while len(self._calls) > self._size:
+                self._calls.popitem(last=False)
+            n = held[1].get(name, 0)
+            held[1][name] = n + 1
+            return n
+
+
+_COUNTERS = _Counters()
+
+
+@dataclass(frozen=True)
+class _Task:
+    """The running task as its config tells it."""
+
+    thread_id: str
+    task_ns: str
+    task_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    owner: object
+    checkpointer: Any
+
+    def ref(self, name: str, kind: str) -> EffectRef:
+        n = _COUNTERS.next(self.owner, f"{kind}\x00{name}")
+        return EffectRef(self.thread_id, self.task_ns, self.task_id, name, n,
+                         self.checkpoint_ns, self.checkpoint_id)
+
+
+def _current_task(what: str) -> _Task:
+    """The task running ``what`` (``ConfigurationError`` outside a node or task of a graph
+    run with a checkpointer and a thread_id)."""
+    try:
+        config = get_config()
+    except RuntimeError:
+        config = {}
+    conf = config.get("configurable") or {}
+    task_id, scratchpad = conf.get(_TASK_ID), conf.get(_SCRATCHPAD)
+    if not task_id or scratchpad is None:
+        raise ConfigurationError(
+            f"{what} works inside a node or @task of a running LangGraph graph; it was "
+            "called outside one (no task in the current config)")
+    thread_id = conf.get("thread_id")
+    if thread_id is None:
+        raise ConfigurationError(
+            f"{what} in task {task_id!r}: the run has no config['configurable']"
+            "['thread_id'] (a graph without a checkpointer, or invoked without a thread)")
+    task_ns = str(conf.get("checkpoint_ns") or "")
+    graph_ns = task_ns.rpartition("|")[0]
+    cid = (conf.get("checkpoint_map") or {}).get(graph_ns) or ""
+    return _Task(str(thread_id), task_ns, str(task_id), graph_ns, str(cid),
+                 getattr(scratchpad, "interrupt_counter", scratchpad), conf.get(_CHECKPOINTER))
+
+
+def _key_of(ref: EffectRef) -> str:
+    parts = "\x00".join((ref.thread_id, ref.task_ns, ref.task_id, ref.name, str(ref.n)))
+    return "lgd-" + hashlib.sha256(parts.encode("utf-8", "surrogateescape")).hexdigest()[:40]
+
+
+def idempotency_key(name: str) -> str:
+    """A key for ``name`` in the running task: ``"lgd-"`` and 40 hex digits, the same on
+    every re-execution of the task (resume after ``interrupt()``, restart after a crash,
+    retry) for the same call number of ``name`` within it, different for every other
+    task, run or thread. Inside ``fn`` of ``once(name, fn)`` it is that effect's key (the
+    key a ``once(..., in_doubt="retry")`` calls ``fn`` again with). Works with any
+    checkpointer. Raises ``ConfigurationError`` outside a node or task of a graph run
+    with a thread_id."""
+    running = _running.get()
+    if running is not None and running[0] == name:
+        return running[1]
+    return _key_of(_current_task("idempotency_key()").ref(name, "key"))
+
+
+def _journal_task(name: str, in_doubt: str) -> tuple[_Task, DurableSaver]:
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise ValueError(f"an effect's name must be non-empty text without NUL, got {name!r}")
+    if in_doubt not in ("raise", "retry"):
+        raise ValueError(f"in_doubt must be 'raise' or 'retry', got {in_doubt!r}")
+    task = _current_task(f"once({name!r})")
+    saver = task.checkpointer
+    if not isinstance(saver, DurableSaver):
+        raise ConfigurationError(
+            f"once({name!r}) in task {task.task_id!r} of thread {task.thread_id!r} needs a "
+            "DurableSaver as the graph's checkpointer (it journals the effect in the "
+            f"saver's storage); the graph runs with {type(saver).__name__}")
+    return task, saver
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Step of ``_steps``: run this plan on the saver."""
+
+    plan: Any
+
+
+@dataclass(frozen=True)
+class _Call:
+    """Step of ``_steps``: call ``fn``; the reply is ``(True, result)`` or ``(False, exc)``."""
+
+
+@dataclass(frozen=True)
+class _Dump:
+    """Step of ``_steps``: serialize ``value`` (off the event loop when the serializer may
+    do I/O); the reply is the typed value."""
+
+    value: Any
+    ref: EffectRef
+
+
+def _steps(task: _Task, saver: DurableSaver, name: str, in_doubt: str,
+           journal_errors: bool) -> Generator[Any, Any, Any]:
+    """``once`` written once for both drivers: yields ``_Run``/``_Call``/``_Dump``."""
+    ctx = saver.context
+    ref = task.ref(name, "fx")
+    key = _key_of(ref)
+    started = _entry(ctx, ref, "s")
+    found: Entry | None = yield _Run(begin_plan(ctx, ref, started))
+    if found is not None and found.state == "d":
+        assert found.value is not None
+        return saver.serde.loads_typed(found.value)
+    if found is not None and found.state == "e":
+        etype, message = found.error or ("Exception", "")
+        raise EffectFailedError(
+            f"{ref.describe()} failed in an earlier execution with {etype}: {message} "
+            "(journaled with journal_errors=True; not called again)",
+            thread_id=ref.thread_id, task_id=ref.task_id, effect=name, call=ref.n,
+            error_type=etype, error_message=message)
+    if found is not None and in_doubt == "raise":
+        raise EffectInDoubtError(
+            f"{ref.describe()} was started by an earlier execution that ended before its "
+            "outcome was journaled: it may or may not have happened. Check with the "
+            f"service (idempotency key {key!r}), then call once(..., in_doubt='retry') "
+            "to call it again with the same key",
+            thread_id=ref.thread_id, checkpoint_ns=ref.task_ns, task_id=ref.task_id,
+            effect=name, call=ref.n, idempotency_key=key)
+    _hook("started", ref)
+    token = _running.set((name, key))
+    try:
+        ok, result = yield _Call()
+    finally:
+        _running.reset(token)
+    if not ok:
+        if isinstance(result, Exception):
+            state = "e" if journal_errors else "c"
+            error = (f"{type(result).__module__}.{type(result).__qualname__}", str(result))
+            yield _Run(end_plan(ctx, ref, _entry(ctx, ref, state, error=error)))
+        raise result  # a BaseException (KeyboardInterrupt...) leaves it started: in doubt
+    _hook("called", ref)
+    typed = yield _Dump(result, ref)
+    yield _Run(end_plan(ctx, ref, _entry(ctx, ref, "d", value=typed)))
+    _hook("journaled", ref)
+    return result
+
+
+def _entry(ctx: Any, ref: EffectRef, state: str, *, value: Any = None,
+           error: tuple[str, str] | None = None) -> Entry:
+    return Entry(0, state, value, error, ref.checkpoint_ns, ref.checkpoint_id,
+                 ctx.clock.time_ns() // 1_000_000)
+
+
+def _hook(point: str, ref: EffectRef) -> None:
+    if _crash_hook is not None:
+        _crash_hook(point, ref)
+
+
+def _dump(saver: DurableSaver, ref: EffectRef, value: Any) -> Any:
+    return dumps(saver.context, value, thread_id=ref.thread_id,
+                 what=f"the result of {ref.describe()}")
+
+
+def once(name: str, fn: Callable[..., Any], /, *args: Any, in_doubt: InDoubt = "raise",
+         journal_errors: bool = False, **kwargs: Any) -> Any:
+    """Call ``fn(*args, **kwargs)`` once per task: the first execution calls it and
+    journals its result; every re-execution of the same task (resume after
+    ``interrupt()``, restart after a crash, retry) returns the journaled result, decoded
+    by the saver's serializer, without calling ``fn``.
+
+    Args:
+        name: the effect's name within the task (text without NUL); the n-th call of a
+            name in one execution is the n-th effect of that name.
+        fn: the side effect (any callable; its result must be serializable by the
+            saver's serializer, like a channel value).
+        in_doubt: when an earlier execution started the effect and died before its
+            outcome was journaled: ``"raise"`` (default) raises ``EffectInDoubtError``;
+            ``"retry"`` calls ``fn`` again (pass ``idempotency_key(name)`` to the service
+            so it can deduplicate).
+        journal_errors: True journals an exception ``fn`` raises, so a re-execution raises
+            ``EffectFailedError`` instead of calling it again; False (default) journals
+            nothing of it (the next execution calls ``fn`` again).
+
+    Raises ``ConfigurationError`` outside a node or task of a graph run, or when the
+    graph's checkpointer is not a ``DurableSaver``; ``ValueError`` for an empty name or
+    another ``in_doubt``; ``EffectInDoubtError``; ``EffectFailedError``;
+    ``SerializationError`` when the result cannot be serialized (the effect then stays
+    journaled as started: in doubt); ``OutboxFullError`` (``fn`` not called);
+    ``TierUnavailableError`` when Redis (or, for a journal Redis cannot vouch for,
+    MongoDB) does not answer before the call; whatever ``fn`` raises.
+    """
+    task, saver = _journal_task(name, in_doubt)
+    steps = _steps(task, saver, name, in_doubt, journal_errors)
+    reply: Any = None
+    while True:
+        try:
+            step = steps.send(reply)
+        except StopIteration as stop:
+            return stop.value
+        if isinstance(step, _Run):
+            reply = saver.run(step.plan)
+        elif isinstance(step, _Dump):
+            reply = _dump(saver, step.ref, step.value)
+        else:
+            try:
+                reply = (True, fn(*args, **kwargs))
+            except BaseException as exc:
+                reply = (False, exc)
+
+
+async def aonce(name: str, fn: Callable[..., Any], /, *args: Any,
+                in_doubt: InDoubt = "raise", journal_errors: bool = False,
+                **kwargs: Any) -> Any:
+    """Async ``once``: ``fn`` may be a coroutine function (awaited) or a plain callable
+    (called on the event loop); the journal is read and written with the saver's async
+    API. Arguments, result and errors as ``once``."""
+    task, saver = _journal_task(name, in_doubt)
+    steps = _steps(task, saver, name, in_doubt, journal_errors)
+    reply: Any = None
+    while True:
+        try:
+            step = steps.send(reply)
+        except StopIteration as stop:
+            return stop.value
+        if isinstance(step, _Run):
+            reply = await saver.arun(step.plan)
+        elif isinstance(step, _Dump):
+            if hasattr(saver.serde, "adumps_typed"):  # may upload to a blob store
+                reply = await asyncio.to_thread(_dump, saver, step.ref, step.value)
+            else:
+                reply = _dump(saver, step.ref, step.value)
+        else:
+            try:
+                result = fn(*args, **kwargs)
+                if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+                    result = await result
+                reply = (True, result)
+            except BaseException as exc:
+                reply = (False, exc)
+

@@ -1,0 +1,295 @@
+"""Plans of the effect journal (``langgraph_durable.effects``), sans-I/O: look up and start
+an effect, journal its outcome, copy journal entries to MongoDB (the flusher), and the
+journal's part of ``delete_thread``, ``delete_for_runs``/``prune`` and ``copy_thread``.
+
+Redis holds a thread's journal in its ``fx`` hash (format in ``hot/effects.py``); MongoDB
+in the collection ``<collection_prefix>effects``, one document per effect with ``_id`` =
+``doc_id(thread_id, task_ns, task_id, name, n)`` and the entry's version ``v``: an upsert
+replaces only an older version, so replaying an outbox entry, or a stalled flusher
+writing an older copy, never changes a newer one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ormsgpack
+import redis.exceptions
+from pymongo import UpdateOne
+
+from ..context import Context
+from ..drivers import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, ask
+from ..durable import documents as D
+from ..errors import CorruptRecordError, OutboxFullError
+from ..hot.effects import TRUST_FIELD, begin_op, end_op
+from ..records import SEP, Typed, member
+from .fence import bulk_ignoring_newer, stream_ms
+
+FX_KIND = "fx"
+"""Kind of the outbox entries of the journal (beside ``"cp"`` and ``"w"``)."""
+
+STATES = {"s": "started", "d": "done", "e": "failed", "c": "cleared"}
+"""Entry state letter -> name (``hot/effects.py``)."""
+
+
+def collection(ctx: Context) -> str:
+    """The MongoDB collection of the journal: ``<collection_prefix>effects``."""
+    return ctx.collections.effects
+
+
+@dataclass(frozen=True)
+class EffectRef:
+    """Which effect: one call of ``once(name, ...)`` in one task of one thread.
+
+    ``task_ns``/``task_id``: the task's ``checkpoint_ns`` (``node:task_id`` under its
+    graph's namespace) and LangGraph task id; ``n``: the call number of ``name`` within
+    the task's execution (0, 1, ...); ``checkpoint_ns``/``checkpoint_id``: the graph's
+    namespace and the checkpoint the task ran from (its journal goes when that
+    checkpoint is deleted)."""
+
+    thread_id: str
+    task_ns: str
+    task_id: str
+    name: str
+    n: int
+    checkpoint_ns: str
+    checkpoint_id: str
+
+    @property
+    def field(self) -> str:
+        """The journal field: ``task_ns NUL task_id NUL name NUL n``."""
+        return SEP.join((self.task_ns, self.task_id, self.name, str(self.n)))
+
+    @property
+    def doc_id(self) -> str:
+        """The MongoDB ``_id`` of its document."""
+        return D.doc_id(self.thread_id, self.task_ns, self.task_id, self.name, self.n)
+
+    def describe(self) -> str:
+        """``effect 'name' #n of task <id> (ns ...) of thread ...`` for messages."""
+        return (f"effect {self.name!r} (call {self.n}) of task {self.task_id!r} "
+                f"(checkpoint_ns {self.task_ns!r}) of thread {self.thread_id!r}")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A journal entry: ``version`` (1, 2, ... per write), ``state`` (a key of
+    ``STATES``), the result ``value`` (typed, state ``d``), the ``error`` (type name and
+    message, state ``e``), the checkpoint the task ran from and when it was written
+    (``at_ms``, client clock, ms since the epoch)."""
+
+    version: int
+    state: str
+    value: Typed | None
+    error: tuple[str, str] | None
+    checkpoint_ns: str
+    checkpoint_id: str
+    at_ms: int
+
+    def body(self) -> bytes:
+        """The stored body: state letter and msgpack (the version is the script's)."""
+        typed = [self.value[0], self.value[1]] if self.value is not None else None
+        return self.state.encode() + ormsgpack.packb(
+            [typed, list(self.error) if self.error else None, self.checkpoint_ns,
+             self.checkpoint_id, self.at_ms])
+
+    @classmethod
+    def unpack(cls, raw: bytes, where: str) -> Entry:
+        """Decode a stored entry; ``CorruptRecordError`` naming ``where`` when it is not one."""
+        try:
+            version, state = int(raw[:8]), raw[8:9].decode()
+            typed, error, ns, cid, at = ormsgpack.unpackb(raw[9:])
+            if state not in STATES:
+                raise ValueError(f"unknown state {state!r}")
+        except Exception as exc:
+            raise CorruptRecordError(f"effect journal entry {where} cannot be decoded: "
+                                     f"{exc}") from exc
+        return cls(version, state, (typed[0], bytes(typed[1])) if typed else None,
+                   (error[0], error[1]) if error else None, ns, cid, int(at))
+
+
+def _keys(ctx: Context, thread_id: str) -> list[str]:
+    return [ctx.keys(thread_id).fx, ctx.keys(thread_id).meta, ctx.outbox_of(thread_id)]
+
+
+def _payload(field: str, size: int) -> bytes:
+    return ormsgpack.packb([FX_KIND, "", [field], [], size])
+
+
+def _max_outbox(ctx: Context) -> int:
+    m = ctx.config.max_outbox
+    return -(-m // ctx.partitions) if m else 0
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def begin_plan(ctx: Context, ref: EffectRef, started: Entry) -> Plan[Entry | None]:
+    """Look up ``ref``; when no live entry exists (none, or ``cleared``) store
+    ``started`` (one round trip; a journal Redis cannot vouch for asks MongoDB first:
+    one ``find_one`` and one more round trip). Returns the entry found (``started``,
+    ``done`` or ``failed``), or None when this call started it. Raises
+    ``OutboxFullError`` (nothing stored) when the thread's outbox stream is full."""
+    where = ref.describe()
+    body = started.body()
+    payload = _payload(ref.field, len(body))
+    keys = _keys(ctx, ref.thread_id)
+    op = begin_op(keys, ref.thread_id, ref.field, body, payload, _max_outbox(ctx))
+    try:
+        reply = yield op
+        if _text(reply[0]) == "ask":
+            doc = yield from ask(FindOne(collection(ctx), {"_id": ref.doc_id}))
+            raw = bytes(doc["raw"]) if doc is not None else b""
+            live = raw if raw and raw[8:9] != b"c" else b""
+            reply = yield begin_op(keys, ref.thread_id, ref.field, body, payload,
+                                   _max_outbox(ctx), floor=int(doc["v"]) if doc else 0,
+                                   checked=True, known=live, hot_ttl_s=ctx.config.hot_ttl_s)
+    except redis.exceptions.ResponseError as exc:
+        if "OUTBOX_FULL" not in str(exc):
+            raise
+        raise OutboxFullError(
+            f"outbox {ctx.outbox_of(ref.thread_id)!r} holds its share of max_outbox="
+            f"{ctx.config.max_outbox} entries not yet in MongoDB; {where} was not "
+            "started (its function was not called)") from None
+    if _text(reply[0]) == "new":
+        return None
+    return Entry.unpack(bytes(reply[1]), where)
+
+
+def end_plan(ctx: Context, ref: EffectRef, outcome: Entry) -> Plan[None]:
+    """Journal ``outcome`` (done, failed or cleared) of ``ref``: one round trip."""
+    body = outcome.body()
+    yield end_op(_keys(ctx, ref.thread_id), ref.thread_id, ref.field, body,
+                 _payload(ref.field, len(body)))
+
+
+def effect_doc(thread_id: str, field: str, raw: bytes, put_ms: int) -> Doc:
+    """The MongoDB document of one journal entry ``raw`` stored under ``field``."""
+    task_ns, task_id, name, n = field.split(SEP)
+    entry = Entry.unpack(raw, f"{field!r} of thread {thread_id!r}")
+    return {
+        "_id": D.doc_id(thread_id, task_ns, task_id, name, int(n)),
+        "thread_id": thread_id, "task_ns": task_ns, "task_id": task_id, "name": name,
+        "n": int(n), "checkpoint_ns": entry.checkpoint_ns,
+        "checkpoint_id": entry.checkpoint_id,
+        "member": member(entry.checkpoint_ns, entry.checkpoint_id),
+        "state": STATES[entry.state], "v": entry.version, "raw": raw, "at_ms": entry.at_ms,
+        "put_ms": put_ms,
+    }
+
+
+def effect_upsert(doc: Doc) -> UpdateOne:
+    """Upsert of a journal document replacing only an older version (a newer one stored:
+    duplicate key error, ignored by ``bulk_ignoring_newer``); its filter holds
+    ``thread_id``, the shard key."""
+    fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
+    return UpdateOne({"_id": doc["_id"], "thread_id": doc["thread_id"], "v": {"$lt": doc["v"]}},
+                     {"$set": fields, "$setOnInsert": {"put_ms": doc["put_ms"]}}, upsert=True)
+
+
+def flush_effects_plan(ctx: Context, entries: Sequence[tuple[bytes, str, list[Any]]]
+                       ) -> Plan[int]:
+    """The flusher's part for the journal's outbox entries (``(entry id, thread_id,
+    payload)`` of kind ``fx``): read the entries they name from Redis (one pipeline),
+    upsert them into MongoDB, then take back what a delete overtook (a tombstone of the
+    whole thread or of the effect's checkpoint newer than the entry) and give each
+    journal the ``hot_ttl_s`` of flushed keys. Returns the documents written."""
+    at: dict[tuple[str, str], int] = {}
+    for eid, tid, (_kind, _m, fields, *_more) in entries:
+        for f in fields:
+            at[(tid, f)] = max(at.get((tid, f), 0), stream_ms(eid))
+    by_thread: dict[str, list[str]] = defaultdict(list)
+    for tid, f in sorted(at):
+        by_thread[tid].append(f)
+    threads = list(by_thread)
+    replies = yield Pipeline([["HMGET", ctx.keys(t).fx, *fs] for t, fs in by_thread.items()])
+    docs: list[Doc] = []
+    for tid, values in zip(threads, replies):
+        for f, raw in zip(by_thread[tid], values):
+            if raw is not None:  # None: deleted since
+                docs.append(effect_doc(tid, f, bytes(raw), at[(tid, f)]))
+    if docs:
+        yield from bulk_ignoring_newer(collection(ctx), [effect_upsert(d) for d in docs])
+    ttl = ctx.config.hot_ttl_s
+    cmds: list[list[Any]] = [["HGETALL", ctx.keys(t).gone] for t in threads]
+    if ttl > 0:
+        cmds += [["EXPIRE", ctx.keys(t).fx, ttl] for t in threads]
+    stones = (yield Pipeline(cmds))[:len(threads)]
+    gone = {t: {_text(k): int(v) for k, v in raw.items()} for t, raw in zip(threads, stones)}
+    back = [d["_id"] for d in docs
+            if max(gone[d["thread_id"]].get("*", 0), gone[d["thread_id"]].get(d["member"], 0))
+            > at[(d["thread_id"], _field_of(d))]]
+    if back:
+        yield DeleteMany(collection(ctx), {"_id": {"$in": back}})
+    return len(docs)
+
+
+def _field_of(doc: Doc) -> str:
+    return SEP.join((doc["task_ns"], doc["task_id"], doc["name"], str(doc["n"])))
+
+
+def delete_thread_effects_plan(ctx: Context, thread_id: str, at_ms: int) -> Plan[None]:
+    """``delete_thread``'s part: the thread's journal out of Redis, then its documents
+    stored at or before ``at_ms`` (the delete's time) out of MongoDB. Runs after the
+    delete's tombstones are written, so a late flush of an older entry is taken back."""
+    yield Pipeline([["DEL", ctx.keys(thread_id).fx]])
+    yield DeleteMany(collection(ctx), D.stored_before(thread_id, at_ms))
+
+
+def remove_effects_plan(ctx: Context, thread_id: str, members: Sequence[str]) -> Plan[None]:
+    """``delete_for_runs``/``prune``'s part: the effects of tasks that ran from the removed
+    checkpoints (``members``, ``ns NUL checkpoint_id``), in both tiers."""
+    if not members:
+        return
+    gone = set(members)
+    fx = ctx.keys(thread_id).fx
+    (held,) = yield Pipeline([["HGETALL", fx]])
+    drop = [k for k, raw in (held or {}).items() if _text(k) != TRUST_FIELD
+            and member(*_checkpoint_of(bytes(raw))) in gone]
+    if drop:
+        yield Pipeline([["HDEL", fx, *drop]])
+    yield DeleteMany(collection(ctx), {"thread_id": thread_id, "member": {"$in": list(gone)}})
+
+
+def _checkpoint_of(raw: bytes) -> tuple[str, str]:
+    entry = Entry.unpack(raw, "in Redis")
+    return entry.checkpoint_ns, entry.checkpoint_id
+
+
+def copy_effects_plan(ctx: Context, source: str, target: str, now_ms: int) -> Plan[int]:
+    """``copy_thread``'s part (after the outbox drained): every journal document of
+    ``source`` upserted under ``target`` (stored at ``now_ms``), and ``target``'s Redis
+    journal dropped so its reads go to MongoDB. Returns the documents copied."""
+    docs = yield from ask(Find(collection(ctx), {"thread_id": source}))
+    for d in docs:
+        d["thread_id"] = target
+        d["_id"] = D.doc_id(target, d["task_ns"], d["task_id"], d["name"], d["n"])
+        d["put_ms"] = now_ms
+    if docs:
+        yield from bulk_ignoring_newer(collection(ctx), [effect_upsert(d) for d in docs])
+    yield Pipeline([["DEL", ctx.keys(target).fx]])
+    return len(docs)
+
+
+def journal_plan(ctx: Context, thread_id: str) -> Plan[list[Doc]]:
+    """Every journal entry of ``thread_id``, both tiers merged (the newer version of an
+    effect wins), as documents (``effect_doc``'s fields; ``tier`` ``"hot"`` or
+    ``"durable"``), in ``task_ns``, ``task_id``, ``name``, ``n`` order: for the CLI and
+    exports."""
+    (held,) = yield Pipeline([["HGETALL", ctx.keys(thread_id).fx]])
+    durable = yield from ask(Find(collection(ctx), {"thread_id": thread_id}))
+    out: dict[str, Doc] = {}
+    for d in durable:
+        out[d["_id"]] = {**d, "tier": "durable"}
+    for k, raw in held.items():
+        f = _text(k)
+        if f == TRUST_FIELD:
+            continue
+        d = {**effect_doc(thread_id, f, bytes(raw), 0), "tier": "hot"}
+        if d["_id"] not in out or out[d["_id"]]["v"] <= d["v"]:
+            out[d["_id"]] = d
+    return sorted(out.values(), key=lambda d: (d["task_ns"], d["task_id"], d["name"], d["n"]))

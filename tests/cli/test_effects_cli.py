@@ -1,0 +1,44 @@
+"""The effect journal in the CLI: ``show`` lists the effects of the tasks run from the
+checkpoint; ``export``/``import`` carry them, so an imported thread resumes without
+repeating an effect."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from langgraph.types import Command
+
+from ..effects_support import pay_then_approve, service
+from .clikit import Cli
+
+
+def test_show_lists_the_effects_and_export_import_carries_them(cli: Cli,
+                                                               tmp_path: Path) -> None:
+    config = {"configurable": {"thread_id": "fx"}}
+    with service() as svc:
+        with cli.saver() as saver:
+            pay_then_approve(saver).invoke({"url": svc.url, "amount": 12}, config)
+        shown = cli.json("show", "fx")
+        assert [(e["name"], e["call"], e["state"], e["result"]) for e in shown["effects"]] == [
+            ("pay", 0, "done", {"id": "ch_1", "amount": 12})]
+        assert "effects of the tasks run from this checkpoint" in cli("show", "fx").stdout
+
+        path = tmp_path / "fx.jsonl"
+        cli("export", "fx", "--output", str(path))
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        assert lines[0]["format_version"] == 4 and lines[0]["counts"]["effect"] == 1
+        assert [(r["name"], r["n"]) for r in lines[1:] if r["type"] == "effect"] == [("pay", 0)]
+
+        cli("import", str(path), "--thread", "fx2")
+        def untiered(effects: list[dict]) -> list[dict]:
+            return [{k: v for k, v in e.items() if k != "tier"} for e in effects]
+
+        imported = cli.json("show", "fx2")["effects"]
+        assert untiered(imported) == untiered(shown["effects"])
+        assert [e["tier"] for e in imported] == ["durable"]  # MongoDB only, Redis has none
+        with cli.saver() as saver:
+            done = pay_then_approve(saver).invoke(
+                Command(resume=True), {"configurable": {"thread_id": "fx2"}})
+        assert svc.calls == 1
+        assert done["receipt"] == {"id": "ch_1", "amount": 12}
