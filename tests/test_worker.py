@@ -10,7 +10,19 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.hot.keys import CONSUMER_GROUP, heartbeats_key
 from langgraph_durable.testing import unique_options, wait_for
+
+
+def _start_worker(redis_url: str, mongo_url: str, opts: dict, *flags: str) -> subprocess.Popen:
+    """``python -m langgraph_durable.outbox.worker`` on these servers, key prefix and
+    database, with ``flags``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "langgraph_durable.outbox.worker", "--redis-url", redis_url,
+         "--mongo-url", mongo_url, "--key-prefix", opts["key_prefix"],
+         "--database", opts["database"], *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
 
 
 def test_worker_process_drains_the_outbox_and_exits_cleanly_on_sigterm(
@@ -18,12 +30,7 @@ def test_worker_process_drains_the_outbox_and_exits_cleanly_on_sigterm(
 ) -> None:
     opts = unique_options(flusher="off")
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "langgraph_durable.outbox.worker", "--redis-url", redis_url,
-             "--mongo-url", mongo_url, "--key-prefix", opts["key_prefix"],
-             "--database", opts["database"]],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
+        worker = _start_worker(redis_url, mongo_url, opts)
         try:
             cfg = {"configurable": {"thread_id": "w", "checkpoint_ns": ""}}
             for _ in range(5):
@@ -68,12 +75,7 @@ def test_worker_takes_outbox_partitions_and_drains_every_partition(
                       empty_checkpoint(), {"step": 1}, {})
         r = saver.sync_clients.redis
         assert sum(1 for s in saver.context.outboxes if r.xlen(s)) >= 2  # spread
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "langgraph_durable.outbox.worker", "--redis-url", redis_url,
-             "--mongo-url", mongo_url, "--key-prefix", opts["key_prefix"],
-             "--database", opts["database"], "--outbox-partitions", "4"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
+        worker = _start_worker(redis_url, mongo_url, opts, "--outbox-partitions", "4")
         try:
             wait_for(lambda: sum(r.xlen(s) for s in saver.context.outboxes) == 0, 30,
                      "the worker to drain every partition")
@@ -84,3 +86,33 @@ def test_worker_takes_outbox_partitions_and_drains_every_partition(
             out, err = worker.communicate(timeout=20)
         assert worker.returncode == 0, err
         assert "12 entries" in out
+
+
+def test_a_worker_sigtermed_mid_backlog_exits_0_holding_nothing_and_loses_nothing(
+    redis_url: str, mongo_url: str
+) -> None:
+    # a rolling restart: the worker stops after its round, leaves no entry pending on its
+    # consumer (or is marked lapsed so live flushers take them at once), and loses nothing
+    opts = unique_options(flusher="off")
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
+        cfg = {"configurable": {"thread_id": "rolling", "checkpoint_ns": ""}}
+        for i in range(300):
+            cfg = saver.put(cfg, empty_checkpoint(), {"step": i}, {})
+        r, ctx = saver.sync_clients.redis, saver.context
+        cps = saver.sync_clients.db[ctx.collections.checkpoints]
+        worker = _start_worker(redis_url, mongo_url, opts, "--flush-batch-size", "1")
+        try:
+            wait_for(lambda: cps.count_documents({}) > 0, 30, "the worker's first round")
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            out, err = worker.communicate(timeout=20)
+        assert worker.returncode == 0, err
+        moved = int(out.split(": ", 1)[1].split(" entries")[0])
+        assert 0 < moved == cps.count_documents({})
+        pending = r.xpending(ctx.outbox, CONSUMER_GROUP)["pending"]
+        beats = dict(r.zrange(heartbeats_key(ctx.config.key_prefix), 0, -1, withscores=True))
+        assert pending == 0 and beats == {}  # it left the group and the heartbeat registry
+        assert r.xlen(ctx.outbox) == 300 - moved
+    with DurableSaver.from_urls(redis_url, mongo_url, **{**opts, "flusher": "auto"}) as s:
+        s.flush(timeout_s=60)
+        assert s.sync_clients.db[ctx.collections.checkpoints].count_documents({}) == 300

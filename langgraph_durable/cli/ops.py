@@ -43,9 +43,19 @@ YES = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")
 
 @command
 def status(ctx: typer.Context,
-           as_json: bool = typer.Option(False, "--json", help="print JSON")) -> None:
+           as_json: bool = typer.Option(False, "--json", help="print JSON"),
+           probe: bool = typer.Option(
+               False, "--probe", help="for health checks: the outbox figures and a "
+               "MongoDB read only, without the scan of every Redis key of the prefix and "
+               "MongoDB's collection sizes"),
+           max_oldest_age_s: float | None = typer.Option(
+               None, "--max-oldest-age-s", min=0, help="exit 3 when the oldest unflushed "
+               "outbox entry is older than this many seconds (both tiers answering)")
+           ) -> None:
     """Outbox length, pending entries per consumer, oldest unflushed entry's age (s),
-    dead letters, Redis memory of the hot tier, MongoDB sizes, schema versions."""
+    dead letters, Redis memory of the hot tier, MongoDB sizes, schema versions. Exit 0;
+    2 when a tier does not answer (the other is still shown); 3 when both answer and
+    the oldest unflushed entry is older than --max-oldest-age-s."""
     session = session_of(ctx)
     saver = session.saver()
     try:  # sizes of a database this key prefix is not bound to would mislead
@@ -55,12 +65,17 @@ def status(ctx: typer.Context,
     c, sctx = session.clients, saver.context
     data: dict[str, Any] = {"key_prefix": sctx.config.key_prefix,
                             "database": sctx.config.database, "down": {}}
-    for tier, part in (("redis", lambda: {"outbox": storage.outbox_status(sctx, c.redis),
-                                          "hot": storage.hot_memory(sctx, c.redis)}),
-                       ("mongodb", lambda: {"durable": storage.durable_sizes(sctx, c.db),
-                                            "schema": {"package": SCHEMA_VERSION,
-                                                       "deployed": run_sync(
-                                                           deployed_version_plan(sctx), c)}})):
+
+    def redis_part() -> dict[str, Any]:
+        part = {"outbox": storage.outbox_status(sctx, c.redis)}
+        return part if probe else {**part, "hot": storage.hot_memory(sctx, c.redis)}
+
+    def mongodb_part() -> dict[str, Any]:
+        part = {"schema": {"package": SCHEMA_VERSION,
+                           "deployed": run_sync(deployed_version_plan(sctx), c)}}
+        return part if probe else {"durable": storage.durable_sizes(sctx, c.db), **part}
+
+    for tier, part in (("redis", redis_part), ("mongodb", mongodb_part)):
         try:  # a tier that does not answer is reported; the other is still shown
             data.update(part())
         except Exception as exc:
@@ -68,12 +83,18 @@ def status(ctx: typer.Context,
             if not isinstance(err, TierUnavailableError):
                 raise
             data["down"][tier] = tier_line(err)
+    age = data["outbox"]["oldest_age_s"] if "outbox" in data else None
+    data["exceeded"] = [] if max_oldest_age_s is None or age is None or age <= max_oldest_age_s \
+        else [f"oldest unflushed entry {age:.1f} s old, over --max-oldest-age-s "
+              f"{max_oldest_age_s:g}"]
     if as_json:
         echo_json(data)
     else:
         _print_status(data)
     if data["down"]:
         raise typer.Exit(2)
+    if data["exceeded"]:
+        raise typer.Exit(3)
 
 
 def _print_status(data: dict[str, Any]) -> None:
@@ -84,15 +105,17 @@ def _print_status(data: dict[str, Any]) -> None:
     t.add_column("value")
     for tier, error in data["down"].items():
         t.add_row(f"{tier} DOWN", error)
+    for limit in data["exceeded"]:
+        t.add_row("LIMIT EXCEEDED", limit)
     if "outbox" in data:
         _status_redis_rows(t, data)
-    if "durable" in data:
+    if "schema" in data:
         _status_mongodb_rows(t, data)
     out.print(t)
 
 
 def _status_redis_rows(t: Table, data: dict[str, Any]) -> None:
-    o, h = data["outbox"], data["hot"]
+    o, h = data["outbox"], data.get("hot")
     age = "-" if o["oldest_age_s"] is None else f"{o['oldest_age_s']:.1f} s"
     t.add_row("outbox length", f"{o['length']} entries ({o['stream']})")
     t.add_row("pending (read, not acked)", str(o["pending"]))
@@ -108,13 +131,15 @@ def _status_redis_rows(t: Table, data: dict[str, Any]) -> None:
         t.add_row("  other consumers", f"{quiet} idle over 60 s with nothing pending")
     t.add_row("oldest unflushed entry", age)
     t.add_row("dead letters", f"{o['dead_letters']} ({o['dead_letter_stream']})")
-    t.add_row("redis (hot tier)", f"{render.human_bytes(h['bytes'])} in {h['keys']} keys, "
-              f"{h['threads']} threads; server {render.human_bytes(h['server_used_memory'])}, "
-              f"maxmemory-policy {h['maxmemory_policy']}")
+    if h is not None:  # not with --probe
+        t.add_row("redis (hot tier)", f"{render.human_bytes(h['bytes'])} in {h['keys']} "
+                  f"keys, {h['threads']} threads; server "
+                  f"{render.human_bytes(h['server_used_memory'])}, "
+                  f"maxmemory-policy {h['maxmemory_policy']}")
 
 
 def _status_mongodb_rows(t: Table, data: dict[str, Any]) -> None:
-    for kind, s in data["durable"].items():
+    for kind, s in data.get("durable", {}).items():  # not with --probe
         t.add_row(f"mongodb {kind}", f"{s['documents']} documents, "
                   f"{render.human_bytes(s['size'])} data, "
                   f"{render.human_bytes(s['index_size'])} indexes")

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-import click
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -322,9 +321,17 @@ def print_held(held: _Held) -> None:
         typer.echo(f"warning: {text}{more}", err=True)
 
 
+# how a command ends through typer, not by an error: Exit, Abort and click's ClickException
+# of the click typer runs on (the click package for typer releases that depend on it, its
+# own copy for those that vendor it, which need no click installed)
+_ENDINGS: tuple[type[BaseException], ...] = (
+    typer.Exit, typer.Abort,
+    next(k for k in typer.BadParameter.__mro__ if k.__name__ == "ClickException"))
+
+
 def _failed(exc: BaseException) -> bool:
     """Whether ``exc`` ends a command unsuccessfully (any error, or a non-zero exit)."""
-    if isinstance(exc, (typer.Exit, click.exceptions.Exit)):
+    if isinstance(exc, typer.Exit):
         return bool(exc.exit_code)
     return True
 
@@ -366,8 +373,7 @@ def _wrap_command(fn: F, *, hold: bool) -> F:
                 finally:
                     if ctx is not None and isinstance(ctx.obj, Session):
                         ctx.obj.close(drain=not down)
-            except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort,
-                    click.ClickException):
+            except _ENDINGS:
                 raise
             except Exception as exc:
                 typer.echo(f"error: {one_line(tier_error(exc) or exc)}", err=True)

@@ -1,7 +1,8 @@
 """``export THREAD`` / ``import FILE``: a thread's stored records as JSON Lines.
 
-The first line is a header ``{"format": "langgraph-durable-export", "format_version": 1,
-"schema_version": N, "thread_id": ..., "exported_at": ..., "counts": {...}}``; then one
+The first line is a header ``{"format": "langgraph-durable-export", "format_version": V,
+"schema_version": N, "thread_id": ..., "exported_at": ..., "counts": {...}}`` (V is 1, 2
+or 3: the lowest that holds the records, below); then one
 record a line, sorted by identity, with its ``type`` (``checkpoint``, ``blob``,
 ``write``), its schema version ``v`` and every serialized value as ``[serializer type,
 base64 bytes]``. Values an ``ExternalRefSerializer`` moved to a blob store come along as

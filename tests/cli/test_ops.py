@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -61,6 +62,26 @@ def test_status_reports_outbox_consumers_dead_letters_and_sizes(cli: Cli) -> Non
     assert (st["outbox"]["length"], st["outbox"]["pending"]) == (0, 0)
     assert st["outbox"]["oldest_age_s"] is None
     assert st["durable"]["checkpoints"]["documents"] == 3
+
+
+def test_status_probe_exits_3_once_the_oldest_unflushed_entry_is_older_than_the_limit(
+    cli: Cli,
+) -> None:
+    _put(cli, "p", 2)
+    st = cli.json("status", "--probe", "--max-oldest-age-s", "3600")
+    assert (st["outbox"]["length"], st["outbox"]["pending"]) == (2, 0)
+    assert st["schema"] == {"package": 1, "deployed": 1} and st["exceeded"] == []
+    assert "hot" not in st and "durable" not in st  # no key scan, no collection sizes
+    wait_for(lambda: cli.json("status", "--probe")["outbox"]["oldest_age_s"] > 0.5, 30,
+             "an outbox entry older than 0.5 s")
+    late = cli("status", "--probe", "--json", "--max-oldest-age-s", "0.5", code=3)
+    assert json.loads(late.stdout)["exceeded"][0].startswith("oldest unflushed entry ")
+    assert "LIMIT EXCEEDED" in cli("status", "--probe", "--max-oldest-age-s", "0.5",
+                                   code=3).stdout
+    cli("flush")
+    st = cli.json("status", "--probe", "--max-oldest-age-s", "0")  # exit 0: nothing waits
+    assert (st["outbox"]["length"], st["outbox"]["oldest_age_s"], st["exceeded"]) == (
+        0, None, [])
 
 
 def test_flusher_command_runs_the_worker_until_sigterm(cli: Cli) -> None:
