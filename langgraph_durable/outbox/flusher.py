@@ -452,6 +452,10 @@ class Flusher:
         """Ask the loop to end after its current round (safe from a signal handler)."""
         self._stop.set()
 
+    def wait_stop(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` seconds for a stop request; True once requested."""
+        return self._stop.wait(timeout_s)
+
     def _loop_sync(self, clients: Clients) -> None:
         self.heartbeat.start_thread(clients)
         try:
