@@ -154,8 +154,9 @@ def _serve(redis_url: str, mongo_url: str, config: DurableConfig,
             report.counters(flusher)
         r.close()
         m.close()
-    print(f"flusher {flusher.consumer}: {flusher.entries} entries in {flusher.rounds} rounds, "
-          f"{flusher.errors} errors")
+    if report is None:  # a supervised worker's stdout is the saver's pipe (gone, maybe)
+        print(f"flusher {flusher.consumer}: {flusher.entries} entries in {flusher.rounds} "
+              f"rounds, {flusher.errors} errors")
     return 0
 
 
