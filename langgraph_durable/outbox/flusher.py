@@ -249,14 +249,24 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
     got: dict[tuple[str, str], dict[str, Any]] = {}
     for (tid, kind, names), values in zip(plan, replies):
         got[(tid, kind)] = dict(zip(names, values))
-    cps, blobs, writes, chunks, items = [], [], [], [], []  # type: ignore[var-annotated]
-    nbytes = 0
+    cps: list[dict[str, Any]] = []
+    blobs: list[dict[str, Any]] = []
+    writes: list[dict[str, Any]] = []
+    chunks: list[dict[str, Any]] = []
+    items: list[dict[str, Any]] = []
+    big = C.THRESHOLD_BYTES  # a value's bytes never outgrow the record holding them: only
+    nbytes = 0  # a record bigger than a chunk can make a document that needs chunks
+
+    def add(kind: str, doc: dict[str, Any], raw: bytes, out: list[dict[str, Any]]) -> None:
+        if len(raw) > big:
+            doc, more = C.split(kind, doc)
+            chunks.extend(more)
+        out.append(doc)
+
     for tid in want:
         for d, raw in got.get((tid, "it"), {}).items():
             if raw is not None and isinstance(d, bytes):  # None: deleted since
-                doc, more = C.split("items", D.item_doc(tid, d, raw, put_ms=put_ms[(tid, d)]))
-                items.append(doc)
-                chunks += more
+                add("items", D.item_doc(tid, d, raw, put_ms=put_ms[(tid, d)]), raw, items)
                 nbytes += len(raw)
         recs, cvs = got.get((tid, "cp"), {}), got.get((tid, "cv"), {})
         for m, raw in recs.items():
@@ -264,28 +274,19 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
                 continue  # deleted since: nothing to write, nothing to resurrect
             ns, cid = m.split(SEP)
             rec = CheckpointRecord.unpack(ns, cid, raw, cvs[m])
-            doc, more = C.split("checkpoints",
-                                D.checkpoint_doc(tid, rec, put_ms=put_ms[(tid, m)]))
-            cps.append(doc)
-            chunks += more
+            add("checkpoints", D.checkpoint_doc(tid, rec, put_ms=put_ms[(tid, m)]), raw, cps)
             nbytes += len(rec.checkpoint[1]) + len(rec.metadata[1])
         for f, raw in got.get((tid, "bl"), {}).items():
             if raw is not None:
-                where = f"redis blob {f!r} of thread {tid!r}"
-                value = unpack_blob(raw, where)
-                doc, more = C.split("blobs",
-                                    D.blob_doc(tid, f, value, put_ms=put_ms[(tid, f)]))
-                blobs.append(doc)
-                chunks += more
+                value = unpack_blob(raw, f"redis blob {f!r} of thread {tid!r}")
+                add("blobs", D.blob_doc(tid, f, value, put_ms=put_ms[(tid, f)]), raw, blobs)
                 nbytes += len(value[1]) if value else 0
         for f, raw in got.get((tid, "w"), {}).items():
             if raw is not None:
                 ns, cid, _task, _idx = f.split(SEP)
                 w = WriteRecord.unpack(raw, f"redis write {f!r} of thread {tid!r}")
-                doc, more = C.split("writes",
-                                    D.write_doc(tid, ns, cid, w, put_ms=put_ms[(tid, f)]))
-                writes.append(doc)
-                chunks += more
+                add("writes", D.write_doc(tid, ns, cid, w, put_ms=put_ms[(tid, f)]), raw,
+                    writes)
                 nbytes += len(w.value[1])
     del got, replies  # the values now live in the documents: hold them once
     cols = ctx.collections
