@@ -78,6 +78,10 @@ class FlusherProcess:
         self._stopping = threading.Event()
         self._lock = threading.Lock()  # the stdin pipe: wake() and stop() from any thread
         self._thread: threading.Thread | None = None
+        self._owner = os.getpid()  # a process forked from the saver's does not own the child
+
+    def _mine(self) -> bool:
+        return os.getpid() == self._owner
 
     @property
     def pid(self) -> int | None:
@@ -192,6 +196,8 @@ class FlusherProcess:
 
     def wake(self) -> None:
         """Tell the child to end a pause after failures now (``flush()`` calls it)."""
+        if not self._mine():
+            return
         with self._lock:
             proc = self._proc
             if proc is None or proc.stdin is None or proc.poll() is not None:
@@ -203,7 +209,10 @@ class FlusherProcess:
                 pass  # it just died: the supervisor starts another
 
     def request_stop(self) -> None:
-        """SIGTERM to the child and no restart; returns at once."""
+        """SIGTERM to the child and no restart; returns at once. Nothing in a process
+        forked from the saver's (the child is the original process's)."""
+        if not self._mine():
+            return
         self._stopping.set()
         proc = self._proc
         if proc is not None and proc.poll() is None:
@@ -213,6 +222,8 @@ class FlusherProcess:
         """Stop the child: SIGTERM (it finishes its round and leaves the consumer group),
         then SIGKILL when it has not exited after ``timeout_s`` seconds (default
         ``close_drain_timeout_s``); waits for it and the supervisor thread."""
+        if not self._mine():
+            return
         wait_s = self.config.close_drain_timeout_s if timeout_s is None else timeout_s
         self.request_stop()
         proc = self._proc
