@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 from langgraph_durable import DurableSaver
@@ -28,6 +25,7 @@ from langgraph_durable.outbox.group import ensure_group_plan
 from langgraph_durable.testing import drop_namespace, mongo_server, redis_server
 
 from . import graphs
+from .profile_target import sampled
 
 PY_SPY = "/work/main/.venv/bin/py-spy"
 
@@ -60,23 +58,6 @@ def drain(saver: DurableSaver) -> tuple[int, float, float, int]:
     return entries, time.perf_counter() - w0, time.process_time() - c0, rounds
 
 
-@contextlib.contextmanager
-def spied(raw_out: str | None) -> Iterator[None]:
-    """py-spy samples this process inside the block when ``raw_out`` is given."""
-    if not raw_out:
-        yield
-        return
-    spy = subprocess.Popen([PY_SPY, "record", "--pid", str(os.getpid()), "--format", "raw",
-                            "--full-filenames", "--gil", "--rate", "250", "-o", raw_out],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1.0)
-    try:
-        yield
-    finally:
-        spy.send_signal(signal.SIGINT)
-        spy.wait(60)
-
-
 def main(argv: list[str]) -> None:
     raw_out = None
     if "--spy" in argv:
@@ -94,7 +75,9 @@ def main(argv: list[str]) -> None:
             with DurableSaver.from_urls(r_url, m_url, **opts) as saver:
                 for rep in range(repeats):
                     n = fill(saver, threads, turns, f"{rep}")
-                    with spied(raw_out if rep == repeats - 1 else None):
+                    spy = (sampled(raw_out, PY_SPY, 250) if raw_out and rep == repeats - 1
+                           else contextlib.nullcontext())
+                    with spy:
                         entries, wall, cpu, rounds = drain(saver)
                     assert entries >= n, (entries, n)
                     rows.append((entries / wall, cpu * 1e6 / entries))
