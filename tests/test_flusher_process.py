@@ -47,6 +47,8 @@ def test_the_process_flusher_drains_restarts_after_sigkill_and_stops_on_close(
         _put(saver, "p1", 6)
         saver.flush(timeout_s=20)
         assert _in_mongodb(saver, "p1") == 6
+        wait_for(lambda: saver.stats()["flusher"]["entries"] == 6, 10,
+                 "the child's counters (reported once a second)")
 
         os.kill(first, signal.SIGKILL)
         wait_for(lambda: saver.stats()["flusher"]["restarts"] == 1, 30,
@@ -56,6 +58,8 @@ def test_the_process_flusher_drains_restarts_after_sigkill_and_stops_on_close(
         _put(saver, "p2", 4)
         saver.flush(timeout_s=20)
         assert _in_mongodb(saver, "p2") == 4
+        wait_for(lambda: saver.stats()["flusher"]["entries"] == 10, 10,
+                 "the counters of both children added up")
     assert _gone(first) and _gone(second)
 
 

@@ -61,8 +61,9 @@ class FlusherProcess:
     ``flusher="process"``. It has the attributes ``stats()`` reports of an in-process
     ``Flusher`` (``consumer``, ``rounds``, ``entries``, ``reaped``, ``errors``,
     ``last_error``, ``lags_s``: the child's, as it last reported them, at most a second
-    old) and ``pid`` (the running child's, None between a death and its restart),
-    ``restarts`` (children started again after one died)."""
+    old; the counters add up the children before it) and ``pid`` (the running child's,
+    None between a death and its restart), ``restarts`` (children started again after
+    one died)."""
 
     def __init__(self, redis_url: str, mongo_url: str, config: DurableConfig) -> None:
         self._settings = json.dumps(child_settings(redis_url, mongo_url, config)) + "\n"
@@ -78,6 +79,7 @@ class FlusherProcess:
         self._stopping = threading.Event()
         self._lock = threading.Lock()  # the stdin pipe: wake() and stop() from any thread
         self._thread: threading.Thread | None = None
+        self._base = (0, 0, 0, 0)  # rounds, entries, reaped, errors of children before
         self._owner = os.getpid()  # a process forked from the saver's does not own the child
 
     def _mine(self) -> bool:
@@ -148,6 +150,9 @@ class FlusherProcess:
             started = time.monotonic()
             self._read_reports(proc.stdout)
             code = proc.wait()
+            self._close_pipes(proc)
+            # a new child counts from 0: what this one did stays counted
+            self._base = (self.rounds, self.entries, self.reaped, self.errors)
             if self._stopping.is_set():
                 return
             if time.monotonic() - started > 60.0:
@@ -179,8 +184,11 @@ class FlusherProcess:
             except ValueError:
                 continue
             if isinstance(report, dict) and "rounds" in report:
-                self.rounds, self.entries = int(report["rounds"]), int(report["entries"])
-                self.reaped, self.errors = int(report["reaped"]), int(report["errors"])
+                rounds, entries, reaped, errors = self._base
+                self.rounds = rounds + int(report["rounds"])
+                self.entries = entries + int(report["entries"])
+                self.reaped = reaped + int(report["reaped"])
+                self.errors = errors + int(report["errors"])
                 self.last_error = report.get("last_error")
                 self.lags_s = [float(x) for x in report.get("lags_s", [])]
                 self.left_group = bool(report.get("left_group", False))
@@ -229,16 +237,19 @@ class FlusherProcess:
         proc = self._proc
         if proc is not None:
             _reap(proc, wait_s)
-            with self._lock:
-                if proc.stdin is not None:
-                    try:
-                        proc.stdin.close()
-                    except OSError:
-                        pass
         if self._thread is not None:
             self._thread.join(5.0)
-        if proc is not None and proc.stdout is not None:
-            proc.stdout.close()
+        if proc is not None:
+            self._close_pipes(proc)
+
+    def _close_pipes(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            for pipe in (proc.stdin, proc.stdout):
+                if pipe is not None:
+                    try:
+                        pipe.close()
+                    except OSError:
+                        pass
 
     async def astop(self, timeout_s: float | None = None) -> None:
         """Async ``stop`` (in a worker thread)."""
