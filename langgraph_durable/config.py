@@ -33,8 +33,12 @@ class DurableConfig(BaseModel):
             checkpoint: it is read back and reaches MongoDB through the outbox, as after
             any timeout; the error means "not confirmed durable", not "not written".
         flusher: ``"auto"`` runs the in-process flusher (a thread with sync clients, an
-            asyncio task with async-only clients); ``"off"`` leaves the outbox to
-            standalone workers (``python -m langgraph_durable.outbox.worker``).
+            asyncio task with async-only clients); ``"process"`` runs it as one child
+            process the saver starts, supervises (restarted with backoff if it dies) and
+            stops on ``close`` (``outbox/process.py``; needs ``from_urls`` or
+            ``from_conn_string``: the child connects with the same URLs), so the flusher
+            takes no CPU or GIL of the application's process; ``"off"`` leaves the
+            outbox to standalone workers (``python -m langgraph_durable.outbox.worker``).
         flush_interval_s: longest time, in seconds, the flusher blocks waiting for new
             outbox entries before it looks again (bounds idle lag).
         flush_batch_size: most outbox entries moved to MongoDB in one bulk write round.
@@ -158,7 +162,7 @@ class DurableConfig(BaseModel):
     database: str = Field(default="langgraph_durable", min_length=1)
     collection_prefix: str = ""
     durability: Literal["write_behind", "strict"] = "write_behind"
-    flusher: Literal["auto", "off"] = "auto"
+    flusher: Literal["auto", "off", "process"] = "auto"
     flush_interval_s: float = Field(default=0.05, gt=0, le=60)
     flush_batch_size: int = Field(default=500, ge=1, le=10_000)
     flush_linger_s: float = Field(default=0.1, ge=0, le=10)

@@ -13,6 +13,7 @@ names only.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Iterable
@@ -301,8 +302,11 @@ def stats_dict(metrics: Metrics, flusher: Any, live: int | None) -> dict[str, An
     = ``live`` (read from Redis now; None when unknown) and ``flusher``: None without an
     in-process flusher, else its consumer name, rounds, entries, entries taken from flushers
     whose heartbeat lapsed (``reaped``), errors, last error, lag
-    p50/max (seconds) and the outbox length it saw after its last round
-    (``outbox_length_seen``)."""
+    p50/max (seconds), the outbox length it saw after its last round
+    (``outbox_length_seen``), the ``pid`` of the process it runs in (this one's, or the
+    child's with ``flusher="process"``: None while a dead child waits for its restart; its
+    counters are the child's, at most a second old) and ``restarts`` (children started
+    again after one died)."""
     lags = sorted(flusher.lags_s) if flusher else []
     snapshot = metrics.snapshot()
     seen = snapshot.pop("outbox_length")
@@ -317,5 +321,7 @@ def stats_dict(metrics: Metrics, flusher: Any, live: int | None) -> dict[str, An
             "lag_p50_s": lags[len(lags) // 2] if lags else None,
             "lag_max_s": lags[-1] if lags else None,
             "outbox_length_seen": seen,
+            "pid": getattr(flusher, "pid", os.getpid()),
+            "restarts": getattr(flusher, "restarts", 0),
         },
     }

@@ -35,6 +35,7 @@ from .errors import (
 from .items import items_for
 from .metrics import Metrics, stats_dict
 from .outbox.flusher import Flusher
+from .outbox.process import FlusherProcess
 from .plans import admin
 from .settings import (
     check_mongo_url,
@@ -92,6 +93,12 @@ class SaverRuntime(BaseCheckpointSaver[str]):
 
     def _start(self, config: DurableConfig, clients: C.ClientSet, cluster: bool,
                meter_provider: Any) -> None:
+        if config.flusher == "process" and not isinstance(clients, C.UrlClients):
+            raise ConfigurationError(
+                f"flusher='process' (key prefix {config.key_prefix!r}) starts a flusher "
+                "process that connects with the saver's server URLs, and a saver made from "
+                "clients has none: use DurableSaver.from_urls(...) or from_conn_string(...), "
+                "or flusher='auto' (a thread) or 'off' (standalone workers)")
         self.config = config
         self._ctx = Context(config, cluster=cluster, partitions=partitions_for(config, cluster),
                             **_serde_fields(config, self.serde))
@@ -320,7 +327,12 @@ class SaverRuntime(BaseCheckpointSaver[str]):
         if self.config.flusher == "off" or sh.flusher is not None or sync is None:
             return
         with sh.lock:
-            if sh.flusher is None:
+            if sh.flusher is None and self.config.flusher == "process":
+                assert isinstance(self._clients, C.UrlClients)
+                p = FlusherProcess(*self._clients.urls, self.config)
+                p.start()
+                sh.flusher = p
+            elif sh.flusher is None:
                 f = Flusher(self._ctx, metrics=sh.metrics)
                 f.start_thread(sync)
                 sh.flusher = f
@@ -537,7 +549,7 @@ class _Shared:
 
     def __init__(self, metrics: Metrics) -> None:
         self.lock = threading.Lock()
-        self.flusher: Flusher | None = None
+        self.flusher: Flusher | FlusherProcess | None = None
         self.deferred: DeferredSetup | None = None
         self.gate = SetupGate()
         self.closed = False

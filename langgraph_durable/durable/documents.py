@@ -43,9 +43,16 @@ TOMBSTONE_TTL_INDEX = "deleted_at_ttl"
 """Name of the tombstones' TTL index (``expireAfterSeconds`` = ``tombstone_ttl_s``)."""
 
 
+def _bin(data: bytes) -> bytes:
+    """``data`` as BSON binary (subtype 0). PyMongo encodes ``bytes`` as exactly that and
+    reads it back as ``bytes``, so plain bytes pass as they are; ``bson.Binary`` (which
+    copies them) only for other buffers. The flusher builds thousands of these a round."""
+    return data if type(data) is bytes else Binary(data)
+
+
 def doc_id(*parts: Any) -> str:
     """Deterministic ``_id``: ``len:part|len:part|...`` (unique for any part contents)."""
-    return "|".join(f"{len(str(p))}:{p}" for p in parts)
+    return "|".join([f"{len(s)}:{s}" for s in map(str, parts)])
 
 
 @dataclass(frozen=True)
@@ -164,9 +171,9 @@ def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, put_ms: int = 0) ->
         "parent_checkpoint_id": rec.parent_id,
         "run_id": rec.run_id,
         "type": rec.checkpoint[0],
-        "checkpoint": Binary(rec.checkpoint[1]),
+        "checkpoint": _bin(rec.checkpoint[1]),
         "metadata_type": rec.metadata[0],
-        "metadata": Binary(rec.metadata[1]),
+        "metadata": _bin(rec.metadata[1]),
         "md": [{"k": k, "v": v} for k, v in rec.md_query],
         "blob_fields": [split_field(f)[1:] for f in rec.blob_fields],
         "put_ms": put_ms,
@@ -176,9 +183,9 @@ def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, put_ms: int = 0) ->
 def _value_fields(value: Typed) -> dict[str, Any]:
     """``type``/``data`` of a stored value; a manifest keeps its digests as ``refs``."""
     if value[0] == MANIFEST_TYPE:
-        return {"v": ITEMS_VERSION, "type": MANIFEST_TYPE, "data": Binary(b""),
-                "refs": [Binary(d) for d in split_digests(value[1])]}
-    return {"v": SCHEMA_VERSION, "type": value[0], "data": Binary(value[1])}
+        return {"v": ITEMS_VERSION, "type": MANIFEST_TYPE, "data": b"",
+                "refs": split_digests(value[1])}
+    return {"v": SCHEMA_VERSION, "type": value[0], "data": _bin(value[1])}
 
 
 def _value_of(doc: Mapping[str, Any]) -> Typed:
@@ -199,7 +206,7 @@ def blob_doc(thread_id: str, field: str, value: Typed | None, *, put_ms: int = 0
         "channel": channel,
         "version": version,
         "type": "empty",
-        "data": Binary(b""),
+        "data": b"",
         **(_value_fields(value) if value else {}),
         "put_ms": put_ms,
     }
@@ -213,15 +220,14 @@ def item_doc(thread_id: str, digest: bytes, stored: bytes, *,
     from ..records import unpack_blob
 
     doc: dict[str, Any] = {"_id": doc_id(thread_id, digest.hex()), "v": SCHEMA_VERSION,
-                           "thread_id": thread_id, "d": Binary(digest)}
+                           "thread_id": thread_id, "d": _bin(digest)}
     if stored[:2] == NODE_MAGIC:
-        doc.update(type=NODE_TYPE, data=Binary(b""),
-                   refs=[Binary(c) for c in split_digests(stored[2:])])
+        doc.update(type=NODE_TYPE, data=b"", refs=split_digests(stored[2:]))
     else:
         typed = unpack_blob(stored, f"item {digest.hex()} of thread {thread_id!r}")
         if typed is None:
             raise CorruptRecordError(f"item {digest.hex()} of thread {thread_id!r} is empty")
-        doc.update(type=typed[0], data=Binary(typed[1]))
+        doc.update(type=typed[0], data=_bin(typed[1]))
     doc["put_ms"] = put_ms
     return doc
 

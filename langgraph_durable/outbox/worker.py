@@ -6,6 +6,8 @@ workers should do all the flushing). It starts only if its key prefix is bound t
 database and collection_prefix (or not bound yet: then it binds it,
 ``plans/binding.py``); otherwise it exits 2 naming both, having flushed nothing.
 On SIGTERM it finishes its round, then exits 0.
+``--supervised`` is the mode of a saver's ``flusher="process"`` (``outbox/process.py``):
+settings on stdin as JSON, answers on stdout, stopping when the saver's process is gone.
 Entries it held when killed are claimed by another flusher once its heartbeat lapsed
 (``heartbeat_ttl_s``; ``outbox/heartbeat.py``).
 The worker copies bytes; it needs no serializer or encryption key.
@@ -14,9 +16,12 @@ The worker copies bytes; it needs no serializer or encryption key.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mongo-url", default=None,
                    help="MongoDB URL (env MONGODB_URL); its database is used unless "
                    "--database is given")
+    p.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)
     for opt in config_options(skip=frozenset({"flusher"})):  # a worker is a flusher
         p.add_argument(opt.flag, type=_converter(opt), default=None, help=opt.help,
                        metavar=opt.name.upper())
@@ -71,6 +77,8 @@ def run(argv: list[str] | None = None) -> int:
     a bad option or URL and for a key prefix bound to another database or
     collection_prefix (``plans/binding.py``: nothing flushed), 1 when Redis fails."""
     args = build_parser().parse_args(argv)
+    if args.supervised:
+        return _run_supervised()
     env = server_settings()
     args.redis_url = args.redis_url or env.redis_url
     args.mongo_url = args.mongo_url or env.mongodb_url
@@ -92,27 +100,40 @@ def run(argv: list[str] | None = None) -> int:
             name = str(e["loc"][0]).replace("_", "-") if e["loc"] else "?"
             print(f"error: invalid option --{name}: {e['msg']}", file=sys.stderr)
         return 2
+    return _serve(args.redis_url, args.mongo_url, config, None)
+
+
+def _fail(report: _Reports | None, text: str, code: int) -> int:
+    """Print ``error: text`` to stderr (and tell a supervising saver); returns ``code``."""
+    print(f"error: {text}", file=sys.stderr)
+    if report is not None:
+        report.send({"error": text, "code": code})
+    return code
+
+
+def _serve(redis_url: str, mongo_url: str, config: DurableConfig,
+           report: _Reports | None) -> int:
+    """Check the binding, then flush until stopped (the exit codes of ``run``);
+    ``report``: the supervising saver's channel (``--supervised``), else None."""
     try:
-        r = redis_from_url(args.redis_url, config, asyncio=False)
+        r = redis_from_url(redis_url, config, asyncio=False)
     except ConfigurationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(report, str(exc), 2)
     try:
         ctx = Context(config, serde=None, queryable=True, cluster=is_cluster(r),
                       partitions=partitions_for(config, is_cluster(r)))
     except ConfigurationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    m = mongo_from_url(args.mongo_url, config, asyncio=False)
+        return _fail(report, str(exc), 2)
+    m = mongo_from_url(mongo_url, config, asyncio=False)
     clients = make_clients(r, database_of(m, config))
+    what = "flusher process" if report is not None else "flusher worker"
     try:  # before anything is flushed: this prefix's threads belong to one database
-        run_sync(binding.bind_plan(ctx, "this flusher worker",
-                                   binding.describe_process("flusher worker")), clients)
+        run_sync(binding.bind_plan(ctx, f"this {what}", binding.describe_process(what)),
+                 clients)
     except (ConfigurationError, TierUnavailableError) as exc:
         r.close()
         m.close()
-        print(f"error: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, ConfigurationError) else 1
+        return _fail(report, str(exc), 2 if isinstance(exc, ConfigurationError) else 1)
     flusher = Flusher(ctx)
 
     def stop(signum: int, _frame: Any) -> None:
@@ -122,17 +143,86 @@ def run(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     log.info("flusher worker %s draining %s", flusher.consumer, ctx.outbox)
+    if report is not None:
+        report.start(flusher)
     try:
         flusher.run(clients)
     except redis.exceptions.RedisError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return _fail(report, str(exc), 1)
     finally:
+        if report is not None:
+            report.counters(flusher)
         r.close()
         m.close()
-    print(f"flusher {flusher.consumer}: {flusher.entries} entries in {flusher.rounds} rounds, "
-          f"{flusher.errors} errors")
+    if report is None:  # a supervised worker's stdout is the saver's pipe (gone, maybe)
+        print(f"flusher {flusher.consumer}: {flusher.entries} entries in {flusher.rounds} "
+              f"rounds, {flusher.errors} errors")
     return 0
+
+
+def _run_supervised() -> int:
+    """``--supervised``: the settings come as one JSON line on stdin from the saver that
+    started this process (``outbox/process.py``); answers and counters go to stdout."""
+    report = _Reports(sys.stdout)
+    try:
+        got = json.loads(sys.stdin.readline())
+        config = DurableConfig.model_validate(got["config"])
+        redis_url, mongo_url = str(got["redis_url"]), str(got["mongo_url"])
+        parent = int(got["parent_pid"])
+    except (ValueError, KeyError, TypeError) as exc:  # pydantic's ValidationError included
+        return _fail(report, f"bad settings from the saver on stdin: {exc}", 2)
+    logging.getLogger().setLevel(int(got.get("log_level", logging.WARNING)))
+    report.parent = parent
+    return _serve(redis_url, mongo_url, config, report)
+
+
+class _Reports:
+    """The supervised worker's side of the pipes: JSON lines to the saver on stdout
+    (the first ``{"ready": consumer}`` or ``{"error": ...}``, then the counters once a
+    second), and, on stdin, ``wake`` lines and the end of file that means the saver's
+    process is gone (then the flusher stops after its round; also when this process's
+    parent pid is no longer the saver's)."""
+
+    INTERVAL_S = 1.0
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.parent = 0
+        self._lock = threading.Lock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        with self._lock:
+            try:
+                self.out.write(json.dumps(message) + "\n")
+                self.out.flush()
+            except (OSError, ValueError):
+                pass  # the saver is gone: the stdin watcher stops the flusher
+
+    def counters(self, f: Flusher) -> None:
+        self.send({"rounds": f.rounds, "entries": f.entries, "reaped": f.reaped,
+                   "errors": f.errors, "last_error": f.last_error,
+                   "lags_s": [round(x, 4) for x in f.lags_s[-1000:]],
+                   "left_group": f.left_group})
+
+    def start(self, f: Flusher) -> None:
+        self.send({"ready": f.consumer, "pid": os.getpid()})
+        threading.Thread(target=self._watch_stdin, args=(f,), daemon=True).start()
+        threading.Thread(target=self._tick, args=(f,), daemon=True).start()
+
+    def _watch_stdin(self, f: Flusher) -> None:
+        for line in sys.stdin:
+            if line.strip() == "wake":
+                f.wake()
+        log.warning("the saver that started this flusher process is gone: stopping")
+        f.request_stop()
+
+    def _tick(self, f: Flusher) -> None:
+        while not f.wait_stop(self.INTERVAL_S):
+            self.counters(f)
+            if self.parent and os.getppid() != self.parent:
+                log.warning("the saver process %d that started this flusher process is "
+                            "gone: stopping", self.parent)
+                f.request_stop()
 
 
 if __name__ == "__main__":

@@ -275,7 +275,7 @@ def test_entries_without_sizes_are_measured_in_redis_and_grouped_by_bytes(
         ["HSTRLEN", k.w, tiers.wfield]]
     assert done.result.documents == 3
     # sizes past the round's bound split the round into groups: two record reads
-    monkeypatch.setattr("langgraph_durable.outbox.flusher.ROUND_BYTES", 15)
+    monkeypatch.setattr("langgraph_durable.outbox.rounds.ROUND_BYTES", 15)
     tiers.pending = [(EID, tiers.cp_entry), (b"1699999999000-1", tiers.w_entry)]
     again = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
     reads = [op for op in again.ops if isinstance(op, Pipeline) and op.commands[0][0] == "HMGET"]
