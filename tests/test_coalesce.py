@@ -176,3 +176,34 @@ async def test_a_fresh_cluster_client_sends_its_first_batch_to_every_node_it_nam
     for k in keys:
         await r.delete(k)
     await r.aclose()
+
+
+async def test_calls_after_a_failing_script_on_a_one_connection_pool_get_their_own_replies(
+        redis_url: str) -> None:
+    pool = redis.asyncio.BlockingConnectionPool.from_url(redis_url, max_connections=1)
+    r = redis.asyncio.Redis(connection_pool=pool)
+    batcher = ScriptBatcher(r)
+    assert batcher._direct  # packed by hiredis, written to the pool's connection
+    ok_sha, ok = _script("return ARGV[1]")
+    bad_sha, bad = _script("return redis.error_reply('refused: ' .. ARGV[1])")
+    with pytest.raises(redis.exceptions.ResponseError, match="^refused: x$"):
+        await batcher.call(bad_sha, bad, [], ["x"])
+    assert await batcher.call(ok_sha, ok, [], ["after"]) == b"after"
+    got = await asyncio.gather(batcher.call(bad_sha, bad, [], ["y"]),
+                               batcher.call(ok_sha, ok, [], ["z"]), return_exceptions=True)
+    assert str(got[0]) == "refused: y" and got[1] == b"z"
+    assert await r.execute_command("ECHO", "clean") == b"clean"  # nothing left unread
+    await r.aclose()
+
+
+async def test_a_single_connection_client_is_sent_through_redis_py_with_the_same_replies(
+        redis_url: str) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url, single_connection_client=True,
+                                     decode_responses=True)
+    batcher = ScriptBatcher(r)
+    assert not batcher._direct
+    sha, source = _script("return ARGV[1]")
+    got = await asyncio.gather(*(batcher.call(sha, source, [], [f"v{i}"]) for i in range(3)))
+    assert got == ["v0", "v1", "v2"]
+    assert await batcher.call(sha, source, [], ["lone"]) == "lone"
+    await r.aclose()
