@@ -238,9 +238,20 @@ class ScriptBatcher:
 
 
 async def _send_read(conn: Any, packed: bytes, n: int) -> list[Any]:
-    """One write of ``packed`` (``n`` commands) on ``conn``, then its ``n`` replies."""
+    """One write of ``packed`` (``n`` commands) on ``conn``, then its ``n`` replies.
+
+    On a connected connection without health checks the bytes go straight to its stream
+    writer (waiting, under the socket timeout, only when the transport buffers them):
+    redis-py's ``send_packed_command`` runs every write in a task of its own
+    (``asyncio.wait_for``), one more event-loop turn per call."""
     try:
-        await conn.send_packed_command(packed)
+        writer = getattr(conn, "_writer", None)
+        if writer is None or conn.health_check_interval or not conn.is_connected:
+            await conn.send_packed_command(packed)
+        else:
+            _write(conn, writer, packed)
+            if writer.transport.get_write_buffer_size():
+                await _drain(conn, writer)
         replies: list[Any] = []
         for _ in range(n):
             try:
@@ -251,6 +262,24 @@ async def _send_read(conn: Any, packed: bytes, n: int) -> list[Any]:
     except BaseException:
         await conn.disconnect(nowait=True)  # replies may be left unread: never reuse it
         raise
+
+
+def _write(conn: Any, writer: Any, packed: bytes) -> None:
+    try:
+        writer.write(packed)
+    except OSError as exc:
+        raise redis.exceptions.ConnectionError(f"Error while writing to socket: {exc}") from exc
+
+
+async def _drain(conn: Any, writer: Any) -> None:
+    """Wait until the transport took the buffered bytes (rare: a large batch), within the
+    connection's socket timeout."""
+    try:
+        await asyncio.wait_for(writer.drain(), conn.socket_timeout or None)
+    except asyncio.TimeoutError:
+        raise redis.exceptions.TimeoutError("Timeout writing to socket") from None
+    except OSError as exc:
+        raise redis.exceptions.ConnectionError(f"Error while writing to socket: {exc}") from exc
 
 
 def _packs_direct(client: Any) -> bool:

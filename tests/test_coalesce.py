@@ -13,7 +13,7 @@ import redis.asyncio
 import redis.exceptions
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable import DurableConfig, DurableSaver
+from langgraph_durable import DurableConfig, DurableSaver, coalesce
 from langgraph_durable.clients import redis_from_url
 from langgraph_durable.coalesce import ScriptBatcher
 from langgraph_durable.drivers import Clients, Script, execute_async
@@ -22,7 +22,8 @@ from langgraph_durable.testing import _free_port, unique_options
 
 
 class Packets:
-    """Counts packets the asyncio redis-py connections send (one per command or pipeline)."""
+    """Counts packets the asyncio redis-py connections send (one per command or pipeline),
+    redis-py's or the batcher's own writes."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sent = 0
@@ -34,6 +35,13 @@ class Packets:
 
         monkeypatch.setattr(redis.asyncio.connection.AbstractConnection,
                             "send_packed_command", counting)
+        direct = coalesce._write  # the batcher's own write to a connection's stream
+
+        def counting_direct(conn: Any, writer: Any, packed: bytes) -> None:
+            self.sent += 1
+            direct(conn, writer, packed)
+
+        monkeypatch.setattr(coalesce, "_write", counting_direct)
 
 
 def _cfg(thread: str) -> dict[str, Any]:
@@ -206,4 +214,16 @@ async def test_a_single_connection_client_is_sent_through_redis_py_with_the_same
     got = await asyncio.gather(*(batcher.call(sha, source, [], [f"v{i}"]) for i in range(3)))
     assert got == ["v0", "v1", "v2"]
     assert await batcher.call(sha, source, [], ["lone"]) == "lone"
+    await r.aclose()
+
+
+async def test_a_call_larger_than_the_socket_buffer_is_written_whole(redis_url: str) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url, socket_timeout=30)
+    batcher = ScriptBatcher(r)
+    sha, source = _script("return string.len(ARGV[1])")
+    big = b"v" * (16 * 1024 * 1024)  # far above a socket's send buffer: the write waits
+    got = await asyncio.gather(batcher.call(sha, source, [], [big]),
+                               batcher.call(sha, source, [], [b"small"]))
+    assert got == [len(big), 5]
+    assert await batcher.call(sha, source, [], [big]) == len(big)  # lone
     await r.aclose()
