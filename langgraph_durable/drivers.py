@@ -18,9 +18,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -493,31 +492,31 @@ def _timed(op: Op[Any]) -> bool:
     return isinstance(op, (Script, Pipeline, LoadScripts, MongoOp))
 
 
-@contextmanager
-def _observed(op: Op[Any], clients: Clients) -> Iterator[None]:
-    """Around one operation (sync or async): a server that does not answer becomes
-    ``TierUnavailableError``; the round trip is timed by ``clients.observer``."""
-    obs = clients.observer if _timed(op) else None
-    t0 = time.perf_counter()
-    try:
-        yield
-    except Exception as exc:
-        if obs is not None:
-            obs(op, time.perf_counter() - t0, False)
-        wrapped = _wrap(exc, clients, op)
-        if wrapped is exc:
-            raise
-        raise wrapped from exc
-    if obs is not None:
-        obs(op, time.perf_counter() - t0, True)
+def _failed(op: Op[Any], clients: Clients, t0: float, exc: Exception) -> Exception:
+    """What an operation's error becomes (sync and async drivers alike): timed by
+    ``clients.observer``; a server that does not answer becomes ``TierUnavailableError``
+    (returned, to be raised ``from exc``), any other error is returned unchanged."""
+    obs = clients.observer
+    if obs is not None and _timed(op):
+        obs(op, time.perf_counter() - t0, False)
+    return _wrap(exc, clients, op)
 
 
 def execute_sync(op: Op[T], clients: Clients) -> T:
     """Execute one operation with blocking ``clients`` and return its normalised reply;
     a server that does not answer raises ``TierUnavailableError`` (other errors as the
     client raised them). Timed by ``clients.observer``."""
-    with _observed(op, clients):
+    t0 = time.perf_counter()
+    try:
         result: T = _exec_sync(op, clients)
+    except Exception as exc:
+        wrapped = _failed(op, clients, t0, exc)
+        if wrapped is exc:
+            raise
+        raise wrapped from exc
+    obs = clients.observer
+    if obs is not None and _timed(op):
+        obs(op, time.perf_counter() - t0, True)
     return result
 
 
@@ -610,8 +609,17 @@ async def _exec_async(op: Op[Any], c: Clients) -> Any:
 
 async def execute_async(op: Op[T], clients: Clients) -> T:
     """``execute_sync`` with asyncio ``clients``."""
-    with _observed(op, clients):
+    t0 = time.perf_counter()
+    try:
         result: T = await _exec_async(op, clients)
+    except Exception as exc:
+        wrapped = _failed(op, clients, t0, exc)
+        if wrapped is exc:
+            raise
+        raise wrapped from exc
+    obs = clients.observer
+    if obs is not None and _timed(op):
+        obs(op, time.perf_counter() - t0, True)
     return result
 
 
