@@ -38,10 +38,12 @@ own, and a node that does not answer fails only the calls sent to it.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio.cluster
+import redis.cluster
 import redis.exceptions
 
 _pack: Any
@@ -292,3 +294,110 @@ def _packs_direct(client: Any) -> bool:
     if kwargs is None or not hasattr(pool, "get_connection"):
         return False
     return str(kwargs.get("encoding", "utf-8")).lower().replace("-", "") == "utf8"
+
+
+# --------------------------------------------------------------------------- sync API
+
+
+class _Pending:
+    """One sync call waiting in a ``SyncScriptBatcher``: its command, and its reply once
+    sent (``lead``: it was made the next batch's sender)."""
+
+    __slots__ = ("command", "source", "done", "reply", "lead")
+
+    def __init__(self, command: tuple[Any, ...], source: str) -> None:
+        self.command, self.source = command, source
+        self.done = threading.Event()
+        self.reply: Any = None
+        self.lead = False
+
+
+class SyncScriptBatcher:
+    """Group commit of script calls made by several OS threads at once on one blocking
+    ``redis.Redis`` client (e.g. graphs run by a ``ThreadPoolExecutor``).
+
+    A call made while no batch is on the wire is sent at once, alone (a plain
+    ``EVALSHA``: a lone caller waits for nobody). Calls made while a batch is on the wire
+    queue; when it is answered, the first of them is woken to send them all as one
+    pipeline (``transaction=False``) and the others are woken with their replies. So a
+    call waits at most for the batch in flight, and each keeps its own reply or error, as
+    in ``ScriptBatcher``. Not used on a Redis Cluster (there each call goes on its own)."""
+
+    def __init__(self, redis_client: Any) -> None:
+        self.redis = redis_client
+        self.batches = 0
+        """Pipelines (or lone ``EVALSHA``s) sent so far."""
+        self.calls = 0
+        """Script calls sent so far."""
+        self._lock = threading.Lock()
+        self._queue: list[_Pending] = []
+        self._busy = False
+        """True while a batch is on the wire (its sender hands over when answered)."""
+
+    def call(self, sha: str, source: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Run one script call (``EVALSHA sha``, ``EVAL source`` after ``NOSCRIPT``);
+        returns the script's reply, or raises its ``ResponseError`` or the client's
+        ``ConnectionError``/``TimeoutError``."""
+        me = _Pending(("EVALSHA", sha, len(keys), *keys, *args), source)
+        with self._lock:
+            self._queue.append(me)
+            lead = not self._busy
+            self._busy = True
+        if not lead:
+            me.done.wait()
+        if lead or me.lead:
+            self._send_queued()
+        if isinstance(me.reply, BaseException):
+            raise me.reply
+        return me.reply
+
+    def _send_queued(self) -> None:
+        """Send every queued call (this thread's among them), then wake the first call
+        queued meanwhile to send the next batch, or mark the batcher idle."""
+        with self._lock:
+            batch, self._queue = self._queue, []
+        try:
+            self._send(batch)
+        finally:
+            with self._lock:
+                if self._queue:
+                    self._queue[0].lead = True
+                    self._queue[0].done.set()
+                else:
+                    self._busy = False
+            for p in batch:
+                p.done.set()
+
+    def _send(self, batch: list[_Pending]) -> None:
+        self.batches += 1
+        self.calls += len(batch)
+        try:
+            replies = self._exchange([p.command for p in batch])
+            again = [i for i, r in enumerate(replies)
+                     if isinstance(r, redis.exceptions.NoScriptError)]
+            if again:
+                resent = self._exchange([("EVAL", batch[i].source, *batch[i].command[2:])
+                                         for i in again])
+                for i, reply in zip(again, resent):
+                    replies[i] = reply
+        except Exception as exc:  # the batch's connection failed: every call fails
+            replies = [exc] * len(batch)
+        for p, reply in zip(batch, replies):
+            p.reply = reply
+
+    def _exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        if len(commands) == 1:
+            try:
+                return [self.redis.execute_command(*commands[0])]
+            except redis.exceptions.ResponseError as exc:
+                return [exc]
+        pipe = self.redis.pipeline(transaction=False)
+        for cmd in commands:
+            pipe.execute_command(*cmd)
+        return list(pipe.execute(raise_on_error=False))
+
+
+def sync_batchable(client: Any) -> bool:
+    """Whether ``SyncScriptBatcher`` serves ``client``: a blocking client, not a Redis
+    Cluster's."""
+    return not isinstance(client, redis.cluster.RedisCluster)

@@ -27,7 +27,7 @@ import redis.exceptions
 from pymongo.errors import PyMongoError
 from redis.asyncio.cluster import PipelineCommand
 
-from .coalesce import ScriptBatcher
+from .coalesce import ScriptBatcher, SyncScriptBatcher, sync_batchable
 from .errors import ReplicationTimeoutError, TierUnavailableError
 
 T = TypeVar("T")
@@ -308,9 +308,12 @@ class Clients:
     (round-trip time from ``time.perf_counter``); ``None`` = not timed (metrics.py sets it)."""
     coalesce: bool = True
     """Asyncio clients: ``Script`` calls (without ``wait_replicas``) that arrive in the same
-    event-loop turn go to Redis as one pipeline (``coalesce.ScriptBatcher``); False sends
-    each on its own. Blocking clients ignore it."""
+    event-loop turn go to Redis as one pipeline (``coalesce.ScriptBatcher``). Blocking
+    clients (not a cluster's): calls that OS threads make while another batch is on the
+    wire go together as the next one (``coalesce.SyncScriptBatcher``). False sends each
+    on its own."""
     _batcher: ScriptBatcher | None = None
+    _sync_batcher: SyncScriptBatcher | None = None
 
     def script(self, name: str) -> Any:
         """The client's registered ``Script`` object for ``name`` (EVALSHA with fallback)."""
@@ -324,6 +327,17 @@ class Clients:
         if self._batcher is None:
             self._batcher = ScriptBatcher(self.redis)
         return self._batcher
+
+    def sync_batcher(self) -> SyncScriptBatcher | None:
+        """The blocking clients' ``SyncScriptBatcher`` (made on first use); None on a Redis
+        Cluster or with ``coalesce`` False."""
+        if not self.coalesce or self.cluster:
+            return None
+        if self._sync_batcher is None:
+            if not sync_batchable(self.redis):
+                return None
+            self._sync_batcher = SyncScriptBatcher(self.redis)
+        return self._sync_batcher
 
 
 def _what(op: Any) -> str:
@@ -460,6 +474,9 @@ def _exec_sync(op: Op[Any], c: Clients) -> Any:
     if isinstance(op, Script):
         if op.wait_replicas > 0:
             return run_with(_replicated(op, c), lambda step: _step_sync(step, c))
+        batcher = c.sync_batcher()
+        if batcher is not None:
+            return batcher.call(c.script(op.name).sha, c.scripts[op.name], op.keys, op.args)
         return c.script(op.name)(keys=list(op.keys), args=list(op.args))
     if isinstance(op, LoadScripts):
         as_pipe = _load_scripts_op(op, c)
