@@ -300,14 +300,15 @@ def _packs_direct(client: Any) -> bool:
 
 
 class _Pending:
-    """One sync call waiting in a ``SyncScriptBatcher``: its command, and its reply once
-    sent (``lead``: it was made the next batch's sender)."""
+    """One sync call in a ``SyncScriptBatcher``: its command, its reply once sent, and
+    (a call queued behind a batch on the wire) the event it waits on; ``lead``: it was
+    woken to send the next batch."""
 
     __slots__ = ("command", "source", "done", "reply", "lead")
 
     def __init__(self, command: tuple[Any, ...], source: str) -> None:
         self.command, self.source = command, source
-        self.done = threading.Event()
+        self.done: threading.Event | None = None
         self.reply: Any = None
         self.lead = False
 
@@ -331,6 +332,7 @@ class SyncScriptBatcher:
         """Script calls sent so far."""
         self._lock = threading.Lock()
         self._queue: list[_Pending] = []
+        """Calls waiting for the batch on the wire (empty when none is)."""
         self._busy = False
         """True while a batch is on the wire (its sender hands over when answered)."""
 
@@ -340,33 +342,45 @@ class SyncScriptBatcher:
         ``ConnectionError``/``TimeoutError``."""
         me = _Pending(("EVALSHA", sha, len(keys), *keys, *args), source)
         with self._lock:
-            self._queue.append(me)
-            lead = not self._busy
+            queued = self._busy
+            if queued:
+                me.done = threading.Event()
+                self._queue.append(me)
             self._busy = True
-        if not lead:
+        if not queued:
+            self._send_then_hand_over([me])
+        else:
+            assert me.done is not None
             me.done.wait()
-        if lead or me.lead:
-            self._send_queued()
+            if me.lead:
+                self._send_queued()
         if isinstance(me.reply, BaseException):
             raise me.reply
         return me.reply
 
     def _send_queued(self) -> None:
-        """Send every queued call (this thread's among them), then wake the first call
-        queued meanwhile to send the next batch, or mark the batcher idle."""
+        """Send every queued call (this thread's among them) as the next batch."""
         with self._lock:
             batch, self._queue = self._queue, []
+        self._send_then_hand_over(batch)
+
+    def _send_then_hand_over(self, batch: list[_Pending]) -> None:
+        """Send ``batch``, then wake the first call queued meanwhile to send the next
+        batch (or mark the batcher idle) and wake the batch's waiting callers."""
         try:
             self._send(batch)
         finally:
             with self._lock:
                 if self._queue:
                     self._queue[0].lead = True
-                    self._queue[0].done.set()
+                    nxt = self._queue[0].done
+                    assert nxt is not None
+                    nxt.set()
                 else:
                     self._busy = False
             for p in batch:
-                p.done.set()
+                if p.done is not None and not p.lead:
+                    p.done.set()
 
     def _send(self, batch: list[_Pending]) -> None:
         self.batches += 1
