@@ -38,7 +38,9 @@ own, and a node that does not answer fails only the calls sent to it.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -335,6 +337,12 @@ class SyncScriptBatcher:
         """Calls waiting for the batch on the wire (empty when none is)."""
         self._busy = False
         """True while a batch is on the wire (its sender hands over when answered)."""
+        _SYNC_BATCHERS.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: no batch of the parent's threads is on the wire here."""
+        self._lock = threading.Lock()
+        self._queue, self._busy = [], False
 
     def call(self, sha: str, source: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """Run one script call (``EVALSHA sha``, ``EVAL source`` after ``NOSCRIPT``);
@@ -409,6 +417,20 @@ class SyncScriptBatcher:
         for cmd in commands:
             pipe.execute_command(*cmd)
         return list(pipe.execute(raise_on_error=False))
+
+
+_SYNC_BATCHERS: weakref.WeakSet[SyncScriptBatcher] = weakref.WeakSet()
+"""Every live ``SyncScriptBatcher``: reset in a forked child (a thread of the parent may
+have been sending a batch, which nobody in the child ever answers)."""
+
+
+def _reset_after_fork() -> None:
+    for batcher in list(_SYNC_BATCHERS):
+        batcher._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def sync_batchable(client: Any) -> bool:

@@ -4,6 +4,7 @@ one event-loop turn share one pipeline, each keeps its own reply and error."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from typing import Any
 
@@ -313,3 +314,41 @@ def test_sync_puts_of_threads_at_once_are_each_stored_and_a_lost_connection_fail
     with pytest.raises(TierUnavailableError, match=r"^Redis down:2 did not answer \(probe\)"):
         execute_sync(Script("probe", ["k"], []), clients)
     down.close()
+
+
+def test_a_forked_child_sends_its_calls_though_a_parent_batch_was_on_the_wire(
+        redis_url: str) -> None:
+    import os
+
+    r = redis.Redis.from_url(redis_url)
+    batcher = SyncScriptBatcher(r)
+    sha, source = _script("return ARGV[1]")
+    assert batcher.call(sha, source, [], ["parent"]) == b"parent"
+    with batcher._lock:
+        batcher._busy = True  # a parent thread's batch on the wire at the fork
+    pid = os.fork()
+    if pid == 0:  # the child: its call must not wait for the parent's batch
+        try:
+            ok = batcher.call(sha, source, [], ["child"]) == b"child"
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 1)
+    status: int | None = None
+
+    def exited() -> bool:
+        nonlocal status
+        done, code = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            status = code
+        return done == pid
+
+    try:
+        _wait_until(exited, "the forked child to exit", timeout_s=20)
+    finally:
+        if status is None:  # still running: never leave it behind
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+    assert status is not None and os.waitstatus_to_exitcode(status) == 0
+    batcher._after_fork()
+    r.close()
