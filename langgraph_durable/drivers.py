@@ -513,10 +513,16 @@ def _failed(op: Op[Any], clients: Clients, t0: float, exc: Exception) -> Excepti
     """What an operation's error becomes (sync and async drivers alike): timed by
     ``clients.observer``; a server that does not answer becomes ``TierUnavailableError``
     (returned, to be raised ``from exc``), any other error is returned unchanged."""
-    obs = clients.observer
-    if obs is not None and _timed(op):
-        obs(op, time.perf_counter() - t0, False)
+    if clients.observer is not None:
+        _observed(op, clients, t0, False)
     return _wrap(exc, clients, op)
+
+
+def _observed(op: Op[Any], clients: Clients, t0: float, ok: bool) -> None:
+    """Tell ``clients.observer`` (set) how long ``op`` took since ``t0``."""
+    if _timed(op):
+        assert clients.observer is not None
+        clients.observer(op, time.perf_counter() - t0, ok)
 
 
 def execute_sync(op: Op[T], clients: Clients) -> T:
@@ -531,9 +537,8 @@ def execute_sync(op: Op[T], clients: Clients) -> T:
         if wrapped is exc:
             raise
         raise wrapped from exc
-    obs = clients.observer
-    if obs is not None and _timed(op):
-        obs(op, time.perf_counter() - t0, True)
+    if clients.observer is not None:
+        _observed(op, clients, t0, True)
     return result
 
 
@@ -634,9 +639,8 @@ async def execute_async(op: Op[T], clients: Clients) -> T:
         if wrapped is exc:
             raise
         raise wrapped from exc
-    obs = clients.observer
-    if obs is not None and _timed(op):
-        obs(op, time.perf_counter() - t0, True)
+    if clients.observer is not None:
+        _observed(op, clients, t0, True)
     return result
 
 
