@@ -20,6 +20,14 @@ no ``MULTI``), as ioredis' auto-pipelining does:
 - a batch of one is sent as a plain ``EVALSHA`` (no pipeline object), and a lost
   connection fails every call of its batch with the client's error.
 
+Off a cluster the commands are packed by hiredis' C packer (``hiredis.pack_command``) and
+written to a connection taken from the client's pool (retried as redis-py retries a
+pipeline, the connection closed on any error so no reply is left unread): redis-py's
+asyncio command path packs every argument in Python and wraps each command in its own
+bookkeeping, which cost more CPU than the rest of a ``put``'s driver. A client redis-py
+would pack otherwise (a single-connection client, an encoding other than UTF-8, no
+hiredis) is sent through redis-py's pipeline as before.
+
 On a Redis Cluster a batch is split by the node that owns each call's first key (a
 script's keys share one hash tag, so each script goes whole to one node) and each node's
 share is its own cluster pipeline, sent concurrently: redis-py's cluster pipeline keeps
@@ -30,11 +38,21 @@ own, and a node that does not answer fails only the calls sent to it.
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio.cluster
+import redis.cluster
 import redis.exceptions
+
+_pack: Any
+try:
+    from hiredis import pack_command as _pack
+except ImportError:  # pragma: no cover - hiredis is a default dependency
+    _pack = None
 
 Call = tuple[str, str, Sequence[Any], Sequence[Any]]
 """One script call: ``(sha1 digest, Lua source, keys, args)``."""
@@ -59,6 +77,8 @@ class ScriptBatcher:
         """Calls queued in this loop turn behind the turn's first (None: no first yet)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._direct = not self.cluster and _packs_direct(redis_client)
+        """True: commands are packed by hiredis and written to a pooled connection."""
 
     async def call(self, sha: str, source: str, keys: Sequence[Any],
                    args: Sequence[Any]) -> Any:
@@ -140,6 +160,11 @@ class ScriptBatcher:
 
     async def _lone(self, call: Call) -> Any:
         sha, source, keys, args = call
+        if self._direct:
+            (reply,) = await self._exchange([("EVALSHA", sha, len(keys), *keys, *args)])
+            if isinstance(reply, redis.exceptions.NoScriptError):
+                (reply,) = await self._exchange([("EVAL", source, len(keys), *keys, *args)])
+            return reply
         try:
             try:
                 return await self.redis.evalsha(sha, len(keys), *keys, *args)
@@ -191,7 +216,224 @@ class ScriptBatcher:
         return replies
 
     async def _pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        if self._direct:
+            return await self._exchange(commands)
         pipe = self.redis.pipeline(transaction=False)
         for cmd in commands:
             pipe.execute_command(*cmd)
         return list(await pipe.execute(raise_on_error=False))
+
+    async def _exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send ``commands`` packed by hiredis in one write on a pooled connection and read
+        their replies (a ``ResponseError`` reply in its command's place), retried with the
+        connection's ``retry`` as redis-py retries a pipeline. Raises the client's
+        ``ConnectionError``/``TimeoutError``; the connection is closed on any error (no
+        reply of another caller is ever left on it)."""
+        assert _pack is not None
+        packed = b"".join([_pack(cmd) for cmd in commands])
+        pool = self.redis.connection_pool
+        conn = await pool.get_connection()
+        try:
+            return await conn.retry.call_with_retry(
+                lambda: _send_read(conn, packed, len(commands)),
+                lambda _error: conn.disconnect())  # type: ignore[no-any-return]
+        finally:
+            await pool.release(conn)
+
+
+async def _send_read(conn: Any, packed: bytes, n: int) -> list[Any]:
+    """One write of ``packed`` (``n`` commands) on ``conn``, then its ``n`` replies.
+
+    On a connected connection without health checks the bytes go straight to its stream
+    writer (waiting, under the socket timeout, only when the transport buffers them):
+    redis-py's ``send_packed_command`` runs every write in a task of its own
+    (``asyncio.wait_for``), one more event-loop turn per call."""
+    try:
+        writer = getattr(conn, "_writer", None)
+        if writer is None or conn.health_check_interval or not conn.is_connected:
+            await conn.send_packed_command(packed)
+        else:
+            _write(conn, writer, packed)
+            if writer.transport.get_write_buffer_size():
+                await _drain(conn, writer)
+        replies: list[Any] = []
+        for _ in range(n):
+            try:
+                replies.append(await conn.read_response())
+            except redis.exceptions.ResponseError as exc:
+                replies.append(exc)
+        return replies
+    except BaseException:
+        await conn.disconnect(nowait=True)  # replies may be left unread: never reuse it
+        raise
+
+
+def _write(conn: Any, writer: Any, packed: bytes) -> None:
+    try:
+        writer.write(packed)
+    except OSError as exc:
+        raise redis.exceptions.ConnectionError(f"Error while writing to socket: {exc}") from exc
+
+
+async def _drain(conn: Any, writer: Any) -> None:
+    """Wait until the transport took the buffered bytes (rare: a large batch), within the
+    connection's socket timeout."""
+    try:
+        await asyncio.wait_for(writer.drain(), conn.socket_timeout or None)
+    except asyncio.TimeoutError:
+        raise redis.exceptions.TimeoutError("Timeout writing to socket") from None
+    except OSError as exc:
+        raise redis.exceptions.ConnectionError(f"Error while writing to socket: {exc}") from exc
+
+
+def _packs_direct(client: Any) -> bool:
+    """Whether ``client``'s commands can be packed by hiredis and sent on its pool's
+    connections: a pooled ``redis.asyncio.Redis`` encoding text as UTF-8."""
+    if _pack is None or getattr(client, "single_connection_client", True):
+        return False
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    if kwargs is None or not hasattr(pool, "get_connection"):
+        return False
+    return str(kwargs.get("encoding", "utf-8")).lower().replace("-", "") == "utf8"
+
+
+# --------------------------------------------------------------------------- sync API
+
+
+class _Pending:
+    """One sync call in a ``SyncScriptBatcher``: its command, its reply once sent, and
+    (a call queued behind a batch on the wire) the event it waits on; ``lead``: it was
+    woken to send the next batch."""
+
+    __slots__ = ("command", "source", "done", "reply", "lead")
+
+    def __init__(self, command: tuple[Any, ...], source: str) -> None:
+        self.command, self.source = command, source
+        self.done: threading.Event | None = None
+        self.reply: Any = None
+        self.lead = False
+
+
+class SyncScriptBatcher:
+    """Group commit of script calls made by several OS threads at once on one blocking
+    ``redis.Redis`` client (e.g. graphs run by a ``ThreadPoolExecutor``).
+
+    A call made while no batch is on the wire is sent at once, alone (a plain
+    ``EVALSHA``: a lone caller waits for nobody). Calls made while a batch is on the wire
+    queue; when it is answered, the first of them is woken to send them all as one
+    pipeline (``transaction=False``) and the others are woken with their replies. So a
+    call waits at most for the batch in flight, and each keeps its own reply or error, as
+    in ``ScriptBatcher``. Not used on a Redis Cluster (there each call goes on its own)."""
+
+    def __init__(self, redis_client: Any) -> None:
+        self.redis = redis_client
+        self.batches = 0
+        """Pipelines (or lone ``EVALSHA``s) sent so far."""
+        self.calls = 0
+        """Script calls sent so far."""
+        self._lock = threading.Lock()
+        self._queue: list[_Pending] = []
+        """Calls waiting for the batch on the wire (empty when none is)."""
+        self._busy = False
+        """True while a batch is on the wire (its sender hands over when answered)."""
+        _SYNC_BATCHERS.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: no batch of the parent's threads is on the wire here."""
+        self._lock = threading.Lock()
+        self._queue, self._busy = [], False
+
+    def call(self, sha: str, source: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        """Run one script call (``EVALSHA sha``, ``EVAL source`` after ``NOSCRIPT``);
+        returns the script's reply, or raises its ``ResponseError`` or the client's
+        ``ConnectionError``/``TimeoutError``."""
+        me = _Pending(("EVALSHA", sha, len(keys), *keys, *args), source)
+        with self._lock:
+            queued = self._busy
+            if queued:
+                me.done = threading.Event()
+                self._queue.append(me)
+            self._busy = True
+        if not queued:
+            self._send_then_hand_over([me])
+        else:
+            assert me.done is not None
+            me.done.wait()
+            if me.lead:
+                self._send_queued()
+        if isinstance(me.reply, BaseException):
+            raise me.reply
+        return me.reply
+
+    def _send_queued(self) -> None:
+        """Send every queued call (this thread's among them) as the next batch."""
+        with self._lock:
+            batch, self._queue = self._queue, []
+        self._send_then_hand_over(batch)
+
+    def _send_then_hand_over(self, batch: list[_Pending]) -> None:
+        """Send ``batch``, then wake the first call queued meanwhile to send the next
+        batch (or mark the batcher idle) and wake the batch's waiting callers."""
+        try:
+            self._send(batch)
+        finally:
+            with self._lock:
+                if self._queue:
+                    self._queue[0].lead = True
+                    nxt = self._queue[0].done
+                    assert nxt is not None
+                    nxt.set()
+                else:
+                    self._busy = False
+            for p in batch:
+                if p.done is not None and not p.lead:
+                    p.done.set()
+
+    def _send(self, batch: list[_Pending]) -> None:
+        self.batches += 1
+        self.calls += len(batch)
+        try:
+            replies = self._exchange([p.command for p in batch])
+            again = [i for i, r in enumerate(replies)
+                     if isinstance(r, redis.exceptions.NoScriptError)]
+            if again:
+                resent = self._exchange([("EVAL", batch[i].source, *batch[i].command[2:])
+                                         for i in again])
+                for i, reply in zip(again, resent):
+                    replies[i] = reply
+        except Exception as exc:  # the batch's connection failed: every call fails
+            replies = [exc] * len(batch)
+        for p, reply in zip(batch, replies):
+            p.reply = reply
+
+    def _exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        if len(commands) == 1:
+            try:
+                return [self.redis.execute_command(*commands[0])]
+            except redis.exceptions.ResponseError as exc:
+                return [exc]
+        pipe = self.redis.pipeline(transaction=False)
+        for cmd in commands:
+            pipe.execute_command(*cmd)
+        return list(pipe.execute(raise_on_error=False))
+
+
+_SYNC_BATCHERS: weakref.WeakSet[SyncScriptBatcher] = weakref.WeakSet()
+"""Every live ``SyncScriptBatcher``: reset in a forked child (a thread of the parent may
+have been sending a batch, which nobody in the child ever answers)."""
+
+
+def _reset_after_fork() -> None:
+    for batcher in list(_SYNC_BATCHERS):
+        batcher._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def sync_batchable(client: Any) -> bool:
+    """Whether ``SyncScriptBatcher`` serves ``client``: a blocking client, not a Redis
+    Cluster's."""
+    return not isinstance(client, redis.cluster.RedisCluster)

@@ -65,6 +65,10 @@ class Clock:
 
 SYSTEM_CLOCK = Clock()
 
+PUT_KEYS_CACHE = 10_000
+"""Threads whose PUT/PUT_WRITES keys a ``Context`` remembers (all are dropped at once
+when full: one dict, no LRU bookkeeping on the hot path)."""
+
 
 def partitions_for(config: DurableConfig, cluster: bool) -> int:
     """The number of outbox partitions: ``config.outbox_partitions``, else 16 on a Redis
@@ -99,6 +103,8 @@ class Context:
     clock: Clock = field(default=SYSTEM_CLOCK, compare=False, repr=False)
     items: Items = field(default_factory=Items, compare=False, repr=False)
     partitions: int = 1
+    _put_keys: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False,
+                                                  repr=False)
 
     @property
     def outbox(self) -> str:
@@ -148,3 +154,16 @@ class Context:
         stream (one slot: see ``hot/keys.py``)."""
         keys = self.keys(thread_id)
         return [*keys.all, keys.gone, self.outbox_of(thread_id)]
+
+    def put_keys(self, thread_id: str) -> tuple[str, ...]:
+        """KEYS of PUT and PUT_WRITES: ``script_keys`` and the thread's registry
+        (``registry_of``), remembered for the last ``PUT_KEYS_CACHE`` threads written (a
+        put or put_writes of a thread names the same keys every time)."""
+        cache = self._put_keys
+        found = cache.get(thread_id)
+        if found is None:
+            if len(cache) >= PUT_KEYS_CACHE:
+                cache.clear()
+            found = cache[thread_id] = (*self.script_keys(thread_id),
+                                        self.registry_of(thread_id))
+        return found

@@ -18,9 +18,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -28,7 +27,7 @@ import redis.exceptions
 from pymongo.errors import PyMongoError
 from redis.asyncio.cluster import PipelineCommand
 
-from .coalesce import ScriptBatcher
+from .coalesce import ScriptBatcher, SyncScriptBatcher, sync_batchable
 from .errors import ReplicationTimeoutError, TierUnavailableError
 
 T = TypeVar("T")
@@ -309,9 +308,12 @@ class Clients:
     (round-trip time from ``time.perf_counter``); ``None`` = not timed (metrics.py sets it)."""
     coalesce: bool = True
     """Asyncio clients: ``Script`` calls (without ``wait_replicas``) that arrive in the same
-    event-loop turn go to Redis as one pipeline (``coalesce.ScriptBatcher``); False sends
-    each on its own. Blocking clients ignore it."""
+    event-loop turn go to Redis as one pipeline (``coalesce.ScriptBatcher``). Blocking
+    clients (not a cluster's): calls that OS threads make while another batch is on the
+    wire go together as the next one (``coalesce.SyncScriptBatcher``). False sends each
+    on its own."""
     _batcher: ScriptBatcher | None = None
+    _sync_batcher: SyncScriptBatcher | None = None
 
     def script(self, name: str) -> Any:
         """The client's registered ``Script`` object for ``name`` (EVALSHA with fallback)."""
@@ -325,6 +327,17 @@ class Clients:
         if self._batcher is None:
             self._batcher = ScriptBatcher(self.redis)
         return self._batcher
+
+    def sync_batcher(self) -> SyncScriptBatcher | None:
+        """The blocking clients' ``SyncScriptBatcher`` (made on first use); None on a Redis
+        Cluster or with ``coalesce`` False."""
+        if not self.coalesce or self.cluster:
+            return None
+        if self._sync_batcher is None:
+            if not sync_batchable(self.redis):
+                return None
+            self._sync_batcher = SyncScriptBatcher(self.redis)
+        return self._sync_batcher
 
 
 def _what(op: Any) -> str:
@@ -461,6 +474,9 @@ def _exec_sync(op: Op[Any], c: Clients) -> Any:
     if isinstance(op, Script):
         if op.wait_replicas > 0:
             return run_with(_replicated(op, c), lambda step: _step_sync(step, c))
+        batcher = c.sync_batcher()
+        if batcher is not None:
+            return batcher.call(c.script(op.name).sha, c.scripts[op.name], op.keys, op.args)
         return c.script(op.name)(keys=list(op.keys), args=list(op.args))
     if isinstance(op, LoadScripts):
         as_pipe = _load_scripts_op(op, c)
@@ -493,31 +509,36 @@ def _timed(op: Op[Any]) -> bool:
     return isinstance(op, (Script, Pipeline, LoadScripts, MongoOp))
 
 
-@contextmanager
-def _observed(op: Op[Any], clients: Clients) -> Iterator[None]:
-    """Around one operation (sync or async): a server that does not answer becomes
-    ``TierUnavailableError``; the round trip is timed by ``clients.observer``."""
-    obs = clients.observer if _timed(op) else None
-    t0 = time.perf_counter()
-    try:
-        yield
-    except Exception as exc:
-        if obs is not None:
-            obs(op, time.perf_counter() - t0, False)
-        wrapped = _wrap(exc, clients, op)
-        if wrapped is exc:
-            raise
-        raise wrapped from exc
-    if obs is not None:
-        obs(op, time.perf_counter() - t0, True)
+def _failed(op: Op[Any], clients: Clients, t0: float, exc: Exception) -> Exception:
+    """What an operation's error becomes (sync and async drivers alike): timed by
+    ``clients.observer``; a server that does not answer becomes ``TierUnavailableError``
+    (returned, to be raised ``from exc``), any other error is returned unchanged."""
+    if clients.observer is not None:
+        _observed(op, clients, t0, False)
+    return _wrap(exc, clients, op)
+
+
+def _observed(op: Op[Any], clients: Clients, t0: float, ok: bool) -> None:
+    """Tell ``clients.observer`` (set) how long ``op`` took since ``t0``."""
+    if _timed(op):
+        assert clients.observer is not None
+        clients.observer(op, time.perf_counter() - t0, ok)
 
 
 def execute_sync(op: Op[T], clients: Clients) -> T:
     """Execute one operation with blocking ``clients`` and return its normalised reply;
     a server that does not answer raises ``TierUnavailableError`` (other errors as the
     client raised them). Timed by ``clients.observer``."""
-    with _observed(op, clients):
+    t0 = time.perf_counter()
+    try:
         result: T = _exec_sync(op, clients)
+    except Exception as exc:
+        wrapped = _failed(op, clients, t0, exc)
+        if wrapped is exc:
+            raise
+        raise wrapped from exc
+    if clients.observer is not None:
+        _observed(op, clients, t0, True)
     return result
 
 
@@ -610,8 +631,16 @@ async def _exec_async(op: Op[Any], c: Clients) -> Any:
 
 async def execute_async(op: Op[T], clients: Clients) -> T:
     """``execute_sync`` with asyncio ``clients``."""
-    with _observed(op, clients):
+    t0 = time.perf_counter()
+    try:
         result: T = await _exec_async(op, clients)
+    except Exception as exc:
+        wrapped = _failed(op, clients, t0, exc)
+        if wrapped is exc:
+            raise
+        raise wrapped from exc
+    if clients.observer is not None:
+        _observed(op, clients, t0, True)
     return result
 
 

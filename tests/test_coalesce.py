@@ -4,25 +4,28 @@ one event-loop turn share one pipeline, each keeps its own reply and error."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from typing import Any
 
 import pymongo
 import pytest
+import redis
 import redis.asyncio
 import redis.exceptions
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable import DurableConfig, DurableSaver
+from langgraph_durable import DurableConfig, DurableSaver, coalesce
 from langgraph_durable.clients import redis_from_url
-from langgraph_durable.coalesce import ScriptBatcher
-from langgraph_durable.drivers import Clients, Script, execute_async
+from langgraph_durable.coalesce import ScriptBatcher, SyncScriptBatcher
+from langgraph_durable.drivers import Clients, Script, execute_async, execute_sync
 from langgraph_durable.errors import TierUnavailableError
 from langgraph_durable.testing import _free_port, unique_options
 
 
 class Packets:
-    """Counts packets the asyncio redis-py connections send (one per command or pipeline)."""
+    """Counts packets the asyncio redis-py connections send (one per command or pipeline),
+    redis-py's or the batcher's own writes."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sent = 0
@@ -34,6 +37,13 @@ class Packets:
 
         monkeypatch.setattr(redis.asyncio.connection.AbstractConnection,
                             "send_packed_command", counting)
+        direct = coalesce._write  # the batcher's own write to a connection's stream
+
+        def counting_direct(conn: Any, writer: Any, packed: bytes) -> None:
+            self.sent += 1
+            direct(conn, writer, packed)
+
+        monkeypatch.setattr(coalesce, "_write", counting_direct)
 
 
 def _cfg(thread: str) -> dict[str, Any]:
@@ -176,3 +186,169 @@ async def test_a_fresh_cluster_client_sends_its_first_batch_to_every_node_it_nam
     for k in keys:
         await r.delete(k)
     await r.aclose()
+
+
+async def test_calls_after_a_failing_script_on_a_one_connection_pool_get_their_own_replies(
+        redis_url: str) -> None:
+    pool = redis.asyncio.BlockingConnectionPool.from_url(redis_url, max_connections=1)
+    r = redis.asyncio.Redis(connection_pool=pool)
+    batcher = ScriptBatcher(r)
+    assert batcher._direct  # packed by hiredis, written to the pool's connection
+    ok_sha, ok = _script("return ARGV[1]")
+    bad_sha, bad = _script("return redis.error_reply('refused: ' .. ARGV[1])")
+    with pytest.raises(redis.exceptions.ResponseError, match="^refused: x$"):
+        await batcher.call(bad_sha, bad, [], ["x"])
+    assert await batcher.call(ok_sha, ok, [], ["after"]) == b"after"
+    got = await asyncio.gather(batcher.call(bad_sha, bad, [], ["y"]),
+                               batcher.call(ok_sha, ok, [], ["z"]), return_exceptions=True)
+    assert str(got[0]) == "refused: y" and got[1] == b"z"
+    assert await r.execute_command("ECHO", "clean") == b"clean"  # nothing left unread
+    await r.aclose()
+
+
+async def test_a_single_connection_client_is_sent_through_redis_py_with_the_same_replies(
+        redis_url: str) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url, single_connection_client=True,
+                                     decode_responses=True)
+    batcher = ScriptBatcher(r)
+    assert not batcher._direct
+    sha, source = _script("return ARGV[1]")
+    got = await asyncio.gather(*(batcher.call(sha, source, [], [f"v{i}"]) for i in range(3)))
+    assert got == ["v0", "v1", "v2"]
+    assert await batcher.call(sha, source, [], ["lone"]) == "lone"
+    await r.aclose()
+
+
+async def test_a_call_larger_than_the_socket_buffer_is_written_whole(redis_url: str) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url, socket_timeout=30)
+    batcher = ScriptBatcher(r)
+    sha, source = _script("return string.len(ARGV[1])")
+    big = b"v" * (16 * 1024 * 1024)  # far above a socket's send buffer: the write waits
+    got = await asyncio.gather(batcher.call(sha, source, [], [big]),
+                               batcher.call(sha, source, [], [b"small"]))
+    assert got == [len(big), 5]
+    assert await batcher.call(sha, source, [], [big]) == len(big)  # lone
+    await r.aclose()
+
+
+# --------------------------------------------------------------------------- sync API
+
+
+def _wait_until(check: Any, what: str, timeout_s: float = 10.0) -> None:
+    """Poll ``check()`` until true (event-driven enough for threads queueing), bounded."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.001)
+
+
+def _queued_behind_a_batch_in_flight(batcher: SyncScriptBatcher, calls: list[Any]) -> list[Any]:
+    """Run ``calls`` (argument tuples of ``batcher.call``) in threads while a batch is
+    taken to be on the wire, then let it be answered: they go as the next batch."""
+    import threading
+
+    with batcher._lock:
+        batcher._busy = True  # a batch on the wire: every call now queues behind it
+    got: list[Any] = [None] * len(calls)
+
+    def one(i: int) -> None:
+        try:
+            got[i] = batcher.call(*calls[i])
+        except Exception as exc:
+            got[i] = exc
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    _wait_until(lambda: len(batcher._queue) == len(calls), "the calls to queue")
+    batcher._send_queued()  # the batch in flight (none) answered: hand over to the queue
+    for t in threads:
+        t.join(10)
+    return got
+
+
+def test_sync_calls_queued_behind_a_batch_in_flight_go_as_one_pipeline_with_own_replies(
+        redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    batcher = SyncScriptBatcher(r)
+    key = f"lgd-test-coalesce-{uuid.uuid4().hex}"
+    ok_sha, ok = _script("return ARGV[1]")
+    bad_sha, bad = _script("return redis.error_reply('refused: ' .. ARGV[1])")
+    inc_sha, inc = _script("return redis.call('INCR', KEYS[1])")
+    calls = [(ok_sha, ok, [], [f"v{i}"]) for i in range(4)]
+    calls += [(bad_sha, bad, [], ["b"]), (inc_sha, inc, [key], []), (inc_sha, inc, [key], [])]
+    got = _queued_behind_a_batch_in_flight(batcher, calls)
+    assert got[:4] == [b"v0", b"v1", b"v2", b"v3"]
+    assert isinstance(got[4], redis.exceptions.ResponseError) and str(got[4]) == "refused: b"
+    assert sorted(got[5:]) == [1, 2]  # NOSCRIPT ran nothing: each ran once, sent again
+    # one handed-over batch: the pipeline, and its NOSCRIPT calls sent again as EVAL
+    assert (batcher.batches, batcher.calls) == (1, 7)
+    assert not batcher._busy and batcher.call(ok_sha, ok, [], ["lone"]) == b"lone"
+    assert (batcher.batches, batcher.calls) == (2, 8)
+    r.delete(key)
+    r.close()
+
+
+def test_sync_puts_of_threads_at_once_are_each_stored_and_a_lost_connection_fails_them(
+        redis_url: str, mongo_url: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(flusher="off")) as s:
+        cps = [empty_checkpoint() for _ in range(16)]
+        with ThreadPoolExecutor(16) as pool:
+            done = list(pool.map(lambda i: s.put(_cfg(f"t{i}"), cps[i], {"step": i}, {}),
+                                 range(16)))
+        for i, cp in enumerate(cps):
+            assert done[i]["configurable"]["checkpoint_id"] == cp["id"]
+            got = s.get_tuple(_cfg(f"t{i}"))
+            assert got is not None and got.checkpoint["id"] == cp["id"]
+            assert got.metadata["step"] == i
+        batcher = s.sync_clients.sync_batcher()
+        assert batcher is not None and batcher.calls >= 16
+    down = redis.Redis(port=_free_port(), socket_connect_timeout=1, retry=None)
+    sha, source = _script("return 1")
+    clients = Clients(redis=down, db=None, scripts={"probe": source}, redis_name="down:2")
+    with pytest.raises(TierUnavailableError, match=r"^Redis down:2 did not answer \(probe\)"):
+        execute_sync(Script("probe", ["k"], []), clients)
+    down.close()
+
+
+def test_a_forked_child_sends_its_calls_though_a_parent_batch_was_on_the_wire(
+        redis_url: str) -> None:
+    import os
+
+    r = redis.Redis.from_url(redis_url)
+    batcher = SyncScriptBatcher(r)
+    sha, source = _script("return ARGV[1]")
+    assert batcher.call(sha, source, [], ["parent"]) == b"parent"
+    with batcher._lock:
+        batcher._busy = True  # a parent thread's batch on the wire at the fork
+    pid = os.fork()
+    if pid == 0:  # the child: its call must not wait for the parent's batch
+        try:
+            ok = batcher.call(sha, source, [], ["child"]) == b"child"
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 1)
+    status: int | None = None
+
+    def exited() -> bool:
+        nonlocal status
+        done, code = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            status = code
+        return done == pid
+
+    try:
+        _wait_until(exited, "the forked child to exit", timeout_s=20)
+    finally:
+        if status is None:  # still running: never leave it behind
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+    assert status is not None and os.waitstatus_to_exitcode(status) == 0
+    batcher._after_fork()
+    r.close()

@@ -301,7 +301,7 @@ def prepare_put(
     record = rec.pack()
     packed_blobs = [(f, pack_blob(typed)) for f, typed in blobs]
     size = len(record) + sum(len(b) for _, b in packed_blobs)
-    keys = [*ctx.script_keys(tid), ctx.registry_of(tid)]  # the put registers the thread
+    keys = ctx.put_keys(tid)  # with the thread's registry: the put registers the thread
     args = PutArgs(
         keys=keys, max_outbox=_max_outbox(ctx), thread_id=tid,
         payload=_payload("cp", m, [f for f, _ in blobs], send, size), member=m, ns=ns,
@@ -396,7 +396,7 @@ def prepare_put_writes(
     send = ctx.items.unknown(tid, parts, pack_blob)
     packed_writes = [(f, w.pack(), w.idx < 0) for f, w in zip(fields, recs)]
     args = PutWritesArgs(
-        keys=[*ctx.script_keys(tid), ctx.registry_of(tid)], max_outbox=_max_outbox(ctx),
+        keys=ctx.put_keys(tid), max_outbox=_max_outbox(ctx),
         thread_id=tid,
         payload=_payload("w", m, fields, send, sum(len(b) for _, b, _ in packed_writes)),
         member=m, checked_through_ms=0, writes=packed_writes, items=send)
