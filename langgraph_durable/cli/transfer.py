@@ -43,6 +43,7 @@ from ..durable.documents import (
     write_of,
 )
 from ..errors import CorruptRecordError
+from ..inspection import storage
 from ..items import NODE_MAGIC, NODE_TYPE
 from ..plans.admin import release_plan
 from ..plans.registry import register_plan
@@ -56,7 +57,6 @@ from ..records import (
 )
 from ..schema import check_not_newer
 from ..serde.external import collect_refs
-from . import storage
 from .session import CliError, command, confirm, session_of
 
 FORMAT = "langgraph-durable-export"
