@@ -126,7 +126,7 @@ def finished(saver: DurableSaver) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def readonly(saver: DurableSaver) -> Iterator[str]:
-    served = Served(create_app(saver, poll_s=0.2))
+    served = Served(create_app(saver, poll_s=0.2, index_ttl_s=0))
     yield served.url
     served.close()
 

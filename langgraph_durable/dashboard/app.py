@@ -96,7 +96,7 @@ def _templates() -> Environment:
 
 def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = False,
                poll_s: float = 1.0, running_window_s: float = RUNNING_WINDOW_S,
-               lag_every_s: float = 10.0) -> Any:
+               lag_every_s: float = 10.0, index_ttl_s: float = 5.0) -> Any:
     """The dashboard as an ASGI app for ``saver`` (a ``DurableSaver``; mount it in a
     FastAPI/Starlette app or serve it with uvicorn).
 
@@ -110,11 +110,15 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         running_window_s: a thread with nodes still to run is ``running`` while its
             latest checkpoint is younger than this (seconds), ``stalled`` after.
         lag_every_s: seconds between two flush-lag samples for the tiers page's plot.
+        index_ttl_s: the list of every thread (``list_threads``, its cost grows with the
+            number of threads) is read again when older than this (seconds); each
+            shown row's status, step and sizes are read at every refresh.
 
     Raises ``ConfigurationError`` for ``allow_writes`` without a token."""
     security.check_bind("127.0.0.1", token, allow_writes)
     env = _templates()
     samples = tiers.LagSamples(every_s=lag_every_s)
+    index = views.ThreadIndex(saver, index_ttl_s)
     csrf = security.csrf_token(token) if token else ""
 
     def page(name: str, code: int = 200, **data: Any) -> HTMLResponse:
@@ -145,7 +149,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         return q, n
 
     def listing(q: str, n: int) -> dict[str, Any]:
-        return views.thread_list(saver, q, n, running_window_s=running_window_s)
+        return views.thread_list(saver, q, n, running_window_s=running_window_s, index=index)
 
     async def threads_page(request: Request) -> Response:
         q, n = _page_args(request)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime
 import json
 import shlex
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,14 +51,37 @@ def human_age(seconds: float | None) -> str:
     return f"{s}s"
 
 
+class ThreadIndex:
+    """Every thread of the saver (``storage.all_threads``: ``list_threads``, whose cost
+    grows with the number of threads), read again only when older than ``ttl_s``
+    seconds, shared by every page and live stream of one app. Thread-safe."""
+
+    def __init__(self, saver: Any, ttl_s: float) -> None:
+        self.saver, self.ttl_s = saver, ttl_s
+        self._lock = threading.Lock()
+        self._at = float("-inf")
+        self._infos: list[Any] = []
+
+    def get(self) -> list[Any]:
+        """The threads (``ThreadInfo``), at most ``ttl_s`` seconds old."""
+        with self._lock:
+            if time.monotonic() - self._at >= self.ttl_s:
+                self._infos = storage.all_threads(self.saver)
+                self._at = time.monotonic()
+            return list(self._infos)
+
+
 def thread_list(saver: Any, q: str = "", page: int = 1, *,
-                running_window_s: float = timeline.RUNNING_WINDOW_S) -> dict[str, Any]:
+                running_window_s: float = timeline.RUNNING_WINDOW_S,
+                index: ThreadIndex | None = None) -> dict[str, Any]:
     """One page of the thread list: threads whose thread_id contains ``q``
     (case-insensitive), newest activity first, ``PAGE_SIZE`` a page (``page`` from 1).
     Each row: ``thread_id``, ``status`` and ``detail`` (``timeline.status``), ``last``
     (node(s) that ran last), ``step``, ``age_s``, ``checkpoints``, ``hot_bytes``,
-    ``durable_bytes``. Returns ``{"rows", "total", "page", "pages", "q"}``."""
-    infos = storage.all_threads(saver)
+    ``durable_bytes``; the rows' own figures are read now, the set of threads and their
+    checkpoint counts come from ``index`` (default: read now). Returns ``{"rows",
+    "total", "page", "pages", "q"}``."""
+    infos = index.get() if index is not None else storage.all_threads(saver)
     needle = q.strip().lower()
     if needle:
         infos = [i for i in infos if needle in i.thread_id.lower()]
