@@ -95,15 +95,19 @@ def tiers_data(saver: Any, samples: LagSamples | None = None) -> dict[str, Any]:
 def lag_plot(points: list[list[Any]], width: int = 640, height: int = 160,
              window_s: float = WINDOW_S) -> dict[str, Any]:
     """The flush-lag samples as an SVG polyline (drawn server-side: no chart library):
-    ``points`` (``"x,y ..."``), ``max_s`` (the y axis' top), ``width``, ``height``."""
+    ``points`` (``"x,y ..."``; x spans the samples' time, at most ``window_s``), ``max_s``
+    (the y axis' top, at least 1 s), ``span_s`` (the x axis, seconds), ``width``,
+    ``height``, ``n`` (samples)."""
     if not points:
-        return {"points": "", "max_s": 0.0, "width": width, "height": height, "n": 0}
+        return {"points": "", "max_s": 0.0, "span_s": 0.0, "width": width, "height": height,
+                "n": 0}
     end = points[-1][0]
+    span = min(window_s, max(end - points[0][0], 1.0))
     top = max(1.0, max(p[1] for p in points))
     xy = []
     for at, lag, _n in points:
-        x = width * (1 - (end - at) / window_s)
-        y = height - height * lag / top
+        x = width * (1 - (end - at) / span)
+        y = height - (height - 20) * lag / top
         xy.append(f"{x:.1f},{y:.1f}")
-    return {"points": " ".join(xy), "max_s": top, "width": width, "height": height,
-            "n": len(points)}
+    return {"points": " ".join(xy), "max_s": top, "span_s": span, "width": width,
+            "height": height, "n": len(points)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 import shlex
 import threading
 import time
@@ -13,6 +14,8 @@ from typing import Any
 
 from ..inspection import lookup, render, storage, timeline
 from ..inspection.tolerant import Undecodable
+
+log = logging.getLogger("langgraph_durable.dashboard")
 
 PAGE_SIZE = 50
 """Threads per page of the thread list."""
@@ -53,22 +56,46 @@ def human_age(seconds: float | None) -> str:
 
 class ThreadIndex:
     """Every thread of the saver (``storage.all_threads``: ``list_threads``, whose cost
-    grows with the number of threads), read again only when older than ``ttl_s``
-    seconds, shared by every page and live stream of one app. Thread-safe."""
+    grows with the number of threads), shared by every page and live stream of one app.
+    The first ``get`` reads it; later ones answer at once with the last list read and,
+    when that is older than ``ttl_s`` seconds, start reading it again in a background
+    thread (one at a time), so a slow read never holds up a page. Thread-safe."""
 
     def __init__(self, saver: Any, ttl_s: float) -> None:
         self.saver, self.ttl_s = saver, ttl_s
         self._lock = threading.Lock()
         self._at = float("-inf")
-        self._infos: list[Any] = []
+        self._infos: list[Any] | None = None
+        self._reading: threading.Thread | None = None
+
+    def _read(self) -> None:
+        try:
+            infos = storage.all_threads(self.saver)
+        except Exception as exc:
+            if self._infos is None:
+                raise
+            log.warning("dashboard: reading the list of threads failed: %s",
+                        type(exc).__name__)  # the last list read stays shown
+            infos = self._infos
+        finally:
+            with self._lock:
+                self._reading = None
+        with self._lock:
+            self._infos, self._at = infos, time.monotonic()
 
     def get(self) -> list[Any]:
-        """The threads (``ThreadInfo``), at most ``ttl_s`` seconds old."""
+        """The threads (``ThreadInfo``): the last list read, at most one read old."""
         with self._lock:
-            if time.monotonic() - self._at >= self.ttl_s:
-                self._infos = storage.all_threads(self.saver)
-                self._at = time.monotonic()
-            return list(self._infos)
+            infos, stale = self._infos, time.monotonic() - self._at >= self.ttl_s
+            if infos is not None and stale and self._reading is None:
+                self._reading = threading.Thread(target=self._read, daemon=True,
+                                                 name="lgd-dashboard-index")
+                self._reading.start()
+        if infos is None:  # nothing read yet: read it now
+            self._read()
+            with self._lock:
+                infos = self._infos
+        return list(infos or [])
 
 
 def thread_list(saver: Any, q: str = "", page: int = 1, *,

@@ -29,6 +29,11 @@ RUNNING_WINDOW_S = 120.0
 time on one node)."""
 
 
+WAITING_SOURCES = frozenset({"fork", "update"})
+"""Checkpoint sources no run is working from (``lookup.fork``, ``update_state``): their
+threads are ``ready`` for an ``invoke``, not ``running``."""
+
+
 def next_nodes(checkpoint: Mapping[str, Any]) -> list[str]:
     """The nodes this checkpoint triggers (LangGraph's ``next``), in name order; ``"Send"``
     stands for pushed tasks. Empty: the run ended at this checkpoint."""
@@ -90,8 +95,10 @@ def status(tup: Any, now: datetime.datetime | None = None,
     """A thread's status from its latest checkpoint tuple: ``{"status", "detail",
     "next"}`` where status is ``"error"`` (a task's error write pending; detail: the
     error), ``"interrupted"`` (an interrupt pending; detail: its value as JSON data),
-    ``"done"`` (no node to run), ``"running"`` (nodes to run and the checkpoint younger
-    than ``running_window_s`` seconds) or ``"stalled"`` (nodes to run, older)."""
+    ``"done"`` (no node to run), ``"ready"`` (nodes to run from a checkpoint no run made:
+    a fork or an ``update_state``; it waits for an ``invoke``), ``"running"`` (nodes to
+    run and the checkpoint younger than ``running_window_s`` seconds) or ``"stalled"``
+    (nodes to run, older)."""
     writes = tup.pending_writes or []
     nxt = next_nodes(tup.checkpoint)
     errors = _values(writes, ERROR_CHANNEL)
@@ -104,6 +111,8 @@ def status(tup: Any, now: datetime.datetime | None = None,
                 "next": nxt}
     if not nxt:
         return {"status": "done", "detail": None, "next": nxt}
+    if (tup.metadata or {}).get("source") in WAITING_SOURCES:
+        return {"status": "ready", "detail": None, "next": nxt}
     when = parse_ts(tup.checkpoint.get("ts"))
     now = now or datetime.datetime.now(datetime.timezone.utc)
     recent = when is not None and (now - when).total_seconds() <= running_window_s

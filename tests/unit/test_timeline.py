@@ -43,6 +43,9 @@ def test_status_reads_errors_interrupts_next_nodes_and_age() -> None:
     failed = tup("c2", "c1", updated=["branch:to:b"], step=1,
                  writes=[("task", "__error__", ValueError("boom"))])
     assert timeline.status(failed, NOW)["status"] == "error"
+    forked = tup("f1", None, updated=["branch:to:b"], step=1)
+    forked.metadata["source"] = "fork"
+    assert timeline.status(forked, NOW)["status"] == "ready"  # waits for an invoke
     assert timeline.next_nodes(tup("c0", None, updated=["__start__"], step=-1).checkpoint) == [
         "__start__"]
 
