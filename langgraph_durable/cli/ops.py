@@ -4,7 +4,6 @@ outbox drains even when no application is running; destructive ones ask first.""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any
@@ -331,15 +330,10 @@ def fork(ctx: typer.Context,
     continues from that point."""
     session = session_of(ctx)
     saver = session.saver(flusher=True)
-    edits: dict[str, Any] = {}
-    for pair in values:
-        channel, sep, raw = pair.partition("=")
-        if not sep or not channel:
-            raise CliError(f"--set expects channel=JSON, got {pair!r}")
-        try:
-            edits[channel] = json.loads(raw)
-        except ValueError as exc:
-            raise CliError(f"--set {channel}: the value is not JSON ({exc})") from None
+    try:
+        edits = render.parse_pairs(values, "--set", "channel=JSON", json_only=True)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     done = lookup.fork(saver, session.clients, thread, checkpoint, to, ns, edits)
     edited = f", {', '.join(sorted(edits))} set" if edits else ""
     typer.echo(f"forked {thread}@{done['source_checkpoint_id']} -> {to}@"

@@ -157,6 +157,9 @@ def test_fork_with_set_stores_the_edited_channel_value_and_resumes_from_it(
                                          "(ns '') has no channel 'nope' to edit")
     assert cli("fork", "t1", "--checkpoint", step1, "--to", "e2", "--set", "count",
                code=1).stderr == "error: --set expects channel=JSON, got 'count'\n"
+    assert cli("fork", "t1", "--checkpoint", step1, "--to", "e2", "--set", "count=ten",
+               code=1).stderr.startswith("error: --set count: the value is not JSON (")
+    assert cli("show", "e2", code=1).stderr == "error: thread 'e2' (ns '') not found\n"
 
 
 def test_fork_keeps_an_interrupt_pending(cli: Cli) -> None:
