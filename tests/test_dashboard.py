@@ -273,6 +273,8 @@ def test_a_dashboard_with_a_token_refuses_requests_without_it(
     ok = page.request.get(writable + "api/threads",
                           headers={"Authorization": f"Bearer {TOKEN}"})
     assert ok.status == 200 and "rows" in ok.json()
+    by_query = page.request.get(writable + "api/threads?token=" + TOKEN, max_redirects=0)
+    assert by_query.status == 200 and by_query.json()["page"] == 1  # JSON: no redirect
 
 
 def test_a_non_loopback_bind_without_a_token_is_refused(saver: DurableSaver) -> None:

@@ -43,9 +43,9 @@ HERE = Path(__file__).parent
 
 
 class _Guard:
-    """ASGI middleware: the token check (``security.token_ok``; a first visit with
-    ``?token=`` sets the cookie and is redirected without it) and the security headers
-    on every response."""
+    """ASGI middleware: the token check (``security.token_ok``; a first visit to a page
+    with ``?token=`` sets the cookie and is redirected without it, JSON and event
+    streams just take it) and the security headers on every response."""
 
     def __init__(self, app: Any, token: str | None) -> None:
         self.app, self.token = app, token
@@ -64,7 +64,8 @@ class _Guard:
                 "Authorization: Bearer ...</p>", status_code=401, headers=security.HEADERS)
             await response(scope, receive, send)
             return
-        if self.token and "token" in request.query_params:
+        page = "/api/" not in request.url.path and "/events/" not in request.url.path
+        if self.token and page and "token" in request.query_params:
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
             url = request.url.path + ("?" + urlencode(rest) if rest else "")
             response = RedirectResponse(url, status_code=303, headers=security.HEADERS)
