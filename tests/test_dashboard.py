@@ -169,10 +169,20 @@ def test_a_running_graph_appears_in_the_list_and_its_step_rises_without_a_reload
         row = page.locator('tr[data-thread="live-1"]')
         expect(row.locator(".step")).to_have_text("0")  # appeared: START ran, work waits
         expect(row.locator(".status")).to_have_text("running")
-        for step in ("1", "2", "3"):
+        gate.release()
+        expect(row.locator(".step")).to_have_text("1")
+        thread_page = page.context.new_page()  # the thread's page, open while it runs
+        thread_page.goto(readonly + "thread?thread_id=live-1")
+        expect(thread_page.locator("#timeline tbody tr").first).to_have_attribute(
+            "data-step", "1")
+        assert thread_page.locator("#newer").is_hidden()
+        for step in ("2", "3"):
             gate.release()
             expect(row.locator(".step")).to_have_text(step)
         expect(row.locator(".status")).to_have_text("done")
+        expect(thread_page.locator("#newer-step")).to_have_text("3")  # it says so, live
+        expect(thread_page.locator("#newer-status")).to_have_text("done")
+        assert thread_page.locator("#newer").is_visible()
         expect(row.locator("td").nth(2)).to_have_text("work")  # the last node
         assert page.evaluate("window.__same_page") is True  # no reload happened
     finally:

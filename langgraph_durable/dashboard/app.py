@@ -1,7 +1,8 @@
 """The dashboard's ASGI application (Starlette + Jinja2; the ``dashboard`` extra).
 
 Routes (GET unless said): ``/`` the thread list, ``/events/threads`` its live rows
-(server-sent events), ``/thread`` a thread (timeline, state, time machine), ``/diff``,
+(server-sent events), ``/thread`` a thread (timeline, state, time machine) and
+``/events/thread`` its latest checkpoint, live (the page offers to reload), ``/diff``,
 ``/tiers``; JSON: ``/api/threads``, ``/api/thread``, ``/api/tiers``; POST ``/fork``
 (only with ``allow_writes``); ``/static/*``. Every value from state goes through Jinja's
 autoescaping; the content security policy lets no inline script run.
@@ -34,7 +35,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import ConfigurationError
-from ..inspection import lookup, render
+from ..inspection import lookup, render, timeline
 from ..inspection.timeline import RUNNING_WINDOW_S
 from . import security, tiers, views
 
@@ -202,6 +203,31 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
                                        request.query_params.get("checkpoint") or None)
         return JSONResponse(render.jsonable(data))
 
+    async def thread_events(request: Request) -> Response:
+        thread, ns = _thread_args(request)
+        conf = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+
+        def latest() -> str:
+            tup = saver.get_tuple(conf)
+            if tup is None:
+                return json.dumps({"checkpoint_id": None})
+            return json.dumps({"checkpoint_id": tup.config["configurable"]["checkpoint_id"],
+                               "step": tup.metadata.get("step"),
+                               "status": timeline.status(tup, None, running_window_s)[
+                                   "status"]})
+
+        async def stream() -> AsyncIterator[str]:
+            last = None
+            while not await request.is_disconnected():
+                body = await run_in_threadpool(latest)
+                if body != last:
+                    last = body
+                    yield f"event: latest\ndata: {body}\n\n"
+                await asyncio.sleep(poll_s)
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"x-accel-buffering": "no"})
+
     async def diff_page(request: Request) -> Response:
         thread, ns = _thread_args(request)
         a, b = request.query_params.get("a"), request.query_params.get("b")
@@ -275,6 +301,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         Route("/", guarded(threads_page)),
         Route("/events/threads", guarded(threads_events)),
         Route("/thread", guarded(thread_page)),
+        Route("/events/thread", guarded(thread_events)),
         Route("/diff", guarded(diff_page)),
         Route("/tiers", guarded(tiers_page)),
         Route("/api/threads", guarded(threads_json)),

@@ -2,7 +2,20 @@
 // dependencies. The rows arrive as HTML the server rendered (and escaped) with the same
 // template as the first page load.
 "use strict";
-(function () {
+(function () {  // a thread's page: say when the thread has a newer checkpoint
+  var newer = document.getElementById("newer");
+  if (!newer || !window.EventSource) { return; }
+  var source = new EventSource(newer.getAttribute("data-events"));
+  source.addEventListener("latest", function (event) {
+    var data = JSON.parse(event.data);
+    if (data.checkpoint_id && data.checkpoint_id !== newer.getAttribute("data-latest")) {
+      document.getElementById("newer-step").textContent = String(data.step);
+      document.getElementById("newer-status").textContent = String(data.status);
+      newer.hidden = false;
+    }
+  });
+})();
+(function () {  // the thread list: live rows
   var table = document.getElementById("threads");
   if (!table || !window.EventSource) { return; }
   var rows = document.getElementById("rows");
