@@ -156,8 +156,7 @@ def thread_detail(saver: Any, thread_id: str, ns: str = "", checkpoint: str | No
     clients = saver.sync_clients
     tup = lookup.get(saver, clients, thread_id, checkpoint, ns)
     latest = tup if checkpoint is None else lookup.get(saver, clients, thread_id, None, ns)
-    tuples = list(saver.list({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}))
-    rows = timeline.timeline(tuples)
+    rows = timeline.timeline(lookup.outline(saver, thread_id, ns))
     rows.reverse()  # newest first, as history lists them
     chosen = tup.config["configurable"]["checkpoint_id"]
     return {"thread_id": thread_id, "ns": ns, "timeline": rows,

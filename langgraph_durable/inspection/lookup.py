@@ -17,6 +17,8 @@ from langgraph.checkpoint.base.id import uuid6
 from ..drivers import Clients
 from ..durable.documents import write_of
 from ..errors import DurableSaverError
+from ..plans import read
+from ..records import load_value
 from . import render, storage
 
 
@@ -48,10 +50,9 @@ def resolve(saver: Any, clients: Clients, thread: str, ref: str | None,
     if ref is None or len(ref) == 36:
         return ref
     where = _where(thread, ns)
-    conf = {"configurable": {"thread_id": thread, "checkpoint_ns": ns or ""}}
     by_step = STEP.fullmatch(ref) is not None
     ids = []
-    for tup in saver.list(conf):
+    for tup in outline(saver, thread, ns or ""):
         cid = tup.config["configurable"]["checkpoint_id"]
         if (tup.metadata.get("step") == int(ref)) if by_step else cid.startswith(ref):
             ids.append(cid)
@@ -109,6 +110,43 @@ def tuple_data(tup: CheckpointTuple) -> dict[str, Any]:
         "channel_values": render.jsonable(tup.checkpoint.get("channel_values", {})),
         "pending_writes": writes, "interrupts": interrupts,
     }
+
+
+OUTLINE_PAGE = 64
+"""Checkpoints read per round by ``outline``."""
+
+DECODED_WRITES = frozenset({render.INTERRUPT_CHANNEL, "__error__"})
+"""Pending-write channels whose values ``outline`` decodes (interrupts, errors)."""
+
+
+def outline(saver: Any, thread: str, ns: str = "") -> list[CheckpointTuple]:
+    """Every checkpoint of ``thread``/``ns``, newest first, as ``saver.list`` returns
+    them but without decoding channel values: ``channel_values`` is empty, and pending
+    writes carry their values only on the interrupt and error channels (``None``
+    elsewhere). For timelines of long threads: a 1,000-step conversation's ``list``
+    decodes every message of every checkpoint (quadratic), this decodes none. Both
+    tiers are merged as ``list`` merges them (``plans.read.page_plan``)."""
+    serde, out, cursor = saver.serde, [], None
+    while True:
+        raw = saver.run(read.page_plan(saver.context, thread, ns, before=cursor,
+                                       count=OUTLINE_PAGE))
+        for rec, writes in raw.rows:
+            checkpoint = serde.loads_typed(rec.checkpoint)
+            checkpoint["channel_values"] = {}
+            pending = [(w.task_id, w.channel, load_value(
+                serde, w.value, raw.items, f"write {w.channel!r} of checkpoint "
+                f"{rec.checkpoint_id!r} (thread {thread!r})") if w.channel in DECODED_WRITES
+                else None) for w in sorted(writes, key=lambda w: w.sort_key())]
+            parent = ({"configurable": {"thread_id": thread, "checkpoint_ns": rec.ns,
+                                        "checkpoint_id": rec.parent_id}}
+                      if rec.parent_id else None)
+            out.append(CheckpointTuple(
+                {"configurable": {"thread_id": thread, "checkpoint_ns": rec.ns,
+                                  "checkpoint_id": rec.checkpoint_id}},
+                checkpoint, serde.loads_typed(rec.metadata), parent, pending))  # type: ignore[arg-type]
+        if raw.cursor is None:
+            return out
+        cursor = raw.cursor
 
 
 def fork(saver: Any, clients: Clients, thread: str, ref: str, to: str, ns: str = "",
