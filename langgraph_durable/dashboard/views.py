@@ -123,8 +123,8 @@ def thread_list(saver: Any, q: str = "", page: int = 1, *,
     now = _now()
     rows = []
     for info in chosen:
-        tup = saver.get_tuple({"configurable": {"thread_id": info.thread_id,
-                                                "checkpoint_ns": ""}})
+        latest = lookup.outline(saver, info.thread_id, "", limit=1)  # no values decoded
+        tup = latest[0] if latest else None
         row: dict[str, Any] = {
             "thread_id": info.thread_id, "checkpoints": info.checkpoints,
             "hot_bytes": hot.get(info.thread_id, 0),

@@ -119,17 +119,21 @@ DECODED_WRITES = frozenset({render.INTERRUPT_CHANNEL, "__error__"})
 """Pending-write channels whose values ``outline`` decodes (interrupts, errors)."""
 
 
-def outline(saver: Any, thread: str, ns: str = "") -> list[CheckpointTuple]:
-    """Every checkpoint of ``thread``/``ns``, newest first, as ``saver.list`` returns
-    them but without decoding channel values: ``channel_values`` is empty, and pending
-    writes carry their values only on the interrupt and error channels (``None``
-    elsewhere). For timelines of long threads: a 1,000-step conversation's ``list``
-    decodes every message of every checkpoint (quadratic), this decodes none. Both
-    tiers are merged as ``list`` merges them (``plans.read.page_plan``)."""
-    serde, out, cursor = saver.serde, [], None
+def outline(saver: Any, thread: str, ns: str = "", limit: int | None = None
+            ) -> list[CheckpointTuple]:
+    """Every checkpoint of ``thread``/``ns`` (the newest ``limit``), newest first, as
+    ``saver.list`` returns them but without decoding channel values: ``channel_values``
+    is empty, and pending writes carry their values only on the interrupt and error
+    channels (``None`` elsewhere). For timelines and status of long threads: a
+    1,000-step conversation's ``list`` decodes every message of every checkpoint
+    (quadratic), this decodes none. Both tiers are merged as ``list`` merges them
+    (``plans.read.page_plan``; ``limit=1`` reads MongoDB only when Redis lacks it)."""
+    serde, cursor = saver.serde, None
+    out: list[CheckpointTuple] = []
     while True:
+        count = OUTLINE_PAGE if limit is None else min(OUTLINE_PAGE, limit - len(out))
         raw = saver.run(read.page_plan(saver.context, thread, ns, before=cursor,
-                                       count=OUTLINE_PAGE))
+                                       count=count, hot_first=limit == 1))
         for rec, writes in raw.rows:
             checkpoint = serde.loads_typed(rec.checkpoint)
             checkpoint["channel_values"] = {}
@@ -144,8 +148,8 @@ def outline(saver: Any, thread: str, ns: str = "") -> list[CheckpointTuple]:
                 {"configurable": {"thread_id": thread, "checkpoint_ns": rec.ns,
                                   "checkpoint_id": rec.checkpoint_id}},
                 checkpoint, serde.loads_typed(rec.metadata), parent, pending))  # type: ignore[arg-type]
-        if raw.cursor is None:
-            return out
+        if raw.cursor is None or (limit is not None and len(out) >= limit):
+            return out[:limit]
         cursor = raw.cursor
 
 
