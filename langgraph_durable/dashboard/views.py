@@ -155,9 +155,10 @@ def thread_detail(saver: Any, thread_id: str, ns: str = "", checkpoint: str | No
     status. Raises ``LookupFailedError`` when the thread or checkpoint is not there."""
     clients = saver.sync_clients
     tup = lookup.get(saver, clients, thread_id, checkpoint, ns)
-    latest = tup if checkpoint is None else lookup.get(saver, clients, thread_id, None, ns)
-    rows = timeline.timeline(lookup.outline(saver, thread_id, ns))
+    tuples = lookup.outline(saver, thread_id, ns)  # newest first
+    rows = timeline.timeline(tuples)
     rows.reverse()  # newest first, as history lists them
+    latest = tuples[0] if tuples and checkpoint is not None else tup
     chosen = tup.config["configurable"]["checkpoint_id"]
     return {"thread_id": thread_id, "ns": ns, "timeline": rows,
             "lanes": 1 + max((r["lane"] for r in rows), default=0),
