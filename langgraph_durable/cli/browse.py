@@ -3,7 +3,6 @@ without a flusher, so looking never writes anything."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import typer
@@ -11,10 +10,10 @@ from langgraph.checkpoint.base import CheckpointTuple
 from rich import box
 from rich.table import Table
 
+from ..inspection import lookup, render, storage
 from ..plans.effects import Entry, journal_plan
 from ..records import metadata_matches
 from ..serde.external import EXTREF_TYPE
-from . import render, storage
 from .session import CliError, Undecodable, command, console, echo_json, session_of
 
 JSON = typer.Option(False, "--json", help="print JSON instead of a table")
@@ -23,70 +22,17 @@ THREAD = typer.Argument(..., metavar="THREAD", help="thread_id")
 CHECKPOINT_HELP = "a step number (3, -1), a checkpoint_id or a unique prefix of one"
 
 
-STEP = re.compile(r"-?\d{1,7}")
-"""A checkpoint reference that is a step number (uuid6 ids and their prefixes are longer
-or hold letters)."""
-
-
-def _thread_missing(ctx: typer.Context, thread: str) -> bool:
-    session = session_of(ctx)
-    return not storage.thread_exists(session.saver(tolerant=True).context, session.clients, thread)
-
-
 def resolve(ctx: typer.Context, thread: str, ref: str | None, ns: str | None) -> str | None:
-    """The checkpoint_id a command-line reference names: a step number (``3``, ``-1``;
-    refused when branches share it), a checkpoint_id, or a unique prefix of one (at
-    least 4 characters). ``None`` stays ``None`` (the latest). Raises ``CliError`` naming
-    the thread, the namespace and what did not match."""
-    if ref is None or len(ref) == 36:
-        return ref
-    saver = session_of(ctx).saver(tolerant=True)
-    where = f"thread {thread!r} (ns {ns or ''!r})"
-    conf = {"configurable": {"thread_id": thread, "checkpoint_ns": ns or ""}}
-    ids = []
-    for tup in saver.list(conf):  # type: ignore[arg-type]
-        cid = tup.config["configurable"]["checkpoint_id"]
-        if STEP.fullmatch(ref):
-            if tup.metadata.get("step") == int(ref):
-                ids.append(cid)
-        elif cid.startswith(ref):
-            ids.append(cid)
-    if STEP.fullmatch(ref):
-        if len(ids) == 1:
-            return str(ids[0])
-        if ids:  # branches (time travel, forks) share step numbers
-            raise CliError(f"step {ref} of {where} names {len(ids)} checkpoints (branches): "
-                           f"give one by id prefix: {', '.join(c[:13] for c in ids)}")
-        if _thread_missing(ctx, thread):
-            raise CliError(f"thread {thread!r} not found")
-        raise CliError(f"{where} has no checkpoint at step {ref}")
-    if len(ref) < 4:
-        raise CliError(f"checkpoint {ref!r}: give a step number, or at least 4 characters "
-                       "of a checkpoint_id")
-    if len(ids) == 1:
-        return ids[0]
-    if not ids and _thread_missing(ctx, thread):
-        raise CliError(f"thread {thread!r} not found")
-    if not ids:
-        raise CliError(f"no checkpoint of {where} starts with {ref!r}")
-    raise CliError(f"checkpoint prefix {ref!r} is ambiguous in {where}: {len(ids)} "
-                   "checkpoints start with it")
+    """``lookup.resolve`` with the session's saver: the checkpoint_id a command-line
+    reference names (``None`` stays ``None``: the latest)."""
+    session = session_of(ctx)
+    return lookup.resolve(session.saver(tolerant=True), session.clients, thread, ref, ns)
 
 
 def _get(ctx: typer.Context, thread: str, checkpoint: str | None,
          ns: str | None) -> CheckpointTuple:
-    saver = session_of(ctx).saver(tolerant=True)
-    checkpoint = resolve(ctx, thread, checkpoint, ns)
-    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns or ""}
-    if checkpoint:
-        conf["checkpoint_id"] = checkpoint
-    tup = saver.get_tuple({"configurable": conf})
-    if tup is None:
-        if not checkpoint or _thread_missing(ctx, thread):
-            raise CliError(f"thread {thread!r} (ns {ns or ''!r}) not found")
-        raise CliError(f"checkpoint {checkpoint!r} of thread {thread!r} (ns {ns or ''!r}) "
-                       "not found")
-    return tup
+    session = session_of(ctx)
+    return lookup.get(session.saver(tolerant=True), session.clients, thread, checkpoint, ns)
 
 
 def _blob_store_note(ctx: typer.Context, values: list[Any]) -> str | None:
@@ -205,24 +151,6 @@ def _history_table(thread: str, rows: list[dict[str, Any]], width: int) -> Table
     return table
 
 
-def _tuple_data(tup: CheckpointTuple) -> dict[str, Any]:
-    c = tup.config["configurable"]
-    writes = [{"task_id": t, "channel": ch, "value": render.jsonable(v)}
-              for t, ch, v in tup.pending_writes or []]
-    interrupts = [render.jsonable(i) for t, ch, v in tup.pending_writes or []
-                  if ch == render.INTERRUPT_CHANNEL for i in (v if isinstance(v, (list, tuple))
-                                                         else [v])]
-    return {
-        "thread_id": c["thread_id"], "checkpoint_ns": c["checkpoint_ns"],
-        "checkpoint_id": c["checkpoint_id"],
-        "parent_checkpoint_id": tup.parent_config["configurable"]["checkpoint_id"]
-        if tup.parent_config else None,
-        "metadata": render.jsonable(tup.metadata), "ts": tup.checkpoint.get("ts"),
-        "channel_values": render.jsonable(tup.checkpoint.get("channel_values", {})),
-        "pending_writes": writes, "interrupts": interrupts,
-    }
-
-
 def _effects(ctx: typer.Context, tup: CheckpointTuple) -> list[dict[str, Any]]:
     """The effect journal (``langgraph_durable.effects``) of the tasks that ran from the
     checkpoint of ``tup``, both tiers merged, results decoded as far as the serializer can."""
@@ -249,7 +177,7 @@ def show(ctx: typer.Context, thread: str = THREAD,
     CHECKPOINT is a step number, a checkpoint_id or a unique prefix of one (default: the
     latest). External-reference values need --blob-store."""
     tup = _get(ctx, thread, at or checkpoint, ns)
-    data = _tuple_data(tup)
+    data = lookup.tuple_data(tup)
     data["effects"] = _effects(ctx, tup)
     if as_json:
         note = _blob_store_note(ctx, list(tup.checkpoint.get("channel_values", {}).values()))

@@ -14,6 +14,7 @@ from typer.core import TyperArgument, TyperCommand
 
 from ..config import DurableConfig, config_options
 from . import browse, ops, transfer
+from .dashboard import dashboard
 from .session import Session
 
 HELP = """Inspect and operate langgraph_durable storage (Redis hot tier, MongoDB durable tier).
@@ -190,6 +191,7 @@ app.command("gc", cls=_Command)(ops.gc)
 app.command("prune", cls=_Command)(ops.prune)
 app.command("delete", cls=_Command)(ops.delete)
 app.command("migrate", cls=_Command)(ops.migrate)
+app.command("dashboard", cls=_Command)(dashboard)
 
 
 def main() -> None:

@@ -4,27 +4,21 @@ outbox drains even when no application is running; destructive ones ask first.""
 
 from __future__ import annotations
 
-import copy as _copy
-import datetime
 import logging
 import time
-from collections import defaultdict
 from typing import Any
 
 import typer
-from langgraph.checkpoint.base.id import uuid6
 from rich.table import Table
 
 from .. import item_migration, migrations
 from ..drivers import run_sync
-from ..durable.documents import write_of
 from ..errors import TierUnavailableError
 from ..extref_gc import collect_saver_garbage
+from ..inspection import lookup, render, storage
 from ..migrations import deployed_version_plan
 from ..plans import registry as registry_plans
 from ..records import SCHEMA_VERSION
-from . import render, storage
-from .browse import resolve
 from .session import (
     CliError,
     command,
@@ -350,46 +344,26 @@ def fork(ctx: typer.Context,
          checkpoint: str = typer.Option(..., "--checkpoint", help="checkpoint to fork: a "
                                         "step number, a checkpoint_id or a unique prefix"),
          to: str = typer.Option(..., "--to", help="new thread_id"),
-         ns: str = typer.Option("", "--ns", help="checkpoint namespace")) -> None:
+         ns: str = typer.Option("", "--ns", help="checkpoint namespace"),
+         values: list[str] = typer.Option(  # noqa: B008
+             [], "--set", help="channel=JSON: the fork's value of that channel (repeatable)"),
+         ) -> None:
     """Time travel: a new thread whose latest checkpoint is CHECKPOINT of THREAD (same
     channel values and pending writes; metadata source "fork", forked_from_thread and
-    forked_from_checkpoint). Resuming it continues from that point."""
+    forked_from_checkpoint). ``--set channel=JSON`` replaces a channel's value in the fork
+    (a new version, as update_state stores an edit; no reducer applied). Resuming it
+    continues from that point."""
     session = session_of(ctx)
     saver = session.saver(flusher=True)
-    if storage.thread_exists(saver.context, session.clients, to):
-        raise CliError(f"thread {to!r} already exists; delete it or choose another name")
-    checkpoint = resolve(ctx, thread, checkpoint, ns) or checkpoint  # as show and diff
-    conf = {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint}
-    tup = saver.get_tuple({"configurable": conf})
-    if tup is None:
-        if not storage.thread_exists(saver.context, session.clients, thread):
-            raise CliError(f"thread {thread!r} not found")
-        raise CliError(f"checkpoint {checkpoint!r} of thread {thread!r} (ns {ns!r}) not found")
-    saver.flush()  # the writes' task paths are read from MongoDB
-    wdocs = storage.loaded(session.clients.db, saver.context.collections, list(
-        session.clients.db[saver.context.collections.writes].find(
-            {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint})))
-    cp = _copy.deepcopy(tup.checkpoint)
-    cp["id"] = str(uuid6())
-    cp["ts"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
-    md: dict[str, Any] = {**tup.metadata, "source": "fork", "forked_from_thread": thread,
-                          "forked_from_checkpoint": checkpoint}
-    new = saver.put({"configurable": {"thread_id": to, "checkpoint_ns": ns}}, cp, md,  # type: ignore[arg-type]
-                    dict(cp["channel_versions"]))
-    tasks: dict[tuple[str, str], list[Any]] = defaultdict(list)
-    # the values as read (list values rebuilt from their items), in the same order
-    # (LangGraph's writes_sort_key); the task paths from the documents
-    ordered = sorted((write_of(d) for d in wdocs), key=lambda w: w.sort_key())
-    pending = tup.pending_writes or []
-    if [(w.task_id, w.channel) for w in ordered] != [(t, c) for t, c, _ in pending]:
-        raise CliError(f"the pending writes of checkpoint {checkpoint!r} changed while "
-                       "forking; try again")
-    for w, (_t, _c, value) in zip(ordered, pending):
-        tasks[(w.task_path, w.task_id)].append((w.channel, value))
-    for (path, task_id), writes in tasks.items():
-        saver.put_writes(new, writes, task_id, path)
-    typer.echo(f"forked {thread}@{checkpoint} -> {to}@{new['configurable']['checkpoint_id']} "
-               f"(step {md.get('step')}, {len(wdocs)} pending writes)")
+    try:
+        edits = render.parse_pairs(values, "--set", "channel=JSON", json_only=True)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    done = lookup.fork(saver, session.clients, thread, checkpoint, to, ns, edits)
+    edited = f", {', '.join(sorted(edits))} set" if edits else ""
+    typer.echo(f"forked {thread}@{done['source_checkpoint_id']} -> {to}@"
+               f"{done['checkpoint_id']} (step {done['step']}, {done['pending_writes']} "
+               f"pending writes{edited})")
 
 
 @command

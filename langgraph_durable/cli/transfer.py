@@ -46,6 +46,7 @@ from ..durable.documents import (
     write_of,
 )
 from ..errors import CorruptRecordError
+from ..inspection import storage
 from ..items import NODE_MAGIC, NODE_TYPE
 from ..plans.admin import release_plan
 from ..plans.effects import effect_doc
@@ -60,7 +61,6 @@ from ..records import (
 )
 from ..schema import check_not_newer
 from ..serde.external import collect_refs
-from . import storage
 from .session import CliError, command, confirm, session_of
 
 FORMAT = "langgraph-durable-export"

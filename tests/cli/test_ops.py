@@ -162,6 +162,27 @@ def test_fork_makes_a_thread_that_resumes_from_the_checkpoint(cli: Cli, t1: dict
     cli("fork", "t1", "--checkpoint", "nope", "--to", "f2", code=1)
 
 
+def test_fork_with_set_stores_the_edited_channel_value_and_resumes_from_it(
+        cli: Cli, t1: dict) -> None:
+    step1 = t1["ids"][2]  # after "a": count 1, next is "b"
+    r = cli("fork", "t1", "--checkpoint", step1, "--to", "e1", "--set", "count=10")
+    assert r.stdout.endswith(", count set)\n")
+    shown = cli.json("show", "e1")
+    assert shown["channel_values"]["count"] == 10
+    assert shown["channel_values"]["notes"] == {"a": 1}
+    with cli.saver() as s:
+        final = build_graph(s).invoke(None, {"configurable": {"thread_id": "e1"}})
+    assert final["count"] == 12 and final["notes"] == {"a": 1, "b": 11, "c": 12}
+    assert cli("fork", "t1", "--checkpoint", step1, "--to", "e2", "--set", "nope=1",
+               code=1).stderr.startswith(f"error: checkpoint {step1!r} of thread 't1' "
+                                         "(ns '') has no channel 'nope' to edit")
+    assert cli("fork", "t1", "--checkpoint", step1, "--to", "e2", "--set", "count",
+               code=1).stderr == "error: --set expects channel=JSON, got 'count'\n"
+    assert cli("fork", "t1", "--checkpoint", step1, "--to", "e2", "--set", "count=ten",
+               code=1).stderr.startswith("error: --set count: the value is not JSON (")
+    assert cli("show", "e2", code=1).stderr == "error: thread 'e2' (ns '') not found\n"
+
+
 def test_fork_keeps_an_interrupt_pending(cli: Cli) -> None:
     from langgraph.types import Command
 

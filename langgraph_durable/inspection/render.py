@@ -118,14 +118,24 @@ def utc(ts: str | None) -> str:
 def parse_where(pairs: list[str]) -> dict[str, Any]:
     """``["k=v", ...]`` -> ``{k: v}``; ``v`` is JSON when it parses (``step=3`` is the
     number 3, ``x=true`` a bool), else the text."""
+    return parse_pairs(pairs, "--where", "key=value")
+
+
+def parse_pairs(pairs: list[str], option: str, form: str, *,
+                json_only: bool = False) -> dict[str, Any]:
+    """``["k=v", ...]`` given with ``option`` -> ``{k: v}``: ``v`` is JSON when it parses,
+    else the text (with ``json_only``, not JSON is an error). Raises ``ValueError``
+    naming the option, the expected ``form`` and the pair."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
-            raise ValueError(f"--where expects key=value, got {pair!r}")
+            raise ValueError(f"{option} expects {form}, got {pair!r}")
         try:
             out[key] = json.loads(raw)
-        except ValueError:
+        except ValueError as exc:
+            if json_only:
+                raise ValueError(f"{option} {key}: the value is not JSON ({exc})") from None
             out[key] = raw
     return out
 

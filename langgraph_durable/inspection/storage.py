@@ -36,11 +36,15 @@ def loaded(db: Any, cols: Collections, docs: list[dict]) -> list[dict]:
     return run_sync(load_plan(cols.chunks, docs), Clients(None, db, {}))  # type: ignore[no-any-return]
 
 
-def _durable_sizes(ctx: Context, db: Any) -> dict[str, dict[str, int]]:
+def thread_durable_bytes(ctx: Context, db: Any, thread_ids: list[str] | None = None
+                         ) -> dict[str, dict[str, int]]:
+    """Per thread (all, or only ``thread_ids``): its MongoDB checkpoint count and the BSON
+    size of all its documents (checkpoints, blobs, writes, chunks, items), bytes."""
     cols = ctx.collections
     out: dict[str, dict[str, int]] = {}
+    match = [] if thread_ids is None else [{"$match": {"thread_id": {"$in": thread_ids}}}]
     for name in (cols.checkpoints, cols.blobs, cols.writes, cols.chunks, cols.items):
-        for d in db[name].aggregate([{"$group": {
+        for d in db[name].aggregate([*match, {"$group": {
                 "_id": "$thread_id", "n": {"$sum": 1},
                 "bytes": {"$sum": {"$bsonSize": "$$ROOT"}}}}]):
             row = out.setdefault(d["_id"], {"checkpoints": 0, "bytes": 0})
@@ -74,11 +78,27 @@ def latest_record(ctx: Context, clients: Clients, thread_id: str,
     return None
 
 
-def all_threads(saver: Any) -> list[Any]:
-    """Every thread of ``saver.list_threads`` (all pages), in ``thread_id`` order."""
+def thread_hot_bytes(ctx: Context, r: Any, thread_ids: list[str]) -> dict[str, int]:
+    """Per thread: Redis ``MEMORY USAGE`` of its keys summed (bytes), in one pipeline."""
+    pipe = r.pipeline(transaction=False)
+    counts = []
+    for tid in thread_ids:
+        keys = ctx.keys(tid).all
+        counts.append(len(keys))
+        for k in keys:
+            pipe.memory_usage(k)
+    sizes = iter(pipe.execute())
+    return {tid: sum(int(next(sizes) or 0) for _ in range(n))
+            for tid, n in zip(thread_ids, counts)}
+
+
+def all_threads(saver: Any, page_size: int = 20_000) -> list[Any]:
+    """Every thread of ``saver.list_threads``, in ``thread_id`` order. Each page costs a
+    SCAN of the key prefix and an aggregation over every checkpoint, so pages are large
+    (``page_size``): 10,000 threads are one page, not twenty."""
     out, cursor = [], None
     while True:
-        page = saver.list_threads(limit=500, cursor=cursor)
+        page = saver.list_threads(limit=page_size, cursor=cursor)
         out += page.threads
         if page.next_cursor is None:
             return out
@@ -92,16 +112,13 @@ def thread_rows(saver: Any, clients: Clients, serde: Any) -> list[dict[str, Any]
     checkpoint, ``hot_bytes`` (Redis MEMORY USAGE of its keys) and ``durable_bytes``
     (BSON size of its documents). Newest update first."""
     ctx, r, db = saver.context, clients.redis, clients.db
-    durable = _durable_sizes(ctx, db)
+    durable = thread_durable_bytes(ctx, db)
     rows = []
     for info in all_threads(saver):
         tid = info.thread_id
         keys = ctx.keys(tid)
         members = [_text(m) for m in r.zrange(keys.idx, 0, -1)] if info.in_redis else []
-        pipe = r.pipeline(transaction=False)
-        for k in keys.all:
-            pipe.memory_usage(k)
-        hot_bytes = sum(int(x or 0) for x in pipe.execute())
+        hot_bytes = thread_hot_bytes(ctx, r, [tid])[tid]
         rec = latest_record(ctx, clients, tid, members)
         md: dict[str, Any] = {}
         ts = None

@@ -1,0 +1,41 @@
+"""``langgraph-durable dashboard``: the operations dashboard in a browser (the
+``dashboard`` extra: starlette, uvicorn, jinja2)."""
+
+from __future__ import annotations
+
+import typer
+
+from .session import CliError, command, session_of
+
+
+@command
+def dashboard(ctx: typer.Context,
+              host: str = typer.Option("127.0.0.1", "--host",
+                                       help="address to bind; other than loopback needs a "
+                                       "token"),
+              port: int = typer.Option(8765, "--port", min=0, max=65535, help="TCP port"),
+              token: str = typer.Option(None, "--token", envvar="LGD_DASHBOARD_TOKEN",
+                                        help="required from every browser (?token= once); "
+                                        "env LGD_DASHBOARD_TOKEN"),
+              allow_writes: bool = typer.Option(False, "--allow-writes",
+                                                help="enable the time machine (fork); "
+                                                "makes a token when none is given")) -> None:
+    """Serve the operations dashboard: threads (live), a thread's timeline, state and
+    diffs, the time machine, the tiers. Read-only unless --allow-writes."""
+    try:
+        from ..dashboard import app as dashboard_app
+        from ..dashboard import security
+    except ImportError as exc:
+        raise CliError("the dashboard needs the dashboard extra (pip install "
+                       f"'langgraph-durable[dashboard]'): {exc}") from None
+    made = allow_writes and not token
+    if made:
+        token = security.new_token()
+    security.check_bind(host, token, allow_writes)  # before connecting to anything
+    session = session_of(ctx)
+    saver = session.saver(flusher=True) if allow_writes else session.saver(tolerant=True)
+    shown = "[::1]" if host == "::1" else host
+    url = f"http://{shown}:{port}/" + (f"?token={token}" if made else "")
+    typer.echo(f"dashboard on {url} ({'writes allowed' if allow_writes else 'read-only'}; "
+               "Ctrl-C stops it)", err=True)
+    dashboard_app.serve(saver, host=host, port=port, token=token, allow_writes=allow_writes)

@@ -1,0 +1,329 @@
+"""The dashboard's ASGI application (Starlette + Jinja2; the ``dashboard`` extra).
+
+Routes (GET unless said): ``/`` the thread list, ``/events/threads`` its live rows
+(server-sent events), ``/thread`` a thread (timeline, state, time machine) and
+``/events/thread`` its latest checkpoint, live (the page offers to reload), ``/diff``,
+``/tiers``; JSON: ``/api/threads``, ``/api/thread``, ``/api/tiers``; POST ``/fork``
+(only with ``allow_writes``); ``/static/*``. Every value from state goes through Jinja's
+autoescaping; the content security policy lets no inline script run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..errors import ConfigurationError
+from ..inspection import lookup, render, timeline
+from ..inspection.timeline import RUNNING_WINDOW_S
+from . import security, tiers, views
+
+log = logging.getLogger("langgraph_durable.dashboard")
+HERE = Path(__file__).parent
+
+
+class _Guard:
+    """ASGI middleware: the token check (``security.token_ok``; a first visit to a page
+    with ``?token=`` sets the cookie and is redirected without it, JSON and event
+    streams just take it) and the security headers on every response."""
+
+    def __init__(self, app: Any, token: str | None) -> None:
+        self.app, self.token = app, token
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        headers = dict(request.headers)
+        if not security.token_ok(self.token, headers, request.cookies,
+                                 dict(request.query_params)):
+            response: Response = HTMLResponse(
+                "<!doctype html><title>token required</title><h1>token required</h1><p>"
+                "This dashboard needs its token: open it with ?token=... once, or send "
+                "Authorization: Bearer ...</p>", status_code=401, headers=security.HEADERS)
+            await response(scope, receive, send)
+            return
+        page = "/api/" not in request.url.path and "/events/" not in request.url.path
+        if self.token and page and "token" in request.query_params:
+            rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            url = request.url.path + ("?" + urlencode(rest) if rest else "")
+            response = RedirectResponse(url, status_code=303, headers=security.HEADERS)
+            response.set_cookie(security.COOKIE, self.token, httponly=True, samesite="strict")
+            await response(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [
+                    *message.get("headers", []),
+                    *((k.encode(), v.encode()) for k, v in security.HEADERS.items())]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _templates() -> Environment:
+    env = Environment(loader=FileSystemLoader(HERE / "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True))
+    env.filters["bytes"] = render.human_bytes
+    env.filters["age"] = views.human_age
+    env.filters["utc"] = render.utc
+    env.filters["short"] = lambda cid: (cid or "-")[:13]
+    env.filters["seconds"] = lambda s: "-" if s is None else f"{s:.2f} s"
+    env.globals["qs"] = lambda **kw: urlencode({k: v for k, v in kw.items() if v is not None})
+    return env
+
+
+def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = False,
+               poll_s: float = 1.0, running_window_s: float = RUNNING_WINDOW_S,
+               lag_every_s: float = 10.0, index_ttl_s: float = 5.0) -> Any:
+    """The dashboard as an ASGI app for ``saver`` (a ``DurableSaver``; mount it in a
+    FastAPI/Starlette app or serve it with uvicorn).
+
+    Args:
+        token: required from every request (``?token=`` once, then a cookie, or
+            ``Authorization: Bearer``) when given; needed for writes.
+        allow_writes: enable the time machine (``POST /fork``); needs ``token`` (and the
+            saver a running flusher somewhere: a fork flushes first).
+        poll_s: how often (seconds) the live thread list reads the tiers while a browser
+            watches it.
+        running_window_s: a thread with nodes still to run is ``running`` while its
+            latest checkpoint is younger than this (seconds), ``stalled`` after.
+        lag_every_s: seconds between two flush-lag samples for the tiers page's plot.
+        index_ttl_s: the list of every thread (``list_threads``, its cost grows with the
+            number of threads) is read again when older than this (seconds); each
+            shown row's status, step and sizes are read at every refresh.
+
+    Raises ``ConfigurationError`` for ``allow_writes`` without a token."""
+    security.check_bind("127.0.0.1", token, allow_writes)
+    env = _templates()
+    samples = tiers.LagSamples(every_s=lag_every_s)
+    index = views.ThreadIndex(saver, index_ttl_s)
+    csrf = security.csrf_token(token) if token else ""
+
+    def page(name: str, code: int = 200, **data: Any) -> HTMLResponse:
+        html = env.get_template(name).render(allow_writes=allow_writes, csrf=csrf, **data)
+        return HTMLResponse(html, status_code=code)
+
+    def guarded(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
+        async def handler(request: Request) -> Response:
+            try:
+                return await fn(request)  # type: ignore[no-any-return]
+            except lookup.LookupFailedError as exc:
+                return page("error.html", 404, title="not found", message=str(exc))
+            except (lookup.ForkError, ValueError) as exc:
+                return page("error.html", 400, title="refused", message=str(exc))
+            except Exception as exc:  # logged by type only: no state value in the logs
+                log.warning("dashboard %s %s failed: %s", request.method, request.url.path,
+                            type(exc).__name__)
+                return page("error.html", 500, title="error",
+                            message=f"{type(exc).__name__} (see the server's log)")
+        return handler
+
+    def _page_args(request: Request) -> tuple[str, int]:
+        q = request.query_params.get("q", "")
+        try:
+            n = int(request.query_params.get("page", "1"))
+        except ValueError:
+            n = 1
+        return q, n
+
+    def listing(q: str, n: int) -> dict[str, Any]:
+        return views.thread_list(saver, q, n, running_window_s=running_window_s, index=index)
+
+    async def threads_page(request: Request) -> Response:
+        q, n = _page_args(request)
+        data = await run_in_threadpool(listing, q, n)
+        return page("threads.html", **data)
+
+    async def threads_json(request: Request) -> Response:
+        q, n = _page_args(request)
+        return JSONResponse(render.jsonable(await run_in_threadpool(listing, q, n)))
+
+    async def threads_events(request: Request) -> Response:
+        q, n = _page_args(request)
+        rows = env.get_template("_rows.html")
+
+        async def stream() -> AsyncIterator[str]:
+            last = None
+            quiet = 0.0
+            while not await request.is_disconnected():
+                data = await run_in_threadpool(listing, q, n)
+                body = json.dumps({"html": rows.render(**data), "total": data["total"],
+                                   "pages": data["pages"]})
+                if body != last:
+                    last, quiet = body, 0.0
+                    yield f"event: rows\ndata: {body}\n\n"
+                elif quiet >= 15:
+                    quiet = 0.0
+                    yield ": ping\n\n"
+                await asyncio.sleep(poll_s)
+                quiet += poll_s
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"x-accel-buffering": "no"})
+
+    def _thread_args(request: Request) -> tuple[str, str]:
+        thread = request.query_params.get("thread_id", "")
+        if not thread:
+            raise ValueError("thread_id is missing")
+        return thread, request.query_params.get("ns", "")
+
+    async def thread_page(request: Request) -> Response:
+        thread, ns = _thread_args(request)
+        data = await run_in_threadpool(views.thread_detail, saver, thread, ns,
+                                       request.query_params.get("checkpoint") or None)
+        return page("thread.html", **data)
+
+    async def thread_json(request: Request) -> Response:
+        thread, ns = _thread_args(request)
+        data = await run_in_threadpool(views.thread_detail, saver, thread, ns,
+                                       request.query_params.get("checkpoint") or None)
+        return JSONResponse(render.jsonable(data))
+
+    async def thread_events(request: Request) -> Response:
+        thread, ns = _thread_args(request)
+        conf = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+
+        def latest() -> str:
+            tup = saver.get_tuple(conf)
+            if tup is None:
+                return json.dumps({"checkpoint_id": None})
+            return json.dumps({"checkpoint_id": tup.config["configurable"]["checkpoint_id"],
+                               "step": tup.metadata.get("step"),
+                               "status": timeline.status(tup, None, running_window_s)[
+                                   "status"]})
+
+        async def stream() -> AsyncIterator[str]:
+            last = None
+            while not await request.is_disconnected():
+                body = await run_in_threadpool(latest)
+                if body != last:
+                    last = body
+                    yield f"event: latest\ndata: {body}\n\n"
+                await asyncio.sleep(poll_s)
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"x-accel-buffering": "no"})
+
+    async def diff_page(request: Request) -> Response:
+        thread, ns = _thread_args(request)
+        a, b = request.query_params.get("a"), request.query_params.get("b")
+        if not a or not b:
+            raise ValueError("choose two checkpoints (a and b) to compare")
+        data = await run_in_threadpool(views.diff_view, saver, thread, a, b, ns)
+        return page("diff.html", **data)
+
+    def tiers_now() -> dict[str, Any]:
+        if samples.due(time.time()):
+            with contextlib.suppress(Exception):
+                tiers.sample(saver, samples)
+        return tiers.tiers_data(saver, samples)
+
+    async def tiers_page(request: Request) -> Response:
+        data = await run_in_threadpool(tiers_now)
+        return page("tiers.html", plot=tiers.lag_plot(data["lag"]), **data)
+
+    async def tiers_json(request: Request) -> Response:
+        return JSONResponse(render.jsonable(await run_in_threadpool(tiers_now)))
+
+    async def fork(request: Request) -> Response:
+        # a browser form (application/x-www-form-urlencoded), parsed without
+        # python-multipart, which starlette's request.form() needs
+        if not request.headers.get("content-type", "").startswith(
+                "application/x-www-form-urlencoded"):
+            raise ValueError("a fork is posted as a form (application/x-www-form-urlencoded)")
+        field = dict(parse_qsl((await request.body()).decode("utf-8", "replace"),
+                               keep_blank_values=True))
+        thread, ns = field.get("thread_id", ""), field.get("ns", "")
+        cid, to = field.get("checkpoint_id", ""), field.get("to", "").strip()
+        command = views.fork_command(thread, cid, ns, to=to or None)
+        if not allow_writes:
+            return page("error.html", 403, title="writes are off", command=command,
+                        message="this dashboard runs read-only: start it with "
+                                "--allow-writes (and a token) to fork, or run the command")
+        if not security.csrf_ok(token, field.get("csrf", ""), dict(request.headers)):
+            return page("error.html", 403, title="refused",
+                        message="the form's CSRF check failed: reload the page and retry")
+        if not thread or not cid or not to:
+            raise ValueError("a fork needs thread_id, checkpoint_id and a new thread_id (to)")
+        values: dict[str, Any] = {}
+        channel = field.get("channel", "")
+        if channel:
+            try:
+                values[channel] = json.loads(field.get("value", ""))
+            except ValueError as exc:
+                raise ValueError(f"the value for channel {channel!r} is not JSON: "
+                                 f"{exc}") from None
+        done = await run_in_threadpool(lookup.fork, saver, saver.sync_clients, thread, cid,
+                                       to, ns, values)
+        log.info("dashboard: forked a thread at checkpoint %s", done["source_checkpoint_id"])
+        return RedirectResponse("thread?" + urlencode({"thread_id": to, "ns": ns}),
+                                status_code=303)
+
+    async def sampler() -> None:
+        while True:
+            with contextlib.suppress(Exception):
+                await run_in_threadpool(tiers.sample, saver, samples)
+            await asyncio.sleep(lag_every_s)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        task = asyncio.ensure_future(sampler())
+        try:
+            yield
+        finally:
+            task.cancel()
+
+    routes = [
+        Route("/", guarded(threads_page)),
+        Route("/events/threads", guarded(threads_events)),
+        Route("/thread", guarded(thread_page)),
+        Route("/events/thread", guarded(thread_events)),
+        Route("/diff", guarded(diff_page)),
+        Route("/tiers", guarded(tiers_page)),
+        Route("/api/threads", guarded(threads_json)),
+        Route("/api/thread", guarded(thread_json)),
+        Route("/api/tiers", guarded(tiers_json)),
+        Route("/fork", guarded(fork), methods=["POST"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    return _Guard(Starlette(routes=routes, lifespan=lifespan), token)
+
+
+def serve(saver: Any, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
+          allow_writes: bool = False, **options: Any) -> None:
+    """Run the dashboard with uvicorn until interrupted. Raises ``ConfigurationError``
+    (before binding anything) for a non-loopback ``host`` without ``token``, or
+    ``allow_writes`` without one. Uvicorn's access log is off (URLs may carry the
+    token); ``options`` go to ``create_app``."""
+    import uvicorn
+
+    security.check_bind(host, token, allow_writes)
+    app = create_app(saver, token=token, allow_writes=allow_writes, **options)
+    uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")
+
+
+__all__ = ["ConfigurationError", "create_app", "serve"]

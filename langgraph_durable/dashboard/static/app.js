@@ -1,0 +1,35 @@
+// langgraph-durable dashboard: live thread rows over server-sent events. Plain JS, no
+// dependencies. The rows arrive as HTML the server rendered (and escaped) with the same
+// template as the first page load.
+"use strict";
+(function () {  // a thread's page: say when the thread has a newer checkpoint
+  var newer = document.getElementById("newer");
+  if (!newer || !window.EventSource) { return; }
+  var source = new EventSource(newer.getAttribute("data-events"));
+  source.addEventListener("latest", function (event) {
+    var data = JSON.parse(event.data);
+    if (data.checkpoint_id && data.checkpoint_id !== newer.getAttribute("data-latest")) {
+      document.getElementById("newer-step").textContent = String(data.step);
+      document.getElementById("newer-status").textContent = String(data.status);
+      newer.hidden = false;
+    }
+  });
+})();
+(function () {  // the thread list: live rows
+  var table = document.getElementById("threads");
+  if (!table || !window.EventSource) { return; }
+  var rows = document.getElementById("rows");
+  var total = document.getElementById("total");
+  var pages = document.getElementById("pages");
+  var live = document.getElementById("live");
+  var source = new EventSource(table.getAttribute("data-events"));
+  source.addEventListener("rows", function (event) {
+    var data = JSON.parse(event.data);
+    rows.innerHTML = data.html;
+    total.textContent = String(data.total);
+    if (pages) { pages.textContent = String(data.pages); }
+    live.className = "live on";
+  });
+  source.onerror = function () { live.className = "live off"; };
+  source.onopen = function () { live.className = "live on"; };
+})();

@@ -1,0 +1,311 @@
+"""What the dashboard's pages show, as plain data (blocking reads: the app runs them in
+a worker thread). No HTML here: the templates escape every value they are given."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import json
+import logging
+import shlex
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..inspection import lookup, render, storage, timeline
+from ..inspection.tolerant import Undecodable
+
+log = logging.getLogger("langgraph_durable.dashboard")
+
+PAGE_SIZE = 50
+"""Threads per page of the thread list."""
+
+ROW_READERS = 8
+"""Rows of the thread list read side by side (a thread MongoDB alone holds costs a few
+queries)."""
+
+FOLD_CHARS = 600
+"""A value whose JSON is longer than this is shown folded (a preview, opened on click)."""
+
+MAX_CHARS = 200_000
+"""At most this many characters of one value are sent to the browser."""
+
+FRAME_ROWS = 5
+"""First rows of a DataFrame shown."""
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def age_s(ts: str | None, now: datetime.datetime | None = None) -> float | None:
+    """Seconds since a checkpoint's ``ts`` (None when unknown)."""
+    when = timeline.parse_ts(ts)
+    return None if when is None else max(0.0, ((now or _now()) - when).total_seconds())
+
+
+def human_age(seconds: float | None) -> str:
+    """``75.0`` -> ``"1m 15s"``; None -> ``"-"``."""
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s >= 86400:
+        return f"{s // 86400}d {s % 86400 // 3600}h"
+    if s >= 3600:
+        return f"{s // 3600}h {s % 3600 // 60}m"
+    if s >= 60:
+        return f"{s // 60}m {s % 60}s"
+    return f"{s}s"
+
+
+class ThreadIndex:
+    """Every thread of the saver (``storage.all_threads``: ``list_threads``, whose cost
+    grows with the number of threads), shared by every page and live stream of one app.
+    The first ``get`` reads it; later ones answer at once with the last list read and,
+    when that is older than ``ttl_s`` seconds, start reading it again in a background
+    thread (one at a time), so a slow read never holds up a page. Thread-safe."""
+
+    def __init__(self, saver: Any, ttl_s: float) -> None:
+        self.saver, self.ttl_s = saver, ttl_s
+        self._lock = threading.Lock()
+        self._at = float("-inf")
+        self._infos: list[Any] | None = None
+        self._reading: threading.Thread | None = None
+
+    def _read(self) -> None:
+        try:
+            infos = storage.all_threads(self.saver)
+        except Exception as exc:
+            if self._infos is None:
+                raise
+            log.warning("dashboard: reading the list of threads failed: %s",
+                        type(exc).__name__)  # the last list read stays shown
+            infos = self._infos
+        finally:
+            with self._lock:
+                self._reading = None
+        with self._lock:
+            self._infos, self._at = infos, time.monotonic()
+
+    def get(self) -> list[Any]:
+        """The threads (``ThreadInfo``): the last list read, at most one read old."""
+        with self._lock:
+            infos, stale = self._infos, time.monotonic() - self._at >= self.ttl_s
+            if infos is not None and stale and self._reading is None:
+                self._reading = threading.Thread(target=self._read, daemon=True,
+                                                 name="lgd-dashboard-index")
+                self._reading.start()
+        if infos is None:  # nothing read yet: read it now
+            self._read()
+            with self._lock:
+                infos = self._infos
+        return list(infos or [])
+
+
+def thread_list(saver: Any, q: str = "", page: int = 1, *,
+                running_window_s: float = timeline.RUNNING_WINDOW_S,
+                index: ThreadIndex | None = None) -> dict[str, Any]:
+    """One page of the thread list: threads whose thread_id contains ``q``
+    (case-insensitive), newest activity first, ``PAGE_SIZE`` a page (``page`` from 1).
+    Each row: ``thread_id``, ``status`` and ``detail`` (``timeline.status``), ``last``
+    (node(s) that ran last), ``step``, ``age_s``, ``checkpoints``, ``hot_bytes``,
+    ``durable_bytes``; the rows' own figures are read now, the set of threads and their
+    checkpoint counts come from ``index`` (default: read now). Returns ``{"rows",
+    "total", "page", "pages", "q"}``."""
+    infos = index.get() if index is not None else storage.all_threads(saver)
+    needle = q.strip().lower()
+    if needle:
+        infos = [i for i in infos if needle in i.thread_id.lower()]
+    infos.sort(key=lambda i: (i.last_checkpoint_id or "", i.thread_id), reverse=True)
+    pages = max(1, -(-len(infos) // PAGE_SIZE))
+    page = min(max(1, page), pages)
+    chosen = infos[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+    ids = [i.thread_id for i in chosen]
+    clients = saver.sync_clients
+    if not ids:
+        return {"rows": [], "total": len(infos), "page": page, "pages": pages, "q": q}
+    with concurrent.futures.ThreadPoolExecutor(ROW_READERS) as pool:
+        # the rows' latest checkpoints (no values decoded) and sizes, read side by side
+        durable_f = pool.submit(storage.thread_durable_bytes, saver.context, clients.db, ids)
+        latest = list(pool.map(lambda t: lookup.outline(saver, t, "", limit=1), ids))
+        hot = storage.thread_hot_bytes(saver.context, clients.redis, ids)
+        durable = durable_f.result()
+    now = _now()
+    rows = []
+    for info, found in zip(chosen, latest):
+        tup = found[0] if found else None
+        row: dict[str, Any] = {
+            "thread_id": info.thread_id, "checkpoints": info.checkpoints,
+            "hot_bytes": hot.get(info.thread_id, 0),
+            "durable_bytes": durable.get(info.thread_id, {}).get("bytes", 0),
+            "status": "unknown", "detail": None, "last": [], "step": None,
+            "age_s": None if info.last_activity is None else
+            max(0.0, (now - info.last_activity).total_seconds()),
+        }
+        if tup is not None:
+            st = timeline.status(tup, now, running_window_s)
+            row.update(status=st["status"], detail=_detail(st["detail"]),
+                       last=timeline.last_nodes(tup.checkpoint), step=tup.metadata.get("step"),
+                       next=st["next"], age_s=age_s(tup.checkpoint.get("ts"), now))
+        rows.append(row)
+    return {"rows": rows, "total": len(infos), "page": page, "pages": pages, "q": q}
+
+
+def _detail(detail: Any) -> str | None:
+    if detail is None or isinstance(detail, str):
+        return detail
+    return render.preview(detail, 200)
+
+
+def thread_detail(saver: Any, thread_id: str, ns: str = "", checkpoint: str | None = None,
+                  ) -> dict[str, Any]:
+    """The thread page: its timeline (``timeline.timeline`` of every checkpoint of
+    ``ns``), the state at ``checkpoint`` (default: the latest; ``state_view``), its
+    status. Raises ``LookupFailedError`` when the thread or checkpoint is not there."""
+    clients = saver.sync_clients
+    tup = lookup.get(saver, clients, thread_id, checkpoint, ns)
+    tuples = lookup.outline(saver, thread_id, ns)  # newest first
+    rows = timeline.timeline(tuples)
+    rows.reverse()  # newest first, as history lists them
+    latest = tuples[0] if tuples and checkpoint is not None else tup
+    chosen = tup.config["configurable"]["checkpoint_id"]
+    return {"thread_id": thread_id, "ns": ns, "timeline": rows,
+            "lanes": 1 + max((r["lane"] for r in rows), default=0),
+            "status": timeline.status(latest), "checkpoint_id": chosen,
+            "state": state_view(tup), "fork_command": fork_command(thread_id, chosen, ns)}
+
+
+def fork_command(thread_id: str, checkpoint_id: str, ns: str = "",
+                 values: Mapping[str, Any] | None = None, to: str | None = None) -> str:
+    """The ``langgraph-durable fork`` command line doing what the time machine does."""
+    argv = ["langgraph-durable", "fork", thread_id, "--checkpoint", checkpoint_id,
+            "--to", to or f"{thread_id}-fork"]
+    if ns:
+        argv += ["--ns", ns]
+    for channel, value in (values or {}).items():
+        argv += ["--set", f"{channel}={json.dumps(value)}"]
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def state_view(tup: Any) -> dict[str, Any]:
+    """One checkpoint for the page: ids, metadata (JSON text), each channel's value as a
+    view (``value_view``), pending writes and interrupts (previews)."""
+    data = lookup.tuple_data(tup)
+    values = tup.checkpoint.get("channel_values", {})
+    return {
+        "checkpoint_id": data["checkpoint_id"], "parent": data["parent_checkpoint_id"],
+        "ts": render.utc(data["ts"]), "step": tup.metadata.get("step"),
+        "source": tup.metadata.get("source"),
+        "metadata": _folded(data["metadata"]),
+        "channels": [{"channel": ch, "type": type(v).__name__, "view": value_view(v)}
+                     for ch, v in sorted(values.items())],
+        "writes": [{"task_id": t, "channel": ch, "view": value_view(v)}
+                   for t, ch, v in tup.pending_writes or []],
+        "interrupts": [_folded(i) for i in data["interrupts"]],
+    }
+
+
+def _folded(data: Any) -> dict[str, Any]:
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    cut = len(text) > MAX_CHARS
+    return {"kind": "json", "text": text[:MAX_CHARS] + ("\n..." if cut else ""),
+            "folded": len(text) > FOLD_CHARS, "preview": render.preview(data, 120),
+            "chars": len(text)}
+
+
+def value_view(value: Any) -> dict[str, Any]:
+    """How one value is shown: ``messages`` (a chat: ``turns``, each AI tool call paired
+    with its tool result), ``frame`` (a DataFrame or array: type, shape, columns, first
+    rows), ``undecodable`` (type, size, why), else ``json`` (text, folded when long)."""
+    if isinstance(value, Undecodable):
+        return {"kind": "undecodable", "type": value.type, "size": value.size,
+                "error": value.error}
+    if isinstance(value, list) and value and all(render.is_message(m) for m in value):
+        return {"kind": "messages", "turns": chat_turns(value)}
+    if render.is_message(value):
+        return {"kind": "messages", "turns": chat_turns([value])}
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple) and not isinstance(value, type):
+        return frame_view(value)
+    return _folded(render.jsonable(value))
+
+
+def _content(message: Any) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content if isinstance(content, list) else [content]:
+        if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+            parts.append(part["text"])
+        else:
+            parts.append(json.dumps(render.jsonable(part), ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def chat_turns(messages: list[Any]) -> list[dict[str, Any]]:
+    """Messages as chat turns: ``role`` (human, ai, tool, system, ...), ``name``, ``id``,
+    ``text`` and, for an AI message, its ``calls`` (name, id, arguments as JSON text,
+    and the ``result``: the text and status of the tool message answering it, which is
+    then not shown again on its own)."""
+    answers = {m.tool_call_id: m for m in messages
+               if getattr(m, "type", None) == "tool" and getattr(m, "tool_call_id", None)}
+    paired: set[str] = set()
+    turns = []
+    for m in messages:
+        calls = []
+        for call in getattr(m, "tool_calls", None) or []:
+            answer = answers.get(call.get("id"))
+            if answer is not None:
+                paired.add(answer.tool_call_id)
+            calls.append({"name": call.get("name"), "id": call.get("id"),
+                          "args": json.dumps(render.jsonable(call.get("args")), indent=1,
+                                             ensure_ascii=False)[:MAX_CHARS],
+                          "result": None if answer is None else {
+                              "text": _content(answer)[:MAX_CHARS],
+                              "status": getattr(answer, "status", None)}})
+        turns.append({"role": m.type, "name": getattr(m, "name", None),
+                      "id": getattr(m, "id", None), "text": _content(m)[:MAX_CHARS],
+                      "calls": calls,
+                      "tool_call_id": getattr(m, "tool_call_id", None)})
+    return [t for t in turns if not (t["role"] == "tool" and t["tool_call_id"] in paired)]
+
+
+def frame_view(value: Any) -> dict[str, Any]:
+    """A DataFrame, Series or array: type, shape, columns (DataFrame) and the first
+    ``FRAME_ROWS`` rows as text cells."""
+    shape = list(value.shape)
+    columns = [str(c) for c in getattr(value, "columns", [])]
+    rows: list[list[str]] = []
+    head = getattr(value, "head", None)
+    if callable(head):
+        part = head(FRAME_ROWS)
+        if hasattr(part, "itertuples"):
+            rows = [[str(x) for x in r] for r in part.itertuples(index=True)]
+            columns = ["", *columns] if columns else columns
+        else:  # a Series
+            rows = [[str(i), str(v)] for i, v in part.items()]
+    else:  # an ndarray
+        flat = value.reshape(-1)[:FRAME_ROWS] if shape else [value]
+        rows = [[str(x)] for x in flat]
+    return {"kind": "frame", "type": type(value).__name__, "shape": shape,
+            "columns": columns, "rows": rows, "dtype": str(getattr(value, "dtype", "") or "")}
+
+
+def diff_view(saver: Any, thread_id: str, a: str, b: str, ns: str = "") -> dict[str, Any]:
+    """The diff page: ``render.diff_channels`` from checkpoint ``a`` to ``b`` (step
+    numbers, ids or prefixes, as the CLI's ``diff``), each row with its one-line text."""
+    clients = saver.sync_clients
+    ta, tb = (lookup.get(saver, clients, thread_id, ref, ns) for ref in (a, b))
+    rows = render.diff_channels(ta.checkpoint.get("channel_values", {}),
+                                tb.checkpoint.get("channel_values", {}))
+    return {"thread_id": thread_id, "ns": ns,
+            "a": ta.config["configurable"]["checkpoint_id"],
+            "b": tb.config["configurable"]["checkpoint_id"],
+            "steps": [ta.metadata.get("step"), tb.metadata.get("step")],
+            "rows": [{**r, "text": render.describe_change(r)} for r in rows],
+            "command": " ".join(shlex.quote(x) for x in [
+                "langgraph-durable", "diff", thread_id,
+                ta.config["configurable"]["checkpoint_id"],
+                tb.config["configurable"]["checkpoint_id"], *(["--ns", ns] if ns else [])])}
