@@ -275,13 +275,22 @@ def copy_effects_plan(ctx: Context, source: str, target: str, now_ms: int) -> Pl
     return len(docs)
 
 
-def journal_plan(ctx: Context, thread_id: str) -> Plan[list[Doc]]:
+def journal_plan(ctx: Context, thread_id: str, *, hot_only: bool = False) -> Plan[list[Doc]]:
     """Every journal entry of ``thread_id``, both tiers merged (the newer version of an
     effect wins), as documents (``effect_doc``'s fields; ``tier`` ``"hot"`` or
     ``"durable"``), in ``task_ns``, ``task_id``, ``name``, ``n`` order: for the CLI and
-    exports."""
-    (held,) = yield Pipeline([["HGETALL", ctx.keys(thread_id).fx]])
-    durable = yield from ask(Find(collection(ctx), {"thread_id": thread_id}))
+    exports. MongoDB is read only when Redis cannot vouch for the journal (as
+    ``EFFECT_BEGIN`` decides: the journal's ``!``, or no journal, no ``meta.fx`` and a
+    thread that started in Redis), so a thread Redis holds entirely is shown while MongoDB
+    is down. ``hot_only``: Redis's entries alone, MongoDB not read (for a reader that was
+    told MongoDB does not answer)."""
+    keys = ctx.keys(thread_id)
+    held, (had_fx, complete) = yield Pipeline([["HGETALL", keys.fx],
+                                               ["HMGET", keys.meta, "fx", "complete"]])
+    trusted = any(_text(k) == TRUST_FIELD for k in held) or (
+        not held and had_fx is None and complete is not None and _text(complete) in ("1", "2"))
+    durable = [] if trusted or hot_only else (
+        yield from ask(Find(collection(ctx), {"thread_id": thread_id})))
     out: dict[str, Doc] = {}
     for d in durable:
         out[d["_id"]] = {**d, "tier": "durable"}
