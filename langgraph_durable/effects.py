@@ -129,7 +129,9 @@ def _current_task(what: str) -> _Task:
     if not task_id or scratchpad is None:
         raise ConfigurationError(
             f"{what} works inside a node or @task of a running LangGraph graph; it was "
-            "called outside one (no task in the current config)")
+            "called outside one (no task in the current config; a thread started by a "
+            "node does not inherit it: submit contextvars.copy_context().run, and give "
+            "each concurrent effect a name of its own)")
     thread_id = conf.get("thread_id")
     if thread_id is None:
         raise ConfigurationError(
