@@ -61,17 +61,14 @@ def status(ctx: typer.Context,
     session = session_of(ctx)
     saver = session.saver()
     c, sctx = session.clients, saver.context
-    # sizes of a database this key prefix is not bound to would mislead: what
-    # check_deployment() checks, the MongoDB half in mongodb_part, so that a MongoDB
-    # that does not answer is waited for once (a probe's timeout is a few seconds)
-    try:
-        run_sync(binding.check_plan(sctx, WHO), c)
-    except TierUnavailableError:
-        pass  # the tier's row says it is down
     data: dict[str, Any] = {"key_prefix": sctx.config.key_prefix,
                             "database": sctx.config.database, "down": {}}
+    # sizes of a database this key prefix is not bound to would mislead: each part
+    # starts with its half of check_deployment(), so that a tier that does not answer
+    # is waited for once (a probe's timeout is a few seconds)
 
     def redis_part() -> dict[str, Any]:
+        run_sync(binding.check_plan(sctx, WHO), c)
         part = {"outbox": storage.outbox_status(sctx, c.redis)}
         return part if probe else {**part, "hot": storage.hot_memory(sctx, c.redis)}
 
