@@ -197,3 +197,12 @@ def test_status_probe_with_mongodb_stopped_waits_for_server_selection_once(
                   and "Server selection failed" in r.getMessage()]
         assert len(failed) == 1  # a probe with a 1-5 s timeout waits once, not twice
         ms.start()
+
+
+def test_status_of_a_key_prefix_bound_to_another_database_exits_1_naming_both(cli: Cli) -> None:
+    with cli.saver():  # binds the key prefix to cli's database
+        pass
+    other = "lgd_other_" + cli.opts["database"][4:]
+    r = cli("--database", other, "status", "--probe", code=1)
+    assert r.stderr.count("\n") == 1
+    assert cli.opts["database"] in r.stderr and other in r.stderr
