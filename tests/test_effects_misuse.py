@@ -16,7 +16,7 @@ from typing_extensions import TypedDict
 from langgraph_durable import DurableSaver, effects
 from langgraph_durable.errors import EffectFailedError, SerializationError
 from langgraph_durable.outbox.group import dead_letter_key
-from langgraph_durable.plans.effects import journal_plan
+from langgraph_durable.plans.effects import collection, journal_plan
 
 
 class State(TypedDict, total=False):
@@ -130,3 +130,28 @@ def test_a_result_too_big_for_a_mongodb_document_is_refused_instead_of_dead_lett
     assert _states(saver, config) == [("big", "started")]  # it did happen: in doubt
     saver.flush()
     assert saver.sync_clients.redis.xlen(dead_letter_key(saver.context)) == 0
+
+
+def test_in_strict_durability_the_journal_is_in_mongodb_before_once_returns(
+        redis_url: str, mongo_url: str) -> None:
+    from langgraph_durable.testing import unique_options
+
+    calls: list[int] = []
+
+    def node(state: State) -> dict[str, Any]:
+        receipt = effects.once("pay", lambda: (calls.append(1), "receipt-1")[1])
+        return {"out": receipt, "approved": interrupt("ok?")}
+
+    config = _config()
+    tid = config["configurable"]["thread_id"]
+    options = unique_options(durability="strict", flusher="off")  # no flusher copies it
+    with DurableSaver.from_urls(redis_url, mongo_url, **options) as saver:
+        graph = _graph(saver, node)
+        graph.invoke({}, config)
+        docs = saver.sync_clients.db[collection(saver.context)].find({"thread_id": tid})
+        assert [(d["name"], d["state"]) for d in docs] == [("pay", "done")]
+        keys = saver.context.keys(tid)
+        saver.sync_clients.redis.delete(*keys.all, keys.fx)  # Redis lost the thread
+        done = graph.invoke(Command(resume=True), config)
+    assert calls == [1]
+    assert done["out"] == "receipt-1"

@@ -156,15 +156,31 @@ def begin_plan(ctx: Context, ref: EffectRef, started: Entry) -> Plan[Entry | Non
             f"{ctx.config.max_outbox} entries not yet in MongoDB; {where} was not "
             "started (its function was not called)") from None
     if _text(reply[0]) == "new":
+        yield from _strict_plan(ctx, ref, reply[1], started.at_ms)
         return None
     return Entry.unpack(bytes(reply[1]), where)
 
 
 def end_plan(ctx: Context, ref: EffectRef, outcome: Entry) -> Plan[None]:
-    """Journal ``outcome`` (done, failed or cleared) of ``ref``: one round trip."""
+    """Journal ``outcome`` (done, failed or cleared) of ``ref``: one round trip (in strict
+    durability then MongoDB)."""
     body = outcome.body()
-    yield end_op(_keys(ctx, ref.thread_id), ref.thread_id, ref.field, body,
-                 _payload(ref.field, len(body)))
+    stored = yield end_op(_keys(ctx, ref.thread_id), ref.thread_id, ref.field, body,
+                          _payload(ref.field, len(body)))
+    yield from _strict_plan(ctx, ref, stored, outcome.at_ms)
+
+
+def _strict_plan(ctx: Context, ref: EffectRef, stored: Any, at_ms: int) -> Plan[None]:
+    """In ``durability="strict"``, upsert the entry just stored in Redis (``stored``:
+    version and body) into MongoDB before ``once`` goes on, as a strict ``put`` does: a
+    Redis that loses its data then cannot make a re-execution call ``fn`` again. The
+    outbox entry stays for the flusher (the same version: an idempotent repeat that also
+    takes back what a delete overtook)."""
+    if ctx.config.durability != "strict":
+        return
+    raw = stored if isinstance(stored, bytes) else str(stored).encode()
+    doc = effect_doc(ref.thread_id, ref.field, raw, at_ms)
+    yield from bulk_ignoring_newer(collection(ctx), [effect_upsert(doc)])
 
 
 def effect_doc(thread_id: str, field: str, raw: bytes, put_ms: int) -> Doc:
