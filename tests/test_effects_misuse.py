@@ -155,3 +155,31 @@ def test_in_strict_durability_the_journal_is_in_mongodb_before_once_returns(
         done = graph.invoke(Command(resume=True), config)
     assert calls == [1]
     assert done["out"] == "receipt-1"
+
+
+def test_in_strict_durability_a_mongodb_down_before_the_call_leaves_the_effect_not_in_doubt(
+        redis_url: str) -> None:
+    from langgraph_durable.errors import TierUnavailableError
+    from langgraph_durable.testing import mongo_server, unique_options
+
+    calls: list[int] = []
+    stopped: list[int] = []
+    with mongo_server() as ms:
+        def node(state: State) -> dict[str, Any]:
+            if not stopped:
+                stopped.append(1)
+                ms.stop()  # MongoDB goes away between the step's start and the effect
+            return {"out": effects.once("pay", lambda: (calls.append(1), "receipt-1")[1])}
+
+        config = _config()
+        options = unique_options(durability="strict", server_selection_timeout_s=0.5)
+        with DurableSaver.from_urls(redis_url, ms.url, **options) as saver:
+            graph = _graph(saver, node)
+            with pytest.raises(TierUnavailableError):
+                graph.invoke({}, config)
+            assert calls == []  # never called, so not in doubt:
+            ms.start()
+            assert _states(saver, config) == [("pay", "cleared")]
+            done = graph.invoke(None, config)
+    assert calls == [1]
+    assert done["out"] == "receipt-1"

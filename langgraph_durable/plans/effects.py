@@ -131,7 +131,9 @@ def _text(value: Any) -> str:
 def begin_plan(ctx: Context, ref: EffectRef, started: Entry) -> Plan[Entry | None]:
     """Look up ``ref``; when no live entry exists (none, or ``cleared``) store
     ``started`` (one round trip; a journal Redis cannot vouch for asks MongoDB first:
-    one ``find_one`` and one more round trip). Returns the entry found (``started``,
+    one ``find_one`` and one more round trip; in strict durability the started entry is
+    upserted into MongoDB too, and marked cleared in Redis when that fails, whose error is
+    raised). Returns the entry found (``started``,
     ``done`` or ``failed``), or None when this call started it. Raises
     ``OutboxFullError`` (nothing stored) when the thread's outbox stream is full."""
     where = ref.describe()
@@ -156,7 +158,14 @@ def begin_plan(ctx: Context, ref: EffectRef, started: Entry) -> Plan[Entry | Non
             f"{ctx.config.max_outbox} entries not yet in MongoDB; {where} was not "
             "started (its function was not called)") from None
     if _text(reply[0]) == "new":
-        yield from _strict_plan(ctx, ref, reply[1], started.at_ms)
+        try:
+            yield from _strict_plan(ctx, ref, reply[1], started.at_ms)
+        except Exception:  # fn is not called: cleared, so no later execution is in doubt
+            cleared = Entry(0, "c", None, None, started.checkpoint_ns, started.checkpoint_id,
+                            started.at_ms)
+            body = cleared.body()
+            yield end_op(keys, ref.thread_id, ref.field, body, _payload(ref.field, len(body)))
+            raise
         return None
     return Entry.unpack(bytes(reply[1]), where)
 
