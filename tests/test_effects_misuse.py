@@ -183,3 +183,26 @@ def test_in_strict_durability_a_mongodb_down_before_the_call_leaves_the_effect_n
             done = graph.invoke(None, config)
     assert calls == [1]
     assert done["out"] == "receipt-1"
+
+
+def test_with_more_required_replicas_than_confirm_the_outcome_raises_and_is_kept(
+        redis_sentinel_url: str, mongo_url: str) -> None:
+    from langgraph_durable.errors import ReplicationTimeoutError
+    from langgraph_durable.testing import unique_options
+
+    calls: list[int] = []
+
+    def node(state: State) -> dict[str, Any]:
+        return {"out": effects.once("pay", lambda: (calls.append(1), "receipt-1")[1])}
+
+    config = _config()
+    tid = config["configurable"]["thread_id"]
+    options = unique_options(redis_min_replicas=2, redis_wait_timeout_s=0.05)  # 1 exists
+    with DurableSaver.from_urls(redis_sentinel_url, mongo_url, **options) as saver:
+        with pytest.raises(ReplicationTimeoutError) as caught:
+            _graph(saver, node).invoke({}, config)
+        e = caught.value
+        assert (e.thread_id, e.wanted, e.replicas) == (tid, 2, 1)
+        assert str(e).startswith("the outcome of effect 'pay' (call 0)")
+        assert _states(saver, config) == [("pay", "done")]
+    assert calls == [1]

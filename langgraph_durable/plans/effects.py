@@ -23,10 +23,11 @@ from pymongo import UpdateOne
 from ..context import Context
 from ..drivers import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, ask
 from ..durable import documents as D
-from ..errors import CorruptRecordError, OutboxFullError
+from ..errors import CorruptRecordError, OutboxFullError, ReplicationTimeoutError
 from ..hot.effects import TRUST_FIELD, begin_op, end_op
 from ..records import SEP, Typed, member
 from .fence import bulk_ignoring_newer, stream_ms
+from .write import replicated
 
 FX_KIND = "fx"
 """Kind of the outbox entries of the journal (beside ``"cp"`` and ``"w"``)."""
@@ -171,11 +172,24 @@ def begin_plan(ctx: Context, ref: EffectRef, started: Entry) -> Plan[Entry | Non
 
 
 def end_plan(ctx: Context, ref: EffectRef, outcome: Entry) -> Plan[None]:
-    """Journal ``outcome`` (done, failed or cleared) of ``ref``: one round trip (in strict
-    durability then MongoDB)."""
+    """Journal ``outcome`` (done, failed or cleared) of ``ref``: one round trip (with
+    ``redis_min_replicas``, its ``WAIT`` in the same pipeline; in strict durability then
+    MongoDB). Raises ``ReplicationTimeoutError`` naming the effect when too few replicas
+    confirm it (the outcome IS stored on the primary and in the outbox)."""
     body = outcome.body()
-    stored = yield end_op(_keys(ctx, ref.thread_id), ref.thread_id, ref.field, body,
-                          _payload(ref.field, len(body)))
+    op = end_op(_keys(ctx, ref.thread_id), ref.thread_id, ref.field, body,
+                _payload(ref.field, len(body)))
+    try:
+        stored = yield replicated(ctx, op)
+    except ReplicationTimeoutError as exc:
+        raise ReplicationTimeoutError(
+            f"the outcome of {ref.describe()} IS stored on the Redis primary and in the "
+            f"outbox, but WAIT confirmed it on {exc.replicas} replica(s), not the "
+            f"{exc.wanted} of redis_min_replicas, within redis_wait_timeout_s="
+            f"{exc.timeout_s}: a failover of the primary now could lose it from Redis "
+            "before the flush", wanted=exc.wanted, replicas=exc.replicas,
+            timeout_s=exc.timeout_s, thread_id=ref.thread_id, checkpoint_ns=ref.task_ns,
+            checkpoint_id=ref.checkpoint_id, task_id=ref.task_id) from exc
     yield from _strict_plan(ctx, ref, stored, outcome.at_ms)
 
 
