@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator
@@ -38,7 +39,12 @@ from typing import Any, Literal
 
 from langgraph.config import get_config
 
-from .errors import ConfigurationError, EffectFailedError, EffectInDoubtError
+from .errors import (
+    ConfigurationError,
+    EffectFailedError,
+    EffectInDoubtError,
+    SerializationError,
+)
 from .plans.effects import EffectRef, Entry, begin_plan, end_plan
 from .plans.write import dumps
 from .saver import DurableSaver
@@ -52,6 +58,11 @@ _CHECKPOINTER = "__pregel_checkpointer"
 _SCRATCHPAD = "__pregel_scratchpad"
 
 _running: ContextVar[tuple[str, str] | None] = ContextVar("lgd_effect", default=None)
+
+MAX_RESULT_BYTES = 16 * 1024 * 1024 - 64 * 1024
+"""Largest serialized result of an effect: its journal entry is one MongoDB document
+(16 MiB at most, with room for the entry's other fields); ``once`` refuses a bigger one
+rather than journal what can never be flushed."""
 
 _crash_hook: Callable[[str, EffectRef], None] | None = None
 """Tests only: called with ``("started" | "called" | "journaled", ref)`` at the three
@@ -118,7 +129,9 @@ def _current_task(what: str) -> _Task:
     if not task_id or scratchpad is None:
         raise ConfigurationError(
             f"{what} works inside a node or @task of a running LangGraph graph; it was "
-            "called outside one (no task in the current config)")
+            "called outside one (no task in the current config; a thread started by a "
+            "node does not inherit it: submit contextvars.copy_context().run, and give "
+            "each concurrent effect a name of its own)")
     thread_id = conf.get("thread_id")
     if thread_id is None:
         raise ConfigurationError(
@@ -163,6 +176,29 @@ def _journal_task(name: str, in_doubt: str) -> tuple[_Task, DurableSaver]:
             "DurableSaver as the graph's checkpointer (it journals the effect in the "
             f"saver's storage); the graph runs with {type(saver).__name__}")
     return task, saver
+
+
+class _AwaitableResult(TypeError):
+    """``fn`` of a sync ``once`` returned a coroutine or future: it did not run. Journaled
+    as cleared whatever ``journal_errors`` says."""
+
+
+def _returned_awaitable(name: str, result: Any) -> _AwaitableResult:
+    if inspect.iscoroutine(result):
+        result.close()  # never run: no "was never awaited" warning
+    return _AwaitableResult(
+        f"once({name!r}): fn returned a coroutine ({type(result).__name__}), which once "
+        "does not await, so the effect did not run; use await aonce(...) in an async node")
+
+
+def _safe_str(exc: BaseException) -> str:
+    """``str(exc)`` as text the journal can store (its ``str()`` may raise, or hold lone
+    surrogates that UTF-8 cannot encode)."""
+    try:
+        text = str(exc)
+    except Exception as failed:
+        return f"<str() of the error raised {type(failed).__name__}>"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass(frozen=True)
@@ -220,8 +256,10 @@ def _steps(task: _Task, saver: DurableSaver, name: str, in_doubt: str,
         _running.reset(token)
     if not ok:
         if isinstance(result, Exception):
-            state = "e" if journal_errors else "c"
-            error = (f"{type(result).__module__}.{type(result).__qualname__}", str(result))
+            failed = journal_errors and not isinstance(result, _AwaitableResult)
+            state = "e" if failed else "c"
+            error = (f"{type(result).__module__}.{type(result).__qualname__}",
+                     _safe_str(result))
             yield _Run(end_plan(ctx, ref, _entry(ctx, ref, state, error=error)))
         raise result  # a BaseException (KeyboardInterrupt...) leaves it started: in doubt
     _hook("called", ref)
@@ -243,8 +281,16 @@ def _hook(point: str, ref: EffectRef) -> None:
 
 
 def _dump(saver: DurableSaver, ref: EffectRef, value: Any) -> Any:
-    return dumps(saver.context, value, thread_id=ref.thread_id,
-                 what=f"the result of {ref.describe()}")
+    what = (f"the result of effect {ref.name!r} (call {ref.n}) of task {ref.task_id!r} "
+            f"(checkpoint_ns {ref.task_ns!r})")
+    typed = dumps(saver.context, value, thread_id=ref.thread_id, what=what)
+    if len(typed[1]) > MAX_RESULT_BYTES:
+        raise SerializationError(
+            f"{what} of thread {ref.thread_id!r} is {len(typed[1])} bytes serialized; its "
+            "journal entry must fit in one MongoDB document (16 MiB): return something "
+            "small (an id, a receipt) and keep big data in the state or a blob store. The "
+            "effect ran and stays journaled as started (in doubt)")
+    return typed
 
 
 def once(name: str, fn: Callable[..., Any], /, *args: Any, in_doubt: InDoubt = "raise",
@@ -269,12 +315,18 @@ def once(name: str, fn: Callable[..., Any], /, *args: Any, in_doubt: InDoubt = "
 
     Raises ``ConfigurationError`` outside a node or task of a graph run, or when the
     graph's checkpointer is not a ``DurableSaver``; ``ValueError`` for an empty name or
-    another ``in_doubt``; ``EffectInDoubtError``; ``EffectFailedError``;
-    ``SerializationError`` when the result cannot be serialized (the effect then stays
-    journaled as started: in doubt); ``OutboxFullError`` (``fn`` not called);
+    another ``in_doubt``; ``TypeError`` when ``fn`` is a coroutine function (nothing
+    journaled) or returns an awaitable (journaled as cleared: it did not run; use
+    ``aonce``); ``EffectInDoubtError``; ``EffectFailedError``;
+    ``SerializationError`` when the result cannot be serialized or is over
+    ``MAX_RESULT_BYTES`` serialized (the effect then stays journaled as started: in
+    doubt); ``OutboxFullError`` (``fn`` not called);
     ``TierUnavailableError`` when Redis (or, for a journal Redis cannot vouch for,
     MongoDB) does not answer before the call; whatever ``fn`` raises.
     """
+    if inspect.iscoroutinefunction(fn):
+        raise TypeError(f"once({name!r}): fn {getattr(fn, '__qualname__', fn)!r} is a "
+                        "coroutine function; use await aonce(...) in an async node")
     task, saver = _journal_task(name, in_doubt)
     steps = _steps(task, saver, name, in_doubt, journal_errors)
     reply: Any = None
@@ -289,7 +341,11 @@ def once(name: str, fn: Callable[..., Any], /, *args: Any, in_doubt: InDoubt = "
             reply = _dump(saver, step.ref, step.value)
         else:
             try:
-                reply = (True, fn(*args, **kwargs))
+                result = fn(*args, **kwargs)
+                if inspect.isawaitable(result):
+                    reply = (False, _returned_awaitable(name, result))
+                else:
+                    reply = (True, result)
             except BaseException as exc:
                 reply = (False, exc)
 

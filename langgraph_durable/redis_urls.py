@@ -92,8 +92,11 @@ def parse_redis_url(url: str) -> RedisUrl:
         return RedisUrl("single", url)
     scheme, sep, rest = url.partition("://")
     kind = _KINDS.get(scheme.lower())
-    if not sep or kind is None:
-        known = ", ".join([*(s.removesuffix("://") for s in _SINGLE), *_KINDS])
+    known = ", ".join([*(s.removesuffix("://") for s in _SINGLE), *_KINDS])
+    if not sep:
+        raise _bad(url, f"no scheme: a Redis URL starts with one of {known} and :// "
+                        "(e.g. redis://localhost:6379/0)")
+    if kind is None:
         raise _bad(url, f"unknown scheme {scheme!r} (use one of {known})")
     if "?" in rest or "#" in rest:
         raise _bad(url, f"{scheme} URLs take no query options or fragment; build the client "

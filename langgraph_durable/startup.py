@@ -6,12 +6,14 @@ per saver (``SetupGate``), whether it is entered (``with``/``async with``), set 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import weakref
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .context import Context
-from .drivers import LoadScripts, Mongo, Parallel, Plan
+from .drivers import LoadScripts, Mongo, Parallel, Pipeline, Plan
 from .durable.documents import INDEXES
 from .errors import TierUnavailableError
 from .hot.scripts import SCRIPTS
@@ -21,6 +23,43 @@ from .plans import binding, registry, tombstones
 
 WHO = "this saver"
 """How the saver names itself in a binding or owner mismatch."""
+
+log = logging.getLogger("langgraph_durable.saver")
+_warned_eviction: set[str] = set()  # key prefixes warned about in this process
+
+
+def _policy_of(info: Any) -> str | None:
+    """``maxmemory_policy`` of an ``INFO memory`` reply (a dict, or one per node)."""
+    if not isinstance(info, dict):
+        return None
+    policy = info.get("maxmemory_policy")
+    if policy is None:  # a cluster client's reply: {node: {...}}
+        found = [_policy_of(v) for v in info.values() if isinstance(v, dict)]
+        bad = [p for p in found if p and p != "noeviction"]
+        policy = bad[0] if bad else found[0] if found else None
+    return policy.decode() if isinstance(policy, bytes) else policy
+
+
+def eviction_check_plan(ctx: Context) -> Plan[str | None]:
+    """Read Redis's ``maxmemory-policy`` (``INFO memory``: one round trip, at set-up only)
+    and log a warning, once per key prefix and process, when it is not ``noeviction``:
+    the hot tier trusts what Redis holds, so an evicted unflushed checkpoint, journal or
+    outbox entry would be lost without an error. Returns the policy, None when Redis
+    does not tell (``INFO`` refused or not routable); never raises."""
+    try:
+        (info,) = yield Pipeline([["INFO", "memory"]])
+    except Exception:
+        return None
+    policy = _policy_of(info)
+    prefix = ctx.config.key_prefix
+    if policy and policy != "noeviction" and prefix not in _warned_eviction:
+        _warned_eviction.add(prefix)
+        log.warning(
+            "Redis of key prefix %r runs with maxmemory-policy %s: it may evict keys the "
+            "saver has not flushed to MongoDB yet (checkpoints, pending writes, the outbox), "
+            "which would then be lost; set maxmemory-policy noeviction (docs/deployment.md)",
+            prefix, policy)
+    return policy
 
 
 def redis_setup_plan(ctx: Context) -> Plan[None]:
@@ -67,6 +106,7 @@ def start_plan(ctx: Context, *, strict: bool) -> Plan[TierUnavailableError | Non
         missed = exc
     yield from redis_setup_plan(ctx)
     yield from binding.bind_plan(ctx, WHO, binding.describe_process("saver"))
+    yield from eviction_check_plan(ctx)
     return missed
 
 

@@ -136,6 +136,9 @@ def test_redis_urls_are_parsed(url: str, expected: RedisUrl) -> None:
 @pytest.mark.parametrize("url, message", [
     ("http://h:1", "Redis URL 'http://h:1': unknown scheme 'http' (use one of redis, rediss, "
      "unix, redis+cluster, redis+sentinel)"),
+    ("localhost:6379", "Redis URL 'localhost:6379': no scheme: a Redis URL starts with one "
+     "of redis, rediss, unix, redis+cluster, redis+sentinel and :// (e.g. "
+     "redis://localhost:6379/0)"),
     ("redis+cluster://", "Redis URL 'redis+cluster://': no host:port given"),
     ("redis+cluster://a:7000/1", "a Redis Cluster has only database 0, the path is /1"),
     ("redis+cluster://a:x", "node 'a:x' has port 'x', not a number from 1 to 65535"),

@@ -10,6 +10,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from rich import box
 from rich.table import Table
 
+from ..errors import TierUnavailableError
 from ..inspection import lookup, render, storage
 from ..plans.effects import Entry, journal_plan
 from ..records import metadata_matches
@@ -151,13 +152,22 @@ def _history_table(thread: str, rows: list[dict[str, Any]], width: int) -> Table
     return table
 
 
-def _effects(ctx: typer.Context, tup: CheckpointTuple) -> list[dict[str, Any]]:
+def _effects(ctx: typer.Context, tup: CheckpointTuple) -> tuple[list[dict[str, Any]], str]:
     """The effect journal (``langgraph_durable.effects``) of the tasks that ran from the
-    checkpoint of ``tup``, both tiers merged, results decoded as far as the serializer can."""
+    checkpoint of ``tup``, both tiers merged, results decoded as far as the serializer can;
+    and a note, not empty when MongoDB did not answer (Redis's entries alone are shown)."""
     saver = session_of(ctx).saver(tolerant=True)
     c = tup.config["configurable"]
-    out = []
-    for d in saver.run(journal_plan(saver.context, c["thread_id"])):
+    out, note = [], ""
+    try:
+        docs = saver.run(journal_plan(saver.context, c["thread_id"]))
+    except TierUnavailableError as exc:
+        if exc.tier != "durable":
+            raise
+        docs = saver.run(journal_plan(saver.context, c["thread_id"], hot_only=True))
+        note = (f"effects: the entries Redis holds; {exc.tier_name} did not answer, its "
+                "entries are not shown")
+    for d in docs:
         if (d["checkpoint_ns"], d["checkpoint_id"]) != (c["checkpoint_ns"], c["checkpoint_id"]):
             continue
         entry = Entry.unpack(bytes(d["raw"]), f"{d['_id']!r}")
@@ -165,7 +175,7 @@ def _effects(ctx: typer.Context, tup: CheckpointTuple) -> list[dict[str, Any]]:
         out.append({"task_id": d["task_id"], "task_ns": d["task_ns"], "name": d["name"],
                     "call": d["n"], "state": d["state"], "result": render.jsonable(result),
                     "error": list(entry.error) if entry.error else None, "tier": d["tier"]})
-    return out
+    return out, note
 
 
 @command
@@ -178,10 +188,11 @@ def show(ctx: typer.Context, thread: str = THREAD,
     latest). External-reference values need --blob-store."""
     tup = _get(ctx, thread, at or checkpoint, ns)
     data = lookup.tuple_data(tup)
-    data["effects"] = _effects(ctx, tup)
+    data["effects"], fx_note = _effects(ctx, tup)
     if as_json:
         note = _blob_store_note(ctx, list(tup.checkpoint.get("channel_values", {}).values()))
-        echo_json({**data, **({"note": note} if note else {})})
+        echo_json({**data, **({"note": note} if note else {}),
+                   **({"effects_note": fx_note} if fx_note else {})})
         return
     out = console()
     md = tup.metadata
@@ -214,6 +225,8 @@ def show(ctx: typer.Context, thread: str = THREAD,
             fx.add_row(e["task_id"], e["name"], str(e["call"]), e["state"],
                        render.preview(shown, room - 40))
         out.print(fx)
+    if fx_note:
+        out.print(f"note: {fx_note}")
     note = _blob_store_note(ctx, [*tup.checkpoint.get("channel_values", {}).values(),
                                   *(v for _t, _c, v in tup.pending_writes or [])])
     if note:

@@ -23,10 +23,11 @@ from pymongo import UpdateOne
 from ..context import Context
 from ..drivers import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, ask
 from ..durable import documents as D
-from ..errors import CorruptRecordError, OutboxFullError
+from ..errors import CorruptRecordError, OutboxFullError, ReplicationTimeoutError
 from ..hot.effects import TRUST_FIELD, begin_op, end_op
 from ..records import SEP, Typed, member
 from .fence import bulk_ignoring_newer, stream_ms
+from .write import replicated
 
 FX_KIND = "fx"
 """Kind of the outbox entries of the journal (beside ``"cp"`` and ``"w"``)."""
@@ -131,7 +132,9 @@ def _text(value: Any) -> str:
 def begin_plan(ctx: Context, ref: EffectRef, started: Entry) -> Plan[Entry | None]:
     """Look up ``ref``; when no live entry exists (none, or ``cleared``) store
     ``started`` (one round trip; a journal Redis cannot vouch for asks MongoDB first:
-    one ``find_one`` and one more round trip). Returns the entry found (``started``,
+    one ``find_one`` and one more round trip; in strict durability the started entry is
+    upserted into MongoDB too, and marked cleared in Redis when that fails, whose error is
+    raised). Returns the entry found (``started``,
     ``done`` or ``failed``), or None when this call started it. Raises
     ``OutboxFullError`` (nothing stored) when the thread's outbox stream is full."""
     where = ref.describe()
@@ -156,15 +159,51 @@ def begin_plan(ctx: Context, ref: EffectRef, started: Entry) -> Plan[Entry | Non
             f"{ctx.config.max_outbox} entries not yet in MongoDB; {where} was not "
             "started (its function was not called)") from None
     if _text(reply[0]) == "new":
+        try:
+            yield from _strict_plan(ctx, ref, reply[1], started.at_ms)
+        except Exception:  # fn is not called: cleared, so no later execution is in doubt
+            cleared = Entry(0, "c", None, None, started.checkpoint_ns, started.checkpoint_id,
+                            started.at_ms)
+            body = cleared.body()
+            yield end_op(keys, ref.thread_id, ref.field, body, _payload(ref.field, len(body)))
+            raise
         return None
     return Entry.unpack(bytes(reply[1]), where)
 
 
 def end_plan(ctx: Context, ref: EffectRef, outcome: Entry) -> Plan[None]:
-    """Journal ``outcome`` (done, failed or cleared) of ``ref``: one round trip."""
+    """Journal ``outcome`` (done, failed or cleared) of ``ref``: one round trip (with
+    ``redis_min_replicas``, its ``WAIT`` in the same pipeline; in strict durability then
+    MongoDB). Raises ``ReplicationTimeoutError`` naming the effect when too few replicas
+    confirm it (the outcome IS stored on the primary and in the outbox)."""
     body = outcome.body()
-    yield end_op(_keys(ctx, ref.thread_id), ref.thread_id, ref.field, body,
-                 _payload(ref.field, len(body)))
+    op = end_op(_keys(ctx, ref.thread_id), ref.thread_id, ref.field, body,
+                _payload(ref.field, len(body)))
+    try:
+        stored = yield replicated(ctx, op)
+    except ReplicationTimeoutError as exc:
+        raise ReplicationTimeoutError(
+            f"the outcome of {ref.describe()} IS stored on the Redis primary and in the "
+            f"outbox, but WAIT confirmed it on {exc.replicas} replica(s), not the "
+            f"{exc.wanted} of redis_min_replicas, within redis_wait_timeout_s="
+            f"{exc.timeout_s}: a failover of the primary now could lose it from Redis "
+            "before the flush", wanted=exc.wanted, replicas=exc.replicas,
+            timeout_s=exc.timeout_s, thread_id=ref.thread_id, checkpoint_ns=ref.task_ns,
+            checkpoint_id=ref.checkpoint_id, task_id=ref.task_id) from exc
+    yield from _strict_plan(ctx, ref, stored, outcome.at_ms)
+
+
+def _strict_plan(ctx: Context, ref: EffectRef, stored: Any, at_ms: int) -> Plan[None]:
+    """In ``durability="strict"``, upsert the entry just stored in Redis (``stored``:
+    version and body) into MongoDB before ``once`` goes on, as a strict ``put`` does: a
+    Redis that loses its data then cannot make a re-execution call ``fn`` again. The
+    outbox entry stays for the flusher (the same version: an idempotent repeat that also
+    takes back what a delete overtook)."""
+    if ctx.config.durability != "strict":
+        return
+    raw = stored if isinstance(stored, bytes) else str(stored).encode()
+    doc = effect_doc(ref.thread_id, ref.field, raw, at_ms)
+    yield from bulk_ignoring_newer(collection(ctx), [effect_upsert(doc)])
 
 
 def effect_doc(thread_id: str, field: str, raw: bytes, put_ms: int) -> Doc:
@@ -275,13 +314,22 @@ def copy_effects_plan(ctx: Context, source: str, target: str, now_ms: int) -> Pl
     return len(docs)
 
 
-def journal_plan(ctx: Context, thread_id: str) -> Plan[list[Doc]]:
+def journal_plan(ctx: Context, thread_id: str, *, hot_only: bool = False) -> Plan[list[Doc]]:
     """Every journal entry of ``thread_id``, both tiers merged (the newer version of an
     effect wins), as documents (``effect_doc``'s fields; ``tier`` ``"hot"`` or
     ``"durable"``), in ``task_ns``, ``task_id``, ``name``, ``n`` order: for the CLI and
-    exports."""
-    (held,) = yield Pipeline([["HGETALL", ctx.keys(thread_id).fx]])
-    durable = yield from ask(Find(collection(ctx), {"thread_id": thread_id}))
+    exports. MongoDB is read only when Redis cannot vouch for the journal (as
+    ``EFFECT_BEGIN`` decides: the journal's ``!``, or no journal, no ``meta.fx`` and a
+    thread that started in Redis), so a thread Redis holds entirely is shown while MongoDB
+    is down. ``hot_only``: Redis's entries alone, MongoDB not read (for a reader that was
+    told MongoDB does not answer)."""
+    keys = ctx.keys(thread_id)
+    held, (had_fx, complete) = yield Pipeline([["HGETALL", keys.fx],
+                                               ["HMGET", keys.meta, "fx", "complete"]])
+    trusted = any(_text(k) == TRUST_FIELD for k in held) or (
+        not held and had_fx is None and complete is not None and _text(complete) in ("1", "2"))
+    durable = [] if trusted or hot_only else (
+        yield from ask(Find(collection(ctx), {"thread_id": thread_id})))
     out: dict[str, Doc] = {}
     for d in durable:
         out[d["_id"]] = {**d, "tier": "durable"}

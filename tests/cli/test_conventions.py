@@ -5,12 +5,14 @@ and every command with a tier down (real servers stopped, bad ports)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import __version__
@@ -178,3 +180,29 @@ def test_commands_with_a_bad_redis_port_name_the_hot_tier(cli: Cli) -> None:
     data = json.loads(r.stdout)
     assert list(data["down"]) == ["redis"] and "durable" in data
     assert data["down"]["redis"].startswith("hot tier (Redis) at 127.0.0.1:1 did not answer")
+
+
+def test_status_probe_with_mongodb_stopped_waits_for_server_selection_once(
+        redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    with mongo_server() as ms:
+        cli = Cli(redis_url, ms.url)
+        cli.env["LGD_SERVER_SELECTION_TIMEOUT_S"] = "0.5"
+        with cli.saver():
+            pass
+        ms.stop()
+        with caplog.at_level(logging.DEBUG, logger="pymongo.serverSelection"):
+            down = json.loads(cli("status", "--probe", "--json", code=2).stdout)["down"]
+        assert list(down) == ["mongodb"]
+        failed = [r for r in caplog.records if r.name == "pymongo.serverSelection"
+                  and "Server selection failed" in r.getMessage()]
+        assert len(failed) == 1  # a probe with a 1-5 s timeout waits once, not twice
+        ms.start()
+
+
+def test_status_of_a_key_prefix_bound_to_another_database_exits_1_naming_both(cli: Cli) -> None:
+    with cli.saver():  # binds the key prefix to cli's database
+        pass
+    other = "lgd_other_" + cli.opts["database"][4:]
+    r = cli("--database", other, "status", "--probe", code=1)
+    assert r.stderr.count("\n") == 1
+    assert cli.opts["database"] in r.stderr and other in r.stderr

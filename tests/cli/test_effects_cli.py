@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import redis
 from langgraph.types import Command
+
+from langgraph_durable.hot.effects import TRUST_FIELD
+from langgraph_durable.testing import mongo_server
 
 from ..effects_support import pay_then_approve, service
 from .clikit import Cli
@@ -42,3 +46,25 @@ def test_show_lists_the_effects_and_export_import_carries_them(cli: Cli,
                 Command(resume=True), {"configurable": {"thread_id": "fx2"}})
         assert svc.calls == 1
         assert done["receipt"] == {"id": "ch_1", "amount": 12}
+
+
+def test_show_lists_the_effects_redis_holds_while_mongodb_is_down(redis_url: str) -> None:
+    config = {"configurable": {"thread_id": "fx"}}
+    with service() as svc, mongo_server() as ms:
+        cli = Cli(redis_url, ms.url)
+        cli.env["LGD_SERVER_SELECTION_TIMEOUT_S"] = "0.5"
+        with cli.saver() as saver:
+            pay_then_approve(saver).invoke({"url": svc.url, "amount": 12}, config)
+            fx_key = saver.context.keys("fx").fx
+        ms.stop()
+        shown = cli.json("show", "fx")  # the thread began in Redis: its journal is all there
+        assert [(e["name"], e["state"], e["tier"]) for e in shown["effects"]] == [
+            ("pay", "done", "hot")]
+        assert "effects_note" not in shown
+        redis.Redis.from_url(redis_url).hdel(fx_key, TRUST_FIELD)  # Redis cannot vouch now
+        shown = cli.json("show", "fx")
+        assert [(e["name"], e["state"], e["tier"]) for e in shown["effects"]] == [
+            ("pay", "done", "hot")]
+        assert shown["effects_note"].startswith(
+            "effects: the entries Redis holds; durable tier (MongoDB) did not answer")
+        ms.start()
