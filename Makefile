@@ -19,7 +19,7 @@ demo: setup
 	$(PY) examples/crash_demo.py
 
 bench: setup
-	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || ( \
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null || ( \
 	  SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql >/dev/null )
 	$(VENV)/bin/python -m pip install -q -e ".[bench]"

@@ -33,7 +33,8 @@ class Params:
     w1_turns: int
     w2_steps: int
     w3_threads: int
-    w3_steps: int
+    w3_turns: int
+    w3_sweep: tuple[int, ...]
     w4_checkpoints: int
     w4_gets: int
     w4_history: int
@@ -48,11 +49,13 @@ class Params:
     profile_turns: int
 
 
-FULL = Params(reps=3, w1_turns=100, w2_steps=200, w3_threads=200, w3_steps=20,
+FULL = Params(reps=3, w1_turns=100, w2_steps=200, w3_threads=50, w3_turns=10,
+              w3_sweep=(1, 10, 50, 200),
               w4_checkpoints=1000, w4_gets=30, w4_history=100, w4_history_calls=3,
               w5_seconds=60.0, w5_threads=20, w5_fraction=0.5, w5_sat_seconds=5.0,
               w6_turns=(100, 200), w7_turns=(20, 100, 200), rt_turns=10, profile_turns=100)
-QUICK = Params(reps=2, w1_turns=4, w2_steps=10, w3_threads=8, w3_steps=4,
+QUICK = Params(reps=2, w1_turns=4, w2_steps=10, w3_threads=4, w3_turns=2,
+               w3_sweep=(1, 4, 8),
                w4_checkpoints=40, w4_gets=5, w4_history=10, w4_history_calls=1,
                w5_seconds=3.0, w5_threads=4, w5_fraction=0.5, w5_sat_seconds=1.5,
                w6_turns=(3, 6), w7_turns=(2, 4, 8), rt_turns=2, profile_turns=4)
@@ -84,50 +87,75 @@ def steps_per_turn() -> int:
 # ---------------------------------------------------------------- W1: agent loop
 
 
-def w1_sync(spec: SaverSpec, p: Params, spt: int) -> dict[str, Any]:
+def conversation_checkpoints(turns: int) -> int:
+    """Checkpoints (= super-steps, the input one included) one run of the
+    ``turns``-turn agent loop makes: the input, ``__start__``, agent and tools per turn."""
+    return 2 * turns + 2
+
+
+def _w1_metrics(wall: float, drain_s: float, steps: int, used: dict[str, float]
+                ) -> dict[str, Any]:
+    return {"wall_s": wall, "step_ms": wall / steps * 1e3, "settle_s": drain_s,
+            "steps": steps, **used}
+
+
+def w1_sync(spec: SaverSpec, p: Params) -> dict[str, Any]:
+    """One ``invoke`` of the ``w1_turns``-turn agent loop (``graphs.build_conversation``)
+    on one thread, sync API; wall time over its checkpoints, then the drain (untimed)."""
     with spec.open_sync() as h:
-        g = graphs.build_agent(h.saver, p.w1_turns)
-        cfg = thread_cfg("w1")
-        turns: list[float] = []
+        g = graphs.build_conversation(h.saver, p.w1_turns)
+        cfg = {**thread_cfg("w1"), "recursion_limit": 2 * p.w1_turns + 10}
         c0 = cpu.snapshot()
         t0 = time.perf_counter()
-        for t in range(p.w1_turns):
-            a = time.perf_counter()
-            g.invoke({"messages": [graphs.human(t)]}, cfg)
-            turns.append(time.perf_counter() - a)
+        g.invoke(graphs.conversation_input(), cfg)
         wall = time.perf_counter() - t0
         a = time.perf_counter()
         spec.drain(h)
         drain_s = time.perf_counter() - a
         used = cpu.delta(c0, cpu.snapshot())
-    steps = p.w1_turns * spt
-    return {"wall_s": wall, "step_ms": wall / steps * 1e3, "settle_s": drain_s,
-            "turn_s": turns, "steps": steps, **used}
+    return _w1_metrics(wall, drain_s, conversation_checkpoints(p.w1_turns), used)
 
 
-async def _w1_async(spec: SaverSpec, p: Params, spt: int) -> dict[str, Any]:
+async def _w1_async(spec: SaverSpec, p: Params, durability: str | None) -> dict[str, Any]:
     async with spec.open_async() as h:
-        g = graphs.build_agent(h.saver, p.w1_turns, asynchronous=True)
-        cfg = thread_cfg("w1a")
-        turns: list[float] = []
+        g = graphs.build_conversation(h.saver, p.w1_turns, asynchronous=True)
+        cfg = {**thread_cfg("w1a"), "recursion_limit": 2 * p.w1_turns + 10}
+        kw = {} if durability is None else {"durability": durability}
         c0 = cpu.snapshot()
         t0 = time.perf_counter()
-        for t in range(p.w1_turns):
-            a = time.perf_counter()
-            await g.ainvoke({"messages": [graphs.human(t)]}, cfg)
-            turns.append(time.perf_counter() - a)
+        await g.ainvoke(graphs.conversation_input(), cfg, **kw)
         wall = time.perf_counter() - t0
         a = time.perf_counter()
         await asyncio.to_thread(spec.drain, h)
         drain_s = time.perf_counter() - a
         used = cpu.delta(c0, cpu.snapshot())
-    steps = p.w1_turns * spt
-    return {"wall_s": wall, "step_ms": wall / steps * 1e3, "settle_s": drain_s,
-            "turn_s": turns, "steps": steps, **used}
+    return _w1_metrics(wall, drain_s, conversation_checkpoints(p.w1_turns), used)
 
 
-def w1_async(spec: SaverSpec, p: Params, spt: int) -> dict[str, Any]:
-    return asyncio.run(_w1_async(spec, p, spt))
+def warm_up(spec: SaverSpec, turns: int = 2) -> None:
+    """Run a short agent loop once per API on a fresh namespace of ``spec``, untimed, so
+    that the first measured run pays no first-call costs (imports, compiled regexes, the
+    scripts' first load, connection set-up)."""
+    with spec.open_sync() as h:
+        cfg = {**thread_cfg("warm"), "recursion_limit": 2 * turns + 10}
+        graphs.build_conversation(h.saver, turns).invoke(graphs.conversation_input(), cfg)
+        spec.drain(h)
+
+    async def go() -> None:
+        async with spec.open_async() as h:
+            cfg = {**thread_cfg("warma"), "recursion_limit": 2 * turns + 10}
+            await graphs.build_conversation(h.saver, turns, asynchronous=True).ainvoke(
+                graphs.conversation_input(), cfg)
+            await asyncio.to_thread(spec.drain, h)
+
+    asyncio.run(go())
+
+
+def w1_async(spec: SaverSpec, p: Params, durability: str | None = None) -> dict[str, Any]:
+    """W1 with ``ainvoke`` (the agent node a coroutine); ``durability``: LangGraph's
+    ``durability`` argument (``"sync"``: each checkpoint is written before the next
+    super-step starts; ``None``: its default, ``"async"``)."""
+    return asyncio.run(_w1_async(spec, p, durability))
 
 
 # ---------------------------------------------------------------- W2: wide state
@@ -152,17 +180,18 @@ def w2(spec: SaverSpec, p: Params) -> dict[str, Any]:
 # ---------------------------------------------------------------- W3: concurrency
 
 
-async def _w3(spec: SaverSpec, p: Params) -> dict[str, Any]:
+async def _w3(spec: SaverSpec, p: Params, threads: int) -> dict[str, Any]:
     async with spec.open_async() as h:
-        g = graphs.build_loop(h.saver, asynchronous=True)
+        g = graphs.build_conversation(h.saver, p.w3_turns, asynchronous=True)
         lat: list[float] = []
         count = 0
 
         async def one(i: int) -> None:
             nonlocal count
-            cfg = {**thread_cfg(f"w3-{i}"), "recursion_limit": p.w3_steps + 10}
+            cfg = {**thread_cfg(f"w3-{i}"), "recursion_limit": 2 * p.w3_turns + 10}
             last = time.perf_counter()
-            async for _ in g.astream(graphs.loop_input(p.w3_steps), cfg, stream_mode="updates"):
+            async for _ in g.astream(graphs.conversation_input(), cfg,
+                                     stream_mode="updates"):
                 now = time.perf_counter()
                 lat.append(now - last)
                 last = now
@@ -170,19 +199,23 @@ async def _w3(spec: SaverSpec, p: Params) -> dict[str, Any]:
 
         c0 = cpu.snapshot()
         t0 = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(p.w3_threads)))
+        await asyncio.gather(*(one(i) for i in range(threads)))
         wall = time.perf_counter() - t0
         await asyncio.to_thread(spec.drain, h)
         used = cpu.delta(c0, cpu.snapshot())
-    # checkpoints: the input one, __start__, then one per step
-    checkpoints = p.w3_threads * (p.w3_steps + 2)
-    return {"wall_s": wall, "cps": checkpoints / wall, "p50_ms": pct(lat, 0.5) * 1e3,
-            "p99_ms": pct(lat, 0.99) * 1e3, "steps_seen": count, "checkpoints": checkpoints,
-            **used}
+    checkpoints = threads * conversation_checkpoints(p.w3_turns)
+    return {"wall_s": wall, "cps": checkpoints / wall, "cp_ms": wall / checkpoints * 1e3,
+            "p50_ms": pct(lat, 0.5) * 1e3, "p99_ms": pct(lat, 0.99) * 1e3,
+            "steps_seen": count, "checkpoints": checkpoints, "threads": threads,
+            "turns": p.w3_turns, **used}
 
 
-def w3(spec: SaverSpec, p: Params) -> dict[str, Any]:
-    return asyncio.run(_w3(spec, p))
+def w3(spec: SaverSpec, p: Params, threads: int | None = None) -> dict[str, Any]:
+    """``threads`` (default ``w3_threads``) threads, each one ``ainvoke``-like run
+    (``astream``) of the ``w3_turns``-turn agent loop, all at once (``asyncio.gather``)
+    on one saver: checkpoints per second of wall time, the wall time per checkpoint
+    (``cp_ms``) and the time between a thread's consecutive super-steps (p50, p99)."""
+    return asyncio.run(_w3(spec, p, p.w3_threads if threads is None else threads))
 
 
 # ---------------------------------------------------------------- W4: resume
