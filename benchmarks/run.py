@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         sync_specs = [s for s in specs if s.name != "redis_stack"]
         durable = [s for s in specs if s.is_durable_saver and s.only is None]
 
-        if "W1" in todo or "W3" in todo:
+        if ("W1" in todo or "W3" in todo) and not args.quick:  # quick claims no timing
             for s in specs:
                 log(f"warming up {s.name}")
                 try:
@@ -287,30 +287,14 @@ def _copy_to_docs(out: str, docs_img: str) -> None:
             log(f"copied {name} to {docs_img}")
 
 
-def fastest_peer(records: list[dict[str, Any]], specs: list[SaverSpec]) -> SaverSpec | None:
-    """The durable peer with the highest median W3 throughput in ``records`` (None when no
-    peer ran W3 without an error)."""
-    import statistics
-
-    best: tuple[float, SaverSpec] | None = None
-    for s in specs:
-        if not s.durable_peer:
-            continue
-        v = [r["cps"] for r in records if r["workload"] == "W3" and r["saver"] == s.name
-             and isinstance(r.get("cps"), (int, float))]
-        if v and (best is None or statistics.median(v) > best[0]):
-            best = (statistics.median(v), s)
-    return None if best is None else best[1]
-
-
 def _w3_sweep(rec: Recorder, specs: list[SaverSpec], params: workloads.Params) -> None:
     """W3 at every thread count of ``params.w3_sweep`` (workload ``W3@<threads>``; the
     ``w3_threads`` point is W3 itself) for LangGraph alone, InMemorySaver, DurableSaver
     (write-behind) and the fastest durable peer of W3."""
-    peer = fastest_peer(rec.records, specs)
-    chosen = [s for s in specs if s.name in ("reference", "inmemory", "durable")]
-    if peer is not None:
-        chosen.append(peer)
+    from .report_speed import fastest_peer
+
+    peer = fastest_peer(rec.records, [s.name for s in specs if s.durable_peer])
+    chosen = [s for s in specs if s.name in ("reference", "inmemory", "durable", peer)]
     log(f"W3 sweep {params.w3_sweep} threads: {[s.name for s in chosen]}")
     def at(n: int) -> Callable[[SaverSpec], dict[str, Any]]:
         return lambda s: workloads.w3(s, params, n)

@@ -55,7 +55,7 @@ FULL = Params(reps=3, w1_turns=100, w2_steps=200, w3_threads=50, w3_turns=10,
               w5_seconds=60.0, w5_threads=20, w5_fraction=0.5, w5_sat_seconds=5.0,
               w6_turns=(100, 200), w7_turns=(20, 100, 200), rt_turns=10, profile_turns=100)
 QUICK = Params(reps=2, w1_turns=4, w2_steps=10, w3_threads=4, w3_turns=2,
-               w3_sweep=(1, 4, 8),
+               w3_sweep=(1, 4),
                w4_checkpoints=40, w4_gets=5, w4_history=10, w4_history_calls=1,
                w5_seconds=3.0, w5_threads=4, w5_fraction=0.5, w5_sat_seconds=1.5,
                w6_turns=(3, 6), w7_turns=(2, 4, 8), rt_turns=2, profile_turns=4)
