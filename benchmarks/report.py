@@ -282,6 +282,7 @@ def write_report(out: str, *, params: Any, quick: bool, records: list[dict[str, 
     for t in targets(records, rt, peers):
         L.append("| " + " | ".join(t) + " |")
     L.append("")
+    report_speed.section(L, records, names, SHORT)
 
     # overview: one row per workload metric, one column per saver
     L.append("## Overview (medians)")
@@ -344,7 +345,6 @@ def write_report(out: str, *, params: Any, quick: bool, records: list[dict[str, 
             L.append(f"| {SHORT.get(n, n)} | {_fmt(mm, unit)} | {_fmt(min(v), unit)} – "
                      f"{_fmt(max(v), unit)} | {len(v)} | {_ratio(mm, mem)} | {adv} |")
     L.append("")
-    report_speed.section(L, records, names, SHORT)
     _w1_notes(L, records, spt, params)
     _cpu_section(L, records, names)
     _checks_section(L, checks or {}, w3_threads)

@@ -172,19 +172,23 @@ def section(L: list[str], records: list[dict[str, Any]], names: list[str],
                  f"thread, one `invoke` of the agent loop over its {w1} checkpoints; per "
                  f"checkpoint: W3, the wall time of {w3} threads running at once over all "
                  "their checkpoints. A negative distance is noise: no saver does less work "
-                 "than the floor.")
+                 "than the floor. W1 sync runs the sync savers (SqliteSaver, PostgresSaver), "
+                 "the async runs and W3 the async ones (AsyncSqliteSaver, AsyncPostgresSaver "
+                 "on a pool).")
         L.append("")
         heads = ["W1 sync, per super-step", "W1 async, per super-step",
-                 'W1 async durability="sync", per super-step', "W3, per checkpoint"]
+                 'W1 async durability="sync", per super-step', "W3, per checkpoint",
+                 "W3 checkpoints/s"]
         L.append("| saver | " + " | ".join(heads) + " |")
         L.append("|---|" + "---|" * len(heads))
-        fl = [(w, m) for w, m in [(w, "step_ms") for w, _ in W1_APIS] + [("W3", "cp_ms")]]
+        fl = [(w, "step_ms") for w, _ in W1_APIS] + [("W3", "cp_ms")]
         L.append("| LangGraph alone | " + " | ".join(
-            _ms(_med(records, w, m, "reference")) for w, m in fl) + " |")
+            _ms(_med(records, w, m, "reference")) for w, m in fl) + " | "
+            + _cps(_med(records, "W3", "cps", "reference")) + " |")
         for n, cells in rows:
             L.append(f"| {short.get(n, n)} | " + " | ".join(
                 "–" if v is None else (f"{_ms(v)} ({a:+.2f} ms)" if a is not None else _ms(v))
-                for v, a in cells) + " |")
+                for v, a in cells) + " | " + _cps(_med(records, "W3", "cps", n)) + " |")
         L.append("")
     sw = sweep(records)
     if len(sw) > 1:
