@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from . import workloads
+from . import agent_loop, workloads
 from .savers import Env, SaverSpec, all_specs
 
 QUICK_SAVERS = ["inmemory", "durable", "durable_strict"]
@@ -195,18 +195,18 @@ def main(argv: list[str] | None = None) -> int:
             for s in specs:
                 log(f"warming up {s.name}")
                 try:
-                    workloads.warm_up(s)
+                    agent_loop.warm_up(s)
                 except Exception as exc:  # the workloads record the error
                     log(f"warm-up of {s.name} failed: {type(exc).__name__}: {exc}")
         if "W1" in todo:
-            rec.run("W1 sync", sync_specs, params.reps, lambda s: workloads.w1_sync(s, params))
-            rec.run("W1 async", specs, params.reps, lambda s: workloads.w1_async(s, params))
+            rec.run("W1 sync", sync_specs, params.reps, lambda s: agent_loop.w1_sync(s, params))
+            rec.run("W1 async", specs, params.reps, lambda s: agent_loop.w1_async(s, params))
             rec.run("W1 async dsync", specs, params.reps,
-                    lambda s: workloads.w1_async(s, params, "sync"))
+                    lambda s: agent_loop.w1_async(s, params, "sync"))
         if "W2" in todo:
             rec.run("W2", sync_specs, params.reps, lambda s: workloads.w2(s, params))
         if "W3" in todo:
-            rec.run("W3", specs, params.reps, lambda s: workloads.w3(s, params))
+            rec.run("W3", specs, params.reps, lambda s: agent_loop.w3(s, params))
             _w3_sweep(rec, specs, params)
         if "W4" in todo:
             _w4(rec, [s for s in sync_specs if s.only is None], durable, params, env)
@@ -297,7 +297,7 @@ def _w3_sweep(rec: Recorder, specs: list[SaverSpec], params: workloads.Params) -
     chosen = [s for s in specs if s.name in ("reference", "inmemory", "durable", peer)]
     log(f"W3 sweep {params.w3_sweep} threads: {[s.name for s in chosen]}")
     def at(n: int) -> Callable[[SaverSpec], dict[str, Any]]:
-        return lambda s: workloads.w3(s, params, n)
+        return lambda s: agent_loop.w3(s, params, n)
 
     for n in params.w3_sweep:
         if n != params.w3_threads:
