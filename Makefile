@@ -2,10 +2,11 @@
 #   make demo   - kill an agent mid-run with SIGKILL and resume it in a new process
 #   make test   - the whole test suite against real Redis, MongoDB-wire and S3 servers
 #   make bench  - the benchmark harness (adds PostgreSQL and the peer savers)
+#   make bench-speed - its speed report alone (W1, W3 and the W3 sweep)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test demo lint bench
+.PHONY: setup test demo lint bench bench-deps bench-speed
 
 setup:
 	@bash scripts/setup.sh
@@ -18,12 +19,19 @@ test: setup
 demo: setup
 	$(PY) examples/crash_demo.py
 
-bench: setup
-	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || ( \
+bench-deps: setup
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null || ( \
 	  SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql >/dev/null )
 	$(VENV)/bin/python -m pip install -q -e ".[bench]"
+
+bench: bench-deps
 	$(PY) -m benchmarks.run --out benchmarks/results
+
+# issue 22's speed report alone (W1, W3 and its sweep against the peers it names): ~10 min
+bench-speed: bench-deps
+	$(PY) -m benchmarks.run --workloads W1,W3 --savers reference,inmemory,durable,sqlite,postgres \
+	  --no-profile --out benchmarks/results/speed
 
 lint: setup
 	$(PY) -m ruff check .

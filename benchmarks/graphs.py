@@ -114,23 +114,32 @@ def fetch_passage(query: str) -> str:
     return text(random.Random(f"conv-tool-{query}"), CONV_TOOL_CHARS)
 
 
-def build_conversation(checkpointer: Any, turns: int, seed: int = 0) -> Any:
-    """The issue-13 conversation: one ``invoke`` runs ``turns`` turns of agent -> tools;
-    per turn the agent adds one AIMessage (~600 chars, one tool call) and the tools node
-    one ToolMessage (~1,500 chars); the graph ends after the last turn's ToolMessage.
-    ``1 + 2 * turns`` super-steps after the input checkpoint (see ``conversation_input``);
-    needs ``recursion_limit`` above ``2 * turns``."""
-    script = iter(_conv_script(turns, seed))
+def build_conversation(checkpointer: Any, turns: int, seed: int = 0, *,
+                       asynchronous: bool = False) -> Any:
+    """The issue-13 conversation (issue 22's agent loop): one ``invoke`` runs ``turns``
+    turns of agent -> tools; per turn the agent adds one AIMessage (~600 chars, one tool
+    call) and the tools node one ToolMessage (~1,500 chars); the graph ends after the last
+    turn's ToolMessage. ``1 + 2 * turns`` super-steps after the input checkpoint (see
+    ``conversation_input``); needs ``recursion_limit`` above ``2 * turns``.
+
+    The agent's message for a turn is picked by the length of the history (turn =
+    ``len(messages) // 2``), so one compiled graph serves any number of threads, at once
+    or one after another, each seeing the same messages. ``asynchronous``: the agent node
+    is a coroutine (for ``ainvoke``; the tools node runs its tool either way)."""
+    script = _conv_script(turns, seed)
     tools = ToolNode([fetch_passage])
 
     def agent(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [next(script)]}
+        return {"messages": [script[len(state["messages"]) // 2]]}
+
+    async def aagent(state: MessagesState) -> dict[str, Any]:
+        return agent(state)
 
     def more(state: MessagesState) -> str:
         return "agent" if len(state["messages"]) < 1 + 2 * turns else END
 
     b = StateGraph(MessagesState)
-    b.add_node("agent", agent)
+    b.add_node("agent", aagent if asynchronous else agent)
     b.add_node("tools", tools)
     b.add_edge(START, "agent")
     b.add_edge("agent", "tools")

@@ -15,18 +15,18 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from . import report_w7  # noqa: E402
-
-W1_VS_INMEMORY = 1.3
-"""W1 target (issue 13): DurableSaver's wall time at most this many times InMemorySaver's."""
+from . import report_speed, report_w7  # noqa: E402
 
 # (workload, metric, label, unit, higher_is_better)
 METRICS = [
     ("W1 sync", "step_ms", "W1 agent loop, sync: wall time per super-step", "ms", False),
     ("W1 async", "step_ms", "W1 agent loop, async: wall time per super-step", "ms", False),
+    ("W1 async dsync", "step_ms",
+     'W1 agent loop, async, durability="sync": wall time per super-step', "ms", False),
     ("W2", "step_ms", "W2 wide state: time per super-step", "ms", False),
     ("W2", "bytes_per_step", "W2 wide state: bytes stored per super-step", "B", False),
     ("W3", "cps", "W3 concurrency: checkpoints per second", "cp/s", True),
+    ("W3", "cp_ms", "W3 concurrency: wall time per checkpoint", "ms", False),
     ("W3", "p50_ms", "W3 concurrency: p50 super-step latency", "ms", False),
     ("W3", "p99_ms", "W3 concurrency: p99 super-step latency", "ms", False),
     ("W4 hot", "resume_ms", "W4 resume: latest of 1,000 checkpoints (hot)", "ms", False),
@@ -107,31 +107,7 @@ def targets(records: list[dict[str, Any]], rt: dict[str, Any], peers: list[str]
         return "n/a" if ok is None else ("**met**" if ok else "**missed**")
 
     out.extend(report_w7.targets(records))
-    for api in ("sync", "async"):
-        w = f"W1 {api}"
-        d, mem = mv(w, "wall_s", "durable"), mv(w, "wall_s", "inmemory")
-        ok = None if d is None or mem is None else d / mem <= W1_VS_INMEMORY
-        out.append((f"W1 {api}: DurableSaver ≤ {W1_VS_INMEMORY}× InMemorySaver wall time",
-                    f"{_fmt(d, 's')} vs {_fmt(mem, 's')}", _ratio(d, mem), verdict(ok)))
-        pv = {p: mv(w, "wall_s", p) for p in peers}
-        pv = {p: v for p, v in pv.items() if v is not None}
-        if pv and d is not None:
-            best = min(pv, key=lambda p: pv[p])
-            out.append((f"W1 {api}: DurableSaver ≥ 2× faster than the fastest durable peer",
-                        f"{_fmt(d, 's')} vs {SHORT.get(best, best)} {_fmt(pv[best], 's')}",
-                        f"{pv[best] / d:.2f}× faster", verdict(pv[best] / d >= 2)))
-        else:
-            out.append((f"W1 {api}: ≥ 2× faster than the fastest durable peer", "no peer ran",
-                        "–", "n/a"))
-    d = mv("W3", "cps", "durable")
-    pv = {p: v for p in peers if (v := mv("W3", "cps", p)) is not None}
-    if pv and d is not None:
-        best = max(pv, key=lambda p: pv[p])
-        out.append(("W3: throughput ≥ 2× the fastest durable peer",
-                    f"{_fmt(d, 'cp/s')} vs {SHORT.get(best, best)} {_fmt(pv[best], 'cp/s')}",
-                    f"{d / pv[best]:.2f}×", verdict(d / pv[best] >= 2)))
-    else:
-        out.append(("W3: throughput ≥ 2× the fastest durable peer", "no peer ran", "–", "n/a"))
+    out.extend(report_speed.targets(records, peers, SHORT))
     hot = rt.get("hot_get")
     if isinstance(hot, dict):
         out.append(("W4: hot resume = 1 Redis round trip",
@@ -197,7 +173,8 @@ def plots(out: str, records: list[dict[str, Any]], names: list[str]) -> list[str
     files = []
     panels = [("W1 sync", "step_ms", "W1 sync: ms per super-step", "ms", False),
               ("W1 async", "step_ms", "W1 async: ms per super-step", "ms", False),
-              ("W2", "step_ms", "W2 wide state: ms per super-step", "ms", False),
+              ("W1 async dsync", "step_ms", 'W1 async, durability="sync": ms per super-step',
+               "ms", False),
               ("W3", "cps", "W3: checkpoints / s (higher is better)", "cp/s", False),
               ("W3", "p99_ms", "W3: p99 super-step latency (log)", "ms", True),
               ("W4 hot", "resume_ms", "W4: resume latest of 1,000, hot (log)", "ms", True)]
@@ -211,26 +188,9 @@ def plots(out: str, records: list[dict[str, Any]], names: list[str]) -> list[str
     fig.tight_layout()
     files.append(_save(fig, out, "summary.png"))
 
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
-    for ax, w in zip(axes, ("W1 sync", "W1 async")):
-        per: dict[str, list[list[float]]] = defaultdict(list)
-        for r in records:
-            if r["workload"] == w and isinstance(r.get("turn_s"), list):
-                per[r["saver"]].append(r["turn_s"])
-        for n in names:
-            if per.get(n):
-                runs = per[n]
-                k = min(len(x) for x in runs)
-                ys = [statistics.median(run[i] for run in runs) * 1e3 for i in range(k)]
-                ax.plot(range(1, k + 1), ys, label=SHORT.get(n, n), lw=1.2)
-        ax.set_title(f"{w}: time per agent turn (median over repetitions)", fontsize=9)
-        ax.set_xlabel("turn")
-        ax.set_ylabel("ms")
-        ax.set_yscale("log")
-        if ax.get_lines():
-            ax.legend(fontsize=8)
-    fig.tight_layout()
-    files.append(_save(fig, out, "w1_turns.png"))
+    fig = report_speed.plot(records, names, SHORT)
+    if fig is not None:
+        files.append(_save(fig, out, "w3_sweep.png"))
 
     w5 = [r for r in records if r["workload"] == "W5" and r.get("outbox_series")]
     if w5:
@@ -322,6 +282,7 @@ def write_report(out: str, *, params: Any, quick: bool, records: list[dict[str, 
     for t in targets(records, rt, peers):
         L.append("| " + " | ".join(t) + " |")
     L.append("")
+    report_speed.section(L, records, names, SHORT)
 
     # overview: one row per workload metric, one column per saver
     L.append("## Overview (medians)")
@@ -421,9 +382,10 @@ def _w1_notes(L: list[str], records: list[dict[str, Any]], spt: int, params: Any
             and r["saver"] == "durable"]
     if rows:
         st = med([r["settle_s"] for r in rows])
-        L.append(f"W1: {params.w1_turns} turns × {spt} super-steps. DurableSaver's outbox drain "
-                 f"after the last turn (not in the wall time, since write-behind returns before "
-                 f"MongoDB has the data): median {_fmt(st, 's')}.")
+        L.append(f"W1: one `invoke` of {params.w1_turns} turns, {2 * params.w1_turns + 2} "
+                 f"checkpoints. DurableSaver's outbox drain after it (not in the wall time, "
+                 f"since write-behind returns before MongoDB has the data): median "
+                 f"{_fmt(st, 's')}.")
         L.append("")
 
 
@@ -444,7 +406,7 @@ def _cpu_section(L: list[str], records: list[dict[str, Any]], names: list[str]) 
     L.append("")
     L.append("| workload | saver | wall | " + " | ".join(k[4:-2] for k in keys) + " |")
     L.append("|---|---|---|" + "---|" * len(keys))
-    for w in ("W1 sync", "W1 async", "W3"):
+    for w in ("W1 sync", "W1 async", "W1 async dsync", "W3"):
         for n in names:
             rows = [r for r in records if r["workload"] == w and r["saver"] == n
                     and "cpu_client_s" in r]
@@ -691,19 +653,25 @@ def _method(L: list[str], params: Any, spt: int) -> None:
   fresh namespace (Redis key prefix + MongoDB database, PostgreSQL database, SQLite file)
   and removes it afterwards; setup is outside the timings.
 - LangGraph runs with its default `durability="async"` (a step's checkpoint is written
-  while the next step runs; `invoke` returns after every write finished).
-- W1: ReAct agent (agent → tools → agent per turn, scripted `GenericFakeChatModel`, one
-  tool call per turn; human 120–400 chars, tool results 800–1600, answers 300–900),
-  {params.w1_turns} turns on one thread, {spt} checkpoints per turn; `invoke` per turn.
+  while the next step runs; `invoke` returns after every write finished), except in
+  `W1 async dsync` (`durability="sync"`: each checkpoint written before the next step).
+- W1: the agent loop (`graphs.build_conversation`): one `invoke` from one HumanMessage
+  runs {params.w1_turns} turns on one thread; per turn the agent adds one AIMessage
+  (560–640 chars, one tool call) and the tools node one ToolMessage (1,400–1,600 chars);
+  {2 * params.w1_turns + 2} checkpoints; ms per super-step = wall time / checkpoints.
+  Sync API (`invoke`), async API (`ainvoke`, the agent node a coroutine), and async with
+  `durability="sync"`.
 - W2: 10 channels of 10 KB; each super-step rewrites one (round robin) and a small counter;
   {params.w2_steps} steps in one `invoke`.
-- W3: {params.w3_threads} threads × {params.w3_steps} super-steps of a small loop graph
-  (counter + 300–700 char note), all at once with `asyncio.gather` and `astream`;
-  latency = time between consecutive step updates of a thread.
+- W3: {params.w3_threads} threads, each one run of the agent loop of {params.w3_turns}
+  turns ({2 * params.w3_turns + 2} checkpoints), all at once with `asyncio.gather` and
+  `astream` on one saver; latency = time between consecutive step updates of a thread.
+  Sweep: the same at {", ".join(str(t) for t in params.w3_sweep)} threads.
 - W4: one thread of {params.w4_checkpoints} checkpoints per saver, built once; resume =
   median of {params.w4_gets} `get_tuple` calls; history = median of
   {params.w4_history_calls} `get_state_history(limit={params.w4_history})` calls.
-- W5: {params.w5_threads} concurrent async threads looping the W3 graph against
+- W5: {params.w5_threads} concurrent async threads looping a small loop graph (counter +
+  300–700 char note per step) against
   DurableSaver write-behind (one run): saturated (no think time) for
   {params.w5_sat_seconds:.0f} s, which measures the flusher's capacity (outbox entries moved
   per second of load + drain); then paced for {params.w5_seconds:.0f} s: steps granted at a

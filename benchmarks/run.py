@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from . import workloads
+from . import agent_loop, workloads
 from .savers import Env, SaverSpec, all_specs
 
 QUICK_SAVERS = ["inmemory", "durable", "durable_strict"]
@@ -50,7 +50,8 @@ class Recorder:
             fn: Callable[[SaverSpec], dict[str, Any]]) -> None:
         """``reps`` repetitions, each running every saver once (order rotated per rep)."""
         began = time.perf_counter()
-        specs = [s for s in specs if s.only is None or workload in s.only]
+        base = workload.split("@")[0]
+        specs = [s for s in specs if s.only is None or base in s.only]
         for rep in range(reps):
             for spec in workloads.rotate(specs, rep):
                 a = time.perf_counter()
@@ -84,6 +85,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                     help="benchmark langgraph_durable as committed at REV (e.g. HEAD), "
                          "extracted with `git archive` to a temporary folder, instead of the "
                          "working tree")
+    ap.add_argument("--docs-img", default=os.path.join("docs", "img"), metavar="DIR",
+                    help="copy the W3 sweep plot (w3_sweep.png) into DIR after a full run "
+                         "(not with --quick); '' not to copy")
     return ap.parse_args(argv)
 
 
@@ -144,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"(known: {','.join(WORKLOADS)})")
     os.makedirs(args.out, exist_ok=True)
     started = time.perf_counter()
+    load_start = _loadavg()
 
     from langgraph_durable.testing import mongo_server, redis_server
 
@@ -178,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         from .machine import describe
 
         machine = describe(env.redis_url, env.mongo_url, env.postgres_url, env.redis_stack_url)
+        machine["load average at start (1/5/15 min)"] = load_start
         rec = Recorder()
         spt = workloads.steps_per_turn()
         log(f"savers: {[s.name for s in specs]}; {spt} checkpoints per agent turn; "
@@ -185,13 +191,23 @@ def main(argv: list[str] | None = None) -> int:
         sync_specs = [s for s in specs if s.name != "redis_stack"]
         durable = [s for s in specs if s.is_durable_saver and s.only is None]
 
+        if ("W1" in todo or "W3" in todo) and not args.quick:  # quick claims no timing
+            for s in specs:
+                log(f"warming up {s.name}")
+                try:
+                    agent_loop.warm_up(s)
+                except Exception as exc:  # the workloads record the error
+                    log(f"warm-up of {s.name} failed: {type(exc).__name__}: {exc}")
         if "W1" in todo:
-            rec.run("W1 sync", sync_specs, params.reps, lambda s: workloads.w1_sync(s, params, spt))
-            rec.run("W1 async", specs, params.reps, lambda s: workloads.w1_async(s, params, spt))
+            rec.run("W1 sync", sync_specs, params.reps, lambda s: agent_loop.w1_sync(s, params))
+            rec.run("W1 async", specs, params.reps, lambda s: agent_loop.w1_async(s, params))
+            rec.run("W1 async dsync", specs, params.reps,
+                    lambda s: agent_loop.w1_async(s, params, "sync"))
         if "W2" in todo:
             rec.run("W2", sync_specs, params.reps, lambda s: workloads.w2(s, params))
         if "W3" in todo:
-            rec.run("W3", specs, params.reps, lambda s: workloads.w3(s, params))
+            rec.run("W3", specs, params.reps, lambda s: agent_loop.w3(s, params))
+            _w3_sweep(rec, specs, params)
         if "W4" in todo:
             _w4(rec, [s for s in sync_specs if s.only is None], durable, params, env)
         if "W6" in todo:
@@ -225,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             from .profiling import profile
 
             for which, sizes in (("w1", [params.profile_turns]),
-                                 ("w3", [params.w3_threads, params.w3_steps])):
+                                 ("w3", [params.w3_threads, 2 * params.w3_turns])):
                 log(f"profiling DurableSaver {which} with py-spy")
                 profiles[which] = profile(which, env.redis_url, env.mongo_url, sizes, args.out)
         if "W5" in todo:
@@ -234,8 +250,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .report import write_report
 
-    machine["load average at end (1/5/15 min)"] = " / ".join(
-        f"{x:.2f}" for x in os.getloadavg())
+    machine["load average at end (1/5/15 min)"] = _loadavg()
     total = time.perf_counter() - started
     path = write_report(args.out, params=params, quick=args.quick, records=rec.records,
                         durations=rec.durations, machine=machine, notes=notes, rt=rt,
@@ -247,8 +262,46 @@ def main(argv: list[str] | None = None) -> int:
                    "profiles": profiles, "durations": rec.durations, "total_s": total,
                    "checks": checks},
                   fh, indent=1, default=str)
+    if not args.quick and args.docs_img:
+        _copy_to_docs(args.out, args.docs_img)
     log(f"done in {total:.0f} s: {path}")
     return 0
+
+
+def _loadavg() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+DOCS_PLOTS = ("w3_sweep.png",)
+"""Plots a full run copies into ``--docs-img`` (the docs link them)."""
+
+
+def _copy_to_docs(out: str, docs_img: str) -> None:
+    import shutil
+
+    os.makedirs(docs_img, exist_ok=True)
+    for name in DOCS_PLOTS:
+        src = os.path.join(out, name)
+        if os.path.exists(src):
+            shutil.copyfile(src, os.path.join(docs_img, name))
+            log(f"copied {name} to {docs_img}")
+
+
+def _w3_sweep(rec: Recorder, specs: list[SaverSpec], params: workloads.Params) -> None:
+    """W3 at every thread count of ``params.w3_sweep`` (workload ``W3@<threads>``; the
+    ``w3_threads`` point is W3 itself) for LangGraph alone, InMemorySaver, DurableSaver
+    (write-behind) and the fastest durable peer of W3."""
+    from .report_speed import fastest_peer
+
+    peer = fastest_peer(rec.records, [s.name for s in specs if s.durable_peer])
+    chosen = [s for s in specs if s.name in ("reference", "inmemory", "durable", peer)]
+    log(f"W3 sweep {params.w3_sweep} threads: {[s.name for s in chosen]}")
+    def at(n: int) -> Callable[[SaverSpec], dict[str, Any]]:
+        return lambda s: agent_loop.w3(s, params, n)
+
+    for n in params.w3_sweep:
+        if n != params.w3_threads:
+            rec.run(f"W3@{n}", chosen, params.reps, at(n))
 
 
 def _w4(rec: Recorder, specs: list[SaverSpec], durable: list[SaverSpec], params: workloads.Params,

@@ -91,7 +91,7 @@ class ReferenceSpec(SaverSpec):
     nothing (W1, W3 only; not a peer, not a target)."""
 
     name, label = "reference", "LangGraph alone (ReferenceSaver)"
-    only = frozenset({"W1 sync", "W1 async", "W3"})
+    only = frozenset({"W1 sync", "W1 async", "W1 async dsync", "W3"})
 
     @contextlib.contextmanager
     def open_sync(self) -> Iterator[Handle]:
@@ -278,7 +278,7 @@ class DurableWorkerSpec(DurableSpec):
     process (``python -m langgraph_durable.outbox.worker``), started before each run."""
 
     name, label = "durable_worker", "DurableSaver (write-behind, worker process)"
-    only = frozenset({"W1 sync", "W1 async", "W3"})
+    only = frozenset({"W1 sync", "W1 async", "W1 async dsync", "W3"})
 
     def _worker(self, ns: str) -> Any:
         import subprocess

@@ -1,6 +1,7 @@
 """Servers the benchmark needs: Redis and SecantusDB through ``langgraph_durable.testing``
-(as the tests start them), and PostgreSQL from Debian's ``postgresql`` package, started
-here with ``initdb``/``pg_ctl`` on a free loopback port in a temporary folder.
+(as the tests start them), and PostgreSQL from Debian's ``postgresql`` package (or the
+``pg_ctl``/``initdb`` found on ``PATH``), started here with ``initdb``/``pg_ctl`` on a
+free loopback port in a temporary folder.
 
 PostgreSQL refuses to run as root, so when this process is root the server runs as the
 ``postgres`` system user (created by the Debian package) through ``runuser``.
@@ -34,11 +35,15 @@ def _free_port() -> int:
 def _pg_bin() -> str:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
                    key=lambda p: int(p.split("/")[4]) if p.split("/")[4].isdigit() else 0)
-    if not found:
-        raise PostgresUnavailable(
-            "no /usr/lib/postgresql/*/bin/pg_ctl: install Debian's package with "
-            "`apt-get update && apt-get install -y postgresql`")
-    return os.path.dirname(found[-1])
+    if found:
+        return os.path.dirname(found[-1])
+    on_path = shutil.which("pg_ctl")  # e.g. /usr/local/bin/pg_ctl, maybe a symlink
+    if on_path and os.path.exists(os.path.join(os.path.dirname(os.path.realpath(on_path)),
+                                               "initdb")):
+        return os.path.dirname(os.path.realpath(on_path))
+    raise PostgresUnavailable(
+        "no /usr/lib/postgresql/*/bin/pg_ctl and no pg_ctl (with initdb beside it) on PATH: "
+        "install Debian's package with `apt-get update && apt-get install -y postgresql`")
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""The workloads W1-W6 (W7 is in ``conversation.py``). Each function runs one repetition
+"""The workloads W2 and W4-W6 (W1 and W3, on the agent loop, are in ``agent_loop.py``;
+W7 in ``conversation.py``). Each function runs one repetition
 against one saver spec and returns a flat dict of metrics; ``run.py`` interleaves them
 (round robin per repetition).
 """
@@ -21,7 +22,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable.durable.documents import doc_id
 
-from . import cpu, graphs
+from . import graphs
 from .savers import Handle, SaverSpec
 
 
@@ -33,7 +34,8 @@ class Params:
     w1_turns: int
     w2_steps: int
     w3_threads: int
-    w3_steps: int
+    w3_turns: int
+    w3_sweep: tuple[int, ...]
     w4_checkpoints: int
     w4_gets: int
     w4_history: int
@@ -48,11 +50,13 @@ class Params:
     profile_turns: int
 
 
-FULL = Params(reps=3, w1_turns=100, w2_steps=200, w3_threads=200, w3_steps=20,
+FULL = Params(reps=3, w1_turns=100, w2_steps=200, w3_threads=50, w3_turns=10,
+              w3_sweep=(1, 10, 50, 200),
               w4_checkpoints=1000, w4_gets=30, w4_history=100, w4_history_calls=3,
               w5_seconds=60.0, w5_threads=20, w5_fraction=0.5, w5_sat_seconds=5.0,
               w6_turns=(100, 200), w7_turns=(20, 100, 200), rt_turns=10, profile_turns=100)
-QUICK = Params(reps=2, w1_turns=4, w2_steps=10, w3_threads=8, w3_steps=4,
+QUICK = Params(reps=2, w1_turns=4, w2_steps=10, w3_threads=4, w3_turns=2,
+               w3_sweep=(1, 4),
                w4_checkpoints=40, w4_gets=5, w4_history=10, w4_history_calls=1,
                w5_seconds=3.0, w5_threads=4, w5_fraction=0.5, w5_sat_seconds=1.5,
                w6_turns=(3, 6), w7_turns=(2, 4, 8), rt_turns=2, profile_turns=4)
@@ -81,55 +85,6 @@ def steps_per_turn() -> int:
     return sum(len(v) for v in s.storage[cfg["configurable"]["thread_id"]].values())
 
 
-# ---------------------------------------------------------------- W1: agent loop
-
-
-def w1_sync(spec: SaverSpec, p: Params, spt: int) -> dict[str, Any]:
-    with spec.open_sync() as h:
-        g = graphs.build_agent(h.saver, p.w1_turns)
-        cfg = thread_cfg("w1")
-        turns: list[float] = []
-        c0 = cpu.snapshot()
-        t0 = time.perf_counter()
-        for t in range(p.w1_turns):
-            a = time.perf_counter()
-            g.invoke({"messages": [graphs.human(t)]}, cfg)
-            turns.append(time.perf_counter() - a)
-        wall = time.perf_counter() - t0
-        a = time.perf_counter()
-        spec.drain(h)
-        drain_s = time.perf_counter() - a
-        used = cpu.delta(c0, cpu.snapshot())
-    steps = p.w1_turns * spt
-    return {"wall_s": wall, "step_ms": wall / steps * 1e3, "settle_s": drain_s,
-            "turn_s": turns, "steps": steps, **used}
-
-
-async def _w1_async(spec: SaverSpec, p: Params, spt: int) -> dict[str, Any]:
-    async with spec.open_async() as h:
-        g = graphs.build_agent(h.saver, p.w1_turns, asynchronous=True)
-        cfg = thread_cfg("w1a")
-        turns: list[float] = []
-        c0 = cpu.snapshot()
-        t0 = time.perf_counter()
-        for t in range(p.w1_turns):
-            a = time.perf_counter()
-            await g.ainvoke({"messages": [graphs.human(t)]}, cfg)
-            turns.append(time.perf_counter() - a)
-        wall = time.perf_counter() - t0
-        a = time.perf_counter()
-        await asyncio.to_thread(spec.drain, h)
-        drain_s = time.perf_counter() - a
-        used = cpu.delta(c0, cpu.snapshot())
-    steps = p.w1_turns * spt
-    return {"wall_s": wall, "step_ms": wall / steps * 1e3, "settle_s": drain_s,
-            "turn_s": turns, "steps": steps, **used}
-
-
-def w1_async(spec: SaverSpec, p: Params, spt: int) -> dict[str, Any]:
-    return asyncio.run(_w1_async(spec, p, spt))
-
-
 # ---------------------------------------------------------------- W2: wide state
 
 
@@ -147,42 +102,6 @@ def w2(spec: SaverSpec, p: Params) -> dict[str, Any]:
     if "redis_bytes" in st:
         out["redis_bytes_per_step"] = st["redis_bytes"] / p.w2_steps
     return out
-
-
-# ---------------------------------------------------------------- W3: concurrency
-
-
-async def _w3(spec: SaverSpec, p: Params) -> dict[str, Any]:
-    async with spec.open_async() as h:
-        g = graphs.build_loop(h.saver, asynchronous=True)
-        lat: list[float] = []
-        count = 0
-
-        async def one(i: int) -> None:
-            nonlocal count
-            cfg = {**thread_cfg(f"w3-{i}"), "recursion_limit": p.w3_steps + 10}
-            last = time.perf_counter()
-            async for _ in g.astream(graphs.loop_input(p.w3_steps), cfg, stream_mode="updates"):
-                now = time.perf_counter()
-                lat.append(now - last)
-                last = now
-                count += 1
-
-        c0 = cpu.snapshot()
-        t0 = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(p.w3_threads)))
-        wall = time.perf_counter() - t0
-        await asyncio.to_thread(spec.drain, h)
-        used = cpu.delta(c0, cpu.snapshot())
-    # checkpoints: the input one, __start__, then one per step
-    checkpoints = p.w3_threads * (p.w3_steps + 2)
-    return {"wall_s": wall, "cps": checkpoints / wall, "p50_ms": pct(lat, 0.5) * 1e3,
-            "p99_ms": pct(lat, 0.99) * 1e3, "steps_seen": count, "checkpoints": checkpoints,
-            **used}
-
-
-def w3(spec: SaverSpec, p: Params) -> dict[str, Any]:
-    return asyncio.run(_w3(spec, p))
 
 
 # ---------------------------------------------------------------- W4: resume

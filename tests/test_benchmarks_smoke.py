@@ -17,14 +17,16 @@ from pathlib import Path
 
 import bson
 import pymongo
+import pytest
 import redis
 
-from benchmarks import conversation, report_w7
+from benchmarks import conversation, report_speed, report_w7
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOAD_ROWS = {
     "W1": "| W1 agent loop, sync",
     "W1 async": "| W1 agent loop, async",
+    "W1 async dsync": '| W1 agent loop, async, durability="sync"',
     "W2": "| W2 wide state",
     "W3": "| W3 concurrency",
     "W4": "| W4 resume",
@@ -40,7 +42,8 @@ def test_quick_run_writes_report_and_plots(tmp_path: Path) -> None:
         "PYTHONPATH", "")])}
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.run", "--quick", "--no-profile", "--out", str(out),
-         "--savers", "inmemory,durable,durable_strict"],
+         "--savers", "reference,inmemory,durable,durable_strict,sqlite",
+         "--docs-img", str(tmp_path / "img")],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -51,16 +54,34 @@ def test_quick_run_writes_report_and_plots(tmp_path: Path) -> None:
     assert "## Round trips" in report
     assert "## W7 conversation storage" in report
     assert "| W7: after 4 turns, DurableSaver MongoDB bytes ≤ 1/20" in report
-    assert "| W1 sync: DurableSaver ≤ 1.3× InMemorySaver wall time" in report
+    for row in ("| W1 (sync API): DurableSaver ≤ 1.2× InMemorySaver per super-step",
+                "| W1 (async API): DurableSaver ≤ 1.2× InMemorySaver per super-step",
+                '| W1 (async API, durability="sync"): DurableSaver ≤ 1.5× InMemorySaver',
+                "| W3 (4 threads): DurableSaver ≥ 2× the fastest durable peer's checkpoints/s"
+                " | ", "| W3 (4 threads): DurableSaver ≥ 0.6× InMemorySaver's checkpoints/s"):
+        assert row in report, row
+    assert '## Cost above "LangGraph alone"' in report
+    assert "## W3 sweep: checkpoints per second against concurrent threads" in report
+    assert not (tmp_path / "img").exists(), "--quick must not copy plots into the docs"
     pngs = sorted(p.name for p in out.glob("*.png"))
     assert pngs, "no PNG written"
     for p in out.glob("*.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert {"summary.png", "w1_turns.png", "w5_outbox.png", "w6_storage.png",
+    assert {"summary.png", "w3_sweep.png", "w5_outbox.png", "w6_storage.png",
             "w7_storage.png"} <= set(pngs)
     data = json.loads((out / "results.json").read_text())
     savers = {r["saver"] for r in data["records"]}
-    assert {"inmemory", "durable", "durable_strict"} <= savers
+    assert {"reference", "inmemory", "durable", "durable_strict", "sqlite"} <= savers
+    w1 = [r for r in data["records"] if r["workload"].startswith("W1")]
+    assert {r["steps"] for r in w1} == {2 * 4 + 2}  # one invoke of the 4-turn agent loop
+    assert {r["workload"] for r in w1} == {"W1 sync", "W1 async", "W1 async dsync"}
+    # the sweep (1 and 4 threads): W3 itself at 4 threads, 1 thread for the floor,
+    # InMemory, Durable and the fastest peer (SQLite, the only one here), 2 repetitions
+    swept = sorted((r["saver"], r["threads"], r["checkpoints"])
+                   for r in data["records"] if r["workload"].startswith("W3@"))
+    assert swept == sorted((s, 1, 2 * 2 + 2) for s in ("reference", "inmemory", "durable",
+                                                       "sqlite") for _rep in range(2))
+    assert {r["threads"] for r in data["records"] if r["workload"] == "W3"} == {4}
     errors = [r for r in data["records"] if "error" in r]
     assert not errors, errors
     assert "error" not in data["rt"], data["rt"]
@@ -131,3 +152,61 @@ def test_w7_targets_meet_at_the_bounds_and_miss_past_them() -> None:
         "redis_in_per_step@100": 15_001, "mongo_cmd_per_step@100": 15_001}))
     assert [t[3] for t in past] == ["**missed**"] * 6
     assert report_w7.targets([])[0][3] == "n/a"
+
+
+def _speed_records(durable_w1: float, durable_w3: float) -> list[dict[str, object]]:
+    """Two repetitions of W1 (three APIs) and W3 for InMemory, DurableSaver and two peers;
+    DurableSaver's W1 ``step_ms`` and W3 ``cps`` as given, the same in both."""
+    out: list[dict[str, object]] = []
+    for rep in range(2):
+        for w in ("W1 sync", "W1 async", "W1 async dsync"):
+            out += [{"workload": w, "saver": "inmemory", "rep": rep, "step_ms": 10.0},
+                    {"workload": w, "saver": "reference", "rep": rep, "step_ms": 4.0},
+                    {"workload": w, "saver": "durable", "rep": rep,
+                     "step_ms": durable_w1 * (1.25 if w == "W1 async dsync" else 1)}]
+        out += [{"workload": "W3", "saver": s, "rep": rep, "threads": 50, "cps": c,
+                 "cp_ms": 1e3 / c} for s, c in (("inmemory", 1000.0), ("sqlite", 300.0),
+                                                 ("postgres", 250.0), ("reference", 1250.0),
+                                                 ("durable", durable_w3))]
+    return out
+
+
+def test_speed_targets_meet_at_the_bounds_and_miss_past_them() -> None:
+    """W1 at 1.2x (1.5x with durability="sync") InMemorySaver and W3 at 2x the fastest
+    peer (SQLite's 300 cp/s, not Postgres' 250) and 0.6x InMemorySaver are met exactly at
+    the bound; a hair past each, missed."""
+    short = {"sqlite": "SQLite", "postgres": "Postgres"}
+    at = report_speed.targets(_speed_records(12.0, 600.0), ["sqlite", "postgres"], short)
+    assert [t[3] for t in at] == ["**met**"] * 5
+    assert at[0] == ("W1 (sync API): DurableSaver ≤ 1.2× InMemorySaver per super-step",
+                     "12.00 ms vs 10.00 ms", "1.20×; per repetition 1.20–1.20×", "**met**")
+    assert at[2][2].startswith("1.50×")
+    assert at[3][1] == "600 cp/s vs SQLite 300 cp/s" and at[3][2].startswith("2.00×")
+    assert at[4][2].startswith("0.60×")
+    past = report_speed.targets(_speed_records(12.01, 599.0), ["sqlite", "postgres"], short)
+    assert [t[3] for t in past] == ["**missed**"] * 5
+    assert [t[3] for t in report_speed.targets([], ["sqlite"], short)] == ["n/a"] * 5
+
+
+def test_cost_above_langgraph_alone_is_the_saver_median_minus_the_floor_median() -> None:
+    rows = dict(report_speed.cost_rows(_speed_records(12.0, 600.0),
+                                       ["reference", "inmemory", "durable", "sqlite"]))
+    assert "reference" not in rows
+    assert rows["inmemory"][:3] == [(10.0, 6.0)] * 3
+    assert rows["inmemory"][3] == pytest.approx((1.0, 0.2))
+    assert rows["durable"][0] == (12.0, 8.0) and rows["durable"][2] == (15.0, 11.0)
+    assert rows["durable"][3] == pytest.approx((1e3 / 600, 1e3 / 600 - 0.8))
+    assert rows["sqlite"][0] == (None, None)
+    assert report_speed.sweep(_speed_records(12.0, 600.0))[50]["sqlite"] == 300.0
+
+
+def test_a_full_run_copies_the_sweep_plot_into_the_docs_folder(tmp_path: Path) -> None:
+    from benchmarks import run
+
+    out, docs = tmp_path / "out", tmp_path / "docs" / "img"
+    out.mkdir()
+    (out / "w3_sweep.png").write_bytes(b"\x89PNG\r\n\x1a\nsweep")
+    (out / "summary.png").write_bytes(b"\x89PNG\r\n\x1a\nsummary")
+    run._copy_to_docs(str(out), str(docs))
+    assert sorted(p.name for p in docs.iterdir()) == ["w3_sweep.png"]
+    assert (docs / "w3_sweep.png").read_bytes() == b"\x89PNG\r\n\x1a\nsweep"
