@@ -33,6 +33,7 @@ import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator
+from contextlib import closing
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -78,22 +79,39 @@ class _Counters:
     which keeps their ``id`` unique while held)."""
 
     def __init__(self, size: int = 16384) -> None:
-        self._calls: OrderedDict[int, tuple[object, dict[str, int]]] = OrderedDict()
+        # id(owner) -> (owner, call numbers by name, calls of a name still running)
+        self._calls: OrderedDict[int, tuple[object, dict[str, int], dict[str, int]]] = (
+            OrderedDict())
         self._size = size
         self._lock = threading.Lock()
 
-    def next(self, owner: object, name: str) -> int:
-        """The next call number of ``name`` in the execution ``owner`` (0 first)."""
+    def next(self, owner: object, name: str, running: bool = False) -> int | None:
+        """The next call number of ``name`` in the execution ``owner`` (0 first). With
+        ``running``, the call stays counted as running until ``done``; then None is
+        returned (and no number taken) while another running call of ``name`` has not
+        finished: concurrent calls of one name would be numbered in the order they
+        started, which may differ in the next execution."""
         with self._lock:
             held = self._calls.get(id(owner))
             if held is None or held[0] is not owner:
-                held = self._calls[id(owner)] = (owner, {})
+                held = self._calls[id(owner)] = (owner, {}, {})
             self._calls.move_to_end(id(owner))
             while len(self._calls) > self._size:
                 self._calls.popitem(last=False)
+            if running:
+                if held[2].get(name):
+                    return None
+                held[2][name] = 1
             n = held[1].get(name, 0)
             held[1][name] = n + 1
             return n
+
+    def done(self, owner: object, name: str) -> None:
+        """The running call of ``name`` in the execution ``owner`` ended."""
+        with self._lock:
+            held = self._calls.get(id(owner))
+            if held is not None and held[0] is owner:
+                held[2].pop(name, None)
 
 
 _COUNTERS = _Counters()
@@ -112,9 +130,24 @@ class _Task:
     checkpointer: Any
 
     def ref(self, name: str, kind: str) -> EffectRef:
-        n = _COUNTERS.next(self.owner, f"{kind}\x00{name}")
+        """The next effect (``kind`` "fx", counted as running until ``done``) or key
+        (``kind`` "key") of ``name`` in this execution. Raises ``ConfigurationError`` for
+        an effect while another effect of ``name`` of this execution is running."""
+        n = _COUNTERS.next(self.owner, f"{kind}\x00{name}", running=kind == "fx")
+        if n is None:
+            raise ConfigurationError(
+                f"once({name!r}) in task {self.task_id!r} of thread {self.thread_id!r}: "
+                f"another once({name!r}) of this task is still running. Effects of one "
+                "name are told apart by the order they start, which concurrent calls do "
+                "not keep from one execution to the next (a resume would hand one call "
+                "another's result): give each concurrent effect a name of its own, e.g. "
+                f"once(f\"{name}:{{item_id}}\", ...); nothing was called or journaled")
         return EffectRef(self.thread_id, self.task_ns, self.task_id, name, n,
                          self.checkpoint_ns, self.checkpoint_id)
+
+    def done(self, name: str) -> None:
+        """The running effect of ``name`` ended (returned, raised or was abandoned)."""
+        _COUNTERS.done(self.owner, f"fx\x00{name}")
 
 
 def _current_task(what: str) -> _Task:
@@ -225,8 +258,17 @@ class _Dump:
 def _steps(task: _Task, saver: DurableSaver, name: str, in_doubt: str,
            journal_errors: bool) -> Generator[Any, Any, Any]:
     """``once`` written once for both drivers: yields ``_Run``/``_Call``/``_Dump``."""
-    ctx = saver.context
     ref = task.ref(name, "fx")
+    try:
+        return (yield from _journaled(task, saver, ref, name, in_doubt, journal_errors))
+    finally:
+        task.done(name)
+
+
+def _journaled(task: _Task, saver: DurableSaver, ref: EffectRef, name: str, in_doubt: str,
+               journal_errors: bool) -> Generator[Any, Any, Any]:
+    """The body of ``_steps`` for the effect ``ref``."""
+    ctx = saver.context
     key = _key_of(ref)
     started = _entry(ctx, ref, "s")
     found: Entry | None = yield _Run(begin_plan(ctx, ref, started))
@@ -328,26 +370,27 @@ def once(name: str, fn: Callable[..., Any], /, *args: Any, in_doubt: InDoubt = "
         raise TypeError(f"once({name!r}): fn {getattr(fn, '__qualname__', fn)!r} is a "
                         "coroutine function; use await aonce(...) in an async node")
     task, saver = _journal_task(name, in_doubt)
-    steps = _steps(task, saver, name, in_doubt, journal_errors)
-    reply: Any = None
-    while True:
-        try:
-            step = steps.send(reply)
-        except StopIteration as stop:
-            return stop.value
-        if isinstance(step, _Run):
-            reply = saver.run(step.plan)
-        elif isinstance(step, _Dump):
-            reply = _dump(saver, step.ref, step.value)
-        else:
+    # closed on every way out: the effect stops counting as running (_Task.done)
+    with closing(_steps(task, saver, name, in_doubt, journal_errors)) as steps:
+        reply: Any = None
+        while True:
             try:
-                result = fn(*args, **kwargs)
-                if inspect.isawaitable(result):
-                    reply = (False, _returned_awaitable(name, result))
-                else:
-                    reply = (True, result)
-            except BaseException as exc:
-                reply = (False, exc)
+                step = steps.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(step, _Run):
+                reply = saver.run(step.plan)
+            elif isinstance(step, _Dump):
+                reply = _dump(saver, step.ref, step.value)
+            else:
+                try:
+                    result = fn(*args, **kwargs)
+                    if inspect.isawaitable(result):
+                        reply = (False, _returned_awaitable(name, result))
+                    else:
+                        reply = (True, result)
+                except BaseException as exc:
+                    reply = (False, exc)
 
 
 async def aonce(name: str, fn: Callable[..., Any], /, *args: Any,
@@ -357,26 +400,27 @@ async def aonce(name: str, fn: Callable[..., Any], /, *args: Any,
     (called on the event loop); the journal is read and written with the saver's async
     API. Arguments, result and errors as ``once``."""
     task, saver = _journal_task(name, in_doubt)
-    steps = _steps(task, saver, name, in_doubt, journal_errors)
-    reply: Any = None
-    while True:
-        try:
-            step = steps.send(reply)
-        except StopIteration as stop:
-            return stop.value
-        if isinstance(step, _Run):
-            reply = await saver.arun(step.plan)
-        elif isinstance(step, _Dump):
-            if hasattr(saver.serde, "adumps_typed"):  # may upload to a blob store
-                reply = await asyncio.to_thread(_dump, saver, step.ref, step.value)
-            else:
-                reply = _dump(saver, step.ref, step.value)
-        else:
+    # closed on every way out: the effect stops counting as running (_Task.done)
+    with closing(_steps(task, saver, name, in_doubt, journal_errors)) as steps:
+        reply: Any = None
+        while True:
             try:
-                result = fn(*args, **kwargs)
-                if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-                    result = await result
-                reply = (True, result)
-            except BaseException as exc:
-                reply = (False, exc)
+                step = steps.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(step, _Run):
+                reply = await saver.arun(step.plan)
+            elif isinstance(step, _Dump):
+                if hasattr(saver.serde, "adumps_typed"):  # may upload to a blob store
+                    reply = await asyncio.to_thread(_dump, saver, step.ref, step.value)
+                else:
+                    reply = _dump(saver, step.ref, step.value)
+            else:
+                try:
+                    result = fn(*args, **kwargs)
+                    if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+                        result = await result
+                    reply = (True, result)
+                except BaseException as exc:
+                    reply = (False, exc)
 

@@ -206,3 +206,42 @@ def test_with_more_required_replicas_than_confirm_the_outcome_raises_and_is_kept
         assert str(e).startswith("the outcome of effect 'pay' (call 0)")
         assert _states(saver, config) == [("pay", "done")]
     assert calls == [1]
+
+
+def test_a_second_effect_of_one_name_while_the_first_runs_is_refused_and_journals_nothing(
+        saver: DurableSaver) -> None:
+    """Concurrent effects of one name would be numbered in the order they start, which a
+    re-execution need not keep (a resume would hand one call the other's result)."""
+    import contextvars
+    import threading
+
+    first_running, second_tried = threading.Event(), threading.Event()
+    calls: list[str] = []
+    refused: list[BaseException] = []
+
+    def charge(who: str) -> str:
+        calls.append(who)
+        first_running.set()
+        assert second_tried.wait(30)
+        return f"receipt-{who}"
+
+    def node(state: State) -> dict[str, Any]:
+        ctx = contextvars.copy_context()
+        t = threading.Thread(target=ctx.run, args=(effects.once, "charge", charge, "a"))
+        t.start()
+        assert first_running.wait(30)
+        try:
+            effects.once("charge", charge, "b")
+        except Exception as exc:  # the second, while the first runs
+            refused.append(exc)
+        finally:
+            second_tried.set()
+        t.join()
+        return {"out": effects.once("charge", charge, "c")}  # after it: the next number
+
+    config = _config()
+    out = _graph(saver, node).invoke({}, config)
+    assert [type(e).__name__ for e in refused] == ["ConfigurationError"]
+    assert "another once('charge') of this task is still running" in str(refused[0])
+    assert calls == ["a", "c"] and out["out"] == "receipt-c"
+    assert sorted(_states(saver, config)) == [("charge", "done"), ("charge", "done")]
