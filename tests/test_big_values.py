@@ -305,9 +305,9 @@ def test_strict_mode_writes_the_chunks_before_returning(
 def test_a_flush_round_copies_at_most_round_bytes_at_a_time(
         redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from langgraph_durable.drivers import BulkWrite, run_sync
-    from langgraph_durable.outbox import flusher
+    from langgraph_durable.outbox import flusher, rounds
 
-    monkeypatch.setattr(flusher, "ROUND_BYTES", 8000)  # two 3 KiB values, not three
+    monkeypatch.setattr(rounds, "ROUND_BYTES", 8000)  # two 3 KiB values, not three
     with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(flusher="off")) as s:
         cfg: dict = {"configurable": {"thread_id": "r", "checkpoint_ns": ""}}
         for i in range(5):
