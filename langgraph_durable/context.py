@@ -64,6 +64,7 @@ class Clock:
 
 
 SYSTEM_CLOCK = Clock()
+"""The system's clock (the default of ``Context.clock``)."""
 
 PUT_KEYS_CACHE = 10_000
 """Threads whose PUT/PUT_WRITES keys a ``Context`` remembers (all are dropped at once
@@ -80,7 +81,6 @@ def partitions_for(config: DurableConfig, cluster: bool) -> int:
             "outbox_partitions must be at least 2 on a Redis Cluster (each partition's "
             "stream shares the slot of its threads); leave it unset for 16")
     return partitions
-"""The system's clock (the default of ``Context.clock``)."""
 
 
 @dataclass(frozen=True)

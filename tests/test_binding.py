@@ -122,7 +122,8 @@ def test_set_up_records_the_binding_under_the_key_prefix_and_no_thread_sees_it(
         key = binding_key(opts["key_prefix"])
         assert key == "{" + opts["key_prefix"] + ":binding}"
         stored = {k.decode(): v.decode() for k, v in redis_client.hgetall(key).items()}
-        assert set(stored) == {"database", "collection_prefix", "by", "at"}
+        assert set(stored) == {"database", "collection_prefix", "by", "at", "partitions"}
+        assert stored["partitions"] == "1"  # a single Redis, outbox_partitions unset
         assert (stored["database"], stored["collection_prefix"]) == (opts["database"], "c_")
         assert stored["by"].startswith(f"saver pid {os.getpid()} on host ")
         assert began_ms <= int(stored["at"]) <= time.time_ns() // 1_000_000
@@ -180,3 +181,37 @@ def test_a_worker_started_first_binds_the_key_prefix_and_a_saver_elsewhere_refus
         first.send_signal(signal.SIGTERM)
         out, err = first.communicate(timeout=30)
     assert first.returncode == 0, err
+
+
+def test_a_saver_with_another_number_of_outbox_partitions_refuses_to_start(
+        redis_url: str, mongo_url: str) -> None:
+    # a thread's Redis keys carry its partition's hash tag: with 2 partitions this saver
+    # would look for the first one's threads under other keys and read other streams
+    opts = unique_options()
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as first:
+        put_turns(first, "t", 1)
+        other = DurableSaver.from_urls(redis_url, mongo_url, **opts, outbox_partitions=2)
+        with pytest.raises(ConfigurationError) as err:
+            put_turns(other, "t", 1)
+        other.close()
+        message = str(err.value)
+        assert message.startswith(f"key_prefix {opts['key_prefix']!r} has 1 outbox "
+                                  "partition(s) (recorded in Redis key")
+        assert "but this saver is configured with 2 (outbox_partitions" in message
+        assert "Give this saver outbox_partitions=1" in message
+        assert len(list(first.list({"configurable": {"thread_id": "t"}}))) == 1
+
+
+def test_a_binding_recorded_without_partitions_gets_them_at_the_next_start(
+        redis_url: str, mongo_url: str, redis_client: redis.Redis) -> None:
+    opts = unique_options()
+    key = binding_key(opts["key_prefix"])
+    redis_client.hset(key, mapping={"database": opts["database"], "collection_prefix": "",
+                                    "by": "saver of an older version", "at": "1"})
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts, outbox_partitions=3) as s:
+        put_turns(s, "t", 1)
+    assert redis_client.hget(key, "partitions") == b"3"
+    assert redis_client.hget(key, "by") == b"saver of an older version"  # kept
+    with pytest.raises(ConfigurationError, match="has 3 outbox partition"):
+        with DurableSaver.from_urls(redis_url, mongo_url, **opts):
+            pass

@@ -4,10 +4,13 @@ The threads of a key prefix live in Redis under the prefix and in MongoDB in the
 collections of one ``(database, collection_prefix)``. A process configured with the same
 prefix and another database (a flusher worker started with a bare ``MONGODB_URL``, a
 second saver) would flush them where the application never reads them: once Redis loses
-them, they are gone from the application's view. So the pair is recorded where every
-saver and flusher worker of the prefix meets it, in Redis (``hot.keys.binding_key``:
-``{<prefix>:binding}``, a hash of ``database``, ``collection_prefix``, ``by``, ``at``),
-and a process configured otherwise refuses to start with ``ConfigurationError``.
+them, they are gone from the application's view. A process with another number of outbox
+partitions would look for every thread under other Redis keys (a thread's keys carry its
+partition's hash tag) and never read the other partitions' streams. So the three are
+recorded where every saver and flusher worker of the prefix meets them, in Redis
+(``hot.keys.binding_key``: ``{<prefix>:binding}``, a hash of ``database``,
+``collection_prefix``, ``partitions``, ``by``, ``at``), and a process configured otherwise
+refuses to start with ``ConfigurationError``.
 
 ``check_plan`` reads the binding (writes nothing); ``bind_plan`` records it when absent
 (one atomic script: the first process wins) and compares. The other direction (the
@@ -28,35 +31,43 @@ from ..drivers import Pipeline, Plan
 from ..errors import ConfigurationError
 from ..hot.keys import binding_key
 
-FIELDS = ("database", "collection_prefix", "by", "at")
+FIELDS = ("database", "collection_prefix", "by", "at", "partitions")
 """The fields of the binding hash, in the order ``BIND`` returns them."""
 
 BIND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'database', ARGV[1], 'collection_prefix', ARGV[2],
-             'by', ARGV[3], 'at', ARGV[4])
+             'by', ARGV[3], 'at', ARGV[4], 'partitions', ARGV[5])
+else
+  redis.call('HSETNX', KEYS[1], 'partitions', ARGV[5])
 end
-return redis.call('HMGET', KEYS[1], 'database', 'collection_prefix', 'by', 'at')
+return redis.call('HMGET', KEYS[1], 'database', 'collection_prefix', 'by', 'at', 'partitions')
 """
 """Record the binding KEYS[1] = (ARGV[1] database, ARGV[2] collection_prefix, ARGV[3]
-by, ARGV[4] at ms) unless one exists; reply the stored ``FIELDS`` (nil for a missing one)."""
+by, ARGV[4] at ms, ARGV[5] outbox partitions) unless one exists (a binding an older
+version recorded without ``partitions`` gets it now); reply the stored ``FIELDS`` (nil for
+a missing one)."""
 
 
 @dataclass(frozen=True)
 class Binding:
     """A key prefix's recorded binding: ``database`` and ``collection_prefix`` (None when
     the hash lacks the field), ``by`` (the process that recorded it, e.g. ``saver pid 12 on
-    host app-1``) and ``at_ms`` (when, ms since the epoch)."""
+    host app-1``), ``at_ms`` (when, ms since the epoch) and ``partitions`` (the number of
+    outbox partitions; None in a binding an older version recorded)."""
 
     database: str | None
     collection_prefix: str | None
     by: str | None
     at_ms: int | None
+    partitions: int | None = None
 
     def matches(self, ctx: Context) -> bool:
-        """True when it names the database and collection_prefix of ``ctx``."""
+        """True when it names the database, collection_prefix and (when recorded) the
+        number of outbox partitions of ``ctx``."""
         c = ctx.config
-        return self.database == c.database and self.collection_prefix == c.collection_prefix
+        return (self.database == c.database and self.collection_prefix == c.collection_prefix
+                and self.partitions in (None, ctx.partitions))
 
 
 def describe_process(role: str) -> str:
@@ -70,10 +81,13 @@ def _text(v: Any) -> str | None:
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
+def _number(text: str | None) -> int | None:
+    return int(text) if text is not None and text.isdigit() else None
+
+
 def _binding(values: list[Any]) -> Binding:
-    database, collection_prefix, by, at = (_text(v) for v in values)
-    return Binding(database, collection_prefix, by,
-                   int(at) if at is not None and at.isdigit() else None)
+    database, collection_prefix, by, at, partitions = (_text(v) for v in values)
+    return Binding(database, collection_prefix, by, _number(at), _number(partitions))
 
 
 def mismatch_error(ctx: Context, found: Binding, who: str) -> ConfigurationError:
@@ -83,6 +97,17 @@ def mismatch_error(ctx: Context, found: Binding, who: str) -> ConfigurationError
     c, key = ctx.config, binding_key(ctx.config.key_prefix)
     when = ("" if found.at_ms is None else " at " + datetime.datetime.fromtimestamp(
         found.at_ms / 1000, tz=datetime.timezone.utc).isoformat(timespec="seconds"))
+    if (found.database, found.collection_prefix) == (c.database, c.collection_prefix):
+        return ConfigurationError(
+            f"key_prefix {c.key_prefix!r} has {found.partitions} outbox partition(s) "
+            f"(recorded in Redis key {key!r} by {found.by or 'an unknown process'}{when}), "
+            f"but {who} is configured with {ctx.partitions} (outbox_partitions, "
+            "LGD_OUTBOX_PARTITIONS; unset: 1 on a single Redis or Sentinel, 16 on a "
+            "cluster): a thread's Redis keys and outbox stream depend on that number, so it "
+            "would neither see the threads the other processes wrote nor flush their "
+            f"outbox. Give {who} outbox_partitions={found.partitions}. To change the number, "
+            "stop every process of the key prefix, drain the outbox (`langgraph-durable "
+            f"flush`), delete the Redis key {key!r}, then start with the new number.")
     return ConfigurationError(
         f"key_prefix {c.key_prefix!r} belongs to MongoDB database {found.database!r} with "
         f"collection_prefix {found.collection_prefix!r} (recorded in Redis key {key!r} by "
@@ -98,8 +123,9 @@ def mismatch_error(ctx: Context, found: Binding, who: str) -> ConfigurationError
 
 def check_plan(ctx: Context, who: str) -> Plan[Binding | None]:
     """Read the binding of ``ctx``'s key prefix (one round trip, nothing written); raises
-    ``ConfigurationError`` (``mismatch_error``) when it names another database or
-    collection_prefix. Returns it, or None when the prefix is not bound yet."""
+    ``ConfigurationError`` (``mismatch_error``) when it names another database,
+    collection_prefix or number of outbox partitions. Returns it, or None when the prefix
+    is not bound yet."""
     (values,) = yield Pipeline([["HMGET", binding_key(ctx.config.key_prefix), *FIELDS]])
     if all(v is None for v in values):
         return None
@@ -110,14 +136,16 @@ def check_plan(ctx: Context, who: str) -> Plan[Binding | None]:
 
 
 def bind_plan(ctx: Context, who: str, by: str) -> Plan[Binding]:
-    """Bind ``ctx``'s key prefix to its database and collection_prefix unless it is bound
+    """Bind ``ctx``'s key prefix to its database, collection_prefix and number of outbox
+    partitions unless it is bound
     already (one atomic script, one round trip: of two processes starting at once, the
     first wins), recording ``by`` and the time of ``ctx.clock``. Raises
     ``ConfigurationError`` (``mismatch_error``) when it is bound to another pair. Returns
     the binding."""
     c = ctx.config
     (values,) = yield Pipeline([["EVAL", BIND, 1, binding_key(c.key_prefix), c.database,
-                                 c.collection_prefix, by, ctx.clock.time_ns() // 1_000_000]])
+                                 c.collection_prefix, by, ctx.clock.time_ns() // 1_000_000,
+                                 ctx.partitions]])
     found = _binding(values)
     if not found.matches(ctx):
         raise mismatch_error(ctx, found, who)
