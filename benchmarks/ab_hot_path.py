@@ -47,7 +47,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -61,7 +61,7 @@ from redis._parsers import _AsyncHiredisParser, _AsyncRESP2Parser
 
 from langgraph_durable.testing import drop_namespace, mongo_server, redis_server
 
-from . import graphs
+from . import graphs, savers
 
 _CPU = [time.process_time]
 """The CPU clock: the process's (flusher thread included) or, ``--loop-cpu``, the event
@@ -132,28 +132,10 @@ def baseline_package(ref: str, into: str) -> Any:
     return importlib.import_module("lgd_baseline")
 
 
-@contextlib.asynccontextmanager
-async def _open(pkg: Any, redis_url: str, mongo_url: str, ns: str) -> AsyncIterator[Any]:
-    """A DurableSaver of package ``pkg`` entered with ``async with`` (write-behind, its
-    flusher thread on), as ``savers.durable_async`` builds it."""
-    clients = importlib.import_module(pkg.__name__ + ".clients")
-    cfg = pkg.DurableConfig(key_prefix=ns, database=ns)
-    r = clients.redis_from_url(redis_url, cfg, asyncio=False)
-    m = clients.mongo_from_url(mongo_url, cfg, asyncio=False)
-    pool = redis.asyncio.BlockingConnectionPool.from_url(
-        redis_url, max_connections=POOL, timeout=30,
-        socket_timeout=cfg.socket_timeout_s + cfg.flush_interval_s,
-        socket_connect_timeout=cfg.socket_timeout_s)
-    ar = redis.asyncio.Redis(connection_pool=pool)
-    am = clients.mongo_from_url(mongo_url, cfg, asyncio=True)
-    try:
-        async with pkg.DurableSaver(r, m, async_redis=ar, async_mongo=am, config=cfg) as s:
-            yield s
-    finally:
-        await ar.aclose()
-        await am.close()
-        r.close()
-        m.close()
+def _open(pkg: Any, redis_url: str, mongo_url: str, ns: str) -> Any:
+    """A DurableSaver of package ``pkg`` to enter with ``async with`` (write-behind, its
+    flusher thread on), built as ``savers.durable_async`` builds it."""
+    return savers.durable_async(redis_url, mongo_url, pkg=pkg, key_prefix=ns, database=ns)
 
 
 # ------------------------------------------------------------------ workloads

@@ -188,17 +188,22 @@ async def from_urls_concurrency_check(env: Env, concurrent: int) -> str:
 
 
 @contextlib.asynccontextmanager
-async def durable_async(redis_url: str, mongo_url: str, **options: Any
+async def durable_async(redis_url: str, mongo_url: str, *, pkg: Any = None, **options: Any
                         ) -> AsyncIterator[DurableSaver]:
     """A DurableSaver entered with ``async with``, built like ``from_urls`` (sync clients
     for the flusher thread, asyncio clients for the calls) except that the asyncio Redis
     client has a *blocking* pool of ``ASYNC_POOL`` connections: ``from_urls``' default
     pool raises ``MaxConnectionsError`` once more than 100 calls are in flight (W3's 200
-    threads, W5's saturated phase); see ``from_urls_concurrency_check``."""
-    from langgraph_durable import DurableConfig
-    from langgraph_durable.clients import mongo_from_url, redis_from_url
+    threads, W5's saturated phase); see ``from_urls_concurrency_check``. ``pkg``: the
+    package to build it from (``langgraph_durable`` unless given, e.g. a baseline copy of
+    it in ``ab_hot_path.py``)."""
+    import importlib
 
-    cfg = DurableConfig(**options)
+    if pkg is None:
+        pkg = importlib.import_module("langgraph_durable")
+    clients = importlib.import_module(pkg.__name__ + ".clients")
+    mongo_from_url, redis_from_url = clients.mongo_from_url, clients.redis_from_url
+    cfg = pkg.DurableConfig(**options)
     r = redis_from_url(redis_url, cfg, asyncio=False)
     m = mongo_from_url(mongo_url, cfg, asyncio=False)
     pool = redis.asyncio.BlockingConnectionPool.from_url(
@@ -208,7 +213,7 @@ async def durable_async(redis_url: str, mongo_url: str, **options: Any
     ar = redis.asyncio.Redis(connection_pool=pool)
     am = mongo_from_url(mongo_url, cfg, asyncio=True)
     try:
-        async with DurableSaver(r, m, async_redis=ar, async_mongo=am, config=cfg) as s:
+        async with pkg.DurableSaver(r, m, async_redis=ar, async_mongo=am, config=cfg) as s:
             yield s
     finally:
         await ar.aclose()
