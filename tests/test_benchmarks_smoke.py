@@ -72,6 +72,8 @@ def test_quick_run_writes_report_and_plots(tmp_path: Path) -> None:
     data = json.loads((out / "results.json").read_text())
     savers = {r["saver"] for r in data["records"]}
     assert {"reference", "inmemory", "durable", "durable_strict", "sqlite"} <= savers
+    errors = [r for r in data["records"] if "error" in r]
+    assert not errors, errors
     w1 = [r for r in data["records"] if r["workload"].startswith("W1")]
     assert {r["steps"] for r in w1} == {2 * 4 + 2}  # one invoke of the 4-turn agent loop
     assert {r["workload"] for r in w1} == {"W1 sync", "W1 async", "W1 async dsync"}
@@ -82,8 +84,6 @@ def test_quick_run_writes_report_and_plots(tmp_path: Path) -> None:
     assert swept == sorted((s, 1, 2 * 2 + 2) for s in ("reference", "inmemory", "durable",
                                                        "sqlite") for _rep in range(2))
     assert {r["threads"] for r in data["records"] if r["workload"] == "W3"} == {4}
-    errors = [r for r in data["records"] if "error" in r]
-    assert not errors, errors
     assert "error" not in data["rt"], data["rt"]
     w7 = {r["saver"]: r for r in data["records"] if r["workload"] == "W7"}
     assert w7["inmemory"]["turns"] == [2, 4, 8]
