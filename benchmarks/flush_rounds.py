@@ -19,7 +19,7 @@ import uuid
 from typing import Any
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.drivers import run_sync
+from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox.flusher import flush_batch_plan
 from langgraph_durable.outbox.group import ensure_group_plan
 from langgraph_durable.testing import drop_namespace, mongo_server, redis_server

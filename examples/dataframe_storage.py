@@ -2,7 +2,7 @@
 
 Runs a graph whose state holds a ``rows``-row pandas DataFrame through 20 super-steps with
 ``DurableSaver`` and ``ExternalRefSerializer`` and measures what each tier stores
-(``langgraph_durable.extref_gc.storage_footprint``): Redis (``MEMORY USAGE`` of the saver's
+(``langgraph_durable.admin.extref_gc.storage_footprint``): Redis (``MEMORY USAGE`` of the saver's
 keys), MongoDB (BSON size of its documents, i.e. ``dbStats`` ``dataSize``) and the blob store
 (object sizes and count). Two variants:
 
@@ -88,7 +88,7 @@ def measure(urls: tuple[str, str], frame: pd.DataFrame, *, rewrite: bool) -> dic
     import redis
 
     from langgraph_durable import DurableSaver
-    from langgraph_durable.extref_gc import scan_pattern, storage_footprint
+    from langgraph_durable.admin.extref_gc import scan_pattern, storage_footprint
     from langgraph_durable.serde import ExternalRefSerializer
 
     tag = uuid.uuid4().hex[:8]

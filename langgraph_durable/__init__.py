@@ -4,6 +4,7 @@
 returns and moves it to MongoDB (durable tier) through a crash-safe outbox.
 """
 
+from . import _moved
 from .config import DurableConfig
 from .errors import (
     CheckpointNotFoundError,
@@ -50,3 +51,5 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+_moved.install()  # the module names of earlier releases (langgraph_durable.extref_gc, ...)

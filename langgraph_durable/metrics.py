@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from .drivers import MongoOp, Pipeline, Script
+from .core.ops import MongoOp, Pipeline, Script
 
 try:  # optional dependency: the ``otel`` extra
     from opentelemetry import metrics as _otel

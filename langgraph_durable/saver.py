@@ -20,12 +20,12 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
 )
 
-from .drivers import Plan
-from .extref_gc import acollect_saver_garbage, collect_saver_garbage
-from .lifecycle import SaverLifecycle
+from .admin.extref_gc import acollect_saver_garbage, collect_saver_garbage
+from .core.ops import Plan
+from .core.records import check_id, check_ids
 from .plans import admin, delta, read, threads, write
 from .plans.threads import ThreadPage
-from .records import check_id, check_ids
+from .runtime.lifecycle import SaverLifecycle
 from .serde.gc import GcReport
 from .serde.stores import BlobStore
 
@@ -379,7 +379,7 @@ class DurableSaver(SaverLifecycle):
         epoch; default the current time). Returns a ``serde.GcReport``; raises
         ``ValueError`` when there is no store (no ``store`` and a serializer without one);
         on a Redis Cluster the keys are found on every primary. See
-        ``langgraph_durable.blobs``."""
+        ``langgraph_durable.admin.extref_gc``."""
         return collect_saver_garbage(self, store, grace_period_s, now, dry_run=dry_run,
                                      also_referenced=also_referenced)
 

@@ -15,9 +15,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.core.records import CHUNKED_VERSION, SCHEMA_VERSION
 from langgraph_durable.durable import chunks
 from langgraph_durable.errors import CorruptRecordError
-from langgraph_durable.records import CHUNKED_VERSION, SCHEMA_VERSION
 from langgraph_durable.testing import unique_options
 
 MB = 1 << 20
@@ -252,7 +252,7 @@ def test_only_chunked_documents_carry_the_chunked_version(saver: DurableSaver,
     db, cols = saver.sync_clients.db, saver.context.collections
     assert {(d["channel"], d["v"]) for d in db[cols.blobs].find()} == {("v", CHUNKED_VERSION)}
     assert {d["v"] for d in db[cols.checkpoints].find()} == {SCHEMA_VERSION}
-    from langgraph_durable.migrations import census_plan
+    from langgraph_durable.plans.migrations import census_plan
 
     census = saver.run(census_plan(saver.context))
     assert {k: (c["old"], c["newer"]) for k, c in census.items()} == \
@@ -262,7 +262,7 @@ def test_only_chunked_documents_carry_the_chunked_version(saver: DurableSaver,
 def test_blob_gc_finds_references_in_chunked_values(
         redis_url: str, mongo_url: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from langgraph_durable.extref_gc import referenced_blob_keys
+    from langgraph_durable.admin.extref_gc import referenced_blob_keys
     from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
 
     serde = ExternalRefSerializer(store=LocalBlobStore(tmp_path), threshold_bytes=100)
@@ -304,7 +304,8 @@ def test_strict_mode_writes_the_chunks_before_returning(
 
 def test_a_flush_round_copies_at_most_round_bytes_at_a_time(
         redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from langgraph_durable.drivers import BulkWrite, run_sync
+    from langgraph_durable.core.ops import BulkWrite
+    from langgraph_durable.io.drivers import run_sync
     from langgraph_durable.outbox import flusher, rounds
 
     monkeypatch.setattr(rounds, "ROUND_BYTES", 8000)  # two 3 KiB values, not three

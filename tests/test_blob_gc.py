@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.extref_gc import (
+from langgraph_durable.admin.extref_gc import (
     acollect_saver_garbage,
     areferenced_blob_keys,
     collect_saver_garbage,

@@ -20,13 +20,13 @@ from langgraph.graph import START, StateGraph
 from typing_extensions import TypedDict
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.clients import redis_from_url
 from langgraph_durable.config import DurableConfig
 from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.hot.scripts import SCRIPTS
-from langgraph_durable.redis_urls import RedisUrl, parse_redis_url
+from langgraph_durable.io.clients import redis_from_url
+from langgraph_durable.io.redis_urls import RedisUrl, parse_redis_url
 from langgraph_durable.testing import unique_options, wait_for
-from langgraph_durable.testing_cluster import (
+from langgraph_durable.testing.cluster import (
     RedisClusterServer,
     RedisSentinelServer,
     redis_cluster,

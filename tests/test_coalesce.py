@@ -16,10 +16,11 @@ import redis.exceptions
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import DurableConfig, DurableSaver, coalesce
-from langgraph_durable.clients import redis_from_url
-from langgraph_durable.coalesce import ScriptBatcher, SyncScriptBatcher
-from langgraph_durable.drivers import Clients, Script, execute_async, execute_sync
+from langgraph_durable.core.ops import Script
 from langgraph_durable.errors import TierUnavailableError
+from langgraph_durable.io.clients import redis_from_url
+from langgraph_durable.io.coalesce import ScriptBatcher, SyncScriptBatcher
+from langgraph_durable.io.drivers import Clients, execute_async, execute_sync
 from langgraph_durable.testing import _free_port, unique_options
 
 

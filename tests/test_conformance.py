@@ -13,7 +13,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.clients import redis_from_url
+from langgraph_durable.io.clients import redis_from_url
 from langgraph_durable.testing import drop_key_prefix, unique_options
 
 EXPECTED_TESTS = 81

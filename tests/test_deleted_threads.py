@@ -23,7 +23,8 @@ from typing_extensions import TypedDict
 
 from faults.common import tap
 from langgraph_durable import DurableSaver, ThreadDeletedError
-from langgraph_durable.drivers import FindOne, MongoOp, Parallel, Script, run_sync
+from langgraph_durable.core.ops import FindOne, MongoOp, Parallel, Script
+from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.plans import admin, write
 from langgraph_durable.testing import unique_options
 

@@ -27,7 +27,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Send
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.clients import redis_from_url
+from langgraph_durable.io.clients import redis_from_url
 from langgraph_durable.testing import drop_key_prefix, unique_options
 
 from .graphs import (

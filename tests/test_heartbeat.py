@@ -19,8 +19,9 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from faults.common import tap
 from langgraph_durable import DurableSaver
-from langgraph_durable.drivers import BulkWrite, run_sync
+from langgraph_durable.core.ops import BulkWrite
 from langgraph_durable.hot.keys import CONSUMER_GROUP, heartbeats_key
+from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox import flusher as flusher_mod
 from langgraph_durable.outbox.heartbeat import beat_plan, stop_plan
 from langgraph_durable.testing import unique_options, wait_for
@@ -53,7 +54,7 @@ CHILD = """
 import sys, time
 from faults.common import tap
 from langgraph_durable import DurableSaver
-from langgraph_durable.drivers import BulkWrite
+from langgraph_durable.io.drivers import BulkWrite
 from langgraph_durable.outbox import flusher as F
 from langgraph.checkpoint.base import empty_checkpoint
 

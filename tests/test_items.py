@@ -18,7 +18,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.graph import START, MessagesState, StateGraph
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.items import DIGEST_BYTES, NODE_SIZE
+from langgraph_durable.core.items import DIGEST_BYTES, NODE_SIZE
 from langgraph_durable.testing import drop_key_prefix, unique_options
 
 from .graphs import build_answering

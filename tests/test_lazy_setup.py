@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import ConfigurationError, DurableSaver, TierUnavailableError
 from langgraph_durable.hot.keys import binding_key, prefix_pattern
-from langgraph_durable.runtime import SaverRuntime
+from langgraph_durable.runtime.base import SaverRuntime
 from langgraph_durable.testing import mongo_server, redis_server, unique_options, wait_for
 from tests.cli.clikit import build_graph, first_input
 

@@ -152,9 +152,9 @@ def test_flush_retries_and_dead_letters_are_counted_and_logged_without_values(
 
 def test_backlog_is_logged_as_a_warning(redis_url: str, mongo_url: str,
                                         caplog: pytest.LogCaptureFixture) -> None:
-    from langgraph_durable.context import Context
-    from langgraph_durable.drivers import run_sync
+    from langgraph_durable.io.drivers import run_sync
     from langgraph_durable.outbox.flusher import Flusher
+    from langgraph_durable.plans.context import Context
 
     caplog.set_level(logging.WARNING, logger="langgraph_durable")
     opts = unique_options(flusher="off", max_outbox=4)

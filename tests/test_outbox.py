@@ -11,8 +11,8 @@ import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import DurableSaver, FlushTimeoutError
-from langgraph_durable.drivers import run_sync
 from langgraph_durable.hot.keys import CONSUMER_GROUP
+from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
 from langgraph_durable.testing import drop_key_prefix, unique_options, wait_for
 
@@ -164,7 +164,8 @@ def test_a_poison_entry_goes_to_the_dead_letter_stream_and_the_rest_flows(
 def test_a_stalled_flush_round_that_writes_after_a_delete_takes_its_copy_back(
     redis_url, mongo_url, redis_client, redis_lost_the_tombstones
 ) -> None:
-    from langgraph_durable.drivers import BulkWrite, execute_sync
+    from langgraph_durable.core.ops import BulkWrite
+    from langgraph_durable.io.drivers import execute_sync
 
     opts = unique_options(flusher="off", claim_idle_s=0.01)
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:

@@ -132,7 +132,7 @@ async def test_an_async_saver_removes_its_consumer_on_close(redis_url, mongo_url
 
 def test_a_consumer_holding_entries_is_kept_and_idle_empty_ones_are_removed(
         redis_url, mongo_url, redis_client) -> None:
-    from langgraph_durable.drivers import run_sync
+    from langgraph_durable.io.drivers import run_sync
     from langgraph_durable.outbox.group import leave_plan
 
     opts = unique_options(claim_idle_s=0.1)

@@ -17,10 +17,10 @@ from langgraph.checkpoint.base import empty_checkpoint
 from redis.crc import key_slot
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.core.records import member
 from langgraph_durable.errors import ReplicationTimeoutError
-from langgraph_durable.records import member
 from langgraph_durable.testing import unique_options
-from langgraph_durable.testing_cluster import RedisClusterServer, RedisSentinelServer
+from langgraph_durable.testing.cluster import RedisClusterServer, RedisSentinelServer
 
 KINDS = [(kind, mode) for kind in ("cluster", "sentinel") for mode in ("sync", "async")]
 

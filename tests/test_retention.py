@@ -14,7 +14,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_durable import DurableSaver, ThreadInfo
-from langgraph_durable.records import checkpoint_time_s
+from langgraph_durable.core.records import checkpoint_time_s
 
 from .graphs import CONFIG, THREAD, build_delta, delta_script
 from .test_graph_equivalence import Run

@@ -95,7 +95,7 @@ def test_cold_latest_get_tuple_after_redis_is_emptied(counted, redis_client) -> 
     cp = _checkpoint(1)
     saved = saver.put(cfg, cp, {"step": -1}, {"messages": f"{1:032}.1", "count": f"{1:032}.1"})
     saver.put_writes(saved, [("count", 3)], "task-1")
-    from langgraph_durable.drivers import run_sync
+    from langgraph_durable.io.drivers import run_sync
     from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
 
     run_sync(flush_batch_plan(saver.context, consumer_name(), block_ms=0, claim=False),
@@ -141,7 +141,7 @@ def test_a_thread_redis_may_not_hold_whole_asks_mongodb(counted, redis_client, h
     cfg = {"configurable": {"thread_id": "old", "checkpoint_ns": ""}}
     first = saver.put(cfg, _checkpoint(1), {"step": -1}, _versions(1))
     if how == "continued":  # the hot keys expired; a new run continues from MongoDB
-        from langgraph_durable.drivers import run_sync
+        from langgraph_durable.io.drivers import run_sync
         from langgraph_durable.outbox.flusher import flush_batch_plan
 
         run_sync(flush_batch_plan(saver.context, "c", block_ms=0, claim=False), saver.sync_clients)
@@ -207,7 +207,7 @@ def test_a_write_redis_cannot_answer_for_asks_mongodb_once_per_thread(
     Then Redis answers alone: a put naming a checkpoint it holds, and a task's writes
     reaching a checkpoint before its put (``durability="async"``), are one round trip
     each and ask MongoDB nothing."""
-    from langgraph_durable.drivers import run_sync
+    from langgraph_durable.io.drivers import run_sync
     from langgraph_durable.outbox.flusher import flush_batch_plan
 
     saver, counter, mongo = counted

@@ -14,7 +14,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable import DurableSaver, SaverClosedError
-from langgraph_durable.drivers import run_sync
+from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox.flusher import flush_batch_plan
 from langgraph_durable.plans import threads
 from langgraph_durable.testing import unique_options

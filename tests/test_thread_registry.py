@@ -16,10 +16,10 @@ from redis.crc import key_slot
 
 from langgraph_durable import DurableSaver, TierUnavailableError
 from langgraph_durable.config import DurableConfig
-from langgraph_durable.drivers import run_sync
 from langgraph_durable.hot.keys import EPOCH_FIELD
 from langgraph_durable.hot.registry import claim_op, settle_op
-from langgraph_durable.redis_urls import redis_client_from_url
+from langgraph_durable.io.drivers import run_sync
+from langgraph_durable.io.redis_urls import redis_client_from_url
 from langgraph_durable.testing import drop_key_prefix, mongo_server, unique_options, wait_for
 
 from .graphs import build_answering, build_nested
@@ -73,7 +73,7 @@ def _epoch_of(saver: DurableSaver, thread: str) -> bytes | None:
 
 
 def _hget(key: str) -> Any:
-    from langgraph_durable.drivers import Pipeline
+    from langgraph_durable.core.ops import Pipeline
 
     (value,) = yield Pipeline([["HGET", key, EPOCH_FIELD]])
     return value

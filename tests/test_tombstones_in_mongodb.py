@@ -17,8 +17,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_durable import DurableConfig, DurableSaver, ThreadDeletedError
+from langgraph_durable.core.records import member
 from langgraph_durable.durable import documents as D
-from langgraph_durable.records import member
 from langgraph_durable.testing import drop_key_prefix, unique_options
 from tests.test_deleted_threads import cfg, put  # the same checkpoints as there
 

@@ -9,8 +9,8 @@ from pymongo import WriteConcern
 from pymongo.errors import BulkWriteError
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.drivers import run_sync
 from langgraph_durable.errors import ConfigurationError, SaverClosedError
+from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox.flusher import dead_letter_key, flush_batch_plan
 from langgraph_durable.testing import unique_options
 

@@ -10,10 +10,10 @@ from langgraph.checkpoint.base import CheckpointTuple
 from rich import box
 from rich.table import Table
 
+from ..core.records import metadata_matches
 from ..errors import TierUnavailableError
 from ..inspection import lookup, render, storage
 from ..plans.effects import Entry, journal_plan
-from ..records import metadata_matches
 from ..serde.external import EXTREF_TYPE
 from .session import CliError, Undecodable, command, console, echo_json, session_of
 

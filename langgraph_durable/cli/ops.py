@@ -11,16 +11,16 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from .. import item_migration, migrations
-from ..drivers import run_sync
+from ..admin import item_migration
+from ..admin.extref_gc import collect_saver_garbage
+from ..core.records import SCHEMA_VERSION
 from ..errors import TierUnavailableError
-from ..extref_gc import collect_saver_garbage
 from ..inspection import lookup, render, storage
-from ..migrations import check_owner_plan, deployed_version_plan
-from ..plans import binding
+from ..io.drivers import run_sync
+from ..plans import binding, migrations
 from ..plans import registry as registry_plans
-from ..records import SCHEMA_VERSION
-from ..startup import WHO
+from ..plans.migrations import check_owner_plan, deployed_version_plan
+from ..runtime.startup import WHO
 from .session import (
     CliError,
     command,
@@ -215,7 +215,7 @@ def gc(ctx: typer.Context,
        yes: bool = YES) -> None:
     """Delete blob-store objects (--blob-store, or the --serde's store) that no checkpoint,
     write or channel value in either tier refers to and that are older than the grace
-    period (``langgraph_durable.extref_gc.collect_saver_garbage``)."""
+    period (``langgraph_durable.admin.extref_gc.collect_saver_garbage``)."""
     session = session_of(ctx)
     saver = session.saver(flusher=True)
     store = session.blob_store() or getattr(saver.serde, "store", None)

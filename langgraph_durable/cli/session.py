@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..config import DurableConfig
-from ..drivers import Clients
 from ..errors import ConfigurationError, TierUnavailableError
 from ..inspection.tolerant import TolerantSerde, Undecodable  # noqa: F401 - re-exported
+from ..io.drivers import Clients
 from ..saver import DurableSaver
 from ..settings import (
     check_mongo_url,

@@ -31,7 +31,16 @@ from typing import Any
 
 import typer
 
-from ..drivers import run_sync
+from ..core.items import NODE_MAGIC, NODE_TYPE
+from ..core.records import (
+    SCHEMA_VERSION,
+    CheckpointRecord,
+    WriteRecord,
+    blob_field,
+    pack_blob,
+    split_field,
+)
+from ..core.schema import check_not_newer
 from ..durable.chunks import split_all, upserts
 from ..durable.documents import (
     blob_doc,
@@ -47,19 +56,10 @@ from ..durable.documents import (
 )
 from ..errors import CorruptRecordError
 from ..inspection import storage
-from ..items import NODE_MAGIC, NODE_TYPE
+from ..io.drivers import run_sync
 from ..plans.admin import release_plan
 from ..plans.effects import effect_doc
 from ..plans.registry import register_plan
-from ..records import (
-    SCHEMA_VERSION,
-    CheckpointRecord,
-    WriteRecord,
-    blob_field,
-    pack_blob,
-    split_field,
-)
-from ..schema import check_not_newer
 from ..serde.external import collect_refs
 from .session import CliError, command, confirm, session_of
 

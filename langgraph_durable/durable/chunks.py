@@ -31,9 +31,9 @@ from typing import Any
 from bson import Binary
 from pymongo import ReplaceOne
 
-from ..drivers import BulkWrite, Find, Plan, ask
+from ..core.ops import BulkWrite, Find, Plan, ask
+from ..core.records import CHUNKED_VERSION, SCHEMA_VERSION
 from ..errors import CorruptRecordError
-from ..records import CHUNKED_VERSION, SCHEMA_VERSION
 from .documents import doc_id, target
 
 THRESHOLD_BYTES = 8 * 1024 * 1024

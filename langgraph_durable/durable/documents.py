@@ -22,22 +22,22 @@ from typing import Any
 from bson import Binary
 from pymongo import ASCENDING, DESCENDING, IndexModel, ReplaceOne, UpdateOne
 
-from ..errors import CorruptRecordError
-from ..items import MANIFEST_TYPE, NODE_MAGIC, NODE_TYPE, split_digests
-from ..records import (
+from ..core.items import MANIFEST_TYPE, NODE_MAGIC, NODE_TYPE, split_digests
+from ..core.records import (
     CheckpointRecord,
     Typed,
     WriteRecord,
     blob_field,
     split_field,
 )
-from ..schema import (
+from ..core.schema import (
     ITEMS_VERSION,
     SCHEMA_VERSION,
     check_not_newer,
     fits_int64,
     upgrade_document,
 )
+from ..errors import CorruptRecordError
 
 TOMBSTONE_TTL_INDEX = "deleted_at_ttl"
 """Name of the tombstones' TTL index (``expireAfterSeconds`` = ``tombstone_ttl_s``)."""
@@ -217,7 +217,7 @@ def item_doc(thread_id: str, digest: bytes, stored: bytes, *,
     """The items-collection document of an item or node as Redis stores it (``stored``:
     a blob envelope, or ``NODE_MAGIC`` + digests). ``put_ms``: the latest time it was
     stored (``upsert_item``), so a delete removes it only when no write stored it since."""
-    from ..records import unpack_blob
+    from ..core.records import unpack_blob
 
     doc: dict[str, Any] = {"_id": doc_id(thread_id, digest.hex()), "v": SCHEMA_VERSION,
                            "thread_id": thread_id, "d": _bin(digest)}

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..drivers import Script
+from ..core.ops import Script
 
 TRUST_FIELD = "!"
 """Journal field: Redis holds every journal entry of the thread."""

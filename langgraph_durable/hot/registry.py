@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..drivers import Script
+from ..core.ops import Script
 from .keys import EPOCH_FIELD
 
 _EPOCH = "'\\0epoch'"  # EPOCH_FIELD in Lua

@@ -19,7 +19,7 @@ import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..drivers import Script
+from ..core.ops import Script
 from .effects import EFFECT_SCRIPTS
 from .registry import REGISTRY_SCRIPTS
 

@@ -14,11 +14,11 @@ from typing import Any
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.base.id import uuid6
 
-from ..drivers import Clients
+from ..core.records import load_value
 from ..durable.documents import write_of
 from ..errors import DurableSaverError
+from ..io.drivers import Clients
 from ..plans import read
-from ..records import load_value
 from . import render, storage
 
 

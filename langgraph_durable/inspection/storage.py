@@ -10,13 +10,13 @@ from typing import Any
 import redis.exceptions
 from pymongo.errors import OperationFailure
 
-from ..context import Context
-from ..drivers import Clients, run_sync
+from ..core.records import SEP, CheckpointRecord
 from ..durable.chunks import load_plan
 from ..durable.documents import Collections, record_of
 from ..hot.keys import CONSUMER_GROUP, heartbeats_key, prefix_pattern, thread_keys_of
+from ..io.drivers import Clients, run_sync
 from ..outbox.flusher import dead_letter_key
-from ..records import SEP, CheckpointRecord
+from ..plans.context import Context
 
 
 def _text(v: Any) -> str:

@@ -20,9 +20,10 @@ import threading
 import uuid
 from typing import Any
 
-from ..context import Context
-from ..drivers import Clients, Plan, run_async, run_sync
+from ..core.ops import Plan
+from ..io.drivers import Clients, run_async, run_sync
 from ..metrics import Metrics, safe_error
+from ..plans.context import Context
 from .group import dead_letter_key as dead_letter_key
 from .group import ensure_group_plan
 from .heartbeat import Heartbeat, stop_plan

@@ -12,9 +12,9 @@ from typing import Any
 
 import redis.exceptions
 
-from ..context import Context
-from ..drivers import Pipeline, Plan
+from ..core.ops import Pipeline, Plan
 from ..hot.keys import CONSUMER_GROUP
+from ..plans.context import Context
 
 log = logging.getLogger("langgraph_durable.flusher")
 

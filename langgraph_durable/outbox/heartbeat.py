@@ -33,9 +33,10 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ..context import Context
-from ..drivers import Clients, Pipeline, Plan, normalise, run_async, run_sync
+from ..core.ops import Pipeline, Plan
 from ..hot.keys import CONSUMER_GROUP, heartbeats_key
+from ..io.drivers import Clients, normalise, run_async, run_sync
+from ..plans.context import Context
 from .group import leave_plan
 from .streams import Taken, _share
 

@@ -17,14 +17,14 @@ import redis.exceptions
 from bson.errors import InvalidDocument
 from pymongo.errors import BulkWriteError, DocumentTooLarge
 
-from ..context import Context
-from ..drivers import Pipeline, Plan
+from ..core.ops import Pipeline, Plan
+from ..core.records import SEP, CheckpointRecord, WriteRecord, unpack_blob
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import CorruptRecordError
+from ..plans.context import Context
 from ..plans.effects import FX_KIND, flush_effects_plan
 from ..plans.fence import insert_else_upsert, stream_ms, take_back_deleted
-from ..records import SEP, CheckpointRecord, WriteRecord, unpack_blob
 from .group import dead_letter_key, ensure_group_plan, upkeep_plan
 from .heartbeat import reap_plan
 from .streams import Parsed, Taken, ack_plan, claim_plan, dead_letter_plan, read_plan

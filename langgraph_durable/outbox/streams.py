@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ..context import Context
-from ..drivers import Op, Parallel, Pipeline, Plan, Sleep, StreamEntry
+from ..core.ops import Op, Parallel, Pipeline, Plan, Sleep, StreamEntry
 from ..hot.keys import CONSUMER_GROUP
 from ..hot.scripts import ack_settle_op
+from ..plans.context import Context
 from .group import dead_letter_key
 
 Parsed = tuple[bytes, str, list[Any]]

@@ -28,12 +28,12 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
-from ..clients import database_of, is_cluster, make_clients, mongo_from_url, redis_from_url
 from ..config import ConfigOption, DurableConfig, config_options
-from ..context import Context, partitions_for
-from ..drivers import run_sync
 from ..errors import ConfigurationError, TierUnavailableError
+from ..io.clients import database_of, is_cluster, make_clients, mongo_from_url, redis_from_url
+from ..io.drivers import run_sync
 from ..plans import binding
+from ..plans.context import Context, partitions_for
 from ..settings import (
     check_mongo_url,
     database_of_url,

@@ -15,8 +15,7 @@ from typing import Any
 
 from pymongo import DeleteOne
 
-from ..context import Context
-from ..drivers import (
+from ..core.ops import (
     BulkWrite,
     DeleteMany,
     Doc,
@@ -28,12 +27,13 @@ from ..drivers import (
     Sleep,
     ask,
 )
+from ..core.records import blob_field, checkpoint_time_s, member
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S
 from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
-from ..records import blob_field, checkpoint_time_s, member
+from .context import Context
 from .effects import copy_effects_plan, delete_thread_effects_plan, remove_effects_plan
 from .registry import forget_plan, register_plan
 from .tombstones import record_plan

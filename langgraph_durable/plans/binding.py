@@ -26,10 +26,10 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from ..context import Context
-from ..drivers import Pipeline, Plan
+from ..core.ops import Pipeline, Plan
 from ..errors import ConfigurationError
 from ..hot.keys import binding_key
+from .context import Context
 
 FIELDS = ("database", "collection_prefix", "by", "at", "partitions")
 """The fields of the binding hash, in the order ``BIND`` returns them."""

@@ -15,12 +15,12 @@ from typing import Any
 
 from langgraph.checkpoint.base import DeltaChannelHistory
 
-from ..context import Context
-from ..drivers import Doc, Find, Parallel, Plan, ask
+from ..core.ops import Doc, Find, Parallel, Plan, ask
+from ..core.records import SEP, Typed, WriteRecord, load_value, member, split_field, unpack_blob
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..hot.scripts import ChainStatus, chain_op, parts_op
-from ..records import SEP, Typed, WriteRecord, load_value, member, split_field, unpack_blob
+from .context import Context
 from .read import Writes, items_of, merge_writes, page_plan, resolve_items_plan, writes_of
 
 REDIS_STEPS = 512

@@ -20,12 +20,12 @@ import ormsgpack
 import redis.exceptions
 from pymongo import UpdateOne
 
-from ..context import Context
-from ..drivers import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, ask
+from ..core.ops import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, ask
+from ..core.records import SEP, Typed, member
 from ..durable import documents as D
 from ..errors import CorruptRecordError, OutboxFullError, ReplicationTimeoutError
 from ..hot.effects import TRUST_FIELD, begin_op, end_op
-from ..records import SEP, Typed, member
+from .context import Context
 from .fence import bulk_ignoring_newer, stream_ms
 from .write import replicated
 

@@ -12,10 +12,10 @@ from typing import Any
 from pymongo import InsertOne
 from pymongo.errors import BulkWriteError
 
-from ..context import Context
-from ..drivers import BulkWrite, DeleteMany, Find, Op, Parallel, Pipeline, Plan, ask
+from ..core.ops import BulkWrite, DeleteMany, Find, Op, Parallel, Pipeline, Plan, ask
+from ..core.records import SEP, split_field
 from ..durable import documents as D
-from ..records import SEP, split_field
+from .context import Context
 
 log = logging.getLogger("langgraph_durable.flusher")
 

@@ -19,15 +19,9 @@ from typing import Any, NamedTuple
 
 from langgraph.checkpoint.base import CheckpointTuple
 
-from ..context import Context
-from ..drivers import Aggregate, Doc, Find, Op, Parallel, Pipeline, Plan, ask
-from ..durable import chunks as C
-from ..durable import documents as D
-from ..hot.keys import EPOCH_FIELD
-from ..hot.registry import epoch_complete
-from ..hot.scripts import page_op, parts_op
-from ..items import MANIFEST_TYPE, node_children, parse_stored, split_digests
-from ..records import (
+from ..core.items import MANIFEST_TYPE, node_children, parse_stored, split_digests
+from ..core.ops import Aggregate, Doc, Find, Op, Parallel, Pipeline, Plan, ask
+from ..core.records import (
     SEP,
     CheckpointRecord,
     Typed,
@@ -37,6 +31,12 @@ from ..records import (
     metadata_matches,
     unpack_blob,
 )
+from ..durable import chunks as C
+from ..durable import documents as D
+from ..hot.keys import EPOCH_FIELD
+from ..hot.registry import epoch_complete
+from ..hot.scripts import page_op, parts_op
+from .context import Context
 
 Row = tuple[CheckpointRecord, dict[tuple[str, int], WriteRecord]]
 Writes = dict[tuple[str, int], WriteRecord]

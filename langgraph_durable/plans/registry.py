@@ -40,10 +40,10 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 
-from ..context import Context
-from ..drivers import Aggregate, FindOne, Parallel, Pipeline, Plan, Scan, ask
+from ..core.ops import Aggregate, FindOne, Parallel, Pipeline, Plan, Scan, ask
 from ..hot.keys import EPOCH_FIELD
 from ..hot.registry import COMPLETE, PARTIAL, claim_op, forget_op, settle_op
+from .context import Context
 from .threads import hot_thread_ids, hot_thread_pattern
 
 BATCH = 1000

@@ -8,10 +8,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from ..context import Context
-from ..drivers import Aggregate, Find, Op, Parallel, Pipeline, Plan, Scan
+from ..core.ops import Aggregate, Find, Op, Parallel, Pipeline, Plan, Scan
+from ..core.records import SEP, checkpoint_time_s
 from ..hot.keys import prefix_pattern, thread_keys_of
-from ..records import SEP, checkpoint_time_s
+from .context import Context
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,13 @@ from collections.abc import Sequence
 
 from pymongo.errors import OperationFailure
 
-from ..context import Context
-from ..drivers import BulkWrite, Doc, Find, FindOne, Mongo, Parallel, Plan, ask
+from ..core.ops import BulkWrite, Doc, Find, FindOne, Mongo, Parallel, Plan, ask
+from ..core.records import SEP
 from ..durable import documents as D
 from ..errors import ThreadDeletedError
 from ..hot.keys import TOMBSTONE_TTL_S
 from ..hot.scripts import learn_tombstones_op
-from ..records import SEP
+from .context import Context
 
 log = logging.getLogger("langgraph_durable.saver")
 

@@ -17,21 +17,9 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from ..context import Context
-from ..drivers import BulkWrite, Op, Parallel, Plan, Script, Sleep
-from ..durable import chunks as C
-from ..durable import documents as D
-from ..errors import (
-    ConcurrentRunError,
-    CorruptRecordError,
-    InvalidIdentifierError,
-    OutboxFullError,
-    ReplicationTimeoutError,
-    SerializationError,
-)
-from ..hot.scripts import PutArgs, PutWritesArgs, Refusal
-from ..items import MANIFEST_TYPE, Stored, packed
-from ..records import (
+from ..core.items import MANIFEST_TYPE, Stored, packed
+from ..core.ops import BulkWrite, Op, Parallel, Plan, Script, Sleep
+from ..core.records import (
     SEP,
     CheckpointRecord,
     Typed,
@@ -45,7 +33,19 @@ from ..records import (
     write_field,
     write_idx,
 )
+from ..durable import chunks as C
+from ..durable import documents as D
+from ..errors import (
+    ConcurrentRunError,
+    CorruptRecordError,
+    InvalidIdentifierError,
+    OutboxFullError,
+    ReplicationTimeoutError,
+    SerializationError,
+)
+from ..hot.scripts import PutArgs, PutWritesArgs, Refusal
 from ..serde.errors import BlobStoreError
+from .context import Context
 from .fence import bulk_ignoring_newer, stream_ms, take_back_deleted
 from .tombstones import check_deleted_plan, check_unknown_plan
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from langgraph_durable.records import SCHEMA_VERSION
+from langgraph_durable.core.records import SCHEMA_VERSION
 
 from .clikit import Cli, build_graph, first_input
 

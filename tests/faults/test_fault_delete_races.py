@@ -12,7 +12,8 @@ from faults.common import tap
 from faults.s5_delete_races import AFTER_LOSS, _resume, _until_mongo
 from faults.tiers import mongo_checkpoints, mongo_writes, wait_for
 from langgraph_durable import DurableSaver
-from langgraph_durable.drivers import MongoOp, Script, run_sync
+from langgraph_durable.core.ops import MongoOp, Script
+from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox.flusher import flush_batch_plan
 from langgraph_durable.testing import unique_options
 

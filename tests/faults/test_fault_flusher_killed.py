@@ -9,9 +9,9 @@ from langgraph.checkpoint.base import empty_checkpoint
 from faults import s2_flusher_killed
 from faults.tiers import mongo_checkpoints, wait_for
 from langgraph_durable import DurableSaver
-from langgraph_durable.drivers import run_sync
+from langgraph_durable.core.records import CheckpointRecord, member
+from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox.flusher import dead_letter_key, flush_batch_plan
-from langgraph_durable.records import CheckpointRecord, member
 from langgraph_durable.testing import unique_options
 
 from .faultkit import make_env

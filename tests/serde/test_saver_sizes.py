@@ -1,7 +1,7 @@
 """ExternalRefSerializer behind DurableSaver, through real graphs on the real servers: a state
 far over ``max_value_bytes`` is stored (it spills to the blob store), and a DataFrame carried
 through 20 super-steps is stored once. Bytes per tier are measured with
-``langgraph_durable.extref_gc.storage_footprint`` (Redis ``MEMORY USAGE``, MongoDB BSON sizes,
+``langgraph_durable.admin.extref_gc.storage_footprint`` (Redis ``MEMORY USAGE``, MongoDB BSON sizes,
 blob object sizes) and printed (``pytest -s``); docs/external_refs.md has the numbers."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import redis
 from langgraph.graph import END, START, StateGraph
 
 from langgraph_durable import DurableSaver, SerializationError
-from langgraph_durable.extref_gc import referenced_blob_keys, scan_pattern, storage_footprint
+from langgraph_durable.admin.extref_gc import referenced_blob_keys, scan_pattern, storage_footprint
 from langgraph_durable.serde import BlobStore, ExternalRefSerializer, LocalBlobStore, S3BlobStore
 from langgraph_durable.testing import unique_options
 

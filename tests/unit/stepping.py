@@ -16,8 +16,9 @@ import redis.exceptions
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable.config import DurableConfig
-from langgraph_durable.context import Clock, Context, partitions_for
-from langgraph_durable.drivers import Op, Parallel, Plan, Sleep, run_with
+from langgraph_durable.core.ops import Op, Parallel, Plan, Sleep
+from langgraph_durable.io.drivers import run_with
+from langgraph_durable.plans.context import Clock, Context, partitions_for
 
 
 class FakeClock(Clock):

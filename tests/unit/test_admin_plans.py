@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from langgraph_durable.drivers import BulkWrite, DeleteMany, Find, Op, Pipeline, Script
+from langgraph_durable.core.ops import BulkWrite, DeleteMany, Find, Op, Pipeline, Script
+from langgraph_durable.core.records import member
 from langgraph_durable.durable import documents as D
 from langgraph_durable.errors import FlushTimeoutError
 from langgraph_durable.hot.keys import TOMBSTONE_TTL_S
 from langgraph_durable.plans import admin
-from langgraph_durable.records import member
 
 from .stepping import Drive, FakeClock, context, drive
 from .test_read_plans import IDS, stored

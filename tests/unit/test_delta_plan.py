@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph_durable.drivers import Find, Op, Script
+from langgraph_durable.core.ops import Find, Op, Script
 from langgraph_durable.durable import documents as D
 from langgraph_durable.hot.scripts import ChainStatus
 from langgraph_durable.plans import delta

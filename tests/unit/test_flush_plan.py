@@ -11,13 +11,13 @@ import redis.exceptions
 from pymongo import InsertOne, UpdateOne
 from pymongo.errors import BulkWriteError
 
-from langgraph_durable.drivers import BulkWrite, DeleteMany, Find, Op, Pipeline, Script
+from langgraph_durable.core.ops import BulkWrite, DeleteMany, Find, Op, Pipeline, Script
+from langgraph_durable.core.records import member
 from langgraph_durable.durable import documents as D
 from langgraph_durable.hot.keys import CONSUMER_GROUP
 from langgraph_durable.outbox.flusher import BatchStats, Flusher, flush_batch_plan
 from langgraph_durable.outbox.group import dead_letter_key
 from langgraph_durable.plans.fence import insert_else_upsert
-from langgraph_durable.records import member
 
 from .stepping import context, drive
 from .test_read_plans import IDS, stored, writes

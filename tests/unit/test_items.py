@@ -11,8 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_durable.errors import CorruptRecordError
-from langgraph_durable.items import (
+from langgraph_durable.core.items import (
     DIGEST_BYTES,
     MANIFEST_MAGIC,
     MANIFEST_TYPE,
@@ -26,7 +25,8 @@ from langgraph_durable.items import (
     split_digests,
     unwrap_manifest,
 )
-from langgraph_durable.records import WriteRecord, load_value, pack_blob, unpack_blob
+from langgraph_durable.core.records import WriteRecord, load_value, pack_blob, unpack_blob
+from langgraph_durable.errors import CorruptRecordError
 
 SERDE = JsonPlusSerializer()
 

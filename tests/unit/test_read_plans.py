@@ -9,11 +9,11 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable.drivers import Aggregate, Find, Op, Script
+from langgraph_durable.core.items import parse_stored
+from langgraph_durable.core.ops import Aggregate, Find, Op, Script
+from langgraph_durable.core.records import WriteRecord, member, pack_blob, unpack_blob
 from langgraph_durable.durable import documents as D
-from langgraph_durable.items import parse_stored
 from langgraph_durable.plans import read, write
-from langgraph_durable.records import WriteRecord, member, pack_blob, unpack_blob
 
 from .stepping import context, drive
 

@@ -11,16 +11,15 @@ import pytest
 import redis
 import redis.exceptions
 
-from langgraph_durable.drivers import (
+from langgraph_durable.core.ops import Op, Script
+from langgraph_durable.errors import ReplicationTimeoutError
+from langgraph_durable.io.drivers import (
     Clients,
-    Op,
-    Script,
     _ReloadSlots,
     _replicated,
     _ToPrimary,
     run_with,
 )
-from langgraph_durable.errors import ReplicationTimeoutError
 from langgraph_durable.plans import write
 
 from .stepping import context, drive

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph_durable.drivers import Aggregate, Find, Op, Pipeline, Scan, Script
+from langgraph_durable.core.ops import Aggregate, Find, Op, Pipeline, Scan, Script
+from langgraph_durable.core.records import member
 from langgraph_durable.plans import admin, read, threads
-from langgraph_durable.records import member
 
 from .stepping import context, drive
 from .test_read_plans import IDS

@@ -9,7 +9,8 @@ import ormsgpack
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable.drivers import BulkWrite, Find, FindOne, Op, Parallel, Pipeline, Script
+from langgraph_durable.core.ops import BulkWrite, Find, FindOne, Op, Parallel, Pipeline, Script
+from langgraph_durable.core.records import CheckpointRecord, WriteRecord, member
 from langgraph_durable.durable import documents as D
 from langgraph_durable.errors import (
     ConcurrentRunError,
@@ -20,7 +21,6 @@ from langgraph_durable.errors import (
 )
 from langgraph_durable.hot.keys import outbox_key, partition_of
 from langgraph_durable.plans import write
-from langgraph_durable.records import CheckpointRecord, WriteRecord, member
 
 from .stepping import Drive, FakeClock, context, drive, refused
 

@@ -21,11 +21,12 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from .errors import CorruptRecordError, InvalidIdentifierError
+from ..errors import CorruptRecordError, InvalidIdentifierError
 from .items import MANIFEST_TYPE, expand, load_item, unwrap_manifest, wrap_manifest
 from .schema import CHUNKED_VERSION as CHUNKED_VERSION  # re-exported (stored format)
 from .schema import MD_QUERY_MAX_CHARS as MD_QUERY_MAX_CHARS
-from .schema import SCHEMA_VERSION, check_not_newer, upgrade_envelope
+from .schema import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported (stored format)
+from .schema import check_not_newer, upgrade_envelope
 from .schema import md_query_of as md_query_of
 
 SEP = "\x00"
@@ -298,7 +299,7 @@ def assemble(
     fresh = [latest]
 
     def decode(found: Any) -> list[Any]:  # the first list of a latest read starts afresh
-        out = remember.decode(thread_id, found, serde.loads_typed, latest, fresh[0])
+        out: list[Any] = remember.decode(thread_id, found, serde.loads_typed, latest, fresh[0])
         fresh[0] = False
         return out
 

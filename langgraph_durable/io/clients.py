@@ -15,12 +15,12 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
-from .config import DurableConfig
+from ..config import DurableConfig
+from ..errors import ConfigurationError, EventLoopNotRunningError, SyncCallInEventLoopError
+from ..hot.scripts import SCRIPTS
+from ..settings import check_mongo_url, hide_password
 from .drivers import Clients
-from .errors import ConfigurationError, EventLoopNotRunningError, SyncCallInEventLoopError
-from .hot.scripts import SCRIPTS
 from .redis_urls import redis_client_from_url
-from .settings import check_mongo_url, hide_password
 
 
 def is_async_redis(client: Any) -> bool:

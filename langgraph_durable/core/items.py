@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import CorruptRecordError
+from ..errors import CorruptRecordError
 
 Typed = tuple[str, bytes]
 

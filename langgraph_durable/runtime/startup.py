@@ -12,14 +12,14 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .context import Context
-from .drivers import LoadScripts, Mongo, Parallel, Pipeline, Plan
-from .durable.documents import INDEXES
-from .errors import TierUnavailableError
-from .hot.scripts import SCRIPTS
-from .migrations import check_owner_plan, record_version_plan
-from .outbox.group import ensure_group_plan
-from .plans import binding, registry, tombstones
+from ..core.ops import LoadScripts, Mongo, Parallel, Pipeline, Plan
+from ..durable.documents import INDEXES
+from ..errors import TierUnavailableError
+from ..hot.scripts import SCRIPTS
+from ..outbox.group import ensure_group_plan
+from ..plans import binding, registry, tombstones
+from ..plans.context import Context
+from ..plans.migrations import check_owner_plan, record_version_plan
 
 WHO = "this saver"
 """How the saver names itself in a binding or owner mismatch."""

@@ -10,9 +10,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from .drivers import Clients, Plan, run_async, run_sync
-from .errors import ConfigurationError
-from .metrics import safe_error
+from ..core.ops import Plan
+from ..errors import ConfigurationError
+from ..io.drivers import Clients, run_async, run_sync
+from ..metrics import safe_error
 
 log = logging.getLogger("langgraph_durable.saver")
 

@@ -30,18 +30,18 @@ from typing import TYPE_CHECKING, Any
 
 from pymongo import ReplaceOne, ReturnDocument
 
-from .drivers import Mongo, Plan
-from .errors import ConfigurationError, SchemaVersionError
-from .items import MANIFEST_TYPE
-from .schema import CHUNKED_VERSION, ITEMS_VERSION, SCHEMA_VERSION, upgrade_document
-from .schema import DOCUMENT_STEPS as DOCUMENT_STEPS  # re-exported for compatibility
-from .schema import ENVELOPE_STEPS as ENVELOPE_STEPS
-from .schema import upgrade_envelope as upgrade_envelope
+from ..core.items import MANIFEST_TYPE
+from ..core.ops import Doc, Mongo, Plan
+from ..core.schema import CHUNKED_VERSION, ITEMS_VERSION, SCHEMA_VERSION, upgrade_document
+from ..core.schema import DOCUMENT_STEPS as DOCUMENT_STEPS  # re-exported for compatibility
+from ..core.schema import ENVELOPE_STEPS as ENVELOPE_STEPS
+from ..core.schema import upgrade_envelope as upgrade_envelope
+from ..errors import ConfigurationError, SchemaVersionError
 
 if TYPE_CHECKING:
     from .context import Context
 
-log = logging.getLogger("langgraph_durable.migrations")
+log = logging.getLogger("langgraph_durable.plans.migrations")
 
 SCHEMA_DOC_ID = "schema"
 """``_id`` of the ``meta`` document recording the deployed schema version."""
@@ -57,13 +57,13 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
 
 
-def record_version_plan(ctx: Context) -> Plan:
+def record_version_plan(ctx: Context) -> Plan[Doc]:
     """Record in ``meta`` that this package (schema ``SCHEMA_VERSION``) is deployed; the
     stored ``v`` only ever grows. Logs a warning when a newer version was deployed
     before (its records will raise ``SchemaVersionError`` here). The first saver to set
     the collections up records its ``key_prefix`` as their owner; a saver with another
     key prefix raises ``ConfigurationError``. Returns the document."""
-    doc = yield Mongo(ctx.collections.meta, "find_one_and_update", (
+    doc: Doc = yield Mongo(ctx.collections.meta, "find_one_and_update", (
         {"_id": SCHEMA_DOC_ID},
         {"$max": {"v": SCHEMA_VERSION},
          "$setOnInsert": {"created_at": _now(), "key_prefix": ctx.config.key_prefix},
@@ -109,7 +109,7 @@ def check_owner_plan(ctx: Context) -> Plan[str | None]:
     return owner
 
 
-def deployed_version_plan(ctx: Context) -> Plan:
+def deployed_version_plan(ctx: Context) -> Plan[int | None]:
     """The deployed schema version recorded by ``setup()`` (None if never set up)."""
     doc = yield Mongo(ctx.collections.meta, "find_one", ({"_id": SCHEMA_DOC_ID},))
     return None if doc is None else doc.get("v")
@@ -133,7 +133,7 @@ def _newer_query() -> dict[str, Any]:
             "$nor": [{"v": ITEMS_VERSION, "type": MANIFEST_TYPE}]}
 
 
-def census_plan(ctx: Context) -> Plan:
+def census_plan(ctx: Context) -> Plan[dict[str, dict[str, Any]]]:
     """Per collection kind: ``{"old": n, "newer": n, "newer_id": an _id or None}``."""
     cols = ctx.collections
     out: dict[str, dict[str, Any]] = {}
@@ -154,7 +154,7 @@ def _cursor_id(kind: str) -> str:
 
 def migrate_plan(ctx: Context, *, batch_size: int = 500,
                  on_batch: Callable[[str, int], None] | None = None,
-                 max_batches: int | None = None) -> Plan:
+                 max_batches: int | None = None) -> Plan[dict[str, int]]:
     """Rewrite every document older than ``SCHEMA_VERSION`` in the current format.
 
     Checks first that no document is newer (``SchemaVersionError``, nothing written).

@@ -35,18 +35,18 @@ from typing import TYPE_CHECKING, Any
 from pymongo import ReplaceOne
 from pymongo.errors import BulkWriteError
 
-from .drivers import BulkWrite, Find, FindOne, Mongo, Plan, ask
-from .durable import chunks as C
-from .durable import documents as D
-from .errors import CorruptRecordError, TierUnavailableError
-from .items import MANIFEST_TYPE, packed
-from .records import Typed, pack_blob
-from .serde.errors import BlobStoreError
+from ..core.items import MANIFEST_TYPE, packed
+from ..core.ops import BulkWrite, Find, FindOne, Mongo, Plan, ask
+from ..core.records import Typed, pack_blob
+from ..durable import chunks as C
+from ..durable import documents as D
+from ..errors import CorruptRecordError, TierUnavailableError
+from ..serde.errors import BlobStoreError
 
 if TYPE_CHECKING:
-    from .context import Context
+    from ..plans.context import Context
 
-log = logging.getLogger("langgraph_durable.migrations")
+log = logging.getLogger("langgraph_durable.plans.migrations")
 
 LIST_KINDS = ("blobs", "writes")
 """Collection kinds whose documents hold channel or pending-write values."""
@@ -104,7 +104,7 @@ def manifest_of(ctx: Context, kind: str, doc: Mapping[str, Any]
     non-empty list; None for any other value. Raises what decoding raises
     (``CorruptRecordError``, ``SchemaVersionError``, the serializer's errors) and
     ``SerializationError`` for an item that cannot be serialized."""
-    from .plans.write import value_typed  # plans import the context; keep this module light
+    from ..plans.write import value_typed  # plans import the context; keep this module light
 
     tid = doc["thread_id"]
     at: dict[str, Any] = {"put_ms": doc.get("put_ms") or 0}

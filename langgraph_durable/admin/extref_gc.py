@@ -1,6 +1,6 @@
 """Garbage collection of external objects (``extref``) for a :class:`DurableSaver`.
 
-(Formerly ``langgraph_durable.extref_gc``, which still re-exports these names. Here "blob"
+(Formerly ``langgraph_durable.admin.extref_gc``, which still re-exports these names. Here "blob"
 means an object of the external blob store, never a channel value.)
 
 With :class:`~langgraph_durable.serde.ExternalRefSerializer` as the saver's ``serde``,
@@ -57,18 +57,18 @@ from typing import TYPE_CHECKING, Any
 
 import ormsgpack
 
-from .drivers import Mongo, Pipeline, Plan, Scan
-from .durable.chunks import load_plan
-from .hot.keys import binding_key, heartbeats_key, prefix_pattern, thread_keys_of
-from .items import NODE_MAGIC
-from .outbox.group import dead_letter_key
-from .records import CheckpointRecord, WriteRecord, unpack_blob
-from .runtime import SaverRuntime
-from .serde.external import EXTREF_TYPE, refs_in
-from .serde.gc import DEFAULT_KEY_PATTERN, GcReport, acollect_garbage, collect_garbage
+from ..core.items import NODE_MAGIC
+from ..core.ops import Mongo, Pipeline, Plan, Scan
+from ..core.records import CheckpointRecord, WriteRecord, unpack_blob
+from ..durable.chunks import load_plan
+from ..hot.keys import binding_key, heartbeats_key, prefix_pattern, thread_keys_of
+from ..outbox.group import dead_letter_key
+from ..runtime.base import SaverRuntime
+from ..serde.external import EXTREF_TYPE, refs_in
+from ..serde.gc import DEFAULT_KEY_PATTERN, GcReport, acollect_garbage, collect_garbage
 
 if TYPE_CHECKING:
-    from .serde.stores import BlobStore
+    from ..serde.stores import BlobStore
 
 __all__ = [
     "StorageFootprint",

@@ -12,7 +12,7 @@ from typing import Any
 
 from typing_extensions import Self
 
-from .runtime import SaverRuntime
+from .base import SaverRuntime
 from .startup import check_plan
 
 

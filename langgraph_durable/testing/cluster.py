@@ -5,7 +5,7 @@ whose pytest plugin provides the fixtures below). Each setup resolves its server
 order:
 
 1. an environment variable (``REDIS_CLUSTER_URL``, ``REDIS_SENTINEL_URL``, in the URL schemes
-   of :mod:`langgraph_durable.redis_urls`): the setup is external, so ``kill_master`` and
+   of :mod:`langgraph_durable.io.redis_urls`): the setup is external, so ``kill_master`` and
    ``stop`` raise :class:`~langgraph_durable.testing.ServerError`;
 2. local ``redis-server`` processes on free 127.0.0.1 ports, each with a temporary folder
    removed on exit (no Docker: cluster and sentinel nodes announce their own addresses).
@@ -42,8 +42,8 @@ from typing import Any
 
 import redis
 
-from .redis_urls import parse_redis_url
-from .testing import START_TIMEOUT, RedisServer, ServerError, _free_port, _Server, wait_for
+from ..io.redis_urls import parse_redis_url
+from . import START_TIMEOUT, RedisServer, ServerError, _free_port, _Server, wait_for
 
 try:
     import pytest
@@ -455,7 +455,7 @@ if pytest is not None:
         """URL of a session-wide MongoDB-wire server that is a one-node replica set
         (SecantusDB with ``replica_set=True``; ``MONGODB_URL``'s server if set), for
         tests that need write concern ``majority`` acknowledged by a replica set."""
-        from .testing import mongo_server
+        from . import mongo_server
 
         with mongo_server(replica_set=True) as server:
             yield server.url

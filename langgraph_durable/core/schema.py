@@ -27,7 +27,7 @@ from typing import Any
 import ormsgpack
 from bson import Binary
 
-from .errors import CorruptRecordError, SchemaVersionError
+from ..errors import CorruptRecordError, SchemaVersionError
 
 SCHEMA_VERSION = 1
 """Format version written into every stored record (Redis envelope, MongoDB document)."""

@@ -8,10 +8,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import DurableConfig
-from .durable.documents import Collections
-from .errors import ConfigurationError
-from .hot.keys import (
+from ..config import DurableConfig
+from ..core.items import Items
+from ..durable.documents import Collections
+from ..errors import ConfigurationError
+from ..hot.keys import (
     ThreadKeys,
     outbox_key,
     outbox_keys,
@@ -19,7 +20,6 @@ from .hot.keys import (
     registry_key,
     registry_keys,
 )
-from .items import Items
 
 
 class Heads:

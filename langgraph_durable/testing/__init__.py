@@ -14,8 +14,8 @@ Loaded as a pytest plugin (``-p langgraph_durable.testing``) it also provides th
 ``redis_server_proc``, ``mongo_server_proc``, ``s3_server_proc`` (session scoped),
 ``redis_url``, ``mongo_url``, ``s3_endpoint_url`` and ``clean_servers``. The multi-node
 setups (a Redis Cluster, a Sentinel group, a one-node MongoDB replica set) live in
-:mod:`langgraph_durable.testing_cluster`, which builds on this module; loaded as a plugin
-too (``-p langgraph_durable.testing_cluster``) it provides ``redis_cluster_proc``/
+:mod:`langgraph_durable.testing.cluster`, which builds on this module; loaded as a plugin
+too (``-p langgraph_durable.testing.cluster``) it provides ``redis_cluster_proc``/
 ``redis_cluster_url``, ``redis_sentinel_proc``/``redis_sentinel_url`` and
 ``mongo_replica_set_url``. Tests that stop or restart a server must make their own with the
 context managers, not stop the shared ones.
@@ -479,8 +479,8 @@ def drop_namespace(redis_url: str, mongo_url: str, key_prefix: str, database: st
     """Remove what savers with ``key_prefix`` and ``database`` stored: their Redis keys
     (``drop_key_prefix``; ``redis_url`` in any scheme a saver takes, a cluster's on every
     primary) and that MongoDB database, nothing else."""
-    from .config import DurableConfig
-    from .redis_urls import redis_client_from_url
+    from ..config import DurableConfig
+    from ..io.redis_urls import redis_client_from_url
 
     with redis_client_from_url(redis_url, DurableConfig(), asyncio=False) as r:
         drop_key_prefix(r, key_prefix)

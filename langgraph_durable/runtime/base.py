@@ -19,12 +19,10 @@ from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from typing_extensions import Self
 
-from . import clients as C
-from .config import DurableConfig
-from .context import Context, partitions_for
-from .deferred import DeferredSetup
-from .drivers import Clients, Pipeline, Plan, run_async, run_sync
-from .errors import (
+from ..config import DurableConfig
+from ..core.items import items_for
+from ..core.ops import Pipeline, Plan
+from ..errors import (
     ConfigurationError,
     EventLoopNotRunningError,
     FlushTimeoutError,
@@ -32,12 +30,14 @@ from .errors import (
     SyncCallInEventLoopError,
     TierUnavailableError,
 )
-from .items import items_for
-from .metrics import Metrics, stats_dict
-from .outbox.flusher import Flusher
-from .outbox.process import FlusherProcess
-from .plans import admin
-from .settings import (
+from ..io import clients as C
+from ..io.drivers import Clients, run_async, run_sync
+from ..metrics import Metrics, stats_dict
+from ..outbox.flusher import Flusher
+from ..outbox.process import FlusherProcess
+from ..plans import admin
+from ..plans.context import Context, partitions_for
+from ..settings import (
     check_mongo_url,
     database_of_url,
     hide_password,
@@ -45,6 +45,7 @@ from .settings import (
     server_settings,
     with_database,
 )
+from .deferred import DeferredSetup
 from .startup import SetupGate, mongo_setup_plan, start_plan
 
 log = logging.getLogger("langgraph_durable.saver")

@@ -36,8 +36,8 @@ import redis.asyncio.sentinel
 import redis.cluster
 import redis.sentinel
 
-from .config import DurableConfig
-from .errors import ConfigurationError
+from ..config import DurableConfig
+from ..errors import ConfigurationError
 
 __all__ = ["RedisUrl", "parse_redis_url", "redis_client_from_url"]
 
