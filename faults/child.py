@@ -40,9 +40,9 @@ import time
 from typing import Any
 
 from langgraph_durable import DurableSaver, drivers
-from langgraph_durable.drivers import BulkWrite, MongoOp, Parallel, Script
+from langgraph_durable.core.records import write_idx
+from langgraph_durable.io.drivers import BulkWrite, MongoOp, Parallel, Script
 from langgraph_durable.outbox import flusher as flusher_mod
-from langgraph_durable.records import write_idx
 
 from . import graphs
 from .common import tap

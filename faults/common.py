@@ -19,7 +19,7 @@ import pymongo
 import redis
 
 from langgraph_durable.config import DurableConfig
-from langgraph_durable.redis_urls import redis_client_from_url
+from langgraph_durable.io.redis_urls import redis_client_from_url
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,7 +84,7 @@ def clients(redis_url: str, mongo_url: str) -> Iterator[tuple[redis.Redis, pymon
 def partitions_of(redis_url: str, options: dict[str, Any] | None = None) -> int:
     """The number of outbox partitions a saver with ``options`` has on ``redis_url``
     (``Context.partitions``: ``outbox_partitions``, else 16 on a Redis Cluster, else 1)."""
-    from langgraph_durable.context import partitions_for
+    from langgraph_durable.plans.context import partitions_for
 
     cfg = DurableConfig(**{k: v for k, v in (options or {}).items()
                            if k == "outbox_partitions"})

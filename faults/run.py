@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     wanted = set(args.only.split(",")) if args.only else None
     from langgraph_durable.testing import mongo_server, redis_server
-    from langgraph_durable.testing_cluster import redis_cluster
+    from langgraph_durable.testing.cluster import redis_cluster
 
     cluster = args.redis == "cluster"
 

@@ -50,8 +50,8 @@ import ormsgpack
 from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
 
 from langgraph_durable import DurableSaver, ThreadDeletedError
-from langgraph_durable.drivers import MongoOp, Plan, run_sync
 from langgraph_durable.hot.keys import CONSUMER_GROUP
+from langgraph_durable.io.drivers import MongoOp, Plan, run_sync
 from langgraph_durable.outbox.flusher import flush_batch_plan
 from langgraph_durable.outbox.group import ensure_group_plan
 from langgraph_durable.testing import drop_key_prefix

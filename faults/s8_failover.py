@@ -40,7 +40,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from redis.crc import key_slot
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.testing_cluster import redis_cluster, redis_sentinel
+from langgraph_durable.testing.cluster import redis_cluster, redis_sentinel
 
 from .common import Env, names
 from .result import Result

@@ -19,6 +19,14 @@ from typing import Any
 
 import redis
 
+from langgraph_durable.core.records import (
+    SEP,
+    CheckpointRecord,
+    WriteRecord,
+    member,
+    split_field,
+    unpack_blob,
+)
 from langgraph_durable.durable.documents import (
     blob_doc,
     checkpoint_doc,
@@ -27,14 +35,6 @@ from langgraph_durable.durable.documents import (
     write_doc,
 )
 from langgraph_durable.hot.keys import ThreadKeys
-from langgraph_durable.records import (
-    SEP,
-    CheckpointRecord,
-    WriteRecord,
-    member,
-    split_field,
-    unpack_blob,
-)
 from langgraph_durable.testing import drop_key_prefix
 from langgraph_durable.testing import wait_for as wait_for  # the one wait helper
 
