@@ -19,7 +19,9 @@ The rules, each a test below:
 - ``hot/scripts.py`` holds no Lua text (the scripts are files, ``hot/lua/*.lua``);
 - every import points down ``LAYERS`` (a unit imports units of lower rows only, or
   itself), and ``docs/architecture.md`` shows the drawing ``layer_drawing()`` makes of
-  ``LAYERS``: ``python tests/unit/test_layers.py`` prints it.
+  ``LAYERS``: ``python tests/unit/test_layers.py`` prints it;
+- docs/architecture.md names every public plan (a function returning ``Plan[...]``)
+  where it lives: ``python tests/unit/test_layers.py --plans`` prints the table.
 """
 
 from __future__ import annotations
@@ -232,6 +234,29 @@ def layer_drawing() -> str:
     return "\n".join(lines)
 
 
+def public_plans() -> dict[str, list[str]]:
+    """Module path (``plans/read.py``) -> its public plans: module-level functions whose
+    return annotation is ``Plan[...]`` and whose name has no leading underscore."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = [node.name for node in tree.body
+                 if isinstance(node, ast.FunctionDef) and node.returns is not None
+                 and ast.unparse(node.returns).startswith("Plan[")
+                 and not node.name.startswith("_")]
+        if names:
+            found[path.relative_to(PACKAGE_DIR).as_posix()] = names
+    return found
+
+
+def plan_table() -> str:
+    """The table of docs/architecture.md naming where each plan lives."""
+    rows = ["| module | plans |", "| --- | --- |"]
+    rows += [f"| `{module}` | {', '.join(f'`{n}`' for n in names)} |"
+             for module, names in public_plans().items()]
+    return "\n".join(rows)
+
+
 def test_no_module_level_import_cycles() -> None:
     edges: dict[str, set[str]] = {}
     for imp in all_imports():
@@ -304,5 +329,12 @@ def test_the_architecture_doc_shows_the_layer_table() -> None:
         "`python tests/unit/test_layers.py`")
 
 
+def test_the_architecture_doc_names_where_every_plan_lives() -> None:
+    text = ARCHITECTURE_DOC.read_text(encoding="utf-8")
+    assert plan_table() in text, (
+        "docs/architecture.md's plan table differs from the code: paste the output of "
+        "`python tests/unit/test_layers.py --plans`")
+
+
 if __name__ == "__main__":
-    sys.stdout.write(layer_drawing() + "\n")
+    sys.stdout.write((plan_table() if "--plans" in sys.argv else layer_drawing()) + "\n")
