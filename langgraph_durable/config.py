@@ -142,7 +142,7 @@ class DurableConfig(BaseModel):
         server_selection_timeout_s: MongoDB server selection timeout for clients built
             by ``from_urls``.
         list_items: store plain non-empty ``list`` values (channel values and pending
-            writes, e.g. ``messages``) as content-addressed items (``items.py``): each
+            writes, e.g. ``messages``) as content-addressed items (``core/items.py``): each
             element once per thread, the value as a manifest of digests, so a growing
             conversation costs linear bytes. Default True; False stores lists whole.
         item_cache_bytes: bytes of serialized LangChain messages (pydantic models) kept

@@ -1,6 +1,6 @@
 """Converting stored whole-list values to manifests of items (``langgraph-durable migrate``).
 
-Documents written before the item store (``items.py``), or by a saver with
+Documents written before the item store (``core/items.py``), or by a saver with
 ``list_items=False``, hold a list value whole (``type`` e.g. ``"msgpack"``, ``v`` 1 or
 ``CHUNKED_VERSION``). They stay readable as they are; ``convert_lists_plan`` rewrites
 them so they take the space the item store gives: it goes through the blobs and then the

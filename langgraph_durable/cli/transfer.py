@@ -9,7 +9,7 @@ base64 bytes]``. Values an ``ExternalRefSerializer`` moved to a blob store come 
 ``extblob`` records (``key``, base64 ``data``; format version 2), read from ``--blob-store``
 and written to the importing side's ``--blob-store``; ``--without-blobs`` leaves them out
 (the header then counts them in ``blobs_left_out``). The items of list values
-(``items.py``) come as ``item`` records (``d``: hex digest, ``value``: the item's typed
+(``core/items.py``) come as ``item`` records (``d``: hex digest, ``value``: the item's typed
 value, or ``["lgd.node", base64 digests]`` for a node; format version 3, written only when
 there are some). The effect journal (``langgraph_durable.effects``) comes as ``effect``
 records (``task_ns``, ``task_id``, ``name``, ``n``, ``entry``: the stored entry, base64;
@@ -211,7 +211,7 @@ def documents_of(records: dict[str, list[dict]], thread_id: str) -> dict[str, li
 
 
 def _stored(value: tuple[str, bytes] | None) -> bytes:
-    """The stored form of an exported item or node (``items.py``)."""
+    """The stored form of an exported item or node (``core/items.py``)."""
     if value is None:
         raise ValueError("an item record without a value")
     if value[0] == NODE_TYPE:

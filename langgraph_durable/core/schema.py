@@ -7,7 +7,7 @@ in memory through a chain of small steps, one per version, registered in
 ``ENVELOPE_STEPS`` (Redis envelopes, by kind ``cp``/``w``/``bl``) and ``DOCUMENT_STEPS``
 (MongoDB documents, by collection kind). A record of a newer version than this package
 knows raises ``SchemaVersionError`` (``check_not_newer``, the one place that rule lives)
-and is never rewritten. The bulk rewrite of stored documents is ``migrations.py``.
+and is never rewritten. The bulk rewrite of stored documents is ``plans/migrations.py``.
 
 Version 0 is the pre-release format, kept so the chain is exercised: checkpoint documents
 held the checkpoint under ``checkpoint_bytes`` and the metadata inline (a plain document,
@@ -43,7 +43,7 @@ a descriptor as the value; this package reassembles it (``chunks.load_plan``) in
 
 ITEMS_VERSION = 3
 """``v`` of a MongoDB blob or write document whose value is a manifest of items
-(``items.py``: ``type`` ``"lgd.items"``, digests in ``refs``): the ``SCHEMA_VERSION``
+(``core/items.py``: ``type`` ``"lgd.items"``, digests in ``refs``): the ``SCHEMA_VERSION``
 format otherwise. Older packages refuse it with ``SchemaVersionError`` instead of
 decoding an empty value. In Redis a manifest envelope starts with the byte ``0xc1``,
 which older packages report as an undecodable record (``CorruptRecordError``)."""

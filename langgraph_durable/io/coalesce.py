@@ -1,5 +1,5 @@
-"""Auto-pipelining of Lua script calls under asyncio (the drivers room; used by
-``drivers._exec_async``).
+"""Auto-pipelining of Lua script calls under asyncio (the io layer; used by
+``io/drivers.py`` ``_exec_async``).
 
 Many LangGraph threads driven by one event loop (``ainvoke``/``astream`` in an ASGI app)
 call ``put``/``put_writes`` at nearly the same moment. Each call is one ``EVALSHA``; sent

@@ -1,6 +1,6 @@
-"""Upkeep of the outbox consumer group: a flusher leaves the group when it stops (if it holds
-nothing), live flushers remove consumers long gone, and entries the group's last-delivered
-id has passed without any consumer holding them are delivered again.
+"""Upkeep of the outbox consumer group: a flusher leaves the group when it stops (if it has
+no pending entries), live flushers remove consumers long gone, and entries the group's
+last-delivered id has passed without being pending at any consumer are delivered again.
 
 Each step is one small Lua script, so it reads and changes the group atomically.
 """

@@ -1,5 +1,5 @@
-"""Heartbeats of the flushers: how a flusher knows another one is dead, so that it takes
-what the dead one held at once instead of after ``claim_idle_s``.
+"""Heartbeats of the flushers: how a flusher knows another one is dead, so that it claims
+the dead one's pending entries at once instead of after ``claim_idle_s``.
 
 Every flusher (in-process thread or task, standalone worker) is a member of the
 *heartbeat registry* of its key prefix, one sorted set (``hot.keys.heartbeats_key``):

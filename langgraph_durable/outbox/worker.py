@@ -8,7 +8,7 @@ database and collection_prefix (or not bound yet: then it binds it,
 On SIGTERM it finishes its round, then exits 0.
 ``--supervised`` is the mode of a saver's ``flusher="process"`` (``outbox/process.py``):
 settings on stdin as JSON, answers on stdout, stopping when the saver's process is gone.
-Entries it held when killed are claimed by another flusher once its heartbeat lapsed
+Its pending entries when killed are claimed by another flusher once its heartbeat lapsed
 (``heartbeat_ttl_s``; ``outbox/heartbeat.py``).
 The worker copies bytes; it needs no serializer or encryption key.
 """

@@ -1,7 +1,8 @@
-"""MongoDB writes shared by the saver's plans and the flusher (sans-I/O plans): fencing
-writes that a delete overtook (what was written from an outbox entry older than a
-delete's tombstone is taken out of MongoDB again), the insert-once bulk write of
-pending writes, and inserts that fall back to upserts for documents already stored."""
+"""MongoDB writes shared by the saver's plans and the flusher (sans-I/O plans): the
+*fence* against resurrection (what was written from an outbox entry older than a
+delete's tombstone is deleted from MongoDB again; docs/architecture.md's glossary), the
+insert-once bulk write of pending writes, and inserts that fall back to upserts for
+documents already stored."""
 
 from __future__ import annotations
 
@@ -28,9 +29,10 @@ def stream_ms(entry_id: bytes | str) -> int:
 
 def take_back_deleted(ctx: Context, entries: list[tuple[bytes, str, list[Any]]]
                       ) -> Plan[None]:
-    """No resurrection by a write to MongoDB that a delete overtook (a flush round that
-    read its records before a delete and wrote them after it: a stalled "zombie" round, an
-    entry added while the delete waited for the outbox; a strict-mode put): for the outbox
+    """The fence: no resurrection by a write to MongoDB that a delete overtook (a
+    *stalled round*: a flush round that read its records before a delete and wrote them
+    after it; an entry added while the delete waited for the outbox; a strict-mode put):
+    for the outbox
     entries ``entries`` (``(entry id, thread_id, payload)``) whose records were just written,
     look up the deletes' tombstones (``ThreadKeys.gone``, one pipeline); what was written
     from an entry older than a tombstone is deleted from MongoDB again. Deletes write their
@@ -38,7 +40,7 @@ def take_back_deleted(ctx: Context, entries: list[tuple[bytes, str, list[Any]]]
     write, or this lookup sees the tombstone. A thread whose Redis tombstones are not known
     complete (no ``!``: Redis lost its data or they expired, so a delete's tombstones may be
     only in MongoDB) has MongoDB's read too, in one query for all such threads of the round:
-    a round that stalled across a Redis data loss still takes back what a delete removed."""
+    a round that stalled across a Redis data loss is still fenced."""
     threads = sorted({tid for _, tid, _ in entries})
     replies = yield Pipeline([["HGETALL", ctx.keys(t).gone] for t in threads])
     stones: dict[str, dict[str, int]] = {}

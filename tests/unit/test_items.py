@@ -1,6 +1,6 @@
 """Content-addressed items without servers: a list split into nodes and tail items and
 expanded again, a missing item named by its digest, the per-object serialization cache,
-keyed digests, and the manifest envelopes of blobs and pending writes (``records.py``)."""
+keyed digests, and the manifest envelopes of blobs and pending writes (``core/records.py``)."""
 
 from __future__ import annotations
 
