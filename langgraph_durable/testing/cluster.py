@@ -43,7 +43,7 @@ from typing import Any
 import redis
 
 from ..io.redis_urls import parse_redis_url
-from . import START_TIMEOUT, RedisServer, ServerError, _free_port, _Server, wait_for
+from . import START_TIMEOUT, RedisServer, ServerError, _free_port, _Server, mongo_server, wait_for
 
 try:
     import pytest
@@ -455,7 +455,5 @@ if pytest is not None:
         """URL of a session-wide MongoDB-wire server that is a one-node replica set
         (SecantusDB with ``replica_set=True``; ``MONGODB_URL``'s server if set), for
         tests that need write concern ``majority`` acknowledged by a replica set."""
-        from . import mongo_server
-
         with mongo_server(replica_set=True) as server:
             yield server.url

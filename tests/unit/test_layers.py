@@ -98,7 +98,6 @@ DEFERRED_IMPORTS: dict[tuple[str, str], str] = {
     ("testing", "config"): "drop_namespace only: the servers' module starts servers "
                            "without the package's configuration",
     ("testing", "io.redis_urls"): "the same",
-    ("testing.cluster", "testing"): "redundant (mongo_server)",
 }
 
 
