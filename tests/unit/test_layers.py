@@ -158,13 +158,19 @@ def _imports_in(module: str, is_package: bool, body: list[ast.stmt], kind: str,
                     yield from _imports_in(module, is_package, sub, kind, mods)
 
 
+@functools.cache
+def parsed(path: pathlib.Path) -> ast.Module:
+    """The syntax tree of one source file, parsed once per test run."""
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
 @functools.lru_cache(maxsize=1)
 def all_imports() -> tuple[Import, ...]:
     """Every import of every module of the package, in file and line order."""
     mods = package_modules()
     found: list[Import] = []
     for module, path in mods.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        tree = parsed(path)
         found.extend(_imports_in(module, path.name == "__init__.py", tree.body, "module",
                                  mods))
     return tuple(found)
@@ -239,7 +245,7 @@ def public_plans() -> dict[str, list[str]]:
     return annotation is ``Plan[...]`` and whose name has no leading underscore."""
     found: dict[str, list[str]] = {}
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path)
         names = [node.name for node in tree.body
                  if isinstance(node, ast.FunctionDef) and node.returns is not None
                  and ast.unparse(node.returns).startswith("Plan[")
