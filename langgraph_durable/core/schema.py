@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import ormsgpack
-from bson import Binary
 
 from ..errors import CorruptRecordError, SchemaVersionError
 
@@ -106,7 +105,7 @@ def _checkpoint_doc_0(doc: dict[str, Any]) -> dict[str, Any]:
     md = doc.pop("metadata", None) or {}
     doc["checkpoint"] = doc.pop("checkpoint_bytes")
     mt, mb = _inline_metadata(md)
-    doc["metadata_type"], doc["metadata"] = mt, Binary(mb)
+    doc["metadata_type"], doc["metadata"] = mt, mb
     doc["run_id"] = doc.get("run_id") or _run_id(md)
     doc["md"] = [{"k": k, "v": v} for k, v in md_query_of(md)]
     doc["v"] = 1

@@ -28,10 +28,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from bson import Binary
-from pymongo import ReplaceOne
-
-from ..core.ops import BulkWrite, Find, Plan, ask
+from ..core.ops import BulkWrite, Find, Plan, ReplaceDoc, ask
 from ..core.records import CHUNKED_VERSION, SCHEMA_VERSION
 from ..errors import CorruptRecordError
 from .documents import doc_id, target
@@ -59,14 +56,14 @@ def split(kind: str, doc: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
     blobs, writes): fields over ``THRESHOLD_BYTES`` become descriptors. A document with
     nothing to chunk is returned as it is, with no chunks."""
     size = THRESHOLD_BYTES
-    big = [f for f in FIELDS[kind] if isinstance(doc.get(f), (bytes, Binary))
+    big = [f for f in FIELDS[kind] if isinstance(doc.get(f), bytes)
            and len(doc[f]) > size]
     if not big:
         return doc, []
     out = dict(doc)
     chunks: list[dict[str, Any]] = []
     for f in big:
-        data = doc[f]  # bytes or Binary (a bytes subclass): no copy
+        data = doc[f]  # bytes (or bson.Binary read back, a bytes subclass): no copy
         sha = hashlib.sha256(data).hexdigest()
         n = (len(data) + size - 1) // size
         out[f] = {"chunks": n, "size": len(data), "sha256": sha}
@@ -78,7 +75,7 @@ def split(kind: str, doc: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
                 "checkpoint_ns": doc.get("checkpoint_ns", ""),
                 "checkpoint_id": doc.get("checkpoint_id"),
                 "owner": doc["_id"], "field": f, "sha256": sha, "n": i,
-                "data": Binary(view[i * size:(i + 1) * size]),
+                "data": bytes(view[i * size:(i + 1) * size]),
             })
     out["chunked"] = big
     out["v"] = CHUNKED_VERSION
@@ -96,10 +93,10 @@ def split_all(kind: str, docs: Iterable[dict[str, Any]]
     return out, chunks
 
 
-def upserts(chunks: Sequence[dict[str, Any]]) -> list[ReplaceOne[Any]]:
+def upserts(chunks: Sequence[dict[str, Any]]) -> list[ReplaceDoc]:
     """Idempotent upserts of chunk documents (content-addressed ``_id``; the filter holds
     ``thread_id`` too, the shard key: ``documents.target``)."""
-    return [ReplaceOne(target(c), c, upsert=True) for c in chunks]
+    return [ReplaceDoc(target(c), c, upsert=True) for c in chunks]
 
 
 def write_plan(collection: str, chunks: Sequence[dict[str, Any]]) -> Plan[None]:

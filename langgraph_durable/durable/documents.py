@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from bson import Binary
-from pymongo import ASCENDING, DESCENDING, IndexModel, ReplaceOne, UpdateOne
-
 from ..core.items import MANIFEST_TYPE, NODE_MAGIC, NODE_TYPE, split_digests
+from ..core.ops import Index, ReplaceDoc, UpdateDoc
 from ..core.records import (
     CheckpointRecord,
     Typed,
@@ -45,9 +43,10 @@ TOMBSTONE_TTL_INDEX = "deleted_at_ttl"
 
 def _bin(data: bytes) -> bytes:
     """``data`` as BSON binary (subtype 0). PyMongo encodes ``bytes`` as exactly that and
-    reads it back as ``bytes``, so plain bytes pass as they are; ``bson.Binary`` (which
-    copies them) only for other buffers. The flusher builds thousands of these a round."""
-    return data if type(data) is bytes else Binary(data)
+    reads it back as ``bytes``, so plain bytes pass as they are; other buffers are copied
+    (``bytes(data)``, as ``bson.Binary`` did). The flusher builds thousands of these a
+    round."""
+    return data if type(data) is bytes else bytes(data)
 
 
 def doc_id(*parts: Any) -> str:
@@ -79,60 +78,47 @@ class Collections:
                    f"{prefix}tombstones", f"{prefix}effects")
 
 
-INDEXES: dict[str, list[IndexModel]] = {
+INDEXES: dict[str, list[Index]] = {
     "checkpoints": [
-        IndexModel(
-            [("thread_id", ASCENDING), ("checkpoint_ns", ASCENDING),
-             ("checkpoint_id", DESCENDING)],
-            name="thread_ns_checkpoint",
-        ),
-        IndexModel([("run_id", ASCENDING)], name="run_id", sparse=True),
+        Index((("thread_id", 1), ("checkpoint_ns", 1), ("checkpoint_id", -1)),
+              "thread_ns_checkpoint"),
+        Index((("run_id", 1),), "run_id", sparse=True),
     ],
-    "blobs": [IndexModel([("thread_id", ASCENDING), ("checkpoint_ns", ASCENDING)],
-                         name="thread_ns")],
+    "blobs": [Index((("thread_id", 1), ("checkpoint_ns", 1)), "thread_ns")],
     "writes": [
-        IndexModel(
-            [("thread_id", ASCENDING), ("checkpoint_ns", ASCENDING),
-             ("checkpoint_id", ASCENDING)],
-            name="thread_ns_checkpoint",
-        )
+        Index((("thread_id", 1), ("checkpoint_ns", 1), ("checkpoint_id", 1)),
+              "thread_ns_checkpoint"),
     ],
-    "items": [IndexModel([("thread_id", ASCENDING), ("d", ASCENDING)], name="thread_digest")],
+    "items": [Index((("thread_id", 1), ("d", 1)), "thread_digest")],
     "chunks": [
-        IndexModel(
-            [("thread_id", ASCENDING), ("checkpoint_ns", ASCENDING),
-             ("checkpoint_id", ASCENDING), ("owner", ASCENDING)],
-            name="thread_ns_checkpoint_owner",
-        )
+        Index((("thread_id", 1), ("checkpoint_ns", 1), ("checkpoint_id", 1), ("owner", 1)),
+              "thread_ns_checkpoint_owner"),
     ],
-    "effects": [IndexModel([("thread_id", ASCENDING), ("member", ASCENDING)],
-                           name="thread_checkpoint")],
+    "effects": [Index((("thread_id", 1), ("member", 1)), "thread_checkpoint")],
     "tombstones": [
-        IndexModel([("thread_id", ASCENDING), ("f", ASCENDING)], name="thread_field"),
-        IndexModel([("deleted_at", ASCENDING)], name=TOMBSTONE_TTL_INDEX,
-                   expireAfterSeconds=30 * 24 * 3600),
+        Index((("thread_id", 1), ("f", 1)), "thread_field"),
+        Index((("deleted_at", 1),), TOMBSTONE_TTL_INDEX, expire_after_s=30 * 24 * 3600),
     ],
 }
 """Indexes ``setup()`` creates (idempotently), by collection kind; the tombstones' TTL
 index with the configured ``tombstone_ttl_s`` (``indexes``)."""
 
 
-def indexes(tombstone_ttl_s: int) -> dict[str, list[IndexModel]]:
+def indexes(tombstone_ttl_s: int) -> dict[str, list[Index]]:
     """``INDEXES`` with the tombstones' TTL index expiring after ``tombstone_ttl_s``
     seconds. A TTL index is a single-field index (MongoDB allows no compound one): the
     one index besides ``checkpoints.run_id`` not led by ``thread_id``; the collection's
     shard-key index is ``thread_field``."""
     out = dict(INDEXES)
     out["tombstones"] = [
-        m if m.document["name"] != TOMBSTONE_TTL_INDEX else
-        IndexModel([("deleted_at", ASCENDING)], name=TOMBSTONE_TTL_INDEX,
-                   expireAfterSeconds=tombstone_ttl_s)
+        m if m.name != TOMBSTONE_TTL_INDEX else
+        Index((("deleted_at", 1),), TOMBSTONE_TTL_INDEX, expire_after_s=tombstone_ttl_s)
         for m in INDEXES["tombstones"]]
     return out
 
 
 def tombstone_upserts(thread_id: str, members: Iterable[str],
-                      at_ms: int) -> list[UpdateOne]:
+                      at_ms: int) -> list[UpdateDoc]:
     """Upserts of the tombstones a delete at ``at_ms`` (Redis server time, ms) leaves for
     the checkpoint ``members`` (``ns NUL checkpoint_id``) of ``thread_id``: one document
     per member, ``_id`` ``doc_id(thread_id, member)``, fields ``thread_id``, ``f`` (the
@@ -140,7 +126,7 @@ def tombstone_upserts(thread_id: str, members: Iterable[str],
     index expires). A later delete of the same member moves both forward (``$max``), so a
     replay changes nothing."""
     when = datetime.fromtimestamp(at_ms / 1000, tz=timezone.utc)
-    return [UpdateOne({"_id": doc_id(thread_id, m), "thread_id": thread_id},
+    return [UpdateDoc({"_id": doc_id(thread_id, m), "thread_id": thread_id},
                       {"$setOnInsert": {"f": m, "v": SCHEMA_VERSION},
                        "$max": {"at_ms": at_ms, "deleted_at": when}}, upsert=True)
             for m in members]
@@ -240,11 +226,11 @@ def target(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {"_id": doc["_id"], "thread_id": doc["thread_id"]}
 
 
-def upsert_item(doc: dict[str, Any]) -> UpdateOne:
+def upsert_item(doc: dict[str, Any]) -> UpdateDoc:
     """Insert-once upsert of an item (its content is fixed by its digest); ``put_ms``
     only grows (``$max``), recording the latest write that stored it."""
     fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
-    return UpdateOne(target(doc),
+    return UpdateDoc(target(doc),
                      {"$setOnInsert": fields, "$max": {"put_ms": doc["put_ms"]}}, upsert=True)
 
 
@@ -284,24 +270,24 @@ def stored_before(thread_id: str, at_ms: int) -> dict[str, Any]:
     return {"thread_id": thread_id, "put_ms": {"$not": {"$gt": at_ms}}}
 
 
-def upsert(doc: dict[str, Any]) -> ReplaceOne[Any] | UpdateOne:
+def upsert(doc: dict[str, Any]) -> ReplaceDoc | UpdateDoc:
     """Idempotent upsert of an immutable document (checkpoint or blob). A checkpoint's
     ``put_ms`` is set once, when the document is first inserted: replaying its outbox
     entry (a later stream time) leaves the document unchanged."""
     if "put_ms" not in doc:
-        return ReplaceOne(target(doc), doc, upsert=True)
+        return ReplaceDoc(target(doc), doc, upsert=True)
     fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
-    return UpdateOne(target(doc),
+    return UpdateDoc(target(doc),
                      {"$set": fields, "$setOnInsert": {"put_ms": doc["put_ms"]}}, upsert=True)
 
 
-def upsert_write(doc: dict[str, Any]) -> UpdateOne | ReplaceOne[Any]:
+def upsert_write(doc: dict[str, Any]) -> UpdateDoc | ReplaceDoc:
     """Upsert of a write: insert-once for ordinary channels; for special channels
     (negative idx) replace only an older ``seq``. A newer stored value makes the upsert
     fail with a duplicate key error (code 11000), which the flusher ignores."""
     if doc["idx"] >= 0:
-        return UpdateOne(target(doc), {"$setOnInsert": doc}, upsert=True)
-    return ReplaceOne({**target(doc), "seq": {"$lt": doc["seq"]}}, doc, upsert=True)
+        return UpdateDoc(target(doc), {"$setOnInsert": doc}, upsert=True)
+    return ReplaceDoc({**target(doc), "seq": {"$lt": doc["seq"]}}, doc, upsert=True)
 
 
 # ------------------------------------------------------------------------ from documents
