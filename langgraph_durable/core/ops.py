@@ -31,8 +31,15 @@ a cast at every read."""
 Doc = dict[str, BsonValue]
 """A MongoDB document as the drivers return it (and as the package builds one)."""
 
-Query = Mapping[str, BsonValue]
-"""A MongoDB filter, update document, projection or aggregation stage (passed through)."""
+DocView = Mapping[str, BsonValue]
+"""A MongoDB document read and not changed (a ``Doc`` or any mapping of its fields)."""
+
+Query = Mapping[str, object]
+"""A MongoDB filter, update document, projection or aggregation stage: built by the
+package and passed through to the driver unread (so ``object``, not ``BsonValue``)."""
+
+CallArgs = tuple[tuple[object, ...], dict[str, object]]
+"""Positional and keyword arguments of a PyMongo collection method (``MongoOp.call``)."""
 
 StreamEntry = tuple[bytes, dict[bytes, bytes]]
 """A Redis stream entry: ``(entry id, {field: value})``."""
@@ -271,7 +278,7 @@ class MongoOp(Op[T]):
     cursor: ClassVar[bool] = False
     collection: str
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def call(self) -> CallArgs:
         """Positional and keyword arguments of the collection method."""
         raise NotImplementedError
 
@@ -283,13 +290,13 @@ class Find(MongoOp[list[Doc]]):
     method: ClassVar[str] = "find"
     cursor: ClassVar[bool] = True
     collection: str
-    filter: Mapping[str, Any]
-    projection: Mapping[str, Any] | None = None
+    filter: Query
+    projection: Query | None = None
     sort: Sequence[tuple[str, int]] | None = None
     limit: int = 0
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        kw: dict[str, Any] = {}
+    def call(self) -> CallArgs:
+        kw: dict[str, object] = {}
         if self.projection is not None:
             kw["projection"] = dict(self.projection)
         if self.sort is not None:
@@ -305,11 +312,12 @@ class FindOne(MongoOp["Doc | None"]):
 
     method: ClassVar[str] = "find_one"
     collection: str
-    filter: Mapping[str, Any]
-    projection: Mapping[str, Any] | None = None
+    filter: Query
+    projection: Query | None = None
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        kw = {"projection": dict(self.projection)} if self.projection is not None else {}
+    def call(self) -> CallArgs:
+        kw: dict[str, object] = {} if self.projection is None else {
+            "projection": dict(self.projection)}
         return (dict(self.filter),), kw
 
 
@@ -320,9 +328,9 @@ class Aggregate(MongoOp[list[Doc]]):
     method: ClassVar[str] = "aggregate"
     cursor: ClassVar[bool] = True
     collection: str
-    pipeline: Sequence[Mapping[str, Any]]
+    pipeline: Sequence[Query]
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def call(self) -> CallArgs:
         return ([dict(s) for s in self.pipeline],), {}
 
 
@@ -337,7 +345,7 @@ class BulkWrite(MongoOp[BulkResult]):
     requests: Sequence[WriteModel]
     ordered: bool = False
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def call(self) -> CallArgs:
         return (list(self.requests),), {"ordered": self.ordered}
 
 
@@ -347,9 +355,9 @@ class DeleteMany(MongoOp[int]):
 
     method: ClassVar[str] = "delete_many"
     collection: str
-    filter: Mapping[str, Any]
+    filter: Query
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def call(self) -> CallArgs:
         return (dict(self.filter),), {}
 
 
@@ -364,7 +372,7 @@ class FindOneAndUpdate(MongoOp["Doc | None"]):
     update: Query
     upsert: bool = False
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def call(self) -> CallArgs:
         return (dict(self.filter), dict(self.update)), {"upsert": self.upsert,
                                                         "return_document": "after"}
 
@@ -378,7 +386,7 @@ class CreateIndexes(MongoOp[list[str]]):
     collection: str
     indexes: Sequence[Index]
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def call(self) -> CallArgs:
         return (list(self.indexes),), {}
 
 
@@ -391,10 +399,10 @@ class Mongo(MongoOp[Any]):
 
     collection: str
     method: str  # type: ignore[misc]
-    args: Sequence[Any] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    args: Sequence[object] = ()
+    kwargs: Mapping[str, object] = field(default_factory=dict)
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def call(self) -> CallArgs:
         return tuple(self.args), dict(self.kwargs)
 
     @property
