@@ -13,6 +13,7 @@ from ..core.ops import (
     BulkWrite,
     BulkWriteFailed,
     DeleteMany,
+    Doc,
     Find,
     InsertDoc,
     Op,
@@ -107,8 +108,8 @@ def bulk_ignoring_newer(collection: str, requests: list[WriteModel]) -> Plan[Non
             raise
 
 
-def insert_else_upsert(collection: str, docs: list[dict[str, Any]],
-                       upsert: Callable[[dict[str, Any]], WriteModel], *,
+def insert_else_upsert(collection: str, docs: list[Doc],
+                       upsert: Callable[[Doc], WriteModel], *,
                        ignore_newer: bool = False) -> Plan[None]:
     """Write ``docs`` with the outcome of their upserts (``upsert(doc)``) at the cost of
     inserts: one unordered bulk of ``InsertDoc``; only the documents already stored

@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from ..core.items import MANIFEST_TYPE
 from ..core.ops import BulkWrite, Doc, Find, FindOne, FindOneAndUpdate, Mongo, Plan, ReplaceDoc
@@ -116,13 +116,13 @@ def deployed_version_plan(ctx: Context) -> Plan[int | None]:
 # --------------------------------------------------------------------------- bulk migration
 
 
-def old_query() -> dict[str, Any]:
+def old_query() -> dict[str, object]:
     """MongoDB filter of documents older than ``SCHEMA_VERSION`` (no ``v`` means 1)."""
-    q: dict[str, Any] = {"v": {"$lt": SCHEMA_VERSION}}
+    q: dict[str, object] = {"v": {"$lt": SCHEMA_VERSION}}
     return {"$or": [q, {"v": {"$exists": False}}]} if SCHEMA_VERSION > 1 else q
 
 
-def _newer_query() -> dict[str, Any]:
+def _newer_query() -> dict[str, object]:
     """MongoDB filter of documents this package cannot read: a version above
     ``SCHEMA_VERSION`` other than ``CHUNKED_VERSION`` (``SCHEMA_VERSION`` plus chunked
     fields, which reads reassemble; see ``durable/chunks.py``) and other than a manifest
@@ -131,10 +131,21 @@ def _newer_query() -> dict[str, Any]:
             "$nor": [{"v": ITEMS_VERSION, "type": MANIFEST_TYPE}]}
 
 
-def census_plan(ctx: Context) -> Plan[dict[str, dict[str, Any]]]:
-    """Per collection kind: ``{"old": n, "newer": n, "newer_id": an _id or None}``."""
+class KindCensus(TypedDict):
+    """What ``census_plan`` counts in one collection kind: documents ``old``er than
+    ``SCHEMA_VERSION`` and ``newer`` than this package reads, and for a newer one an
+    example's ``_id`` (``newer_id``) and version (``newer_v``); both None without one."""
+
+    old: int
+    newer: int
+    newer_id: object
+    newer_v: object
+
+
+def census_plan(ctx: Context) -> Plan[dict[str, KindCensus]]:
+    """Per collection kind (``KINDS``): its ``KindCensus``."""
     cols = ctx.collections
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, KindCensus] = {}
     for kind in KINDS:
         name = getattr(cols, kind)
         old = yield Mongo(name, "count_documents", (old_query(),))
