@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from .core.ops import MongoOp, Pipeline, Script
+from .core.ops import BulkWriteFailed, MongoOp, Pipeline, Script
 
 try:  # optional dependency: the ``otel`` extra
     from opentelemetry import metrics as _otel
@@ -284,6 +284,11 @@ def safe_error(exc: BaseException, limit: int = 300) -> str:
     errors are reduced to their error codes and document-encoding errors to their type
     (their messages can quote documents). At most ``limit`` characters."""
     name = type(exc).__name__
+    if isinstance(exc, BulkWriteFailed):
+        codes = sorted({e.code for e in exc.write_errors}, key=str)
+        text = f"{name}: {len(exc.write_errors)} write errors, codes {codes}"
+        concern = sorted({f"{e.code} {e.code_name}".strip() for e in exc.write_concern_errors})
+        return text + (f"; write concern errors: {', '.join(concern)}" if concern else "")
     details = getattr(exc, "details", None)
     if name == "BulkWriteError" and isinstance(details, dict):
         codes = sorted({e.get("code") for e in details.get("writeErrors", [])}, key=str)

@@ -6,9 +6,9 @@ import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
 from pymongo import WriteConcern
-from pymongo.errors import BulkWriteError
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.core.ops import BulkWriteFailed
 from langgraph_durable.errors import ConfigurationError, SaverClosedError
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox.flusher import dead_letter_key, flush_batch_plan
@@ -43,10 +43,9 @@ def test_an_unmet_write_concern_keeps_entries_in_the_outbox(redis_url, mongo_url
     try:
         r: redis.Redis = s.sync_clients.redis
         _put(s, "t")
-        with pytest.raises(BulkWriteError) as err:
+        with pytest.raises(BulkWriteFailed) as err:
             run_sync(flush_batch_plan(s.context, "c", block_ms=0, claim=False), s.sync_clients)
-        assert err.value.details["writeConcernErrors"][0]["codeName"] == \
-            "UnsatisfiableWriteConcern"
+        assert err.value.write_concern_errors[0].code_name == "UnsatisfiableWriteConcern"
         assert r.xlen(s.context.outbox) == 1  # still there, for the next round
         assert r.xlen(dead_letter_key(s.context)) == 0  # a retryable error, not poison
         assert r.ttl(s.context.keys("t").cp) == -1  # not settled
@@ -138,7 +137,7 @@ def test_a_flusher_that_keeps_failing_lets_a_healthy_one_take_its_entries(
         # names the cause, quotes no document; the first failed insert was applied (only
         # its write concern failed), so a retry also meets its own duplicate key
         assert bad._shared.flusher.last_error in (
-            f"BulkWriteError: {n} write errors, codes {codes}; write concern errors: "
+            f"BulkWriteFailed: {n} write errors, codes {codes}; write concern errors: "
             "100 UnsatisfiableWriteConcern" for n, codes in ((0, []), (1, [11000])))
     finally:
         bad.close()

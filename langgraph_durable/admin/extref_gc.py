@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 import ormsgpack
 
 from ..core.items import NODE_MAGIC
-from ..core.ops import Mongo, Pipeline, Plan, Scan
+from ..core.ops import Aggregate, Find, Pipeline, Plan, Scan
 from ..core.records import CheckpointRecord, WriteRecord, unpack_blob
 from ..durable.chunks import load_plan
 from ..hot.keys import binding_key, heartbeats_key, prefix_pattern, thread_keys_of
@@ -161,8 +161,7 @@ def _mongo_plan(collection: str, query: dict[str, Any], fields: list[tuple[str, 
     last: Any = None
     while True:
         q = query if last is None else {"$and": [query, {"_id": {"$gt": last}}]}
-        page = yield Mongo(collection, "find", (q,), {
-            "projection": projection, "sort": [("_id", 1)], "limit": SCAN_COUNT})
+        page = yield Find(collection, q, projection, sort=[("_id", 1)], limit=SCAN_COUNT)
         docs = yield from load_plan(chunks, page)
         for doc in docs:
             for type_field, data_field in fields:
@@ -335,8 +334,8 @@ def footprint_plan(ctx: Any) -> Plan:
     docs: dict[str, int] = {}
     cols = ctx.collections
     for kind in ("checkpoints", "blobs", "writes", "items", "chunks"):
-        rows = yield Mongo(getattr(cols, kind), "aggregate", ([{"$group": {
-            "_id": None, "n": {"$sum": 1}, "b": {"$sum": {"$bsonSize": "$$ROOT"}}}}],))
+        rows = yield Aggregate(getattr(cols, kind), [{"$group": {
+            "_id": None, "n": {"$sum": 1}, "b": {"$sum": {"$bsonSize": "$$ROOT"}}}}])
         docs[kind] = int(rows[0]["n"]) if rows else 0
         mongo_bytes += int(rows[0]["b"]) if rows else 0
     return redis_bytes, len(keys), mongo_bytes, docs

@@ -32,11 +32,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pymongo import ReplaceOne
-from pymongo.errors import BulkWriteError
-
 from ..core.items import MANIFEST_TYPE, packed
-from ..core.ops import BulkWrite, Find, FindOne, Mongo, Plan, ask
+from ..core.ops import BulkWrite, BulkWriteFailed, Find, FindOne, Mongo, Plan, ReplaceDoc, ask
 from ..core.records import Typed, pack_blob
 from ..durable import chunks as C
 from ..durable import documents as D
@@ -154,9 +151,8 @@ def _store_items(ctx: Context, found: dict[str, dict[bytes, tuple[bytes, int]]])
     yield from C.write_plan(ctx.collections.chunks, chunks)
     try:
         yield BulkWrite(ctx.collections.items, [D.upsert_item(d) for d in docs])
-    except BulkWriteError as exc:
-        others = [e for e in exc.details.get("writeErrors", []) if e.get("code") != 11000]
-        if others or exc.details.get("writeConcernErrors"):
+    except BulkWriteFailed as exc:
+        if not exc.only_duplicates():
             raise
     return len(docs)
 
@@ -192,7 +188,7 @@ def convert_lists_plan(ctx: Context, *, batch_size: int = 200,
                 break
             whole = yield from C.load_plan(cols.chunks, docs)
             found: dict[str, dict[bytes, tuple[bytes, int]]] = {}
-            reqs: list[ReplaceOne[Any]] = []
+            reqs: list[ReplaceDoc] = []
             for raw, doc in zip(docs, whole):
                 try:
                     got = manifest_of(ctx, kind, doc)
@@ -211,7 +207,7 @@ def convert_lists_plan(ctx: Context, *, batch_size: int = 200,
                 for d, stored in parts.items():
                     ms = max(new["put_ms"], mine[d][1]) if d in mine else new["put_ms"]
                     mine[d] = (stored, ms)
-                reqs.append(ReplaceOne(_unchanged(kind, raw), new))
+                reqs.append(ReplaceDoc(_unchanged(kind, raw), new))
             out.examined[kind] += len(docs)
             after = docs[-1]["_id"]
             if dry_run:
@@ -220,7 +216,7 @@ def convert_lists_plan(ctx: Context, *, batch_size: int = 200,
                 out.items += yield from _store_items(ctx, found)  # before what names them
                 if reqs:
                     result = yield BulkWrite(name, reqs)
-                    out.converted[kind] += result.modified_count
+                    out.converted[kind] += result.modified
                 yield Mongo(cols.meta, "update_one", (
                     {"_id": cursor_id(kind)},
                     {"$set": {"after": after,

@@ -56,7 +56,7 @@ from ..durable.documents import (
 )
 from ..errors import CorruptRecordError
 from ..inspection import storage
-from ..io.drivers import run_sync
+from ..io.drivers import run_sync, to_pymongo
 from ..plans.admin import release_plan
 from ..plans.effects import effect_doc
 from ..plans.registry import register_plan
@@ -297,12 +297,14 @@ def import_(ctx: typer.Context,
         docs[kind], more = split_all(kind, docs[kind])
         chunks += more
     if chunks:
-        db[cols.chunks].bulk_write(upserts(chunks), ordered=False)
+        db[cols.chunks].bulk_write([to_pymongo(m) for m in upserts(chunks)], ordered=False)
     if docs["items"]:  # the flusher's order, after the chunks
-        db[cols.items].bulk_write([upsert_item(d) for d in docs["items"]], ordered=False)
+        db[cols.items].bulk_write([to_pymongo(upsert_item(d)) for d in docs["items"]],
+                                  ordered=False)
     for kind in ("blobs", "writes", "checkpoints"):
         if docs[kind]:
-            db[getattr(cols, kind)].bulk_write([upsert(d) for d in docs[kind]], ordered=False)
+            db[getattr(cols, kind)].bulk_write([to_pymongo(upsert(d)) for d in docs[kind]],
+                                               ordered=False)
     if effects:  # the effect journal (its Redis hash went with delete_thread)
         for d in effects:
             d["put_ms"] = int(sec) * 1000 + int(usec) // 1000

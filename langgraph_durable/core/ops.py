@@ -19,13 +19,167 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
+from ..errors import DurableSaverError
+
 T = TypeVar("T")
 
-Doc = dict[str, Any]
-"""A MongoDB document as the drivers return it."""
+BsonValue = Any
+"""A value MongoDB stores (str, int, float, bool, None, bytes, datetime, a list or a
+document of these). ``Any``: BSON's recursive shape is wider than mypy can check without
+a cast at every read."""
+
+Doc = dict[str, BsonValue]
+"""A MongoDB document as the drivers return it (and as the package builds one)."""
+
+DocView = Mapping[str, BsonValue]
+"""A MongoDB document read and not changed (a ``Doc`` or any mapping of its fields)."""
+
+Query = Mapping[str, object]
+"""A MongoDB filter, update document, projection or aggregation stage: built by the
+package and passed through to the driver unread (so ``object``, not ``BsonValue``)."""
+
+CallArgs = tuple[tuple[object, ...], dict[str, object]]
+"""Positional and keyword arguments of a PyMongo collection method (``MongoOp.call``)."""
 
 StreamEntry = tuple[bytes, dict[bytes, bytes]]
 """A Redis stream entry: ``(entry id, {field: value})``."""
+
+# --------------------------------------------------------------------------- write models
+# The package's own MongoDB write models, index spec, results and errors: plans build
+# these; ``io.drivers`` translates them to PyMongo's at execution and PyMongo's results
+# and errors back (sync and async alike), so nothing but the drivers imports PyMongo.
+
+
+@dataclass(frozen=True, slots=True)
+class InsertDoc:
+    """Insert ``doc`` (PyMongo's ``InsertOne``); a duplicate ``_id`` is write error 11000."""
+
+    doc: Query
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceDoc:
+    """Replace the document matching ``filter`` by ``doc``, inserting it when ``upsert``
+    and none matches (PyMongo's ``ReplaceOne``)."""
+
+    filter: Query
+    doc: Query
+    upsert: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateDoc:
+    """Apply the update operators ``update`` (``$set``, ``$setOnInsert``, ``$max``...) to
+    the document matching ``filter``, inserting one when ``upsert`` and none matches
+    (PyMongo's ``UpdateOne``)."""
+
+    filter: Query
+    update: Query
+    upsert: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteDoc:
+    """Delete the document matching ``filter`` (PyMongo's ``DeleteOne``)."""
+
+    filter: Query
+
+
+WriteModel = InsertDoc | ReplaceDoc | UpdateDoc | DeleteDoc
+"""One request of a ``BulkWrite``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    """An index ``setup()`` creates (PyMongo's ``IndexModel``): ``keys`` = ``(field,
+    1 ascending | -1 descending)`` pairs in order; ``name``; ``sparse``; ``unique``;
+    ``expire_after_s`` = seconds after a date field's value that MongoDB's TTL monitor
+    deletes the document (None: no TTL)."""
+
+    keys: tuple[tuple[str, int], ...]
+    name: str
+    sparse: bool = False
+    unique: bool = False
+    expire_after_s: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResult:
+    """What a bulk write did (PyMongo's ``BulkWriteResult``'s counts): documents
+    ``inserted``, ``matched`` and ``modified`` by replacements and updates, ``deleted``,
+    ``upserted`` (inserted by an upsert)."""
+
+    inserted: int = 0
+    matched: int = 0
+    modified: int = 0
+    deleted: int = 0
+    upserted: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WriteFailure:
+    """One write error (or write-concern error) of a bulk write: ``index`` of the request
+    in the ``BulkWrite``'s ``requests`` (-1 for a write-concern error), MongoDB's error
+    ``code`` (11000 = duplicate key), ``code_name`` (e.g. ``UnsatisfiableWriteConcern``;
+    "" when the server sent none) and ``message`` (MongoDB's ``errmsg``: it can quote the
+    document's key, so it is not logged)."""
+
+    index: int
+    code: int
+    message: str = ""
+    code_name: str = ""
+
+
+DUPLICATE_KEY = 11000
+"""MongoDB's error code of a duplicate key (an insert of an ``_id`` already there)."""
+
+
+class BulkWriteFailed(DurableSaverError):
+    """A ``BulkWrite`` on ``collection`` that MongoDB answered with write errors or a
+    write-concern error (PyMongo's ``BulkWriteError``). Unordered, every request without
+    an error was applied: ``result`` counts them. ``write_errors``: the requests that
+    failed (``WriteFailure.index`` into the requests); ``write_concern_errors``: the write
+    concern not met (the writes were applied but are not durable as configured)."""
+
+    def __init__(self, collection: str, write_errors: Sequence[WriteFailure],
+                 write_concern_errors: Sequence[WriteFailure] = (),
+                 result: BulkResult | None = None) -> None:
+        codes = sorted({e.code for e in write_errors})
+        concern = sorted({f"{e.code} {e.code_name}".strip() for e in write_concern_errors})
+        super().__init__(
+            f"bulk write on MongoDB collection {collection!r}: {len(write_errors)} write "
+            f"errors, codes {codes}" + (f"; write concern errors: {', '.join(concern)}"
+                                       if concern else ""))
+        self.collection = collection
+        self.write_errors = tuple(write_errors)
+        self.write_concern_errors = tuple(write_concern_errors)
+        self.result = result if result is not None else BulkResult()
+
+    def only_duplicates(self) -> bool:
+        """True when every failed request is a duplicate key (11000) and the write concern
+        was met: the documents were there already."""
+        return not self.write_concern_errors and all(
+            e.code == DUPLICATE_KEY for e in self.write_errors)
+
+    def duplicates(self) -> list[int]:
+        """Indexes (into the requests) of the requests that failed with a duplicate key."""
+        return [e.index for e in self.write_errors if e.code == DUPLICATE_KEY]
+
+
+class CommandFailed(DurableSaverError):
+    """A MongoDB operation on ``collection`` refused by the server (PyMongo's
+    ``OperationFailure`` other than a bulk write's): its ``method``, MongoDB's error
+    ``code`` (e.g. 27 = IndexNotFound, 11000 = duplicate key, 13 = Unauthorized; 0 when the
+    server sent none) and ``message``."""
+
+    def __init__(self, collection: str, method: str, code: int, message: str) -> None:
+        super().__init__(f"MongoDB refused {method} on collection {collection!r} "
+                         f"(code {code}): {message}")
+        self.collection = collection
+        self.method = method
+        self.code = code
+        self.message = message
+
 
 # --------------------------------------------------------------------------- operations
 
@@ -124,7 +278,7 @@ class MongoOp(Op[T]):
     cursor: ClassVar[bool] = False
     collection: str
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def call(self) -> CallArgs:
         """Positional and keyword arguments of the collection method."""
         raise NotImplementedError
 
@@ -136,13 +290,13 @@ class Find(MongoOp[list[Doc]]):
     method: ClassVar[str] = "find"
     cursor: ClassVar[bool] = True
     collection: str
-    filter: Mapping[str, Any]
-    projection: Mapping[str, Any] | None = None
+    filter: Query
+    projection: Query | None = None
     sort: Sequence[tuple[str, int]] | None = None
     limit: int = 0
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        kw: dict[str, Any] = {}
+    def call(self) -> CallArgs:
+        kw: dict[str, object] = {}
         if self.projection is not None:
             kw["projection"] = dict(self.projection)
         if self.sort is not None:
@@ -158,11 +312,12 @@ class FindOne(MongoOp["Doc | None"]):
 
     method: ClassVar[str] = "find_one"
     collection: str
-    filter: Mapping[str, Any]
-    projection: Mapping[str, Any] | None = None
+    filter: Query
+    projection: Query | None = None
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        kw = {"projection": dict(self.projection)} if self.projection is not None else {}
+    def call(self) -> CallArgs:
+        kw: dict[str, object] = {} if self.projection is None else {
+            "projection": dict(self.projection)}
         return (dict(self.filter),), kw
 
 
@@ -173,50 +328,81 @@ class Aggregate(MongoOp[list[Doc]]):
     method: ClassVar[str] = "aggregate"
     cursor: ClassVar[bool] = True
     collection: str
-    pipeline: Sequence[Mapping[str, Any]]
+    pipeline: Sequence[Query]
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def call(self) -> CallArgs:
         return ([dict(s) for s in self.pipeline],), {}
 
 
 @dataclass(frozen=True)
-class BulkWrite(MongoOp[Any]):
-    """``bulk_write(requests, ordered=...)`` (``ReplaceOne``/``UpdateOne``/``DeleteOne``
-    models); replies with PyMongo's ``BulkWriteResult``; raises ``BulkWriteError``."""
+class BulkWrite(MongoOp[BulkResult]):
+    """``bulk_write(requests, ordered=...)`` of the package's write models (``InsertDoc``,
+    ``ReplaceDoc``, ``UpdateDoc``, ``DeleteDoc``); replies with a ``BulkResult``; raises
+    ``BulkWriteFailed`` when a request failed or the write concern was not met."""
 
     method: ClassVar[str] = "bulk_write"
     collection: str
-    requests: Sequence[Any]
+    requests: Sequence[WriteModel]
     ordered: bool = False
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def call(self) -> CallArgs:
         return (list(self.requests),), {"ordered": self.ordered}
 
 
 @dataclass(frozen=True)
-class DeleteMany(MongoOp[Any]):
-    """``delete_many(filter)``; replies with PyMongo's ``DeleteResult``."""
+class DeleteMany(MongoOp[int]):
+    """``delete_many(filter)``; replies with the number of documents deleted."""
 
     method: ClassVar[str] = "delete_many"
     collection: str
-    filter: Mapping[str, Any]
+    filter: Query
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def call(self) -> CallArgs:
         return (dict(self.filter),), {}
+
+
+@dataclass(frozen=True)
+class FindOneAndUpdate(MongoOp["Doc | None"]):
+    """``find_one_and_update(filter, update, upsert=...)``: the matching document after
+    the update (``return_document`` AFTER), or None when none matched and not ``upsert``."""
+
+    method: ClassVar[str] = "find_one_and_update"
+    collection: str
+    filter: Query
+    update: Query
+    upsert: bool = False
+
+    def call(self) -> CallArgs:
+        return (dict(self.filter), dict(self.update)), {"upsert": self.upsert,
+                                                        "return_document": "after"}
+
+
+@dataclass(frozen=True)
+class CreateIndexes(MongoOp[list[str]]):
+    """``create_indexes(indexes)`` (idempotent for an index of the same keys and options);
+    replies with the names of the indexes."""
+
+    method: ClassVar[str] = "create_indexes"
+    collection: str
+    indexes: Sequence[Index]
+
+    def call(self) -> CallArgs:
+        return (list(self.indexes),), {}
 
 
 @dataclass(frozen=True)
 class Mongo(MongoOp[Any]):
     """Any other collection method, by name (set-up, migrations, tools): ``method`` with
-    ``args`` and ``kwargs``; ``find``/``aggregate``/``list_indexes`` replies become lists.
-    Plans of the saver use the typed operations above."""
+    ``args`` and ``kwargs``; ``find``/``aggregate``/``list_indexes`` replies become lists;
+    a list argument of write models or ``Index``es becomes PyMongo's. Other replies are
+    PyMongo's, unchanged. Plans of the saver use the typed operations above."""
 
     collection: str
     method: str  # type: ignore[misc]
-    args: Sequence[Any] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    args: Sequence[object] = ()
+    kwargs: Mapping[str, object] = field(default_factory=dict)
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def call(self) -> CallArgs:
         return tuple(self.args), dict(self.kwargs)
 
     @property

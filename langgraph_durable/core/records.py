@@ -9,7 +9,7 @@ start with ``SCHEMA_VERSION``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +20,10 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     writes_sort_key,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..errors import CorruptRecordError, InvalidIdentifierError
-from .items import MANIFEST_TYPE, expand, load_item, unwrap_manifest, wrap_manifest
+from .items import MANIFEST_TYPE, Items, expand, load_item, unwrap_manifest, wrap_manifest
 from .schema import CHUNKED_VERSION as CHUNKED_VERSION  # re-exported (stored format)
 from .schema import MD_QUERY_MAX_CHARS as MD_QUERY_MAX_CHARS
 from .schema import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported (stored format)
@@ -37,8 +38,12 @@ EMPTY = b""
 
 Typed = tuple[str, bytes]
 
+Decode = Callable[[list[tuple[bytes, Typed]]], list[Any]]
+"""Decodes the ``(digest, typed item)`` pairs of a manifest into their objects
+(``items.Items.decode`` bound to a thread)."""
 
-def check_id(kind: str, value: Any, *, thread_id: str | None = None) -> str:
+
+def check_id(kind: str, value: object, *, thread_id: str | None = None) -> str:
     """Return ``value`` as a storable identifier string or raise ``InvalidIdentifierError``.
 
     ``thread_id`` may be any ``str``, ``int`` or ``uuid.UUID`` (converted with ``str``);
@@ -63,7 +68,7 @@ def check_id(kind: str, value: Any, *, thread_id: str | None = None) -> str:
     return text
 
 
-def check_ids(kind: str, values: Any) -> list[str]:
+def check_ids(kind: str, values: Iterable[object]) -> list[str]:
     """``values`` (a sequence of identifiers, e.g. the ``thread_ids`` of ``prune``) checked
     one by one with ``check_id``. A lone ``str`` is refused with ``InvalidIdentifierError``:
     iterating it would act on one-character identifiers (``prune("ab")`` on threads
@@ -75,7 +80,7 @@ def check_ids(kind: str, values: Any) -> list[str]:
     return [check_id(kind, v) for v in values]
 
 
-def _is_uuid(value: Any) -> bool:
+def _is_uuid(value: object) -> bool:
     import uuid
 
     return isinstance(value, uuid.UUID)
@@ -86,7 +91,7 @@ def member(ns: str, checkpoint_id: str) -> str:
     return f"{ns}{SEP}{checkpoint_id}"
 
 
-def blob_field(ns: str, channel: str, version: Any) -> str:
+def blob_field(ns: str, channel: str, version: object) -> str:
     """Redis field naming one channel blob: ``ns NUL channel NUL version``."""
     return f"{ns}{SEP}{channel}{SEP}{version}"
 
@@ -260,8 +265,8 @@ def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
     }
 
 
-def load_value(serde: Any, typed: Typed, items: Mapping[bytes, Typed], where: str,
-               decode: Any = None) -> Any:
+def load_value(serde: SerializerProtocol, typed: Typed, items: Mapping[bytes, Typed],
+               where: str, decode: Decode | None = None) -> Any:
     """Decode a stored value: a manifest (``items.MANIFEST_TYPE``) becomes the list of
     its items, each decoded with ``serde`` as it decodes inside the whole list
     (``items.load_item``), or, given ``decode``, a callable taking ``[(digest, typed
@@ -276,13 +281,13 @@ def load_value(serde: Any, typed: Typed, items: Mapping[bytes, Typed], where: st
 
 
 def assemble(
-    serde: Any,
+    serde: SerializerProtocol,
     thread_id: str,
     rec: CheckpointRecord,
     blobs: Mapping[str, Typed | None],
     writes: Sequence[WriteRecord],
     items: Mapping[bytes, Typed] | None = None,
-    remember: Any = None,
+    remember: Items | None = None,
     latest: bool = False,
 ) -> CheckpointTuple:
     """Build the ``CheckpointTuple`` InMemorySaver would return for the same stored data.
@@ -298,7 +303,8 @@ def assemble(
     items = items or {}
     fresh = [latest]
 
-    def decode(found: Any) -> list[Any]:  # the first list of a latest read starts afresh
+    def decode(found: list[tuple[bytes, Typed]]) -> list[Any]:
+        assert remember is not None  # the first list of a latest read starts afresh
         out: list[Any] = remember.decode(thread_id, found, serde.loads_typed, latest, fresh[0])
         fresh[0] = False
         return out

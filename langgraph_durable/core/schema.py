@@ -25,9 +25,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import ormsgpack
-from bson import Binary
 
 from ..errors import CorruptRecordError, SchemaVersionError
+from .ops import Doc, DocView
 
 SCHEMA_VERSION = 1
 """Format version written into every stored record (Redis envelope, MongoDB document)."""
@@ -49,7 +49,7 @@ decoding an empty value. In Redis a manifest envelope starts with the byte ``0xc
 which older packages report as an undecodable record (``CorruptRecordError``)."""
 
 
-def check_not_newer(version: Any, what: str, *, then: str = "") -> None:
+def check_not_newer(version: object, what: str, *, then: str = "") -> None:
     """Raise ``SchemaVersionError`` naming ``what`` (e.g. ``"record at <Redis key>"``,
     ``"MongoDB document '<_id>'"``) when ``version`` is an ``int`` newer than
     ``SCHEMA_VERSION``, the newest this package reads; ``then`` ends the message (e.g.
@@ -90,64 +90,68 @@ def md_query_of(metadata: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 # --------------------------------------------------------------------------- steps v0 -> v1
 
+Envelope = list[Any]
+"""A Redis record envelope as msgpack decodes it: ``[version, field, ...]`` (the fields
+of each kind and version are the steps' docstrings' and ``records``')."""
 
-def _inline_metadata(md: Any) -> tuple[str, bytes]:
+
+def _inline_metadata(md: Mapping[str, object] | None) -> tuple[str, bytes]:
     """v0 metadata was stored inline; v1 stores it serialized. ``("msgpack", ...)`` is
     what ``JsonPlusSerializer`` (and so ``EncryptedSerializer``) reads for a plain dict."""
     return "msgpack", ormsgpack.packb(dict(md or {}))
 
 
-def _run_id(md: Mapping[str, Any] | None) -> str | None:
+def _run_id(md: Mapping[str, object] | None) -> str | None:
     rid = (md or {}).get("run_id")
     return None if rid is None else str(rid)
 
 
-def _checkpoint_doc_0(doc: dict[str, Any]) -> dict[str, Any]:
+def _checkpoint_doc_0(doc: Doc) -> Doc:
     md = doc.pop("metadata", None) or {}
     doc["checkpoint"] = doc.pop("checkpoint_bytes")
     mt, mb = _inline_metadata(md)
-    doc["metadata_type"], doc["metadata"] = mt, Binary(mb)
+    doc["metadata_type"], doc["metadata"] = mt, mb
     doc["run_id"] = doc.get("run_id") or _run_id(md)
     doc["md"] = [{"k": k, "v": v} for k, v in md_query_of(md)]
     doc["v"] = 1
     return doc
 
 
-def _write_doc_0(doc: dict[str, Any]) -> dict[str, Any]:
+def _write_doc_0(doc: Doc) -> Doc:
     doc.setdefault("task_path", "")
     doc.setdefault("seq", 0)
     doc["v"] = 1
     return doc
 
 
-def _bump_doc(doc: dict[str, Any]) -> dict[str, Any]:
+def _bump_doc(doc: Doc) -> Doc:
     doc["v"] = doc.get("v", 0) + 1
     return doc
 
 
-def _cp_envelope_0(v: list[Any]) -> list[Any]:
+def _cp_envelope_0(v: Envelope) -> Envelope:
     _, parent, ct, cb, md = v
     mt, mb = _inline_metadata(md)
     return [1, parent, ct, cb, mt, mb, _run_id(md), [list(kv) for kv in md_query_of(md or {})]]
 
 
-def _w_envelope_0(v: list[Any]) -> list[Any]:
+def _w_envelope_0(v: Envelope) -> Envelope:
     _, task_id, idx, channel, t, b = v
     return [1, task_id, idx, channel, t, b, "", 0]
 
 
-def _bump_envelope(v: list[Any]) -> list[Any]:
+def _bump_envelope(v: Envelope) -> Envelope:
     return [v[0] + 1, *v[1:]]
 
 
-DOCUMENT_STEPS: dict[str, dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+DOCUMENT_STEPS: dict[str, dict[int, Callable[[Doc], Doc]]] = {
     "checkpoints": {0: _checkpoint_doc_0},
     "blobs": {0: _bump_doc},
     "writes": {0: _write_doc_0},
 }
 """Collection kind -> {version n: function turning a version-n document into n+1}."""
 
-ENVELOPE_STEPS: dict[str, dict[int, Callable[[list[Any]], list[Any]]]] = {
+ENVELOPE_STEPS: dict[str, dict[int, Callable[[Envelope], Envelope]]] = {
     "cp": {0: _cp_envelope_0},
     "w": {0: _w_envelope_0},
     "bl": {0: _bump_envelope},
@@ -155,7 +159,7 @@ ENVELOPE_STEPS: dict[str, dict[int, Callable[[list[Any]], list[Any]]]] = {
 """Redis envelope kind -> {version n: function turning a version-n envelope into n+1}."""
 
 
-def upgrade_document(kind: str, doc: Mapping[str, Any]) -> dict[str, Any]:
+def upgrade_document(kind: str, doc: DocView) -> Doc:
     """``doc`` (a ``kind`` document: checkpoints, blobs or writes) in the current format,
     upgraded step by step; a copy, the argument is not changed. A document without ``v``
     is version 1. Raises ``SchemaVersionError`` for a newer version and
@@ -177,7 +181,7 @@ def upgrade_document(kind: str, doc: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def upgrade_envelope(kind: str, value: list[Any], where: str) -> list[Any]:
+def upgrade_envelope(kind: str, value: Envelope, where: str) -> Envelope:
     """A decoded Redis envelope of an older version, upgraded to the current one.
     Raises ``CorruptRecordError`` (naming ``where``) when a step cannot read it."""
     v = value[0]

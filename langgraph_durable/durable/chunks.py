@@ -26,12 +26,8 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
-from bson import Binary
-from pymongo import ReplaceOne
-
-from ..core.ops import BulkWrite, Find, Plan, ask
+from ..core.ops import BulkWrite, Doc, DocView, Find, Plan, ReplaceDoc, ask
 from ..core.records import CHUNKED_VERSION, SCHEMA_VERSION
 from ..errors import CorruptRecordError
 from .documents import doc_id, target
@@ -54,19 +50,19 @@ def chunk_id(owner: str, field: str, sha256: str, n: int) -> str:
     return doc_id(owner, field, sha256, n)
 
 
-def split(kind: str, doc: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def split(kind: str, doc: Doc) -> tuple[Doc, list[Doc]]:
     """``(document to store, its chunk documents)`` for a ``kind`` document (checkpoints,
     blobs, writes): fields over ``THRESHOLD_BYTES`` become descriptors. A document with
     nothing to chunk is returned as it is, with no chunks."""
     size = THRESHOLD_BYTES
-    big = [f for f in FIELDS[kind] if isinstance(doc.get(f), (bytes, Binary))
+    big = [f for f in FIELDS[kind] if isinstance(doc.get(f), bytes)
            and len(doc[f]) > size]
     if not big:
         return doc, []
     out = dict(doc)
-    chunks: list[dict[str, Any]] = []
+    chunks: list[Doc] = []
     for f in big:
-        data = doc[f]  # bytes or Binary (a bytes subclass): no copy
+        data = doc[f]  # bytes (or bson.Binary read back, a bytes subclass): no copy
         sha = hashlib.sha256(data).hexdigest()
         n = (len(data) + size - 1) // size
         out[f] = {"chunks": n, "size": len(data), "sha256": sha}
@@ -78,15 +74,15 @@ def split(kind: str, doc: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str
                 "checkpoint_ns": doc.get("checkpoint_ns", ""),
                 "checkpoint_id": doc.get("checkpoint_id"),
                 "owner": doc["_id"], "field": f, "sha256": sha, "n": i,
-                "data": Binary(view[i * size:(i + 1) * size]),
+                "data": bytes(view[i * size:(i + 1) * size]),
             })
     out["chunked"] = big
     out["v"] = CHUNKED_VERSION
     return out, chunks
 
 
-def split_all(kind: str, docs: Iterable[dict[str, Any]]
-              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def split_all(kind: str, docs: Iterable[Doc]
+              ) -> tuple[list[Doc], list[Doc]]:
     """``split`` of many documents: ``(documents, all their chunks)``."""
     out, chunks = [], []
     for d in docs:
@@ -96,21 +92,21 @@ def split_all(kind: str, docs: Iterable[dict[str, Any]]
     return out, chunks
 
 
-def upserts(chunks: Sequence[dict[str, Any]]) -> list[ReplaceOne[Any]]:
+def upserts(chunks: Sequence[Doc]) -> list[ReplaceDoc]:
     """Idempotent upserts of chunk documents (content-addressed ``_id``; the filter holds
     ``thread_id`` too, the shard key: ``documents.target``)."""
-    return [ReplaceOne(target(c), c, upsert=True) for c in chunks]
+    return [ReplaceDoc(target(c), c, upsert=True) for c in chunks]
 
 
-def write_plan(collection: str, chunks: Sequence[dict[str, Any]]) -> Plan[None]:
+def write_plan(collection: str, chunks: Sequence[Doc]) -> Plan[None]:
     """Upsert ``chunks`` into ``collection`` (nothing when empty); call it before writing
     the documents that refer to them."""
     if chunks:
         yield BulkWrite(collection, upserts(chunks))
 
 
-def moved(chunks: Iterable[dict[str, Any]], owners: Mapping[str, Mapping[str, Any]]
-          ) -> list[dict[str, Any]]:
+def moved(chunks: Iterable[Doc], owners: Mapping[str, DocView]
+          ) -> list[Doc]:
     """Copies of ``chunks`` for documents copied under new ``_id``s (``copy_thread``):
     ``owners`` maps a source document's ``_id`` to its copy. A chunk whose value its
     owner no longer refers to (an overwritten write's) is left out."""
@@ -125,18 +121,18 @@ def moved(chunks: Iterable[dict[str, Any]], owners: Mapping[str, Mapping[str, An
     return out
 
 
-def _descriptors(doc: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+def _descriptors(doc: DocView) -> list[tuple[str, DocView]]:
     """The chunked fields present in ``doc`` (a projection may have left some out)."""
     return [(f, doc[f]) for f in doc.get("chunked") or ()
             if isinstance(doc.get(f), Mapping)]
 
 
-def has_chunks(doc: Mapping[str, Any]) -> bool:
+def has_chunks(doc: DocView) -> bool:
     """True when ``doc`` holds a descriptor that ``load_plan`` must replace."""
     return bool(_descriptors(doc))
 
 
-def load_plan(collection: str, docs: Sequence[dict[str, Any]]) -> Plan[list[dict[str, Any]]]:
+def load_plan(collection: str, docs: Sequence[Doc]) -> Plan[list[Doc]]:
     """``docs`` with every chunked field reassembled from ``collection`` (the chunks
     collection): one query, only when a document has chunks. Returns a list in the same
     order; reassembled documents are copies in the unchunked format (``v`` =
@@ -160,8 +156,8 @@ def load_plan(collection: str, docs: Sequence[dict[str, Any]]) -> Plan[list[dict
     return out
 
 
-def _join(doc: Mapping[str, Any], f: str, desc: Mapping[str, Any],
-          by_id: Mapping[str, Any]) -> bytes:
+def _join(doc: DocView, f: str, desc: DocView,
+          by_id: DocView) -> bytes:
     where = (f"field {f!r} of MongoDB document {doc['_id']!r} (thread "
              f"{doc.get('thread_id')!r})")
     parts = []

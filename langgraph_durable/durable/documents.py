@@ -19,10 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from bson import Binary
-from pymongo import ASCENDING, DESCENDING, IndexModel, ReplaceOne, UpdateOne
-
 from ..core.items import MANIFEST_TYPE, NODE_MAGIC, NODE_TYPE, split_digests
+from ..core.ops import Doc, DocView, Index, ReplaceDoc, UpdateDoc
 from ..core.records import (
     CheckpointRecord,
     Typed,
@@ -45,12 +43,13 @@ TOMBSTONE_TTL_INDEX = "deleted_at_ttl"
 
 def _bin(data: bytes) -> bytes:
     """``data`` as BSON binary (subtype 0). PyMongo encodes ``bytes`` as exactly that and
-    reads it back as ``bytes``, so plain bytes pass as they are; ``bson.Binary`` (which
-    copies them) only for other buffers. The flusher builds thousands of these a round."""
-    return data if type(data) is bytes else Binary(data)
+    reads it back as ``bytes``, so plain bytes pass as they are; other buffers are copied
+    (``bytes(data)``, as ``bson.Binary`` did). The flusher builds thousands of these a
+    round."""
+    return data if type(data) is bytes else bytes(data)
 
 
-def doc_id(*parts: Any) -> str:
+def doc_id(*parts: object) -> str:
     """Deterministic ``_id``: ``len:part|len:part|...`` (unique for any part contents)."""
     return "|".join([f"{len(s)}:{s}" for s in map(str, parts)])
 
@@ -79,60 +78,47 @@ class Collections:
                    f"{prefix}tombstones", f"{prefix}effects")
 
 
-INDEXES: dict[str, list[IndexModel]] = {
+INDEXES: dict[str, list[Index]] = {
     "checkpoints": [
-        IndexModel(
-            [("thread_id", ASCENDING), ("checkpoint_ns", ASCENDING),
-             ("checkpoint_id", DESCENDING)],
-            name="thread_ns_checkpoint",
-        ),
-        IndexModel([("run_id", ASCENDING)], name="run_id", sparse=True),
+        Index((("thread_id", 1), ("checkpoint_ns", 1), ("checkpoint_id", -1)),
+              "thread_ns_checkpoint"),
+        Index((("run_id", 1),), "run_id", sparse=True),
     ],
-    "blobs": [IndexModel([("thread_id", ASCENDING), ("checkpoint_ns", ASCENDING)],
-                         name="thread_ns")],
+    "blobs": [Index((("thread_id", 1), ("checkpoint_ns", 1)), "thread_ns")],
     "writes": [
-        IndexModel(
-            [("thread_id", ASCENDING), ("checkpoint_ns", ASCENDING),
-             ("checkpoint_id", ASCENDING)],
-            name="thread_ns_checkpoint",
-        )
+        Index((("thread_id", 1), ("checkpoint_ns", 1), ("checkpoint_id", 1)),
+              "thread_ns_checkpoint"),
     ],
-    "items": [IndexModel([("thread_id", ASCENDING), ("d", ASCENDING)], name="thread_digest")],
+    "items": [Index((("thread_id", 1), ("d", 1)), "thread_digest")],
     "chunks": [
-        IndexModel(
-            [("thread_id", ASCENDING), ("checkpoint_ns", ASCENDING),
-             ("checkpoint_id", ASCENDING), ("owner", ASCENDING)],
-            name="thread_ns_checkpoint_owner",
-        )
+        Index((("thread_id", 1), ("checkpoint_ns", 1), ("checkpoint_id", 1), ("owner", 1)),
+              "thread_ns_checkpoint_owner"),
     ],
-    "effects": [IndexModel([("thread_id", ASCENDING), ("member", ASCENDING)],
-                           name="thread_checkpoint")],
+    "effects": [Index((("thread_id", 1), ("member", 1)), "thread_checkpoint")],
     "tombstones": [
-        IndexModel([("thread_id", ASCENDING), ("f", ASCENDING)], name="thread_field"),
-        IndexModel([("deleted_at", ASCENDING)], name=TOMBSTONE_TTL_INDEX,
-                   expireAfterSeconds=30 * 24 * 3600),
+        Index((("thread_id", 1), ("f", 1)), "thread_field"),
+        Index((("deleted_at", 1),), TOMBSTONE_TTL_INDEX, expire_after_s=30 * 24 * 3600),
     ],
 }
 """Indexes ``setup()`` creates (idempotently), by collection kind; the tombstones' TTL
 index with the configured ``tombstone_ttl_s`` (``indexes``)."""
 
 
-def indexes(tombstone_ttl_s: int) -> dict[str, list[IndexModel]]:
+def indexes(tombstone_ttl_s: int) -> dict[str, list[Index]]:
     """``INDEXES`` with the tombstones' TTL index expiring after ``tombstone_ttl_s``
     seconds. A TTL index is a single-field index (MongoDB allows no compound one): the
     one index besides ``checkpoints.run_id`` not led by ``thread_id``; the collection's
     shard-key index is ``thread_field``."""
     out = dict(INDEXES)
     out["tombstones"] = [
-        m if m.document["name"] != TOMBSTONE_TTL_INDEX else
-        IndexModel([("deleted_at", ASCENDING)], name=TOMBSTONE_TTL_INDEX,
-                   expireAfterSeconds=tombstone_ttl_s)
+        m if m.name != TOMBSTONE_TTL_INDEX else
+        Index((("deleted_at", 1),), TOMBSTONE_TTL_INDEX, expire_after_s=tombstone_ttl_s)
         for m in INDEXES["tombstones"]]
     return out
 
 
 def tombstone_upserts(thread_id: str, members: Iterable[str],
-                      at_ms: int) -> list[UpdateOne]:
+                      at_ms: int) -> list[UpdateDoc]:
     """Upserts of the tombstones a delete at ``at_ms`` (Redis server time, ms) leaves for
     the checkpoint ``members`` (``ns NUL checkpoint_id``) of ``thread_id``: one document
     per member, ``_id`` ``doc_id(thread_id, member)``, fields ``thread_id``, ``f`` (the
@@ -140,13 +126,13 @@ def tombstone_upserts(thread_id: str, members: Iterable[str],
     index expires). A later delete of the same member moves both forward (``$max``), so a
     replay changes nothing."""
     when = datetime.fromtimestamp(at_ms / 1000, tz=timezone.utc)
-    return [UpdateOne({"_id": doc_id(thread_id, m), "thread_id": thread_id},
+    return [UpdateDoc({"_id": doc_id(thread_id, m), "thread_id": thread_id},
                       {"$setOnInsert": {"f": m, "v": SCHEMA_VERSION},
                        "$max": {"at_ms": at_ms, "deleted_at": when}}, upsert=True)
             for m in members]
 
 
-def tombstone_query(thread_id: str, member: str) -> dict[str, Any]:
+def tombstone_query(thread_id: str, member: str) -> dict[str, object]:
     """Filter of the tombstone of checkpoint ``member`` of ``thread_id`` (``_id`` and the
     shard key)."""
     return {"_id": doc_id(thread_id, member), "thread_id": thread_id}
@@ -155,7 +141,7 @@ def tombstone_query(thread_id: str, member: str) -> dict[str, Any]:
 # ------------------------------------------------------------------------ to documents
 
 
-def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, put_ms: int = 0) -> dict[str, Any]:
+def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, put_ms: int = 0) -> Doc:
     """The checkpoints-collection document of ``rec`` (``md`` holds the queryable scalar
     metadata the saver chose to expose at ``put`` time; empty when encrypted). ``put_ms``:
     Redis server time (ms) when the checkpoint was stored (its outbox entry's time, or the
@@ -180,7 +166,7 @@ def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, put_ms: int = 0) ->
     }
 
 
-def _value_fields(value: Typed) -> dict[str, Any]:
+def _value_fields(value: Typed) -> Doc:
     """``type``/``data`` of a stored value; a manifest keeps its digests as ``refs``."""
     if value[0] == MANIFEST_TYPE:
         return {"v": ITEMS_VERSION, "type": MANIFEST_TYPE, "data": b"",
@@ -188,13 +174,13 @@ def _value_fields(value: Typed) -> dict[str, Any]:
     return {"v": SCHEMA_VERSION, "type": value[0], "data": _bin(value[1])}
 
 
-def _value_of(doc: Mapping[str, Any]) -> Typed:
+def _value_of(doc: DocView) -> Typed:
     if doc["type"] == MANIFEST_TYPE:
         return MANIFEST_TYPE, b"".join(bytes(d) for d in doc.get("refs", []))
     return doc["type"], bytes(doc["data"])
 
 
-def blob_doc(thread_id: str, field: str, value: Typed | None, *, put_ms: int = 0) -> dict[str, Any]:
+def blob_doc(thread_id: str, field: str, value: Typed | None, *, put_ms: int = 0) -> Doc:
     """The blobs-collection document for a Redis blob field (``None`` = empty);
     ``put_ms`` as in ``checkpoint_doc``."""
     ns, channel, version = split_field(field)
@@ -213,13 +199,13 @@ def blob_doc(thread_id: str, field: str, value: Typed | None, *, put_ms: int = 0
 
 
 def item_doc(thread_id: str, digest: bytes, stored: bytes, *,
-             put_ms: int = 0) -> dict[str, Any]:
+             put_ms: int = 0) -> Doc:
     """The items-collection document of an item or node as Redis stores it (``stored``:
     a blob envelope, or ``NODE_MAGIC`` + digests). ``put_ms``: the latest time it was
     stored (``upsert_item``), so a delete removes it only when no write stored it since."""
     from ..core.records import unpack_blob
 
-    doc: dict[str, Any] = {"_id": doc_id(thread_id, digest.hex()), "v": SCHEMA_VERSION,
+    doc: Doc = {"_id": doc_id(thread_id, digest.hex()), "v": SCHEMA_VERSION,
                            "thread_id": thread_id, "d": _bin(digest)}
     if stored[:2] == NODE_MAGIC:
         doc.update(type=NODE_TYPE, data=b"", refs=split_digests(stored[2:]))
@@ -232,7 +218,7 @@ def item_doc(thread_id: str, digest: bytes, stored: bytes, *,
     return doc
 
 
-def target(doc: Mapping[str, Any]) -> dict[str, Any]:
+def target(doc: DocView) -> dict[str, object]:
     """The filter of an upsert of ``doc``: its ``_id`` and its ``thread_id``. The ``_id``
     alone names the document (it begins with the thread id); ``thread_id`` is there for a
     sharded MongoDB, where an upsert's filter must hold the whole shard key
@@ -240,15 +226,15 @@ def target(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {"_id": doc["_id"], "thread_id": doc["thread_id"]}
 
 
-def upsert_item(doc: dict[str, Any]) -> UpdateOne:
+def upsert_item(doc: Doc) -> UpdateDoc:
     """Insert-once upsert of an item (its content is fixed by its digest); ``put_ms``
     only grows (``$max``), recording the latest write that stored it."""
     fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
-    return UpdateOne(target(doc),
+    return UpdateDoc(target(doc),
                      {"$setOnInsert": fields, "$max": {"put_ms": doc["put_ms"]}}, upsert=True)
 
 
-def item_of(doc: Mapping[str, Any]) -> tuple[bytes, Typed]:
+def item_of(doc: DocView) -> tuple[bytes, Typed]:
     """``(digest, parsed item)`` of an items document (a node as ``(NODE_TYPE,
     digests)``, see ``items.parse_stored``)."""
     doc = _check(doc, "items")
@@ -258,7 +244,7 @@ def item_of(doc: Mapping[str, Any]) -> tuple[bytes, Typed]:
 
 
 def write_doc(thread_id: str, ns: str, checkpoint_id: str, w: WriteRecord, *,
-              put_ms: int = 0) -> dict[str, Any]:
+              put_ms: int = 0) -> Doc:
     """The writes-collection document of one pending write; ``put_ms`` as in
     ``checkpoint_doc``."""
     return {
@@ -277,37 +263,37 @@ def write_doc(thread_id: str, ns: str, checkpoint_id: str, w: WriteRecord, *,
     }
 
 
-def stored_before(thread_id: str, at_ms: int) -> dict[str, Any]:
+def stored_before(thread_id: str, at_ms: int) -> dict[str, object]:
     """Query of a thread's documents stored at or before ``at_ms`` (``put_ms``; documents
     without one count as before): what a delete at that time removes, and not what a new
     run stored since (flushed while the delete ran)."""
     return {"thread_id": thread_id, "put_ms": {"$not": {"$gt": at_ms}}}
 
 
-def upsert(doc: dict[str, Any]) -> ReplaceOne[Any] | UpdateOne:
+def upsert(doc: Doc) -> ReplaceDoc | UpdateDoc:
     """Idempotent upsert of an immutable document (checkpoint or blob). A checkpoint's
     ``put_ms`` is set once, when the document is first inserted: replaying its outbox
     entry (a later stream time) leaves the document unchanged."""
     if "put_ms" not in doc:
-        return ReplaceOne(target(doc), doc, upsert=True)
+        return ReplaceDoc(target(doc), doc, upsert=True)
     fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
-    return UpdateOne(target(doc),
+    return UpdateDoc(target(doc),
                      {"$set": fields, "$setOnInsert": {"put_ms": doc["put_ms"]}}, upsert=True)
 
 
-def upsert_write(doc: dict[str, Any]) -> UpdateOne | ReplaceOne[Any]:
+def upsert_write(doc: Doc) -> UpdateDoc | ReplaceDoc:
     """Upsert of a write: insert-once for ordinary channels; for special channels
     (negative idx) replace only an older ``seq``. A newer stored value makes the upsert
     fail with a duplicate key error (code 11000), which the flusher ignores."""
     if doc["idx"] >= 0:
-        return UpdateOne(target(doc), {"$setOnInsert": doc}, upsert=True)
-    return ReplaceOne({**target(doc), "seq": {"$lt": doc["seq"]}}, doc, upsert=True)
+        return UpdateDoc(target(doc), {"$setOnInsert": doc}, upsert=True)
+    return ReplaceDoc({**target(doc), "seq": {"$lt": doc["seq"]}}, doc, upsert=True)
 
 
 # ------------------------------------------------------------------------ from documents
 
 
-def _check(doc: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+def _check(doc: DocView, kind: str) -> DocView:
     """``doc`` in the current format: an older one upgraded through
     ``schema.DOCUMENT_STEPS`` (in memory), a newer one refused."""
     v = doc.get("v", 1)
@@ -324,7 +310,7 @@ def _check(doc: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     return doc
 
 
-def record_of(doc: Mapping[str, Any]) -> CheckpointRecord:
+def record_of(doc: DocView) -> CheckpointRecord:
     """The ``CheckpointRecord`` stored in a checkpoints document."""
     doc = _check(doc, "checkpoints")
     ns = doc["checkpoint_ns"]
@@ -340,7 +326,7 @@ def record_of(doc: Mapping[str, Any]) -> CheckpointRecord:
     )
 
 
-def blob_value_of(doc: Mapping[str, Any]) -> tuple[str, Typed | None]:
+def blob_value_of(doc: DocView) -> tuple[str, Typed | None]:
     """``(redis blob field, typed value or None for empty)`` of a blobs document."""
     doc = _check(doc, "blobs")
     field = blob_field(doc["checkpoint_ns"], doc["channel"], doc["version"])
@@ -349,7 +335,7 @@ def blob_value_of(doc: Mapping[str, Any]) -> tuple[str, Typed | None]:
     return field, _value_of(doc)
 
 
-def write_of(doc: Mapping[str, Any]) -> WriteRecord:
+def write_of(doc: DocView) -> WriteRecord:
     """The ``WriteRecord`` stored in a writes document."""
     doc = _check(doc, "writes")
     return WriteRecord(
@@ -396,7 +382,7 @@ def _python_equals(value: Any) -> list[Any] | None:
     return None
 
 
-def metadata_query(filter: Mapping[str, Any] | None, queryable: bool) -> dict[str, Any]:
+def metadata_query(filter: Mapping[str, object] | None, queryable: bool) -> dict[str, object]:
     """Server-side narrowing for ``list(filter=...)`` that never drops a checkpoint Python's
     equality would keep (InMemorySaver compares ``filter_value == metadata.get(key)`` on the
     decoded metadata, a missing key reading as ``None``).

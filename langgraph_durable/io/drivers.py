@@ -25,16 +25,25 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import redis.exceptions
-from pymongo.errors import PyMongoError
+from pymongo import DeleteOne, IndexModel, InsertOne, ReplaceOne, ReturnDocument, UpdateOne
+from pymongo.errors import BulkWriteError, OperationFailure, PyMongoError
 from redis.asyncio.cluster import PipelineCommand
 
 from ..core.ops import (  # noqa: F401  (plans and tools import them from here too)
     Aggregate,
+    BulkResult,
     BulkWrite,
+    BulkWriteFailed,
+    CommandFailed,
+    CreateIndexes,
+    DeleteDoc,
     DeleteMany,
     Doc,
     Find,
     FindOne,
+    FindOneAndUpdate,
+    Index,
+    InsertDoc,
     LoadScripts,
     Mongo,
     MongoOp,
@@ -42,11 +51,15 @@ from ..core.ops import (  # noqa: F401  (plans and tools import them from here t
     Parallel,
     Pipeline,
     Plan,
+    ReplaceDoc,
     Scan,
     Script,
     Sleep,
     StreamEntry,
     T,
+    UpdateDoc,
+    WriteFailure,
+    WriteModel,
     ask,
 )
 from ..errors import ReplicationTimeoutError, TierUnavailableError
@@ -58,6 +71,88 @@ def _is_cursor(op: MongoOp[Any]) -> bool:
     return op.is_cursor if isinstance(op, Mongo) else type(op).cursor
 
 
+# --------------------------------------------------------------------------- MongoDB models
+# The one place the package's MongoDB models (``core.ops``) become PyMongo's and PyMongo's
+# results and errors become the package's, for the sync and the async driver alike.
+
+
+def to_pymongo(model: WriteModel | Index) -> Any:
+    """PyMongo's write model (``InsertOne``, ``ReplaceOne``, ``UpdateOne``, ``DeleteOne``)
+    or ``IndexModel`` for one of the package's; raises ``TypeError`` for anything else.
+    Public for tools that call PyMongo themselves (``cli/transfer.py``)."""
+    t = type(model)
+    if t is UpdateDoc:
+        assert isinstance(model, UpdateDoc)
+        return UpdateOne(model.filter, model.update, upsert=model.upsert)
+    if t is ReplaceDoc:
+        assert isinstance(model, ReplaceDoc)
+        return ReplaceOne(model.filter, model.doc, upsert=model.upsert)
+    if t is InsertDoc:
+        assert isinstance(model, InsertDoc)
+        return InsertOne(model.doc)
+    if t is DeleteDoc:
+        assert isinstance(model, DeleteDoc)
+        return DeleteOne(model.filter)
+    if t is Index:
+        assert isinstance(model, Index)
+        kw: dict[str, Any] = {"name": model.name}
+        if model.sparse:
+            kw["sparse"] = True
+        if model.unique:
+            kw["unique"] = True
+        if model.expire_after_s is not None:
+            kw["expireAfterSeconds"] = model.expire_after_s
+        return IndexModel(list(model.keys), **kw)
+    raise TypeError(f"not a MongoDB write model or index: {model!r}")
+
+
+_MODELS = (InsertDoc, ReplaceDoc, UpdateDoc, DeleteDoc, Index)
+
+
+def _mongo_call(op: MongoOp[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``op.call()`` with the package's models made PyMongo's: a list argument of write
+    models or indexes, and ``return_document`` "after"/"before"."""
+    args, kwargs = op.call()
+    if any(isinstance(a, list) and a and isinstance(a[0], _MODELS) for a in args):
+        args = tuple([to_pymongo(m) for m in a] if isinstance(a, list) and a
+                     and isinstance(a[0], _MODELS) else a for a in args)
+    rd = kwargs.get("return_document")
+    if isinstance(rd, str):
+        kwargs["return_document"] = (ReturnDocument.AFTER if rd == "after"
+                                     else ReturnDocument.BEFORE)
+    return args, kwargs
+
+
+def _mongo_reply(op: MongoOp[Any], result: Any) -> Any:
+    """A MongoDB reply as plans see it: ``BulkWrite`` -> ``BulkResult``, ``DeleteMany`` ->
+    the deleted count; others unchanged."""
+    if isinstance(op, BulkWrite):
+        if not result.acknowledged:  # w=0: MongoDB tells no counts
+            return BulkResult()
+        return BulkResult(result.inserted_count, result.matched_count,
+                          result.modified_count, result.deleted_count,
+                          result.upserted_count)
+    if isinstance(op, DeleteMany):
+        return result.deleted_count if result.acknowledged else 0
+    return result
+
+
+def _failures(errors: Any) -> list[WriteFailure]:
+    return [WriteFailure(int(e.get("index", -1)), int(e.get("code") or 0),
+                         str(e.get("errmsg", "")), str(e.get("codeName", "")))
+            for e in errors or []]
+
+
+def bulk_write_failed(collection: str, exc: BulkWriteError) -> BulkWriteFailed:
+    """PyMongo's ``BulkWriteError`` on ``collection`` as the package's ``BulkWriteFailed``
+    (each write error's index, code and message; write-concern errors; the counts of what
+    was applied)."""
+    d = exc.details or {}
+    result = BulkResult(int(d.get("nInserted", 0)), int(d.get("nMatched", 0)),
+                        int(d.get("nModified", 0)), int(d.get("nRemoved", 0)),
+                        int(d.get("nUpserted", 0)))
+    return BulkWriteFailed(collection, _failures(d.get("writeErrors")),
+                           _failures(d.get("writeConcernErrors")), result)
 
 
 # --------------------------------------------------------------------------- replies
@@ -171,6 +266,11 @@ def _wrap(exc: Exception, clients: Clients, op: Any) -> Exception:
         return TierUnavailableError(
             f"MongoDB {clients.mongo_name} did not answer ({where}): {exc}", tier="durable",
             server=clients.mongo_name, operation=where, reason=str(exc))
+    if isinstance(exc, OperationFailure) and isinstance(op, MongoOp):
+        if isinstance(exc, BulkWriteError):
+            return bulk_write_failed(op.collection, exc)
+        message = (exc.details or {}).get("errmsg") or str(exc)
+        return CommandFailed(op.collection, op.method, int(exc.code or 0), str(message))
     return exc
 
 
@@ -304,9 +404,9 @@ def _exec_sync(op: Op[Any], c: Clients) -> Any:
             pipe.execute_command(*cmd)
         return _pipeline_replies(op, pipe.execute(raise_on_error=op.raise_on_error))
     if isinstance(op, MongoOp):
-        args, kwargs = op.call()
+        args, kwargs = _mongo_call(op)
         result = getattr(c.db[op.collection], op.method)(*args, **kwargs)
-        return list(result) if _is_cursor(op) else result
+        return list(result) if _is_cursor(op) else _mongo_reply(op, result)
     if isinstance(op, Scan):
         return list(c.redis.scan_iter(match=op.match, count=op.count))
     if isinstance(op, Parallel):
@@ -427,13 +527,13 @@ async def _exec_async(op: Op[Any], c: Clients) -> Any:
             pipe.execute_command(*cmd)
         return _pipeline_replies(op, await pipe.execute(raise_on_error=op.raise_on_error))
     if isinstance(op, MongoOp):
-        args, kwargs = op.call()
+        args, kwargs = _mongo_call(op)
         result = getattr(c.db[op.collection], op.method)(*args, **kwargs)
         if _is_cursor(op):
             if asyncio.iscoroutine(result):  # AsyncMongoClient.aggregate is a coroutine
                 result = await result
             return await result.to_list(None)
-        return await result
+        return _mongo_reply(op, await result)
     if isinstance(op, Scan):
         return [k async for k in c.redis.scan_iter(match=op.match, count=op.count)]
     if isinstance(op, Parallel):

@@ -15,9 +15,9 @@ from typing import Any
 import ormsgpack
 import redis.exceptions
 from bson.errors import InvalidDocument
-from pymongo.errors import BulkWriteError, DocumentTooLarge
+from pymongo.errors import DocumentTooLarge
 
-from ..core.ops import Pipeline, Plan
+from ..core.ops import BulkWriteFailed, Pipeline, Plan
 from ..core.records import SEP, CheckpointRecord, WriteRecord, unpack_blob
 from ..durable import chunks as C
 from ..durable import documents as D
@@ -49,7 +49,7 @@ class BatchStats:
 
 
 POISON = (CorruptRecordError, InvalidDocument, DocumentTooLarge, ValueError, KeyError,
-          TypeError, UnicodeDecodeError, BulkWriteError)
+          TypeError, UnicodeDecodeError, BulkWriteFailed)
 """Errors no retry can fix: the entry goes to the dead-letter stream instead of blocking."""
 
 
@@ -60,12 +60,10 @@ _TRANSIENT_CODES = {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13
 def _transient(exc: Exception) -> bool:
     """True for a bulk write that failed for reasons a retry can fix (write concern,
     shutdown, step-down); False for a document MongoDB will never take (e.g. too large)."""
-    if not isinstance(exc, BulkWriteError):
+    if not isinstance(exc, BulkWriteFailed):
         return False
-    details = exc.details or {}
-    errors = details.get("writeErrors") or []
-    return bool(details.get("writeConcernErrors")) or not errors or any(
-        e.get("code") in _TRANSIENT_CODES for e in errors)
+    return bool(exc.write_concern_errors) or not exc.write_errors or any(
+        e.code in _TRANSIENT_CODES for e in exc.write_errors)
 
 
 def _parse(taken: list[Taken]

@@ -13,10 +13,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from pymongo import DeleteOne
-
 from ..core.ops import (
     BulkWrite,
+    DeleteDoc,
     DeleteMany,
     Doc,
     Find,
@@ -109,10 +108,10 @@ def _text(m: bytes | str) -> str:
 
 
 def _delete_ids(collection: str, ids: Sequence[str]) -> BulkWrite:
-    """One unordered bulk write of ``DeleteOne`` by ``_id``: each a point lookup on the
+    """One unordered bulk write of ``DeleteDoc`` by ``_id``: each a point lookup on the
     ``_id`` index, all in one round trip (a ``delete_many`` with ``$in`` of thousands of
     ids took seconds on a MongoDB-wire server that scans per value)."""
-    return BulkWrite(collection, [DeleteOne({"_id": i}) for i in ids])
+    return BulkWrite(collection, [DeleteDoc({"_id": i}) for i in ids])
 
 
 def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],

@@ -18,9 +18,8 @@ from typing import Any
 
 import ormsgpack
 import redis.exceptions
-from pymongo import UpdateOne
 
-from ..core.ops import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, ask
+from ..core.ops import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, UpdateDoc, ask
 from ..core.records import SEP, Typed, member
 from ..durable import documents as D
 from ..errors import CorruptRecordError, OutboxFullError, ReplicationTimeoutError
@@ -221,12 +220,12 @@ def effect_doc(thread_id: str, field: str, raw: bytes, put_ms: int) -> Doc:
     }
 
 
-def effect_upsert(doc: Doc) -> UpdateOne:
+def effect_upsert(doc: Doc) -> UpdateDoc:
     """Upsert of a journal document replacing only an older version (a newer one stored:
     duplicate key error, ignored by ``bulk_ignoring_newer``); its filter holds
     ``thread_id``, the shard key."""
     fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
-    return UpdateOne({"_id": doc["_id"], "thread_id": doc["thread_id"], "v": {"$lt": doc["v"]}},
+    return UpdateDoc({"_id": doc["_id"], "thread_id": doc["thread_id"], "v": {"$lt": doc["v"]}},
                      {"$set": fields, "$setOnInsert": {"put_ms": doc["put_ms"]}}, upsert=True)
 
 

@@ -26,12 +26,10 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-from pymongo import ReplaceOne, ReturnDocument
+from typing import TYPE_CHECKING, TypedDict
 
 from ..core.items import MANIFEST_TYPE
-from ..core.ops import Doc, Mongo, Plan
+from ..core.ops import BulkWrite, Doc, Find, FindOne, FindOneAndUpdate, Mongo, Plan, ReplaceDoc
 from ..core.schema import CHUNKED_VERSION, ITEMS_VERSION, SCHEMA_VERSION, upgrade_document
 from ..core.schema import DOCUMENT_STEPS as DOCUMENT_STEPS  # re-exported for compatibility
 from ..core.schema import ENVELOPE_STEPS as ENVELOPE_STEPS
@@ -57,24 +55,24 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
 
 
-def record_version_plan(ctx: Context) -> Plan[Doc]:
+def record_version_plan(ctx: Context) -> Plan[Doc | None]:
     """Record in ``meta`` that this package (schema ``SCHEMA_VERSION``) is deployed; the
     stored ``v`` only ever grows. Logs a warning when a newer version was deployed
     before (its records will raise ``SchemaVersionError`` here). The first saver to set
     the collections up records its ``key_prefix`` as their owner; a saver with another
-    key prefix raises ``ConfigurationError``. Returns the document."""
-    doc: Doc = yield Mongo(ctx.collections.meta, "find_one_and_update", (
-        {"_id": SCHEMA_DOC_ID},
+    key prefix raises ``ConfigurationError``. Returns the document (None only when another
+    process removed it between this plan's two reads)."""
+    doc: Doc | None = yield FindOneAndUpdate(
+        ctx.collections.meta, {"_id": SCHEMA_DOC_ID},
         {"$max": {"v": SCHEMA_VERSION},
          "$setOnInsert": {"created_at": _now(), "key_prefix": ctx.config.key_prefix},
-         "$set": {f"seen.{SCHEMA_VERSION}": _now()}},
-    ), {"upsert": True, "return_document": ReturnDocument.AFTER})
+         "$set": {f"seen.{SCHEMA_VERSION}": _now()}}, upsert=True)
     prefix = ctx.config.key_prefix
     if doc is not None and "key_prefix" not in doc:  # set up before owners were recorded
         yield Mongo(ctx.collections.meta, "update_one", (
             {"_id": SCHEMA_DOC_ID, "key_prefix": {"$exists": False}},
             {"$set": {"key_prefix": prefix}}))
-        doc = yield Mongo(ctx.collections.meta, "find_one", ({"_id": SCHEMA_DOC_ID},))
+        doc = yield FindOne(ctx.collections.meta, {"_id": SCHEMA_DOC_ID})
     owner = (doc or {}).get("key_prefix", prefix)
     if owner != prefix:
         raise owner_error(ctx, owner)
@@ -102,7 +100,7 @@ def check_owner_plan(ctx: Context) -> Plan[str | None]:
     """Read (nothing written) the key prefix that ``meta`` records as the owner of
     ``ctx``'s collections; raises ``ConfigurationError`` (``owner_error``) when it is
     another. Returns the owner, or None when the collections were never set up."""
-    doc = yield Mongo(ctx.collections.meta, "find_one", ({"_id": SCHEMA_DOC_ID},))
+    doc = yield FindOne(ctx.collections.meta, {"_id": SCHEMA_DOC_ID})
     owner = (doc or {}).get("key_prefix")
     if owner is not None and owner != ctx.config.key_prefix:
         raise owner_error(ctx, owner)
@@ -111,20 +109,20 @@ def check_owner_plan(ctx: Context) -> Plan[str | None]:
 
 def deployed_version_plan(ctx: Context) -> Plan[int | None]:
     """The deployed schema version recorded by ``setup()`` (None if never set up)."""
-    doc = yield Mongo(ctx.collections.meta, "find_one", ({"_id": SCHEMA_DOC_ID},))
+    doc = yield FindOne(ctx.collections.meta, {"_id": SCHEMA_DOC_ID})
     return None if doc is None else doc.get("v")
 
 
 # --------------------------------------------------------------------------- bulk migration
 
 
-def old_query() -> dict[str, Any]:
+def old_query() -> dict[str, object]:
     """MongoDB filter of documents older than ``SCHEMA_VERSION`` (no ``v`` means 1)."""
-    q: dict[str, Any] = {"v": {"$lt": SCHEMA_VERSION}}
+    q: dict[str, object] = {"v": {"$lt": SCHEMA_VERSION}}
     return {"$or": [q, {"v": {"$exists": False}}]} if SCHEMA_VERSION > 1 else q
 
 
-def _newer_query() -> dict[str, Any]:
+def _newer_query() -> dict[str, object]:
     """MongoDB filter of documents this package cannot read: a version above
     ``SCHEMA_VERSION`` other than ``CHUNKED_VERSION`` (``SCHEMA_VERSION`` plus chunked
     fields, which reads reassemble; see ``durable/chunks.py``) and other than a manifest
@@ -133,16 +131,26 @@ def _newer_query() -> dict[str, Any]:
             "$nor": [{"v": ITEMS_VERSION, "type": MANIFEST_TYPE}]}
 
 
-def census_plan(ctx: Context) -> Plan[dict[str, dict[str, Any]]]:
-    """Per collection kind: ``{"old": n, "newer": n, "newer_id": an _id or None}``."""
+class KindCensus(TypedDict):
+    """What ``census_plan`` counts in one collection kind: documents ``old``er than
+    ``SCHEMA_VERSION`` and ``newer`` than this package reads, and for a newer one an
+    example's ``_id`` (``newer_id``) and version (``newer_v``); both None without one."""
+
+    old: int
+    newer: int
+    newer_id: object
+    newer_v: object
+
+
+def census_plan(ctx: Context) -> Plan[dict[str, KindCensus]]:
+    """Per collection kind (``KINDS``): its ``KindCensus``."""
     cols = ctx.collections
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, KindCensus] = {}
     for kind in KINDS:
         name = getattr(cols, kind)
         old = yield Mongo(name, "count_documents", (old_query(),))
         newer = yield Mongo(name, "count_documents", (_newer_query(),))
-        first = (yield Mongo(name, "find_one", (_newer_query(),),
-                             {"projection": {"_id": 1, "v": 1}})) if newer else None
+        first = (yield FindOne(name, _newer_query(), {"_id": 1, "v": 1})) if newer else None
         out[kind] = {"old": old, "newer": newer, "newer_id": first and first["_id"],
                      "newer_v": first and first.get("v")}
     return out
@@ -176,7 +184,7 @@ def migrate_plan(ctx: Context, *, batch_size: int = 500,
     batches = 0
     for kind in KINDS:
         name = getattr(cols, kind)
-        saved = yield Mongo(cols.meta, "find_one", ({"_id": _cursor_id(kind)},))
+        saved = yield FindOne(cols.meta, {"_id": _cursor_id(kind)})
         after = saved.get("after") if saved and saved.get("target") == SCHEMA_VERSION else None
         while True:
             if max_batches is not None and batches >= max_batches:
@@ -184,19 +192,19 @@ def migrate_plan(ctx: Context, *, batch_size: int = 500,
             q = old_query()
             if after is not None:
                 q = {"$and": [q, {"_id": {"$gt": after}}]}
-            docs = yield Mongo(name, "find", (q,), {"sort": [("_id", 1)], "limit": batch_size})
+            docs = yield Find(name, q, sort=[("_id", 1)], limit=batch_size)
             if not docs:
                 yield Mongo(cols.meta, "delete_one", ({"_id": _cursor_id(kind)},))
                 break
-            reqs = [ReplaceOne({"_id": d["_id"], "v": d.get("v")}, upgrade_document(kind, d))
+            reqs = [ReplaceDoc({"_id": d["_id"], "v": d.get("v")}, upgrade_document(kind, d))
                     for d in docs]
-            result = yield Mongo(name, "bulk_write", (reqs,), {"ordered": False})
+            result = yield BulkWrite(name, reqs)
             after = docs[-1]["_id"]
             yield Mongo(cols.meta, "update_one", (
                 {"_id": _cursor_id(kind)},
                 {"$set": {"after": after, "target": SCHEMA_VERSION, "at": _now()}},
             ), {"upsert": True})
-            done[kind] += result.modified_count
+            done[kind] += result.modified
             batches += 1
             if on_batch is not None:
                 on_batch(kind, len(docs))

@@ -173,12 +173,10 @@ def items_plan(ctx: Context, thread_id: str, digests: Sequence[bytes],
                into: dict[bytes, Typed]) -> Plan[None]:
     """Read items and nodes (and the items of those nodes) from MongoDB into ``into``
     (one aggregate; chunked items reassembled)."""
-    from bson import Binary
-
     if not digests:
         return None
     docs = yield from ask(Aggregate(ctx.collections.items, [
-        {"$match": {"thread_id": thread_id, "d": {"$in": [Binary(d) for d in digests]}}},
+        {"$match": {"thread_id": thread_id, "d": {"$in": [bytes(d) for d in digests]}}},
         {"$lookup": {**_item_lookup(ctx, thread_id, nested=False)["$lookup"], "as": "sub"}},
     ]))
     flat: list[Doc] = []

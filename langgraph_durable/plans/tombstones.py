@@ -20,9 +20,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from pymongo.errors import OperationFailure
-
-from ..core.ops import BulkWrite, Doc, Find, FindOne, Mongo, Parallel, Plan, ask
+from ..core.ops import (
+    BulkWrite,
+    CommandFailed,
+    CreateIndexes,
+    Doc,
+    Find,
+    FindOne,
+    Mongo,
+    Parallel,
+    Plan,
+    ask,
+)
 from ..core.records import SEP
 from ..durable import documents as D
 from ..errors import ThreadDeletedError
@@ -127,7 +136,7 @@ def setup_indexes_plan(ctx: Context) -> Plan[None]:
                      "(tombstone_ttl_s)", ix["name"], name, ix.get("expireAfterSeconds"), ttl)
             try:
                 yield Mongo(name, "drop_index", (D.TOMBSTONE_TTL_INDEX,))
-            except OperationFailure as exc:
+            except CommandFailed as exc:
                 if exc.code != 27:  # IndexNotFound: another process dropped it just now
                     raise
-    yield Mongo(name, "create_indexes", (D.indexes(ttl)["tombstones"],))
+    yield CreateIndexes(name, D.indexes(ttl)["tombstones"])

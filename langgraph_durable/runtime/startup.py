@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..core.ops import LoadScripts, Mongo, Parallel, Pipeline, Plan
+from ..core.ops import CreateIndexes, LoadScripts, Parallel, Pipeline, Plan
 from ..durable.documents import INDEXES
 from ..errors import TierUnavailableError
 from ..hot.scripts import SCRIPTS
@@ -76,7 +76,7 @@ def mongo_setup_plan(ctx: Context) -> Plan[None]:
     the thread registries, decided with both tiers answering (``plans/registry.py``;
     retried with the rest of this part when MongoDB did not answer)."""
     cols = ctx.collections
-    yield Parallel([Mongo(getattr(cols, kind), "create_indexes", (models,))
+    yield Parallel([CreateIndexes(getattr(cols, kind), models)
                     for kind, models in INDEXES.items() if kind != "tombstones"])
     yield from tombstones.setup_indexes_plan(ctx)  # with the configured TTL
     yield from record_version_plan(ctx)

@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from langgraph_durable.core.ops import BulkWrite, DeleteMany, Find, Op, Pipeline, Script
+from langgraph_durable.core.ops import (
+    BulkWrite,
+    DeleteMany,
+    Find,
+    Op,
+    Pipeline,
+    Script,
+    UpdateDoc,
+)
 from langgraph_durable.core.records import member
 from langgraph_durable.durable import documents as D
 from langgraph_durable.errors import FlushTimeoutError
@@ -92,9 +100,10 @@ def test_delete_thread_tombstones_in_redis_before_deleting_in_mongodb() -> None:
     assert list(script.args) == [TOMBSTONE_TTL_S, member("", IDS[0])]
     stones = done.ops[3]  # MongoDB's tombstones: each checkpoint either tier held, and '*'
     assert isinstance(stones, BulkWrite) and stones.collection == ctx.collections.tombstones
-    assert [r._filter["_id"] for r in stones.requests] == [
+    assert [r.filter["_id"] for r in stones.requests] == [
         D.doc_id("t", f) for f in sorted([member("", IDS[0]), member("", IDS[1]), "*"])]
-    assert {r._doc["$max"]["at_ms"] for r in stones.requests} == {1700000000123}
+    assert {r.update["$max"]["at_ms"] for r in stones.requests
+            if isinstance(r, UpdateDoc)} == {1700000000123}
     deletes = [op for op in done.ops if isinstance(op, DeleteMany)]
     cols = ctx.collections
     assert [d.collection for d in deletes[:4]] == [cols.checkpoints, cols.blobs, cols.writes,
@@ -129,7 +138,7 @@ def test_prune_keep_latest_drops_older_checkpoints_with_their_writes_and_blobs()
     assert script.name == "delete_parts"
     (old_blob,) = [f for f, _ in p0.blobs]
     assert list(script.args) == [TOMBSTONE_TTL_S, 1, member("", IDS[0]), old_blob]
-    bulk = {op.collection: [r._filter["_id"] for r in op.requests]
+    bulk = {op.collection: [r.filter["_id"] for r in op.requests]
             for op in done.ops if isinstance(op, BulkWrite)}
     assert bulk == {cols.checkpoints: [D.doc_id("t", "", IDS[0])], cols.writes: [wid],
                     cols.blobs: D.blob_ids("t", [old_blob]),  # no items to delete
@@ -160,8 +169,10 @@ def test_copy_thread_stamps_the_copies_with_redis_time_and_drops_stale_hot_keys(
 
     done = drive(admin.copy_thread_plan(ctx, "src", "dst"), answer)
     (copy,) = [op for op in done.ops if isinstance(op, BulkWrite)]
-    doc = copy.requests[0]._doc
-    assert copy.requests[0]._filter == {"_id": D.doc_id("dst", "", IDS[0]), "thread_id": "dst"}
+    first = copy.requests[0]
+    assert isinstance(first, UpdateDoc)
+    doc = first.update
+    assert first.filter == {"_id": D.doc_id("dst", "", IDS[0]), "thread_id": "dst"}
     assert doc["$set"]["thread_id"] == "dst" and doc["$setOnInsert"] == {"put_ms": 1700000001500}
     assert done.kinds()[-1] == "release"
 

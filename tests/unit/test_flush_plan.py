@@ -8,10 +8,19 @@ from typing import Any
 import ormsgpack
 import pytest
 import redis.exceptions
-from pymongo import InsertOne, UpdateOne
-from pymongo.errors import BulkWriteError
 
-from langgraph_durable.core.ops import BulkWrite, DeleteMany, Find, Op, Pipeline, Script
+from langgraph_durable.core.ops import (
+    BulkWrite,
+    BulkWriteFailed,
+    DeleteMany,
+    Find,
+    InsertDoc,
+    Op,
+    Pipeline,
+    Script,
+    UpdateDoc,
+    WriteFailure,
+)
 from langgraph_durable.core.records import member
 from langgraph_durable.durable import documents as D
 from langgraph_durable.hot.keys import CONSUMER_GROUP
@@ -96,7 +105,7 @@ def test_a_round_copies_its_own_pending_entries_and_acknowledges_them() -> None:
     assert [op.collection for op in done.ops if isinstance(op, BulkWrite)] == [
         cols.blobs, cols.writes, cols.checkpoints]  # blobs and writes before checkpoints
     for op in done.ops[2:5]:  # new documents are inserted, not upserted
-        assert isinstance(op, BulkWrite) and all(isinstance(r, InsertOne) for r in op.requests)
+        assert isinstance(op, BulkWrite) and all(isinstance(r, InsertDoc) for r in op.requests)
     ack = done.ops[-1]
     assert isinstance(ack, Script)
     assert list(ack.keys) == [ctx.outbox, *ctx.keys("t").all]
@@ -216,14 +225,13 @@ def test_a_missing_group_is_created_again() -> None:
     assert done.result.entries == 0
 
 
-def _bulk_error(*codes: tuple[int, int]) -> BulkWriteError:
-    return BulkWriteError({"writeErrors": [{"index": i, "code": c, "errmsg": "x"}
-                                           for i, c in codes], "writeConcernErrors": []})
+def _bulk_error(*codes: tuple[int, int]) -> BulkWriteFailed:
+    return BulkWriteFailed("col", [WriteFailure(i, c, "x") for i, c in codes])
 
 
 def test_documents_already_stored_get_their_upserts_after_the_inserts() -> None:
     docs = [{"_id": n, "thread_id": "t"} for n in "abc"]
-    ups = {n: UpdateOne({"_id": n}, {"$set": {"x": 1}}, upsert=True) for n in "abc"}
+    ups = {n: UpdateDoc({"_id": n}, {"$set": {"x": 1}}, upsert=True) for n in "abc"}
     calls: list[Any] = []
 
     def answer(op: Op[Any]) -> Any:
@@ -235,7 +243,7 @@ def test_documents_already_stored_get_their_upserts_after_the_inserts() -> None:
     done = drive(insert_else_upsert("col", docs, lambda d: ups[d["_id"]]), answer)
     first, second = done.ops
     assert isinstance(first, BulkWrite) and isinstance(second, BulkWrite)
-    assert [r._doc for r in first.requests] == docs
+    assert [r.doc for r in first.requests if isinstance(r, InsertDoc)] == docs
     assert list(second.requests) == [ups["b"], ups["c"]]
     assert drive(insert_else_upsert("col", [], ups.get), answer).ops == []
 
@@ -246,7 +254,7 @@ def test_an_insert_error_other_than_a_duplicate_is_raised() -> None:
     def answer(op: Op[Any]) -> Any:
         raise _bulk_error((0, 2))
 
-    with pytest.raises(BulkWriteError):
+    with pytest.raises(BulkWriteFailed):
         drive(insert_else_upsert("col", docs, D.upsert), answer)
 
 

@@ -21,7 +21,7 @@ docs/operations.md "Sharding")."""
 
 
 def _indexes() -> list[tuple[str, str, list[str]]]:
-    return [(col, m.document["name"], list(m.document["key"]))
+    return [(col, m.name, [k for k, _direction in m.keys])
             for col, models in D.INDEXES.items() for m in models]
 
 
@@ -54,7 +54,7 @@ def test_every_upsert_filter_holds_the_shard_key() -> None:
         E.effect_upsert({**base, "v": 2, "put_ms": 5}),  # the effect journal
     ]
     for op in ops:
-        assert op._filter["_id"] == base["_id"]
-        assert op._filter["thread_id"] == "thread-01", op
+        assert op.filter["_id"] == base["_id"]
+        assert op.filter["thread_id"] == "thread-01", op
     (stone,) = D.tombstone_upserts("thread-01", ["\x00abc"], 5)
-    assert stone._filter == {"_id": D.doc_id("thread-01", "\x00abc"), "thread_id": "thread-01"}
+    assert stone.filter == {"_id": D.doc_id("thread-01", "\x00abc"), "thread_id": "thread-01"}

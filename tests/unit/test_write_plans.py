@@ -9,7 +9,16 @@ import ormsgpack
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable.core.ops import BulkWrite, Find, FindOne, Op, Parallel, Pipeline, Script
+from langgraph_durable.core.ops import (
+    BulkWrite,
+    Find,
+    FindOne,
+    Op,
+    Parallel,
+    Pipeline,
+    Script,
+    UpdateDoc,
+)
 from langgraph_durable.core.records import CheckpointRecord, WriteRecord, member
 from langgraph_durable.durable import documents as D
 from langgraph_durable.errors import (
@@ -262,7 +271,9 @@ def test_strict_put_writes_mongodb_then_looks_for_tombstones() -> None:
     assert isinstance(cp_write, BulkWrite) and cp_write.collection == ctx.collections.checkpoints
     assert isinstance(blob_write, BulkWrite) and blob_write.collection == ctx.collections.blobs
     # stored at the outbox entry's time (its id), set once
-    assert cp_write.requests[0]._doc["$setOnInsert"] == {"put_ms": 1700000000000}
+    first = cp_write.requests[0]
+    assert isinstance(first, UpdateDoc) and first.update["$setOnInsert"] == {
+        "put_ms": 1700000000000}
 
 
 def test_put_writes_marks_special_channels_as_overwriting() -> None:
