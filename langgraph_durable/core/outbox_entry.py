@@ -23,7 +23,7 @@ PAYLOAD_FIELD = b"p"
 """Stream entry field: the packed payload."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OutboxEntry:
     """One outbox entry of ``thread_id``. ``kind``: ``"cp"``, ``"w"`` or ``"fx"``;
     ``member``: the checkpoint it belongs to (``ns NUL checkpoint_id``; ``""`` for

@@ -43,7 +43,7 @@ EFFECT_SCRIPTS = lua.sources(("effect_begin", "effect_end"))
 ``hot.scripts.SCRIPTS``)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BeginReply:
     """EFFECT_BEGIN's reply: ``status`` ``"found"`` (``entry``: the live entry stored),
     ``"new"`` (``entry``: the started entry this call stored) or ``"ask"`` (Redis cannot

@@ -27,7 +27,7 @@ REGISTRY_SCRIPTS = lua.sources(("registry_claim", "registry_settle", "registry_f
 assert EPOCH_FIELD == "\x00epoch"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClaimReply:
     """REGISTRY_CLAIM's reply: ``epoch`` (``b""`` when this call claimed the registry, else
     the epoch it was decided with) and ``outbox_length`` (the partition's outbox stream

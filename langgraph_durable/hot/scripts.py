@@ -241,7 +241,7 @@ Value = bytes | None
 """A stored value in a reply: its bytes, or None where Redis holds none (Lua ``false``)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PutReply:
     """PUT's (and PUT_WRITES') reply: ``entry_id`` of the outbox entry (``b"ok"`` without
     an outbox); ``newest``: the namespace's largest checkpoint_id when PUT stored a
@@ -258,7 +258,7 @@ class PutReply:
         return cls(raw)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PageRow:
     """One checkpoint of a PAGE: ``member`` (ns NUL checkpoint_id), its ``record``
     (``b""`` when Redis lost it), ``index`` (the cv entry, ``b""`` when none) and the
@@ -270,7 +270,7 @@ class PageRow:
     write_values: list[Value]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PageReply:
     """PAGE's reply: ``rows`` newest first; the channel values they name
     (``blob_fields`` and ``blob_values`` side by side); ``complete`` (1: Redis holds the
@@ -288,12 +288,12 @@ class PageReply:
     @classmethod
     def of(cls, raw: Any) -> PageReply:
         """From the raw reply ``[rows, fields, values, complete, digests, values]``."""
-        rows, fields, values, complete, digests, items = raw
-        return cls([PageRow(m, rec, cv, list(wv)) for m, rec, cv, wv in rows], list(fields),
-                   list(values), int(complete), list(digests), list(items))
+        rows, fields, values, complete, digests, items = raw  # arrays come as lists
+        return cls([PageRow(m, rec, cv, wv) for m, rec, cv, wv in rows], fields, values,
+                   complete, digests, items)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PartsReply:
     """PARTS' reply: ``write_values`` (per member asked, in order, its pending writes'
     values), ``blob_values`` (per blob field asked, in order) and the items they name
@@ -307,11 +307,11 @@ class PartsReply:
     @classmethod
     def of(cls, raw: Any) -> PartsReply:
         """From the raw reply ``[[write values]..., blob values, digests, values]``."""
-        writes, values, digests, items = raw
-        return cls([list(w) for w in writes], list(values), list(digests), list(items))
+        writes, values, digests, items = raw  # arrays come as lists
+        return cls(writes, values, digests, items)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeleteThreadReply:
     """DELETE_THREAD's reply: ``deleted_at_ms`` (the Redis clock) and ``held``, the
     members (ns NUL checkpoint_id) Redis held."""
@@ -327,7 +327,7 @@ class DeleteThreadReply:
                              else m for m in held])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChainRow:
     """One ancestor CHAIN walked: its ``checkpoint_id``, ``index`` (cv entry),
     ``write_values`` of its pending writes, ``seeds`` (``(blob field, value)`` of the open
@@ -341,7 +341,7 @@ class ChainRow:
     missing: list[bytes]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChainReply:
     """CHAIN's reply: why it stopped (``status``), the ``rows`` walked, ``next`` (the
     checkpoint_id to go on from, ``""`` when done; see ``ChainStatus``) and the items the
@@ -358,11 +358,11 @@ class ChainReply:
         """From the raw reply ``[status, rows, next, digests, values]``."""
         status, rows, nxt, digests, items = raw
         return cls(ChainStatus(int(status)), [
-            ChainRow(cid, cv, list(wv), list(zip(seeds[::2], seeds[1::2])), list(missing))
-            for cid, cv, wv, seeds, missing in rows], _text(nxt), list(digests), list(items))
+            ChainRow(cid, cv, wv, list(zip(seeds[::2], seeds[1::2])), missing)
+            for cid, cv, wv, seeds, missing in rows], _text(nxt), digests, items)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AckSettleReply:
     """ACK_SETTLE's reply: ``acked`` (per entry id, in the order sent: True when this call
     acknowledged it, False when it was acknowledged before) and ``outbox_length`` (the
