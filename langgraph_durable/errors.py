@@ -193,3 +193,27 @@ class EffectFailedError(DurableSaverError):
         self.call = call
         self.error_type = error_type
         self.error_message = error_message
+
+
+class ScriptRefused(DurableSaverError):
+    """A Lua script of the hot tier refused its call (``redis.error_reply``): nothing of
+    the call was written. Raised by the drivers (``io/drivers.py``) in place of the Redis
+    client's error for the codes the script's operation declares (``Script.refusals``),
+    and handled by the plans (``plans/write.py`` turns ``OUTBOX_FULL`` into
+    ``OutboxFullError``, ``STALE_HEAD`` into ``ConcurrentRunError``...). Attributes:
+    ``script`` (its name, e.g. ``"put"``), ``code`` (the first word of the reply, e.g.
+    ``"STALE_HEAD"``) and ``detail`` (the rest, ``""`` when none: a checkpoint_id, a
+    deletion time in ms, a count)."""
+
+    def __init__(self, script: str, code: str, detail: str = "") -> None:
+        super().__init__(f"Redis script {script!r} refused the call: {code}"
+                         + (f" {detail}" if detail else ""))
+        self.script = script
+        self.code = code
+        self.detail = detail
+
+    @classmethod
+    def parse(cls, script: str, text: str) -> ScriptRefused:
+        """The refusal whose error reply reads ``text`` (``"<CODE> <detail>"``)."""
+        code, _, detail = text.strip().partition(" ")
+        return cls(script, code, detail)

@@ -363,7 +363,7 @@ def test_a_new_run_flushed_while_the_delete_runs_is_not_deleted_with_it(
 
     def after(op: Any, result: Any, error: Any) -> None:
         if isinstance(op, Script):
-            deleted_at.append(int(result[0]))  # [deletion time, members Redis held]
+            deleted_at.append(result.deleted_at_ms)  # DELETE_THREAD's DeleteThreadReply
 
     def between(op: Any) -> None:
         if isinstance(op, Parallel) and not new:  # the delete's MongoDB step comes next

@@ -15,7 +15,7 @@ pair. ``ask(op)`` gives a plan the reply with its type (``x = yield from ask(op)
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -200,11 +200,19 @@ def ask(op: Op[T]) -> Generator[Op[Any], Any, T]:
     return reply
 
 
+def _as_is(raw: Any) -> Any:
+    return raw
+
+
 @dataclass(frozen=True)
-class Script(Op[Any]):
+class Script(Op[T]):
     """Run the registered Lua script ``name`` (one round trip; EVALSHA, loaded on demand).
-    Built by the argument classes of ``hot/scripts.py``, which name every KEYS and ARGV
-    field; the reply is the script's, unchanged.
+    Built by the builders of ``hot/scripts.py`` (and ``hot/effects.py``,
+    ``hot/registry.py``), which name every KEYS and ARGV field; the reply is
+    ``decode(raw reply)``, typed ``T`` (``PageReply.of`` for PAGE...): the drivers call
+    ``reply_of`` once, so a plan reads fields, never positions. An error reply whose first
+    word is one of ``refusals`` (the codes the script's Lua header names) is raised as
+    ``errors.ScriptRefused`` (any other error as the client raised it).
 
     With ``wait_replicas`` = n > 0 the script call and ``WAIT n wait_timeout_ms`` are sent
     in one pipeline on one connection (still one round trip): on a Redis Cluster that of
@@ -220,6 +228,12 @@ class Script(Op[Any]):
     args: Sequence[Any]
     wait_replicas: int = 0
     wait_timeout_ms: int = 0
+    decode: Callable[[Any], T] = field(default=_as_is, compare=False, repr=False)
+    refusals: frozenset[str] = frozenset()
+
+    def reply_of(self, raw: Any) -> T:
+        """The typed reply of the script's raw reply (as the Redis client returned it)."""
+        return self.decode(raw)
 
 
 @dataclass(frozen=True)

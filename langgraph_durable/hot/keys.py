@@ -26,7 +26,7 @@ patterns that ``SCAN MATCH`` them (``glob_escape``, ``prefix_pattern``).
 Stored names and what they hold in field terms
 -----------------------------------------------
 The suffixes and ``meta`` field names are stored (live deployments have them, the Lua
-scripts in ``hot/scripts.py`` use them), so they are kept as they are; code and docs use
+scripts in ``hot/lua/*.lua`` use them), so they are kept as they are; code and docs use
 the field terms on the right.
 
 ========  ===========================================================================
@@ -81,8 +81,7 @@ from __future__ import annotations
 import functools
 import re
 import zlib
-
-from redis.crc import key_slot
+from binascii import crc_hqx
 
 _GLOB_SPECIAL = re.compile(r"([\\*?\[\]])")
 
@@ -211,6 +210,19 @@ def partition_tag(prefix: str, k: int, partitions: int) -> str:
 
 SLOTS = 16384
 """Hash slots of a Redis Cluster."""
+
+
+def key_slot(key: bytes) -> int:
+    """The Redis Cluster hash slot of ``key`` (0 to ``SLOTS`` - 1): CRC16-XMODEM (the
+    stdlib's ``binascii.crc_hqx`` from 0) of its hash tag, mod ``SLOTS``. The hash tag is
+    what lies between the first ``{`` and the first ``}`` after it, when not empty; else
+    the whole key (the cluster specification's rule)."""
+    start = key.find(b"{")
+    if start > -1:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            key = key[start + 1:end]
+    return crc_hqx(key, 0) % SLOTS
 
 
 def outbox_key(prefix: str, partition: int | None = None, partitions: int = 1) -> str:

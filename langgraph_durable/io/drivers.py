@@ -62,7 +62,7 @@ from ..core.ops import (  # noqa: F401  (plans and tools import them from here t
     WriteModel,
     ask,
 )
-from ..errors import ReplicationTimeoutError, TierUnavailableError
+from ..errors import ReplicationTimeoutError, ScriptRefused, TierUnavailableError
 from .coalesce import ScriptBatcher, SyncScriptBatcher, sync_batchable
 
 R = TypeVar("R")
@@ -254,7 +254,20 @@ def _what(op: Any) -> str:
     return op.name if isinstance(op, Script) else type(op).__name__.lower()
 
 
+def _refusal(exc: Exception, op: Any) -> ScriptRefused | None:
+    """The ``ScriptRefused`` that a script's error reply ``exc`` stands for: a Redis
+    ``ResponseError`` whose first word is one of the op's ``refusals``; else None."""
+    if not isinstance(op, Script) or not op.refusals or not isinstance(
+            exc, redis.exceptions.ResponseError):
+        return None
+    refused = ScriptRefused.parse(op.name, str(exc))
+    return refused if refused.code in op.refusals else None
+
+
 def _wrap(exc: Exception, clients: Clients, op: Any) -> Exception:
+    refused = _refusal(exc, op)
+    if refused is not None:
+        return refused
     if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
         return TierUnavailableError(
             f"Redis {clients.redis_name} did not answer ({_what(op)}): {exc}", tier="hot",
@@ -298,7 +311,7 @@ class _ReloadSlots(Op[None]):
     """A step of ``_replicated``: reload the cluster client's slot map (``CLUSTER SLOTS``)."""
 
 
-def _replicated(op: Script, c: Clients) -> Plan[Any]:
+def _replicated(op: Script[Any], c: Clients) -> Plan[Any]:
     """``Script`` with ``wait_replicas`` > 0, sans-I/O (the sync and async drivers only
     carry out the steps): the script call and ``WAIT`` in one pipeline; ``EVAL`` after a
     ``NOSCRIPT``; one more try after ``MOVED``/``ASK``; the slot map reloaded after a lost
@@ -420,6 +433,12 @@ def _exec_sync(op: Op[Any], c: Clients) -> Any:
     raise TypeError(f"unknown operation {op!r}")
 
 
+def _decoded(op: Op[Any], raw: Any) -> Any:
+    """The reply a plan receives: a script's typed reply (``Script.reply_of``; the one
+    place a raw script reply is decoded, sync and async alike), others as executed."""
+    return op.reply_of(raw) if isinstance(op, Script) else raw
+
+
 def _timed(op: Op[Any]) -> bool:
     return isinstance(op, (Script, Pipeline, LoadScripts, MongoOp))
 
@@ -446,7 +465,7 @@ def execute_sync(op: Op[T], clients: Clients) -> T:
     client raised them). Timed by ``clients.observer``."""
     t0 = time.perf_counter()
     try:
-        result: T = _exec_sync(op, clients)
+        result: T = _decoded(op, _exec_sync(op, clients))
     except Exception as exc:
         wrapped = _failed(op, clients, t0, exc)
         if wrapped is exc:
@@ -548,7 +567,7 @@ async def execute_async(op: Op[T], clients: Clients) -> T:
     """``execute_sync`` with asyncio ``clients``."""
     t0 = time.perf_counter()
     try:
-        result: T = await _exec_async(op, clients)
+        result: T = _decoded(op, await _exec_async(op, clients))
     except Exception as exc:
         wrapped = _failed(op, clients, t0, exc)
         if wrapped is exc:

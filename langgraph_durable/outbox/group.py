@@ -13,52 +13,20 @@ from typing import Any
 import redis.exceptions
 
 from ..core.ops import Pipeline, Plan
+from ..hot import lua
 from ..hot.keys import CONSUMER_GROUP
 from ..plans.context import Context
 
 log = logging.getLogger("langgraph_durable.flusher")
 
-_FIELD = """
-local function field(arr, name)
-  for i = 1, #arr, 2 do if arr[i] == name then return arr[i + 1] end end
-end
-"""
-
-LEAVE = """
-if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then return 0 end
-redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
-return 1
-"""
-"""Delete consumer ARGV[2] of group ARGV[1] of stream KEYS[1] unless it holds pending entries
+LEAVE = lua.source("group_leave")
+"""The Lua of ``hot/lua/group_leave.lua``:
+Delete consumer ARGV[2] of group ARGV[1] of stream KEYS[1] unless it holds pending entries
 (``XGROUP DELCONSUMER`` would drop them from the group's pending list). 1 if deleted."""
 
-UPKEEP = _FIELD + """
-local s, g, stale = KEYS[1], ARGV[1], tonumber(ARGV[2])
-local removed = 0
-for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', s, g)) do
-  if field(c, 'pending') == 0 and field(c, 'idle') > stale then
-    redis.call('XGROUP', 'DELCONSUMER', s, g, field(c, 'name'))
-    removed = removed + 1
-  end
-end
-local first = redis.call('XRANGE', s, '-', '+', 'COUNT', 1)
-if #first == 0 then return {removed, 0} end
-local last
-for _, grp in ipairs(redis.call('XINFO', 'GROUPS', s)) do
-  if field(grp, 'name') == g then last = field(grp, 'last-delivered-id') end
-end
-local oldest = first[1][1]
-local om, os_ = string.match(oldest, '(%d+)-(%d+)')
-local lm, ls = string.match(last or '0-0', '(%d+)-(%d+)')
-om, os_, lm, ls = tonumber(om), tonumber(os_), tonumber(lm), tonumber(ls)
-local passed = om < lm or (om == lm and os_ <= ls)
-if passed and #redis.call('XPENDING', s, g, oldest, oldest, 1) == 0 then
-  redis.call('XGROUP', 'SETID', s, g, '0')
-  return {removed, 1, oldest}
-end
-return {removed, 0}
-"""
-"""Remove consumers of group ARGV[1] idle over ARGV[2] ms holding nothing; then, when the
+UPKEEP = lua.source("group_upkeep")
+"""The Lua of ``hot/lua/group_upkeep.lua``:
+Remove consumers of group ARGV[1] idle over ARGV[2] ms holding nothing; then, when the
 stream's oldest entry is at or before the group's last-delivered id and no consumer holds it
 (delivered to a consumer since deleted, or the group's id moved past it), set the group's
 id back to 0 so ``XREADGROUP >`` delivers it (and what follows) again. Returns

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.ops import Pipeline, Plan
+from ..hot import lua
 from ..hot.keys import CONSUMER_GROUP, heartbeats_key
 from ..io.drivers import Clients, normalise, run_async, run_sync
 from ..plans.context import Context
@@ -48,63 +49,19 @@ REGISTRY_TTL_S = 7 * 24 * 3600
 LAPSED_PER_BEAT = 100
 """Most lapsed members one heartbeat reports (the rest at the next ones)."""
 
-_NOW = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-"""
-
-BEAT = _NOW + """
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now, 'LIMIT', 0, ARGV[4])
-"""
-"""Registry KEYS[1]: member ARGV[1]'s heartbeat lapses ARGV[2] ms from now (server time);
+BEAT = lua.source("heartbeat_beat")
+"""The Lua of ``hot/lua/heartbeat_beat.lua``:
+Registry KEYS[1]: member ARGV[1]'s heartbeat lapses ARGV[2] ms from now (server time);
 the registry lives ARGV[3] ms more. Returns up to ARGV[4] members already lapsed."""
 
-FORGET = _NOW + """
-local n = 0
-for i = 1, #ARGV do
-  local s = redis.call('ZSCORE', KEYS[1], ARGV[i])
-  if s and tonumber(s) < now then
-    redis.call('ZREM', KEYS[1], ARGV[i])
-    n = n + 1
-  end
-end
-return n
-"""
-"""Remove the members ARGV of registry KEYS[1] that are still lapsed (one that came back
+FORGET = lua.source("heartbeat_forget")
+"""The Lua of ``hot/lua/heartbeat_forget.lua``:
+Remove the members ARGV of registry KEYS[1] that are still lapsed (one that came back
 to life and beat since keeps its place). Returns how many were removed."""
 
-REAP = """
-local s, g, me, idle = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-local left = tonumber(ARGV[4])
-local taken, empty = {}, {}
-for i = 5, #ARGV do
-  local c = ARGV[i]
-  if left > 0 then
-    local ids = {}
-    for _, p in ipairs(redis.call('XPENDING', s, g, 'IDLE', idle, '-', '+', left, c)) do
-      ids[#ids + 1] = p[1]
-    end
-    for a = 1, #ids, 1000 do
-      local got = redis.call('XCLAIM', s, g, me, idle,
-                             unpack(ids, a, math.min(a + 999, #ids)))
-      for _, e in ipairs(got) do
-        if type(e) == 'table' then
-          taken[#taken + 1] = e
-          left = left - 1
-        end
-      end
-    end
-  end
-  if #redis.call('XPENDING', s, g, '-', '+', 1, c) == 0 then
-    redis.call('XGROUP', 'DELCONSUMER', s, g, c)
-    empty[#empty + 1] = c
-  end
-end
-return {taken, empty}
-"""
-"""Stream KEYS[1], group ARGV[1]: consumer ARGV[2] claims up to ARGV[4] entries idle over
+REAP = lua.source("heartbeat_reap")
+"""The Lua of ``hot/lua/heartbeat_reap.lua``:
+Stream KEYS[1], group ARGV[1]: consumer ARGV[2] claims up to ARGV[4] entries idle over
 ARGV[3] ms that the dead consumers ARGV[5..] hold; each dead consumer holding nothing
 more is deleted from the group. Returns ``{claimed entries, consumers deleted}``."""
 

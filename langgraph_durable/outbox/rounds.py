@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import ormsgpack
 import redis.exceptions
 from bson.errors import InvalidDocument
 from pymongo.errors import DocumentTooLarge
 
 from ..core.ops import BulkWriteFailed, Pipeline, Plan
+from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, CheckpointRecord, WriteRecord, unpack_blob
 from ..durable import chunks as C
 from ..durable import documents as D
@@ -72,7 +72,8 @@ def _parse(taken: list[Taken]
     bad: list[tuple[str, bytes, bytes, Exception]] = []
     for stream, (eid, fields) in taken:
         try:
-            out.append((eid, fields[b"t"].decode(), ormsgpack.unpackb(fields[b"p"])))
+            entry = OutboxEntry.of(fields)
+            out.append((eid, entry.thread_id, entry))
         except Exception as exc:
             bad.append((stream, eid, fields.get(b"t", b""), exc))
     return out, bad
@@ -170,17 +171,18 @@ def _by_bytes(ctx: Context, parsed: list[Parsed]) -> Plan[list[list[Parsed]]]:
     (one pipeline; entries of older versions); nothing asked for a single entry."""
     if len(parsed) < 2:
         return [parsed]
-    if all(len(p) > 4 and isinstance(p[4], int) for _, _, p in parsed):
-        return _groups(parsed, [p[4] for _, _, p in parsed])
+    sized = [e.size for _, _, e in parsed]
+    if all(n is not None for n in sized):
+        return _groups(parsed, [n or 0 for n in sized])
     cmds: list[list[Any]] = []
     counts = []
-    for _, tid, (kind, m, fields, *more) in parsed:
+    for _, tid, e in parsed:
         k = ctx.keys(tid)
-        if kind == "cp":
-            cmds += [["HSTRLEN", k.cp, m], *(["HSTRLEN", k.bl, f] for f in fields)]
+        if e.kind == "cp":
+            cmds += [["HSTRLEN", k.cp, e.member], *(["HSTRLEN", k.bl, f] for f in e.names)]
         else:
-            cmds += [["HSTRLEN", k.w, f] for f in fields]
-        cmds += [["HSTRLEN", k.it, d] for d in (more[0] if more else ())]
+            cmds += [["HSTRLEN", k.w, f] for f in e.names]
+        cmds += [["HSTRLEN", k.it, d] for d in e.digests]
         counts.append(len(cmds))
     sizes = yield Pipeline(cmds)
     starts = [0, *counts[:-1]]
@@ -206,18 +208,18 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
     (inserts; the upserts for documents already there: ``insert_else_upsert``); adds the
     record bytes written to ``stats.bytes_written``. Entries of the effect journal go to
     ``plans.effects.flush_effects_plan``."""
-    journal = [p for p in parsed if p[2][0] == FX_KIND]
+    journal = [p for p in parsed if p[2].kind == FX_KIND]
     if journal:
-        parsed = [p for p in parsed if p[2][0] != FX_KIND]
+        parsed = [p for p in parsed if p[2].kind != FX_KIND]
         written = yield from flush_effects_plan(ctx, journal)
         if not parsed:
             return written
         return written + (yield from _copy(ctx, parsed, stats))
     want: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
     put_ms: dict[tuple[str, Any], int] = {}  # (thread, member, field or digest) -> time
-    for eid, tid, (kind, m, fields, *more) in parsed:
+    for eid, tid, entry in parsed:
         at = stream_ms(eid)
-        digests = more[0] if more else []
+        kind, m, fields, digests = entry.kind, entry.member, entry.names, entry.digests
         for name in (*((m, *fields) if kind == "cp" else fields), *digests):
             put_ms[(tid, name)] = max(put_ms.get((tid, name), 0), at)
         want[tid]["it"].update(digests)

@@ -15,13 +15,14 @@ from collections import defaultdict
 from typing import Any
 
 from ..core.ops import Op, Parallel, Pipeline, Plan, Sleep, StreamEntry
+from ..core.outbox_entry import OutboxEntry
 from ..hot.keys import CONSUMER_GROUP
 from ..hot.scripts import ack_settle_op
 from ..plans.context import Context
 from .group import dead_letter_key
 
-Parsed = tuple[bytes, str, list[Any]]
-"""An outbox entry read: ``(entry id, thread_id, payload [kind, member, fields, digests])``."""
+Parsed = tuple[bytes, str, OutboxEntry]
+"""An outbox entry read: ``(entry id, thread_id, the entry)``."""
 Taken = tuple[str, StreamEntry]
 """An entry with the stream it was read from."""
 
@@ -80,8 +81,8 @@ def ack_plan(ctx: Context, parsed: list[Parsed]) -> Plan[tuple[list[bool], int]]
     cfg = ctx.config
     per_stream: dict[str, dict[str, list[tuple[bytes, str]]]] = defaultdict(
         lambda: defaultdict(list))
-    for eid, tid, payload in parsed:
-        per_stream[ctx.outbox_of(tid)][tid].append((eid, payload[1]))
+    for eid, tid, entry in parsed:
+        per_stream[ctx.outbox_of(tid)][tid].append((eid, entry.member))
     ops: list[Op[Any]] = [
         ack_settle_op(stream, CONSUMER_GROUP, cfg.hot_ttl_s, cfg.hot_max_checkpoints,
                       [(ctx.keys(tid).all, entries) for tid, entries in threads.items()])
@@ -89,10 +90,10 @@ def ack_plan(ctx: Context, parsed: list[Parsed]) -> Plan[tuple[list[bool], int]]
     replies = (yield Parallel(ops)) if len(ops) > 1 else [(yield ops[0])]
     by_id: dict[bytes, bool] = {}
     length = 0
-    for threads, (flags, n) in zip(per_stream.values(), replies):
+    for threads, reply in zip(per_stream.values(), replies):
         ids = [eid for entries in threads.values() for eid, _ in entries]
-        by_id.update(zip(ids, (bool(f) for f in flags)))
-        length += int(n)
+        by_id.update(zip(ids, reply.acked))
+        length += reply.outbox_length
     if len(ctx.outboxes) > 1:  # the others' lengths too
         sizes = yield Pipeline([["XLEN", s] for s in ctx.outboxes])
         length = sum(int(x) for x in sizes)

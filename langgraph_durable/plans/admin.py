@@ -82,11 +82,13 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
     # copy after the MongoDB delete finds the tombstone and takes its copy out again, and a
     # late write naming a deleted checkpoint is refused
     durable = [member(d["checkpoint_ns"], d["checkpoint_id"]) for d in held]
-    at_ms, hot = yield delete_thread_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, durable)
+    deleted = yield from ask(delete_thread_op([*keys.all, keys.gone], TOMBSTONE_TTL_S,
+                                              durable))
+    at_ms = deleted.deleted_at_ms
     # the tombstones in MongoDB too, before anything leaves it: asked when Redis cannot
     # answer (it lost its data, its tombstones expired); '*' (the whole thread, as in
     # Redis) lets a flush round fence its blobs and items too (plans/fence.py)
-    yield from record_plan(ctx, thread_id, [*durable, *map(_text, hot), "*"], int(at_ms))
+    yield from record_plan(ctx, thread_id, [*durable, *deleted.held, "*"], at_ms)
     # not what a new run on the thread stored since (flushed while this delete ran)
     before = D.stored_before(thread_id, int(at_ms))
     yield Parallel([
@@ -100,11 +102,6 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
     yield from delete_thread_effects_plan(ctx, thread_id, int(at_ms))  # its effect journal
     # both tiers hold nothing of it now: out of the thread registry (unless a put since)
     yield from forget_plan(ctx, thread_id)
-
-
-def _text(m: bytes | str) -> str:
-    """A member as Redis replied it (bytes), as text."""
-    return m.decode("utf-8", "surrogateescape") if isinstance(m, bytes) else m
 
 
 def _delete_ids(collection: str, ids: Sequence[str]) -> BulkWrite:
@@ -142,9 +139,9 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
     if items:
         ops.append(_delete_ids(cols.items, [D.doc_id(thread_id, d.hex()) for d in items]))
     keys = ctx.keys(thread_id)
-    at_ms = yield delete_parts_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, members,
-                                  blob_fields)
-    yield from record_plan(ctx, thread_id, members, int(at_ms))  # before MongoDB's deletes
+    at_ms = yield from ask(delete_parts_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, members,
+                                           blob_fields))
+    yield from record_plan(ctx, thread_id, members, at_ms)  # before MongoDB's deletes
     yield from remove_effects_plan(ctx, thread_id, members)  # of tasks run from them
     if items:  # after the values naming them
         yield Pipeline([["HDEL", keys.it, *items[i:i + 1000]]
@@ -398,7 +395,7 @@ def release_plan(ctx: Context, thread_id: str) -> Plan[None]:
     keys = ctx.keys(thread_id)
     deadline = ctx.clock.monotonic() + ctx.config.delete_flush_timeout_s
     while True:
-        left = yield release_op(keys.all, TOMBSTONE_TTL_S)
+        left = yield from ask(release_op(keys.all, TOMBSTONE_TTL_S))
         if not left:
             return
         if ctx.clock.monotonic() >= deadline:

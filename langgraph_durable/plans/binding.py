@@ -28,25 +28,16 @@ from typing import Any
 
 from ..core.ops import Pipeline, Plan
 from ..errors import ConfigurationError
+from ..hot import lua
 from ..hot.keys import binding_key
 from .context import Context
 
 FIELDS = ("database", "collection_prefix", "by", "at", "partitions")
 """The fields of the binding hash, in the order ``BIND`` returns them."""
 
-BIND = """
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], 'database', ARGV[1], 'collection_prefix', ARGV[2],
-             'by', ARGV[3], 'at', ARGV[4], 'partitions', ARGV[5])
-else
-  redis.call('HSETNX', KEYS[1], 'partitions', ARGV[5])
-end
-return redis.call('HMGET', KEYS[1], 'database', 'collection_prefix', 'by', 'at', 'partitions')
-"""
-"""Record the binding KEYS[1] = (ARGV[1] database, ARGV[2] collection_prefix, ARGV[3]
-by, ARGV[4] at ms, ARGV[5] outbox partitions) unless one exists (a binding an older
-version recorded without ``partitions`` gets it now); reply the stored ``FIELDS`` (nil for
-a missing one)."""
+BIND = lua.source("bind")
+"""Record the binding unless one exists; reply the stored ``FIELDS`` (``hot/lua/bind.lua``
+names its KEYS and ARGV). Sent as ``EVAL`` (once per process start: not registered)."""
 
 
 @dataclass(frozen=True)

@@ -82,23 +82,21 @@ def delta_history_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str
     in_redis, skip_cursor = True, True  # the target itself is not part of the chain
     while cursor and walk.open:
         if in_redis:
-            code, rows, nxt, item_names, item_values = yield chain_op(
-                keys.all, ns, cursor, REDIS_STEPS, sorted(walk.open))
-            items_of(thread_id, item_names, item_values, walk.items)
-            status = ChainStatus(code)
-            nxt = nxt.decode() if isinstance(nxt, bytes) else nxt
-            for _cid, _cv, wv, seeds, missing in rows:
-                found = {split_field(seeds[i])[1]: unpack_blob(seeds[i + 1], "chain")
-                         for i in range(0, len(seeds), 2)}
-                if missing:
-                    docs = yield from ask(Find(ctx.collections.blobs, {
-                        "_id": {"$in": D.blob_ids(thread_id, [f.decode() for f in missing])}}))
+            chain_reply = yield from ask(chain_op(
+                keys.all, ns, cursor, REDIS_STEPS, sorted(walk.open)))
+            items_of(thread_id, chain_reply.item_digests, chain_reply.item_values, walk.items)
+            status, nxt = chain_reply.status, chain_reply.next
+            for row in chain_reply.rows:
+                found = {split_field(f)[1]: unpack_blob(v, "chain") for f, v in row.seeds}
+                if row.missing:
+                    docs = yield from ask(Find(ctx.collections.blobs, {"_id": {"$in": D.blob_ids(
+                        thread_id, [f.decode() for f in row.missing])}}))
                     docs = yield from C.load_plan(ctx.collections.chunks, docs)
                     for d in docs:
                         f, v = D.blob_value_of(d)
                         if v is not None:
                             found[split_field(f)[1]] = v
-                walk.visit(writes_of(wv, f"redis thread {thread_id!r}"),
+                walk.visit(writes_of(row.write_values, f"redis thread {thread_id!r}"),
                            {ch: v for ch, v in found.items() if v is not None})
             if status is ChainStatus.DONE:
                 break
@@ -149,14 +147,14 @@ def _mongo_segment(ctx: Context, thread_id: str, ns: str, cursor: str, skip_curs
     for d in wdocs:
         w = D.write_of(d)
         writes[d["checkpoint_id"]][(w.task_id, w.idx)] = w
-    for c, raw in zip(cids, parts[0]):
+    for c, raw in zip(cids, parts.write_values):
         merge_writes(writes[c], writes_of(raw, f"redis thread {thread_id!r}"))
-    items_of(thread_id, parts[2], parts[3], walk.items)
+    items_of(thread_id, parts.item_digests, parts.item_values, walk.items)
     blobs: dict[str, Typed | None] = {}
     for d in bdocs:
         f, v = D.blob_value_of(d)
         blobs[f] = v
-    for f, raw in zip(fields, parts[1]):
+    for f, raw in zip(fields, parts.blob_values):
         if raw is not None:
             blobs[f] = unpack_blob(raw, f"redis blob {f!r}")
     for d in chain:

@@ -17,12 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import ormsgpack
-import redis.exceptions
 
 from ..core.ops import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, UpdateDoc, ask
+from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, Typed, member
 from ..durable import documents as D
-from ..errors import CorruptRecordError, OutboxFullError, ReplicationTimeoutError
+from ..errors import (
+    CorruptRecordError,
+    OutboxFullError,
+    ReplicationTimeoutError,
+    ScriptRefused,
+)
 from ..hot.effects import TRUST_FIELD, begin_op, end_op
 from .context import Context
 from .fence import bulk_ignoring_newer, stream_ms
@@ -115,8 +120,8 @@ def _keys(ctx: Context, thread_id: str) -> list[str]:
     return [ctx.keys(thread_id).fx, ctx.keys(thread_id).meta, ctx.outbox_of(thread_id)]
 
 
-def _payload(field: str, size: int) -> bytes:
-    return ormsgpack.packb([FX_KIND, "", [field], [], size])
+def _payload(thread_id: str, field: str, size: int) -> bytes:
+    return OutboxEntry(thread_id, FX_KIND, "", [field], [], size).payload()
 
 
 def _max_outbox(ctx: Context) -> int:
@@ -138,36 +143,38 @@ def begin_plan(ctx: Context, ref: EffectRef, started: Entry) -> Plan[Entry | Non
     ``OutboxFullError`` (nothing stored) when the thread's outbox stream is full."""
     where = ref.describe()
     body = started.body()
-    payload = _payload(ref.field, len(body))
+    payload = _payload(ref.thread_id, ref.field, len(body))
     keys = _keys(ctx, ref.thread_id)
     op = begin_op(keys, ref.thread_id, ref.field, body, payload, _max_outbox(ctx))
     try:
-        reply = yield op
-        if _text(reply[0]) == "ask":
+        reply = yield from ask(op)
+        if reply.status == "ask":
             doc = yield from ask(FindOne(collection(ctx), {"_id": ref.doc_id}))
             raw = bytes(doc["raw"]) if doc is not None else b""
             live = raw if raw and raw[8:9] != b"c" else b""
-            reply = yield begin_op(keys, ref.thread_id, ref.field, body, payload,
-                                   _max_outbox(ctx), floor=int(doc["v"]) if doc else 0,
-                                   checked=True, known=live, hot_ttl_s=ctx.config.hot_ttl_s)
-    except redis.exceptions.ResponseError as exc:
-        if "OUTBOX_FULL" not in str(exc):
+            reply = yield from ask(begin_op(
+                keys, ref.thread_id, ref.field, body, payload, _max_outbox(ctx),
+                floor=int(doc["v"]) if doc else 0, checked=True, known=live,
+                hot_ttl_s=ctx.config.hot_ttl_s))
+    except ScriptRefused as refusal:
+        if refusal.code != "OUTBOX_FULL":
             raise
         raise OutboxFullError(
             f"outbox {ctx.outbox_of(ref.thread_id)!r} holds its share of max_outbox="
             f"{ctx.config.max_outbox} entries not yet in MongoDB; {where} was not "
             "started (its function was not called)") from None
-    if _text(reply[0]) == "new":
+    if reply.status == "new":
         try:
-            yield from _strict_plan(ctx, ref, reply[1], started.at_ms)
+            yield from _strict_plan(ctx, ref, reply.entry, started.at_ms)
         except Exception:  # fn is not called: cleared, so no later execution is in doubt
             cleared = Entry(0, "c", None, None, started.checkpoint_ns, started.checkpoint_id,
                             started.at_ms)
             body = cleared.body()
-            yield end_op(keys, ref.thread_id, ref.field, body, _payload(ref.field, len(body)))
+            yield end_op(keys, ref.thread_id, ref.field, body,
+                         _payload(ref.thread_id, ref.field, len(body)))
             raise
         return None
-    return Entry.unpack(bytes(reply[1]), where)
+    return Entry.unpack(reply.entry, where)
 
 
 def end_plan(ctx: Context, ref: EffectRef, outcome: Entry) -> Plan[None]:
@@ -177,9 +184,9 @@ def end_plan(ctx: Context, ref: EffectRef, outcome: Entry) -> Plan[None]:
     confirm it (the outcome IS stored on the primary and in the outbox)."""
     body = outcome.body()
     op = end_op(_keys(ctx, ref.thread_id), ref.thread_id, ref.field, body,
-                _payload(ref.field, len(body)))
+                _payload(ref.thread_id, ref.field, len(body)))
     try:
-        stored = yield replicated(ctx, op)
+        stored = yield from ask(replicated(ctx, op))
     except ReplicationTimeoutError as exc:
         raise ReplicationTimeoutError(
             f"the outcome of {ref.describe()} IS stored on the Redis primary and in the "
@@ -192,7 +199,7 @@ def end_plan(ctx: Context, ref: EffectRef, outcome: Entry) -> Plan[None]:
     yield from _strict_plan(ctx, ref, stored, outcome.at_ms)
 
 
-def _strict_plan(ctx: Context, ref: EffectRef, stored: Any, at_ms: int) -> Plan[None]:
+def _strict_plan(ctx: Context, ref: EffectRef, stored: bytes, at_ms: int) -> Plan[None]:
     """In ``durability="strict"``, upsert the entry just stored in Redis (``stored``:
     version and body) into MongoDB before ``once`` goes on, as a strict ``put`` does: a
     Redis that loses its data then cannot make a re-execution call ``fn`` again. The
@@ -200,8 +207,7 @@ def _strict_plan(ctx: Context, ref: EffectRef, stored: Any, at_ms: int) -> Plan[
     takes back what a delete overtook)."""
     if ctx.config.durability != "strict":
         return
-    raw = stored if isinstance(stored, bytes) else str(stored).encode()
-    doc = effect_doc(ref.thread_id, ref.field, raw, at_ms)
+    doc = effect_doc(ref.thread_id, ref.field, stored, at_ms)
     yield from bulk_ignoring_newer(collection(ctx), [effect_upsert(doc)])
 
 
@@ -229,7 +235,7 @@ def effect_upsert(doc: Doc) -> UpdateDoc:
                      {"$set": fields, "$setOnInsert": {"put_ms": doc["put_ms"]}}, upsert=True)
 
 
-def flush_effects_plan(ctx: Context, entries: Sequence[tuple[bytes, str, list[Any]]]
+def flush_effects_plan(ctx: Context, entries: Sequence[tuple[bytes, str, OutboxEntry]]
                        ) -> Plan[int]:
     """The flusher's part for the journal's outbox entries (``(entry id, thread_id,
     payload)`` of kind ``fx``): read the entries they name from Redis (one pipeline),
@@ -237,8 +243,8 @@ def flush_effects_plan(ctx: Context, entries: Sequence[tuple[bytes, str, list[An
     whole thread or of the effect's checkpoint newer than the entry) and give each
     journal the ``hot_ttl_s`` of flushed keys. Returns the documents written."""
     at: dict[tuple[str, str], int] = {}
-    for eid, tid, (_kind, _m, fields, *_more) in entries:
-        for f in fields:
+    for eid, tid, entry in entries:
+        for f in entry.names:
             at[(tid, f)] = max(at.get((tid, f), 0), stream_ms(eid))
     by_thread: dict[str, list[str]] = defaultdict(list)
     for tid, f in sorted(at):

@@ -24,6 +24,7 @@ from ..core.ops import (
     WriteModel,
     ask,
 )
+from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, split_field
 from ..durable import documents as D
 from .context import Context
@@ -37,7 +38,7 @@ def stream_ms(entry_id: bytes | str) -> int:
     return int(text.split("-")[0])
 
 
-def take_back_deleted(ctx: Context, entries: list[tuple[bytes, str, list[Any]]]
+def take_back_deleted(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
                       ) -> Plan[None]:
     """The fence: no resurrection by a write to MongoDB that a delete overtook (a
     *stalled round*: a flush round that read its records before a delete and wrote them
@@ -68,7 +69,8 @@ def take_back_deleted(ctx: Context, entries: list[tuple[bytes, str, list[Any]]]
     blobs: list[str] = []
     writes: list[str] = []
     items: list[Op[Any]] = []
-    for eid, tid, (kind, m, fields, *sent) in entries:
+    for eid, tid, entry in entries:
+        kind, m, fields, digests = entry.kind, entry.member, entry.names, entry.digests
         gone = stones.get(tid) or {}
         if not gone or kind == "fx":  # the effect journal's: plans/effects.py takes back
             continue
@@ -76,9 +78,9 @@ def take_back_deleted(ctx: Context, entries: list[tuple[bytes, str, list[Any]]]
         whole = gone.get("*", 0) > at
         m_gone = whole or gone.get(m, 0) > at
         ns, cid = m.split(SEP)
-        if whole and sent and sent[0]:  # items are shared: only those no write stored since
+        if whole and digests:  # items are shared: only those no write stored since
             items.append(DeleteMany(ctx.collections.items, {
-                "_id": {"$in": [D.doc_id(tid, d.hex()) for d in sent[0]]},
+                "_id": {"$in": [D.doc_id(tid, d.hex()) for d in digests]},
                 "put_ms": {"$not": {"$gt": gone["*"]}}}))
         if kind == "cp":
             if m_gone:

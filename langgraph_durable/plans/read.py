@@ -35,7 +35,7 @@ from ..durable import chunks as C
 from ..durable import documents as D
 from ..hot.keys import EPOCH_FIELD
 from ..hot.registry import epoch_complete
-from ..hot.scripts import page_op, parts_op
+from ..hot.scripts import PageReply, PartsReply, page_op, parts_op
 from .context import Context
 
 Row = tuple[CheckpointRecord, dict[tuple[str, int], WriteRecord]]
@@ -207,23 +207,23 @@ def resolve_items_plan(ctx: Context, thread_id: str, values: Sequence[Typed | No
     return None
 
 
-def _decode_page(thread_id: str, reply: Any
+def _decode_page(thread_id: str, reply: PageReply
                  ) -> tuple[list[Row], dict[str, Typed | None], dict[bytes, Typed], list[bytes]]:
-    rows_raw, fields, values, _complete, item_names, item_values = reply
     blobs: dict[str, Typed | None] = {}
-    for f, v in zip(fields, values):
+    for f, v in zip(reply.blob_fields, reply.blob_values):
         if v is not None:
             key = f.decode()
             blobs[key] = unpack_blob(v, f"redis blob {key!r} of thread {thread_id!r}")
     rows: list[Row] = []
-    for m, rec, cv, wv in rows_raw:
-        if not rec:
+    for row in reply.rows:
+        if not row.record:
             continue
-        ns, cid = m.decode().split(SEP)
+        ns, cid = row.member.decode().split(SEP)
         where = f"redis thread {thread_id!r}"
-        rows.append((CheckpointRecord.unpack(ns, cid, rec, cv), writes_of(wv, where)))
+        rows.append((CheckpointRecord.unpack(ns, cid, row.record, row.index),
+                     writes_of(row.write_values, where)))
     items: dict[bytes, Typed] = {}
-    found = items_of(thread_id, item_names, item_values, items)
+    found = items_of(thread_id, reply.item_digests, reply.item_values, items)
     return rows, blobs, items, found
 
 
@@ -268,8 +268,8 @@ def page_plan(
         q["checkpoint_id"] = {"$lt": before}
     q.update(D.metadata_query(filter, ctx.queryable))
     held = ctx.items.held(thread_id)  # items this process can rebuild: not read again
-    reply = yield page_op(keys.all, hi, lo, count, held,
-                          (ctx.registry_of(thread_id), thread_id))
+    reply = yield from ask(page_op(keys.all, hi, lo, count, held,
+                                   (ctx.registry_of(thread_id), thread_id)))
     rows, blobs, items, hot_items = _decode_page(thread_id, reply)
     items.update(held)
     hot_ids = {r.checkpoint_id for r, _ in rows}
@@ -282,8 +282,8 @@ def page_plan(
     # ids may be in MongoDB only
     # meta complete 3: no checkpoint of the thread in Redis, and the complete thread
     # registry lacks it: no tier holds any (a new thread starts while MongoDB is down)
-    complete = reply[3] in (1, 3)
-    newest = reply[3] in (1, 2) and hot_first and not exact
+    complete = reply.complete in (1, 3)
+    newest = reply.complete in (1, 2) and hot_first and not exact
     if not (complete or newest or (hot_first and len(rows) >= count)):
         # only what Redis did not answer: the top `count` of the union is in the two answers
         if hot_ids and not exact:
@@ -324,15 +324,15 @@ def page_plan(
         f, v = D.blob_value_of(d)
         blobs[f] = v
     if cold_recs:
-        (parts,) = results
-        hot_items += items_of(thread_id, parts[2], parts[3], items)
+        parts: PartsReply = results[0]  # PARTS' reply, the last of the round
+        hot_items += items_of(thread_id, parts.item_digests, parts.item_values, items)
         by_cp: dict[str, Writes] = {
             r.checkpoint_id: {} for r in cold_recs
         }
         for d in wdocs:
             w = D.write_of(d)
             by_cp[d["checkpoint_id"]][(w.task_id, w.idx)] = w
-        for r, raw in zip(cold_recs, parts[0]):
+        for r, raw in zip(cold_recs, parts.write_values):
             merge_writes(by_cp[r.checkpoint_id], writes_of(raw, f"redis thread {thread_id!r}"))
         hot_writes.update(by_cp)
     found = [(r, list(hot_writes[r.checkpoint_id].values())) for r, _ in merged]

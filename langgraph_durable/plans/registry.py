@@ -14,8 +14,8 @@ checkpoint of is a field of its partition's registry, once that registry is comp
   ``forget_plan``). Reads take it for absent; its field stays, so the registry also knows
   every thread that may have tombstones: a write naming a checkpoint Redis lacks, of a
   thread a complete registry never saw, is taken without asking MongoDB (PUT/PUT_WRITES,
-  ``_deleted_ref``: a new thread's pending writes before its first put, while MongoDB is
-  down too).
+  ``deleted_refusal`` in ``hot/lua/include/deleted_ref.lua``: a new thread's pending
+  writes before its first put, while MongoDB is down too).
 - The registry becomes complete only when no thread can be outside it
   (``setup_plan``, run by ``setup()`` with the MongoDB part): per partition, claim it
   (epoch ``pending <nonce>``) and read its outbox length; then one ``find_one`` on the
@@ -59,8 +59,8 @@ def setup_plan(ctx: Context) -> Plan[dict[str, str]]:
     nonce = uuid.uuid4().hex
     claims = yield Parallel([claim_op(reg, out, nonce)
                              for reg, out in zip(ctx.registries, ctx.outboxes)])
-    mine = {reg: int(xlen) for reg, (epoch, xlen) in zip(ctx.registries, claims)
-            if not epoch}
+    mine = {reg: claim.outbox_length for reg, claim in zip(ctx.registries, claims)
+            if claim.claimed}
     if not mine:
         return {}
     empty = False
@@ -91,8 +91,8 @@ def forget_plan(ctx: Context, thread_id: str) -> Plan[bool]:
                                   {"_id": 1}))
     if left is not None:
         return False
-    done = yield forget_op(ctx.keys(thread_id).all, ctx.registry_of(thread_id), thread_id)
-    return bool(done)
+    return (yield from ask(forget_op(ctx.keys(thread_id).all, ctx.registry_of(thread_id),
+                                     thread_id)))
 
 
 def rebuild_plan(ctx: Context) -> Plan[int]:

@@ -2,7 +2,7 @@
 
 Every delete (``delete_thread``, ``delete_for_runs``, ``prune``) leaves a tombstone per
 checkpoint it removes in both tiers: in Redis (``ThreadKeys.gone``, 7 days, answered on
-the call path by PUT/PUT_WRITES: ``hot/scripts.py`` ``_deleted_ref``) and in MongoDB
+the call path by PUT/PUT_WRITES: ``hot/lua/include/deleted_ref.lua``) and in MongoDB
 (``Collections.tombstones``, ``tombstone_ttl_s``), written before the delete removes
 anything from MongoDB. MongoDB's are asked only when Redis cannot answer: a write names a
 checkpoint Redis neither holds nor has a tombstone of, on a thread whose tombstones Redis

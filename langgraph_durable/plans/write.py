@@ -7,8 +7,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import ormsgpack
-import redis.exceptions
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     ChannelVersions,
@@ -18,7 +16,8 @@ from langgraph.checkpoint.base import (
 )
 
 from ..core.items import MANIFEST_TYPE, Stored, packed
-from ..core.ops import BulkWrite, Op, Parallel, Plan, Script, Sleep
+from ..core.ops import BulkWrite, Op, Parallel, Plan, Script, Sleep, T, ask
+from ..core.outbox_entry import OutboxEntry
 from ..core.records import (
     SEP,
     CheckpointRecord,
@@ -41,9 +40,10 @@ from ..errors import (
     InvalidIdentifierError,
     OutboxFullError,
     ReplicationTimeoutError,
+    ScriptRefused,
     SerializationError,
 )
-from ..hot.scripts import PutArgs, PutWritesArgs, Refusal
+from ..hot.scripts import PutArgs, PutWritesArgs
 from ..serde.errors import BlobStoreError
 from .context import Context
 from .fence import bulk_ignoring_newer, stream_ms, take_back_deleted
@@ -103,17 +103,17 @@ def _max_outbox(ctx: Context) -> int:
     return -(-m // ctx.partitions) if m else 0
 
 
-def _payload(kind: str, m: str, fields: Sequence[str], items: Mapping[bytes, bytes],
-             size: int) -> bytes:
-    """An outbox entry: ``[kind ("cp"/"w"), member, fields, item digests sent, bytes]``;
-    bytes = the record bytes it names (``size``, the record and its values) plus the
-    items', so a flusher can cut its rounds by size without asking Redis (entries
-    without it are measured with ``HSTRLEN``)."""
+def _payload(tid: str, kind: str, m: str, fields: Sequence[str],
+             items: Mapping[bytes, bytes], size: int) -> bytes:
+    """The payload of an ``OutboxEntry`` of kind ``"cp"``/``"w"`` naming ``fields`` and
+    the digests of ``items``; its size = the record bytes it names (``size``, the record
+    and its values) plus the items', so a flusher can cut its rounds by size without
+    asking Redis (entries without it are measured with ``HSTRLEN``)."""
     size += sum(len(v) for v in items.values())
-    return ormsgpack.packb([kind, m, list(fields), list(items), size])
+    return OutboxEntry(tid, kind, m, list(fields), list(items), size).payload()
 
 
-def replicated(ctx: Context, op: Script) -> Script:
+def replicated(ctx: Context, op: Script[T]) -> Script[T]:
     """``op`` waiting for ``redis_min_replicas`` replicas (``WAIT`` with
     ``redis_wait_timeout_s`` in ms, at least 1), or unchanged when that is 0."""
     n = ctx.config.redis_min_replicas
@@ -153,35 +153,32 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
     pause = 0.005
     while True:
         try:
-            reply = yield replicated(ctx, args.op())
+            reply = yield from ask(replicated(ctx, args.op()))
             break
-        except redis.exceptions.ResponseError as exc:
-            refusal = Refusal.of(exc)
-            if refusal is None:
-                raise
-            if refusal.kind == "MISSING_ITEMS":
+        except ScriptRefused as refusal:
+            if refusal.code == "MISSING_ITEMS":
                 if len(args.items) == len(parts):
                     raise CorruptRecordError(
                         f"Redis refused the items of thread {args.thread_id!r} it was sent "
-                        f"({refusal.value} missing)") from None
+                        f"({refusal.detail} missing)") from None
                 args = _with_every_item(ctx, args, parts)
                 continue
-            if refusal.kind == "DELETED":
-                deleted_at = int(refusal.value)
+            if refusal.code == "DELETED":
+                deleted_at = int(refusal.detail)
                 yield from check_deleted_plan(ctx, args.thread_id, args.named, deleted_at)
                 args = args.checked_through(deleted_at)  # stored again since: refused
                 continue                                  # only by a later delete
-            if refusal.kind == "UNKNOWN":  # Redis cannot tell: MongoDB's tombstones can
+            if refusal.code == "UNKNOWN":  # Redis cannot tell: MongoDB's tombstones can
                 checked = yield from check_unknown_plan(ctx, args.thread_id, args.named)
                 args = args.checked_through(checked)
                 if len(args.items) < len(parts):  # Redis lost the checkpoint: its items
                     args = _with_every_item(ctx, args, parts)  # too, most likely
                 continue
-            if refusal.kind == "STALE_HEAD":
+            if refusal.code == "STALE_HEAD":
                 assert isinstance(args, PutArgs)
                 raise ConcurrentRunError(
                     f"thread {args.thread_id!r} (ns {args.ns!r}) was extended by another "
-                    f"run: its latest checkpoint is now {refusal.value!r}, this run started "
+                    f"run: its latest checkpoint is now {refusal.detail!r}, this run started "
                     f"from {args.expected_head.split(SEP)[-1]!r}; nothing was written. "
                     "Reload the thread and retry (or set on_concurrent_run='fork')"
                 ) from None
@@ -194,11 +191,9 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
             yield Sleep(pause)
             pause = min(pause * 2, 0.1)
     ctx.items.learn(args.thread_id, parts)
-    if isinstance(reply, list):  # PUT stored a checkpoint_id below the namespace's newest
-        entry, newest = reply
-        _warn_not_increasing(args, newest.decode() if isinstance(newest, bytes) else newest)
-        return entry  # type: ignore[no-any-return]
-    return reply  # type: ignore[no-any-return]
+    if reply.newest is not None:  # PUT stored a checkpoint_id below the namespace's newest
+        _warn_not_increasing(args, reply.newest)
+    return reply.entry_id
 
 
 def _with_every_item(ctx: Context, args: PutArgs | PutWritesArgs,
@@ -207,11 +202,12 @@ def _with_every_item(ctx: Context, args: PutArgs | PutWritesArgs,
     process took as held there: ``ctx.items`` forgets the thread's), with its outbox
     entry's byte count made again."""
     ctx.items.forget(args.thread_id)
-    kind, m, fields, sent, *size = ormsgpack.unpackb(args.payload)
+    entry = OutboxEntry.of_payload(args.thread_id, args.payload)
     every = packed(parts, pack_blob)
     # the entry's bytes: its record's (the total less the items first sent) plus every item's
-    record_bytes = (size[0] if size else 0) - sum(len(args.items.get(d, b"")) for d in sent)
-    return args.with_items(every, _payload(kind, m, fields, every, record_bytes))
+    record_bytes = (entry.size or 0) - sum(len(args.items.get(d, b"")) for d in entry.digests)
+    return args.with_items(every, _payload(args.thread_id, entry.kind, entry.member,
+                                           entry.names, every, record_bytes))
 
 
 def _warn_not_increasing(args: PutArgs | PutWritesArgs, newest: str) -> None:
@@ -304,7 +300,7 @@ def prepare_put(
     keys = ctx.put_keys(tid)  # with the thread's registry: the put registers the thread
     args = PutArgs(
         keys=keys, max_outbox=_max_outbox(ctx), thread_id=tid,
-        payload=_payload("cp", m, [f for f, _ in blobs], send, size), member=m, ns=ns,
+        payload=_payload(tid, "cp", m, [f for f, _ in blobs], send, size), member=m, ns=ns,
         record=record, index=rec.pack_index(), expected_head=expect, new_thread=fresh,
         named=_named(config, ns, parent), checked_through_ms=0,
         blobs=packed_blobs, items=send)
@@ -334,7 +330,8 @@ def put_plan(ctx: Context, put: PreparedPut) -> Plan[RunnableConfig]:
         yield Parallel(ops)
         # a delete that ran since the Redis write must not be undone by this MongoDB write
         yield from take_back_deleted(
-            ctx, [(entry, tid, ["cp", put.args.member, [f for f, _ in put.blobs]])])
+            ctx, [(entry, tid, OutboxEntry(tid, "cp", put.args.member,
+                                           [f for f, _ in put.blobs]))])
     return config_of(tid, ns, cid)
 
 
@@ -398,7 +395,8 @@ def prepare_put_writes(
     args = PutWritesArgs(
         keys=ctx.put_keys(tid), max_outbox=_max_outbox(ctx),
         thread_id=tid,
-        payload=_payload("w", m, fields, send, sum(len(b) for _, b, _ in packed_writes)),
+        payload=_payload(tid, "w", m, fields, send,
+                         sum(len(b) for _, b, _ in packed_writes)),
         member=m, checked_through_ms=0, writes=packed_writes, items=send)
     return PreparedWrites(tid, ns, cid, recs, args, parts)
 
@@ -422,5 +420,6 @@ def put_writes_plan(ctx: Context, prepared: PreparedWrites | None) -> Plan[None]
         yield from bulk_ignoring_newer(ctx.collections.writes,
                                        [D.upsert_write(d) for d in docs])
         fields = [f for f, _, _ in prepared.args.writes]
-        yield from take_back_deleted(ctx, [(entry, tid, ["w", prepared.args.member, fields])])
+        yield from take_back_deleted(
+            ctx, [(entry, tid, OutboxEntry(tid, "w", prepared.args.member, fields))])
     return None

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis.exceptions
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable.config import DurableConfig
-from langgraph_durable.core.ops import Op, Parallel, Plan, Sleep
+from langgraph_durable.core.ops import Op, Parallel, Plan, Script, Sleep
+from langgraph_durable.errors import ScriptRefused
 from langgraph_durable.io.drivers import run_with
 from langgraph_durable.plans.context import Clock, Context, partitions_for
 
@@ -48,9 +48,10 @@ def context(*, cluster: bool = False, **options: Any) -> Context:
                    clock=FakeClock(), partitions=partitions_for(cfg, cluster))
 
 
-def refused(text: str) -> redis.exceptions.ResponseError:
-    """The error a Lua script's ``redis.error_reply(text)`` raises in redis-py."""
-    return redis.exceptions.ResponseError(text)
+def refused(text: str, script: str = "put") -> ScriptRefused:
+    """The error the drivers raise for a Lua script's ``redis.error_reply(text)`` (a code
+    its operation declares): ``ScriptRefused``."""
+    return ScriptRefused.parse(script, text)
 
 
 @dataclass
@@ -80,7 +81,10 @@ def drive(plan: Plan[Any], answer: Callable[[Op[Any]], Any],
             return None
         if isinstance(op, Parallel):
             return [reply(o) for o in op.ops]
-        return answer(op)
+        got = answer(op)
+        if isinstance(op, Script) and isinstance(got, (list, tuple, bytes, int)):
+            return op.reply_of(got)  # a raw reply, decoded as the drivers decode it
+        return got
 
     out.result = run_with(plan, reply)
     return out

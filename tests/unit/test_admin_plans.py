@@ -20,6 +20,7 @@ from langgraph_durable.core.records import member
 from langgraph_durable.durable import documents as D
 from langgraph_durable.errors import FlushTimeoutError
 from langgraph_durable.hot.keys import TOMBSTONE_TTL_S
+from langgraph_durable.hot.scripts import DeleteThreadReply
 from langgraph_durable.plans import admin
 
 from .stepping import Drive, FakeClock, context, drive
@@ -82,7 +83,7 @@ def test_delete_thread_tombstones_in_redis_before_deleting_in_mongodb() -> None:
         if isinstance(op, Find):  # checkpoints only MongoDB holds
             return [{"checkpoint_ns": "", "checkpoint_id": IDS[0]}]
         if isinstance(op, Script):  # deletion time (ms), the members Redis held
-            return [1700000000123, [member("", IDS[1]).encode()]]
+            return DeleteThreadReply(1700000000123, [member("", IDS[1])])
         return None
 
     done = drive(admin.delete_thread_plan(ctx, "t"), answer)

@@ -7,18 +7,24 @@ from typing import Any
 
 from langgraph_durable.core.ops import Find, Op, Script
 from langgraph_durable.durable import documents as D
-from langgraph_durable.hot.scripts import ChainStatus
+from langgraph_durable.hot.scripts import ChainReply, ChainRow, ChainStatus, PartsReply
 from langgraph_durable.plans import delta
 
 from .stepping import context, drive
 from .test_read_plans import IDS, stored, writes
 
 
-def chain_row(p: Any, ws: list[Any], seed: bool, missing: bool = False) -> list[Any]:
+def chain_row(p: Any, ws: list[Any], seed: bool, missing: bool = False) -> ChainRow:
     """A CHAIN row for ancestor ``p``: its writes, its blob as a seed or as missing."""
     (field, value), = p.args.blobs
-    return [p.checkpoint_id.encode(), p.args.index, [w.pack() for w in ws],
-            [field.encode(), value] if seed else [], [field.encode()] if missing else []]
+    return ChainRow(p.checkpoint_id.encode(), p.args.index, [w.pack() for w in ws],
+                    [(field.encode(), value)] if seed else [],
+                    [field.encode()] if missing else [])
+
+
+def chain(status: ChainStatus, rows: list[ChainRow], nxt: str) -> ChainReply:
+    """A CHAIN reply naming no items (no list values)."""
+    return ChainReply(status, rows, nxt, [], [])
 
 
 def history(ctx: Any, answer: Any, target: str = IDS[2]) -> tuple[list[str], Any]:
@@ -30,8 +36,7 @@ def test_a_chain_redis_holds_is_one_script_call() -> None:
     ctx = context()
     p1 = stored(ctx, 1, "seed-1")
     w1 = writes(ctx, 1, [("v", "w1")])
-    kinds, got = history(ctx, lambda op: [ChainStatus.DONE, [chain_row(p1, w1, True)], b"",
-                                          [], []])
+    kinds, got = history(ctx, lambda op: chain(ChainStatus.DONE, [chain_row(p1, w1, True)], ""))
     assert kinds == ["chain"]
     assert got == {"v": {"writes": [("task", "v", "w1")], "seed": "seed-1"}}
 
@@ -44,7 +49,7 @@ def test_a_chain_leaving_redis_goes_on_in_mongodb_from_that_ancestor() -> None:
 
     def answer(op: Op[Any]) -> Any:
         if isinstance(op, Script) and op.name == "chain":  # IDS[1] in Redis without seed
-            return [ChainStatus.LEFT_REDIS, [chain_row(p1, w1, False)], IDS[0].encode(), [], []]
+            return chain(ChainStatus.LEFT_REDIS, [chain_row(p1, w1, False)], IDS[0])
         if isinstance(op, Find) and op.collection == cols.checkpoints:
             return [D.checkpoint_doc("t", p0.record)]
         if isinstance(op, Find) and op.collection == cols.writes:
@@ -52,7 +57,7 @@ def test_a_chain_leaving_redis_goes_on_in_mongodb_from_that_ancestor() -> None:
         if isinstance(op, Find) and op.collection == cols.blobs:
             return [D.blob_doc("t", f, v) for f, v in p0.blobs]
         if isinstance(op, Script) and op.name == "parts":
-            return [[[]], [None], [], []]  # no writes, blob, items in Redis
+            return PartsReply([[]], [None], [], [])  # no writes, blob, items in Redis
         raise AssertionError(op)
 
     kinds, got = history(ctx, answer)
@@ -69,8 +74,8 @@ def test_a_blob_redis_lacks_is_read_from_mongodb_and_the_walk_goes_on() -> None:
     def answer(op: Op[Any]) -> Any:
         if isinstance(op, Script):
             calls.append(list(op.args))
-            return [ChainStatus.BLOB_MISSING, [chain_row(p1, [], False, missing=True)],
-                    IDS[1].encode(), [], []]
+            return chain(ChainStatus.BLOB_MISSING, [chain_row(p1, [], False, missing=True)],
+                         IDS[1])
         assert isinstance(op, Find) and op.collection == ctx.collections.blobs
         return [D.blob_doc("t", f, v) for f, v in p1.blobs]
 
@@ -83,8 +88,8 @@ def test_a_blob_redis_lacks_is_read_from_mongodb_and_the_walk_goes_on() -> None:
 def test_the_step_limit_continues_from_the_last_ancestor() -> None:
     ctx = context()
     p1, p0 = stored(ctx, 1, "x"), stored(ctx, 0, "seed-0")
-    replies = [[ChainStatus.STEP_LIMIT, [chain_row(p1, [], False)], IDS[1].encode(), [], []],
-               [ChainStatus.DONE, [chain_row(p0, [], True)], b"", [], []]]
+    replies = [chain(ChainStatus.STEP_LIMIT, [chain_row(p1, [], False)], IDS[1]),
+               chain(ChainStatus.DONE, [chain_row(p0, [], True)], "")]
     sent: list[Any] = []
 
     def answer(op: Op[Any]) -> Any:
@@ -104,7 +109,7 @@ def test_a_target_redis_does_not_hold_starts_from_its_mongodb_record() -> None:
 
     def answer(op: Op[Any]) -> Any:
         if isinstance(op, Script) and op.name == "chain":
-            return [ChainStatus.TARGET_NOT_IN_REDIS, [], IDS[1].encode(), [], []]
+            return chain(ChainStatus.TARGET_NOT_IN_REDIS, [], IDS[1])
         if isinstance(op, Find) and op.collection == cols.checkpoints:
             assert op.filter["checkpoint_id"] == {"$lte": IDS[1]}
             return [D.checkpoint_doc("t", p1.record), D.checkpoint_doc("t", p0.record)]
@@ -112,7 +117,7 @@ def test_a_target_redis_does_not_hold_starts_from_its_mongodb_record() -> None:
             return [D.blob_doc("t", f, v) for f, v in p0.blobs]
         if isinstance(op, Find):
             return []
-        return [[[]], [None], [], []]  # PARTS: no writes, blob, items in Redis
+        return PartsReply([[]], [None], [], [])  # PARTS: no writes, blob, items in Redis
 
     kinds, got = history(ctx, answer, target=IDS[1])
     assert kinds == ["chain", "Find", "Parallel", "Find", "Find", "parts"]

@@ -24,6 +24,7 @@ from langgraph_durable.core.ops import (
 from langgraph_durable.core.records import member
 from langgraph_durable.durable import documents as D
 from langgraph_durable.hot.keys import CONSUMER_GROUP
+from langgraph_durable.hot.scripts import AckSettleReply
 from langgraph_durable.outbox.flusher import BatchStats, Flusher, flush_batch_plan
 from langgraph_durable.outbox.group import dead_letter_key
 from langgraph_durable.plans.fence import insert_else_upsert
@@ -84,7 +85,7 @@ class Tiers:
             return self.mongo_tombstones
         if isinstance(op, Script) and op.name == "ack_settle":
             n = (len(op.args) - 4) // 2  # one thread: group, ttl, maxhot, k, (id, member)...
-            return [[self.acked] * n, 0]
+            return AckSettleReply([bool(self.acked)] * n, 0)
         return None  # MongoDB writes
 
 

@@ -13,6 +13,7 @@ from langgraph_durable.core.items import parse_stored
 from langgraph_durable.core.ops import Aggregate, Find, Op, Script
 from langgraph_durable.core.records import WriteRecord, member, pack_blob, unpack_blob
 from langgraph_durable.durable import documents as D
+from langgraph_durable.hot.scripts import PageReply, PageRow, PartsReply
 from langgraph_durable.plans import read, write
 
 from .stepping import context, drive
@@ -41,15 +42,17 @@ def writes(ctx: Any, i: int, pairs: list[tuple[str, Any]], seq: int = 0) -> list
     return prepared.records
 
 
-def hot_row(p: write.PreparedPut, ws: list[WriteRecord] = ()) -> list[Any]:  # type: ignore[assignment]
-    return [member("", p.checkpoint_id).encode(), p.args.record, p.args.index,
-            [w.pack() for w in ws]]
+def hot_row(p: write.PreparedPut, ws: list[WriteRecord] = ()) -> PageRow:  # type: ignore[assignment]
+    return PageRow(member("", p.checkpoint_id).encode(), p.args.record, p.args.index,
+                   [w.pack() for w in ws])
 
 
-def page_reply(rows: list[Any], blobs: list[write.PreparedPut], complete: int) -> list[Any]:
-    fields = [f.encode() for p in blobs for f, _ in p.args.blobs]
-    values = [v for p in blobs for _, v in p.args.blobs]
-    return [rows, fields, values, complete, [], []]  # no items (no list values)
+def page_reply(rows: list[PageRow], blobs: list[write.PreparedPut], complete: int,
+               items: dict[bytes, bytes] | None = None) -> PageReply:
+    items = items or {}  # none: no list values
+    return PageReply(rows, [f.encode() for p in blobs for f, _ in p.args.blobs],
+                     [v for p in blobs for _, v in p.args.blobs], complete, list(items),
+                     list(items.values()))
 
 
 def test_latest_of_a_thread_redis_holds_whole_is_one_script_call() -> None:
@@ -99,7 +102,7 @@ def test_a_page_redis_answers_partly_reads_the_rest_from_mongodb() -> None:
         if isinstance(op, Aggregate) and op.collection == cols.writes:
             return [D.write_doc("t", "", IDS[0], w) for w in mongo_w]
         if isinstance(op, Script) and op.name == "parts":  # writes made after expiry
-            return [[[w.pack() for w in redis_w]], [], [], []]  # no blobs asked, no items
+            return PartsReply([[w.pack() for w in redis_w]], [], [], [])  # no blobs, no items
         raise AssertionError(op)
 
     done = drive(read.page_plan(ctx, "t", "", count=2), answer)
@@ -158,8 +161,7 @@ def test_a_list_value_redis_holds_comes_with_its_items_in_the_page_reply() -> No
     ctx = context()
     p = stored(ctx, 0, ["a", "b"])
     assert len(p.parts) == 2  # two items, no node
-    reply = page_reply([hot_row(p)], [p], complete=1)
-    reply[4:] = [list(p.parts), list(p.parts.values())]  # PAGE: item digests, values
+    reply = page_reply([hot_row(p)], [p], complete=1, items=dict(p.parts))
     done = drive(read.get_tuple_plan(ctx, "t", "", None), lambda op: reply)
     assert done.kinds() == ["page"]  # nothing asked of MongoDB
     assert ctx.items.unknown("t", p.parts, pack_blob) == p.parts
@@ -185,7 +187,7 @@ def test_one_checkpoint_only_mongodb_holds_joins_its_items_in_the_same_round() -
         if isinstance(op, Aggregate) and op.collection == cols.writes:
             return []
         if isinstance(op, Script) and op.name == "parts":
-            return [[[]], [], [], []]
+            return PartsReply([[]], [], [], [])
         raise AssertionError(op)
 
     done = drive(read.get_tuple_plan(ctx, "t", "", None), answer)
@@ -211,9 +213,8 @@ def test_items_this_process_can_rebuild_are_not_read_again() -> None:
     def reply(held: bytes) -> Any:
         def answer(op: Op[Any]) -> Any:
             assert isinstance(op, Script) and op.args[3] == held
-            names = [d for d in p.args.items if d not in held]
-            return [[hot_row(p)], *page_reply([], [p], 1)[1:4], names,
-                    [p.args.items[d] for d in names]]
+            return page_reply([hot_row(p)], [p], 1,
+                              {d: v for d, v in p.args.items.items() if d not in held})
         return answer
 
     first = drive(read.get_tuple_plan(ctx, "t", "", None), reply(b""))

@@ -1,0 +1,71 @@
+"""The outbox stream entry, one shape for the side that writes it and the side that reads
+it (sans-I/O).
+
+A writing script (PUT, PUT_WRITES, EFFECT_BEGIN/END: ``hot/lua``) appends to the thread's
+outbox stream the entry ``{t: thread_id, p: payload}``; ``payload`` is msgpack of
+``[kind, member, fields, digests, size]``. The flusher reads it back (``outbox/rounds.py``)
+and copies what it names from Redis to MongoDB. ``OutboxEntry`` packs and unpacks it, so
+no other module knows a position: the stream entry's bytes are exactly those of the
+versions before it (entries of older versions lack ``size``, or ``digests`` too; they read
+back with ``size`` None and no digests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import ormsgpack
+
+THREAD_FIELD = b"t"
+"""Stream entry field: the thread_id (utf-8)."""
+PAYLOAD_FIELD = b"p"
+"""Stream entry field: the packed payload."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """One outbox entry of ``thread_id``. ``kind``: ``"cp"``, ``"w"`` or ``"fx"``;
+    ``member``: the checkpoint it belongs to (``ns NUL checkpoint_id``; ``""`` for
+    ``fx``); ``names``: the Redis hash fields it names (a ``cp``'s blob fields, a ``w``'s
+    write fields, an ``fx``'s journal fields); ``digests``: the items sent with it
+    (16-byte digests, ``core/items.py``); ``size``: the record bytes it names plus its
+    items' (a flusher cuts rounds by it; None in entries of older versions, which it
+    measures in Redis)."""
+
+    thread_id: str
+    kind: str
+    member: str
+    names: Sequence[str] = ()
+    digests: Sequence[bytes] = field(default_factory=list)
+    size: int | None = None
+
+    def payload(self) -> bytes:
+        """The packed payload (stream field ``p``): msgpack of ``[kind, member, names,
+        digests, size]`` (``size`` left out when None, as older versions wrote it)."""
+        body: list[object] = [self.kind, self.member, list(self.names), list(self.digests)]
+        if self.size is not None:
+            body.append(self.size)
+        return ormsgpack.packb(body)
+
+    def fields(self) -> dict[bytes, bytes]:
+        """The stream entry's fields (as ``XADD`` in the Lua writes them)."""
+        return {THREAD_FIELD: self.thread_id.encode(), PAYLOAD_FIELD: self.payload()}
+
+    @classmethod
+    def of(cls, fields: Mapping[bytes, bytes]) -> OutboxEntry:
+        """The entry of a stream entry's ``fields``; raises ``KeyError`` without ``t`` or
+        ``p``, ``ormsgpack.MsgpackDecodeError``/``ValueError`` for a payload that is not
+        one (the flusher moves such an entry to the dead-letter stream)."""
+        return cls.of_payload(fields[THREAD_FIELD].decode(), fields[PAYLOAD_FIELD])
+
+    @classmethod
+    def of_payload(cls, thread_id: str, payload: bytes) -> OutboxEntry:
+        """The entry of ``thread_id`` whose packed payload is ``payload``."""
+        body = ormsgpack.unpackb(payload)
+        if not isinstance(body, list) or len(body) < 3:
+            raise ValueError(f"outbox payload of thread {thread_id!r} is not "
+                             f"[kind, member, fields, ...]: {body!r}")
+        size = body[4] if len(body) > 4 and isinstance(body[4], int) else None
+        return cls(thread_id, body[0], body[1], list(body[2]),
+                   list(body[3]) if len(body) > 3 else [], size)

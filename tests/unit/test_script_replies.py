@@ -1,0 +1,74 @@
+"""Typed script replies and the outbox entry: the only places that know positions."""
+
+from __future__ import annotations
+
+import ormsgpack
+
+from langgraph_durable.core.outbox_entry import OutboxEntry
+from langgraph_durable.errors import ScriptRefused
+from langgraph_durable.hot.effects import BeginReply
+from langgraph_durable.hot.registry import ClaimReply
+from langgraph_durable.hot.scripts import (
+    AckSettleReply,
+    ChainReply,
+    ChainRow,
+    ChainStatus,
+    DeleteThreadReply,
+    PageReply,
+    PageRow,
+    PartsReply,
+    PutReply,
+    chain_op,
+    page_op,
+)
+
+
+def test_put_replies_the_entry_id_alone_or_with_the_newest_checkpoint_id() -> None:
+    assert PutReply.of(b"1-0") == PutReply(b"1-0", None)
+    assert PutReply.of([b"1-0", b"cid-9"]) == PutReply(b"1-0", "cid-9")
+
+
+def test_page_reply_names_rows_values_completeness_and_items() -> None:
+    raw = [[[b"\x00c1", b"rec", b"cv", [b"w1", None]]], [b"f"], [None], 1, [b"d" * 16], [b"i"]]
+    assert PageReply.of(raw) == PageReply(
+        rows=[PageRow(b"\x00c1", b"rec", b"cv", [b"w1", None])], blob_fields=[b"f"],
+        blob_values=[None], complete=1, item_digests=[b"d" * 16], item_values=[b"i"])
+    assert page_op(["k"] * 9, "[a", "[a", 1).reply_of(raw) == PageReply.of(raw)
+
+
+def test_chain_reply_pairs_each_rows_seeds_and_names_its_status() -> None:
+    raw = [2, [[b"c1", b"cv", [], [b"f1", b"v1", b"f2", b"v2"], [b"f3"]]], b"c1", [], []]
+    assert chain_op(["k"] * 9, "", "c2", 8, ["ch"]).reply_of(raw) == ChainReply(
+        ChainStatus.BLOB_MISSING, [ChainRow(b"c1", b"cv", [], [(b"f1", b"v1"), (b"f2", b"v2")],
+                                            [b"f3"])], "c1", [], [])
+
+
+def test_the_other_replies_read_their_fields() -> None:
+    assert PartsReply.of([[[b"w"]], [b"v"], [], []]) == PartsReply([[b"w"]], [b"v"], [], [])
+    assert DeleteThreadReply.of([17, [b"\x00c1"]]) == DeleteThreadReply(17, ["\x00c1"])
+    assert AckSettleReply.of([[1, 0], 5]) == AckSettleReply([True, False], 5)
+    assert ClaimReply.of([b"", 3]).claimed and ClaimReply.of([b"", 3]).outbox_length == 3
+    assert not ClaimReply.of([b"complete n", -1]).claimed
+    assert BeginReply.of([b"ask"]) == BeginReply("ask", b"")
+    assert BeginReply.of([b"new", b"00000001s.."]) == BeginReply("new", b"00000001s..")
+
+
+def test_a_refusal_splits_its_code_from_its_detail() -> None:
+    r = ScriptRefused.parse("put", "STALE_HEAD 1ef-cid")
+    assert (r.script, r.code, r.detail) == ("put", "STALE_HEAD", "1ef-cid")
+    assert (ScriptRefused.parse("put", "OUTBOX_FULL").code,
+            ScriptRefused.parse("put", "OUTBOX_FULL").detail) == ("OUTBOX_FULL", "")
+
+
+def test_an_outbox_entry_packs_to_the_bytes_earlier_versions_wrote() -> None:
+    entry = OutboxEntry("t-1", "cp", "\x00c1", ["\x00ch\x001"], [b"d" * 16], 42)
+    assert entry.payload() == ormsgpack.packb(["cp", "\x00c1", ["\x00ch\x001"], [b"d" * 16], 42])
+    assert entry.fields() == {b"t": b"t-1", b"p": entry.payload()}
+    assert OutboxEntry.of(entry.fields()) == entry
+
+
+def test_an_outbox_entry_of_an_older_version_reads_without_size_or_digests() -> None:
+    fields = {b"t": b"t-1", b"p": ormsgpack.packb(["w", "\x00c1", ["f"]])}
+    assert OutboxEntry.of(fields) == OutboxEntry("t-1", "w", "\x00c1", ["f"], [], None)
+    fields = {b"t": b"t-1", b"p": ormsgpack.packb(["cp", "\x00c1", [], []])}
+    assert OutboxEntry.of(fields).size is None
