@@ -17,7 +17,7 @@ from redis.crc import key_slot
 from langgraph_durable import DurableSaver, TierUnavailableError
 from langgraph_durable.config import DurableConfig
 from langgraph_durable.hot.keys import EPOCH_FIELD
-from langgraph_durable.hot.registry import ClaimReply, claim_op, settle_op
+from langgraph_durable.hot.registry import ClaimReply, claim_op, decide_op
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.io.redis_urls import redis_client_from_url
 from langgraph_durable.testing import drop_key_prefix, mongo_server, unique_options, wait_for
@@ -214,14 +214,14 @@ def test_a_registry_claimed_again_or_lost_is_settled_only_by_the_standing_claim(
 
     assert run(claim_op(reg, outbox, "a")) == ClaimReply(b"", 0)
     assert run(claim_op(reg, outbox, "b")) == ClaimReply(b"", 0)  # a second saver setting up
-    assert run(settle_op(reg, "a", "complete")) is False  # its claim was taken over
+    assert run(decide_op(reg, "a", "complete")) is False  # its claim was taken over
     assert redis_client.hget(reg, EPOCH_FIELD) == b"pending b"
     redis_client.delete(reg)  # lost between claim and settle
     redis_client.hset(reg, "t", 1)  # a put recreates it
-    assert run(settle_op(reg, "b", "complete")) is False
+    assert run(decide_op(reg, "b", "complete")) is False
     assert redis_client.hget(reg, EPOCH_FIELD) is None
     assert run(claim_op(reg, outbox, "c")) == ClaimReply(b"", 0)
-    assert run(settle_op(reg, "c", "complete")) is True
+    assert run(decide_op(reg, "c", "complete")) is True
     assert run(claim_op(reg, outbox, "d")) == ClaimReply(b"complete c", -1)  # decided: kept
 
 

@@ -21,7 +21,7 @@ from ..core.ops import Script
 from . import lua
 from .keys import EPOCH_FIELD
 
-REGISTRY_SCRIPTS = lua.sources(("registry_claim", "registry_settle", "registry_forget"))
+REGISTRY_SCRIPTS = lua.sources(("registry_claim", "registry_decide", "registry_forget"))
 """Script name -> Lua source of the registry scripts (``hot/lua/registry_*.lua``; part of
 ``SCRIPTS``). Their Lua names ``EPOCH_FIELD`` as ``'\\0epoch'``."""
 assert EPOCH_FIELD == "\x00epoch"
@@ -71,10 +71,10 @@ def claim_op(registry: str, outbox: str, nonce: str, *,
                   decode=ClaimReply.of)
 
 
-def settle_op(registry: str, nonce: str, state: str) -> Script[bool]:
-    """REGISTRY_SETTLE: the claim ``nonce`` decides ``state`` (``COMPLETE``/``PARTIAL``).
+def decide_op(registry: str, nonce: str, state: str) -> Script[bool]:
+    """REGISTRY_DECIDE: the claim ``nonce`` decides ``state`` (``COMPLETE``/``PARTIAL``).
     Replies True if it still held the claim."""
-    return Script("registry_settle", [registry], [nonce, state], decode=bool)
+    return Script("registry_decide", [registry], [nonce, state], decode=bool)
 
 
 def forget_op(thread_keys: Sequence[str], registry: str, thread_id: str) -> Script[bool]:

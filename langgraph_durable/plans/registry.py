@@ -42,7 +42,7 @@ from collections import defaultdict
 
 from ..core.ops import Aggregate, FindOne, Parallel, Pipeline, Plan, Scan, ask
 from ..hot.keys import EPOCH_FIELD
-from ..hot.registry import COMPLETE, PARTIAL, claim_op, forget_op, settle_op
+from ..hot.registry import COMPLETE, PARTIAL, claim_op, decide_op, forget_op
 from .context import Context
 from .threads import hot_thread_ids, hot_thread_pattern
 
@@ -70,8 +70,8 @@ def setup_plan(ctx: Context) -> Plan[dict[str, str]]:
                                FindOne(cols.tombstones, {}, {"_id": 1})])
         empty = all(d is None for d in docs)
     states = {reg: COMPLETE if empty and not xlen else PARTIAL for reg, xlen in mine.items()}
-    settled = yield Parallel([settle_op(reg, nonce, st) for reg, st in states.items()])
-    return {reg: st for (reg, st), ok in zip(states.items(), settled) if ok}
+    decided = yield Parallel([decide_op(reg, nonce, st) for reg, st in states.items()])
+    return {reg: st for (reg, st), ok in zip(states.items(), decided) if ok}
 
 
 def register_plan(ctx: Context, thread_id: str) -> Plan[None]:
@@ -101,7 +101,7 @@ def rebuild_plan(ctx: Context) -> Plan[int]:
     data). Safe while applications run: the registries are claimed first (``pending``: not
     trusted meanwhile); then every thread with a checkpoint index in Redis (``SCAN``), then
     every thread_id of the checkpoints collection (one ``$group``), is registered; then each
-    registry is settled ``complete`` if its claim still stands. A thread leaves Redis only
+    registry is decided ``complete`` if its claim still stands. A thread leaves Redis only
     after reaching MongoDB (its keys expire once flushed), so reading Redis before MongoDB
     misses none; what is stored meanwhile is registered by its own PUT or
     ``register_plan``. Returns how many thread_ids were registered. Reads every thread: an
@@ -126,7 +126,7 @@ def rebuild_plan(ctx: Context) -> Plan[int]:
     for reg, pairs in by_registry.items():  # one pipeline per registry (one slot each)
         yield Pipeline([["HSET", reg, *[x for p in pairs[i:i + BATCH] for x in p]]
                         for i in range(0, len(pairs), BATCH)])
-    yield Parallel([settle_op(reg, nonce, COMPLETE) for reg in ctx.registries])
+    yield Parallel([decide_op(reg, nonce, COMPLETE) for reg in ctx.registries])
     return len(threads)
 
 
