@@ -61,8 +61,8 @@ from .result import Result
 from .tiers import mongo_checkpoints, mongo_writes, redis_checkpoints, redis_writes
 
 # A copy of an outbox entry counted as a put counts it (see Interleaving.readd), the
-# thread's incarnation ('born') included: a counted entry is never older than 'born', or
-# the settle that skips older incarnations' entries would leave it counted forever. A
+# thread's generation ('born') included: a counted entry is never older than 'born', or
+# the settle that skips older generations' entries would leave it counted forever. A
 # thread deleted since (no meta) gets its copy uncounted, as a retried put of it would be
 # refused. KEYS: the thread's nine keys, its outbox partition; ARGV: member, thread_id,
 # payload.

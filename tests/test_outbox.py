@@ -161,7 +161,7 @@ def test_a_poison_entry_goes_to_the_dead_letter_stream_and_the_rest_flows(
 
 
 @pytest.mark.parametrize("redis_lost_the_tombstones", [False, True])
-def test_a_stalled_flush_round_that_writes_after_a_delete_takes_its_copy_back(
+def test_a_stalled_flush_round_that_writes_after_a_delete_is_fenced(
     redis_url, mongo_url, redis_client, redis_lost_the_tombstones
 ) -> None:
     from langgraph_durable.core.ops import BulkWrite
@@ -170,11 +170,11 @@ def test_a_stalled_flush_round_that_writes_after_a_delete_takes_its_copy_back(
     opts = unique_options(flusher="off", claim_idle_s=0.01)
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
         write_history(saver, "z", 3)
-        # the zombie reads the entries and their records, then stalls before writing
-        zombie = flush_batch_plan(saver.context, "zombie", block_ms=0, claim=False)
-        op, result = zombie.send(None), None
+        # the stalled round reads the entries and their records, then stalls before writing
+        stalled = flush_batch_plan(saver.context, "stalled", block_ms=0, claim=False)
+        op, result = stalled.send(None), None
         while not isinstance(op, BulkWrite):
-            op = zombie.send(execute_sync(op, saver.sync_clients))
+            op = stalled.send(execute_sync(op, saver.sync_clients))
         # meanwhile another flusher claims the idle entries and flushes them
         wait_for(lambda: all(  # the entries are idle past claim_idle_s (10 ms)
             p["time_since_delivered"] > 10 for p in redis_client.xpending_range(
@@ -186,11 +186,11 @@ def test_a_stalled_flush_round_that_writes_after_a_delete_takes_its_copy_back(
         assert [len(v) for v in mongo_docs(saver).values()] == [0, 0, 0]
         if redis_lost_the_tombstones:  # only MongoDB's tombstones tell of the delete now
             assert redis_client.delete(saver.context.keys("z").gone) == 1
-        # the zombie wakes up and writes what it read before the delete ...
+        # the stalled round wakes up and writes what it read before the delete ...
         try:
             while True:
                 result = execute_sync(op, saver.sync_clients)
-                op = zombie.send(result)
+                op = stalled.send(result)
         except StopIteration:
             pass
         # ... and, finding the delete's tombstones, takes it back out

@@ -58,7 +58,7 @@ thread_id -> ``1``), plus the field ``EPOCH_FIELD`` saying whether the registry 
 
 ``meta`` fields: ``dirty`` = the thread's *unflushed count* (outbox entries not yet
 acknowledged as written to MongoDB); ``born`` = the keys' *generation* (creation time in
-ms; outbox entries older than it belong to an earlier incarnation of a deleted thread);
+ms; outbox entries older than it belong to an earlier generation of a deleted thread);
 ``complete`` = *hot_complete*, 1 when the thread started in Redis, so Redis holds all of
 it and MongoDB is not asked about what Redis lacks; 2 once the hot window trimmed it:
 Redis still holds every namespace and its newest checkpoints (the latest of a namespace

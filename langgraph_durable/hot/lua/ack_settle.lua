@@ -11,7 +11,7 @@
   holds maxhot + slack (max(16, maxhot / 2)) checkpoints, keep the newest maxhot (0 = all)
   and those with unflushed entries; older ones leave Redis (record, index, pending writes,
   and the channel values no kept checkpoint names) and are read from MongoDB. Only entries
-  of this incarnation of the thread (meta 'born') count: an older one's were written
+  of this generation of the thread (meta 'born') count: an older one's were written
   before a delete_thread.
 
   Input:

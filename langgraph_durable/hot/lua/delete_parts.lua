@@ -2,7 +2,7 @@
   DELETE_PARTS: remove checkpoints (members), their pending writes and the given blob
   fields from the thread, and leave a tombstone per member and field (gone_key: field ->
   deletion time in ms, for ttl seconds) so a flusher that wrote an older copy after this
-  (a stalled "zombie" round) takes it back out of MongoDB, and a late write naming one is
+  (a stalled round) is fenced: deleted from MongoDB again, and a late write naming one is
   refused (deleted_ref). A namespace whose head (meta 'h' .. ns, see PUT) was removed has
   none until the next put. (hot/scripts.py: delete_parts_op.)
 

@@ -1,7 +1,7 @@
 -- store(journal_key, meta_key, outbox_key, field, body, payload): write a journal entry
 -- (8 decimal digits of version, then body: state letter and msgpack) over field, one
 -- version above the field's current one and ARGV[5] (the version floor from MongoDB);
--- keep the journal from expiring, mark this incarnation of the thread (meta 'born', as
+-- keep the journal from expiring, mark this generation of the thread (meta 'born', as
 -- PUT), raise its unflushed count (meta 'dirty'), mark that it has a journal (meta 'fx')
 -- and append the outbox entry {t = ARGV[6] (thread_id), p = payload}. Returns the entry.
 local function store(journal_key, meta_key, outbox_key, field, body, payload)
@@ -11,7 +11,7 @@ local function store(journal_key, meta_key, outbox_key, field, body, payload)
   local val = string.format('%08d', v + 1) .. body
   rcall('HSET', journal_key, field, val)
   rcall('PERSIST', journal_key)
-  if rcall('HSETNX', meta_key, 'born', 0) == 1 then  -- as PUT: this incarnation
+  if rcall('HSETNX', meta_key, 'born', 0) == 1 then  -- as PUT: this generation
     local clock = rcall('TIME')
     rcall('HSET', meta_key, 'born', tonumber(clock[1]) * 1000
           + math.floor(tonumber(clock[2]) / 1000))
