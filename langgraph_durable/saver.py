@@ -1,6 +1,7 @@
 """DurableSaver: LangGraph's checkpointer contract over a Redis hot tier and a MongoDB
-durable tier. This module is the contract: it validates calls and drives the plans in
-``plans/`` (written once for both APIs) through the runtime (``runtime.py``)."""
+durable tier. This module is the contract: it validates LangGraph's calls, turns them into
+the plans of ``plans/`` (written once for both APIs) and runs them on the saver's runtime
+(``runtime/base.py``; construction and lifecycle: ``runtime/lifecycle.py``)."""
 
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ class DurableSaver(SaverLifecycle):
     # ------------------------------------------------------------------ the contract
 
     def _count(self, key: str) -> None:
-        self._shared.metrics.call(key)
+        self._runtime.metrics.call(key)
 
     async def _off_loop(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run ``fn`` (serializing before a plan, decoding after it) in a worker thread when
@@ -109,9 +110,9 @@ class DurableSaver(SaverLifecycle):
         return result
 
     def _tier(self, page: read.Page) -> CheckpointTuple | None:
-        self._shared.metrics.read(page.hot, page.durable, 0 if page.tuples else 1)
+        self._runtime.metrics.read(page.hot, page.durable, 0 if page.tuples else 1)
         tier: ReadTier = ("miss" if not page.tuples else "hot" if page.hot else "durable")
-        self._shared.read_tier.set(tier)
+        self._runtime.read_tier.set(tier)
         return page.tuples[0] if page.tuples else None
 
     @property
@@ -121,7 +122,7 @@ class DurableSaver(SaverLifecycle):
         ``"durable"`` (MongoDB) or ``"miss"`` (neither held it); None before the first.
         Calls in other threads or tasks do not change it; ``stats()["reads"]`` counts
         reads by tier over all of them."""
-        return self._shared.read_tier.get()  # type: ignore[return-value]
+        return self._runtime.read_tier.get()  # type: ignore[return-value]
 
     def _get_plan(self, config: RunnableConfig) -> Plan:
         tid, ns = write.thread_ns(config)
@@ -134,11 +135,12 @@ class DurableSaver(SaverLifecycle):
         """The checkpoint named by ``config`` (latest of its thread and namespace when it has
         no ``checkpoint_id``), with pending writes in ``writes_sort_key`` order, or None.
         One Redis round trip when Redis holds it; mirrors ``InMemorySaver.get_tuple``."""
-        return self._tier(read.finish_page(self._ctx, self.run(self._get_plan(config))))
+        raw = self._runtime.run(self._get_plan(config))
+        return self._tier(read.finish_page(self._ctx, raw))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async ``get_tuple``."""
-        raw = await self.arun(self._get_plan(config))
+        raw = await self._runtime.arun(self._get_plan(config))
         return self._tier(await self._off_loop(read.finish_page, self._ctx, raw))
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint,
@@ -149,7 +151,7 @@ class DurableSaver(SaverLifecycle):
         refuses, ``OutboxFullError`` when MongoDB is ``max_outbox`` entries behind."""
         self._count("puts")
         prepared = write.prepare_put(self._ctx, config, checkpoint, metadata, new_versions)
-        return self._put_done(prepared, self.run(write.put_plan(self._ctx, prepared)))
+        return self._put_done(prepared, self._runtime.run(write.put_plan(self._ctx, prepared)))
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
@@ -157,7 +159,8 @@ class DurableSaver(SaverLifecycle):
         self._count("puts")
         prepared = await self._off_loop(write.prepare_put, self._ctx, config, checkpoint,
                                         metadata, new_versions)
-        return self._put_done(prepared, await self.arun(write.put_plan(self._ctx, prepared)))
+        done = await self._runtime.arun(write.put_plan(self._ctx, prepared))
+        return self._put_done(prepared, done)
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str = "") -> None:
@@ -166,7 +169,7 @@ class DurableSaver(SaverLifecycle):
         nothing), as in InMemorySaver."""
         self._count("put_writes")
         prepared = write.prepare_put_writes(self._ctx, config, writes, task_id, task_path)
-        self.run(write.put_writes_plan(self._ctx, prepared))
+        self._runtime.run(write.put_writes_plan(self._ctx, prepared))
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                           task_id: str, task_path: str = "") -> None:
@@ -174,7 +177,7 @@ class DurableSaver(SaverLifecycle):
         self._count("put_writes")
         prepared = await self._off_loop(write.prepare_put_writes, self._ctx, config, writes,
                                         task_id, task_path)
-        await self.arun(write.put_writes_plan(self._ctx, prepared))
+        await self._runtime.arun(write.put_writes_plan(self._ctx, prepared))
 
     def _list_steps(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None,
                     before: RunnableConfig | None, limit: int | None) -> Any:
