@@ -18,6 +18,8 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Generator
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.ops import Plan
@@ -33,6 +35,15 @@ from .rounds import BatchStats as BatchStats
 from .rounds import flush_batch_plan as flush_batch_plan
 
 log = logging.getLogger("langgraph_durable.flusher")
+
+
+@dataclass(frozen=True)
+class _Wait:
+    """A step of the flush loop: wait ``seconds``; a ``linger`` ends at ``wake()``, any
+    other wait (backoff, pause) at a stop request (in a task: cancelling it)."""
+
+    seconds: float
+    linger: bool = False
 
 
 def consumer_name() -> str:
@@ -195,34 +206,73 @@ class Flusher:
         """Wait up to ``timeout_s`` seconds for a stop request; True once requested."""
         return self._stop.wait(timeout_s)
 
-    def _loop_sync(self, clients: Clients) -> None:
-        self.heartbeat.start_thread(clients)
-        try:
-            self._rounds_sync(clients)
-        finally:
-            self.heartbeat.stop()
-        self._leave(lambda: run_sync(stop_plan(self.ctx, self.consumer), clients))
-
-    def _rounds_sync(self, clients: Clients) -> None:
+    # the loop: one generator of steps (a round's plan to run, a wait), driven by a thread
+    # (``_drive_sync``) or a task (``_drive_async``)
+    def _steps(self) -> Generator[Plan[BatchStats] | _Wait, Any, None]:
+        """The flush loop as steps: yields a round's plan (sent back its ``BatchStats``, or
+        thrown its error) or a ``_Wait``, until ``request_stop()``. Backoff after a failed
+        round (doubling up to ``max_backoff_s``), the pause of a long failing streak
+        (``_quiet_s``) and the linger after a light round (``_linger_s``) are decided here,
+        once for both drivers."""
         backoff = 0.05
         while not self._stop.is_set():
             quiet = self._quiet_s()
             if quiet > 0:
-                self._stop.wait(min(quiet, 0.5))
+                yield _Wait(min(quiet, 0.5))
                 continue
             try:
-                stats = run_sync(self._round_plan(), clients)
+                stats = yield self._round_plan()
                 self._account(stats)
                 self._succeeded()
                 backoff = 0.05
             except Exception as exc:
-                self._stop.wait(backoff)
+                yield _Wait(backoff)
                 backoff = self._failed(exc, backoff)
                 continue
             linger = self._linger_s(stats)
             if linger:
-                self._nudge.wait(linger)
-                self._nudge.clear()
+                yield _Wait(linger, linger=True)
+
+    def _leave_plan(self) -> Plan[None]:
+        """Leave the consumer group and the registry (``heartbeat.stop_plan``) as the loop
+        ends; a failure is logged (the entries it holds stay for another flusher)."""
+        try:
+            self.left_group = bool((yield from stop_plan(self.ctx, self.consumer)))
+        except Exception as exc:
+            log.info("flusher %s could not leave the consumer group: %s", self.consumer,
+                     safe_error(exc))
+
+    def _loop_sync(self, clients: Clients) -> None:
+        self.heartbeat.start_thread(clients)
+        try:
+            self._drive_sync(clients)
+        finally:
+            self.heartbeat.stop()
+        run_sync(self._leave_plan(), clients)
+
+    def _drive_sync(self, clients: Clients) -> None:
+        """Run ``_steps`` in this thread: plans with ``run_sync``; a wait ends early at
+        ``request_stop()`` (a linger: at ``wake()``)."""
+        steps = self._steps()
+        sent: Any = None
+        error: Exception | None = None
+        while True:
+            try:
+                step = steps.send(sent) if error is None else steps.throw(error)
+            except StopIteration:
+                return
+            sent, error = None, None
+            if isinstance(step, _Wait):
+                if step.linger:
+                    self._nudge.wait(step.seconds)
+                    self._nudge.clear()
+                else:
+                    self._stop.wait(step.seconds)
+                continue
+            try:
+                sent = run_sync(step, clients)
+            except Exception as exc:
+                error = exc
 
     async def start_task(self, clients: Clients) -> None:
         """Start the flush loop as an asyncio task on the running loop using async clients."""
@@ -235,47 +285,35 @@ class Flusher:
     async def _loop_async(self, clients: Clients) -> None:
         self.heartbeat.start_task(clients)
         try:
-            await self._rounds_async(clients)
+            await self._drive_async(clients)
         finally:
             await self.heartbeat.astop()
-        try:
-            self.left_group = await run_async(stop_plan(self.ctx, self.consumer), clients)
-        except Exception as exc:
-            log.info("flusher %s could not leave the consumer group: %s", self.consumer,
-                     safe_error(exc))
+        await run_async(self._leave_plan(), clients)
 
-    async def _rounds_async(self, clients: Clients) -> None:
-        backoff = 0.05
-        while not self._stop.is_set():
-            quiet = self._quiet_s()
-            if quiet > 0:
-                await asyncio.sleep(min(quiet, 0.5))
+    async def _drive_async(self, clients: Clients) -> None:
+        """Run ``_steps`` in this task: plans with ``run_async``; a linger ends early at
+        ``wake()``; cancelling the task ends it at once."""
+        steps = self._steps()
+        sent: Any = None
+        error: Exception | None = None
+        while True:
+            try:
+                step = steps.send(sent) if error is None else steps.throw(error)
+            except StopIteration:
+                return
+            sent, error = None, None
+            if isinstance(step, _Wait):
+                if not step.linger:
+                    await asyncio.sleep(step.seconds)
+                elif self._anudge is not None:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._anudge.wait(), step.seconds)
+                    self._anudge.clear()
                 continue
             try:
-                stats = await run_async(self._round_plan(), clients)
-                self._account(stats)
-                self._succeeded()
-                backoff = 0.05
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                await asyncio.sleep(backoff)
-                backoff = self._failed(exc, backoff)
-                continue
-            linger = self._linger_s(stats)
-            if linger and self._anudge is not None:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._anudge.wait(), linger)
-                self._anudge.clear()
-
-    def _leave(self, call: Any) -> None:
-        """Leave the consumer group and the registry (``heartbeat.stop_plan``) as the loop
-        ends."""
-        try:
-            self.left_group = bool(call())
-        except Exception as exc:
-            log.info("flusher %s could not leave the consumer group: %s", self.consumer,
-                     safe_error(exc))
+                sent = await run_async(step, clients)
+            except Exception as exc:  # asyncio.CancelledError is no Exception: it ends the task
+                error = exc
 
     @property
     def running(self) -> bool:
