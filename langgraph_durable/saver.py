@@ -25,6 +25,7 @@ from .admin.extref_gc import acollect_saver_garbage, collect_saver_garbage
 from .core.ops import Plan
 from .core.records import check_id, check_ids
 from .plans import admin, delta, read, threads, write
+from .plans.context import Learned
 from .plans.threads import ThreadPage
 from .runtime.lifecycle import SaverLifecycle
 from .serde.gc import GcReport
@@ -106,10 +107,25 @@ class DurableSaver(SaverLifecycle):
         return fn(*args)
 
     def _put_done(self, prepared: write.PreparedPut, result: RunnableConfig) -> RunnableConfig:
-        self._ctx.heads.seen(prepared.thread_id, prepared.ns, prepared.checkpoint_id)
+        """What a stored put taught this process: its checkpoint is the head, its items
+        are in Redis."""
+        self._ctx.learn(Learned(prepared.thread_id, (prepared.ns, prepared.checkpoint_id),
+                                prepared.parts))
         return result
 
+    def _writes_done(self, prepared: write.PreparedWrites | None) -> None:
+        """What stored pending writes taught this process: their items are in Redis."""
+        if prepared is not None and prepared.parts:
+            self._ctx.learn(Learned(prepared.thread_id, None, prepared.parts))
+
+    def _finished(self, page: read.Page) -> read.Page:
+        """``page`` after what its read learned was applied (``Context.learn``)."""
+        if page.learned is not None:
+            self._ctx.learn(page.learned)
+        return page
+
     def _tier(self, page: read.Page) -> CheckpointTuple | None:
+        self._finished(page)
         self._runtime.metrics.read(page.hot, page.durable, 0 if page.tuples else 1)
         tier: ReadTier = ("miss" if not page.tuples else "hot" if page.hot else "durable")
         self._runtime.read_tier.set(tier)
@@ -170,6 +186,7 @@ class DurableSaver(SaverLifecycle):
         self._count("put_writes")
         prepared = write.prepare_put_writes(self._ctx, config, writes, task_id, task_path)
         self._runtime.run(write.put_writes_plan(self._ctx, prepared))
+        self._writes_done(prepared)
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                           task_id: str, task_path: str = "") -> None:
@@ -178,6 +195,7 @@ class DurableSaver(SaverLifecycle):
         prepared = await self._off_loop(write.prepare_put_writes, self._ctx, config, writes,
                                         task_id, task_path)
         await self._runtime.arun(write.put_writes_plan(self._ctx, prepared))
+        self._writes_done(prepared)
 
     def _list_steps(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None,
                     before: RunnableConfig | None, limit: int | None) -> Any:
@@ -233,7 +251,7 @@ class DurableSaver(SaverLifecycle):
             else:
                 send = self.run(step)
                 if isinstance(send, read.RecordPage):
-                    send = read.finish_page(self._ctx, send)
+                    send = self._finished(read.finish_page(self._ctx, send))
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None,
@@ -252,7 +270,8 @@ class DurableSaver(SaverLifecycle):
             else:
                 send = await self.arun(step)
                 if isinstance(send, read.RecordPage):
-                    send = await self._off_loop(read.finish_page, self._ctx, send)
+                    send = self._finished(
+                        await self._off_loop(read.finish_page, self._ctx, send))
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, blob and write of ``thread_id`` in both tiers, after the

@@ -9,7 +9,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable import DurableConfig, DurableSaver, SaverClosedError
-from langgraph_durable.plans import admin
+from langgraph_durable.core.records import pack_blob
+from langgraph_durable.plans import admin, write
 from langgraph_durable.runtime.base import SaverRuntime
 from langgraph_durable.testing import unique_options
 
@@ -48,3 +49,24 @@ def test_a_savers_allowlist_copy_shares_its_runtime_and_is_closed_with_it(
     assert copy.context.serde is copy.serde and saver.context.serde is saver.serde
     saver.close()
     assert copy.is_closed is True
+
+
+def test_what_a_put_and_a_read_learned_is_applied_to_the_savers_context(
+        redis_url: str, mongo_url: str) -> None:
+    options = unique_options(flusher="off")
+    cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"v": ["a", "b"]}
+    cp["channel_versions"] = {"v": f"{1:032}.0"}
+    with DurableSaver.from_urls(redis_url, mongo_url, **options) as writer, \
+            DurableSaver.from_urls(redis_url, mongo_url, **options) as reader:
+        writer.put(cfg, cp, {"step": 0}, {"v": f"{1:032}.0"})
+        assert writer.context.heads.get("t", "") == cp["id"]  # its own put is the head
+        again = write.prepare_put(reader.context, cfg, cp, {"step": 0}, {"v": f"{1:032}.0"})
+        assert len(again.parts) == 2  # the two items of the list
+        assert reader.context.items.unknown("t", again.parts, pack_blob).keys() == set(
+            again.parts)
+        assert reader.context.heads.get("t", "") is None
+        reader.get_tuple(cfg)  # the latest, its items read from Redis
+        assert reader.context.heads.get("t", "") == cp["id"]
+        assert reader.context.items.unknown("t", again.parts, pack_blob) == {}

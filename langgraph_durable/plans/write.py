@@ -193,7 +193,6 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
                     f"thread {args.thread_id!r} was not written") from None
             yield Sleep(pause)
             pause = min(pause * 2, 0.1)
-    ctx.items.learn(args.thread_id, parts)
     if isinstance(reply, list):  # PUT stored a checkpoint_id below the namespace's newest
         entry, newest = reply
         _warn_not_increasing(args, newest.decode() if isinstance(newest, bytes) else newest)
