@@ -10,7 +10,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import ormsgpack
 import redis.exceptions
@@ -46,6 +46,18 @@ class BatchStats:
     dead: int = 0
     outbox_length: int | None = None
     reaped: int = 0
+
+    def add(self, copied: Copied) -> None:
+        """Count what one ``_copy`` wrote."""
+        self.documents += copied.documents
+        self.bytes_written += copied.bytes_written
+
+
+class Copied(NamedTuple):
+    """What ``_copy`` wrote to MongoDB: documents and record bytes."""
+
+    documents: int
+    bytes_written: int
 
 
 POISON = (CorruptRecordError, InvalidDocument, DocumentTooLarge, ValueError, KeyError,
@@ -120,7 +132,7 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
         return stats
     try:
         for group in (yield from _by_bytes(ctx, parsed)):
-            stats.documents += yield from _copy(ctx, group, stats)
+            stats.add((yield from _copy(ctx, group)))
     except POISON as exc:
         if _transient(exc):
             raise
@@ -130,7 +142,7 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
         kept = []
         for entry in parsed:
             try:
-                stats.documents += yield from _copy(ctx, [entry], stats)
+                stats.add((yield from _copy(ctx, [entry])))
                 kept.append(entry)
             except POISON as exc:
                 if _transient(exc):
@@ -203,18 +215,19 @@ def _groups(parsed: list[Parsed], sizes: list[int]) -> list[list[Parsed]]:
     return groups
 
 
-def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -> Plan[int]:
+def _copy(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     """Read the named records from Redis (one pipeline) and write them to MongoDB
-    (inserts; the upserts for documents already there: ``insert_else_upsert``); adds the
-    record bytes written to ``stats.bytes_written``. Entries of the effect journal go to
+    (inserts; the upserts for documents already there: ``insert_else_upsert``); returns
+    the documents and record bytes written. Entries of the effect journal go to
     ``plans.effects.flush_effects_plan``."""
     journal = [p for p in parsed if p[2][0] == FX_KIND]
     if journal:
         parsed = [p for p in parsed if p[2][0] != FX_KIND]
         written = yield from flush_effects_plan(ctx, journal)
         if not parsed:
-            return written
-        return written + (yield from _copy(ctx, parsed, stats))
+            return Copied(written, 0)
+        rest = yield from _copy(ctx, parsed)
+        return Copied(written + rest.documents, rest.bytes_written)
     want: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
     put_ms: dict[tuple[str, Any], int] = {}  # (thread, member, field or digest) -> time
     for eid, tid, (kind, m, fields, *more) in parsed:
@@ -290,6 +303,4 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
     yield from insert_else_upsert(cols.blobs, blobs, D.upsert)
     yield from insert_else_upsert(cols.writes, writes, D.upsert_write, ignore_newer=True)
     yield from insert_else_upsert(cols.checkpoints, cps, D.upsert)
-    if stats is not None:
-        stats.bytes_written += nbytes
-    return len(cps) + len(blobs) + len(writes) + len(items)
+    return Copied(len(cps) + len(blobs) + len(writes) + len(items), nbytes)
