@@ -4,9 +4,13 @@ Redis to MongoDB with unordered bulk upserts, then acknowledges and deletes them
 Delivery is at least once and every MongoDB write is an idempotent upsert on a
 deterministic ``_id``, so a repeat changes nothing. Entries a dead flusher left pending
 are claimed as soon as its heartbeat lapsed (``heartbeat.py``); those of a consumer
-without a heartbeat, with ``XAUTOCLAIM`` after ``claim_idle_s``. The same plan runs in
-a thread (sync clients), an asyncio task (async clients) or a standalone worker; the
-round itself is ``rounds.py`` (its names are importable from here too).
+without a heartbeat, with ``XAUTOCLAIM`` after ``claim_idle_s``.
+
+This module is the loop: rounds one after another, with backoff after a failure, a pause
+after a long failing streak, a linger after a light round, stopping, written once
+(``Flusher._steps``) and driven by a thread (sync clients; also a standalone worker's main
+thread) or an asyncio task (async clients). What a round takes and does is ``rounds.py``
+(``RoundChoice``, ``flush_batch_plan``; their names are importable from here too).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from .heartbeat import Heartbeat, stop_plan
 from .rounds import POISON as POISON
 from .rounds import ROUND_BYTES as ROUND_BYTES
 from .rounds import BatchStats as BatchStats
+from .rounds import RoundChoice
 from .rounds import flush_batch_plan as flush_batch_plan
 
 log = logging.getLogger("langgraph_durable.flusher")
@@ -93,8 +98,8 @@ class Flusher:
         self._aloop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._task: asyncio.Task[None] | None = None
-        self._last_claim = 0.0
-        self._own_pending = True  # read this consumer's pending entries next round
+        self.choice = RoundChoice(ctx)
+        """What the next round takes besides new entries (``rounds.RoundChoice``)."""
         self._failing_since: float | None = None
         self._quiet_until = 0.0
         self.left_group = False
@@ -103,13 +108,10 @@ class Flusher:
 
     # one round, shared by both loops
     def _round_plan(self) -> Plan[BatchStats]:
-        now = self.ctx.clock.monotonic()
-        claim = now - self._last_claim >= self.ctx.config.claim_idle_s / 2
-        if claim:
-            self._last_claim = now
+        claim, own = self.choice.next()
         block_ms = max(1, int(self.ctx.config.flush_interval_s * 1000))
         return flush_batch_plan(self.ctx, self.consumer, block_ms=block_ms, claim=claim,
-                                own=self._own_pending, dead=self.heartbeat.take_dead())
+                                own=own, dead=self.heartbeat.take_dead())
 
     def _account(self, stats: BatchStats) -> None:
         self.rounds += 1
@@ -130,7 +132,7 @@ class Flusher:
                             "oldest flushed entry %.1f s old", n, cap, stats.max_lag_s)
 
     def _failed(self, exc: Exception, backoff: float) -> float:
-        self._own_pending = True  # the round may have taken entries it did not acknowledge
+        self.choice.failed()
         self.errors += 1
         self.last_error = safe_error(exc)
         self.metrics.flush_failed()
@@ -169,9 +171,7 @@ class Flusher:
 
     def _succeeded(self) -> None:
         self._failing_since = None
-        # a round that returned acknowledged every entry it took: none pending on this
-        # consumer, so the next round need not ask for them (a failed round sets it again)
-        self._own_pending = False
+        self.choice.succeeded()
 
     def _quiet_s(self) -> float:
         """Seconds left of the pause after a long failing streak (0 = none)."""

@@ -1,7 +1,8 @@
 """One flush round as a sans-I/O plan (``flush_batch_plan``): take outbox entries (own
 pending ones, those of dead flushers, idle ones claimed, new ones), copy what they name
 from Redis to MongoDB (inserts, upserts for documents already there), take back what a
-delete overtook, acknowledge. ``flusher.Flusher`` runs it in a loop.
+delete overtook, acknowledge; and what the next round takes besides new entries
+(``RoundChoice``). ``flusher.Flusher`` runs rounds in a loop.
 """
 
 from __future__ import annotations
@@ -111,6 +112,36 @@ def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int, claim: bool,
         # the stream was removed (FLUSHDB, a Redis replaced): make it again
         yield from ensure_group_plan(ctx)
         return BatchStats()
+
+
+class RoundChoice:
+    """What a flusher's next round takes besides new entries (``flush_batch_plan``'s
+    ``claim`` and ``own``: ``next()``), from what its last rounds did: its own pending entries at
+    start and after a failed round (it may have taken entries it did not acknowledge),
+    not after a clean one (which acknowledged all it took); the group's upkeep and idle
+    entries claimed from other consumers every ``claim_idle_s / 2`` seconds
+    (``ctx.clock``)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.own = True
+        self._last_claim = 0.0
+
+    def next(self) -> tuple[bool, bool]:
+        """``(claim, own)`` for the next round's ``flush_batch_plan``."""
+        now = self.ctx.clock.monotonic()
+        claim = now - self._last_claim >= self.ctx.config.claim_idle_s / 2
+        if claim:
+            self._last_claim = now
+        return claim, self.own
+
+    def succeeded(self) -> None:
+        """The round returned: none of its entries is pending on this consumer."""
+        self.own = False
+
+    def failed(self) -> None:
+        """The round failed: it may have left entries pending on this consumer."""
+        self.own = True
 
 
 def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
