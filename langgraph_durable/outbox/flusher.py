@@ -51,6 +51,19 @@ class _Wait:
     linger: bool = False
 
 
+_Step = Plan[BatchStats] | _Wait
+
+
+def _advance(steps: Generator[_Step, Any, None], sent: Any, error: Exception | None
+             ) -> _Step | None:
+    """The loop's next step after sending it ``sent`` (or throwing ``error`` into it);
+    None once it ended."""
+    try:
+        return steps.send(sent) if error is None else steps.throw(error)
+    except StopIteration:
+        return None
+
+
 def consumer_name() -> str:
     """A consumer name unique to this process and flusher: ``host-pid-random``."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -208,7 +221,7 @@ class Flusher:
 
     # the loop: one generator of steps (a round's plan to run, a wait), driven by a thread
     # (``_drive_sync``) or a task (``_drive_async``)
-    def _steps(self) -> Generator[Plan[BatchStats] | _Wait, Any, None]:
+    def _steps(self) -> Generator[_Step, Any, None]:
         """The flush loop as steps: yields a round's plan (sent back its ``BatchStats``, or
         thrown its error) or a ``_Wait``, until ``request_stop()``. Backoff after a failed
         round (doubling up to ``max_backoff_s``), the pause of a long failing streak
@@ -254,25 +267,22 @@ class Flusher:
         """Run ``_steps`` in this thread: plans with ``run_sync``; a wait ends early at
         ``request_stop()`` (a linger: at ``wake()``)."""
         steps = self._steps()
-        sent: Any = None
-        error: Exception | None = None
-        while True:
-            try:
-                step = steps.send(sent) if error is None else steps.throw(error)
-            except StopIteration:
-                return
-            sent, error = None, None
+        step = _advance(steps, None, None)
+        while step is not None:
+            sent: Any = None
+            error: Exception | None = None
             if isinstance(step, _Wait):
                 if step.linger:
                     self._nudge.wait(step.seconds)
                     self._nudge.clear()
                 else:
                     self._stop.wait(step.seconds)
-                continue
-            try:
-                sent = run_sync(step, clients)
-            except Exception as exc:
-                error = exc
+            else:
+                try:
+                    sent = run_sync(step, clients)
+                except Exception as exc:
+                    error = exc
+            step = _advance(steps, sent, error)
 
     async def start_task(self, clients: Clients) -> None:
         """Start the flush loop as an asyncio task on the running loop using async clients."""
@@ -294,14 +304,10 @@ class Flusher:
         """Run ``_steps`` in this task: plans with ``run_async``; a linger ends early at
         ``wake()``; cancelling the task ends it at once."""
         steps = self._steps()
-        sent: Any = None
-        error: Exception | None = None
-        while True:
-            try:
-                step = steps.send(sent) if error is None else steps.throw(error)
-            except StopIteration:
-                return
-            sent, error = None, None
+        step = _advance(steps, None, None)
+        while step is not None:
+            sent: Any = None
+            error: Exception | None = None
             if isinstance(step, _Wait):
                 if not step.linger:
                     await asyncio.sleep(step.seconds)
@@ -309,11 +315,12 @@ class Flusher:
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(self._anudge.wait(), step.seconds)
                     self._anudge.clear()
-                continue
-            try:
-                sent = await run_async(step, clients)
-            except Exception as exc:  # asyncio.CancelledError is no Exception: it ends the task
-                error = exc
+            else:
+                try:
+                    sent = await run_async(step, clients)
+                except Exception as exc:  # asyncio.CancelledError is none: it ends the task
+                    error = exc
+            step = _advance(steps, sent, error)
 
     @property
     def running(self) -> bool:
