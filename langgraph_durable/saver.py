@@ -90,6 +90,13 @@ class DurableSaver(SaverLifecycle):
     Beyond LangGraph's contract: ``flush``, ``setup``, ``check_deployment``, ``close``,
     ``stats``, ``gc``, ``list_threads`` (each with its ``a*`` twin), ``last_read_tier``,
     ``config`` and, for tools, ``run``/``arun`` with ``context`` and ``sync_clients``.
+
+    Structure: this class turns LangGraph's calls into plans and runs them on its
+    ``runtime`` (a ``runtime.base.SaverRuntime``: clients, set-up, flusher, metrics; it
+    knows nothing of LangGraph); what a call learned (the head it read or wrote, the items
+    Redis holds) is applied in one place, ``Context.learn``. Construction, the serializer
+    and the lifecycle methods, each a one-line delegation to the runtime, are in
+    ``runtime/lifecycle.py``.
     """
 
 
