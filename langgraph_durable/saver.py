@@ -25,7 +25,6 @@ from .admin.extref_gc import acollect_saver_garbage, collect_saver_garbage
 from .core.ops import Plan
 from .core.records import check_id, check_ids
 from .plans import admin, delta, read, threads, write
-from .plans.context import Learned
 from .plans.threads import ThreadPage
 from .runtime.lifecycle import SaverLifecycle
 from .serde.gc import GcReport
@@ -116,19 +115,19 @@ class DurableSaver(SaverLifecycle):
     def _put_done(self, prepared: write.PreparedPut, result: RunnableConfig) -> RunnableConfig:
         """What a stored put taught this process: its checkpoint is the head, its items
         are in Redis."""
-        self._ctx.learn(Learned(prepared.thread_id, (prepared.ns, prepared.checkpoint_id),
-                                prepared.parts))
+        self._ctx.learn(prepared.thread_id, (prepared.ns, prepared.checkpoint_id),
+                        prepared.parts)
         return result
 
     def _writes_done(self, prepared: write.PreparedWrites | None) -> None:
         """What stored pending writes taught this process: their items are in Redis."""
         if prepared is not None and prepared.parts:
-            self._ctx.learn(Learned(prepared.thread_id, None, prepared.parts))
+            self._ctx.learn(prepared.thread_id, None, prepared.parts)
 
     def _finished(self, page: read.Page) -> read.Page:
         """``page`` after what its read learned was applied (``Context.learn``)."""
         if page.learned is not None:
-            self._ctx.learn(page.learned)
+            self._ctx.learn(*page.learned)
         return page
 
     def _tier(self, page: read.Page) -> CheckpointTuple | None:

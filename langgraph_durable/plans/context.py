@@ -54,7 +54,8 @@ class Learned(NamedTuple):
     """What a call learned of ``thread_id`` that later calls of this process use:
     ``head``, ``(checkpoint_ns, checkpoint_id)`` of its newest checkpoint (a read of the
     latest, or its own put: for ``Heads.seen``), and ``items``, digests Redis holds for it
-    (sent or read: for ``Items.learn``). Plans return it; ``Context.learn`` applies it."""
+    (sent or read: for ``Items.learn``). Plans return it; ``Context.learn`` applies it
+    (``ctx.learn(*learned)``)."""
 
     thread_id: str
     head: tuple[str, str] | None = None
@@ -180,11 +181,13 @@ class Context:
                                         self.registry_of(thread_id))
         return found
 
-    def learn(self, learned: Learned) -> None:
-        """Apply what a call learned (``Learned``) to this process's session state: the
-        head to ``heads``, the items Redis holds to ``items``. The one place a saver's
-        calls update them (a plan never does)."""
-        if learned.items:
-            self.items.learn(learned.thread_id, learned.items)
-        if learned.head is not None:
-            self.heads.seen(learned.thread_id, *learned.head)
+    def learn(self, thread_id: str, head: tuple[str, str] | None = None,
+              items: Iterable[bytes] = ()) -> None:
+        """Apply what a call learned of ``thread_id`` (the fields of a ``Learned``:
+        ``ctx.learn(*learned)``) to this process's session state: ``head`` to ``heads``,
+        the ``items`` Redis holds to ``items``. The one place a saver's calls update them
+        (a plan never does)."""
+        if items:
+            self.items.learn(thread_id, items)
+        if head is not None:
+            self.heads.seen(thread_id, head[0], head[1])

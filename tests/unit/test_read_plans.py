@@ -67,7 +67,7 @@ def test_latest_of_a_thread_redis_holds_whole_is_one_script_call() -> None:
     assert (page.hot, page.durable) == (1, 0)
     assert page.learned is not None and page.learned.head == ("", IDS[0])
     assert ctx.heads.get("t", "") is None  # the plan learned it; the caller applies it
-    ctx.learn(page.learned)
+    ctx.learn(*page.learned)
     assert ctx.heads.get("t", "") == IDS[0]  # the run builds on what it read
 
 
@@ -169,7 +169,7 @@ def test_a_list_value_redis_holds_comes_with_its_items_in_the_page_reply() -> No
     (tup,) = page.tuples
     assert tup.checkpoint["channel_values"] == {"v": ["a", "b"]}
     assert page.learned is not None and list(page.learned.items) == list(p.parts)
-    ctx.learn(page.learned)
+    ctx.learn(*page.learned)
     # read from Redis: the next put omits them
     assert ctx.items.unknown("t", p.parts, pack_blob) == {}
 
