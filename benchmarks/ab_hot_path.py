@@ -101,7 +101,7 @@ def _client(url: str, parser: Any) -> Any:
 
 
 def _use(v: Variant) -> Any:
-    c = v.saver._clients.for_running_loop()  # the benchmark's own saver: switch its client
+    c = v.saver.runtime.clients.for_running_loop()  # the benchmark's own saver: switch its client
     assert c is not None
     if v.client is not None:
         c.redis, c.coalesce, c._registered, c._batcher = v.client, v.coalesce, {}, None

@@ -43,7 +43,7 @@ def fill(saver: DurableSaver, threads: int, turns: int, tag: str) -> int:
 
 def drain(saver: DurableSaver) -> tuple[int, float, float, int]:
     """Flush rounds until the outbox is empty: (entries, wall s, CPU s, rounds)."""
-    ctx, clients = saver._ctx, saver._clients.sync
+    ctx, clients = saver._ctx, saver.runtime.clients.sync
     assert clients is not None
     run_sync(ensure_group_plan(ctx), clients)
     entries = rounds = 0

@@ -1,6 +1,7 @@
 """DurableSaver: LangGraph's checkpointer contract over a Redis hot tier and a MongoDB
-durable tier. This module is the contract: it validates calls and drives the plans in
-``plans/`` (written once for both APIs) through the runtime (``runtime.py``)."""
+durable tier. This module is the contract: it validates LangGraph's calls, turns them into
+the plans of ``plans/`` (written once for both APIs) and runs them on the saver's runtime
+(``runtime/base.py``; construction and lifecycle: ``runtime/lifecycle.py``)."""
 
 from __future__ import annotations
 
@@ -88,13 +89,20 @@ class DurableSaver(SaverLifecycle):
     Beyond LangGraph's contract: ``flush``, ``setup``, ``check_deployment``, ``close``,
     ``stats``, ``gc``, ``list_threads`` (each with its ``a*`` twin), ``last_read_tier``,
     ``config`` and, for tools, ``run``/``arun`` with ``context`` and ``sync_clients``.
+
+    Structure: this class turns LangGraph's calls into plans and runs them on its
+    ``runtime`` (a ``runtime.base.SaverRuntime``: clients, set-up, flusher, metrics; it
+    knows nothing of LangGraph); what a call learned (the head it read or wrote, the items
+    Redis holds) is applied in one place, ``Context.learn``. Construction, the serializer
+    and the lifecycle methods, each a one-line delegation to the runtime, are in
+    ``runtime/lifecycle.py``.
     """
 
 
     # ------------------------------------------------------------------ the contract
 
     def _count(self, key: str) -> None:
-        self._shared.metrics.call(key)
+        self._runtime.metrics.call(key)
 
     async def _off_loop(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run ``fn`` (serializing before a plan, decoding after it) in a worker thread when
@@ -105,13 +113,28 @@ class DurableSaver(SaverLifecycle):
         return fn(*args)
 
     def _put_done(self, prepared: write.PreparedPut, result: RunnableConfig) -> RunnableConfig:
-        self._ctx.heads.seen(prepared.thread_id, prepared.ns, prepared.checkpoint_id)
+        """What a stored put taught this process: its checkpoint is the head, its items
+        are in Redis."""
+        self._ctx.learn(prepared.thread_id, (prepared.ns, prepared.checkpoint_id),
+                        prepared.parts)
         return result
 
+    def _writes_done(self, prepared: write.PreparedWrites | None) -> None:
+        """What stored pending writes taught this process: their items are in Redis."""
+        if prepared is not None and prepared.parts:
+            self._ctx.learn(prepared.thread_id, None, prepared.parts)
+
+    def _finished(self, page: read.Page) -> read.Page:
+        """``page`` after what its read learned was applied (``Context.learn``)."""
+        if page.learned is not None:
+            self._ctx.learn(*page.learned)
+        return page
+
     def _tier(self, page: read.Page) -> CheckpointTuple | None:
-        self._shared.metrics.read(page.hot, page.durable, 0 if page.tuples else 1)
+        self._finished(page)
+        self._runtime.metrics.read(page.hot, page.durable, 0 if page.tuples else 1)
         tier: ReadTier = ("miss" if not page.tuples else "hot" if page.hot else "durable")
-        self._shared.read_tier.set(tier)
+        self._runtime.read_tier.set(tier)
         return page.tuples[0] if page.tuples else None
 
     @property
@@ -121,7 +144,7 @@ class DurableSaver(SaverLifecycle):
         ``"durable"`` (MongoDB) or ``"miss"`` (neither held it); None before the first.
         Calls in other threads or tasks do not change it; ``stats()["reads"]`` counts
         reads by tier over all of them."""
-        return self._shared.read_tier.get()  # type: ignore[return-value]
+        return self._runtime.read_tier.get()  # type: ignore[return-value]
 
     def _get_plan(self, config: RunnableConfig) -> Plan:
         tid, ns = write.thread_ns(config)
@@ -134,11 +157,12 @@ class DurableSaver(SaverLifecycle):
         """The checkpoint named by ``config`` (latest of its thread and namespace when it has
         no ``checkpoint_id``), with pending writes in ``writes_sort_key`` order, or None.
         One Redis round trip when Redis holds it; mirrors ``InMemorySaver.get_tuple``."""
-        return self._tier(read.finish_page(self._ctx, self.run(self._get_plan(config))))
+        raw = self._runtime.run(self._get_plan(config))
+        return self._tier(read.finish_page(self._ctx, raw))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async ``get_tuple``."""
-        raw = await self.arun(self._get_plan(config))
+        raw = await self._runtime.arun(self._get_plan(config))
         return self._tier(await self._off_loop(read.finish_page, self._ctx, raw))
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint,
@@ -149,7 +173,7 @@ class DurableSaver(SaverLifecycle):
         refuses, ``OutboxFullError`` when MongoDB is ``max_outbox`` entries behind."""
         self._count("puts")
         prepared = write.prepare_put(self._ctx, config, checkpoint, metadata, new_versions)
-        return self._put_done(prepared, self.run(write.put_plan(self._ctx, prepared)))
+        return self._put_done(prepared, self._runtime.run(write.put_plan(self._ctx, prepared)))
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
@@ -157,7 +181,8 @@ class DurableSaver(SaverLifecycle):
         self._count("puts")
         prepared = await self._off_loop(write.prepare_put, self._ctx, config, checkpoint,
                                         metadata, new_versions)
-        return self._put_done(prepared, await self.arun(write.put_plan(self._ctx, prepared)))
+        done = await self._runtime.arun(write.put_plan(self._ctx, prepared))
+        return self._put_done(prepared, done)
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str = "") -> None:
@@ -166,7 +191,8 @@ class DurableSaver(SaverLifecycle):
         nothing), as in InMemorySaver."""
         self._count("put_writes")
         prepared = write.prepare_put_writes(self._ctx, config, writes, task_id, task_path)
-        self.run(write.put_writes_plan(self._ctx, prepared))
+        self._runtime.run(write.put_writes_plan(self._ctx, prepared))
+        self._writes_done(prepared)
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                           task_id: str, task_path: str = "") -> None:
@@ -174,7 +200,8 @@ class DurableSaver(SaverLifecycle):
         self._count("put_writes")
         prepared = await self._off_loop(write.prepare_put_writes, self._ctx, config, writes,
                                         task_id, task_path)
-        await self.arun(write.put_writes_plan(self._ctx, prepared))
+        await self._runtime.arun(write.put_writes_plan(self._ctx, prepared))
+        self._writes_done(prepared)
 
     def _list_steps(self, config: RunnableConfig | None, filter: Mapping[str, Any] | None,
                     before: RunnableConfig | None, limit: int | None) -> Any:
@@ -230,7 +257,7 @@ class DurableSaver(SaverLifecycle):
             else:
                 send = self.run(step)
                 if isinstance(send, read.RecordPage):
-                    send = read.finish_page(self._ctx, send)
+                    send = self._finished(read.finish_page(self._ctx, send))
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None,
@@ -249,7 +276,8 @@ class DurableSaver(SaverLifecycle):
             else:
                 send = await self.arun(step)
                 if isinstance(send, read.RecordPage):
-                    send = await self._off_loop(read.finish_page, self._ctx, send)
+                    send = self._finished(
+                        await self._off_loop(read.finish_page, self._ctx, send))
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, blob and write of ``thread_id`` in both tiers, after the

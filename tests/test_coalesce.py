@@ -60,7 +60,7 @@ def _script(body: str) -> tuple[str, str]:
 
 
 def _async_clients(saver: DurableSaver) -> Clients:
-    clients = saver._clients.for_running_loop()
+    clients = saver.runtime.clients.for_running_loop()
     assert clients is not None
     return clients
 

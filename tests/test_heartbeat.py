@@ -130,12 +130,12 @@ def test_a_live_flusher_whose_round_is_stalled_keeps_its_entries(
     try:
         with DurableSaver.from_urls(redis_url, mongo_url, **opts) as live:
             _put_many(live, "stalled", 3)
-            victim = live._shared.flusher.consumer
+            victim = live.runtime.flusher.consumer
             boxes = live.context.outboxes
             held = wait_for(lambda: stalled.get("consumer") == victim
                             and _held(redis_client, boxes).get(victim), 30, "a stalled round")
             with DurableSaver.from_urls(redis_url, mongo_url, **opts) as other:
-                watcher = other._shared.flusher
+                watcher = other.runtime.flusher
                 first_score = _registry(redis_client, prefix)[victim]
                 beats = watcher.heartbeat.beats
                 # ten beats of the other flusher: over three heartbeat TTLs of the stall
@@ -162,7 +162,7 @@ def test_a_consumer_without_a_heartbeat_is_not_taken_for_dead(redis_url, mongo_u
     # an older version's consumer: it reads entries, and never beats
     redis_client.xreadgroup(CONSUMER_GROUP, "oldhost-1-abc", {outbox: ">"}, count=10)
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as nxt:
-        f = nxt._shared.flusher
+        f = nxt.runtime.flusher
         beats = f.heartbeat.beats
         wait_for(lambda: f.heartbeat.beats >= beats + 10, 30, "ten beats")
         assert _held(redis_client, [outbox]) == {"oldhost-1-abc": 2}
@@ -197,7 +197,7 @@ async def test_an_async_saver_beats_while_open_and_leaves_the_registry_on_close(
         async with DurableSaver(r, m, **opts) as saver:
             await saver.aput({"configurable": {"thread_id": "a", "checkpoint_ns": ""}},
                              empty_checkpoint(), {"step": 0}, {})
-            f = saver._shared.flusher
+            f = saver.runtime.flusher
             me = f.consumer
             beats = f.heartbeat.beats
             first = _registry(redis_client, opts["key_prefix"])[me]

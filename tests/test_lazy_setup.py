@@ -176,7 +176,7 @@ def test_a_first_call_while_mongodb_is_down_goes_on_and_sets_mongodb_up_later(
             assert saver.get_tuple(_cfg("t")).checkpoint["channel_values"] == {"n": 1}  # type: ignore[union-attr]
             assert saver.last_read_tier == "hot"
             ms.start()
-            wait_for(lambda: saver._shared.deferred.done, 30, "the deferred MongoDB set-up")
+            wait_for(lambda: saver.runtime.deferred.done, 30, "the deferred MongoDB set-up")
             assert _indexes(ms.url, opts["database"]) == INDEX_NAMES
             saver.flush(timeout_s=30)
             with pymongo.MongoClient(ms.url) as m:
@@ -215,11 +215,11 @@ def test_a_deferred_set_up_refused_by_the_owner_check_stops_the_flusher_and_the_
             with caplog.at_level(logging.WARNING, "langgraph_durable"):
                 saver.put(_cfg("t"), _checkpoint(1), {"step": 0}, {"n": f"{1:032}.0"})
                 ms.start()
-                deferred = saver._shared.deferred
+                deferred = saver.runtime.deferred
                 wait_for(lambda: deferred.last_error is not None and "holds the threads"
                          in deferred.last_error, 30, "the deferred set-up to be refused")
             assert deferred.done is False
-            wait_for(lambda: not saver._shared.flusher.running, 30, "its flusher to stop")
+            wait_for(lambda: not saver.runtime.flusher.running, 30, "its flusher to stop")
             with pytest.raises(ConfigurationError, match="holds the threads of key_prefix"):
                 saver.get_tuple(_cfg("t"))  # the next call sets up again: refused
             assert (f"the MongoDB set-up deferred at start was refused: MongoDB database "

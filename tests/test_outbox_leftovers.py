@@ -103,7 +103,7 @@ def test_a_saver_removes_its_consumer_on_close(redis_url, mongo_url, redis_clien
             # the flusher thread's first XREADGROUP makes it a consumer of the group
             wait_for(lambda me=me, s=saver: me in _consumers(redis_client, s.context.outbox), 30,
                      "the flusher to join the consumer group")
-        assert saver._shared.flusher.left_group is True
+        assert saver.runtime.flusher.left_group is True
         assert _consumers(redis_client, saver.context.outbox) == {}
 
 

@@ -42,7 +42,7 @@ def test_entering_succeeds_while_mongodb_is_down(redis_url, caplog) -> None:
             assert tup is not None and tup.checkpoint["channel_values"] == {"v": 1}
             assert saver.last_read_tier == "hot"
             ms.start()
-            wait_for(lambda: saver._shared.deferred.done, 30, "the deferred MongoDB set-up")
+            wait_for(lambda: saver.runtime.deferred.done, 30, "the deferred MongoDB set-up")
             assert _indexes(ms.url, opts["database"]) == INDEX_NAMES
             saver.flush(timeout_s=30)
         assert "MongoDB answered: indexes created and schema version recorded" in caplog.text
@@ -61,7 +61,7 @@ async def test_async_entering_succeeds_while_mongodb_is_down(redis_url) -> None:
             tup = await saver.aget_tuple({"configurable": {"thread_id": "a"}})
             assert tup is not None and tup.checkpoint["channel_values"] == {"v": 2}
             ms.start()
-            wait_for(lambda: saver._shared.deferred.done, 30, "the deferred MongoDB set-up")
+            wait_for(lambda: saver.runtime.deferred.done, 30, "the deferred MongoDB set-up")
             assert _indexes(ms.url, opts["database"]) == INDEX_NAMES
 
 

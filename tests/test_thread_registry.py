@@ -195,7 +195,7 @@ def test_setup_while_mongodb_is_down_decides_the_registry_once_it_answers(
             with pytest.raises(TierUnavailableError):
                 s.get_tuple({"configurable": {"thread_id": "t"}})
             ms.start()
-            wait_for(lambda: s._shared.deferred.done, 30, "the deferred MongoDB set-up")
+            wait_for(lambda: s.runtime.deferred.done, 30, "the deferred MongoDB set-up")
             assert _epoch(redis_client, s, "t").startswith(b"complete ")
             ms.stop()
             assert _turns(build_answering(s), "after-the-deferred-setup") == answers

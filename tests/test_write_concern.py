@@ -133,10 +133,10 @@ def test_a_flusher_that_keeps_failing_lets_a_healthy_one_take_its_entries(
         with DurableSaver.from_urls(redis_url, mongo_url, **opts) as good:
             good.flush(timeout_s=20)  # timed out before: the entry never went idle
             assert good.sync_clients.db["checkpoints"].count_documents({"thread_id": "held"}) == 1
-        assert bad._shared.flusher is not None and bad._shared.flusher.errors >= 2
+        assert bad.runtime.flusher is not None and bad.runtime.flusher.errors >= 2
         # names the cause, quotes no document; the first failed insert was applied (only
         # its write concern failed), so a retry also meets its own duplicate key
-        assert bad._shared.flusher.last_error in (
+        assert bad.runtime.flusher.last_error in (
             f"BulkWriteFailed: {n} write errors, codes {codes}; write concern errors: "
             "100 UnsatisfiableWriteConcern" for n, codes in ((0, []), (1, [11000])))
     finally:

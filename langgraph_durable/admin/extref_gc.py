@@ -51,10 +51,10 @@ On a Redis Cluster the keys are found with ``SCAN`` on every primary.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Generator, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import ormsgpack
 
@@ -64,12 +64,30 @@ from ..core.records import CheckpointRecord, WriteRecord, unpack_blob
 from ..durable.chunks import load_plan
 from ..hot.keys import binding_key, heartbeats_key, prefix_pattern, thread_keys_of
 from ..outbox.group import dead_letter_key
-from ..runtime.base import SaverRuntime
+from ..plans.context import Context
 from ..serde.external import EXTREF_TYPE, refs_in
 from ..serde.gc import DEFAULT_KEY_PATTERN, GcReport, acollect_garbage, collect_garbage
 
 if TYPE_CHECKING:
     from ..serde.stores import BlobStore
+
+_T = TypeVar("_T")
+
+
+class SaverRuntime(Protocol):
+    """What the collector needs of a saver (a ``DurableSaver``): its plan ``context`` and
+    ``serde``, and ``run``/``arun`` to run plans (its old name is kept: it was the saver's
+    base class)."""
+
+    @property
+    def context(self) -> Context: ...
+
+    @property
+    def serde(self) -> Any: ...
+
+    def run(self, plan: Generator[Any, Any, _T]) -> _T: ...
+
+    async def arun(self, plan: Generator[Any, Any, _T]) -> _T: ...
 
 __all__ = [
     "StorageFootprint",

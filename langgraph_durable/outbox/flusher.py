@@ -4,9 +4,13 @@ Redis to MongoDB with unordered bulk upserts, then acknowledges and deletes them
 Delivery is at least once and every MongoDB write is an idempotent upsert on a
 deterministic ``_id``, so a repeat changes nothing. Entries a dead flusher left pending
 are claimed as soon as its heartbeat lapsed (``heartbeat.py``); those of a consumer
-without a heartbeat, with ``XAUTOCLAIM`` after ``claim_idle_s``. The same plan runs in
-a thread (sync clients), an asyncio task (async clients) or a standalone worker; the
-round itself is ``rounds.py`` (its names are importable from here too).
+without a heartbeat, with ``XAUTOCLAIM`` after ``claim_idle_s``.
+
+This module is the loop: rounds one after another, with backoff after a failure, a pause
+after a long failing streak, a linger after a light round, stopping, written once
+(``Flusher._steps``) and driven by a thread (sync clients; also a standalone worker's main
+thread) or an asyncio task (async clients). What a round takes and does is ``rounds.py``
+(``RoundChoice``, ``flush_batch_plan``; their names are importable from here too).
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Generator
+from dataclasses import dataclass
 from typing import Any
 
 from ..core.ops import Plan
@@ -30,9 +36,32 @@ from .heartbeat import Heartbeat, stop_plan
 from .rounds import POISON as POISON
 from .rounds import ROUND_BYTES as ROUND_BYTES
 from .rounds import BatchStats as BatchStats
+from .rounds import RoundChoice
 from .rounds import flush_batch_plan as flush_batch_plan
 
 log = logging.getLogger("langgraph_durable.flusher")
+
+
+@dataclass(frozen=True)
+class _Wait:
+    """A step of the flush loop: wait ``seconds``; a ``linger`` ends at ``wake()``, any
+    other wait (backoff, pause) at a stop request (in a task: cancelling it)."""
+
+    seconds: float
+    linger: bool = False
+
+
+_Step = Plan[BatchStats] | _Wait
+
+
+def _advance(steps: Generator[_Step, Any, None], sent: Any, error: Exception | None
+             ) -> _Step | None:
+    """The loop's next step after sending it ``sent`` (or throwing ``error`` into it);
+    None once it ended."""
+    try:
+        return steps.send(sent) if error is None else steps.throw(error)
+    except StopIteration:
+        return None
 
 
 def consumer_name() -> str:
@@ -82,8 +111,8 @@ class Flusher:
         self._aloop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._task: asyncio.Task[None] | None = None
-        self._last_claim = 0.0
-        self._own_pending = True  # read this consumer's pending entries next round
+        self.choice = RoundChoice(ctx)
+        """What the next round takes besides new entries (``rounds.RoundChoice``)."""
         self._failing_since: float | None = None
         self._quiet_until = 0.0
         self.left_group = False
@@ -92,13 +121,10 @@ class Flusher:
 
     # one round, shared by both loops
     def _round_plan(self) -> Plan[BatchStats]:
-        now = self.ctx.clock.monotonic()
-        claim = now - self._last_claim >= self.ctx.config.claim_idle_s / 2
-        if claim:
-            self._last_claim = now
+        claim, own = self.choice.next()
         block_ms = max(1, int(self.ctx.config.flush_interval_s * 1000))
         return flush_batch_plan(self.ctx, self.consumer, block_ms=block_ms, claim=claim,
-                                own=self._own_pending, dead=self.heartbeat.take_dead())
+                                own=own, dead=self.heartbeat.take_dead())
 
     def _account(self, stats: BatchStats) -> None:
         self.rounds += 1
@@ -119,7 +145,7 @@ class Flusher:
                             "oldest flushed entry %.1f s old", n, cap, stats.max_lag_s)
 
     def _failed(self, exc: Exception, backoff: float) -> float:
-        self._own_pending = True  # the round may have taken entries it did not acknowledge
+        self.choice.failed()
         self.errors += 1
         self.last_error = safe_error(exc)
         self.metrics.flush_failed()
@@ -158,9 +184,7 @@ class Flusher:
 
     def _succeeded(self) -> None:
         self._failing_since = None
-        # a round that returned acknowledged every entry it took: none pending on this
-        # consumer, so the next round need not ask for them (a failed round sets it again)
-        self._own_pending = False
+        self.choice.succeeded()
 
     def _quiet_s(self) -> float:
         """Seconds left of the pause after a long failing streak (0 = none)."""
@@ -195,34 +219,70 @@ class Flusher:
         """Wait up to ``timeout_s`` seconds for a stop request; True once requested."""
         return self._stop.wait(timeout_s)
 
-    def _loop_sync(self, clients: Clients) -> None:
-        self.heartbeat.start_thread(clients)
-        try:
-            self._rounds_sync(clients)
-        finally:
-            self.heartbeat.stop()
-        self._leave(lambda: run_sync(stop_plan(self.ctx, self.consumer), clients))
-
-    def _rounds_sync(self, clients: Clients) -> None:
+    # the loop: one generator of steps (a round's plan to run, a wait), driven by a thread
+    # (``_drive_sync``) or a task (``_drive_async``)
+    def _steps(self) -> Generator[_Step, Any, None]:
+        """The flush loop as steps: yields a round's plan (sent back its ``BatchStats``, or
+        thrown its error) or a ``_Wait``, until ``request_stop()``. Backoff after a failed
+        round (doubling up to ``max_backoff_s``), the pause of a long failing streak
+        (``_quiet_s``) and the linger after a light round (``_linger_s``) are decided here,
+        once for both drivers."""
         backoff = 0.05
         while not self._stop.is_set():
             quiet = self._quiet_s()
             if quiet > 0:
-                self._stop.wait(min(quiet, 0.5))
+                yield _Wait(min(quiet, 0.5))
                 continue
             try:
-                stats = run_sync(self._round_plan(), clients)
+                stats = yield self._round_plan()
                 self._account(stats)
                 self._succeeded()
                 backoff = 0.05
             except Exception as exc:
-                self._stop.wait(backoff)
+                yield _Wait(backoff)
                 backoff = self._failed(exc, backoff)
                 continue
             linger = self._linger_s(stats)
             if linger:
-                self._nudge.wait(linger)
-                self._nudge.clear()
+                yield _Wait(linger, linger=True)
+
+    def _leave_plan(self) -> Plan[None]:
+        """Leave the consumer group and the registry (``heartbeat.stop_plan``) as the loop
+        ends; a failure is logged (the entries it holds stay for another flusher)."""
+        try:
+            self.left_group = bool((yield from stop_plan(self.ctx, self.consumer)))
+        except Exception as exc:
+            log.info("flusher %s could not leave the consumer group: %s", self.consumer,
+                     safe_error(exc))
+
+    def _loop_sync(self, clients: Clients) -> None:
+        self.heartbeat.start_thread(clients)
+        try:
+            self._drive_sync(clients)
+        finally:
+            self.heartbeat.stop()
+        run_sync(self._leave_plan(), clients)
+
+    def _drive_sync(self, clients: Clients) -> None:
+        """Run ``_steps`` in this thread: plans with ``run_sync``; a wait ends early at
+        ``request_stop()`` (a linger: at ``wake()``)."""
+        steps = self._steps()
+        step = _advance(steps, None, None)
+        while step is not None:
+            sent: Any = None
+            error: Exception | None = None
+            if isinstance(step, _Wait):
+                if step.linger:
+                    self._nudge.wait(step.seconds)
+                    self._nudge.clear()
+                else:
+                    self._stop.wait(step.seconds)
+            else:
+                try:
+                    sent = run_sync(step, clients)
+                except Exception as exc:
+                    error = exc
+            step = _advance(steps, sent, error)
 
     async def start_task(self, clients: Clients) -> None:
         """Start the flush loop as an asyncio task on the running loop using async clients."""
@@ -235,47 +295,32 @@ class Flusher:
     async def _loop_async(self, clients: Clients) -> None:
         self.heartbeat.start_task(clients)
         try:
-            await self._rounds_async(clients)
+            await self._drive_async(clients)
         finally:
             await self.heartbeat.astop()
-        try:
-            self.left_group = await run_async(stop_plan(self.ctx, self.consumer), clients)
-        except Exception as exc:
-            log.info("flusher %s could not leave the consumer group: %s", self.consumer,
-                     safe_error(exc))
+        await run_async(self._leave_plan(), clients)
 
-    async def _rounds_async(self, clients: Clients) -> None:
-        backoff = 0.05
-        while not self._stop.is_set():
-            quiet = self._quiet_s()
-            if quiet > 0:
-                await asyncio.sleep(min(quiet, 0.5))
-                continue
-            try:
-                stats = await run_async(self._round_plan(), clients)
-                self._account(stats)
-                self._succeeded()
-                backoff = 0.05
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                await asyncio.sleep(backoff)
-                backoff = self._failed(exc, backoff)
-                continue
-            linger = self._linger_s(stats)
-            if linger and self._anudge is not None:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._anudge.wait(), linger)
-                self._anudge.clear()
-
-    def _leave(self, call: Any) -> None:
-        """Leave the consumer group and the registry (``heartbeat.stop_plan``) as the loop
-        ends."""
-        try:
-            self.left_group = bool(call())
-        except Exception as exc:
-            log.info("flusher %s could not leave the consumer group: %s", self.consumer,
-                     safe_error(exc))
+    async def _drive_async(self, clients: Clients) -> None:
+        """Run ``_steps`` in this task: plans with ``run_async``; a linger ends early at
+        ``wake()``; cancelling the task ends it at once."""
+        steps = self._steps()
+        step = _advance(steps, None, None)
+        while step is not None:
+            sent: Any = None
+            error: Exception | None = None
+            if isinstance(step, _Wait):
+                if not step.linger:
+                    await asyncio.sleep(step.seconds)
+                elif self._anudge is not None:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._anudge.wait(), step.seconds)
+                    self._anudge.clear()
+            else:
+                try:
+                    sent = await run_async(step, clients)
+                except Exception as exc:  # asyncio.CancelledError is none: it ends the task
+                    error = exc
+            step = _advance(steps, sent, error)
 
     @property
     def running(self) -> bool:

@@ -1,7 +1,8 @@
 """One flush round as a sans-I/O plan (``flush_batch_plan``): take outbox entries (own
 pending ones, those of dead flushers, idle ones claimed, new ones), copy what they name
 from Redis to MongoDB (inserts, upserts for documents already there), take back what a
-delete overtook, acknowledge. ``flusher.Flusher`` runs it in a loop.
+delete overtook, acknowledge; and what the next round takes besides new entries
+(``RoundChoice``). ``flusher.Flusher`` runs rounds in a loop.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis.exceptions
 from bson.errors import InvalidDocument
@@ -46,6 +47,18 @@ class BatchStats:
     dead: int = 0
     outbox_length: int | None = None
     reaped: int = 0
+
+    def add(self, copied: Copied) -> None:
+        """Count what one ``_copy`` wrote."""
+        self.documents += copied.documents
+        self.bytes_written += copied.bytes_written
+
+
+class Copied(NamedTuple):
+    """What ``_copy`` wrote to MongoDB: documents and record bytes."""
+
+    documents: int
+    bytes_written: int
 
 
 POISON = (CorruptRecordError, InvalidDocument, DocumentTooLarge, ValueError, KeyError,
@@ -100,6 +113,36 @@ def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int, claim: bool,
         return BatchStats()
 
 
+class RoundChoice:
+    """What a flusher's next round takes besides new entries (``flush_batch_plan``'s
+    ``claim`` and ``own``: ``next()``), from what its last rounds did: its own pending entries at
+    start and after a failed round (it may have taken entries it did not acknowledge),
+    not after a clean one (which acknowledged all it took); the group's upkeep and idle
+    entries claimed from other consumers every ``claim_idle_s / 2`` seconds
+    (``ctx.clock``)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.own = True
+        self._last_claim = 0.0
+
+    def next(self) -> tuple[bool, bool]:
+        """``(claim, own)`` for the next round's ``flush_batch_plan``."""
+        now = self.ctx.clock.monotonic()
+        claim = now - self._last_claim >= self.ctx.config.claim_idle_s / 2
+        if claim:
+            self._last_claim = now
+        return claim, self.own
+
+    def succeeded(self) -> None:
+        """The round returned: none of its entries is pending on this consumer."""
+        self.own = False
+
+    def failed(self) -> None:
+        """The round failed: it may have left entries pending on this consumer."""
+        self.own = True
+
+
 def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
            claim: bool, own: bool, dead: Sequence[str]) -> Plan[BatchStats]:
     # stream replies come normalised: a list of (entry id, {field: value}) per stream
@@ -119,7 +162,7 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
         return stats
     try:
         for group in (yield from _by_bytes(ctx, parsed)):
-            stats.documents += yield from _copy(ctx, group, stats)
+            stats.add((yield from _copy(ctx, group)))
     except POISON as exc:
         if _transient(exc):
             raise
@@ -129,7 +172,7 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
         kept = []
         for entry in parsed:
             try:
-                stats.documents += yield from _copy(ctx, [entry], stats)
+                stats.add((yield from _copy(ctx, [entry])))
                 kept.append(entry)
             except POISON as exc:
                 if _transient(exc):
@@ -203,18 +246,19 @@ def _groups(parsed: list[Parsed], sizes: list[int]) -> list[list[Parsed]]:
     return groups
 
 
-def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -> Plan[int]:
+def _copy(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     """Read the named records from Redis (one pipeline) and write them to MongoDB
-    (inserts; the upserts for documents already there: ``insert_else_upsert``); adds the
-    record bytes written to ``stats.bytes_written``. Entries of the effect journal go to
+    (inserts; the upserts for documents already there: ``insert_else_upsert``); returns
+    the documents and record bytes written. Entries of the effect journal go to
     ``plans.effects.flush_effects_plan``."""
     journal = [p for p in parsed if p[2].kind == FX_KIND]
     if journal:
         parsed = [p for p in parsed if p[2].kind != FX_KIND]
         written = yield from flush_effects_plan(ctx, journal)
         if not parsed:
-            return written
-        return written + (yield from _copy(ctx, parsed, stats))
+            return Copied(written, 0)
+        rest = yield from _copy(ctx, parsed)
+        return Copied(written + rest.documents, rest.bytes_written)
     want: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
     put_ms: dict[tuple[str, Any], int] = {}  # (thread, member, field or digest) -> time
     for eid, tid, entry in parsed:
@@ -290,6 +334,4 @@ def _copy(ctx: Context, parsed: list[Parsed], stats: BatchStats | None = None) -
     yield from insert_else_upsert(cols.blobs, blobs, D.upsert)
     yield from insert_else_upsert(cols.writes, writes, D.upsert_write, ignore_newer=True)
     yield from insert_else_upsert(cols.checkpoints, cps, D.upsert)
-    if stats is not None:
-        stats.bytes_written += nbytes
-    return len(cps) + len(blobs) + len(writes) + len(items)
+    return Copied(len(cps) + len(blobs) + len(writes) + len(items), nbytes)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..config import DurableConfig
 from ..core.items import Items
@@ -47,6 +48,18 @@ class Heads:
         """The recorded head of ``(thread_id, ns)``, if any."""
         with self._lock:
             return self._heads.get((thread_id, ns))
+
+
+class Learned(NamedTuple):
+    """What a call learned of ``thread_id`` that later calls of this process use:
+    ``head``, ``(checkpoint_ns, checkpoint_id)`` of its newest checkpoint (a read of the
+    latest, or its own put: for ``Heads.seen``), and ``items``, digests Redis holds for it
+    (sent or read: for ``Items.learn``). Plans return it; ``Context.learn`` applies it
+    (``ctx.learn(*learned)``)."""
+
+    thread_id: str
+    head: tuple[str, str] | None = None
+    items: Iterable[bytes] = ()
 
 
 class Clock:
@@ -167,3 +180,14 @@ class Context:
             found = cache[thread_id] = (*self.script_keys(thread_id),
                                         self.registry_of(thread_id))
         return found
+
+    def learn(self, thread_id: str, head: tuple[str, str] | None = None,
+              items: Iterable[bytes] = ()) -> None:
+        """Apply what a call learned of ``thread_id`` (the fields of a ``Learned``:
+        ``ctx.learn(*learned)``) to this process's session state: ``head`` to ``heads``,
+        the ``items`` Redis holds to ``items``. The one place a saver's calls update them
+        (a plan never does)."""
+        if items:
+            self.items.learn(thread_id, items)
+        if head is not None:
+            self.heads.seen(thread_id, head[0], head[1])

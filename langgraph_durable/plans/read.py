@@ -36,7 +36,7 @@ from ..durable import documents as D
 from ..hot.keys import EPOCH_FIELD
 from ..hot.registry import epoch_complete
 from ..hot.scripts import PageReply, PartsReply, page_op, parts_op
-from .context import Context
+from .context import Context, Learned
 
 Row = tuple[CheckpointRecord, dict[tuple[str, int], WriteRecord]]
 Writes = dict[tuple[str, int], WriteRecord]
@@ -44,12 +44,15 @@ Writes = dict[tuple[str, int], WriteRecord]
 
 class Page(NamedTuple):
     """One page of ``list``: tuples newest first, the cursor for the next page (``None``
-    at the end), and how many checkpoints each tier served."""
+    at the end), how many checkpoints each tier served, and what the read learned
+    (``Learned``: the head read as the latest, the items read from Redis; for
+    ``Context.learn``)."""
 
     tuples: list[CheckpointTuple]
     cursor: str | None
     hot: int
     durable: int
+    learned: Learned | None = None
 
 
 @dataclass(frozen=True)
@@ -73,20 +76,20 @@ class RecordPage:
 
 def finish_page(ctx: Context, raw: RecordPage) -> Page:
     """Decode a ``RecordPage`` with ``ctx.serde`` (may download: blocking) into a
-    ``Page``, apply its metadata filter, and record the head it read as the latest
-    (``ctx.heads``): the run that read it builds on it, and the items read from Redis as
-    held there (``ctx.items``: the next put need not send them)."""
+    ``Page`` and apply its metadata filter. The page's ``learned`` names the head it read
+    as the latest (the run that read it builds on it) and the items read from Redis as
+    held there (the next put need not send them), for the caller to apply
+    (``Context.learn``)."""
     out = []
-    if raw.hot_items:
-        ctx.items.learn(raw.thread_id, raw.hot_items)
     for rec, writes in raw.rows:
         tup = assemble(ctx.serde, raw.thread_id, rec, raw.blobs, writes, raw.items,
                        ctx.items, raw.head is not None)
         if metadata_matches(tup.metadata, raw.filter):
             out.append(tup)
-    if raw.head is not None and raw.rows:
-        ctx.heads.seen(*raw.head, raw.rows[0][0].checkpoint_id)
-    return Page(out, raw.cursor, raw.hot, raw.durable)
+    head = ((raw.head[1], raw.rows[0][0].checkpoint_id)
+            if raw.head is not None and raw.rows else None)
+    learned = Learned(raw.thread_id, head, raw.hot_items) if head or raw.hot_items else None
+    return Page(out, raw.cursor, raw.hot, raw.durable, learned)
 
 
 def writes_of(raw: Sequence[bytes | None], where: str) -> dict[tuple[str, int], WriteRecord]:

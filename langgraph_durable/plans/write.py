@@ -190,7 +190,6 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
                     f"thread {args.thread_id!r} was not written") from None
             yield Sleep(pause)
             pause = min(pause * 2, 0.1)
-    ctx.items.learn(args.thread_id, parts)
     if reply.newest is not None:  # PUT stored a checkpoint_id below the namespace's newest
         _warn_not_increasing(args, reply.newest)
     return reply.entry_id

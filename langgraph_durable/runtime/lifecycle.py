@@ -1,39 +1,227 @@
-"""The lifecycle of a saver: ``setup()``, ``check_deployment()`` and the context managers
-(entering sets the saver up, leaving closes it). The set-up itself runs once per saver
-(``startup.SetupGate``), also from the first call of a saver used without ``with``
-(``SaverRuntime.run``)."""
+"""The ``DurableSaver`` beyond LangGraph's calls: how it is made (given clients,
+``from_urls``, ``from_conn_string``), its serializer, and its lifecycle (``setup()``,
+``check_deployment()``, the context managers, ``flush``, ``close``, ``stats``), each a
+delegation to the ``SaverRuntime`` it holds (``runtime/base.py``). The set-up itself runs
+once per runtime (``startup.SetupGate``), also from the first call of a saver used without
+``with`` (``SaverRuntime.run``)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Generator
+import dataclasses
+from collections.abc import Awaitable, Collection, Generator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import Any
+from typing import Any, TypeVar
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from typing_extensions import Self
 
+from ..config import DurableConfig
+from ..core.items import items_for
+from ..errors import ConfigurationError
+from ..io.drivers import Clients
+from ..plans.context import Context
+from ..settings import (
+    check_mongo_url,
+    database_of_url,
+    hide_password,
+    saver_config,
+    server_settings,
+    with_database,
+)
+from .base import SET_UP as SET_UP
 from .base import SaverRuntime
-from .startup import check_plan
+
+T = TypeVar("T")
 
 
-class _SetUp:
-    """What ``setup()`` returns outside an event loop: the set-up is done; awaiting this
-    returns None at once."""
+class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
+                     AbstractAsyncContextManager):
+    """Construction, serializer and lifecycle of a ``DurableSaver`` (see there for the
+    arguments): it holds a ``SaverRuntime`` (``runtime``, shared with its
+    ``with_allowlist`` copies) and its own ``context`` (the runtime's with this saver's
+    serializer)."""
 
-    def __await__(self) -> Generator[Any, None, None]:
-        return None
-        yield  # a generator: ``await`` takes it
+    _runtime: SaverRuntime
+    _ctx: Context
 
-    def __repr__(self) -> str:
-        return "<DurableSaver set up>"
+    def __init__(
+        self,
+        redis: Any = None,
+        mongo: Any = None,
+        *,
+        async_redis: Any = None,
+        async_mongo: Any = None,
+        serde: SerializerProtocol | None = None,
+        config: DurableConfig | None = None,
+        meter_provider: Any = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(serde=serde)
+        self._hold(SaverRuntime.from_clients(
+            redis, mongo, async_redis=async_redis, async_mongo=async_mongo,
+            config=saver_config(config, options), meter_provider=meter_provider))
 
+    def _hold(self, runtime: SaverRuntime) -> None:
+        self._runtime = runtime
+        self._ctx = dataclasses.replace(runtime.context,
+                                        **_serde_fields(runtime.config, self.serde))
 
-SET_UP: Awaitable[None] = _SetUp()
-"""The done awaitable ``setup()`` returns when it set the saver up before returning."""
+    @property
+    def runtime(self) -> SaverRuntime:
+        """The ``SaverRuntime`` this saver runs its plans on: clients, set-up, flusher,
+        metrics (shared with its ``with_allowlist`` copies)."""
+        return self._runtime
 
+    @property
+    def config(self) -> DurableConfig:
+        """The validated configuration this saver runs with."""
+        return self._runtime.config
 
-class SaverLifecycle(SaverRuntime, AbstractContextManager, AbstractAsyncContextManager):
-    """Set-up, checks and the context managers of a ``DurableSaver`` (see there)."""
+    @property
+    def serde(self) -> SerializerProtocol:
+        """The serializer of every value stored and read: the one given, else LangGraph's
+        default ``JsonPlusSerializer``. Assigning it (a strict allowlist, an
+        ``EncryptedSerializer``...) takes effect for every later call, as with LangGraph's
+        savers: the context is rebuilt with what follows the serializer (queryable
+        metadata unless ``queryable_metadata`` is set; item digests, keyed when encrypting;
+        a fresh item cache, so nothing the old serializer decoded or encoded is reused).
+        ``with_allowlist`` copies made before keep theirs. Stored data stays as stored:
+        the new serializer must read it (an ``EncryptedSerializer`` reads plain values, not
+        the reverse). Assign it between calls. Raises ``ConfigurationError`` for a value
+        without ``dumps_typed``/``loads_typed`` (or LangGraph's older ``dumps``/``loads``)."""
+        found: SerializerProtocol | None = self.__dict__.get("_serde")
+        return BaseCheckpointSaver.serde if found is None else found
+
+    @serde.setter
+    def serde(self, value: SerializerProtocol) -> None:
+        runtime: SaverRuntime | None = self.__dict__.get("_runtime")
+        if not any(all(callable(getattr(value, n, None)) for n in pair)
+                   for pair in (("dumps_typed", "loads_typed"), ("dumps", "loads"))):
+            raise ConfigurationError(
+                f"DurableSaver.serde must be a LangGraph serializer (with dumps_typed and "
+                f"loads_typed), not {type(value).__module__}.{type(value).__qualname__}"
+                + (f" (key prefix {runtime.config.key_prefix!r})" if runtime is not None
+                   else ""))
+        value = maybe_add_typed_methods(value)
+        self.__dict__["_serde"] = value
+        if runtime is not None:
+            self._ctx = dataclasses.replace(self._ctx, **_serde_fields(runtime.config, value))
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_urls(
+        cls, redis_url: str, mongo_url: str, *, serde: SerializerProtocol | None = None,
+        config: DurableConfig | None = None, meter_provider: Any = None, **options: Any,
+    ) -> Self:
+        """A saver with its own clients for ``redis_url`` and ``mongo_url``: sync clients
+        now, asyncio clients made on first async use in each event loop. Use it as a
+        context manager (``with`` or ``async with``): entering runs ``setup()``, leaving it
+        drains the outbox to MongoDB and closes the clients. Used without ``with`` (as
+        ``InMemorySaver()`` is), it sets itself up on its first call the same way, and
+        ``close()`` drains and closes.
+
+        The configuration is ``config`` or the keyword ``options`` over ``LGD_*``
+        environment variables (``langgraph_durable.settings``); the database is the one in
+        ``mongo_url`` (``mongodb://h:p/myappdb``) unless ``database`` is given. Raises
+        ``ConfigurationError`` for ``config`` together with ``options``, for an unknown
+        or invalid option (naming it, with the closest option name), for a ``mongo_url``
+        that is no MongoDB URL and for a ``database`` that differs from the URL's."""
+        cfg = with_database(saver_config(config, options),
+                            database_of_url(check_mongo_url(mongo_url)),
+                            f"MongoDB URL {hide_password(mongo_url)!r}")
+        saver = cls.__new__(cls)
+        BaseCheckpointSaver.__init__(saver, serde=serde)
+        saver._hold(SaverRuntime.from_urls(redis_url, mongo_url, config=cfg,
+                                           meter_provider=meter_provider))
+        return saver
+
+    @classmethod
+    def from_conn_string(
+        cls, redis_url: str | None = None, mongo_url: str | None = None, *,
+        serde: SerializerProtocol | None = None, config: DurableConfig | None = None,
+        meter_provider: Any = None, **options: Any,
+    ) -> Self:
+        """The ``from_conn_string`` of LangGraph's savers (``PostgresSaver``,
+        ``RedisSaver``, ``MongoDBSaver``), for both APIs in one: use it as
+        ``with DurableSaver.from_conn_string(redis_url, mongo_url) as saver:`` or
+        ``async with ...``. URLs left out come from ``REDIS_URL`` / ``MONGODB_URL``;
+        otherwise the same as ``from_urls`` (entering runs ``setup()``, leaving drains the
+        outbox and closes the clients). Raises ``ConfigurationError`` when a URL is given
+        neither way."""
+        env = server_settings()
+        redis_url = redis_url or env.redis_url
+        mongo_url = mongo_url or env.mongodb_url
+        if not redis_url or not mongo_url:
+            raise ConfigurationError(
+                "DurableSaver.from_conn_string needs a Redis URL and a MongoDB URL: pass "
+                "them or set REDIS_URL and MONGODB_URL (missing: "
+                + ", ".join(n for n, u in (("redis_url", redis_url), ("mongo_url", mongo_url))
+                            if not u) + ")")
+        return cls.from_urls(redis_url, mongo_url, serde=serde, config=config,
+                             meter_provider=meter_provider, **options)
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> Self:
+        """LangGraph's ``with_allowlist``: a shallow copy whose serializer also accepts the
+        msgpack types of ``extra_allowlist``. The copy shares this saver's runtime (clients,
+        flusher, metrics), heads and item store (its serialization cache and decoded copies:
+        LangGraph makes such copies for graphs and subgraphs, which must not start cold),
+        and is closed together with it. (Assigning ``serde`` instead starts a new item
+        store.)"""
+        clone = super().with_allowlist(extra_allowlist)
+        assert isinstance(clone, type(self))
+        if clone is not self:
+            clone._ctx = dataclasses.replace(self._ctx, serde=clone.serde)
+        return clone
+
+    @property
+    def context(self) -> Context:
+        """What plans run by this saver need (configuration, serializer, key and collection
+        names): build a plan with it and pass the plan to ``run``/``arun``."""
+        return self._ctx
+
+    @property
+    def sync_clients(self) -> Clients:
+        """The blocking clients this saver runs sync calls on: ``.redis`` (a ``redis.Redis``
+        or ``RedisCluster``) and ``.db`` (the configured MongoDB database, with the saver's
+        write concern), for tools (the CLI) and tests that read the servers directly.
+        Raises ``ConfigurationError`` when the saver was given asyncio clients only."""
+        return self._runtime.sync_clients
+
+    # ------------------------------------------------------------------ running plans
+
+    @property
+    def is_closed(self) -> bool:
+        """True once ``close()``/``aclose()`` began: every later call raises
+        ``SaverClosedError``."""
+        return self._runtime.closed
+
+    def run(self, plan: Generator[Any, Any, T]) -> T:
+        """Run ``plan`` (a sans-I/O generator of ``langgraph_durable.plans``, built with
+        ``context``) to completion and return its value: on the sync clients in this thread,
+        or, with asyncio clients only, on the event loop that owns them (this thread waits).
+        A saver never entered (``with``) nor set up (``setup()``) sets itself up first,
+        once, exactly as entering does (see ``__enter__``).
+
+        Raises what the plan raises (``TierUnavailableError`` when a server does not answer),
+        what setting up raises (``ConfigurationError`` for a key prefix bound to another
+        database, ``TierUnavailableError`` when Redis does not answer; the next call tries
+        again), ``SaverClosedError`` after ``close()``, ``SyncCallInEventLoopError`` when
+        called with asyncio clients only from inside their event loop, and
+        ``EventLoopNotRunningError`` when, with asyncio clients only, no running event loop
+        owns them."""
+        return self._runtime.run(plan)
+
+    async def arun(self, plan: Generator[Any, Any, T]) -> T:
+        """Async ``run``: on the asyncio clients of the running event loop, or, with sync
+        clients only, on those in a worker thread; sets a saver up first as ``run`` does.
+        Raises what the plan and the set-up raise and ``SaverClosedError`` after
+        ``close()``."""
+        return await self._runtime.arun(plan)
+
+    # ------------------------------------------------------------------ lifecycle
 
     def setup(self) -> Awaitable[None]:
         """Set the saver up (idempotent): check that its key prefix is not bound to another
@@ -56,34 +244,11 @@ class SaverLifecycle(SaverRuntime, AbstractContextManager, AbstractAsyncContextM
         saver set up); with asyncio clients only, as a task of the loop (``asetup()``),
         run when the loop gets control. Not awaited, the set-up still runs (an error is
         then logged by asyncio, and the saver's next call sets up again and raises it)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            self._setup_now()
-            return SET_UP
-        if self._clients.sync is not None:
-            return loop.run_in_executor(None, self._setup_now)
-        return loop.create_task(self.asetup())
-
-    def _setup_now(self) -> None:
-        """``setup()`` outside a running event loop (or in a worker thread of ``asetup``)."""
-        self._check_open()
-        if self._clients.sync is None:
-            self._on_loop(self.asetup())
-            return
-        self._gate.once(lambda: self._set_up(strict=True), again=True)
-        self._ensure_flusher_thread()
+        return self._runtime.setup()
 
     async def asetup(self) -> None:
         """Async ``setup``."""
-        self._check_open()
-        if self._clients.sync is not None:
-            await asyncio.to_thread(self._setup_now)
-            return
-        clients = self._clients.for_running_loop()
-        assert clients is not None
-        await self._gate.aonce(lambda: self._aset_up(clients, strict=True), again=True)
-        await self._aensure_flusher(clients)
+        await self._runtime.asetup()
 
     def check_deployment(self) -> None:
         """Check, writing nothing, what ``setup()`` checks: that this saver's key prefix is
@@ -94,13 +259,11 @@ class SaverLifecycle(SaverRuntime, AbstractContextManager, AbstractAsyncContextM
         itself up on its first call: for tools that only read (the CLI's ``threads``,
         ``show``, ...), so that reading writes nothing; a saver that writes should be set
         up (``with``, ``setup()`` or its first call) instead."""
-        self._run_plain(check_plan(self._ctx))
-        self._gate.ready = True
+        self._runtime.check_deployment()
 
     async def acheck_deployment(self) -> None:
         """Async ``check_deployment``."""
-        await self._arun_plain(check_plan(self._ctx))
-        self._gate.ready = True
+        await self._runtime.acheck_deployment()
 
     def __enter__(self) -> Self:
         """``setup()`` (unless the saver set itself up already), except that MongoDB not
@@ -110,38 +273,71 @@ class SaverLifecycle(SaverRuntime, AbstractContextManager, AbstractAsyncContextM
         ``ConfigurationError`` for a key prefix bound to another database or
         collection_prefix, or collections owned by another key prefix (then the saver is
         closed)."""
-        try:
-            self._check_open()
-            if self._clients.sync is None:
-                self._on_loop(self._astart())
-            else:
-                self._gate.once(self._set_up)
-                self._ensure_flusher_thread()
-        except BaseException:
-            self.close(drain_timeout_s=0)  # no saver reaches the caller: stop what started
-            raise
+        self._runtime.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    async def _astart(self) -> None:
-        await self._aready()
-        clients = self._clients.for_running_loop()
-        if clients is None:
-            await asyncio.to_thread(self._ensure_flusher_thread)
-        else:
-            await self._aensure_flusher(clients)
+        self._runtime.close()
 
     async def __aenter__(self) -> Self:
         """Async ``__enter__``."""
-        try:
-            self._check_open()
-            await self._astart()
-        except BaseException:
-            await self.aclose(drain_timeout_s=0)
-            raise
+        await self._runtime.astart()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        await self.aclose()
+        await self._runtime.aclose()
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """Wait until everything written so far (by any process) is in MongoDB.
+        Raises ``FlushTimeoutError`` after ``timeout_s`` seconds."""
+        self._runtime.flush(timeout_s)
+
+    async def aflush(self, timeout_s: float = 30.0) -> None:
+        """Async ``flush``."""
+        await self._runtime.aflush(timeout_s)
+
+    def close(self, drain_timeout_s: float | None = None) -> None:
+        """Drain the outbox (up to ``drain_timeout_s`` seconds, default the configured
+        ``close_drain_timeout_s``; what is left stays in Redis for the next flusher, never
+        lost: a warning is logged), stop the flusher, close the clients this saver created.
+        Later calls raise ``SaverClosedError`` (also those of its ``with_allowlist``
+        copies)."""
+        self._runtime.close(drain_timeout_s)
+
+    async def aclose(self, drain_timeout_s: float | None = None) -> None:
+        """Async ``close``; also closes the asyncio clients made for this event loop."""
+        await self._runtime.aclose(drain_timeout_s)
+
+    def stats(self) -> dict[str, Any]:
+        """The numbers of ``langgraph_durable.metrics`` as a plain dict: reads by tier
+        (``hot``/``durable``/``miss``), puts, writes, bytes written per tier, flush counts
+        and lags (seconds), per-operation round-trip times (seconds), and the in-process
+        flusher's rounds, entries (``reaped``: of them, taken from flushers whose
+        heartbeat lapsed), errors, lag (seconds) and the outbox length it saw after its
+        last round (``outbox_length_seen``).
+
+        ``outbox_length`` is read from Redis now (one ``XLEN``, at most ``socket_timeout_s``
+        seconds): the entries waiting for MongoDB at this moment, whoever flushes them.
+        It is None when Redis does not answer, after ``close()``, and for a saver with
+        asyncio clients only when called from inside their event loop (use ``astats()``
+        there) or when no running event loop owns them."""
+        return self._runtime.stats()
+
+    async def astats(self) -> dict[str, Any]:
+        """Async ``stats`` (``outbox_length`` read with the asyncio clients)."""
+        return await self._runtime.astats()
+
+
+def _serde_fields(config: DurableConfig, serde: Any) -> dict[str, Any]:
+    """The ``Context`` fields that depend on the serializer: ``serde``; ``queryable``
+    (``config.queryable_metadata``, else False for an encrypting serializer:
+    ``EncryptedSerializer`` or one saying ``encrypted``); ``items``, a new item store
+    (digests keyed for an encrypting serializer, an empty cache)."""
+    queryable = config.queryable_metadata
+    if queryable is None:
+        queryable = not (isinstance(serde, EncryptedSerializer)
+                         or getattr(serde, "encrypted", False))
+    return {"serde": serde, "queryable": queryable,
+            "items": items_for(serde, enabled=config.list_items,
+                               cache_bytes=config.item_cache_bytes,
+                               digest_key=config.item_digest_key)}

@@ -60,7 +60,7 @@ def test_flush_wakes_a_flusher_paused_after_failing(redis_url) -> None:
         cp["channel_versions"] = {"v": "1"}
         s.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, cp, {"step": -1},
               {"v": "1"})
-        f = s._shared.flusher
+        f = s.runtime.flusher
         wait_for(lambda: f._quiet_s() > 0, 30, "the flusher to pause")
         ms.start()
         s.flush(timeout_s=3)  # the pause has ~5 s left: only a woken flusher makes it

@@ -68,6 +68,9 @@ def test_latest_of_a_thread_redis_holds_whole_is_one_script_call() -> None:
     assert tup.metadata["who"] == "s0"
     assert tup.pending_writes == [("task", "v", 5)]
     assert (page.hot, page.durable) == (1, 0)
+    assert page.learned is not None and page.learned.head == ("", IDS[0])
+    assert ctx.heads.get("t", "") is None  # the plan learned it; the caller applies it
+    ctx.learn(*page.learned)
     assert ctx.heads.get("t", "") == IDS[0]  # the run builds on what it read
 
 
@@ -81,8 +84,7 @@ def test_an_exact_checkpoint_found_in_redis_does_not_ask_mongodb() -> None:
     assert isinstance(op, Script) and list(op.args) == ["[" + member("", IDS[1])] * 2 + [
         1, b"", "t"]  # the thread_id, for its registry (the last of KEYS)
     assert op.keys[-1] == ctx.registry_of("t")
-    read.finish_page(ctx, done.result)
-    assert ctx.heads.get("t", "") is None  # an exact read is no head
+    assert read.finish_page(ctx, done.result).learned is None  # an exact read is no head
 
 
 def test_a_page_redis_answers_partly_reads_the_rest_from_mongodb() -> None:
@@ -165,8 +167,11 @@ def test_a_list_value_redis_holds_comes_with_its_items_in_the_page_reply() -> No
     done = drive(read.get_tuple_plan(ctx, "t", "", None), lambda op: reply)
     assert done.kinds() == ["page"]  # nothing asked of MongoDB
     assert ctx.items.unknown("t", p.parts, pack_blob) == p.parts
-    (tup,) = read.finish_page(ctx, done.result).tuples
+    page = read.finish_page(ctx, done.result)
+    (tup,) = page.tuples
     assert tup.checkpoint["channel_values"] == {"v": ["a", "b"]}
+    assert page.learned is not None and list(page.learned.items) == list(p.parts)
+    ctx.learn(*page.learned)
     # read from Redis: the next put omits them
     assert ctx.items.unknown("t", p.parts, pack_blob) == {}
 
