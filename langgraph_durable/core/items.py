@@ -275,7 +275,7 @@ class Items:
         # per thread, digest -> how to rebuild what decoding that item gave (same LRU)
         self._templates: dict[str, dict[bytes, _Template]] = {}
         self._cache_bytes = cache_bytes
-        self._held = 0
+        self._cached_bytes = 0
         self._known: OrderedDict[str, set[bytes]] = OrderedDict()
         self._max_threads = max_threads
         self._lock = threading.Lock()
@@ -366,24 +366,24 @@ class Items:
             for entry in entries:
                 old = cache.get(id(entry.obj))
                 if old is not None:
-                    self._held -= old.size
+                    self._cached_bytes -= old.size
                 cache[id(entry.obj)] = entry
-                self._held += entry.size
+                self._cached_bytes += entry.size
             for d, t in (templates or {}).items():
                 if d not in held:
                     held[d] = t
-                    self._held += len(t.typed[1])
-            while self._held > self._cache_bytes and len(self._cache) > 1:
+                    self._cached_bytes += len(t.typed[1])
+            while self._cached_bytes > self._cache_bytes and len(self._cache) > 1:
                 self._drop(next(iter(self._cache)))
 
     def _drop(self, thread_id: str) -> None:
         """Forget ``thread_id``'s entries and templates (lock held)."""
         cache = self._cache.pop(thread_id, None)
         if cache is not None:
-            self._held -= sum(e.size for e in cache.values())
+            self._cached_bytes -= sum(e.size for e in cache.values())
         held = self._templates.pop(thread_id, None)
         if held is not None:
-            self._held -= sum(len(t.typed[1]) for t in held.values())
+            self._cached_bytes -= sum(len(t.typed[1]) for t in held.values())
 
     def decode(self, thread_id: str, found: Iterable[tuple[bytes, Typed]],
                loads: Callable[[Typed], Any], remember: bool = False, fresh: bool = False
@@ -429,7 +429,7 @@ class Items:
         self._remember(thread_id, entries if remember else [], fresh and remember, made)
         return out
 
-    def held(self, thread_id: str) -> dict[bytes, Typed]:
+    def cached(self, thread_id: str) -> dict[bytes, Typed]:
         """The stored items (digest -> typed value) of ``thread_id`` that ``decode`` can
         rebuild without their bytes being read again: a read need not fetch them."""
         with self._lock:

@@ -25,7 +25,7 @@ from ..durable import documents as D
 from ..errors import CorruptRecordError
 from ..plans.context import Context
 from ..plans.effects import FX_KIND, flush_effects_plan
-from ..plans.fence import insert_else_upsert, stream_ms, take_back_deleted
+from ..plans.fence import fence_plan, insert_else_upsert, stream_ms
 from .group import dead_letter_key, ensure_group_plan, upkeep_plan
 from .heartbeat import reap_plan
 from .streams import Parsed, Taken, ack_plan, claim_plan, dead_letter_plan, read_plan
@@ -193,7 +193,7 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
     # write tombstones before they delete in MongoDB, so this check, after the write, sees
     # every delete that could have been overtaken; before the acknowledgement, so a crash
     # in between leaves the entry to be written and checked again.
-    yield from take_back_deleted(ctx, parsed)
+    yield from fence_plan(ctx, parsed)
     _, stats.outbox_length = yield from ack_plan(ctx, parsed)
     now_ms = ctx.clock.time_ns() / 1e6
     stats.lags_s = [(now_ms - int(eid.split(b"-")[0])) / 1000 for eid in ids]

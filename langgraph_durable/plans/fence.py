@@ -38,7 +38,7 @@ def stream_ms(entry_id: bytes | str) -> int:
     return int(text.split("-")[0])
 
 
-def take_back_deleted(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
+def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
                       ) -> Plan[None]:
     """The fence: no resurrection by a write to MongoDB that a delete overtook (a
     *stalled round*: a flush round that read its records before a delete and wrote them

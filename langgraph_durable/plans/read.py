@@ -270,11 +270,11 @@ def page_plan(
     elif before:
         q["checkpoint_id"] = {"$lt": before}
     q.update(D.metadata_query(filter, ctx.queryable))
-    held = ctx.items.held(thread_id)  # items this process can rebuild: not read again
-    reply = yield from ask(page_op(keys.all, hi, lo, count, held,
+    cached = ctx.items.cached(thread_id)  # items this process can rebuild: not read again
+    reply = yield from ask(page_op(keys.all, hi, lo, count, cached,
                                    (ctx.registry_of(thread_id), thread_id)))
     rows, blobs, items, hot_items = _decode_page(thread_id, reply)
-    items.update(held)
+    items.update(cached)
     hot_ids = {r.checkpoint_id for r, _ in rows}
     docs: list[Doc] = []
     # Redis holds the whole thread (started in Redis, nothing expired since): MongoDB has

@@ -46,7 +46,7 @@ from ..errors import (
 from ..hot.scripts import PutArgs, PutWritesArgs
 from ..serde.errors import BlobStoreError
 from .context import Context
-from .fence import bulk_ignoring_newer, stream_ms, take_back_deleted
+from .fence import bulk_ignoring_newer, fence_plan, stream_ms
 from .tombstones import check_deleted_plan, check_unknown_plan
 
 log = logging.getLogger("langgraph_durable.saver")
@@ -328,7 +328,7 @@ def put_plan(ctx: Context, put: PreparedPut) -> Plan[RunnableConfig]:
             ops.append(BulkWrite(cols.blobs, [D.upsert(d) for d in blob_docs]))
         yield Parallel(ops)
         # a delete that ran since the Redis write must not be undone by this MongoDB write
-        yield from take_back_deleted(
+        yield from fence_plan(
             ctx, [(entry, tid, OutboxEntry(tid, "cp", put.args.member,
                                            [f for f, _ in put.blobs]))])
     return config_of(tid, ns, cid)
@@ -419,6 +419,6 @@ def put_writes_plan(ctx: Context, prepared: PreparedWrites | None) -> Plan[None]
         yield from bulk_ignoring_newer(ctx.collections.writes,
                                        [D.upsert_write(d) for d in docs])
         fields = [f for f, _, _ in prepared.args.writes]
-        yield from take_back_deleted(
+        yield from fence_plan(
             ctx, [(entry, tid, OutboxEntry(tid, "w", prepared.args.member, fields))])
     return None

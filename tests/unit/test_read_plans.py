@@ -225,7 +225,7 @@ def test_items_this_process_can_rebuild_are_not_read_again() -> None:
     first = drive(read.get_tuple_plan(ctx, "t", "", None), reply(b""))
     assert read.finish_page(ctx, first.result).tuples[0].checkpoint["channel_values"] == {
         "v": msgs}
-    held = ctx.items.held("t")
+    held = ctx.items.cached("t")
     assert held == sent  # both messages decoded once: their bytes are held
     second = drive(read.get_tuple_plan(ctx, "t", "", None), reply(b"".join(held)))
     got = read.finish_page(ctx, second.result).tuples[0].checkpoint["channel_values"]["v"]
