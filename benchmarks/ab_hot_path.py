@@ -101,7 +101,11 @@ def _client(url: str, parser: Any) -> Any:
 
 
 def _use(v: Variant) -> Any:
-    c = v.saver.runtime.clients.for_running_loop()  # the benchmark's own saver: switch its client
+    # the benchmark's own saver: switch its client (a --baseline before the saver held its
+    # runtime has the clients as ``_clients``)
+    runtime = getattr(v.saver, "runtime", None)
+    clients = runtime.clients if runtime is not None else v.saver._clients
+    c = clients.for_running_loop()
     assert c is not None
     if v.client is not None:
         c.redis, c.coalesce, c._registered, c._batcher = v.client, v.coalesce, {}, None
