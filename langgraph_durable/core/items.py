@@ -47,9 +47,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Literal, TypeGuard, overload
 
-from ..errors import CorruptRecordError
+from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
+
+from ..errors import ConfigurationError, CorruptRecordError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 Typed = tuple[str, bytes]
 
@@ -123,7 +128,7 @@ def expand(refs: bytes, items: Mapping[bytes, Typed], where: str
     return out
 
 
-def load_item(loads: Callable[[Typed], Any], typed: Typed) -> Any:
+def load_item(loads: Callable[[Typed], object], typed: Typed) -> object:
     """One stored item decoded as inside its whole list: LangGraph's serializers read a
     lone ``bytearray`` back as one but, nested in a list (msgpack bin), as ``bytes``, so a
     ``bytearray`` item is given as ``bytes``. (Their other top-level cases, ``None`` and
@@ -161,15 +166,20 @@ def packed(parts: Mapping[bytes, Stored], pack: Callable[[Typed], bytes]) -> dic
     return {d: v if isinstance(v, bytes) else pack(v) for d, v in parts.items()}
 
 
+Snapshot = tuple["type[BaseModel]", dict[str, object], object]
+"""A pydantic model as ``_snapshot`` copies it: its type, its fields, its extra fields."""
+
+
 class _Entry:
     __slots__ = ("obj", "snapshot", "digest", "stored", "size")
 
-    def __init__(self, obj: Any, snapshot: Any, digest: bytes, stored: Stored) -> None:
+    def __init__(self, obj: object, snapshot: Snapshot, digest: bytes, stored: Stored
+                 ) -> None:
         self.obj, self.snapshot, self.digest, self.stored = obj, snapshot, digest, stored
         self.size = len(stored) if isinstance(stored, bytes) else len(stored[1])
 
 
-def _is_model(value: Any) -> bool:
+def _is_model(value: object) -> TypeGuard[BaseModel]:
     return isinstance(value, _base_model())
 
 
@@ -183,23 +193,27 @@ def _base_model() -> type:
 _SCALARS = frozenset({str, int, float, bool, type(None), bytes})
 
 
-def _copy(value: Any) -> Any:
+@overload
+def _copy(value: dict[str, object]) -> dict[str, object]: ...
+@overload
+def _copy(value: object) -> object: ...
+def _copy(value: object) -> object:
     """A deep copy of plain data (scalars shared, dicts/lists/tuples copied), else
     ``copy.deepcopy``. Scalars are tested inline: a message's fields are mostly scalars,
     and a snapshot is taken of every message a read decodes."""
     kind = type(value)
-    if kind is dict:
+    if type(value) is dict:
         return {k: v if type(v) in _SCALARS else _copy(v) for k, v in value.items()}
-    if kind is list:
+    if type(value) is list:
         return [v if type(v) in _SCALARS else _copy(v) for v in value]
     if kind in _SCALARS:
         return value
-    if kind is tuple:
+    if type(value) is tuple:
         return tuple(v if type(v) in _SCALARS else _copy(v) for v in value)
     return copy.deepcopy(value)
 
 
-def _snapshot(item: Any) -> tuple[type, dict[str, Any], Any]:
+def _snapshot(item: BaseModel) -> Snapshot:
     """What a pydantic model's serialization holds (``model_dump``): its type, a copy of
     its fields (``__dict__``) and of its extra fields."""
     return type(item), _copy(item.__dict__), _copy(getattr(item, "__pydantic_extra__", None))
@@ -212,7 +226,7 @@ class _Template:
 
     __slots__ = ("snapshot", "fields_set", "private", "typed", "base", "containers")
 
-    def __init__(self, obj: Any, typed: Typed) -> None:
+    def __init__(self, obj: BaseModel, typed: Typed) -> None:
         self.typed = typed  # the stored item it was decoded from
         self.snapshot = _snapshot(obj)
         self.fields_set = frozenset(obj.__pydantic_fields_set__)
@@ -225,10 +239,10 @@ class _Template:
         self.containers = [(k, v, not v and type(v) in (dict, list))
                            for k, v in fields.items() if type(v) not in _SCALARS]
 
-    def build(self) -> Any:
+    def build(self) -> BaseModel:
         """A new model equal to the decoded one, sharing no mutable data with it (what
         pydantic's ``model_copy(deep=True)`` makes, from the snapshot)."""
-        cls: Any = self.snapshot[0]
+        cls = self.snapshot[0]
         extra = self.snapshot[2]
         fields = self.base.copy()
         for k, v, empty in self.containers:
@@ -244,7 +258,7 @@ class _Template:
         return obj
 
 
-def _unchanged(snapshot: tuple[type, dict[str, Any], Any], item: Any) -> bool:
+def _unchanged(snapshot: Snapshot, item: object) -> bool:
     """Whether a pydantic model still equals its snapshot (``==`` field by field)."""
     try:
         return (snapshot[0] is type(item) and snapshot[1] == item.__dict__
@@ -299,7 +313,7 @@ class Items:
 
     # ------------------------------------------------------------------ splitting
 
-    def split(self, value: list[Any], dumps: Callable[[Any, int], Typed],
+    def split(self, value: list[object], dumps: Callable[[object, int], Typed],
               pack: Callable[[Typed], bytes], thread_id: str = "") -> SplitList:
         """Split a list of ``thread_id`` into items and nodes. ``dumps(item, position)``
         serializes one item (raising the caller's errors); ``pack`` makes its stored
@@ -334,7 +348,7 @@ class Items:
         refs += digests[full:]
         return SplitList(b"".join(refs), parts)
 
-    def _remember(self, thread_id: str, found: Iterable[tuple[Any, bytes, Stored]],
+    def _remember(self, thread_id: str, found: Iterable[tuple[object, bytes, Stored]],
                   fresh: bool = False, templates: Mapping[bytes, _Template] | None = None
                   ) -> None:
         """Add entries (and ``templates``) to ``thread_id``'s cache (``fresh``: replacing
@@ -386,8 +400,8 @@ class Items:
             self._cached_bytes -= sum(len(t.typed[1]) for t in held.values())
 
     def decode(self, thread_id: str, found: Iterable[tuple[bytes, Typed]],
-               loads: Callable[[Typed], Any], remember: bool = False, fresh: bool = False
-               ) -> list[Any]:
+               loads: Callable[[Typed], object], remember: bool = False, fresh: bool = False
+               ) -> list[object]:
         """The objects of ``thread_id``'s items ``(digest, typed value)``, in order. An
         item this process decoded before for the thread (same digest, so the same bytes)
         is not decoded again: it is rebuilt from a copy taken right after that decode
@@ -405,11 +419,11 @@ class Items:
         with self._lock:
             held = self._templates.get(thread_id) or {}
             got = [held.get(d) for d, _ in found]
-        out: list[Any] = []
-        entries: list[tuple[Any, bytes, Stored]] = []
+        out: list[object] = []
+        entries: list[tuple[object, bytes, Stored]] = []
         made: dict[bytes, _Template] = {}
         for (d, typed), t in zip(found, got):
-            obj: Any = None
+            obj: object = None
             if t is not None:
                 try:
                     obj = t.build()
@@ -466,7 +480,7 @@ class Items:
             self._known.pop(thread_id, None)
 
 
-def _cipher_of(serde: Any) -> Any:
+def _cipher_of(serde: SerializerProtocol) -> CipherProtocol | Literal[False] | None:
     """The cipher of an encrypting serializer (``EncryptedSerializer``, or an
     ``ExternalRefSerializer`` around one), ``None`` for a plain one; ``False`` when the
     serializer says it encrypts but shows no cipher."""
@@ -479,7 +493,7 @@ def _cipher_of(serde: Any) -> Any:
     return None
 
 
-def _cipher_secret(cipher: Any) -> bytes | None:
+def _cipher_secret(cipher: CipherProtocol) -> bytes | None:
     """The AES key of LangGraph's ``EncryptedSerializer.from_pycryptodome_aes`` cipher
     (held by its methods), else ``LANGGRAPH_AES_KEY``; ``None`` when neither is there."""
     import os
@@ -494,8 +508,8 @@ def _cipher_secret(cipher: Any) -> bytes | None:
     return env.encode() if env else None
 
 
-def items_for(serde: Any, *, enabled: bool = True, cache_bytes: int = 64 * 1024 * 1024,
-              digest_key: str | None = None) -> Items:
+def items_for(serde: SerializerProtocol, *, enabled: bool = True,
+              cache_bytes: int = 64 * 1024 * 1024, digest_key: str | None = None) -> Items:
     """The ``Items`` of a saver using ``serde``: unkeyed digests for a plain serializer;
     for an encrypting one, digests keyed with a key derived (BLAKE2b) from ``digest_key``,
     else from the cipher's key (see ``_cipher_secret``), and taken over the decrypted
@@ -515,6 +529,9 @@ def items_for(serde: Any, *, enabled: bool = True, cache_bytes: int = 64 * 1024 
     key = hashlib.blake2b(secret, digest_size=32, person=b"lgd-item-key").digest()
 
     def decrypt(typed: Typed) -> Typed:
+        if cipher is False:
+            raise ConfigurationError("the serializer says it encrypts and shows no cipher: "
+                                     "its list items cannot be decrypted")
         base, name = typed[0].split("+", 1)
         return base, cipher.decrypt(name, typed[1])
 
