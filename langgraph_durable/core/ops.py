@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from ..errors import DurableSaverError
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 BsonValue = Any
 """A value MongoDB stores (str, int, float, bool, None, bytes, datetime, a list or a
@@ -184,23 +185,38 @@ class CommandFailed(DurableSaverError):
 # --------------------------------------------------------------------------- operations
 
 
-class Op(Generic[T]):
-    """An I/O operation whose reply has type ``T`` (base of every operation below)."""
+class Op(Generic[T_co]):
+    """An I/O operation whose reply has type ``T_co`` (base of every operation below;
+    covariant: a ``Script[PutReply]`` is an ``Op[object]``)."""
 
     __slots__ = ()
 
 
-Plan = Generator[Op[Any], Any, T]
+OpReply = Any
+"""What a driver sends back into a plan: the reply of the operation the plan just yielded,
+typed as that operation's ``T``, which ``Generator``'s one send type cannot follow
+(``ask`` gives it back typed). ``Any``, not ``object``: plans unpack replies
+(``docs, stones = yield Parallel([...])``)."""
+
+Plan = Generator[Op[object], OpReply, T]
 """A sans-I/O plan returning ``T``: yields operations, receives their replies."""
 
 
-def ask(op: Op[T]) -> Generator[Op[Any], Any, T]:
+def ask(op: Op[T]) -> Plan[T]:
     """``reply = yield from ask(op)``: yield ``op`` and get its reply typed as ``T``."""
     reply: T = yield op
     return reply
 
 
-def _as_is(raw: Any) -> Any:
+RedisReply = Any
+"""A Redis reply as redis-py returns it, before a decoder reads it: bytes, an int, None
+or a list of these, nested (a Lua script's table). Its shape is the command's or the
+script's (a script's Lua header says it), and its decoder (``PutReply.of``...) unpacks it
+as that; ``Any`` because that shape is not in the static types (``object`` would make
+every decoder re-check what the script guarantees)."""
+
+
+def _as_is(raw: RedisReply) -> RedisReply:
     return raw
 
 
@@ -225,26 +241,26 @@ class Script(Op[T]):
 
     name: str
     keys: Sequence[str]
-    args: Sequence[Any]
+    args: Sequence[object]
     wait_replicas: int = 0
     wait_timeout_ms: int = 0
-    decode: Callable[[Any], T] = field(default=_as_is, compare=False, repr=False)
+    decode: Callable[[RedisReply], T] = field(default=_as_is, compare=False, repr=False)
     refusals: frozenset[str] = frozenset()
 
-    def reply_of(self, raw: Any) -> T:
+    def reply_of(self, raw: RedisReply) -> T:
         """The typed reply of the script's raw reply (as the Redis client returned it)."""
         return self.decode(raw)
 
 
 @dataclass(frozen=True)
-class Pipeline(Op[list[Any]]):
+class Pipeline(Op[list[RedisReply]]):
     """Send Redis commands in one pipeline (one round trip, no MULTI); returns their
     replies, normalised (``normalise``) by command name.
 
     With ``raise_on_error=False`` a failing command's exception is returned in its place.
     """
 
-    commands: Sequence[Sequence[Any]]
+    commands: Sequence[Sequence[object]]
     raise_on_error: bool = True
 
 
@@ -269,11 +285,11 @@ class Scan(Op[list[bytes]]):
 
 
 @dataclass(frozen=True)
-class Parallel(Op[list[Any]]):
+class Parallel(Op[list[object]]):
     """Run several operations; concurrently under asyncio, in order with sync clients.
     Returns their replies in order."""
 
-    ops: Sequence[Op[Any]]
+    ops: Sequence[Op[object]]
 
 
 @dataclass(frozen=True)
@@ -405,7 +421,7 @@ class CreateIndexes(MongoOp[list[str]]):
 
 
 @dataclass(frozen=True)
-class Mongo(MongoOp[Any]):
+class Mongo(MongoOp[object]):
     """Any other collection method, by name (set-up, migrations, tools): ``method`` with
     ``args`` and ``kwargs``; ``find``/``aggregate``/``list_indexes`` replies become lists;
     a list argument of write models or ``Index``es becomes PyMongo's. Other replies are

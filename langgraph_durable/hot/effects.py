@@ -30,9 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from ..core.ops import Script
+from ..core.ops import RedisReply, Script
 from . import lua
 
 TRUST_FIELD = "!"
@@ -53,7 +52,7 @@ class BeginReply:
     entry: bytes = b""
 
     @classmethod
-    def of(cls, raw: Any) -> BeginReply:
+    def of(cls, raw: RedisReply) -> BeginReply:
         """From the raw reply ``[status]`` or ``[status, entry]``."""
         status = raw[0].decode() if isinstance(raw[0], bytes) else str(raw[0])
         return cls(status, bytes(raw[1]) if len(raw) > 1 else b"")

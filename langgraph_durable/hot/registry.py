@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from ..core.ops import Script
+from ..core.ops import RedisReply, Script
 from . import lua
 from .keys import EPOCH_FIELD
 
@@ -42,7 +41,7 @@ class ClaimReply:
         return not self.epoch
 
     @classmethod
-    def of(cls, raw: Any) -> ClaimReply:
+    def of(cls, raw: RedisReply) -> ClaimReply:
         """From the raw reply ``[epoch or "", length or -1]``."""
         epoch, length = raw
         return cls(bytes(epoch), int(length))

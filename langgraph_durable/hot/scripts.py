@@ -22,9 +22,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from ..core.ops import Script
+from ..core.ops import RedisReply, Script
 from . import lua
 from .effects import EFFECT_SCRIPTS
 from .registry import REGISTRY_SCRIPTS
@@ -251,7 +250,7 @@ class PutReply:
     newest: str | None = None
 
     @classmethod
-    def of(cls, raw: Any) -> PutReply:
+    def of(cls, raw: RedisReply) -> PutReply:
         """From the raw reply: the entry id, or ``[entry id, newest checkpoint_id]``."""
         if isinstance(raw, list):
             return cls(raw[0], _text(raw[1]))
@@ -286,7 +285,7 @@ class PageReply:
     item_values: list[Value]
 
     @classmethod
-    def of(cls, raw: Any) -> PageReply:
+    def of(cls, raw: RedisReply) -> PageReply:
         """From the raw reply ``[rows, fields, values, complete, digests, values]``."""
         rows, fields, values, complete, digests, items = raw  # arrays come as lists
         return cls([PageRow(m, rec, cv, wv) for m, rec, cv, wv in rows], fields, values,
@@ -305,7 +304,7 @@ class PartsReply:
     item_values: list[Value]
 
     @classmethod
-    def of(cls, raw: Any) -> PartsReply:
+    def of(cls, raw: RedisReply) -> PartsReply:
         """From the raw reply ``[[write values]..., blob values, digests, values]``."""
         writes, values, digests, items = raw  # arrays come as lists
         return cls(writes, values, digests, items)
@@ -320,7 +319,7 @@ class DeleteThreadReply:
     held: list[str]
 
     @classmethod
-    def of(cls, raw: Any) -> DeleteThreadReply:
+    def of(cls, raw: RedisReply) -> DeleteThreadReply:
         """From the raw reply ``[deletion time, [members]]``."""
         at, held = raw
         return cls(int(at), [m.decode("utf-8", "surrogateescape") if isinstance(m, bytes)
@@ -354,7 +353,7 @@ class ChainReply:
     item_values: list[Value]
 
     @classmethod
-    def of(cls, raw: Any) -> ChainReply:
+    def of(cls, raw: RedisReply) -> ChainReply:
         """From the raw reply ``[status, rows, next, digests, values]``."""
         status, rows, nxt, digests, items = raw
         return cls(ChainStatus(int(status)), [
@@ -372,7 +371,7 @@ class AckSettleReply:
     outbox_length: int
 
     @classmethod
-    def of(cls, raw: Any) -> AckSettleReply:
+    def of(cls, raw: RedisReply) -> AckSettleReply:
         """From the raw reply ``[[1/0...], length]``."""
         acked, length = raw
         return cls([bool(a) for a in acked], int(length))
