@@ -202,7 +202,7 @@ Plan = Generator[Op[object], OpReply, T]
 """A sans-I/O plan returning ``T``: yields operations, receives their replies."""
 
 
-def ask(op: Op[T]) -> Plan[T]:
+def ask(op: Op[T]) -> Generator[Op[object], OpReply, T]:
     """``reply = yield from ask(op)``: yield ``op`` and get its reply typed as ``T``."""
     reply: T = yield op
     return reply
