@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import ormsgpack
 from langchain_core.runnables import RunnableConfig
@@ -27,7 +26,7 @@ from .items import MANIFEST_TYPE, Items, expand, load_item, unwrap_manifest, wra
 from .schema import CHUNKED_VERSION as CHUNKED_VERSION  # re-exported (stored format)
 from .schema import MD_QUERY_MAX_CHARS as MD_QUERY_MAX_CHARS
 from .schema import SCHEMA_VERSION as SCHEMA_VERSION  # re-exported (stored format)
-from .schema import check_not_newer, upgrade_envelope
+from .schema import MsgpackValue, check_not_newer, upgrade_envelope
 from .schema import md_query_of as md_query_of
 
 SEP = "\x00"
@@ -38,7 +37,7 @@ EMPTY = b""
 
 Typed = tuple[str, bytes]
 
-Decode = Callable[[list[tuple[bytes, Typed]]], list[Any]]
+Decode = Callable[[list[tuple[bytes, Typed]]], list[object]]
 """Decodes the ``(digest, typed item)`` pairs of a manifest into their objects
 (``items.Items.decode`` bound to a thread)."""
 
@@ -128,7 +127,7 @@ class CheckpointRecord:
     checkpoint: Typed
     metadata: Typed
     run_id: str | None
-    md_query: tuple[tuple[str, Any], ...]
+    md_query: tuple[tuple[str, object], ...]
     blob_fields: tuple[str, ...]
 
     def pack(self) -> bytes:
@@ -239,7 +238,7 @@ def unpack_blob(raw: bytes | None, where: str) -> Typed | None:
         raise CorruptRecordError(f"malformed blob {where}: {exc}") from exc
 
 
-def _unpack(raw: bytes, where: str, kind: str | None = None) -> Any:
+def _unpack(raw: bytes, where: str, kind: str | None = None) -> MsgpackValue:
     """Decode an envelope; one of an older version of ``kind`` (``"cp"``, ``"w"``,
     ``"bl"``) is upgraded through ``schema.ENVELOPE_STEPS``; a newer one raises
     ``SchemaVersionError``."""
@@ -266,7 +265,7 @@ def config_of(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
 
 
 def load_value(serde: SerializerProtocol, typed: Typed, items: Mapping[bytes, Typed],
-               where: str, decode: Decode | None = None) -> Any:
+               where: str, decode: Decode | None = None) -> object:
     """Decode a stored value: a manifest (``items.MANIFEST_TYPE``) becomes the list of
     its items, each decoded with ``serde`` as it decodes inside the whole list
     (``items.load_item``), or, given ``decode``, a callable taking ``[(digest, typed
@@ -303,15 +302,15 @@ def assemble(
     items = items or {}
     fresh = [latest]
 
-    def decode(found: list[tuple[bytes, Typed]]) -> list[Any]:
+    def decode(found: list[tuple[bytes, Typed]]) -> list[object]:
         assert remember is not None  # the first list of a latest read starts afresh
-        out: list[Any] = remember.decode(thread_id, found, serde.loads_typed, latest, fresh[0])
+        out: list[object] = remember.decode(thread_id, found, serde.loads_typed, latest, fresh[0])
         fresh[0] = False
         return out
 
     remember_in = decode if remember is not None else None
     checkpoint = serde.loads_typed(rec.checkpoint)
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for f in rec.blob_fields:
         typed = blobs.get(f)
         if typed is None:
@@ -338,7 +337,8 @@ def assemble(
     )
 
 
-def metadata_matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
+def metadata_matches(metadata: Mapping[str, object], filter: Mapping[str, object] | None
+                     ) -> bool:
     """InMemorySaver's filter rule: ``filter_value == metadata.get(key)`` for every pair
     (a missing key reads as ``None``; the filter value is the left operand, as there)."""
     return not filter or all(v == metadata.get(k) for k, v in filter.items())

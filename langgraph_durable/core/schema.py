@@ -71,7 +71,7 @@ def fits_int64(value: int | float) -> bool:
     return -(2**63) <= value < 2**63
 
 
-def md_query_of(metadata: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+def md_query_of(metadata: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
     """Top-level metadata pairs whose values MongoDB compares as Python does: ``str`` keys
     with values of exactly ``None``, ``bool``, ``int`` (64-bit), ``float`` or ``str`` (up to
     ``MD_QUERY_MAX_CHARS``). Other pairs are left out and always pass the server-side
@@ -81,16 +81,22 @@ def md_query_of(metadata: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
         if type(k) is not str:
             continue
         kind = type(v)
-        if kind is str and len(v) > MD_QUERY_MAX_CHARS:
+        if type(v) is str and len(v) > MD_QUERY_MAX_CHARS:
             continue  # long text is not worth an index entry; filters re-check after decoding
-        if v is None or kind in (str, bool, float) or (kind is int and fits_int64(v)):
+        if v is None or kind in (str, bool, float) or (type(v) is int and fits_int64(v)):
             out.append((k, v))
     return tuple(out)
 
 
 # --------------------------------------------------------------------------- steps v0 -> v1
 
-Envelope = list[Any]
+MsgpackValue = Any
+"""A value msgpack decodes from a stored record (str, int, float, bool, None, bytes, or a
+list or map of these): its shape is the record's kind and version (see the steps below
+and ``records``), which their readers unpack it as (a malformed one raising
+``CorruptRecordError``); ``Any`` because that shape depends on the stored data."""
+
+Envelope = list[MsgpackValue]
 """A Redis record envelope as msgpack decodes it: ``[version, field, ...]`` (the fields
 of each kind and version are the steps' docstrings' and ``records``')."""
 
