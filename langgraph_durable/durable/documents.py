@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
 
 from ..core.items import MANIFEST_TYPE, NODE_MAGIC, NODE_TYPE, split_digests
 from ..core.ops import Doc, DocView, Index, ReplaceDoc, UpdateDoc
@@ -349,7 +348,7 @@ def blob_ids(thread_id: str, fields: Iterable[str]) -> list[str]:
     return [doc_id(thread_id, *split_field(f)) for f in fields]
 
 
-def _python_equals(value: Any) -> list[Any] | None:
+def _python_equals(value: object) -> list[object] | None:
     """Every value MongoDB may hold in ``md`` (see ``schema.md_query_of``) that Python's
     ``==`` takes as equal to ``value``, or ``None`` when that set cannot be written down.
 
@@ -358,21 +357,20 @@ def _python_equals(value: Any) -> list[Any] | None:
     ``1`` and ``1.0``, and ``False`` with ``0`` and ``0.0``, where MongoDB keeps booleans
     and numbers apart; MongoDB compares ``int`` and ``float`` numerically, as Python does.
     """
-    kind = type(value)
-    if value is None or kind is str:
+    if value is None or type(value) is str:
         return [value]
-    if kind is bool:
+    if type(value) is bool:
         return [value, int(value), float(value)]
-    if kind is int:
+    if type(value) is int:
         if not fits_int64(value):
             return None  # md holds no such int (it is matched after decoding)
-        same: list[Any] = [value]
+        same: list[object] = [value]
         if float(value) == value:
             same.append(float(value))
         if value in (0, 1):
             same.append(bool(value))
         return same
-    if kind is float:
+    if type(value) is float:
         same = [value]
         if value.is_integer() and fits_int64(value):
             same.append(int(value))

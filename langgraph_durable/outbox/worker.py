@@ -33,7 +33,7 @@ from ..errors import ConfigurationError, TierUnavailableError
 from ..io.clients import database_of, is_cluster, make_clients, mongo_from_url, redis_from_url
 from ..io.drivers import run_sync
 from ..plans import binding
-from ..plans.context import Context, partitions_for
+from ..plans.context import NO_SERIALIZER, Context, partitions_for
 from ..settings import (
     check_mongo_url,
     database_of_url,
@@ -120,7 +120,7 @@ def _serve(redis_url: str, mongo_url: str, config: DurableConfig,
     except ConfigurationError as exc:
         return _fail(report, str(exc), 2)
     try:
-        ctx = Context(config, serde=None, queryable=True, cluster=is_cluster(r),
+        ctx = Context(config, serde=NO_SERIALIZER, queryable=True, cluster=is_cluster(r),
                       partitions=partitions_for(config, is_cluster(r)))
     except ConfigurationError as exc:
         return _fail(report, str(exc), 2)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
 
 from ..core.ops import (
     BulkWrite,
@@ -128,7 +127,7 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
         dropped = {(ns, c) for ns, cids in by_ns.items() for c in cids}
         write_ids = [d["_id"] for d in wdocs
                      if (d["checkpoint_ns"], d["checkpoint_id"]) in dropped]
-    ops: list[Op[Any]] = []
+    ops: list[Op[object]] = []
     if members:
         ops.append(_delete_ids(cols.checkpoints, [
             D.doc_id(thread_id, ns, c) for ns, cids in by_ns.items() for c in cids]))
@@ -148,7 +147,7 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
                         for i in range(0, len(items), 1000)])
     yield Parallel(ops)
     # their chunks after the documents that refer to them (rarely any: few queries)
-    chunk_ops: list[Op[Any]] = [DeleteMany(cols.chunks, {
+    chunk_ops: list[Op[object]] = [DeleteMany(cols.chunks, {
         "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}})
         for ns, cids in by_ns.items() if cids]
     owners = D.blob_ids(thread_id, blob_fields) + [D.doc_id(thread_id, d.hex()) for d in items]
@@ -242,7 +241,7 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
         non_empty = {blob_field(b["checkpoint_ns"], b["channel"], b["version"])
                      for b in bdocs if b["type"] != "empty"}
         all_blobs = {blob_field(b["checkpoint_ns"], b["channel"], b["version"]) for b in bdocs}
-        by_ns: dict[str, dict[str, Any]] = defaultdict(dict)
+        by_ns: dict[str, dict[str, Doc]] = defaultdict(dict)
         for d in docs:
             by_ns[d["checkpoint_ns"]][d["checkpoint_id"]] = d
         # the metadata of each namespace's latest checkpoint says which channels are deltas
@@ -303,7 +302,7 @@ def unreferenced_items(kept: Sequence[Doc], item_docs: Sequence[Doc],
                   if bytes(d["d"]) not in reached and int(d.get("put_ms") or 0) <= before_ms)
 
 
-def _keep_chains(ctx: Context, ns: str, cps: dict[str, Any], non_empty: set[str],
+def _keep_chains(ctx: Context, ns: str, cps: dict[str, Doc], non_empty: set[str],
                  heads: set[str]) -> set[str]:
     """``heads`` plus the DeltaChannel ancestors every kept checkpoint needs: from each
     (heads, and the ancestors this adds), back to the nearest one holding a stored
@@ -355,7 +354,7 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     yield from register_plan(ctx, target)  # before MongoDB holds it (plans/registry.py)
     for d in (*cps, *blobs, *writes, *items):
         d["put_ms"] = now_ms
-    ops: list[Op[Any]] = []
+    ops: list[Op[object]] = []
     renamed: dict[str, Doc] = {}  # source _id -> target document, of those with chunks
     for d in items:  # items first: the blobs and writes name them
         old_id = d["_id"]

@@ -24,9 +24,8 @@ import datetime
 import os
 import socket
 from dataclasses import dataclass
-from typing import Any
 
-from ..core.ops import Pipeline, Plan
+from ..core.ops import Pipeline, Plan, RedisReply
 from ..errors import ConfigurationError
 from ..hot import lua
 from ..hot.keys import binding_key
@@ -66,7 +65,7 @@ def describe_process(role: str) -> str:
     return f"{role} pid {os.getpid()} on host {socket.gethostname()}"
 
 
-def _text(v: Any) -> str | None:
+def _text(v: object) -> str | None:
     if v is None:
         return None
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
@@ -76,7 +75,7 @@ def _number(text: str | None) -> int | None:
     return int(text) if text is not None and text.isdigit() else None
 
 
-def _binding(values: list[Any]) -> Binding:
+def _binding(values: list[RedisReply]) -> Binding:
     database, collection_prefix, by, at, partitions = (_text(v) for v in values)
     return Binding(database, collection_prefix, by, _number(at), _number(partitions))
 

@@ -7,7 +7,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..config import DurableConfig
 from ..core.items import Items
@@ -96,6 +98,27 @@ def partitions_for(config: DurableConfig, cluster: bool) -> int:
     return partitions
 
 
+class NoSerializer:
+    """The serializer of a context that never (de)serializes a value (the runtime's own
+    plans, a standalone flusher): every call raises ``ConfigurationError``."""
+
+    def _refuse(self) -> ConfigurationError:
+        return ConfigurationError("this context has no serializer (the runtime's own plans "
+                                  "or a flusher's): run the plan with a saver's context")
+
+    def dumps_typed(self, obj: object) -> tuple[str, bytes]:
+        """Raises ``ConfigurationError``: there is no serializer."""
+        raise self._refuse()
+
+    def loads_typed(self, data: tuple[str, bytes]) -> object:
+        """Raises ``ConfigurationError``: there is no serializer."""
+        raise self._refuse()
+
+
+NO_SERIALIZER = NoSerializer()
+"""The ``serde`` of a ``Context`` with no serializer."""
+
+
 @dataclass(frozen=True)
 class Context:
     """Facts shared by the saver, its plans and the flusher: configuration, serializer,
@@ -109,7 +132,7 @@ class Context:
     Redis (``items.Items``)."""
 
     config: DurableConfig
-    serde: Any
+    serde: SerializerProtocol
     queryable: bool
     cluster: bool = False
     heads: Heads = field(default_factory=Heads, compare=False, repr=False)

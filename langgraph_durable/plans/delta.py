@@ -11,9 +11,9 @@ them into LangGraph's ``DeltaChannelHistory`` after the plan.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from langgraph.checkpoint.base import DeltaChannelHistory
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..core.ops import Doc, Find, Parallel, Plan, ask
 from ..core.records import SEP, Typed, WriteRecord, load_value, member, split_field, unpack_blob
@@ -52,7 +52,7 @@ class DeltaRecords:
         return [v for ch in self.channels for _, _, v in self.collected[ch]] + list(
             self.seeds.values())
 
-    def decode(self, serde: Any) -> dict[str, DeltaChannelHistory]:
+    def decode(self, serde: SerializerProtocol) -> dict[str, DeltaChannelHistory]:
         """Per channel ``{"writes": [(task_id, channel, value), ...], "seed": value}``,
         oldest write first, decoded with ``serde`` (may download: blocking)."""
         out: dict[str, DeltaChannelHistory] = {}

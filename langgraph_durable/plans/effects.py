@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import ormsgpack
 
@@ -129,7 +128,7 @@ def _max_outbox(ctx: Context) -> int:
     return -(-m // ctx.partitions) if m else 0
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -259,7 +258,7 @@ def flush_effects_plan(ctx: Context, entries: Sequence[tuple[bytes, str, OutboxE
     if docs:
         yield from bulk_ignoring_newer(collection(ctx), [effect_upsert(d) for d in docs])
     ttl = ctx.config.hot_ttl_s
-    cmds: list[list[Any]] = [["HGETALL", ctx.keys(t).gone] for t in threads]
+    cmds: list[list[object]] = [["HGETALL", ctx.keys(t).gone] for t in threads]
     if ttl > 0:
         cmds += [["EXPIRE", ctx.keys(t).fx, ttl] for t in threads]
     stones = (yield Pipeline(cmds))[:len(threads)]

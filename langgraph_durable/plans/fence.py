@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from ..core.ops import (
     BulkWrite,
@@ -68,7 +67,7 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
     cps: list[str] = []
     blobs: list[str] = []
     writes: list[str] = []
-    items: list[Op[Any]] = []
+    items: list[Op[object]] = []
     for eid, tid, entry in entries:
         kind, m, fields, digests = entry.kind, entry.member, entry.names, entry.digests
         gone = stones.get(tid) or {}
@@ -89,7 +88,7 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
         elif m_gone:
             writes += [D.doc_id(tid, *split_field(f)) for f in fields]
     cols = ctx.collections
-    ops: list[Op[Any]] = [
+    ops: list[Op[object]] = [
         DeleteMany(name, {"_id": {"$in": ids}})
         for name, ids in ((cols.checkpoints, cps), (cols.blobs, blobs), (cols.writes, writes))
            if ids] + items

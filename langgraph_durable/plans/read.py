@@ -15,12 +15,12 @@ import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from langgraph.checkpoint.base import CheckpointTuple
 
 from ..core.items import MANIFEST_TYPE, node_children, parse_stored, split_digests
-from ..core.ops import Aggregate, Doc, Find, Op, Parallel, Pipeline, Plan, ask
+from ..core.ops import Aggregate, Doc, Find, Op, OpReply, Parallel, Pipeline, Plan, Query, ask
 from ..core.records import (
     SEP,
     CheckpointRecord,
@@ -65,7 +65,7 @@ class RecordPage:
     thread_id: str
     rows: list[tuple[CheckpointRecord, list[WriteRecord]]]
     blobs: dict[str, Typed | None] = field(default_factory=dict)
-    filter: Mapping[str, Any] | None = None
+    filter: Mapping[str, object] | None = None
     cursor: str | None = None
     hot: int = 0
     durable: int = 0
@@ -146,15 +146,16 @@ def missing_items(values: Sequence[Typed | None], items: Mapping[bytes, Typed]) 
     return sorted(d for d in refs if d not in items)
 
 
-def _item_lookup(ctx: Context, thread_id: str, nested: bool = True) -> dict[str, Any]:
+def _item_lookup(ctx: Context, thread_id: str, nested: bool = True
+                 ) -> dict[str, dict[str, object]]:
     """``$lookup`` stage joining the items a document's ``refs`` name (and, ``nested``,
     the items of those that are nodes) as ``found`` (each with ``sub``)."""
-    stage: dict[str, Any] = {"from": ctx.collections.items, "localField": "refs",
-                             "foreignField": "d", "as": "found",
-                             "pipeline": [{"$match": {"thread_id": thread_id}}]}
+    pipeline: list[Query] = [{"$match": {"thread_id": thread_id}}]
+    stage: dict[str, object] = {"from": ctx.collections.items, "localField": "refs",
+                                "foreignField": "d", "as": "found", "pipeline": pipeline}
     if nested:
         inner = _item_lookup(ctx, thread_id, nested=False)["$lookup"]
-        stage["pipeline"].append({"$lookup": {**inner, "as": "sub"}})
+        pipeline.append({"$lookup": {**inner, "as": "sub"}})
     return {"$lookup": stage}
 
 
@@ -246,7 +247,7 @@ def page_plan(
     before: str | None = None,
     exact: str | None = None,
     count: int = 1,
-    filter: Mapping[str, Any] | None = None,
+    filter: Mapping[str, object] | None = None,
     hot_first: bool = False,
 ) -> Plan[RecordPage]:
     """Up to ``count`` checkpoints of ``(thread_id, ns)``, newest first, below ``before``
@@ -264,7 +265,7 @@ def page_plan(
     keys = ctx.keys(thread_id)
     cols = ctx.collections
     hi, lo = _lex(ns, before, exact)
-    q: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
+    q: dict[str, object] = {"thread_id": thread_id, "checkpoint_ns": ns}
     if exact:
         q["checkpoint_id"] = exact
     elif before:
@@ -304,7 +305,7 @@ def page_plan(
     hot_writes = {r.checkpoint_id: w for r, w in rows}
     cold_recs = [r for r, hot in merged if not hot]
     need_blobs = sorted({f for r, _ in merged for f in r.blob_fields if f not in blobs})
-    ops: list[Op[Any]] = []
+    ops: list[Op[object]] = []
     # one checkpoint: its manifests' items are joined in the same round ($lookup); for a
     # page they are read once each afterwards (the versions of a list share most items)
     join = [_item_lookup(ctx, thread_id)] if len(merged) == 1 else []
@@ -317,7 +318,7 @@ def page_plan(
             "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}}},
             *join]))
         ops.append(parts_op(keys.all, [member(ns, c) for c in cids]))
-    results: list[Any] = (yield Parallel(ops)) if ops else []
+    results: list[OpReply] = (yield Parallel(ops)) if ops else []
     bdocs, bitems = joined_items(results.pop(0) if need_blobs else [])
     wdocs, witems = joined_items(results.pop(0) if cold_recs else [])
     loaded = yield from C.load_plan(cols.chunks, bdocs + wdocs)  # one query for both

@@ -6,9 +6,8 @@ from __future__ import annotations
 import datetime
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
 
-from ..core.ops import Aggregate, Find, Op, Parallel, Pipeline, Plan, Scan
+from ..core.ops import Aggregate, Doc, Find, Op, Parallel, Pipeline, Plan, Scan
 from ..core.records import SEP, checkpoint_time_s
 from ..hot.keys import prefix_pattern, thread_keys_of
 from .context import Context
@@ -45,7 +44,7 @@ class ThreadPage:
     next_cursor: str | None
 
 
-def _text(v: Any) -> str:
+def _text(v: object) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
@@ -55,7 +54,7 @@ def hot_thread_pattern(ctx: Context) -> str:
     return prefix_pattern(ctx.config.key_prefix) + ":idx"
 
 
-def hot_thread_ids(ctx: Context, keys: list[Any]) -> set[str]:
+def hot_thread_ids(ctx: Context, keys: list[bytes]) -> set[str]:
     """Thread ids of the index keys (``idx``) among ``keys`` (``hot/keys.thread_keys_of``
     parses either layout, and the length prefix tells a thread id holding ``:idx`` apart)."""
     out = set()
@@ -82,7 +81,7 @@ def list_threads_plan(ctx: Context, limit: int, cursor: str | None) -> Plan[Thre
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError(f"list_threads limit must be an int >= 1, got {limit!r}")
     cols = ctx.collections
-    above: dict[str, Any] = {"thread_id": {"$gt": cursor}} if cursor is not None else {}
+    above: dict[str, object] = {"thread_id": {"$gt": cursor}} if cursor is not None else {}
     keys, docs = yield Parallel([
         Scan(hot_thread_pattern(ctx)),
         Aggregate(cols.checkpoints, [
@@ -98,7 +97,7 @@ def list_threads_plan(ctx: Context, limit: int, cursor: str | None) -> Plan[Thre
     more = len(union) > limit
     hot_page = [t for t in page if t in hot]
     span = {"$lte": page[-1], **({"$gt": cursor} if cursor is not None else {})}
-    ops: list[Op[Any]] = [Aggregate(cols.checkpoints, [
+    ops: list[Op[object]] = [Aggregate(cols.checkpoints, [
         {"$match": {"thread_id": span}},
         {"$group": {"_id": {"t": "$thread_id", "ns": "$checkpoint_ns"}, "n": {"$sum": 1},
                     "last": {"$max": "$checkpoint_id"}}}])]
@@ -118,7 +117,7 @@ def list_threads_plan(ctx: Context, limit: int, cursor: str | None) -> Plan[Thre
     checks = [(tid, ns, min(c for c in cids if c <= durable[tid][ns][1]), durable[tid][ns][1])
               for tid, spaces in members.items() for ns, cids in spaces.items()
               if ns in durable[tid] and any(c <= durable[tid][ns][1] for c in cids)]
-    found: list[Any] = []
+    found: list[list[Doc]] = []
     if checks:
         found = yield Parallel([Find(cols.checkpoints, {
             "thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": {"$gte": lo, "$lte": hi}},

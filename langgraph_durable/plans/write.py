@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -16,7 +15,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ..core.items import MANIFEST_TYPE, Stored, packed
-from ..core.ops import BulkWrite, Op, Parallel, Plan, Script, Sleep, T, ask
+from ..core.ops import BulkWrite, Doc, Op, Parallel, Plan, Script, Sleep, T, ask
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import (
     SEP,
@@ -64,7 +63,7 @@ def thread_ns(config: RunnableConfig) -> tuple[str, str]:
     return tid, ns
 
 
-def dumps(ctx: Context, value: Any, *, thread_id: str, what: str) -> Typed:
+def dumps(ctx: Context, value: object, *, thread_id: str, what: str) -> Typed:
     """``serde.dumps_typed`` with errors and the size bound naming thread and channel."""
     try:
         typed: Typed = ctx.serde.dumps_typed(value)
@@ -83,7 +82,7 @@ def dumps(ctx: Context, value: Any, *, thread_id: str, what: str) -> Typed:
     return typed
 
 
-def value_typed(ctx: Context, value: Any, parts: dict[bytes, Stored], *, thread_id: str,
+def value_typed(ctx: Context, value: object, parts: dict[bytes, Stored], *, thread_id: str,
                 what: str) -> Typed:
     """The typed value to store for ``value``: a plain non-empty ``list`` becomes a
     manifest (``items.py``) whose items and nodes are added to ``parts``; anything else
@@ -262,8 +261,9 @@ def prepare_put(
     tid, ns = thread_ns(config)
     cid = check_id("checkpoint_id", checkpoint["id"], thread_id=tid)
     parent = config["configurable"].get("checkpoint_id")
-    c: dict[str, Any] = dict(checkpoint)
-    values: dict[str, Any] = c.pop("channel_values", {})
+    c: dict[str, object] = dict(checkpoint)
+    c.pop("channel_values", None)
+    values = checkpoint.get("channel_values", {})
     blobs: list[tuple[str, Typed | None]] = []
     parts: dict[bytes, Stored] = {}
     for ch, ver in new_versions.items():
@@ -283,7 +283,8 @@ def prepare_put(
         metadata=dumps(ctx, md, thread_id=tid, what=f"metadata of checkpoint {cid!r}"),
         run_id=str(md["run_id"]) if md.get("run_id") is not None else None,
         md_query=md_query_of(md) if ctx.queryable else (),
-        blob_fields=tuple(blob_field(ns, ch, v) for ch, v in c["channel_versions"].items()),
+        blob_fields=tuple(blob_field(ns, ch, v)
+                          for ch, v in checkpoint["channel_versions"].items()),
     )
     m = member(ns, cid)
     expect = ""
@@ -323,7 +324,7 @@ def put_plan(ctx: Context, put: PreparedPut) -> Plan[RunnableConfig]:
         blob_docs, blob_chunks = C.split_all(
             "blobs", (D.blob_doc(tid, f, t, put_ms=at) for f, t in put.blobs))
         yield from _strict_items(ctx, tid, put.args.items, at, cp_chunks + blob_chunks)
-        ops: list[Op[Any]] = [BulkWrite(cols.checkpoints, [D.upsert(cp_doc)])]
+        ops: list[Op[object]] = [BulkWrite(cols.checkpoints, [D.upsert(cp_doc)])]
         if put.blobs:
             ops.append(BulkWrite(cols.blobs, [D.upsert(d) for d in blob_docs]))
         yield Parallel(ops)
@@ -335,7 +336,7 @@ def put_plan(ctx: Context, put: PreparedPut) -> Plan[RunnableConfig]:
 
 
 def _strict_items(ctx: Context, thread_id: str, parts: Mapping[bytes, bytes], at_ms: int,
-                  chunks: list[Any]) -> Plan[None]:
+                  chunks: list[Doc]) -> Plan[None]:
     """Strict durability: the chunks and the items and nodes a write sent to Redis, stored
     in MongoDB before the documents that refer to them (insert-once upserts). The items it
     did not send, this process sent (and so stored in MongoDB) before."""
@@ -362,7 +363,7 @@ class PreparedWrites:
 def prepare_put_writes(
     ctx: Context,
     config: RunnableConfig,
-    writes: Sequence[tuple[str, Any]],
+    writes: Sequence[tuple[str, object]],
     task_id: str,
     task_path: str,
 ) -> PreparedWrites | None:

@@ -31,7 +31,7 @@ from ..metrics import Metrics, stats_dict
 from ..outbox.flusher import Flusher
 from ..outbox.process import FlusherProcess
 from ..plans import admin
-from ..plans.context import Context, partitions_for
+from ..plans.context import NO_SERIALIZER, Context, partitions_for
 from ..settings import with_database
 from .deferred import DeferredSetup
 from .startup import SetupGate, check_plan, mongo_setup_plan, start_plan
@@ -76,7 +76,7 @@ class SaverRuntime:
                 "or flusher='auto' (a thread) or 'off' (standalone workers)")
         self.config = config
         """The validated configuration."""
-        self.context = Context(config, serde=None, queryable=True, cluster=cluster,
+        self.context = Context(config, serde=NO_SERIALIZER, queryable=True, cluster=cluster,
                                partitions=partitions_for(config, cluster))
         """The context of the runtime's own plans (set-up, flush waits, the flusher's
         rounds): names, partitions, clock and ``heads``, no serializer; a saver's context
