@@ -201,12 +201,11 @@ def _copy(value: object) -> object:
     """A deep copy of plain data (scalars shared, dicts/lists/tuples copied), else
     ``copy.deepcopy``. Scalars are tested inline: a message's fields are mostly scalars,
     and a snapshot is taken of every message a read decodes."""
-    kind = type(value)
     if type(value) is dict:
         return {k: v if type(v) in _SCALARS else _copy(v) for k, v in value.items()}
     if type(value) is list:
         return [v if type(v) in _SCALARS else _copy(v) for v in value]
-    if kind in _SCALARS:
+    if type(value) in _SCALARS:
         return value
     if type(value) is tuple:
         return tuple(v if type(v) in _SCALARS else _copy(v) for v in value)
