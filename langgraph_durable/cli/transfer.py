@@ -309,7 +309,7 @@ def import_(ctx: typer.Context,
         for d in effects:
             d["put_ms"] = int(sec) * 1000 + int(usec) // 1000
         db[cols.effects].bulk_write(
-            [upsert(d) for d in effects], ordered=False)
+            [to_pymongo(upsert(d)) for d in effects], ordered=False)
     # the target's hot keys would shadow MongoDB (kept until what they hold is flushed)
     run_sync(release_plan(saver.context, target), session.clients)
     n = sum(len(v) for v in docs.values()) + len(effects)
