@@ -11,6 +11,7 @@ runs install offline.
 from __future__ import annotations
 
 import email
+import hashlib
 import json
 import os
 import subprocess
@@ -29,7 +30,8 @@ from langgraph_durable.testing import unique_options
 ROOT = Path(__file__).resolve().parent.parent
 
 GRAPH_SCRIPT = textwrap.dedent("""
-    import json, os, sys
+    import hashlib, json, os, sys
+    from importlib import resources
     from importlib.metadata import version
     from typing import Annotated, TypedDict
 
@@ -64,7 +66,16 @@ GRAPH_SCRIPT = textwrap.dedent("""
     with DurableSaver.from_urls(os.environ["REDIS_URL"], os.environ["MONGODB_URL"],
                                 **opts) as saver:  # a second saver resumes the thread
         state = builder.compile(checkpointer=saver).get_state(config)
-    json.dump({"file": langgraph_durable.__file__, "version": langgraph_durable.__version__,
+    from langgraph_durable.hot import lua
+    from langgraph_durable.hot.scripts import SCRIPTS
+    lua_dir = resources.files(lua)
+    lua_files = sorted([p.name for p in lua_dir.iterdir() if p.name.endswith(".lua")]
+                       + ["include/" + p.name for p in lua_dir.joinpath("include").iterdir()
+                          if p.name.endswith(".lua")])
+    script_sha1 = {name: hashlib.sha1(src.encode()).hexdigest()
+                   for name, src in SCRIPTS.items()}
+    json.dump({"lua_files": lua_files, "script_sha1": script_sha1,
+               "file": langgraph_durable.__file__, "version": langgraph_durable.__version__,
                "dist_version": version("langgraph-durable"), "prefix": sys.prefix,
                "messages": [m.content for m in state.values["messages"]],
                "in_mongodb": in_mongodb}, sys.stdout)
@@ -145,6 +156,15 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_a_graph_there(
     assert out["version"] == out["dist_version"] == langgraph_durable.__version__
     assert out["messages"] == ["hi", "echo 1", "again", "echo 3"]
     assert out["in_mongodb"] == 6  # per invoke: its input (step -1), step 0, step 1
+    # every Lua file of the source tree is installed, and the installed package loads
+    # every script to the same text (the SHA1 EVALSHA sends) as this source tree
+    lua_root = ROOT / "langgraph_durable" / "hot" / "lua"
+    assert out["lua_files"] == sorted(str(p.relative_to(lua_root))
+                                      for p in lua_root.rglob("*.lua"))
+    from langgraph_durable.hot.scripts import SCRIPTS
+    assert out["script_sha1"] == {name: hashlib.sha1(src.encode()).hexdigest()
+                                  for name, src in SCRIPTS.items()}
+    assert {f"{name}.lua" for name in SCRIPTS} <= set(out["lua_files"])
 
     cli = env_dir / "bin" / "langgraph-durable"
     version = _run([str(cli), "--version"], env=run_env, cwd=tmp_path).stdout
