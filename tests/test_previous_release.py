@@ -4,7 +4,8 @@ the other wrote (as during a rolling upgrade, when both run).
 
 The old release runs in subprocesses with ``PYTHONPATH`` on ``ad6c001``'s package
 (``tests/data/release_ad6c001.tar.gz``, a ``git archive`` of it) extracted in
-``tmp_path``; this code runs in the test process. Both use the same key prefix and database (``unique_options``) on the session's servers.
+``tmp_path``; this code runs in the test process. Both use the same key prefix and
+database (``unique_options``) on the session's servers.
 """
 
 from __future__ import annotations
