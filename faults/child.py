@@ -39,8 +39,9 @@ import threading
 import time
 from typing import Any
 
-from langgraph_durable import DurableSaver, drivers
+from langgraph_durable import DurableSaver
 from langgraph_durable.core.records import write_idx
+from langgraph_durable.io import drivers
 from langgraph_durable.io.drivers import BulkWrite, MongoOp, Parallel, Script
 from langgraph_durable.outbox import flusher as flusher_mod
 

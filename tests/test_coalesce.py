@@ -15,9 +15,10 @@ import redis.asyncio
 import redis.exceptions
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable import DurableConfig, DurableSaver, coalesce
+from langgraph_durable import DurableConfig, DurableSaver
 from langgraph_durable.core.ops import Script
 from langgraph_durable.errors import TierUnavailableError
+from langgraph_durable.io import coalesce
 from langgraph_durable.io.clients import redis_from_url
 from langgraph_durable.io.coalesce import ScriptBatcher, SyncScriptBatcher
 from langgraph_durable.io.drivers import Clients, execute_async, execute_sync

@@ -17,13 +17,13 @@ from langgraph.types import Command, interrupt
 from benchmarks import graphs
 from benchmarks.conversation import mongo_bson_bytes
 from langgraph_durable import DurableSaver
-from langgraph_durable import item_migration as IM
-from langgraph_durable import migrations as M
+from langgraph_durable.admin import item_migration as IM
 from langgraph_durable.core.items import MANIFEST_TYPE
 from langgraph_durable.core.ops import BulkWrite
 from langgraph_durable.core.schema import ITEMS_VERSION
 from langgraph_durable.errors import CorruptRecordError
 from langgraph_durable.io.drivers import execute_sync, run_sync, run_with
+from langgraph_durable.plans import migrations as M
 from langgraph_durable.testing import unique_options
 
 TURNS = 30

@@ -13,11 +13,14 @@ import redis
 from bson import Binary
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable import DurableSaver, schema
-from langgraph_durable import migrations as M  # lines shared with part B (_sync): rename M later
+from langgraph_durable import DurableSaver
+from langgraph_durable.core import schema
 from langgraph_durable.core.records import SCHEMA_VERSION
 from langgraph_durable.errors import SchemaVersionError
 from langgraph_durable.io.drivers import run_sync
+from langgraph_durable.plans import (
+    migrations as M,  # lines shared with part B (_sync): rename M later
+)
 from langgraph_durable.testing import unique_options
 
 
