@@ -13,7 +13,7 @@ back with ``size`` None and no digests).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import ormsgpack
 
@@ -23,21 +23,22 @@ PAYLOAD_FIELD = b"p"
 """Stream entry field: the packed payload."""
 
 
-@dataclass(frozen=True, slots=True)
-class OutboxEntry:
+class OutboxEntry(NamedTuple):
     """One outbox entry of ``thread_id``. ``kind``: ``"cp"``, ``"w"`` or ``"fx"``;
     ``member``: the checkpoint it belongs to (``ns NUL checkpoint_id``; ``""`` for
     ``fx``); ``names``: the Redis hash fields it names (a ``cp``'s blob fields, a ``w``'s
     write fields, an ``fx``'s journal fields); ``digests``: the items sent with it
     (16-byte digests, ``core/items.py``); ``size``: the record bytes it names plus its
     items' (a flusher cuts rounds by it; None in entries of older versions, which it
-    measures in Redis)."""
+    measures in Redis). A ``NamedTuple`` (immutable, compared by value): one is built per
+    stream entry a flusher reads and per ``put``/``put_writes``, where a frozen dataclass's
+    ``__init__`` cost several times as much."""
 
     thread_id: str
     kind: str
     member: str
     names: Sequence[str] = ()
-    digests: Sequence[bytes] = field(default_factory=list)
+    digests: Sequence[bytes] = ()
     size: int | None = None
 
     def payload(self) -> bytes:
