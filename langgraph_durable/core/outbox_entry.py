@@ -67,6 +67,8 @@ class OutboxEntry(NamedTuple):
         if not isinstance(body, list) or len(body) < 3:
             raise ValueError(f"outbox payload of thread {thread_id!r} is not "
                              f"[kind, member, fields, ...]: {body!r}")
-        size = body[4] if len(body) > 4 and isinstance(body[4], int) else None
-        return cls(thread_id, body[0], body[1], list(body[2]),
-                   list(body[3]) if len(body) > 3 else [], size)
+        n = len(body)
+        size = body[4] if n > 4 and isinstance(body[4], int) else None
+        names = body[2] if type(body[2]) is list else list(body[2])  # no copy of a list
+        digests = (body[3] if type(body[3]) is list else list(body[3])) if n > 3 else []
+        return cls(thread_id, body[0], body[1], names, digests, size)
