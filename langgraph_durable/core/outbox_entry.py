@@ -13,7 +13,7 @@ back with ``size`` None and no digests).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import ormsgpack
 
@@ -23,21 +23,22 @@ PAYLOAD_FIELD = b"p"
 """Stream entry field: the packed payload."""
 
 
-@dataclass(frozen=True, slots=True)
-class OutboxEntry:
+class OutboxEntry(NamedTuple):
     """One outbox entry of ``thread_id``. ``kind``: ``"cp"``, ``"w"`` or ``"fx"``;
     ``member``: the checkpoint it belongs to (``ns NUL checkpoint_id``; ``""`` for
     ``fx``); ``names``: the Redis hash fields it names (a ``cp``'s blob fields, a ``w``'s
     write fields, an ``fx``'s journal fields); ``digests``: the items sent with it
     (16-byte digests, ``core/items.py``); ``size``: the record bytes it names plus its
     items' (a flusher cuts rounds by it; None in entries of older versions, which it
-    measures in Redis)."""
+    measures in Redis). A ``NamedTuple`` (immutable, compared by value): one is built per
+    stream entry a flusher reads and per ``put``/``put_writes``, where a frozen dataclass's
+    ``__init__`` cost several times as much."""
 
     thread_id: str
     kind: str
     member: str
     names: Sequence[str] = ()
-    digests: Sequence[bytes] = field(default_factory=list)
+    digests: Sequence[bytes] = ()
     size: int | None = None
 
     def payload(self) -> bytes:
@@ -66,6 +67,8 @@ class OutboxEntry:
         if not isinstance(body, list) or len(body) < 3:
             raise ValueError(f"outbox payload of thread {thread_id!r} is not "
                              f"[kind, member, fields, ...]: {body!r}")
-        size = body[4] if len(body) > 4 and isinstance(body[4], int) else None
-        return cls(thread_id, body[0], body[1], list(body[2]),
-                   list(body[3]) if len(body) > 3 else [], size)
+        n = len(body)
+        size = body[4] if n > 4 and isinstance(body[4], int) else None
+        names = body[2] if type(body[2]) is list else list(body[2])  # no copy of a list
+        digests = (body[3] if type(body[3]) is list else list(body[3])) if n > 3 else []
+        return cls(thread_id, body[0], body[1], names, digests, size)

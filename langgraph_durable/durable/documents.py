@@ -49,8 +49,14 @@ def _bin(data: bytes) -> bytes:
 
 
 def doc_id(*parts: object) -> str:
-    """Deterministic ``_id``: ``len:part|len:part|...`` (unique for any part contents)."""
-    return "|".join([f"{len(s)}:{s}" for s in map(str, parts)])
+    """Deterministic ``_id``: ``len:part|len:part|...`` (unique for any part contents;
+    a part not a ``str`` is ``str(part)``). The flusher builds one per document it writes."""
+    out = []
+    for s in parts:
+        if type(s) is not str:
+            s = str(s)
+        out.append(f"{len(s)}:{s}")
+    return "|".join(out)
 
 
 @dataclass(frozen=True)

@@ -81,15 +81,15 @@ def to_pymongo(model: WriteModel | Index) -> Any:
     or ``IndexModel`` for one of the package's; raises ``TypeError`` for anything else.
     Public for tools that call PyMongo themselves (``cli/transfer.py``)."""
     t = type(model)
+    if t is InsertDoc:  # the flusher's most common model: first
+        assert isinstance(model, InsertDoc)
+        return InsertOne(model.doc)
     if t is UpdateDoc:
         assert isinstance(model, UpdateDoc)
         return UpdateOne(model.filter, model.update, upsert=model.upsert)
     if t is ReplaceDoc:
         assert isinstance(model, ReplaceDoc)
         return ReplaceOne(model.filter, model.doc, upsert=model.upsert)
-    if t is InsertDoc:
-        assert isinstance(model, InsertDoc)
-        return InsertOne(model.doc)
     if t is DeleteDoc:
         assert isinstance(model, DeleteDoc)
         return DeleteOne(model.filter)
@@ -114,7 +114,8 @@ def _mongo_call(op: MongoOp[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
     models or indexes, and ``return_document`` "after"/"before"."""
     args, kwargs = op.call()
     if any(isinstance(a, list) and a and isinstance(a[0], _MODELS) for a in args):
-        args = tuple([to_pymongo(m) for m in a] if isinstance(a, list) and a
+        args = tuple([InsertOne(m.doc) if type(m) is InsertDoc else to_pymongo(m)
+                      for m in a] if isinstance(a, list) and a
                      and isinstance(a[0], _MODELS) else a for a in args)
     rd = kwargs.get("return_document")
     if isinstance(rd, str):
