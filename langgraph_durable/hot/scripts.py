@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from ..core.ops import RedisReply, Script
 from . import lua
@@ -232,6 +233,10 @@ class ChainStatus(enum.IntEnum):
 # --------------------------------------------------------------------------- replies
 
 
+_new = tuple.__new__
+"""``tuple.__new__``: makes a ``NamedTuple`` of an iterable without calling its ``__new__``."""
+
+
 def _text(v: bytes | str) -> str:
     return v.decode() if isinstance(v, bytes) else v
 
@@ -257,25 +262,26 @@ class PutReply:
         return cls(raw)
 
 
-@dataclass(frozen=True, slots=True)
-class PageRow:
+class PageRow(NamedTuple):
     """One checkpoint of a PAGE: ``member`` (ns NUL checkpoint_id), its ``record``
     (``b""`` when Redis lost it), ``index`` (the cv entry, ``b""`` when none) and the
-    ``write_values`` of its pending writes."""
+    ``write_values`` of its pending writes. A ``NamedTuple``: ``PageReply.of`` makes one
+    per row with ``tuple.__new__`` (no ``__init__`` call per row)."""
 
     member: bytes
     record: bytes
-    index: bytes
+    index: bytes  # type: ignore[assignment]  # the field, not tuple.index
     write_values: list[Value]
 
 
-@dataclass(frozen=True, slots=True)
-class PageReply:
+class PageReply(NamedTuple):
     """PAGE's reply: ``rows`` newest first; the channel values they name
     (``blob_fields`` and ``blob_values`` side by side); ``complete`` (1: Redis holds the
     whole thread, 2: every namespace's newest checkpoints, 3: no tier holds any checkpoint
     of the thread, 0: none of these); the items the manifests among those values name
-    (``item_digests`` and ``item_values`` side by side)."""
+    (``item_digests`` and ``item_values`` side by side). A ``NamedTuple`` made by
+    ``tuple.__new__`` (``of``): decoding every get_tuple's reply costs ~1 us, not ~4 us
+    as frozen dataclasses did."""
 
     rows: list[PageRow]
     blob_fields: list[bytes]
@@ -286,10 +292,15 @@ class PageReply:
 
     @classmethod
     def of(cls, raw: RedisReply) -> PageReply:
-        """From the raw reply ``[rows, fields, values, complete, digests, values]``."""
+        """From the raw reply ``[rows, fields, values, complete, digests, values]``; each
+        row ``[member, record, cv entry, [write values]]``. Raises ``ValueError`` for a
+        reply of another shape."""
         rows, fields, values, complete, digests, items = raw  # arrays come as lists
-        return cls([PageRow(m, rec, cv, wv) for m, rec, cv, wv in rows], fields, values,
-                   complete, digests, items)
+        for r in rows:
+            if len(r) != 4:
+                raise ValueError(f"PAGE reply row of {len(r)} elements, not 4")
+        return _new(cls, ([_new(PageRow, r) for r in rows], fields, values, complete,
+                          digests, items))
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,6 @@ runs it in a worker thread), so the plans themselves never block.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -249,6 +248,7 @@ def page_plan(
     count: int = 1,
     filter: Mapping[str, object] | None = None,
     hot_first: bool = False,
+    head: tuple[str, str] | None = None,
 ) -> Plan[RecordPage]:
     """Up to ``count`` checkpoints of ``(thread_id, ns)``, newest first, below ``before``
     (or exactly ``exact``), merged from both tiers. Returns a ``RecordPage`` (decode it
@@ -261,7 +261,8 @@ def page_plan(
     whole thread (its meta ``complete`` flag, set by the put of a new thread's first input
     checkpoint, and gone with the hot keys when they expire or are deleted), nor when
     Redis holds nothing of it and its partition's complete thread registry lacks it (no
-    tier holds it: ``plans/registry.py``)."""
+    tier holds it: ``plans/registry.py``). ``head`` becomes the page's ``RecordPage.head``
+    (``(thread_id, ns)`` when the page answers "the latest": ``get_tuple_plan``)."""
     keys = ctx.keys(thread_id)
     cols = ctx.collections
     hi, lo = _lex(ns, before, exact)
@@ -301,7 +302,7 @@ def page_plan(
         key=lambda x: x[0].checkpoint_id, reverse=True,
     )[:count]
     if not merged:
-        return RecordPage(thread_id, [], filter=filter, hot_items=hot_items)
+        return RecordPage(thread_id, [], filter=filter, head=head, hot_items=hot_items)
     hot_writes = {r.checkpoint_id: w for r, w in rows}
     cold_recs = [r for r, hot in merged if not hot]
     need_blobs = sorted({f for r, _ in merged for f in r.blob_fields if f not in blobs})
@@ -345,7 +346,7 @@ def page_plan(
     yield from resolve_items_plan(ctx, thread_id, values, items)
     cursor = merged[-1][0].checkpoint_id if len(merged) == count else None
     return RecordPage(thread_id, found, blobs, filter, cursor,
-                      len(merged) - len(cold_recs), len(cold_recs), items=items,
+                      len(merged) - len(cold_recs), len(cold_recs), head, items=items,
                       hot_items=hot_items)
 
 
@@ -354,11 +355,9 @@ def get_tuple_plan(ctx: Context, thread_id: str, ns: str,
     """``get_tuple``: the checkpoint ``checkpoint_id``, or the latest of ``(thread, ns)``.
     Returns a ``RecordPage`` of at most one row (its ``hot``/``durable`` say which tier);
     for the latest, ``finish_page`` records it as the head this run builds on."""
-    page = yield from page_plan(ctx, thread_id, ns, exact=checkpoint_id, count=1,
-                                hot_first=True)
-    if checkpoint_id is None:
-        return dataclasses.replace(page, head=(thread_id, ns))
-    return page
+    return (yield from page_plan(ctx, thread_id, ns, exact=checkpoint_id, count=1,
+                                 hot_first=True,
+                                 head=(thread_id, ns) if checkpoint_id is None else None))
 
 
 def namespaces_plan(ctx: Context, thread_id: str) -> Plan[list[str]]:

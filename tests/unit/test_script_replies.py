@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ormsgpack
+import pytest
 
 from langgraph_durable.core.outbox_entry import OutboxEntry
 from langgraph_durable.errors import ScriptRefused
@@ -34,6 +35,16 @@ def test_page_reply_names_rows_values_completeness_and_items() -> None:
         rows=[PageRow(b"\x00c1", b"rec", b"cv", [b"w1", None])], blob_fields=[b"f"],
         blob_values=[None], complete=1, item_digests=[b"d" * 16], item_values=[b"i"])
     assert page_op(["k"] * 9, "[a", "[a", 1).reply_of(raw) == PageReply.of(raw)
+
+
+def test_page_reply_rows_read_by_name_and_a_row_of_another_shape_is_refused() -> None:
+    reply = PageReply.of([[[b"\x00c1", b"rec", b"cv", [b"w1"]]], [], [], 3, [], []])
+    row = reply.rows[0]
+    assert (row.member, row.record, row.index, row.write_values) == (
+        b"\x00c1", b"rec", b"cv", [b"w1"])
+    assert reply.complete == 3
+    with pytest.raises(ValueError, match="3 elements, not 4"):
+        PageReply.of([[[b"\x00c1", b"rec", b"cv"]], [], [], 0, [], []])
 
 
 def test_chain_reply_pairs_each_rows_seeds_and_names_its_status() -> None:
