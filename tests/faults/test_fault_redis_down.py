@@ -30,8 +30,13 @@ def test_redis_sigkill_with_aof_loses_nothing_acknowledged(env, fsync) -> None:
     rng = random.Random(4 if fsync == "always" else 5)
     rec = s4_redis_down.aof_crash(env, rng, fsync)
     assert rec["acked"] > 0
-    assert rec["lost"] == 0, rec  # every acknowledged checkpoint back after the restart
-    assert rec["not_in_mongo"] == 0, rec  # and in MongoDB after a flush
+    if fsync == "always":
+        assert rec["lost"] == 0, rec  # every acknowledged checkpoint back after the restart
+    else:
+        # everysec: Redis postpones the AOF write while a slow fsync runs (up to 2 s; seen
+        # under CI's disk load), so a SIGKILL may lose the newest acknowledged writes only
+        assert rec["lost_only_newest"], rec
+    assert rec["not_in_mongo"] == rec["lost"], rec  # the rest in MongoDB after a flush
     assert rec["mismatch"] == 0, rec  # resumed to InMemorySaver's final state
 
 
