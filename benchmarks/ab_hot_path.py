@@ -23,6 +23,7 @@ Workloads (``--workloads``, default ``W3,W1async,lone,read``):
 - ``W1dsync``: the same with LangGraph's ``durability="sync"`` (each put awaited);
 - ``lone``: C ``aput``s of one thread in a row, no graph; ``read``: C hot ``aget_tuple``
   of the W1 thread (a large reply);
+- ``W1sync``: issue 22's W1 on the sync API, one ``invoke`` of the K-turn conversation;
 - ``W3sync``: T OS threads (a ``ThreadPoolExecutor``) each running the sync loop graph
   S steps (``invoke``): concurrent calls of the sync API.
 
@@ -78,7 +79,7 @@ CLIENT_VARIANTS = {
     "coalesce+python": (True, _AsyncRESP2Parser),
     "plain+python": (False, _AsyncRESP2Parser),
 }
-WORKLOADS = ("W3", "W3conv", "W1async", "W1dsync", "lone", "read", "W3sync")
+WORKLOADS = ("W3", "W3conv", "W1async", "W1dsync", "lone", "read", "W3sync", "W1sync")
 POOL = 64
 """Connections of each asyncio pool (blocking pool: W3 has many calls in flight)."""
 
@@ -237,6 +238,17 @@ async def _read(saver: Any, a: argparse.Namespace, tag: str) -> Result:
     return await _timed(a.calls, run())
 
 
+def _w1sync(saver: Any, a: argparse.Namespace, tag: str) -> Result:
+    """Issue 22's W1 on the sync API: one ``invoke`` of the K-turn conversation
+    (``graphs.build_conversation``), run in a worker thread as a sync app would."""
+    g = graphs.build_conversation(saver, a.turns)
+    cfg = {"configurable": {"thread_id": f"ab-w1s-{tag}"}, "recursion_limit": 2 * a.turns + 10}
+    n = 2 * a.turns + 2
+    c0, t0 = time.process_time(), time.perf_counter()
+    g.invoke(graphs.conversation_input(), cfg)
+    return n / (time.perf_counter() - t0), (time.process_time() - c0) / n * 1e3
+
+
 def _w3sync(saver: Any, a: argparse.Namespace, tag: str) -> Result:
     """``threads`` OS threads, each ``invoke``s the sync loop graph for ``steps`` steps."""
     g = graphs.build_loop(saver)
@@ -268,6 +280,8 @@ async def _workload(w: str, saver: Any, a: argparse.Namespace, tag: str) -> Resu
         return await _read(saver, a, tag)
     if w == "W3sync":
         return await asyncio.to_thread(_w3sync, saver, a, tag)
+    if w == "W1sync":
+        return await asyncio.to_thread(_w1sync, saver, a, tag)
     raise ValueError(f"unknown workload {w!r}")
 
 

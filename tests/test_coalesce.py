@@ -354,3 +354,51 @@ def test_a_forked_child_sends_its_calls_though_a_parent_batch_was_on_the_wire(
     assert status is not None and os.waitstatus_to_exitcode(status) == 0
     batcher._after_fork()
     r.close()
+
+
+def test_sync_calls_are_packed_by_hiredis_on_a_pooled_client_and_by_redis_py_otherwise(
+        redis_url: str) -> None:
+    sha, source = _script("return {ARGV[1], tonumber(ARGV[2]) + 1}")
+    bad_sha, bad = _script("return redis.error_reply('refused: ' .. ARGV[1])")
+    for kwargs, direct in (({}, True), ({"decode_responses": True}, True),
+                           ({"single_connection_client": True}, False)):
+        r = redis.Redis.from_url(redis_url, **kwargs)
+        batcher = SyncScriptBatcher(r)
+        assert batcher._direct is direct, kwargs
+        want = ["ok", 42] if kwargs.get("decode_responses") else [b"ok", 42]
+        assert batcher.call(sha, source, [], ["ok", 41]) == want  # NOSCRIPT, then EVAL
+        assert batcher.call(sha, source, [], ["ok", 41]) == want  # EVALSHA
+        with pytest.raises(redis.exceptions.ResponseError, match="^refused: x$"):
+            batcher.call(bad_sha, bad, [], ["x"])
+        got = batcher._exchange([("EVALSHA", sha, 0, "a", 1), ("EVALSHA", bad_sha, 0, "y"),
+                                 ("ECHO", "tail")])
+        assert got[0] == (["a", 2] if kwargs.get("decode_responses") else [b"a", 2])
+        assert isinstance(got[1], redis.exceptions.ResponseError) and str(got[1]) == "refused: y"
+        assert got[2] in (b"tail", "tail")
+        assert r.echo("clean") in (b"clean", "clean")  # nothing left unread on the pool
+        r.close()
+
+
+def test_a_sync_call_whose_reply_never_comes_closes_its_connection(redis_url: str) -> None:
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    pool = redis.BlockingConnectionPool.from_url(redis_url, max_connections=1,
+                                                 socket_timeout=0.3, retry=Retry(NoBackoff(), 0))
+    key = f"lgd-test-coalesce-{uuid.uuid4().hex}"
+
+    def socket_name() -> Any:
+        conn = pool.get_connection()
+        try:
+            return conn._sock.getsockname()
+        finally:
+            pool.release(conn)
+
+    before = socket_name()
+    assert coalesce._exchange_sync(pool, [("ECHO", "first")]) == [b"first"]
+    assert socket_name() == before  # the connection is kept between calls
+    with pytest.raises(redis.exceptions.TimeoutError):
+        coalesce._exchange_sync(pool, [("BLPOP", key, 5)])  # its reply would come later
+    assert socket_name() != before  # closed: the late reply can never reach another call
+    assert coalesce._exchange_sync(pool, [("ECHO", "next"), ("LLEN", key)]) == [b"next", 0]
+    pool.disconnect()

@@ -337,6 +337,8 @@ class SyncScriptBatcher:
         """Calls waiting for the batch on the wire (empty when none is)."""
         self._busy = False
         """True while a batch is on the wire (its sender hands over when answered)."""
+        self._direct = _packs_direct_sync(redis_client)
+        """Whether commands are packed by hiredis and sent on the pool's connections."""
         _SYNC_BATCHERS.add(self)
 
     def _after_fork(self) -> None:
@@ -408,6 +410,12 @@ class SyncScriptBatcher:
             p.reply = reply
 
     def _exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send ``commands`` and read their replies (a ``ResponseError`` in its command's
+        place): packed by hiredis and written on a pooled connection when the client
+        allows it (``_packs_direct_sync``), else through redis-py (one command, or a
+        pipeline)."""
+        if self._direct:
+            return _exchange_sync(self.redis.connection_pool, commands)
         if len(commands) == 1:
             try:
                 return [self.redis.execute_command(*commands[0])]
@@ -417,6 +425,54 @@ class SyncScriptBatcher:
         for cmd in commands:
             pipe.execute_command(*cmd)
         return list(pipe.execute(raise_on_error=False))
+
+
+def _packs_direct_sync(client: Any) -> bool:
+    """Whether ``client``'s commands can be packed by hiredis and sent on its pool's
+    connections: a pooled blocking ``redis.Redis`` (no single connection, no client-side
+    cache) encoding text as UTF-8."""
+    if _pack is None or getattr(client, "connection", None) is not None:
+        return False
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    if kwargs is None or not hasattr(pool, "get_connection"):
+        return False
+    if getattr(pool, "cache", None) is not None:
+        return False
+    return str(kwargs.get("encoding", "utf-8")).lower().replace("-", "") == "utf8"
+
+
+def _exchange_sync(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """The blocking twin of ``ScriptBatcher._exchange``: ``commands`` packed by hiredis,
+    one write on a pooled connection, then their replies; retried with the connection's
+    ``retry`` as redis-py retries a command. redis-py's own command path (argument
+    filtering, response callbacks, its operation metrics) cost as much client CPU as the
+    rest of a ``put``'s driver. Raises the client's ``ConnectionError``/``TimeoutError``;
+    the connection is closed on any error (no reply is ever left unread on it)."""
+    assert _pack is not None
+    packed = [b"".join([_pack(cmd) for cmd in commands])]
+    n = len(commands)
+    conn = pool.get_connection()
+
+    def send_read() -> list[Any]:
+        try:
+            conn.send_packed_command(packed)
+            replies: list[Any] = []
+            for _ in range(n):
+                try:
+                    replies.append(conn.read_response())
+                except redis.exceptions.ResponseError as exc:
+                    replies.append(exc)
+            return replies
+        except BaseException:
+            conn.disconnect()  # replies may be left unread: never reuse it as it is
+            raise
+
+    try:
+        return conn.retry.call_with_retry(  # type: ignore[no-any-return]
+            send_read, lambda _error: conn.disconnect())
+    finally:
+        pool.release(conn)
 
 
 _SYNC_BATCHERS: weakref.WeakSet[SyncScriptBatcher] = weakref.WeakSet()
