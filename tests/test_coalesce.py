@@ -402,3 +402,87 @@ def test_a_sync_call_whose_reply_never_comes_closes_its_connection(redis_url: st
     assert socket_name() != before  # closed: the late reply can never reach another call
     assert coalesce._exchange_sync(pool, [("ECHO", "next"), ("LLEN", key)]) == [b"next", 0]
     pool.disconnect()
+
+
+def test_a_sync_client_whose_class_overrides_execute_command_keeps_its_override(
+        redis_url: str) -> None:
+    seen: list[Any] = []
+
+    class Traced(redis.Redis):  # e.g. a user's tracing or metrics subclass
+        def execute_command(self, *args: Any, **options: Any) -> Any:
+            seen.append(args[0])
+            return super().execute_command(*args, **options)
+
+    sha, source = _script("return tonumber(ARGV[1]) + 1")
+    r = Traced.from_url(redis_url)
+    batcher = SyncScriptBatcher(r)
+    assert batcher.call(sha, source, [], [41]) == 42
+    assert seen == ["EVALSHA", "EVAL"]  # NOSCRIPT, then EVAL: both through the override
+    assert batcher.call(sha, source, [], [1]) == 2 and seen[-1] == "EVALSHA"
+    assert batcher._direct is False
+    r.close()
+
+
+def test_a_sync_lone_call_is_retried_on_an_error_reply_the_client_retries(
+        redis_url: str) -> None:
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    key = f"lgd-test-coalesce-{uuid.uuid4().hex}"
+    sha, source = _script("redis.call('INCR', KEYS[1]); return redis.error_reply('refused')")
+    r = redis.Redis.from_url(redis_url, retry=Retry(NoBackoff(), 2),
+                             retry_on_error=[redis.exceptions.ResponseError])
+    try:
+        batcher = SyncScriptBatcher(r)
+        with pytest.raises(redis.exceptions.ResponseError, match="^refused$"):
+            batcher.call(sha, source, [key], [])  # NOSCRIPT (retried too), then EVAL
+        r.set(key, 0)
+        with pytest.raises(redis.exceptions.ResponseError, match="^refused$"):
+            batcher.call(sha, source, [key], [])
+        assert r.get(key) == b"3"  # as redis-py retries a command: 1 + 2 retries
+        assert batcher._direct is False
+        replica_retrying = redis.Redis.from_url(
+            redis_url, retry_on_error=[redis.exceptions.ReadOnlyError])
+        assert SyncScriptBatcher(replica_retrying)._direct is False
+        plain_retrying = redis.Redis.from_url(redis_url, retry=Retry(NoBackoff(), 2))
+        assert SyncScriptBatcher(plain_retrying)._direct is True  # connection errors only
+        replica_retrying.close()
+        plain_retrying.close()
+    finally:
+        r.delete(key)
+        r.close()
+
+
+async def test_asyncio_calls_keep_a_client_override_and_its_error_reply_retries(
+        redis_url: str) -> None:
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    seen: list[Any] = []
+
+    class Traced(redis.asyncio.Redis):
+        async def execute_command(self, *args: Any, **options: Any) -> Any:
+            seen.append(args[0])
+            return await super().execute_command(*args, **options)
+
+    sha, source = _script("return tonumber(ARGV[1]) + 1")
+    traced = Traced.from_url(redis_url)
+    assert await ScriptBatcher(traced).call(sha, source, [], [41]) == 42
+    assert seen == ["EVALSHA", "EVAL"]
+    key = f"lgd-test-coalesce-{uuid.uuid4().hex}"
+    bad_sha, bad = _script("redis.call('INCR', KEYS[1]); return redis.error_reply('refused')")
+    r = redis.asyncio.Redis.from_url(redis_url, retry=Retry(NoBackoff(), 2),
+                                     retry_on_error=[redis.exceptions.ResponseError])
+    try:
+        batcher = ScriptBatcher(r)
+        with pytest.raises(redis.exceptions.ResponseError, match="^refused$"):
+            await batcher.call(bad_sha, bad, [key], [])  # NOSCRIPT (retried too), then EVAL
+        await r.set(key, 0)
+        with pytest.raises(redis.exceptions.ResponseError, match="^refused$"):
+            await batcher.call(bad_sha, bad, [key], [])
+        assert await r.get(key) == b"3"  # 1 + 2 retries, as redis-py retries a command
+        assert batcher._direct is False
+    finally:
+        await r.delete(key)
+        await r.aclose()
+        await traced.aclose()

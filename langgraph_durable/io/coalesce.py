@@ -26,7 +26,9 @@ pipeline, the connection closed on any error so no reply is left unread): redis-
 asyncio command path packs every argument in Python and wraps each command in its own
 bookkeeping, which cost more CPU than the rest of a ``put``'s driver. A client redis-py
 would pack otherwise (a single-connection client, an encoding other than UTF-8, no
-hiredis) is sent through redis-py's pipeline as before.
+hiredis), whose class overrides or wraps ``execute_command``/``pipeline`` (a subclass, a
+tracing instrumentation), or whose ``retry`` retries an error reply (``retry_on_error``
+naming a ``ResponseError``) is sent through redis-py as before.
 
 On a Redis Cluster a batch is split by the node that owns each call's first key (a
 script's keys share one hash tag, so each script goes whole to one node) and each node's
@@ -288,12 +290,15 @@ async def _drain(conn: Any, writer: Any) -> None:
 
 def _packs_direct(client: Any) -> bool:
     """Whether ``client``'s commands can be packed by hiredis and sent on its pool's
-    connections: a pooled ``redis.asyncio.Redis`` encoding text as UTF-8."""
+    connections: a pooled ``redis.asyncio.Redis`` encoding text as UTF-8, whose command
+    path is redis-py's own (``_own_command_path``)."""
     if _pack is None or getattr(client, "single_connection_client", True):
         return False
     pool = getattr(client, "connection_pool", None)
     kwargs = getattr(pool, "connection_kwargs", None)
     if kwargs is None or not hasattr(pool, "get_connection"):
+        return False
+    if not _own_command_path(client, redis.asyncio.Redis):
         return False
     return str(kwargs.get("encoding", "utf-8")).lower().replace("-", "") == "utf8"
 
@@ -430,16 +435,34 @@ class SyncScriptBatcher:
 def _packs_direct_sync(client: Any) -> bool:
     """Whether ``client``'s commands can be packed by hiredis and sent on its pool's
     connections: a pooled blocking ``redis.Redis`` (no single connection, no client-side
-    cache) encoding text as UTF-8."""
+    cache) encoding text as UTF-8, whose command path is redis-py's own (``_own_command_path``)."""
     if _pack is None or getattr(client, "connection", None) is not None:
         return False
     pool = getattr(client, "connection_pool", None)
     kwargs = getattr(pool, "connection_kwargs", None)
     if kwargs is None or not hasattr(pool, "get_connection"):
         return False
-    if getattr(pool, "cache", None) is not None:
+    if getattr(pool, "cache", None) is not None or not _own_command_path(client, redis.Redis):
         return False
     return str(kwargs.get("encoding", "utf-8")).lower().replace("-", "") == "utf8"
+
+
+def _own_command_path(client: Any, base: type) -> bool:
+    """False when skipping redis-py's command path would change what a command does: the
+    client's class overrides or wraps ``execute_command``/``pipeline`` of ``base``
+    (``redis.Redis`` or ``redis.asyncio.Redis``: a subclass, a tracing instrumentation),
+    or its connections retry an error reply (a ``ResponseError`` such as ``ReadOnlyError``
+    in ``retry``/``retry_on_error``: redis-py retries a lone command on it, the hiredis
+    path would read it as the script's reply)."""
+    for name in ("execute_command", "pipeline"):
+        method = getattr(type(client), name, None)
+        if method is not getattr(base, name) or hasattr(method, "__wrapped__"):
+            return False
+    kwargs = client.connection_pool.connection_kwargs
+    retry = kwargs.get("retry")
+    retried = [*getattr(retry, "_supported_errors", ()), *(kwargs.get("retry_on_error") or ())]
+    return not any(isinstance(e, type) and issubclass(e, redis.exceptions.ResponseError)
+                   for e in retried)
 
 
 def _exchange_sync(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
