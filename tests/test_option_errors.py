@@ -83,3 +83,29 @@ def test_a_database_or_collection_prefix_mongodb_refuses_is_a_configuration_erro
         DurableSaver.from_urls(redis_url, mongo_url, key_prefix="never-bound", **options)
     assert str(err.value).startswith(f"invalid option {name}={value!r}: Value error, {why}")
     assert redis.Redis.from_url(redis_url).exists("{never-bound:binding}") == 0
+
+
+@pytest.mark.parametrize(("option", "url_query", "message"), [
+    ({"decode_responses": True}, "decode_responses=true",
+     "decode_responses=True is not supported (the saver stores and reads bytes); build "
+     "the client without it"),
+    ({"protocol": 3}, "protocol=3",
+     "protocol=3 (RESP3) is not supported; use protocol=2, redis-py's default"),
+])
+def test_a_redis_client_decoding_replies_or_speaking_resp3_is_refused_when_given(
+        redis_url: str, mongo_url: str, option: dict[str, object], url_query: str,
+        message: str) -> None:
+    import pymongo
+    import redis.asyncio
+
+    m = pymongo.MongoClient(mongo_url)
+    for client in (redis.Redis.from_url(redis_url, **option),
+                   redis.asyncio.Redis.from_url(redis_url, **option)):
+        with pytest.raises(ConfigurationError, match=r"^Redis client .*: ") as err:
+            DurableSaver(client, m if isinstance(client, redis.Redis) else
+                         pymongo.AsyncMongoClient(mongo_url))
+        assert str(err.value).endswith(message)
+    with pytest.raises(ConfigurationError) as err:
+        DurableSaver.from_urls(f"{redis_url}?{url_query}", mongo_url)
+    assert str(err.value).endswith(message)
+    m.close()

@@ -91,8 +91,30 @@ def describe_mongo(db: Any) -> str:
         return getattr(db, "name", "?")
 
 
+def check_redis_client(client: Any) -> None:
+    """Raise ``ConfigurationError`` for a Redis client the saver cannot use, naming it:
+    one that decodes replies to ``str`` (``decode_responses=True``: records, digests and
+    outbox entries are bytes) or speaks RESP3 (``protocol=3``: the outbox's stream
+    replies are read in RESP2's shapes). Both are redis-py options off by default (also
+    URL query options, ``?decode_responses=true``, ``?protocol=3``)."""
+    get = getattr(client, "get_connection_kwargs", None)
+    kwargs = get() if callable(get) else {}
+    if not isinstance(kwargs, dict):
+        return
+    if kwargs.get("decode_responses"):
+        raise ConfigurationError(
+            f"Redis client {describe_redis(client)}: decode_responses=True is not "
+            "supported (the saver stores and reads bytes); build the client without it")
+    if str(kwargs.get("protocol") or 2) == "3":
+        raise ConfigurationError(
+            f"Redis client {describe_redis(client)}: protocol=3 (RESP3) is not supported; "
+            "use protocol=2, redis-py's default")
+
+
 def make_clients(redis_client: Any, db: Any) -> Clients:
-    """Wrap one side's clients for the I/O drivers."""
+    """Wrap one side's clients for the I/O drivers. Raises ``ConfigurationError`` for a
+    Redis client the saver cannot use (``check_redis_client``)."""
+    check_redis_client(redis_client)
     return Clients(redis=redis_client, db=db, scripts=SCRIPTS, cluster=is_cluster(redis_client),
                    redis_name=describe_redis(redis_client), mongo_name=describe_mongo(db))
 

@@ -131,6 +131,65 @@ def test_a_message_changed_in_place_is_serialized_again() -> None:
     assert SERDE.loads_typed(parsed(after.parts)[after.refs[DIGEST_BYTES:]]).content == "final"
 
 
+def _conversation(n: int) -> list[Any]:
+    return [AIMessage(f"answer {i}", id=f"a{i}",
+                      tool_calls=[{"name": "search", "args": {"q": f"q{i}"}, "id": f"c{i}"}])
+            if i % 2 else HumanMessage(f"question {i}", id=f"h{i}") for i in range(n)]
+
+
+def test_a_list_whose_every_message_is_cached_and_unchanged_serializes_nothing() -> None:
+    items = Items()
+    msgs = _conversation(70)  # two nodes and six tail items
+    dumps = CountingDumps()
+    first = items.split(msgs, dumps, pack_blob, "t")
+    again = items.split(msgs, dumps, pack_blob, "t")
+    assert dumps.positions == list(range(70))  # the second split serialized none
+    assert (again.refs, again.parts) == (first.refs, first.parts)
+    uncached = Items(cache_bytes=0).split(msgs, CountingDumps(), pack_blob, "t")
+    assert (again.refs, again.parts) == (uncached.refs, uncached.parts)
+
+
+def test_a_nested_field_changed_in_place_in_a_cached_list_is_serialized_again() -> None:
+    items = Items()
+    msgs = _conversation(40)
+    dumps = CountingDumps()
+    before = items.split(msgs, dumps, pack_blob, "t")
+    msgs[33].tool_calls[0]["args"]["q"] = "changed"  # deep in a message of the tail
+    after = items.split(msgs, dumps, pack_blob, "t")
+    assert dumps.positions == [*range(40), 33]  # only the changed message again
+    tail = after.refs[DIGEST_BYTES:]  # one node (items 0-31), then the tail's digests
+    assert after.refs[:DIGEST_BYTES] == before.refs[:DIGEST_BYTES]
+    changed = tail[DIGEST_BYTES:2 * DIGEST_BYTES]
+    assert changed == items.digest(SERDE.dumps_typed(msgs[33]))
+    assert changed != before.refs[2 * DIGEST_BYTES:3 * DIGEST_BYTES]
+    loaded = SERDE.loads_typed(parsed(after.parts)[changed])
+    assert loaded.tool_calls[0]["args"] == {"q": "changed"}
+
+
+class _Ambiguous(dict):  # type: ignore[type-arg]
+    """A mapping whose ``==`` raises (as a NumPy array's truth value does); serialized
+    as the dict it holds."""
+
+    def __eq__(self, other: object) -> bool:
+        raise ValueError("the truth value is ambiguous")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def test_a_field_whose_comparison_raises_makes_only_its_message_serialized_again() -> None:
+    items = Items()
+    msgs = _conversation(5)
+    dumps = CountingDumps()
+    items.split(msgs, dumps, pack_blob, "t")
+    msgs[2].additional_kwargs["blob"] = _Ambiguous(a=1)
+    after = items.split(msgs, dumps, pack_blob, "t")  # compared with its snapshot: raises
+    assert dumps.positions == [0, 1, 2, 3, 4, 2]  # the others were not serialized again
+    loaded = SERDE.loads_typed(parsed(after.parts)[after.refs[2 * DIGEST_BYTES:3 * DIGEST_BYTES]])
+    assert loaded.additional_kwargs == {"blob": {"a": 1}}
+    items.split(msgs, dumps, pack_blob, "t")  # its new snapshot holds the raising value
+    assert dumps.positions == [0, 1, 2, 3, 4, 2, 2]
+
+
 class CountingLoads:
     """``serde.loads_typed`` counting its calls."""
 
