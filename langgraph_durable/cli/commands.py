@@ -15,7 +15,7 @@ from typer.core import TyperArgument, TyperCommand
 from ..config import DurableConfig, config_options
 from . import browse, ops, transfer
 from .dashboard import dashboard
-from .session import Session
+from .session import CliError, Session
 
 HELP = """Inspect and operate langgraph_durable storage (Redis hot tier, MongoDB durable tier).
 
@@ -86,9 +86,14 @@ def _main(ctx: typer.Context, **kwargs: Any) -> None:
     kwargs.pop("version", None)
     redis_url, mongo_url = kwargs.pop("redis_url"), kwargs.pop("mongo_url")
     serde, store = kwargs.pop("serde"), kwargs.pop("blob_store")
+    allow_types = kwargs.pop("allow_type")
     _bool_options(kwargs)
     options = {k: v for k, v in kwargs.items() if v is not None}
-    ctx.obj = Session(redis_url, mongo_url, options, serde, store)
+    try:
+        ctx.obj = Session(redis_url, mongo_url, options, serde, store, allow_types)
+    except CliError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("--allow-type: "),
+                                 param_hint="--allow-type") from None
 
 
 _main.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
@@ -110,6 +115,13 @@ _main.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
                       default=typer.Option(None, "--blob-store", envvar="LGD_BLOB_STORE",
                                            help="blob store of ExternalRefSerializer values: "
                                            "s3://bucket/prefix or a folder (decoding, gc)")),
+    inspect.Parameter("allow_type", inspect.Parameter.KEYWORD_ONLY,
+                      annotation=list[str],
+                      default=typer.Option([], "--allow-type", envvar="LGD_ALLOW_TYPES",
+                                           help="decode stored values of this type too, as "
+                                           "module.Class (repeatable; env LGD_ALLOW_TYPES, "
+                                           "space-separated): others show as <not decoded: "
+                                           "...>, never imported nor run")),
     inspect.Parameter("version", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
                       default=typer.Option(False, "--version", callback=_version,
                                            is_eager=True, help="print the version and exit")),

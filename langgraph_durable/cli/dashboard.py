@@ -19,9 +19,16 @@ def dashboard(ctx: typer.Context,
                                         "env LGD_DASHBOARD_TOKEN"),
               allow_writes: bool = typer.Option(False, "--allow-writes",
                                                 help="enable the time machine (fork); "
-                                                "makes a token when none is given")) -> None:
+                                                "makes a token when none is given"),
+              allowed_host: list[str] = typer.Option(  # noqa: B008
+                  [], "--allowed-host", envvar="LGD_DASHBOARD_ALLOWED_HOSTS",
+                  help="a Host name browsers reach the dashboard by, besides localhost, "
+                  "127.0.0.1, [::1] and the address bound (repeatable; *.example.com for "
+                  "subdomains); other names get 400 (DNS rebinding)")) -> None:
     """Serve the operations dashboard: threads (live), a thread's timeline, state and
-    diffs, the time machine, the tiers. Read-only unless --allow-writes."""
+    diffs, the time machine, the tiers. Read-only unless --allow-writes. Values are
+    decoded strictly: a type outside the allowlist (--allow-type adds to it) shows as
+    <not decoded: module.Name (...)>, never imported nor run."""
     try:
         from ..dashboard import app as dashboard_app
         from ..dashboard import security
@@ -32,10 +39,16 @@ def dashboard(ctx: typer.Context,
     if made:
         token = security.new_token()
     security.check_bind(host, token, allow_writes)  # before connecting to anything
+    security.allowed_host_names(allowed_host)
     session = session_of(ctx)
     saver = session.saver(flusher=True) if allow_writes else session.saver(tolerant=True)
     shown = "[::1]" if host == "::1" else host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if made else "")
     typer.echo(f"dashboard on {url} ({'writes allowed' if allow_writes else 'read-only'}; "
                "Ctrl-C stops it)", err=True)
-    dashboard_app.serve(saver, host=host, port=port, token=token, allow_writes=allow_writes)
+    if security.bound_host(host) is None and not security.is_loopback(host) \
+            and not allowed_host:
+        typer.echo(f"note: {dashboard_app.wildcard_note(host)}", err=True)
+    dashboard_app.serve(saver, host=host, port=port, token=token, allow_writes=allow_writes,
+                        allowed_hosts=allowed_host, allow_types=session.allow_types,
+                        warn_wildcard=False)

@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..config import DurableConfig
 from ..errors import ConfigurationError, TierUnavailableError
+from ..inspection.strict import NotDecoded, parse_type, strict_serde  # noqa: F401 - re-exported
 from ..inspection.tolerant import TolerantSerde, Undecodable  # noqa: F401 - re-exported
 from ..io.drivers import Clients
 from ..saver import DurableSaver
@@ -85,17 +86,28 @@ class Session:
         serde: ``module:attribute`` of a serializer, or of a factory returning one.
         blob_store: where ``ExternalRefSerializer`` blobs live (``--blob-store``); without
             ``serde`` it makes the serializer an ``ExternalRefSerializer`` on it.
+        allow_types: ``module.Class`` names (``--allow-type``) decoded besides the
+            built-in allowlist (``inspection.strict.TOOL_TYPES``).
+
+    Every command decodes with ``strict_serde`` of that serializer: its cipher and blob
+    store kept, a stored msgpack entry naming a type outside the allowlist shown as
+    ``<not decoded: module.Name (not in the allowlist)>``, never imported nor run.
+    Raises ``CliError`` for an ``allow_types`` name not of the form ``module.Class``.
     """
 
     def __init__(self, redis_url: str | None, mongo_url: str | None,
                  options: dict[str, Any], serde: str | None,
-                 blob_store: str | None = None) -> None:
+                 blob_store: str | None = None, allow_types: list[str] | None = None) -> None:
         env = server_settings()
         self.redis_url = redis_url or env.redis_url
         self.mongo_url = mongo_url or env.mongodb_url
         self.options = options
         self.serde_path = serde
         self.blob_store_spec = blob_store
+        try:
+            self.allow_types = [parse_type(t) for t in allow_types or []]
+        except ValueError as exc:
+            raise CliError(f"--allow-type: {exc}") from None
         self._saver: DurableSaver | None = None
 
     @property
@@ -113,20 +125,19 @@ class Session:
               setup: bool = True) -> DurableSaver:
         """The saver; with ``flusher`` an in-process flusher runs (from the first call) and
         ``setup()`` is done unless ``setup=False`` (writing commands); without it nothing
-        is written by opening it. ``tolerant`` (read-only commands) shows undecodable
-        values as ``Undecodable`` and checks, writing nothing, that the key prefix and the
-        database belong together (``check_deployment``: ``ConfigurationError`` as
-        ``setup()`` raises it for writing commands)."""
+        is written by opening it. Its serializer is strict (``strict_serde``: stored data
+        never runs code). ``tolerant`` (read-only commands) shows undecodable values as
+        ``Undecodable`` and checks, writing nothing, that the key prefix and the database
+        belong together (``check_deployment``: ``ConfigurationError`` as ``setup()``
+        raises it for writing commands)."""
         if self._saver is None:
             if not self.redis_url or not self.mongo_url:
                 raise CliError("--redis-url and --mongo-url (or REDIS_URL and MONGODB_URL) "
                                "are required")
             self.config  # noqa: B018 - validate the options before connecting
-            serde = self.serde()
+            serde = strict_serde(self.serde(), self.allow_types)
             if tolerant:
-                from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
-                serde = TolerantSerde(serde or JsonPlusSerializer())
+                serde = TolerantSerde(serde)
             self._saver = DurableSaver.from_urls(
                 self.redis_url, self.mongo_url, serde=serde,
                 **{**self.options, "flusher": "auto" if flusher else "off"})
@@ -151,7 +162,8 @@ class Session:
         return open_blob_store(self.blob_store_spec) if self.blob_store_spec else None
 
     def serde(self) -> Any:
-        """The serializer from ``--serde`` / ``--blob-store`` (None = the saver's default)."""
+        """The serializer from ``--serde`` / ``--blob-store`` as configured (None = the
+        saver's default); ``saver()`` decodes with its strict version."""
         if not self.serde_path:
             store = self.blob_store()
             if store is None:

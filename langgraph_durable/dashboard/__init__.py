@@ -27,14 +27,17 @@ def _app_module() -> Any:
 def create_app(saver: Any, **options: Any) -> Any:
     """The dashboard's ASGI app for ``saver``; ``options`` as
     ``langgraph_durable.dashboard.app.create_app`` (``token``, ``allow_writes``,
-    ``poll_s``, ``running_window_s``, ``lag_every_s``). Raises ``ImportError`` naming the
-    ``dashboard`` extra when starlette or jinja2 is missing, ``ConfigurationError`` for
-    ``allow_writes`` without a token."""
+    ``poll_s``, ``running_window_s``, ``lag_every_s``, ``allowed_hosts``: Host names
+    answered besides the loopback ones, ``allow_types``: types decoded besides the
+    built-in allowlist). Raises ``ImportError`` naming the ``dashboard`` extra when
+    starlette or jinja2 is missing, ``ConfigurationError`` for ``allow_writes`` without
+    a token."""
     return _app_module().create_app(saver, **options)
 
 
 def serve(saver: Any, **options: Any) -> None:
     """Serve the dashboard with uvicorn (``host`` default 127.0.0.1, ``port`` 8765,
-    ``token``, ``allow_writes``); a non-loopback ``host`` without a token raises
+    ``token``, ``allow_writes``, ``allowed_hosts``, ``allow_types``); a non-loopback
+    ``host`` without a token raises
     ``ConfigurationError`` before anything is bound."""
     _app_module().serve(saver, **options)

@@ -5,7 +5,10 @@ Routes (GET unless said): ``/`` the thread list, ``/events/threads`` its live ro
 ``/events/thread`` its latest checkpoint, live (the page offers to reload), ``/diff``,
 ``/tiers``; JSON: ``/api/threads``, ``/api/thread``, ``/api/tiers``; POST ``/fork``
 (only with ``allow_writes``); ``/static/*``. Every value from state goes through Jinja's
-autoescaping; the content security policy lets no inline script run.
+autoescaping; the content security policy lets no inline script run. Values are decoded
+strictly (``inspection.strict``): a stored entry naming a type not allowed is shown as a
+placeholder, never imported nor run. A request whose ``Host`` is not an allowed name gets
+400 (DNS rebinding); redirects stay on the app's own paths.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -27,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
     JSONResponse,
+    PlainTextResponse,
     RedirectResponse,
     Response,
     StreamingResponse,
@@ -36,6 +40,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import ConfigurationError
 from ..inspection import lookup, render, timeline
+from ..inspection.strict import strict_view
 from ..inspection.timeline import RUNNING_WINDOW_S
 from . import security, tiers, views
 
@@ -43,13 +48,20 @@ log = logging.getLogger("langgraph_durable.dashboard")
 HERE = Path(__file__).parent
 
 
-class _Guard:
-    """ASGI middleware: the token check (``security.token_ok``; a first visit to a page
-    with ``?token=`` sets the cookie and is redirected without it, JSON and event
-    streams just take it) and the security headers on every response."""
+HOST_REFUSED = ("this dashboard does not answer to this host name: start it with "
+                "--allowed-host NAME (create_app(allowed_hosts=[...])) to reach it by that name\n")
+"""The body of the 400 answer to a request whose ``Host`` is not allowed."""
 
-    def __init__(self, app: Any, token: str | None) -> None:
-        self.app, self.token = app, token
+
+class _Guard:
+    """ASGI middleware: the ``Host`` check (``security.host_ok``: 400 for a name not in
+    ``hosts``), the token check (``security.token_ok``; a first visit to a page with
+    ``?token=`` sets the cookie and is redirected, to the same path of this app, without
+    it; JSON and event streams just take it) and the security headers on every
+    response."""
+
+    def __init__(self, app: Any, token: str | None, hosts: frozenset[str]) -> None:
+        self.app, self.token, self.hosts = app, token, hosts
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -57,6 +69,11 @@ class _Guard:
             return
         request = Request(scope)
         headers = dict(request.headers)
+        if not security.host_ok(headers.get("host"), self.hosts):
+            refused = PlainTextResponse(HOST_REFUSED, status_code=400,
+                                        headers=security.HEADERS)
+            await refused(scope, receive, send)
+            return
         if not security.token_ok(self.token, headers, request.cookies,
                                  dict(request.query_params)):
             response: Response = HTMLResponse(
@@ -68,7 +85,10 @@ class _Guard:
         page = "/api/" not in request.url.path and "/events/" not in request.url.path
         if self.token and page and "token" in request.query_params:
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-            url = request.url.path + ("?" + urlencode(rest) if rest else "")
+            root = security.safe_redirect((scope.get("root_path") or "") + "/")
+            path = security.safe_redirect(request.url.path, root)
+            kept = rest and path == request.url.path  # a path refused: its query too
+            url = path + ("?" + urlencode(rest) if kept else "")
             response = RedirectResponse(url, status_code=303, headers=security.HEADERS)
             response.set_cookie(security.COOKIE, self.token, httponly=True, samesite="strict")
             await response(scope, receive, send)
@@ -98,9 +118,14 @@ def _templates() -> Environment:
 
 def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = False,
                poll_s: float = 1.0, running_window_s: float = RUNNING_WINDOW_S,
-               lag_every_s: float = 10.0, index_ttl_s: float = 5.0) -> Any:
+               lag_every_s: float = 10.0, index_ttl_s: float = 5.0,
+               allowed_hosts: Iterable[str] = (), allow_types: Iterable[Any] = ()) -> Any:
     """The dashboard as an ASGI app for ``saver`` (a ``DurableSaver``; mount it in a
-    FastAPI/Starlette app or serve it with uvicorn).
+    FastAPI/Starlette app or serve it with uvicorn). It reads through a copy of the saver
+    whose serializer is strict (``inspection.strict.strict_view``): the saver's own
+    serializer (cipher, blob store) with every msgpack type outside LangChain's messages,
+    LangGraph's own types and ``allow_types`` shown as ``<not decoded: module.Name (not
+    in the allowlist)>``, never imported nor run.
 
     Args:
         token: required from every request (``?token=`` once, then a cookie, or
@@ -115,9 +140,18 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         index_ttl_s: the list of every thread (``list_threads``, its cost grows with the
             number of threads) is read again when older than this (seconds); each
             shown row's status, step and sizes are read at every refresh.
+        allowed_hosts: ``Host`` names answered besides localhost, 127.0.0.1 and [::1]
+            (any port): the names and addresses browsers reach the dashboard by
+            (``"dash.example.com"``, ``"10.0.0.5"``, ``"*.example.com"``); any other
+            gets 400, so a DNS-rebinding page cannot read it.
+        allow_types: types decoded besides the built-in allowlist: ``"module.Class"``
+            strings, ``(module, name)`` pairs or classes (your state's own classes).
 
-    Raises ``ConfigurationError`` for ``allow_writes`` without a token."""
+    Raises ``ConfigurationError`` for ``allow_writes`` without a token or an allowed host
+    that is no host name, ``ValueError`` for an ``allow_types`` entry of another form."""
     security.check_bind("127.0.0.1", token, allow_writes)
+    hosts = security.allowed_host_names(allowed_hosts)
+    saver = strict_view(saver, allow_types)
     env = _templates()
     samples = tiers.LagSamples(every_s=lag_every_s)
     index = views.ThreadIndex(saver, index_ttl_s)
@@ -310,20 +344,39 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         Route("/fork", guarded(fork), methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    return _Guard(Starlette(routes=routes, lifespan=lifespan), token)
+    return _Guard(Starlette(routes=routes, lifespan=lifespan), token, hosts)
 
 
 def serve(saver: Any, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
-          allow_writes: bool = False, **options: Any) -> None:
+          allow_writes: bool = False, allowed_hosts: Iterable[str] = (),
+          warn_wildcard: bool = True, **options: Any) -> None:
     """Run the dashboard with uvicorn until interrupted. Raises ``ConfigurationError``
     (before binding anything) for a non-loopback ``host`` without ``token``, or
-    ``allow_writes`` without one. Uvicorn's access log is off (URLs may carry the
-    token); ``options`` go to ``create_app``."""
+    ``allow_writes`` without one. The address bound is an allowed host name too
+    (``allowed_hosts`` adds others; a wildcard bind, 0.0.0.0 or ::, with none logs a
+    warning saying to add them, unless not ``warn_wildcard``: the CLI says it itself).
+    Uvicorn's access log is off (URLs may carry the token); ``options`` go to
+    ``create_app``."""
     import uvicorn
 
     security.check_bind(host, token, allow_writes)
-    app = create_app(saver, token=token, allow_writes=allow_writes, **options)
+    hosts = list(allowed_hosts)
+    bound = security.bound_host(host)
+    if bound is not None:
+        hosts.append(bound)
+    elif warn_wildcard and not hosts and not security.is_loopback(host):
+        log.warning(wildcard_note(host))
+    app = create_app(saver, token=token, allow_writes=allow_writes, allowed_hosts=hosts,
+                     **options)
     uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")
 
 
-__all__ = ["ConfigurationError", "create_app", "serve"]
+def wildcard_note(host: str) -> str:
+    """What to tell someone binding every address (``host`` 0.0.0.0 or ::) with no
+    allowed host name: browsers reaching it by another name get 400 until it is added."""
+    return (f"dashboard: bound to {host}, it answers only requests for localhost, 127.0.0.1 "
+            "and [::1]: add the names or addresses browsers reach it by with --allowed-host "
+            "NAME (repeatable; create_app/serve(allowed_hosts=[...]))")
+
+
+__all__ = ["ConfigurationError", "create_app", "serve", "wildcard_note"]

@@ -1,5 +1,6 @@
 """The dashboard's guards, free of any web framework: which addresses may be bound
-without a token, the token check, the CSRF token of write forms, response headers."""
+without a token, which ``Host`` names a request may carry (DNS rebinding), the token
+check, the CSRF token of write forms, where a redirect may go, response headers."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import hashlib
 import hmac
 import ipaddress
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from ..errors import ConfigurationError
 
@@ -88,3 +89,73 @@ def csrf_ok(secret: str | None, form_value: str, headers: Mapping[str, str]) -> 
         return False
     origin, host = headers.get("origin"), headers.get("host", "")
     return origin in (None, "null") or origin.split("://", 1)[-1] == host
+
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+"""The ``Host`` names every dashboard answers (with any port): a page of another site
+that a DNS-rebinding attack points at 127.0.0.1 still sends its own name."""
+
+
+def host_name(header: str) -> str:
+    """The name of a ``Host`` header without its port, lower case, no final dot:
+    ``"LocalHost.:8765"`` -> ``"localhost"``, ``"[::1]:80"`` -> ``"[::1]"``."""
+    host = header.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end > 0 else host
+    return host.rsplit(":", 1)[0].rstrip(".") if host.count(":") <= 1 else f"[{host}]"
+
+
+def allowed_host_names(extra: Iterable[str] = ()) -> frozenset[str]:
+    """``LOOPBACK_HOSTS`` and the names of ``extra`` (``"dash.example.com"``, an address,
+    ``"*.example.com"`` for its subdomains, ``"*"`` for any: only behind a proxy that
+    checks the name itself), as ``host_ok`` compares them. Raises ``ConfigurationError``
+    for an empty name or one holding a scheme, a path or a space."""
+    names = set(LOOPBACK_HOSTS)
+    for raw in extra:
+        name = raw.strip()
+        if not name or any(c in name for c in "/ \\@?#") or "://" in name:
+            raise ConfigurationError(
+                f"dashboard: allowed host {raw!r} is not a host name: give a name such as "
+                "dash.example.com (any port), an address, or *.example.com")
+        names.add(name if name in ("*",) or name.startswith("*.") else host_name(name))
+    return frozenset(n.lower() for n in names)
+
+
+def host_ok(header: str | None, allowed: frozenset[str]) -> bool:
+    """Whether a request's ``Host`` header names one of ``allowed`` (``allowed_host_names``),
+    whatever its port. A request without one is refused."""
+    if not header:
+        return False
+    if "*" in allowed:
+        return True
+    name = host_name(header)
+    if name in allowed:
+        return True
+    return any(a.startswith("*.") and name.endswith(a[1:]) and len(name) > len(a) - 1
+               for a in allowed)
+
+
+def bound_host(host: str) -> str | None:
+    """The ``Host`` name a browser sends for the address ``host`` the dashboard binds
+    (``"10.0.0.5"``, ``"[fd00::5]"``, a host name as given), allowed at once; None for a
+    wildcard bind (``0.0.0.0``, ``::``: the names it is reached by are not known) and for
+    loopback names (always allowed)."""
+    bare = host.strip("[]")
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        return host.lower() if host and not is_loopback(host) else None
+    if address.is_unspecified:
+        return None
+    return f"[{address}]" if address.version == 6 else str(address)
+
+
+def safe_redirect(path: str, root: str = "/") -> str:
+    """``path`` when it is a path of this app (one ``/`` first, no second ``/`` or
+    ``\\`` after it, no backslash, space or control character anywhere: a browser reads
+    ``//x``, ``/\\x`` and ``/<tab>/x`` as another site), else ``root``."""
+    if (not path.startswith("/") or path[1:2] in ("/", "\\")
+            or any(c == "\\" or ord(c) <= 0x20 or ord(c) == 0x7F for c in path)):
+        return root
+    return path

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..inspection import lookup, render, storage, timeline
+from ..inspection.strict import NotDecoded
 from ..inspection.tolerant import Undecodable
 
 log = logging.getLogger("langgraph_durable.dashboard")
@@ -217,7 +218,11 @@ def _folded(data: Any) -> dict[str, Any]:
 def value_view(value: Any) -> dict[str, Any]:
     """How one value is shown: ``messages`` (a chat: ``turns``, each AI tool call paired
     with its tool result), ``frame`` (a DataFrame or array: type, shape, columns, first
-    rows), ``undecodable`` (type, size, why), else ``json`` (text, folded when long)."""
+    rows), ``undecodable`` (type, size, why), ``not_decoded`` (a type not allowed:
+    ``name``, ``reason``, ``text`` the placeholder), else ``json`` (text, folded when long)."""
+    if isinstance(value, NotDecoded):
+        return {"kind": "not_decoded", "name": value.name, "reason": value.reason,
+                "text": repr(value)}
     if isinstance(value, Undecodable):
         return {"kind": "undecodable", "type": value.type, "size": value.size,
                 "error": value.error}

@@ -20,6 +20,7 @@ from ..errors import DurableSaverError
 from ..io.drivers import Clients
 from ..plans import read
 from . import render, storage
+from .strict import contains_placeholder
 
 
 class LookupFailedError(DurableSaverError, LookupError):
@@ -164,7 +165,8 @@ def fork(saver: Any, clients: Clients, thread: str, ref: str, to: str, ns: str =
     task paths are read from MongoDB after a flush). Returns ``{"thread_id", "checkpoint_id",
     "source_checkpoint_id", "step", "pending_writes"}``. Raises ``LookupFailedError``
     (source not found) or ``ForkError`` (``to`` exists, an edited channel is not in the
-    checkpoint, pending writes changed meanwhile) before writing anything."""
+    checkpoint, pending writes changed meanwhile, a value the tools' strict serializer did
+    not decode: its placeholder would be written instead) before writing anything."""
     if storage.thread_exists(saver.context, clients, to):
         raise ForkError(f"thread {to!r} already exists; delete it or choose another name")
     tup = get(saver, clients, thread, ref, ns)
@@ -175,6 +177,15 @@ def fork(saver: Any, clients: Clients, thread: str, ref: str, to: str, ns: str =
         raise ForkError(f"checkpoint {checkpoint!r} of {_where(thread, ns)} has no channel "
                         f"{', '.join(map(repr, unknown))} to edit (channels: "
                         f"{', '.join(sorted(cp['channel_values']))})")
+    for channel, value in [*((c, v) for c, v in cp["channel_values"].items()
+                             if c not in (values or {})),
+                           *((c, v) for _t, c, v in tup.pending_writes or [])]:
+        found = contains_placeholder(value)
+        if found is not None:
+            raise ForkError(f"channel {channel!r} of checkpoint {checkpoint!r} of "
+                            f"{_where(thread, ns)} holds {found}: a fork would store the "
+                            "placeholder; allow its type (--allow-type module.Class) to "
+                            "fork it")
     saver.flush()  # the writes' task paths are read from MongoDB
     cols = saver.context.collections
     wdocs = storage.loaded(clients.db, cols, list(clients.db[cols.writes].find(

@@ -10,18 +10,23 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from .strict import NotDecoded
+
 INTERRUPT_CHANNEL = "__interrupt__"
 """LangGraph's channel of interrupt writes."""
 
 
 def jsonable(value: Any, depth: int = 0) -> Any:
     """``value`` as JSON data: messages and pydantic models as dicts (empty fields
-    dropped), dataclasses as dicts, bytes as ``{"$bytes": base64}``, anything else
-    unknown as ``{"$type": name, "repr": ...}``."""
+    dropped), dataclasses as dicts, bytes as ``{"$bytes": base64}``, a value the tools
+    did not revive as ``{"$not_decoded": "os.system", "reason": "not in the allowlist"}``,
+    anything else unknown as ``{"$type": name, "repr": ...}``."""
     if depth > 50:
         return "..."
     if value is None or isinstance(value, (bool, int, str)):
         return value
+    if isinstance(value, NotDecoded):
+        return {"$not_decoded": value.name, "reason": value.reason}
     if isinstance(value, float):
         return value if value == value and abs(value) != float("inf") else repr(value)
     if isinstance(value, (bytes, bytearray)):
@@ -62,7 +67,10 @@ def is_message(value: Any) -> bool:
 
 def preview(value: Any, width: int = 70) -> str:
     """One line describing ``value``: a message list as count and last message, else
-    compact JSON cut at ``width`` characters."""
+    compact JSON cut at ``width`` characters; a value not decoded as its placeholder
+    (``<not decoded: os.system (not in the allowlist)>``)."""
+    if isinstance(value, NotDecoded):
+        return _cut(repr(value), width)
     shape = getattr(value, "shape", None)
     if isinstance(shape, tuple) and not isinstance(value, type):
         columns = [str(c) for c in list(getattr(value, "columns", []))]

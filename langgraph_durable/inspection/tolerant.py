@@ -28,6 +28,25 @@ class TolerantSerde:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
 
+    @property
+    def encrypted(self) -> bool:
+        """Whether the inner serializer encrypts (an ``EncryptedSerializer``, or one that
+        says ``encrypted``): the saver then treats this one alike (keyed item digests)."""
+        from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+        return isinstance(self.inner, EncryptedSerializer) or bool(
+            getattr(self.inner, "encrypted", False))
+
+    @property
+    def _cipher(self) -> Any:
+        """The inner serializer's cipher (None for a plain one)."""
+        return getattr(self.inner, "cipher", None) or getattr(self.inner, "_cipher", None)
+
+    @property
+    def store(self) -> Any:
+        """The inner serializer's blob store (``ExternalRefSerializer``), else None."""
+        return getattr(self.inner, "store", None)
+
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         """The inner serializer's ``dumps_typed``."""
         return self.inner.dumps_typed(obj)  # type: ignore[no-any-return]

@@ -65,6 +65,7 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
 
     def _hold(self, runtime: SaverRuntime) -> None:
         self._runtime = runtime
+        runtime.gate.watch(self)  # the set-up warns about a permissive serializer
         self._ctx = dataclasses.replace(runtime.context,
                                         **_serde_fields(runtime.config, self.serde))
 

@@ -12,6 +12,9 @@ import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
 from ..core.ops import CreateIndexes, LoadScripts, Parallel, Pipeline, Plan
 from ..durable.documents import INDEXES
 from ..errors import TierUnavailableError
@@ -26,6 +29,50 @@ WHO = "this saver"
 
 log = logging.getLogger("langgraph_durable.saver")
 _warned_eviction: set[str] = set()  # key prefixes warned about in this process
+_warned_serde: list[bool] = []  # not empty once the permissive serializer was warned about
+
+PERMISSIVE_SERDE_WARNING = (
+    "the saver's serializer (%s) revives any Python type or function a stored value names "
+    "(LangGraph's permissive default): whoever can write to Redis or MongoDB can run code "
+    "in this process. Make it strict: set LANGGRAPH_STRICT_MSGPACK=true (before langgraph "
+    "is imported), or pass serde=JsonPlusSerializer(allowed_msgpack_modules=[(\"myapp.state\", "
+    "\"Order\"), ...]) naming your own types (docs/reliability.md, \"Operator tools decode "
+    "safely\")")
+"""Logged once per process by the first saver set up with such a serializer."""
+
+
+def revives_any_constructor(serde: Any) -> bool:
+    """Whether ``serde`` decodes a stored msgpack entry naming any ``module.name`` by
+    importing and calling it: a ``JsonPlusSerializer`` (also inside an
+    ``EncryptedSerializer`` or another wrapper's ``inner``, as ``ExternalRefSerializer``
+    holds one) without an allowlist (``allowed_msgpack_modules=True``, LangGraph's
+    default unless ``LANGGRAPH_STRICT_MSGPACK`` was set when it was imported) and without
+    an ext hook of its own, or one reviving any JSON constructor or falling back to
+    pickle. False for every other serializer (what it revives cannot be told)."""
+    for _ in range(8):  # wrappers within wrappers, bounded
+        if isinstance(serde, EncryptedSerializer):
+            serde = serde.serde
+        elif getattr(serde, "inner", None) is not None:
+            serde = serde.inner
+        else:
+            break
+    if not isinstance(serde, JsonPlusSerializer):
+        return False
+    fields = serde.__dict__
+    return bool((fields.get("_allowed_msgpack_modules") is True
+                 and not fields.get("_custom_unpack_ext_hook"))
+                or fields.get("_allowed_json_modules") is True
+                or fields.get("pickle_fallback"))
+
+
+def warn_permissive_serde(serde: Any) -> bool:
+    """Log ``PERMISSIVE_SERDE_WARNING`` when ``serde`` ``revives_any_constructor`` and it
+    was not logged before in this process. Returns whether it was logged now."""
+    if _warned_serde or not revives_any_constructor(serde):
+        return False
+    _warned_serde.append(True)
+    log.warning(PERMISSIVE_SERDE_WARNING, type(serde).__name__)
+    return True
 
 
 def _policy_of(info: Any) -> str | None:
@@ -130,10 +177,22 @@ class SetupGate:
 
     def __init__(self) -> None:
         self.ready = False
+        self._saver: Callable[[], Any] | None = None
         self._lock = threading.Lock()
         self._guard = threading.Lock()
         self._loop_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
                                                     asyncio.Lock] = weakref.WeakKeyDictionary()
+
+    def watch(self, saver: Any) -> None:
+        """After each set-up, check ``saver``'s serializer (``warn_permissive_serde``;
+        held by a weak reference)."""
+        self._saver = weakref.ref(saver)
+
+    def _set_up_done(self) -> None:
+        self.ready = True
+        saver = self._saver() if self._saver is not None else None
+        if saver is not None:
+            warn_permissive_serde(getattr(saver, "serde", None))
 
     def once(self, set_up: Callable[[], None], *, again: bool = False) -> None:
         """Run ``set_up()`` unless ``ready`` (or anyway with ``again``: ``setup()``),
@@ -143,7 +202,7 @@ class SetupGate:
         with self._lock:
             if again or not self.ready:
                 set_up()
-                self.ready = True
+                self._set_up_done()
 
     async def aonce(self, set_up: Callable[[], Awaitable[None]], *, again: bool = False
                     ) -> None:
@@ -159,4 +218,4 @@ class SetupGate:
         async with lock:
             if again or not self.ready:
                 await set_up()
-                self.ready = True
+                self._set_up_done()
