@@ -86,7 +86,10 @@ class _Guard:
         if self.token and page and "token" in request.query_params:
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
             root = security.safe_redirect((scope.get("root_path") or "") + "/")
-            path = security.safe_redirect(request.url.path, root)
+            path = request.url.path  # percent-encoded; the decoded path is checked too
+            if not security.safe_redirect(scope.get("path") or "", ""):
+                path = root
+            path = security.safe_redirect(path, root)
             kept = rest and path == request.url.path  # a path refused: its query too
             url = path + ("?" + urlencode(rest) if kept else "")
             response = RedirectResponse(url, status_code=303, headers=security.HEADERS)

@@ -69,8 +69,8 @@ def preview(value: Any, width: int = 70) -> str:
     """One line describing ``value``: a message list as count and last message, else
     compact JSON cut at ``width`` characters; a value not decoded as its placeholder
     (``<not decoded: os.system (not in the allowlist)>``)."""
-    if isinstance(value, NotDecoded):
-        return _cut(repr(value), width)
+    if isinstance(value, NotDecoded):  # recognizable whole, however narrow the room
+        return _cut(repr(value), max(width, 100))
     shape = getattr(value, "shape", None)
     if isinstance(shape, tuple) and not isinstance(value, type):
         columns = [str(c) for c in list(getattr(value, "columns", []))]
