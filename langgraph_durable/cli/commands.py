@@ -119,7 +119,7 @@ _main.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
                       annotation=list[str],
                       default=typer.Option([], "--allow-type", envvar="LGD_ALLOW_TYPES",
                                            help="decode stored values of this type too, as "
-                                           "module.Class (repeatable; env LGD_ALLOW_TYPES, "
+                                           "module.Class (repeatable; the variable: "
                                            "space-separated): others show as <not decoded: "
                                            "...>, never imported nor run")),
     inspect.Parameter("version", inspect.Parameter.KEYWORD_ONLY, annotation=bool,

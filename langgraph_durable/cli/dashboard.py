@@ -21,7 +21,7 @@ def dashboard(ctx: typer.Context,
                                                 help="enable the time machine (fork); "
                                                 "makes a token when none is given"),
               allowed_host: list[str] = typer.Option(  # noqa: B008
-                  [], "--allowed-host", envvar="LGD_DASHBOARD_ALLOWED_HOSTS",
+                  [], "--allowed-host",
                   help="a Host name browsers reach the dashboard by, besides localhost, "
                   "127.0.0.1, [::1] and the address bound (repeatable; *.example.com for "
                   "subdomains); other names get 400 (DNS rebinding)")) -> None:
