@@ -29,8 +29,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.dashboard import create_app
-from langgraph_durable.dashboard import security
+from langgraph_durable.dashboard import create_app, security
 from langgraph_durable.runtime import startup
 from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
 from langgraph_durable.testing import unique_options, wait_for

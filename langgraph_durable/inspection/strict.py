@@ -35,11 +35,16 @@ __all__ = ["TOOL_TYPES", "NotDecoded", "contains_placeholder", "parse_type", "st
 log = logging.getLogger("langgraph_durable.inspection")
 
 TOOL_TYPES: frozenset[tuple[str, str]] = frozenset(
-    {(str(k[0]), str(k[1])) for k in lg_msgpack.SAFE_MSGPACK_TYPES if len(k) == 2})
+    {(str(k[0]), str(k[1])) for k in lg_msgpack.SAFE_MSGPACK_TYPES if len(k) == 2}
+    | {("langchain_core.agents", n)
+       for n in ("AgentAction", "AgentActionMessageLog", "AgentFinish", "AgentStep")}
+    | {("pydantic.types", "SecretStr"), ("pydantic.types", "SecretBytes")})
 """The ``(module, name)`` pairs the tools revive without being told: LangGraph's own
 ``SAFE_MSGPACK_TYPES`` (datetime, UUID, Decimal, sets, deques, paths, ``ZoneInfo``, the
 LangChain messages and ``Document``, LangGraph's ``Send``, ``Interrupt``, ``Command``,
-``Overwrite``, the store's ``Item`` ...). DataFrames, Series and arrays need no entry:
+``Overwrite``, the store's ``Item`` ...), LangChain's agent steps and pydantic's secret
+strings (data classes whose construction runs nothing of the stored data's choosing).
+DataFrames, Series and arrays need no entry:
 ``ExternalRefSerializer`` reads them with its own codecs (Parquet, ``.npy``), and an
 inline NumPy array is plain bytes."""
 
