@@ -75,7 +75,8 @@ def check_version(version: object, *, thread_id: str, channel: object) -> str:
         raise InvalidIdentifierError(
             f"the version of channel {channel!r} of thread {thread_id!r} must be a str, "
             f"int or float (as get_next_version makes it), got {type(version).__name__}")
-    return check_id(f"the version of channel {channel!r}", version, thread_id=thread_id)
+    return check_id(f"the version of channel {channel!r}",
+                    version if isinstance(version, str) else str(version), thread_id=thread_id)
 
 
 def check_channels(versions: Mapping[Any, Any], *, thread_id: str) -> None:
