@@ -16,7 +16,13 @@ records (``task_ns``, ``task_id``, ``name``, ``n``, ``entry``: the stored entry,
 format version 4, written only when there are some). Records are copied, not decoded, so
 the serializer (and an encryption key) is not needed and an import recreates exactly the
 documents that were exported. References inside an encrypted envelope cannot be seen, so
-they are neither exported nor refused: copy that store yourself.
+they are neither exported nor refused: copy that store yourself. The objects carried are
+those every kind of record names (``admin/referrers.py``: the effect journal's too).
+
+``import`` checks the whole file before it deletes or writes anything
+(``cli/import_checks.py``): every identifier of every record as the API checks it (a NUL,
+a number where an identifier is text), and every carried object against its sha256; the
+error names the line, the record and what was wrong.
 """
 
 from __future__ import annotations
