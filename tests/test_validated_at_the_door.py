@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
 
-from langgraph_durable import DurableSaver, InvalidIdentifierError
+from langgraph_durable import DurableSaver, InvalidIdentifierError, effects
 from langgraph_durable.outbox.group import dead_letter_key
 
 ROOT = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
@@ -136,3 +138,32 @@ def test_put_writes_refuses_what_the_key_layout_cannot_hold_and_stores_nothing(
     assert _what_is_stored(saver, redis_client) == before
     got = saver.get_tuple(cfg)
     assert got is not None and got.pending_writes == [("task-ok", "v", 5)]
+
+
+def test_once_refuses_a_task_namespace_with_a_nul_before_calling_the_effect(
+        saver: DurableSaver, redis_client: redis.Redis) -> None:
+    """A node name holding a NUL makes the task's checkpoint_ns, which the journal's field
+    holds (``task_ns NUL task_id NUL name NUL n``): refused before ``fn`` is called
+    (with ``durability="exit"`` no put comes before the node; before, the effect ran and
+    its journal entries were dead-lettered by the flusher)."""
+    calls: list[int] = []
+
+    class S(TypedDict, total=False):
+        n: int
+
+    def pay(state: S) -> dict[str, Any]:
+        return {"n": effects.once("pay", lambda: calls.append(1) or 5)}
+
+    g = StateGraph(S)
+    g.add_node("pay\x00x", pay)
+    g.add_edge(START, "pay\x00x")
+    g.add_edge("pay\x00x", END)
+    with pytest.raises(InvalidIdentifierError,
+                       match=r"checkpoint_ns of thread 't' contains a NUL character: "
+                             r"'pay\\x00x:"):
+        g.compile(checkpointer=saver).invoke({"n": 0}, {"configurable": {"thread_id": "t"}},
+                                             durability="exit")
+    assert calls == []
+    saver.flush()
+    assert redis_client.xlen(dead_letter_key(saver.context)) == 0
+    assert redis_client.hlen(saver.context.keys("t").fx) == 0
