@@ -5,6 +5,7 @@ blob alive."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,20 @@ def frame() -> pd.DataFrame:
 def serde(folder: Path) -> ExternalRefSerializer:
     """An external-reference serializer on a local folder (DataFrames go there)."""
     return ExternalRefSerializer(store=LocalBlobStore(folder), threshold_bytes=4096)
+
+
+def encrypted_serde(folder: Path) -> ExternalRefSerializer:
+    """As ``serde``, its values and blobs encrypted (AES-GCM, ``tests/serde/_helpers.py``)."""
+    from .serde._helpers import encrypted_inner
+
+    return ExternalRefSerializer(inner=encrypted_inner(), store=LocalBlobStore(folder),
+                                 threshold_bytes=4096)
+
+
+def encrypted_from_env() -> ExternalRefSerializer:
+    """``encrypted_serde`` on the folder ``FRAME_EFFECTS_BLOB_DIR`` names: the factory the CLI's
+    ``--serde tests.frame_effects:encrypted_from_env`` calls."""
+    return encrypted_serde(Path(os.environ["FRAME_EFFECTS_BLOB_DIR"]))
 
 
 def load_then_ask(checkpointer: Any, loads: Loads) -> Any:

@@ -11,11 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langgraph.types import Command
 
 from langgraph_durable.serde import refs_in
 
-from ..frame_effects import ROWS, Loads, frame, load_then_ask, serde
+from ..frame_effects import ROWS, Loads, encrypted_serde, frame, load_then_ask, serde
 from .clikit import Cli, build_graph, first_input
 
 
@@ -107,6 +108,44 @@ def test_a_tampered_object_is_refused_and_nothing_is_written(
                         "none of its records (nothing written)\n")
     assert _objects(tmp_path / "b") == []
     _nothing(other, "fx")
+
+
+def test_encrypted_objects_are_verified_with_the_serializers_cipher(
+        cli: Cli, tmp_path: Path, redis_url: str, mongo_url: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    serde_arg = "tests.frame_effects:encrypted_from_env"
+    loads, config = Loads(), {"configurable": {"thread_id": "fx"}}
+    with cli.saver(serde=encrypted_serde(tmp_path / "a")) as s:
+        load_then_ask(s, loads).invoke({"rows": 0}, config)
+    monkeypatch.setenv("FRAME_EFFECTS_BLOB_DIR", str(tmp_path / "a"))
+    path = tmp_path / "fx.jsonl"
+    cli("--serde", serde_arg, "export", "fx", "-o", str(path))
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    (carried,) = [r for r in records if r.get("type") == "extblob"]
+    key = carried["key"]
+    assert key.endswith(".parquet.aesgcm")
+
+    other = Cli(redis_url, mongo_url)
+    r = other("--blob-store", str(tmp_path / "b"), "import", str(path), code=1)
+    assert r.stderr == (f"error: blob-store object {key!r} is encrypted (aesgcm): pass the "
+                        "serializer with its cipher (--serde) to verify it, or "
+                        "--without-blobs (nothing written)\n")
+    data = bytearray(base64.b64decode(carried["data"]))
+    data[-1] ^= 1
+    tampered = _write(tmp_path / "tampered.jsonl", [
+        {**r, "data": base64.b64encode(bytes(data)).decode()} if r.get("type") == "extblob"
+        else r for r in records])
+    monkeypatch.setenv("FRAME_EFFECTS_BLOB_DIR", str(tmp_path / "b"))
+    r = other("--serde", serde_arg, "import", str(tampered), code=1)
+    assert r.stderr.startswith(f"error: blob-store object {key!r} cannot be decrypted with "
+                               "the serializer's cipher: InvalidTag()")
+    assert _objects(tmp_path / "b") == []
+    _nothing(other, "fx")
+
+    other("--serde", serde_arg, "import", str(path))
+    with other.saver(serde=encrypted_serde(tmp_path / "b")) as s:
+        done = load_then_ask(s, loads).invoke(Command(resume="yes"), config)
+    assert loads.calls == 1 and done["rows"] == ROWS
 
 
 def _thread_x(cli: Cli) -> list[dict[str, Any]]:
