@@ -82,12 +82,24 @@ def check_version(version: object, *, thread_id: str, channel: object) -> str:
 def check_channels(versions: Mapping[Any, Any], *, thread_id: str) -> None:
     """Every channel name and version of a ``ChannelVersions`` mapping (``new_versions``,
     a checkpoint's ``channel_versions``) checked with ``check_id``/``check_version``;
-    raises ``InvalidIdentifierError``."""
-    if not isinstance(versions, Mapping):
+    raises ``InvalidIdentifierError``. ASCII text without NUL (what LangGraph makes) is
+    taken without further work: this runs on every ``put``."""
+    if type(versions) is not dict and not isinstance(versions, Mapping):
         raise InvalidIdentifierError(
             f"channel versions of thread {thread_id!r} must be a mapping of channel -> "
             f"version, got {type(versions).__name__}")
+    try:  # the common case at C speed: every name and version ASCII text without NUL
+        names, texts = "".join(versions), "".join(versions.values())
+    except TypeError:  # a version that is a number (or a name or version of a bad type)
+        pass
+    else:
+        if names.isascii() and texts.isascii() and SEP not in names and SEP not in texts:
+            return
     for ch, ver in versions.items():
+        if type(ch) is str and ch.isascii() and SEP not in ch and (
+                (type(ver) is str and ver.isascii() and SEP not in ver)
+                or type(ver) is int or type(ver) is float):
+            continue
         check_id("channel", ch, thread_id=thread_id)
         check_version(ver, thread_id=thread_id, channel=ch)
 
