@@ -15,10 +15,13 @@ from typing import Any
 
 import pytest
 import redis
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.types import Command
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.admin import referrers as R
 from langgraph_durable.admin.extref_gc import referenced_blob_keys, storage_footprint
+from langgraph_durable.hot.keys import prefix_pattern, thread_keys_of
 from langgraph_durable.serde import refs_in
 from langgraph_durable.testing import unique_options, wait_for
 
@@ -97,3 +100,42 @@ async def test_agc_keeps_the_frame_of_an_effect_journal(
         assert (report.deleted, report.kept_referenced) == ([], 1)
         done = await graph.ainvoke(Command(resume="yes"), config)
     assert loads.calls == 1 and done["rows"] == ROWS
+
+
+def test_every_key_and_collection_the_saver_stores_is_classified(
+        redis_url: str, mongo_url: str, tmp_path: Path, redis_client: redis.Redis) -> None:
+    """Live twin of ``tests/unit/test_referrers.py``: after checkpoints, list items,
+    pending writes and an effect journal are stored and flushed, every Redis key under the
+    prefix and every MongoDB collection of the database is known to
+    ``admin/referrers.py`` (a referrer, or listed as holding no serialized value)."""
+    loads, config = Loads(), _config()
+    with DurableSaver.from_urls(redis_url, mongo_url, serde=serde(tmp_path / "blobs"),
+                                **unique_options(outbox_partitions=2)) as saver:
+        load_then_ask(saver, loads).invoke({"rows": 0}, config)
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"log": ["a", "b"]}  # a list value: items
+        cp["channel_versions"] = {"log": "1"}
+        cfg = saver.put({"configurable": {"thread_id": "lists"}}, cp, {"step": 0},
+                        {"log": "1"})
+        saver.put_writes(cfg, [("log", ["c"])], "task")
+        saver.flush()
+        ctx, prefix = saver.context, saver.config.key_prefix
+        suffixes = {r.suffix for r in R.REFERRERS} | set(R.REDIS_SUFFIXES_WITHOUT_VALUES)
+        whole_prefix = {k for keys in R.prefix_keys(ctx).values() for k in keys}
+        seen: set[str] = set()
+        for raw in redis_client.scan_iter(match=prefix_pattern(prefix), count=1000):
+            key = raw.decode()
+            thread = thread_keys_of(prefix, key)
+            suffix = thread.suffix_of(key) if thread is not None else None
+            assert suffix in suffixes or key in whole_prefix, f"unclassified key {key!r}"
+            seen.add(suffix or key)
+        assert {"cp", "bl", "w", "it", "fx"} <= seen  # every referrer was exercised
+        db = saver.sync_clients.db
+        names = {getattr(ctx.collections, f) for f in collections_of_all()}
+        stored = set(db.list_collection_names())
+        assert stored <= names, f"unclassified collections {sorted(stored - names)}"
+        assert {ctx.collections.effects, ctx.collections.items} <= stored
+
+
+def collections_of_all() -> set[str]:
+    return {r.collection for r in R.REFERRERS} | set(R.COLLECTIONS_WITHOUT_VALUES)

@@ -61,12 +61,18 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..core.ops import Aggregate, Find, Pipeline, Plan, Scan
 from ..durable.chunks import load_plan
-from ..hot.keys import binding_key, heartbeats_key, prefix_pattern, thread_keys_of
-from ..outbox.group import dead_letter_key
+from ..hot.keys import prefix_pattern, thread_keys_of
 from ..plans.context import Context
 from ..serde.external import refs_in
 from ..serde.gc import DEFAULT_KEY_PATTERN, GcReport, acollect_garbage, collect_garbage
-from .referrers import MARKER, REFERRERS, Referrer, collections_of_threads, redis_referrer
+from .referrers import (
+    MARKER,
+    REFERRERS,
+    Referrer,
+    collections_of_threads,
+    prefix_keys,
+    redis_referrer,
+)
 
 if TYPE_CHECKING:
     from ..serde.stores import BlobStore
@@ -314,8 +320,7 @@ def footprint_plan(ctx: Any) -> Plan:
     prefix = ctx.config.key_prefix
     # every outbox partition, the dead letters, every partition's thread registry, the
     # binding of the prefix and the flushers' heartbeats
-    streams = {*ctx.outboxes, dead_letter_key(ctx), *ctx.registries, binding_key(prefix),
-               heartbeats_key(prefix)}
+    streams = {key for keys in prefix_keys(ctx).values() for key in keys}
     keys: list[str] = []
     for k in (yield Scan(scan_pattern(prefix), SCAN_COUNT)):  # every primary of a cluster
         key = k.decode() if isinstance(k, bytes) else str(k)

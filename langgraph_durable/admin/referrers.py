@@ -45,7 +45,9 @@ import ormsgpack
 from ..core.items import NODE_MAGIC
 from ..core.records import CheckpointRecord, Typed, WriteRecord, unpack_blob
 from ..hot.effects import TRUST_FIELD
-from ..hot.keys import thread_keys_of
+from ..hot.keys import binding_key, heartbeats_key, thread_keys_of
+from ..outbox.group import dead_letter_key
+from ..plans.context import Context
 from ..plans.effects import STATES, Entry
 from ..serde.external import EXTREF_TYPE
 
@@ -56,6 +58,7 @@ __all__ = [
     "REFERRERS",
     "Referrer",
     "collections_of_threads",
+    "prefix_keys",
     "redis_referrer",
     "refs_of_documents",
 ]
@@ -177,6 +180,17 @@ COLLECTIONS_WITHOUT_VALUES: dict[str, str] = {
 }
 """``Collections`` attributes whose collections hold no serialized value of their own,
 with the reason."""
+
+
+def prefix_keys(ctx: Context) -> dict[str, list[str]]:
+    """The keys of the whole prefix of ``ctx`` (not of a thread), by the name of the
+    function naming them (the keys of :data:`PREFIX_KEYS_WITHOUT_VALUES`): every outbox
+    partition, every partition's thread registry, the binding, the heartbeats and the
+    dead letters."""
+    prefix = ctx.config.key_prefix
+    return {"outbox_key": list(ctx.outboxes), "registry_key": list(ctx.registries),
+            "binding_key": [binding_key(prefix)], "heartbeats_key": [heartbeats_key(prefix)],
+            "dead_letter_key": [dead_letter_key(ctx)]}
 
 
 def redis_referrer(prefix: str, key: str) -> tuple[str, Referrer] | None:

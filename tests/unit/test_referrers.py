@@ -66,3 +66,13 @@ def test_every_reason_is_written_out() -> None:
 def test_the_storage_figures_cover_every_referrer_and_the_chunks() -> None:
     assert R.collections_of_threads() == (
         "checkpoints", "blobs", "writes", "items", "effects", "chunks")
+
+
+def test_the_prefix_keys_are_built_for_every_name_of_the_table() -> None:
+    from .stepping import context
+
+    ctx = context()
+    built = R.prefix_keys(ctx)
+    assert set(built) == set(R.PREFIX_KEYS_WITHOUT_VALUES)
+    assert built["dead_letter_key"] == [group.dead_letter_key(ctx)]
+    assert built["outbox_key"] == list(ctx.outboxes) and all(built.values())
