@@ -15,8 +15,10 @@ MongoDB collection of ``durable/documents.py`` (``Collections``) is in neither l
 
 Adding a kind of record that holds serialized values (a new Redis hash, a new MongoDB
 collection): add a :class:`Referrer` to :data:`REFERRERS` with how to find its values in
-each tier. Adding one that holds none: add it with its reason to the matching
-``*_WITHOUT_VALUES`` table.
+each tier (hashes that are not a thread's: ``suffix=""`` and ``owns_key``). Adding one that
+holds none: add it with its reason to the matching ``*_WITHOUT_VALUES`` table. Values are
+read from Redis hashes (``HSCAN``) and from MongoDB documents; a kind stored otherwise
+needs its own reader in ``extref_gc.py``.
 
 ========== ======= ============= ==========================================================
 kind       Redis   MongoDB       values
@@ -79,7 +81,9 @@ class Referrer:
     """A kind of record that can hold serialized values, and how to find them.
 
     ``name``: the record kind (for messages and docs). ``suffix``: the ``ThreadKeys``
-    suffix of the per-thread Redis hash holding them (field -> stored bytes).
+    suffix of the per-thread Redis hash holding them (field -> stored bytes); a kind kept
+    in hashes that are not a thread's (a store's namespaces) leaves it ``""`` and gives
+    ``owns_key(prefix, key)``, true for each such hash of the prefix.
     ``collection``: the ``Collections`` attribute of the MongoDB collection holding them.
     ``query``: the MongoDB filter of the documents that may hold a reference;
     ``projection``: the fields ``of_document`` reads. ``of_hash``: ``(field, raw, where)``
@@ -95,6 +99,7 @@ class Referrer:
     projection: tuple[str, ...]
     of_hash: Callable[[bytes, bytes, str], list[Typed]]
     of_document: Callable[[Mapping[str, Any]], list[Typed]]
+    owns_key: Callable[[str, str], bool] | None = None
 
 
 def _typed_fields(*pairs: tuple[str, str]) -> Callable[[Mapping[str, Any]], list[Typed]]:
@@ -195,13 +200,15 @@ def prefix_keys(ctx: Context) -> dict[str, list[str]]:
 
 def redis_referrer(prefix: str, key: str) -> tuple[str, Referrer] | None:
     """``(thread_id, referrer)`` when ``key`` is the Redis hash of a kind of
-    :data:`REFERRERS` of a thread of ``prefix`` (exactly as ``ThreadKeys`` names it),
-    else ``None``."""
+    :data:`REFERRERS` of a thread of ``prefix`` (exactly as ``ThreadKeys`` names it;
+    ``("", referrer)`` for a hash its ``owns_key`` claims), else ``None``."""
     keys = thread_keys_of(prefix, key)
     suffix = keys.suffix_of(key) if keys is not None else None
     for ref in REFERRERS:
-        if keys is not None and ref.suffix == suffix:
+        if keys is not None and ref.suffix and ref.suffix == suffix:
             return keys.thread_id, ref
+        if ref.owns_key is not None and ref.owns_key(prefix, key):
+            return "", ref
     return None
 
 

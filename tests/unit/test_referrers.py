@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
+import pytest
+
 from langgraph_durable.admin import referrers as R
 from langgraph_durable.durable.documents import Collections
 from langgraph_durable.hot import keys as K
@@ -18,7 +20,7 @@ from langgraph_durable.outbox import group
 
 def test_every_redis_suffix_of_a_thread_is_a_referrer_or_holds_no_values() -> None:
     suffixes = set(ThreadKeys.__slots__[2:])  # after thread_id and tag: the stored suffixes
-    referrers = {r.suffix for r in R.REFERRERS}
+    referrers = {r.suffix for r in R.REFERRERS if r.suffix}
     without = set(R.REDIS_SUFFIXES_WITHOUT_VALUES)
     assert not referrers & without, "a suffix is both a referrer and value-free"
     unknown = suffixes - referrers - without
@@ -76,3 +78,15 @@ def test_the_prefix_keys_are_built_for_every_name_of_the_table() -> None:
     assert set(built) == set(R.PREFIX_KEYS_WITHOUT_VALUES)
     assert built["dead_letter_key"] == [group.dead_letter_key(ctx)]
     assert built["outbox_key"] == list(ctx.outboxes) and all(built.values())
+
+
+def test_a_referrer_of_hashes_that_are_not_a_threads_claims_its_keys(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """How a kind kept outside the threads' keys (a store's namespaces) joins the list."""
+    store = R.Referrer("store item", "", "items", {"type": "extref"}, ("type", "data"),
+                       lambda _f, _raw, _w: [], lambda _d: [],
+                       owns_key=lambda prefix, key: key.startswith("{" + prefix + ":store:"))
+    monkeypatch.setattr(R, "REFERRERS", (*R.REFERRERS, store))
+    assert R.redis_referrer("p", "{p:store:ns}") == ("", store)
+    assert R.redis_referrer("p", ThreadKeys("p", "t").fx)[1].name == "effect journal entry"
+    assert R.redis_referrer("p", "{p:outbox}") is None
