@@ -19,7 +19,6 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.types import Command
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.admin import referrers as R
 from langgraph_durable.admin.extref_gc import referenced_blob_keys, storage_footprint
 from langgraph_durable.hot.keys import prefix_pattern, thread_keys_of
 from langgraph_durable.serde import refs_in
@@ -108,6 +107,7 @@ def test_every_key_and_collection_the_saver_stores_is_classified(
     pending writes and an effect journal are stored and flushed, every Redis key under the
     prefix and every MongoDB collection of the database is known to
     ``admin/referrers.py`` (a referrer, or listed as holding no serialized value)."""
+    from langgraph_durable.admin import referrers as R
     loads, config = Loads(), _config()
     with DurableSaver.from_urls(redis_url, mongo_url, serde=serde(tmp_path / "blobs"),
                                 **unique_options(outbox_partitions=2)) as saver:
@@ -131,11 +131,9 @@ def test_every_key_and_collection_the_saver_stores_is_classified(
             seen.add(suffix or key)
         assert {"cp", "bl", "w", "it", "fx"} <= seen  # every referrer was exercised
         db = saver.sync_clients.db
-        names = {getattr(ctx.collections, f) for f in collections_of_all()}
+        names = {getattr(ctx.collections, f) for f in
+                 {r.collection for r in R.REFERRERS} | set(R.COLLECTIONS_WITHOUT_VALUES)}
         stored = set(db.list_collection_names())
         assert stored <= names, f"unclassified collections {sorted(stored - names)}"
         assert {ctx.collections.effects, ctx.collections.items} <= stored
 
-
-def collections_of_all() -> set[str]:
-    return {r.collection for r in R.REFERRERS} | set(R.COLLECTIONS_WITHOUT_VALUES)
