@@ -40,10 +40,12 @@ from typing import Any, Literal
 
 from langgraph.config import get_config
 
+from .core.records import check_id
 from .errors import (
     ConfigurationError,
     EffectFailedError,
     EffectInDoubtError,
+    InvalidIdentifierError,
     SerializationError,
 )
 from .plans.effects import EffectRef, Entry, begin_plan, end_plan
@@ -170,10 +172,12 @@ def _current_task(what: str) -> _Task:
         raise ConfigurationError(
             f"{what} in task {task_id!r}: the run has no config['configurable']"
             "['thread_id'] (a graph without a checkpointer, or invoked without a thread)")
-    task_ns = str(conf.get("checkpoint_ns") or "")
+    tid = check_id("thread_id", thread_id)  # the journal's keys hold these (NUL-separated)
+    task_ns = check_id("checkpoint_ns", conf.get("checkpoint_ns") or "", thread_id=tid)
     graph_ns = task_ns.rpartition("|")[0]
-    cid = (conf.get("checkpoint_map") or {}).get(graph_ns) or ""
-    return _Task(str(thread_id), task_ns, str(task_id), graph_ns, str(cid),
+    cid = check_id("checkpoint_id", (conf.get("checkpoint_map") or {}).get(graph_ns) or "",
+                   thread_id=tid)
+    return _Task(tid, task_ns, check_id("task_id", task_id, thread_id=tid), graph_ns, cid,
                  getattr(scratchpad, "interrupt_counter", scratchpad), conf.get(_CHECKPOINTER))
 
 
@@ -198,7 +202,9 @@ def idempotency_key(name: str) -> str:
 
 def _journal_task(name: str, in_doubt: str) -> tuple[_Task, DurableSaver]:
     if not isinstance(name, str) or not name or "\x00" in name:
-        raise ValueError(f"an effect's name must be non-empty text without NUL, got {name!r}")
+        raise InvalidIdentifierError(
+            f"an effect's name must be non-empty text without NUL, got {name!r}")
+    check_id("an effect's name", name)  # storable text (no lone surrogate)
     if in_doubt not in ("raise", "retry"):
         raise ValueError(f"in_doubt must be 'raise' or 'retry', got {in_doubt!r}")
     task = _current_task(f"once({name!r})")
@@ -356,10 +362,12 @@ def once(name: str, fn: Callable[..., Any], /, *args: Any, in_doubt: InDoubt = "
             nothing of it (the next execution calls ``fn`` again).
 
     Raises ``ConfigurationError`` outside a node or task of a graph run, or when the
-    graph's checkpointer is not a ``DurableSaver``; ``ValueError`` for an empty name or
-    another ``in_doubt``; ``TypeError`` when ``fn`` is a coroutine function (nothing
-    journaled) or returns an awaitable (journaled as cleared: it did not run; use
-    ``aonce``); ``EffectInDoubtError``; ``EffectFailedError``;
+    graph's checkpointer is not a ``DurableSaver``; ``InvalidIdentifierError`` (a
+    ``ValueError``) for an empty name, a name with a NUL or a thread_id or task identifier
+    the journal's keys cannot hold, ``ValueError`` for another ``in_doubt``;
+    ``TypeError`` when ``fn`` is a coroutine function (nothing journaled) or returns an
+    awaitable (journaled as cleared: it did not run; use ``aonce``);
+    ``EffectInDoubtError``; ``EffectFailedError``;
     ``SerializationError`` when the result cannot be serialized or is over
     ``MAX_RESULT_BYTES`` serialized (the effect then stays journaled as started: in
     doubt); ``OutboxFullError`` (``fn`` not called);

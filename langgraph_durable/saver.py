@@ -400,7 +400,8 @@ class DurableSaver(SaverLifecycle):
            now: datetime | float | None = None, dry_run: bool = False,
            also_referenced: Collection[str] = ()) -> GcReport:
         """Delete blobs of the external-reference blob store (``store``, default the
-        serializer's) that no checkpoint, write or metadata of this saver refers to and that
+        serializer's) that no record of this saver refers to (checkpoints, metadata, channel
+        values, pending writes, items, effect journal entries: ``admin/referrers.py``) and that
         are older than ``grace_period_s`` seconds, so a blob uploaded for a checkpoint not yet
         stored is never taken. Blobs other savers refer to go in ``also_referenced``.
         ``now``: the time blob ages are measured from (a ``datetime`` or seconds since the

@@ -129,7 +129,7 @@ def test_references_are_found_in_redis_then_in_mongodb_alone(
         (metadata,) = expected - frames  # the metadata, over threshold_bytes, spilled too
         assert frames < expected and metadata.endswith(".bin")
         assert storage_footprint(hot).mongo_docs == {"checkpoints": 0, "blobs": 0, "writes": 0,
-                                                     "items": 0, "chunks": 0}
+                                                     "items": 0, "effects": 0, "chunks": 0}
     with open_saver(redis_url, mongo_url, local_store, **options) as cold:
         cold.flush()
         keys = list(redis_client.scan_iter(match=scan_pattern(options["key_prefix"])))
@@ -149,6 +149,7 @@ def test_thread_hash_matches_exactly_the_saver_keys() -> None:
     assert thread_hash("p*", keys.bl) == ("a}:bl", "bl")
     assert thread_hash("p*", keys.w) == ("a}:bl", "w")
     assert thread_hash("p*", keys.cp) == ("a}:bl", "cp")
+    assert thread_hash("p*", keys.fx) == ("a}:bl", "fx")  # the effect journal
     assert thread_hash("p*", keys.cv) is None and thread_hash("p*", keys.wi) is None
     assert thread_hash("p", ThreadKeys("p*", "a").bl) is None
     assert thread_hash("p*", "{p*:outbox}") is None

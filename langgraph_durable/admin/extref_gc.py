@@ -15,14 +15,17 @@ the ones older than a grace period.
 What is scanned (:func:`referenced_blob_keys`)
 ----------------------------------------------
 Every stored typed value whose type is ``"extref"``, decoded with
-:func:`~langgraph_durable.serde.refs_in` (envelopes only; no blob is read):
+:func:`~langgraph_durable.serde.refs_in` (envelopes only; no blob is read), in every kind
+of record that can hold one: ``admin/referrers.py`` ``REFERRERS`` (checkpoints and their
+metadata, channel values, pending writes, items and the effect journal of ``once()``):
 
-1. **Redis first**: the ``cp`` (checkpoint and metadata), ``bl`` (channel values) and ``w``
-   (pending writes) hashes of every thread under the saver's ``key_prefix``, found with
-   ``SCAN MATCH {<prefix>:*`` (the prefix glob-escaped; the ``{`` of the hash tag is a
-   literal in Redis patterns) and read with ``HSCAN``;
-2. **then MongoDB**: documents of ``checkpoints`` (``type``/``metadata_type``), ``blobs``
-   and ``writes`` (``type``) equal to ``"extref"``, in pages ordered by ``_id`` (a value
+1. **Redis first**: the referrers' hashes (``cp``, ``bl``, ``w``, ``it``, ``fx``) of every
+   thread under the saver's ``key_prefix``, found with ``SCAN MATCH {<prefix>:*`` (the
+   prefix glob-escaped; the ``{`` of the hash tag is a literal in Redis patterns) and read
+   with ``HSCAN``;
+2. **then MongoDB**: the documents of the referrers' collections (``checkpoints``,
+   ``blobs``, ``writes``, ``items``, ``effects``) that may hold a reference (type
+   ``"extref"``; a journal entry in state ``done``), in pages ordered by ``_id`` (a value
    stored in chunks is reassembled first, see ``durable/chunks.py``).
 
 Why it is safe against concurrent writers
@@ -56,17 +59,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import ormsgpack
-
-from ..core.items import NODE_MAGIC
 from ..core.ops import Aggregate, Find, Pipeline, Plan, Scan
-from ..core.records import CheckpointRecord, WriteRecord, unpack_blob
 from ..durable.chunks import load_plan
-from ..hot.keys import binding_key, heartbeats_key, prefix_pattern, thread_keys_of
-from ..outbox.group import dead_letter_key
+from ..hot.keys import prefix_pattern, thread_keys_of
 from ..plans.context import Context
-from ..serde.external import EXTREF_TYPE, refs_in
+from ..serde.external import refs_in
 from ..serde.gc import DEFAULT_KEY_PATTERN, GcReport, acollect_garbage, collect_garbage
+from .referrers import (
+    MARKER,
+    REFERRERS,
+    Referrer,
+    collections_of_threads,
+    prefix_keys,
+    redis_referrer,
+)
 
 if TYPE_CHECKING:
     from ..serde.stores import BlobStore
@@ -103,9 +109,6 @@ SCAN_COUNT = 1000
 """``COUNT`` hint of each ``SCAN``/``HSCAN`` and size of each MongoDB page."""
 HSCAN_BATCH = 64
 """Hashes read per pipelined round of ``HSCAN``."""
-_MARKER = EXTREF_TYPE.encode()
-_HASHES = ("cp", "bl", "w", "it")
-_EMPTY_INDEX = ormsgpack.packb([""])
 
 
 def scan_pattern(prefix: str) -> str:
@@ -115,76 +118,67 @@ def scan_pattern(prefix: str) -> str:
 
 
 def thread_hash(prefix: str, key: str) -> tuple[str, str] | None:
-    """``(thread_id, "cp" | "bl" | "w" | "it")`` if ``key`` is one of those hashes of a thread of
-    ``prefix`` (exactly as :class:`~langgraph_durable.hot.keys.ThreadKeys` names it), else
-    ``None``."""
-    keys = thread_keys_of(prefix, key)
-    kind = keys.suffix_of(key) if keys is not None else None
-    return (keys.thread_id, kind) if keys is not None and kind in _HASHES else None
+    """``(thread_id, suffix)`` if ``key`` is the hash of a thread of ``prefix`` holding
+    serialized values (a suffix of ``referrers.REFERRERS``: ``"cp"``, ``"bl"``, ``"w"``,
+    ``"it"``, ``"fx"``), exactly as :class:`~langgraph_durable.hot.keys.ThreadKeys` names
+    it, else ``None``."""
+    hit = redis_referrer(prefix, key)
+    return (hit[0], hit[1].suffix) if hit is not None else None
 
 
-def _typed_values(kind: str, raw: bytes, where: str) -> list[tuple[str, bytes]]:
-    """The typed values inside one Redis hash value of ``kind``."""
-    if kind == "it" and raw[:2] == NODE_MAGIC:
-        return []  # a node holds digests only
-    if kind in ("bl", "it"):
-        typed = unpack_blob(raw, where)
-        return [typed] if typed is not None else []
-    if kind == "w":
-        return [WriteRecord.unpack(raw, where).value]
-    rec = CheckpointRecord.unpack("", "", raw, _EMPTY_INDEX)
-    return [rec.checkpoint, rec.metadata]
-
-
-def _refs_of_hash_values(kind: str, key: str, values: Iterable[Any], found: set[str]) -> None:
-    for raw in values:
-        if not raw or _MARKER not in raw:  # an extref value always holds its type name
+def _refs_of_hash_entries(ref: Referrer, key: str, entries: Iterable[tuple[Any, Any]],
+                          found: set[str]) -> None:
+    for name, raw in entries:
+        if not raw or MARKER not in raw:  # an extref value always holds its type name
             continue
-        for type_, data in _typed_values(kind, bytes(raw), f"redis key {key!r}"):
+        f = name if isinstance(name, bytes) else str(name).encode()
+        for type_, data in ref.of_hash(f, bytes(raw), f"redis key {key!r} field {f!r}"):
             found |= refs_in(type_, data)
 
 
 def _redis_plan(prefix: str, found: set[str]) -> Plan:
-    """Add the references held in the thread hashes of ``prefix`` to ``found`` (``SCAN``
-    on every primary of a cluster, then ``HSCAN`` of each hash, pipelined)."""
-    hashes: list[tuple[str, str]] = []
+    """Add the references held in the thread hashes of ``prefix`` (every kind of
+    ``referrers.REFERRERS``) to ``found`` (``SCAN`` on every primary of a cluster, then
+    ``HSCAN`` of each hash, pipelined)."""
+    hashes: list[tuple[str, Referrer]] = []
     for k in (yield Scan(scan_pattern(prefix), SCAN_COUNT)):
         key = k.decode() if isinstance(k, bytes) else str(k)
-        hit = thread_hash(prefix, key)
+        hit = redis_referrer(prefix, key)
         if hit is not None:
             hashes.append((key, hit[1]))
     for start in range(0, len(hashes), HSCAN_BATCH):
-        pending = {key: (kind, 0) for key, kind in hashes[start : start + HSCAN_BATCH]}
+        pending = {key: (ref, 0) for key, ref in hashes[start : start + HSCAN_BATCH]}
         while pending:
             names = list(pending)
             replies = yield Pipeline(
                 [["HSCAN", key, pending[key][1], "COUNT", SCAN_COUNT] for key in names]
             )
             for key, (next_cursor, fields) in zip(names, replies):
-                kind = pending[key][0]
-                values = fields.values() if isinstance(fields, dict) else fields[1::2]
-                _refs_of_hash_values(kind, key, values, found)
+                ref = pending[key][0]
+                entries = (fields.items() if isinstance(fields, dict)
+                           else zip(fields[0::2], fields[1::2]))
+                _refs_of_hash_entries(ref, key, entries, found)
                 if int(next_cursor) == 0:
                     del pending[key]
                 else:
-                    pending[key] = (kind, next_cursor)
+                    pending[key] = (ref, next_cursor)
 
 
-def _mongo_plan(collection: str, query: dict[str, Any], fields: list[tuple[str, str]],
-                found: set[str], chunks: str) -> Plan:
-    """Add the references of the matching documents (``fields``: (type, data) names);
-    chunked values are reassembled from the ``chunks`` collection first."""
-    projection = {name: 1 for pair in fields for name in pair}
+def _mongo_plan(collection: str, ref: Referrer, found: set[str], chunks: str) -> Plan:
+    """Add the references of the documents of ``collection`` that may hold one (the
+    referrer's ``query``), in pages ordered by ``_id``; chunked values are reassembled
+    from the ``chunks`` collection first."""
+    projection = {name: 1 for name in ref.projection}
     projection.update({"thread_id": 1, "chunked": 1})
+    query = dict(ref.query)
     last: Any = None
     while True:
         q = query if last is None else {"$and": [query, {"_id": {"$gt": last}}]}
         page = yield Find(collection, q, projection, sort=[("_id", 1)], limit=SCAN_COUNT)
         docs = yield from load_plan(chunks, page)
         for doc in docs:
-            for type_field, data_field in fields:
-                if doc.get(type_field) == EXTREF_TYPE:
-                    found |= refs_in(EXTREF_TYPE, bytes(doc[data_field]))
+            for type_, data in ref.of_document(doc):
+                found |= refs_in(type_, data)
         if len(docs) < SCAN_COUNT:
             return
         last = docs[-1]["_id"]
@@ -196,22 +190,15 @@ def referenced_keys_plan(ctx: Any) -> Plan:
     found: set[str] = set()
     yield from _redis_plan(ctx.config.key_prefix, found)
     cols = ctx.collections
-    yield from _mongo_plan(
-        cols.checkpoints,
-        {"$or": [{"type": EXTREF_TYPE}, {"metadata_type": EXTREF_TYPE}]},
-        [("type", "checkpoint"), ("metadata_type", "metadata")], found, cols.chunks)
-    yield from _mongo_plan(cols.blobs, {"type": EXTREF_TYPE}, [("type", "data")], found,
-                           cols.chunks)
-    yield from _mongo_plan(cols.writes, {"type": EXTREF_TYPE}, [("type", "data")], found,
-                           cols.chunks)
-    yield from _mongo_plan(cols.items, {"type": EXTREF_TYPE}, [("type", "data")], found,
-                           cols.chunks)
+    for ref in REFERRERS:
+        yield from _mongo_plan(getattr(cols, ref.collection), ref, found, cols.chunks)
     return found
 
 
 def referenced_blob_keys(saver: SaverRuntime) -> set[str]:
     """Every blob key referenced by what ``saver`` stores in Redis and MongoDB: checkpoints,
-    metadata, channel values and pending writes of every thread (see the module docs).
+    metadata, channel values, pending writes, items and effect journal entries of every
+    thread (every kind of ``referrers.REFERRERS``; see the module docs).
 
     Reads only the small envelopes, never a blob. Raises ``ExternalRefError`` for a corrupt
     envelope (so a collection stops instead of deleting what it could not read),
@@ -298,16 +285,17 @@ class StorageFootprint:
     """Bytes a saver (and its blob store) hold, as measured by :func:`storage_footprint`."""
 
     redis_bytes: int = 0
-    """Sum of ``MEMORY USAGE <key> SAMPLES 0`` over the saver's keys (its threads' keys and
-    tombstones, its outbox streams, dead letters, thread registries, the key prefix's
-    binding and the flushers' heartbeats): what Redis allocates for them, overheads
-    included."""
+    """Sum of ``MEMORY USAGE <key> SAMPLES 0`` over the saver's keys (its threads' keys,
+    tombstones and effect journals, its outbox streams, dead letters, thread registries,
+    the key prefix's binding and the flushers' heartbeats): what Redis allocates for them,
+    overheads included."""
     redis_keys: int = 0
     mongo_bytes: int = 0
     """Sum of the BSON sizes of the saver's documents (``dbStats``' ``dataSize`` for them)."""
     mongo_docs: dict[str, int] = field(default_factory=dict)
-    """Documents per collection kind (``checkpoints``, ``blobs``, ``writes``, ``chunks``:
-    pieces of values over ``durable.chunks.THRESHOLD_BYTES``)."""
+    """Documents per collection kind (``checkpoints``, ``blobs``, ``writes``, ``items``,
+    ``effects``: every collection of ``referrers.REFERRERS``, and ``chunks``: pieces of
+    values over ``durable.chunks.THRESHOLD_BYTES``)."""
     blob_bytes: int = 0
     """Sum of the object sizes in the blob store (every key, ours or not)."""
     blobs: list[tuple[str, int]] = field(default_factory=list)
@@ -332,16 +320,15 @@ def footprint_plan(ctx: Any) -> Plan:
     prefix = ctx.config.key_prefix
     # every outbox partition, the dead letters, every partition's thread registry, the
     # binding of the prefix and the flushers' heartbeats
-    streams = {*ctx.outboxes, dead_letter_key(ctx), *ctx.registries, binding_key(prefix),
-               heartbeats_key(prefix)}
+    streams = {key for keys in prefix_keys(ctx).values() for key in keys}
     keys: list[str] = []
     for k in (yield Scan(scan_pattern(prefix), SCAN_COUNT)):  # every primary of a cluster
         key = k.decode() if isinstance(k, bytes) else str(k)
         thread = thread_keys_of(prefix, key)
-        # a thread's keys and its tombstones (``gone``: every new thread has one, marking
-        # that no tier holds a tombstone of it)
+        # a thread's keys, its tombstones (``gone``: every new thread has one, marking
+        # that no tier holds a tombstone of it) and its effect journal (``fx``)
         if key in streams or (thread is not None and (key in thread.all
-                                                      or key == thread.gone)):
+                                                      or key in (thread.gone, thread.fx))):
             keys.append(key)
     redis_bytes = 0
     for start in range(0, len(keys), SCAN_COUNT):
@@ -351,7 +338,7 @@ def footprint_plan(ctx: Any) -> Plan:
     mongo_bytes = 0
     docs: dict[str, int] = {}
     cols = ctx.collections
-    for kind in ("checkpoints", "blobs", "writes", "items", "chunks"):
+    for kind in collections_of_threads():  # the referrers' collections and the chunks
         rows = yield Aggregate(getattr(cols, kind), [{"$group": {
             "_id": None, "n": {"$sum": 1}, "b": {"$sum": {"$bsonSize": "$$ROOT"}}}}])
         docs[kind] = int(rows[0]["n"]) if rows else 0

@@ -214,8 +214,9 @@ def gc(ctx: typer.Context,
                                   "this key prefix and database refers to any object"),
        yes: bool = YES) -> None:
     """Delete blob-store objects (--blob-store, or the --serde's store) that no checkpoint,
-    write or channel value in either tier refers to and that are older than the grace
-    period (``langgraph_durable.admin.extref_gc.collect_saver_garbage``)."""
+    write, channel value, item or effect journal entry in either tier refers to and that
+    are older than the grace period
+    (``langgraph_durable.admin.extref_gc.collect_saver_garbage``)."""
     session = session_of(ctx)
     saver = session.saver(flusher=True)
     store = session.blob_store() or getattr(saver.serde, "store", None)

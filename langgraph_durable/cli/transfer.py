@@ -16,7 +16,13 @@ records (``task_ns``, ``task_id``, ``name``, ``n``, ``entry``: the stored entry,
 format version 4, written only when there are some). Records are copied, not decoded, so
 the serializer (and an encryption key) is not needed and an import recreates exactly the
 documents that were exported. References inside an encrypted envelope cannot be seen, so
-they are neither exported nor refused: copy that store yourself.
+they are neither exported nor refused: copy that store yourself. The objects carried are
+those every kind of record names (``admin/referrers.py``: the effect journal's too).
+
+``import`` checks the whole file before it deletes or writes anything
+(``cli/import_checks.py``): every identifier of every record as the API checks it (a NUL,
+a number where an identifier is text), and every carried object against its sha256; the
+error names the line, the record and what was wrong.
 """
 
 from __future__ import annotations
@@ -31,12 +37,14 @@ from typing import Any
 
 import typer
 
+from ..admin.referrers import REFERRERS, refs_of_documents
 from ..core.items import NODE_MAGIC, NODE_TYPE
 from ..core.records import (
     SCHEMA_VERSION,
     CheckpointRecord,
     WriteRecord,
     blob_field,
+    check_id,
     pack_blob,
     split_field,
 )
@@ -54,13 +62,14 @@ from ..durable.documents import (
     write_doc,
     write_of,
 )
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, InvalidIdentifierError
 from ..inspection import storage
 from ..io.drivers import run_sync, to_pymongo
 from ..plans.admin import release_plan
 from ..plans.effects import effect_doc
 from ..plans.registry import register_plan
-from ..serde.external import collect_refs
+from ..serde.external import ExternalRefSerializer, collect_refs
+from .import_checks import CHECKS, check_thread_id, naming, verify_blobs
 from .session import CliError, command, confirm, session_of
 
 FORMAT = "langgraph-durable-export"
@@ -85,20 +94,19 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
     exported too; with ``without_blobs`` they are left out and counted. Raises
     ``CliError`` when there are some, no ``store`` and no ``without_blobs``."""
     q = {"thread_id": thread_id}
-    cps = sorted((record_of(d)
-                  for d in storage.loaded(db, cols, list(db[cols.checkpoints].find(q)))),
+    # every collection that can hold a value (admin/referrers.py), chunks reassembled
+    docs = {ref.collection: storage.loaded(db, cols, list(db[getattr(cols, ref.collection)]
+                                                          .find(q)))
+            for ref in REFERRERS}
+    cps = sorted((record_of(d) for d in docs["checkpoints"]),
                  key=lambda r: (r.ns, r.checkpoint_id))
-    blobs = sorted(blob_value_of(d) for d in storage.loaded(db, cols, list(db[cols.blobs].find(q))))
-    wdocs = sorted(storage.loaded(db, cols, list(db[cols.writes].find(q))),
+    blobs = sorted(blob_value_of(d) for d in docs["blobs"])
+    wdocs = sorted(docs["writes"],
                    key=lambda d: (d["checkpoint_ns"], d["checkpoint_id"], d["task_id"], d["idx"]))
-    typed = [v for r in cps for v in (r.checkpoint, r.metadata)]
-    typed += [v for _f, v in blobs if v is not None]
-    typed += [write_of(d).value for d in wdocs]
-    items = sorted(item_of(d) for d in storage.loaded(db, cols, list(db[cols.items].find(q))))
-    effects = sorted(db[cols.effects].find(q),
+    items = sorted(item_of(d) for d in docs["items"])
+    effects = sorted(docs["effects"],
                      key=lambda d: (d["task_ns"], d["task_id"], d["name"], d["n"]))
-    typed += [v for _d, v in items if v[0] != NODE_TYPE]
-    refs = sorted(collect_refs(v for v in typed if v is not None))
+    refs = sorted(collect_refs(refs_of_documents(docs)))
     if refs and store is None and not without_blobs:
         raise CliError(f"thread {thread_id!r} refers to {len(refs)} blob-store object(s) "
                        "(ExternalRefSerializer): pass --blob-store to export them with the "
@@ -165,6 +173,10 @@ def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str
     if header.get("format_version", 0) > FORMAT_VERSION:
         raise CliError(f"{where} has export format {header['format_version']}, newer than "
                        f"{FORMAT_VERSION}; upgrade langgraph_durable")
+    try:
+        thread_id = check_thread_id(header.get("thread_id"))
+    except (InvalidIdentifierError, ValueError) as exc:
+        raise CliError(f"{where}:1: header: {exc} (nothing written)") from exc
     records: dict[str, list[dict]] = {"checkpoint": [], "blob": [], "write": [],
                                       "extblob": [], "item": [], "effect": []}
     for n, line in rows[1:]:
@@ -174,9 +186,19 @@ def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str
         except (ValueError, KeyError, TypeError) as exc:
             raise CliError(f"{where}:{n}: malformed record ({type(exc).__name__}: {exc})") \
                 from exc
+        if not isinstance(rec, dict) or isinstance(v, bool) or not isinstance(v, int):
+            raise CliError(f"{where}:{n}: malformed record (not an object with an integer "
+                           "version 'v')")
         check_not_newer(v, f"{where}:{n}: record", then=" (nothing written)")
         if v < SCHEMA_VERSION or kind not in records:
             raise CliError(f"{where}:{n}: unsupported record (type {kind!r}, version {v})")
+        try:
+            CHECKS[kind](rec, thread_id)
+        except (InvalidIdentifierError, CorruptRecordError, KeyError, TypeError,
+                ValueError) as exc:
+            problem = f"missing field {exc}" if type(exc) is KeyError else str(exc)
+            raise CliError(f"{where}:{n}: {kind} record{naming(kind, rec)} of thread "
+                           f"{thread_id!r}: {problem} (nothing written)") from exc
         records[kind].append(rec)
     for kind, count in (header.get("counts") or {}).items():
         if len(records.get(kind, [])) != count:
@@ -224,6 +246,13 @@ WITHOUT_BLOBS = typer.Option(False, "--without-blobs", help="leave blob-store ob
                              "where the store lacks them")
 
 
+def _cipher_of(serde: Any) -> Any:
+    """The cipher of an encrypting ``ExternalRefSerializer`` (None for any other)."""
+    if isinstance(serde, ExternalRefSerializer) and serde.encrypted:
+        return getattr(serde.inner, "cipher", None)
+    return None
+
+
 def _store(session: Any, saver: Any) -> Any:
     return session.blob_store() or getattr(saver.serde, "store", None)
 
@@ -266,8 +295,11 @@ def import_(ctx: typer.Context,
         lines = (sys.stdin.read() if file == "-" else Path(file).read_text()).splitlines()
     except OSError as exc:
         raise CliError(f"cannot read {file}: {exc.strerror}") from exc
-    header, records = parse_export(lines, file)
-    target = thread or header["thread_id"]
+    header, records = parse_export(lines, file)  # every record checked as the API does
+    try:
+        target = check_id("thread_id", thread) if thread is not None else header["thread_id"]
+    except InvalidIdentifierError as exc:
+        raise CliError(f"--thread: {exc}") from exc
     docs = documents_of(records, target)
     session = session_of(ctx)
     saver = session.saver(flusher=True)
@@ -277,6 +309,8 @@ def import_(ctx: typer.Context,
         raise CliError(f"{file} carries {len(extblobs)} blob-store object(s): pass "
                        "--blob-store (the store the importing application reads) or "
                        "--without-blobs")
+    if extblobs:  # before anything is deleted or written
+        verify_blobs({**records, "extblob": extblobs}, _cipher_of(saver.serde))
     if storage.thread_exists(saver.context, session.clients, target):
         confirm(f"thread {target!r} exists; replace it with {file}?", yes)
     for rec in extblobs:  # before any reference to them is written

@@ -10,6 +10,7 @@ from typing import Any
 import redis.exceptions
 from pymongo.errors import OperationFailure
 
+from ..admin.referrers import collections_of_threads
 from ..core.records import SEP, CheckpointRecord
 from ..durable.chunks import load_plan
 from ..durable.documents import Collections, record_of
@@ -39,11 +40,12 @@ def loaded(db: Any, cols: Collections, docs: list[dict]) -> list[dict]:
 def thread_durable_bytes(ctx: Context, db: Any, thread_ids: list[str] | None = None
                          ) -> dict[str, dict[str, int]]:
     """Per thread (all, or only ``thread_ids``): its MongoDB checkpoint count and the BSON
-    size of all its documents (checkpoints, blobs, writes, chunks, items), bytes."""
+    size of all its documents (every collection of ``admin/referrers.py``: checkpoints,
+    blobs, writes, items, effects; and chunks), bytes."""
     cols = ctx.collections
     out: dict[str, dict[str, int]] = {}
     match = [] if thread_ids is None else [{"$match": {"thread_id": {"$in": thread_ids}}}]
-    for name in (cols.checkpoints, cols.blobs, cols.writes, cols.chunks, cols.items):
+    for name in (getattr(cols, kind) for kind in collections_of_threads()):
         for d in db[name].aggregate([*match, {"$group": {
                 "_id": "$thread_id", "n": {"$sum": 1},
                 "bytes": {"$sum": {"$bsonSize": "$$ROOT"}}}}]):
@@ -79,11 +81,12 @@ def latest_record(ctx: Context, clients: Clients, thread_id: str,
 
 
 def thread_hot_bytes(ctx: Context, r: Any, thread_ids: list[str]) -> dict[str, int]:
-    """Per thread: Redis ``MEMORY USAGE`` of its keys summed (bytes), in one pipeline."""
+    """Per thread: Redis ``MEMORY USAGE`` of its keys (its effect journal too) summed
+    (bytes), in one pipeline."""
     pipe = r.pipeline(transaction=False)
     counts = []
     for tid in thread_ids:
-        keys = ctx.keys(tid).all
+        keys = [*ctx.keys(tid).all, ctx.keys(tid).fx]
         counts.append(len(keys))
         for k in keys:
             pipe.memory_usage(k)
@@ -214,10 +217,12 @@ def hot_memory(ctx: Context, r: Any) -> dict[str, Any]:
 
 
 def durable_sizes(ctx: Context, db: Any) -> dict[str, Any]:
-    """Per collection: documents, data size, storage size and index size (bytes)."""
+    """Per collection holding threads' data (``admin/referrers.py``
+    ``collections_of_threads``): documents, data size, storage size and index size
+    (bytes)."""
     cols = ctx.collections
     out = {}
-    for kind in ("checkpoints", "blobs", "writes", "chunks"):
+    for kind in collections_of_threads():
         name = getattr(cols, kind)
         try:
             s = db.command("collStats", name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -61,6 +62,46 @@ def thread_ns(config: RunnableConfig) -> tuple[str, str]:
     tid = check_id("thread_id", conf["thread_id"])
     ns = check_id("checkpoint_ns", conf.get("checkpoint_ns") or "", thread_id=tid)
     return tid, ns
+
+
+def check_version(version: object, *, thread_id: str, channel: object) -> str:
+    """A channel version as the key layout stores it (``ns NUL channel NUL version``):
+    returns its text. LangGraph makes versions as ``str`` (``"<int:032>.<float>"`` of
+    ``get_next_version``, InMemorySaver's and ours), ``int`` (``BaseCheckpointSaver``'s
+    default ``get_next_version``) or ``float``; anything else (``bool``, ``None``, a
+    tuple...), a NUL or a lone surrogate is refused with ``InvalidIdentifierError``
+    naming the thread and the channel (nothing written)."""
+    if isinstance(version, bool) or not isinstance(version, (str, int, float)):
+        raise InvalidIdentifierError(
+            f"the version of channel {channel!r} of thread {thread_id!r} must be a str, "
+            f"int or float (as get_next_version makes it), got {type(version).__name__}")
+    return check_id(f"the version of channel {channel!r}",
+                    version if isinstance(version, str) else str(version), thread_id=thread_id)
+
+
+def check_channels(versions: Mapping[Any, Any], *, thread_id: str) -> None:
+    """Every channel name and version of a ``ChannelVersions`` mapping (``new_versions``,
+    a checkpoint's ``channel_versions``) checked with ``check_id``/``check_version``;
+    raises ``InvalidIdentifierError``. ASCII text without NUL (what LangGraph makes) is
+    taken without further work: this runs on every ``put``."""
+    if type(versions) is not dict and not isinstance(versions, Mapping):
+        raise InvalidIdentifierError(
+            f"channel versions of thread {thread_id!r} must be a mapping of channel -> "
+            f"version, got {type(versions).__name__}")
+    try:  # the common case at C speed: every name and version ASCII text without NUL
+        names, texts = "".join(versions), "".join(versions.values())
+    except TypeError:  # a version that is a number (or a name or version of a bad type)
+        pass
+    else:
+        if names.isascii() and texts.isascii() and SEP not in names and SEP not in texts:
+            return
+    for ch, ver in versions.items():
+        if type(ch) is str and ch.isascii() and SEP not in ch and (
+                (type(ver) is str and ver.isascii() and SEP not in ver)
+                or type(ver) is int or type(ver) is float):
+            continue
+        check_id("channel", ch, thread_id=thread_id)
+        check_version(ver, thread_id=thread_id, channel=ch)
 
 
 def dumps(ctx: Context, value: object, *, thread_id: str, what: str) -> Typed:
@@ -257,17 +298,22 @@ def prepare_put(
 ) -> PreparedPut:
     """Validate and serialize a ``put`` (the serializer may upload to a blob store: the
     async saver calls this in a worker thread). Reads ``ctx.heads`` for the expected
-    head. Raises ``InvalidIdentifierError`` and ``SerializationError`` (nothing written)."""
+    head. Raises ``InvalidIdentifierError`` (an identifier, channel or channel version
+    the key layout cannot hold: ``check_id``, ``check_version``) and
+    ``SerializationError``; nothing is written."""
     tid, ns = thread_ns(config)
     cid = check_id("checkpoint_id", checkpoint["id"], thread_id=tid)
     parent = config["configurable"].get("checkpoint_id")
+    if parent is not None:
+        parent = check_id("parent checkpoint_id", parent, thread_id=tid)
+    check_channels(new_versions, thread_id=tid)
+    check_channels(checkpoint["channel_versions"], thread_id=tid)
     c: dict[str, object] = dict(checkpoint)
     c.pop("channel_values", None)
     values = checkpoint.get("channel_values", {})
     blobs: list[tuple[str, Typed | None]] = []
     parts: dict[bytes, Stored] = {}
     for ch, ver in new_versions.items():
-        check_id("channel", ch, thread_id=tid)
         typed = (
             value_typed(ctx, values[ch], parts, thread_id=tid,
                         what=f"channel {ch!r} (ns {ns!r})")
@@ -368,7 +414,10 @@ def prepare_put_writes(
     task_path: str,
 ) -> PreparedWrites | None:
     """Validate and serialize a ``put_writes`` (may upload, like ``prepare_put``); None
-    when there is nothing to write. Their ``seq`` is ``ctx.clock.time_ns()``."""
+    when there is nothing to write. Their ``seq`` is ``ctx.clock.time_ns()``. Raises
+    ``InvalidIdentifierError`` (nothing written) for a thread_id, checkpoint_ns,
+    checkpoint_id, task_id, task_path or channel that is not storable text (a NUL, a lone
+    surrogate, another type), and ``SerializationError``."""
     tid, ns = thread_ns(config)
     raw_cid = config["configurable"].get("checkpoint_id")
     if not raw_cid:
@@ -378,6 +427,9 @@ def prepare_put_writes(
         )
     cid = check_id("checkpoint_id", raw_cid, thread_id=tid)
     task_id = check_id("task_id", task_id, thread_id=tid)
+    task_path = check_id("task_path", task_path or "", thread_id=tid)
+    for ch, _value in writes:
+        check_id("channel", ch, thread_id=tid)
     if not writes:
         return None
     seq = ctx.clock.time_ns()
@@ -387,7 +439,7 @@ def prepare_put_writes(
         idx = write_idx(ch, pos)
         typed = value_typed(ctx, value, parts, thread_id=tid,
                             what=f"write to channel {ch!r} by task {task_id!r}")
-        recs.append(WriteRecord(task_id, idx, ch, typed, task_path or "", seq))
+        recs.append(WriteRecord(task_id, idx, ch, typed, task_path, seq))
     fields = [write_field(ns, cid, task_id, w.idx) for w in recs]
     m = member(ns, cid)
     send = ctx.items.unknown(tid, parts, pack_blob)

@@ -13,6 +13,7 @@ import pytest
 from langgraph_durable.admin import extref_gc as G
 from langgraph_durable.core.ops import Aggregate, Find, Op, Pipeline, Scan
 from langgraph_durable.core.records import WriteRecord, pack_blob
+from langgraph_durable.plans.effects import Entry
 from langgraph_durable.serde.errors import ExternalRefError
 
 from .stepping import context, drive
@@ -28,33 +29,38 @@ def test_references_are_read_from_redis_hashes_then_every_mongodb_collection() -
     t = ctx.keys("t")
     w = WriteRecord(task_id="task", idx=0, channel="c", task_path="", value=("extref", _env("w1")),
                     seq=1)
-    scanned = [t.bl.encode(), t.w.encode(), t.cp.encode(), ctx.outbox.encode(), b"{other:x}"]
+    done_fx = Entry(3, "d", ("extref", _env("e1")), None, "", "c1", 5).body()
+    scanned = [t.bl.encode(), t.w.encode(), t.cp.encode(), t.fx.encode(), t.cv.encode(),
+               ctx.outbox.encode(), b"{other:x}"]
 
     def answer(op: Op[Any]) -> Any:
         if isinstance(op, Scan):
             return scanned
-        if isinstance(op, Pipeline):  # HSCAN of the thread's bl, w and cp hashes
+        if isinstance(op, Pipeline):  # HSCAN of the thread's bl, w, cp and fx hashes
             return [(0, {b"f1": pack_blob(("extref", _env("b1", "b2"))),
                          b"f2": pack_blob(("msgpack", b"\x01"))}),
-                    (0, {b"f": w.pack()}), (0, {})]
+                    (0, {b"f": w.pack()}), (0, {}),
+                    (0, {b"!": b"1", b"ns\x00task\x00pay\x000": b"00000003" + done_fx})]
         assert isinstance(op, Find)
         return {"checkpoints": [{"_id": "c1", "type": "msgpack", "checkpoint": b"x",
                                  "metadata_type": "extref", "metadata": _env("m1")}],
                 "writes": [{"_id": "w9", "type": "extref", "data": _env("w1", "w2")}],
                 "items": [{"_id": "i1", "type": "extref", "data": _env("i1")}],
+                "effects": [{"_id": "x1", "raw": b"00000001" + Entry(
+                    1, "d", ("extref", _env("e2")), None, "", "c1", 5).body()}],
                 }.get(op.collection, [])
 
     done = drive(G.referenced_keys_plan(ctx), answer)
-    assert done.result == {"b1", "b2", "w1", "w2", "m1", "i1"}
+    assert done.result == {"b1", "b2", "w1", "w2", "m1", "i1", "e1", "e2"}
     scan, hscan, *finds = done.ops
     assert scan == Scan("{u:*", 1000)
     assert isinstance(hscan, Pipeline)
-    assert [list(c) for c in hscan.commands] == [
-        ["HSCAN", k, 0, "COUNT", 1000] for k in (t.bl, t.w, t.cp)]  # no stream, no foreign key
+    assert [list(c) for c in hscan.commands] == [  # no index, stream nor foreign key
+        ["HSCAN", k, 0, "COUNT", 1000] for k in (t.bl, t.w, t.cp, t.fx)]
     assert [(f.collection, f.filter) for f in finds if isinstance(f, Find)] == [
         ("checkpoints", {"$or": [{"type": "extref"}, {"metadata_type": "extref"}]}),
         ("blobs", {"type": "extref"}), ("writes", {"type": "extref"}),
-        ("items", {"type": "extref"})]
+        ("items", {"type": "extref"}), ("effects", {"state": "done"})]
     first = finds[0]
     assert isinstance(first, Find) and dict(first.projection or {}) == {
         "type": 1, "checkpoint": 1, "metadata_type": 1, "metadata": 1, "thread_id": 1,
@@ -111,9 +117,9 @@ def test_the_footprint_counts_the_prefix_keys_and_each_collection() -> None:
 
     done = drive(G.footprint_plan(ctx), answer)
     assert done.result == (123, 3, 500, {"checkpoints": 2, "blobs": 0, "writes": 0,
-                                         "items": 0, "chunks": 0})
+                                         "items": 0, "effects": 0, "chunks": 0})
     pipe = done.ops[1]
     assert isinstance(pipe, Pipeline) and [c[2] for c in pipe.commands] == [
         t.cp, t.gone, ctx.outbox]
     assert [op.collection for op in done.ops if isinstance(op, Aggregate)] == [
-        "checkpoints", "blobs", "writes", "items", "chunks"]
+        "checkpoints", "blobs", "writes", "items", "effects", "chunks"]
