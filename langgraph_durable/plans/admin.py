@@ -25,11 +25,12 @@ from ..core.ops import (
     Sleep,
     ask,
 )
+from ..core.outbox_entry import DeadLetter
 from ..core.records import blob_field, checkpoint_time_s, member
 from ..durable import chunks as C
 from ..durable import documents as D
-from ..errors import FlushTimeoutError
-from ..hot.keys import TOMBSTONE_TTL_S
+from ..errors import DeadLetteredError, FlushTimeoutError
+from ..hot.keys import TOMBSTONE_TTL_S, dead_letter_key
 from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
 from .context import Context
 from .effects import copy_effects_plan, delete_thread_effects_plan, remove_effects_plan
@@ -66,6 +67,40 @@ def flush_wait_plan(ctx: Context, timeout_s: float) -> Plan[int]:
             )
         yield Sleep(pause)
         pause = min(pause * 2, 0.05)
+
+
+CLOCK_SKEW_MS = 60_000
+"""How far the dead-letter stream's clock may be behind an outbox stream's (Redis Cluster
+nodes) that ``flush_plan`` still finds a dead letter set aside after its entry."""
+
+
+def flush_plan(ctx: Context, timeout_s: float, since_ms: int) -> Plan[int]:
+    """``flush()``: wait until every outbox entry present now has left the outbox
+    (``flush_wait_plan``), then check that none of them was dead-lettered.
+
+    Raises ``DeadLetteredError`` naming every dead letter still in the dead-letter stream
+    whose original entry was written (its id's time, Redis clock, ms) from ``since_ms``
+    through the start of this flush (``TIME``, read first): entries the flush waited for,
+    and those that earlier flushes of the caller reported and nobody replayed or dropped
+    since. The caller passes as ``since_ms`` the value the last flush that returned gave
+    (at first: when the caller started), so dead letters of entries older than its last
+    green flush, or than itself, never fail its flushes. ``FlushTimeoutError`` as
+    ``flush_wait_plan``. Returns the flush's start (ms): the next ``since_ms``."""
+    (now,) = yield Pipeline([["TIME"]])
+    start_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    yield from flush_wait_plan(ctx, timeout_s)
+    key = dead_letter_key(ctx.config.key_prefix)
+    (entries,) = yield Pipeline([["XRANGE", key, max(0, since_ms - CLOCK_SKEW_MS), "+"]])
+    dead = [d for d in (DeadLetter.of(i, f) for i, f in entries)
+            if since_ms <= _entry_ms(d.entry_id) <= start_ms]
+    if dead:
+        raise DeadLetteredError([(d.thread_id, d.entry_id, d.error) for d in dead], key)
+    return start_ms
+
+
+def _entry_ms(entry_id: str) -> int:
+    head = entry_id.split("-")[0]
+    return int(head) if head.isdigit() else 0
 
 
 def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:

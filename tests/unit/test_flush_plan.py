@@ -152,10 +152,15 @@ def test_an_entry_that_cannot_be_read_goes_to_the_dead_letter_stream() -> None:
     tiers = Tiers(ctx)
     tiers.pending = [(EID, {b"t": b"t", b"p": b"\xc1"}), (b"1699999999000-1", tiers.w_entry)]
     done = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
-    dead = next(op for op in done.ops if isinstance(op, Pipeline)
-                and op.commands[0][0] == "XADD")
-    xadd, xack, xdel = dead.commands
-    assert list(xadd[:6]) == ["XADD", dead_letter_key(ctx), "*", "entry", EID, "thread"]
+    at = next(i for i, op in enumerate(done.ops) if isinstance(op, Pipeline)
+              and op.commands[0][0] == "XADD")
+    (xadd,), (xack, xdel) = done.ops[at].commands, done.ops[at + 1].commands
+    # the dead letter keeps the entry's own fields (thread, payload), its stream and id
+    assert list(xadd[:3]) == ["XADD", dead_letter_key(ctx), "*"]
+    letter = dict(zip(xadd[3::2], xadd[4::2]))
+    assert {k: letter[k] for k in (b"entry", b"stream", b"thread", b"step", b"f:t", b"f:p")
+            } == {b"entry": EID, b"stream": ctx.outbox.encode(), b"thread": b"t",
+                  b"step": b"parse", b"f:t": b"t", b"f:p": b"\xc1"}
     assert list(xack) == ["XACK", ctx.outbox, CONSUMER_GROUP, EID]
     assert list(xdel) == ["XDEL", ctx.outbox, EID]
     assert (done.result.entries, done.result.dead, done.result.documents) == (2, 1, 1)
