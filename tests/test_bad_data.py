@@ -1,0 +1,186 @@
+"""One bad record never blocks the others (DESIGN.md §2, invariant 7): at each step of a
+flush round (parse, copy from Redis, write to MongoDB, fence, acknowledge) an error of one
+entry or one thread sets that entry aside as a dead letter with its payload, and the round
+finishes for everything else; ``flush()`` names what it waited for and was set aside."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ormsgpack
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from langgraph_durable import DurableSaver
+from langgraph_durable.core.outbox_entry import DeadLetter, OutboxEntry
+from langgraph_durable.errors import DeadLetteredError
+from langgraph_durable.io.drivers import run_sync
+from langgraph_durable.outbox import dead
+from langgraph_durable.outbox.flusher import consumer_name, dead_letter_key, flush_batch_plan
+from langgraph_durable.testing import unique_options
+
+from .test_outbox import write_history
+
+
+@pytest.fixture
+def manual(redis_url: str, mongo_url: str) -> Any:
+    """A saver with no in-process flusher: the test runs the flush rounds."""
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(flusher="off")) as s:
+        yield s
+
+
+def drain(saver: DurableSaver) -> int:
+    """Flush rounds until one takes nothing; returns the entries set aside."""
+    dead_n = 0
+    for _ in range(20):
+        stats = run_sync(flush_batch_plan(saver.context, consumer_name(), block_ms=0,
+                                          claim=False), saver.sync_clients)
+        dead_n += stats.dead
+        if not stats.entries:
+            return dead_n
+    raise AssertionError("the outbox never drained")
+
+
+def letters(saver: DurableSaver) -> list[DeadLetter]:
+    return run_sync(dead.list_plan(saver.context), saver.sync_clients)
+
+
+def flushed_threads(saver: DurableSaver) -> list[str]:
+    db, cols = saver.sync_clients.db, saver.context.collections
+    return sorted(db[cols.checkpoints].distinct("thread_id"))
+
+
+def put_one(saver: DurableSaver, thread: str) -> str:
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"count": 1}
+    cp["channel_versions"] = {"count": "1"}
+    cfg = saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}}, cp,
+                    {"step": 0}, {"count": "1"})
+    return str(cfg["configurable"]["checkpoint_id"])
+
+
+def test_parse_sets_aside_malformed_unknown_and_garbage_entries_with_their_fields(
+        manual, redis_client) -> None:
+    r, ctx = redis_client, manual.context
+    put_one(manual, "good")
+    no_sep = OutboxEntry("t1", "cp", "no-separator", [], [], 0).fields()
+    newer = OutboxEntry("t2", "st", "", [], [], 0).fields()  # a kind of a newer release
+    garbage = {b"x": b"\xff\x00y"}
+    ids = [r.xadd(ctx.outbox_of(t), f) for t, f in
+           (("t1", no_sep), ("t2", newer), ("t3", garbage))]
+    assert drain(manual) == 3
+    assert flushed_threads(manual) == ["good"]
+    assert r.xlen(ctx.outbox) == 0
+    got = {d.entry_id: d for d in letters(manual)}
+    assert sorted(got) == sorted(i.decode() for i in ids)
+    assert [(got[i.decode()].thread_id, got[i.decode()].step, dict(got[i.decode()].fields))
+            for i in ids] == [("t1", "parse", no_sep), ("t2", "parse", newer),
+                              ("", "parse", garbage)]
+    assert "member 'no-separator'" in got[ids[0].decode()].error
+    assert "kind 'st', unknown to this release" in got[ids[1].decode()].error
+    assert got[ids[2].decode()].error.startswith("KeyError")
+    assert manual.runtime.metrics.flush["dead_letters"] == 0  # the saver's own: no flusher
+
+
+@pytest.mark.parametrize("key", ["cp", "bl"])
+def test_copy_sets_aside_the_entries_of_a_thread_whose_hash_has_the_wrong_type(
+        manual, redis_client, key) -> None:
+    r, ctx = redis_client, manual.context
+    write_history(manual, "ok", 2)
+    write_history(manual, "bad", 2)
+    k = getattr(ctx.keys("bad"), key)
+    r.delete(k)
+    r.set(k, "damaged")
+    assert drain(manual) == 2  # the two checkpoints of "bad"; its writes are flushed
+    assert r.xlen(ctx.outbox) == 0
+    got = letters(manual)
+    assert [(d.thread_id, d.step) for d in got] == [("bad", "copy")] * 2
+    assert all(d.error.startswith("ResponseError: WRONGTYPE") for d in got)
+    assert [OutboxEntry.of(d.fields).kind for d in got] == ["cp", "cp"]
+    db, cols = manual.sync_clients.db, ctx.collections
+    assert db[cols.checkpoints].count_documents({"thread_id": "ok"}) == 2
+    assert db[cols.checkpoints].count_documents({"thread_id": "bad"}) == 0
+    assert db[cols.writes].count_documents({"thread_id": "bad"}) == 4
+
+
+def test_write_sets_aside_a_checkpoint_mongodb_cannot_store(manual, redis_client) -> None:
+    r, ctx = redis_client, manual.context
+    put_one(manual, "ok")
+    cid = put_one(manual, "huge-int")
+    k, m = ctx.keys("huge-int"), f"\x00{cid}"
+    rec = ormsgpack.unpackb(r.hget(k.cp, m))
+    rec[7] = [["n", 2**63]]  # queryable metadata no BSON integer holds
+    r.hset(k.cp, m, ormsgpack.packb(rec))
+    assert drain(manual) == 1
+    (d,) = letters(manual)
+    assert (d.thread_id, d.step) == ("huge-int", "write")
+    assert d.error.startswith("OverflowError")
+    assert flushed_threads(manual) == ["ok"]
+
+
+def test_fence_reads_mongodb_tombstones_when_the_thread_tombstones_key_is_damaged(
+        manual, redis_client) -> None:
+    r, ctx = redis_client, manual.context
+    write_history(manual, "t", 1)
+    r.delete(ctx.keys("t").gone)
+    r.set(ctx.keys("t").gone, "damaged")
+    assert drain(manual) == 0
+    assert r.xlen(ctx.outbox) == 0 and letters(manual) == []
+    assert flushed_threads(manual) == ["t"]
+
+
+def test_acknowledge_settles_every_other_thread_when_one_cannot_be_settled(
+        manual, redis_client) -> None:
+    r, ctx = redis_client, manual.context
+    write_history(manual, "ok", 1)
+    write_history(manual, "bad", 1)
+    meta = ctx.keys("bad").meta
+    r.delete(meta)
+    r.set(meta, "damaged")
+    assert drain(manual) == 2
+    assert r.xlen(ctx.outbox) == 0
+    assert flushed_threads(manual) == ["bad", "ok"]  # written; the settle failed
+    got = letters(manual)
+    assert [(d.thread_id, d.step) for d in got] == [("bad", "settle")] * 2
+    assert "WRONGTYPE" in got[0].error
+    assert r.hget(ctx.keys("ok").meta, "dirty") == b"0"  # settled
+
+
+def test_flush_names_dead_lettered_entries_until_they_are_replayed_or_dropped(
+        redis_url, mongo_url, redis_client) -> None:
+    opts = unique_options(flusher="off")
+    r = redis_client
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as app, \
+            DurableSaver.from_urls(redis_url, mongo_url, **{**opts, "flusher": "auto"}):
+        ctx = app.context
+        k = ctx.keys("bad")
+        cid = put_one(app, "bad")
+        # its checkpoint hash is moved away and a string put in its place
+        backup = k.cp + ":backup"
+        r.rename(k.cp, backup)
+        r.set(k.cp, "damaged")
+        with pytest.raises(DeadLetteredError) as e1:
+            app.flush(timeout_s=20)
+        # the checkpoint's put is acknowledged by Redis, never reached MongoDB: named
+        assert [(t, err.split(":")[0]) for t, _e, err in e1.value.entries] == [
+            ("bad", "ResponseError")]
+        (d,) = letters(app)
+        assert e1.value.entries[0][1] == d.entry_id
+        assert "thread 'bad'" in str(e1.value)
+        # the next flush waits for nothing new, and still names it: not replayed/dropped
+        with pytest.raises(DeadLetteredError):
+            app.flush(timeout_s=20)
+        # a saver started after the entry was set aside is not failed by it
+        with DurableSaver.from_urls(redis_url, mongo_url, **opts) as later:
+            later.flush(timeout_s=20)
+        # repaired and replayed: the flusher takes it, the checkpoint reaches MongoDB
+        r.delete(k.cp)
+        r.rename(backup, k.cp)
+        done = run_sync(dead.replay_plan(ctx, [d]), app.sync_clients)
+        assert [x.id for x, _ in done.replayed] == [d.id] and done.skipped == []
+        app.flush(timeout_s=20)
+        assert letters(app) == []
+        db, cols = app.sync_clients.db, ctx.collections
+        assert db[cols.checkpoints].count_documents(
+            {"thread_id": "bad", "checkpoint_id": cid}) == 1
+        assert r.hget(k.meta, "dirty") == b"0"  # settled once by the replayed entry
