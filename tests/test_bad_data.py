@@ -16,7 +16,7 @@ from langgraph_durable.core.outbox_entry import DeadLetter, OutboxEntry
 from langgraph_durable.errors import DeadLetteredError
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox import dead
-from langgraph_durable.outbox.flusher import consumer_name, dead_letter_key, flush_batch_plan
+from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
 from langgraph_durable.testing import unique_options
 
 from .test_outbox import write_history
