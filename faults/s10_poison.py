@@ -109,7 +109,7 @@ def run(env: Env, threads: int = 200, per_kind: int = 10, steps: int = 3,
                     damaged[t] = (kind, _damage(app, kind, t), ids)
             healthy = [f"ok-{i}" for i in range(threads)]
             with DurableSaver.from_urls(env.redis_url, env.mongo_url, flusher="auto",
-                                        **opts) as worker:
+                                        **opts):  # the flusher
                 with ThreadPoolExecutor(writers) as pool:
                     acked = dict(zip(healthy, pool.map(lambda t: _steps(app, t, steps),
                                                        healthy)))
@@ -169,7 +169,7 @@ def _replay(res: Result, app: DurableSaver,
             damaged: dict[str, tuple[str, dict[str, Any], list[str]]]) -> None:
     letters = run_sync(dead.list_plan(app.context), app.sync_clients)
     fixable = [d for d in letters if damaged.get(d.thread_id, ("",))[0] in REPAIRABLE]
-    for t, (kind, how, _ids) in damaged.items():
+    for kind, how, _ids in damaged.values():
         if kind in REPAIRABLE:
             _repair(app, how)
     done = run_sync(dead.replay_plan(app.context, fixable), app.sync_clients)
