@@ -17,6 +17,7 @@ from langgraph_durable.errors import DeadLetteredError
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox import dead
 from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
+from langgraph_durable.plans import admin
 from langgraph_durable.testing import unique_options
 
 from .test_outbox import write_history
@@ -150,37 +151,58 @@ def test_flush_names_dead_lettered_entries_until_they_are_replayed_or_dropped(
         redis_url, mongo_url, redis_client) -> None:
     opts = unique_options(flusher="off")
     r = redis_client
-    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as app, \
-            DurableSaver.from_urls(redis_url, mongo_url, **{**opts, "flusher": "auto"}):
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as app:
         ctx = app.context
         k = ctx.keys("bad")
         cid = put_one(app, "bad")
-        # its checkpoint hash is moved away and a string put in its place
+        # its checkpoint hash is moved away and a string put in its place, before a
+        # flusher runs
         backup = k.cp + ":backup"
         r.rename(k.cp, backup)
         r.set(k.cp, "damaged")
-        with pytest.raises(DeadLetteredError) as e1:
+        with DurableSaver.from_urls(redis_url, mongo_url, **{**opts, "flusher": "auto"}):
+            with pytest.raises(DeadLetteredError) as e1:
+                app.flush(timeout_s=20)
+            # the checkpoint's put is acknowledged by Redis, never reached MongoDB: named
+            assert [(t, err.split(":")[0]) for t, _e, err in e1.value.entries] == [
+                ("bad", "ResponseError")]
+            (d,) = letters(app)
+            assert e1.value.entries[0][1] == d.entry_id
+            assert "thread 'bad'" in str(e1.value)
+            # the next flush waits for nothing new, and still names it: not replayed/dropped
+            with pytest.raises(DeadLetteredError):
+                app.flush(timeout_s=20)
+            # a saver made after the entry was written (past the clock-skew margin) is not
+            # failed by it: the flush of one whose mark is 1 ms past the margin is green
+            entry_ms = int(d.entry_id.split("-")[0])
+            since = entry_ms + admin.CLOCK_SKEW_MS + 1
+            assert run_sync(admin.flush_plan(ctx, 20, since), app.sync_clients) > entry_ms
+            with pytest.raises(DeadLetteredError):
+                run_sync(admin.flush_plan(ctx, 20, since - 1), app.sync_clients)
+            # repaired and replayed: the flusher takes it, the checkpoint reaches MongoDB
+            r.delete(k.cp)
+            r.rename(backup, k.cp)
+            done = run_sync(dead.replay_plan(ctx, [d]), app.sync_clients)
+            assert [x.id for x, _ in done.replayed] == [d.id] and done.skipped == []
             app.flush(timeout_s=20)
-        # the checkpoint's put is acknowledged by Redis, never reached MongoDB: named
-        assert [(t, err.split(":")[0]) for t, _e, err in e1.value.entries] == [
-            ("bad", "ResponseError")]
-        (d,) = letters(app)
-        assert e1.value.entries[0][1] == d.entry_id
-        assert "thread 'bad'" in str(e1.value)
-        # the next flush waits for nothing new, and still names it: not replayed/dropped
-        with pytest.raises(DeadLetteredError):
-            app.flush(timeout_s=20)
-        # a saver started after the entry was set aside is not failed by it
-        with DurableSaver.from_urls(redis_url, mongo_url, **opts) as later:
-            later.flush(timeout_s=20)
-        # repaired and replayed: the flusher takes it, the checkpoint reaches MongoDB
-        r.delete(k.cp)
-        r.rename(backup, k.cp)
-        done = run_sync(dead.replay_plan(ctx, [d]), app.sync_clients)
-        assert [x.id for x, _ in done.replayed] == [d.id] and done.skipped == []
-        app.flush(timeout_s=20)
-        assert letters(app) == []
-        db, cols = app.sync_clients.db, ctx.collections
-        assert db[cols.checkpoints].count_documents(
-            {"thread_id": "bad", "checkpoint_id": cid}) == 1
-        assert r.hget(k.meta, "dirty") == b"0"  # settled once by the replayed entry
+            assert letters(app) == []
+            db, cols = app.sync_clients.db, ctx.collections
+            assert db[cols.checkpoints].count_documents(
+                {"thread_id": "bad", "checkpoint_id": cid}) == 1
+            assert r.hget(k.meta, "dirty") == b"0"  # settled once by the replayed entry
+
+
+async def test_aflush_names_a_dead_lettered_entry(redis_url, mongo_url, redis_client) -> None:
+    opts = unique_options(flusher="off")
+    r = redis_client
+    async with DurableSaver.from_urls(redis_url, mongo_url, **opts) as app:
+        await app.aput({"configurable": {"thread_id": "bad", "checkpoint_ns": ""}},
+                       empty_checkpoint(), {"step": 0}, {})
+        r.delete(app.context.keys("bad").cv)
+        r.set(app.context.keys("bad").cv, "damaged")
+        async with DurableSaver.from_urls(redis_url, mongo_url,
+                                          **{**opts, "flusher": "auto"}):
+            with pytest.raises(DeadLetteredError) as e:
+                await app.aflush(timeout_s=20)
+    assert [(t, err.split(":")[0]) for t, _e, err in e.value.entries] == [
+        ("bad", "ResponseError")]

@@ -69,33 +69,37 @@ def flush_wait_plan(ctx: Context, timeout_s: float) -> Plan[int]:
         pause = min(pause * 2, 0.05)
 
 
-CLOCK_SKEW_MS = 60_000
-"""How far the dead-letter stream's clock may be behind an outbox stream's (Redis Cluster
-nodes) that ``flush_plan`` still finds a dead letter set aside after its entry."""
+CLOCK_SKEW_MS = 1000
+"""How far apart the clocks of this process and the Redis servers (of a Redis Cluster's
+nodes, too) may be for ``flush_plan``: its marks are this process's clock, entry ids
+Redis's; it reports dead letters of entries up to this much older than its mark."""
 
 
 def flush_plan(ctx: Context, timeout_s: float, since_ms: int) -> Plan[int]:
     """``flush()``: wait until every outbox entry present now has left the outbox
-    (``flush_wait_plan``), then check that none of them was dead-lettered.
+    (``flush_wait_plan``), then check that none was dead-lettered.
 
     Raises ``DeadLetteredError`` naming every dead letter still in the dead-letter stream
-    whose original entry was written (its id's time, Redis clock, ms) from ``since_ms``
-    through the start of this flush (``TIME``, read first): entries the flush waited for,
-    and those that earlier flushes of the caller reported and nobody replayed or dropped
-    since. The caller passes as ``since_ms`` the value the last flush that returned gave
-    (at first: when the caller started), so dead letters of entries older than its last
-    green flush, or than itself, never fail its flushes. ``FlushTimeoutError`` as
-    ``flush_wait_plan``. Returns the flush's start (ms): the next ``since_ms``."""
-    (now,) = yield Pipeline([["TIME"]])
-    start_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    whose original entry was written (its id's time: Redis's clock, ms) at or after
+    ``since_ms`` (this process's clock, less ``CLOCK_SKEW_MS``): the entries this flush
+    waited for, those written while it waited, and those earlier flushes of the caller
+    reported and nobody replayed or dropped since. The caller passes as ``since_ms`` what
+    its last flush that returned gave (at first: when the caller was made), so dead
+    letters of entries older than its last green flush, or than itself, never fail its
+    flushes. ``FlushTimeoutError`` as ``flush_wait_plan``. Returns when this flush began
+    (``ctx.clock``, ms): the next ``since_ms``."""
+    start_ms = ctx.clock.time_ns() // 1_000_000
     yield from flush_wait_plan(ctx, timeout_s)
     key = dead_letter_key(ctx.config.key_prefix)
-    (entries,) = yield Pipeline([["XRANGE", key, max(0, since_ms - CLOCK_SKEW_MS), "+"]])
+    low = since_ms - CLOCK_SKEW_MS
+    # a dead letter is added after its entry: its id is no older (one more skew: the
+    # dead-letter stream may live on another node than the entry's outbox partition)
+    (entries,) = yield Pipeline([["XRANGE", key, max(0, low - CLOCK_SKEW_MS), "+"]])
     dead = [d for d in (DeadLetter.of(i, f) for i, f in entries)
-            if since_ms <= _entry_ms(d.entry_id) <= start_ms]
+            if _entry_ms(d.entry_id) >= low]
     if dead:
         raise DeadLetteredError([(d.thread_id, d.entry_id, d.error) for d in dead], key)
-    return start_ms
+    return int(start_ms)
 
 
 def _entry_ms(entry_id: str) -> int:
