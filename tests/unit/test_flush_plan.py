@@ -215,6 +215,73 @@ def test_a_round_asks_mongodb_for_the_tombstones_redis_does_not_hold_in_full() -
                                      tiers).kinds()
 
 
+class TierTrouble(Tiers):
+    """``Tiers`` whose records pipeline (HMGET) returns ``error`` in place of each reply,
+    as a pipeline run with ``raise_on_error=False`` does."""
+
+    def __init__(self, ctx: Any, error: Exception) -> None:
+        super().__init__(ctx)
+        self.error = error
+
+    def __call__(self, op: Op[Any]) -> Any:
+        if isinstance(op, Pipeline) and op.commands[0][0] == "HMGET":
+            assert op.raise_on_error is False
+            return [self.error] * len(op.commands)
+        return super().__call__(op)
+
+
+@pytest.mark.parametrize("error", [
+    redis.exceptions.ConnectionError("Connection reset by peer"),  # a cluster node lost
+    redis.exceptions.TimeoutError("Timeout reading from socket"),
+    redis.exceptions.ReadOnlyError("READONLY You can't write against a read only replica."),
+    redis.exceptions.ResponseError("OOM command not allowed when used memory > 'maxmemory'"),
+    redis.exceptions.ResponseError("LOADING Redis is loading the dataset in memory"),
+])
+def test_a_tier_error_in_the_records_pipeline_fails_the_round_and_sets_nothing_aside(
+        error: Exception) -> None:
+    ctx = context()
+    tiers = TierTrouble(ctx, error)
+    tiers.pending = [(EID, tiers.cp_entry)]
+    with pytest.raises(type(error)):
+        drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
+
+
+def test_a_wrongtype_in_the_records_pipeline_sets_aside_that_thread_only() -> None:
+    ctx = context()
+    tiers = TierTrouble(ctx, redis.exceptions.ResponseError(
+        "WRONGTYPE Operation against a key holding the wrong kind of value"))
+    tiers.pending = [(EID, tiers.cp_entry)]
+    done = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
+    assert "BulkWrite" not in done.kinds() and "ack_settle" not in done.kinds()
+    (xadd,) = next(op for op in done.ops if isinstance(op, Pipeline)
+                   and op.commands[0][0] == "XADD").commands
+    letter = dict(zip(xadd[3::2], xadd[4::2]))
+    assert (letter[b"step"], letter[b"f:p"]) == (b"copy", tiers.cp_entry[b"p"])
+    assert letter[b"error"].startswith(b"ResponseError: WRONGTYPE")
+    assert done.result.dead == 1
+
+
+def test_a_thread_whose_settle_failed_is_dead_lettered_after_its_acknowledgement() -> None:
+    ctx = context()
+    tiers = Tiers(ctx)
+    tiers.pending = [(EID, tiers.cp_entry)]
+
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, Script) and op.name == "ack_settle":
+            return AckSettleReply([True], 0, {0: "WRONGTYPE Operation against a key"})
+        return tiers(op)
+
+    done = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), answer)
+    kinds = done.kinds()
+    xadd_at = next(i for i, op in enumerate(done.ops) if isinstance(op, Pipeline)
+                   and op.commands[0][0] == "XADD")
+    assert kinds.index("ack_settle") < xadd_at
+    letter = dict(zip(done.ops[xadd_at].commands[0][3::2], done.ops[xadd_at].commands[0][4::2]))
+    assert (letter[b"step"], letter[b"error"]) == (
+        b"settle", b"settle failed: WRONGTYPE Operation against a key")
+    assert done.result.dead == 1 and done.result.documents == 2  # written: cp, blob
+
+
 def test_a_missing_group_is_created_again() -> None:
     ctx = context()
 
