@@ -206,3 +206,25 @@ async def test_aflush_names_a_dead_lettered_entry(redis_url, mongo_url, redis_cl
                 await app.aflush(timeout_s=20)
     assert [(t, err.split(":")[0]) for t, _e, err in e.value.entries] == [
         ("bad", "ResponseError")]
+
+
+def test_on_a_redis_cluster_a_damaged_thread_is_set_aside_and_named_by_flush(
+        redis_cluster_url, mongo_url) -> None:
+    # a cluster pipeline sends each command to its node: the WRONGTYPE of one thread's
+    # key comes back in its place, the other partitions' records are written
+    opts = unique_options(flusher="off")
+    with DurableSaver.from_urls(redis_cluster_url, mongo_url, **opts) as app:
+        r, ctx = app.sync_clients.redis, app.context
+        for i in range(6):
+            put_one(app, f"ok-{i}")
+        put_one(app, "bad")
+        r.delete(ctx.keys("bad").bl)
+        r.set(ctx.keys("bad").bl, "damaged")
+        with DurableSaver.from_urls(redis_cluster_url, mongo_url,
+                                    **{**opts, "flusher": "auto"}):
+            with pytest.raises(DeadLetteredError) as e:
+                app.flush(timeout_s=20)
+        assert [t for t, _e, _err in e.value.entries] == ["bad"]
+        assert flushed_threads(app) == [f"ok-{i}" for i in range(6)]
+        (d,) = letters(app)
+        assert (d.stream, d.step) == (ctx.outbox_of("bad"), "copy")

@@ -1,8 +1,11 @@
 """One flush round as a sans-I/O plan (``flush_batch_plan``): take outbox entries (own
 pending ones, those of dead flushers, idle ones claimed, new ones), copy what they name
-from Redis to MongoDB (inserts, upserts for documents already there), take back what a
-delete overtook, acknowledge; and what the next round takes besides new entries
-(``RoundChoice``). ``flusher.Flusher`` runs rounds in a loop.
+from Redis to MongoDB (inserts, upserts for documents already there; each entry kind by
+its copy plan: ``KINDS``), take back what a delete overtook, acknowledge; and what the
+next round takes besides new entries (``RoundChoice``). An entry whose own data fails a
+step (``triage.py``: parse, copy, write, fence, settle) is set aside as a dead letter
+(``dead.py``) and the round finishes for the others; an error of a tier fails the round,
+which ``flusher.Flusher`` retries.
 """
 
 from __future__ import annotations
