@@ -67,19 +67,22 @@ def test_parse_sets_aside_malformed_unknown_and_garbage_entries_with_their_field
     no_sep = OutboxEntry("t1", "cp", "no-separator", [], [], 0).fields()
     newer = OutboxEntry("t2", "st", "", [], [], 0).fields()  # a kind of a newer release
     garbage = {b"x": b"\xff\x00y"}
+    # a channel version holding a NUL: its blob field splits into 4 parts, not 3
+    nul = OutboxEntry("t4", "cp", "\x00c1", ["\x00count\x001\x00x"], [], 0).fields()
     ids = [r.xadd(ctx.outbox_of(t), f) for t, f in
-           (("t1", no_sep), ("t2", newer), ("t3", garbage))]
-    assert drain(manual) == 3
+           (("t1", no_sep), ("t2", newer), ("t3", garbage), ("t4", nul))]
+    assert drain(manual) == 4
     assert flushed_threads(manual) == ["good"]
     assert r.xlen(ctx.outbox) == 0
     got = {d.entry_id: d for d in letters(manual)}
     assert sorted(got) == sorted(i.decode() for i in ids)
     assert [(got[i.decode()].thread_id, got[i.decode()].step, dict(got[i.decode()].fields))
             for i in ids] == [("t1", "parse", no_sep), ("t2", "parse", newer),
-                              ("", "parse", garbage)]
+                              ("", "parse", garbage), ("t4", "parse", nul)]
     assert "member 'no-separator'" in got[ids[0].decode()].error
     assert "kind 'st', unknown to this release" in got[ids[1].decode()].error
     assert got[ids[2].decode()].error.startswith("KeyError")
+    assert "field '\\x00count\\x001\\x00x' does not have 3 parts" in got[ids[3].decode()].error
     assert manual.runtime.metrics.flush["dead_letters"] == 0  # the saver's own: no flusher
 
 
@@ -160,7 +163,8 @@ def test_flush_names_dead_lettered_entries_until_they_are_replayed_or_dropped(
         backup = k.cp + ":backup"
         r.rename(k.cp, backup)
         r.set(k.cp, "damaged")
-        with DurableSaver.from_urls(redis_url, mongo_url, **{**opts, "flusher": "auto"}):
+        with DurableSaver.from_urls(redis_url, mongo_url,
+                                    **{**opts, "flusher": "auto"}) as worker:
             with pytest.raises(DeadLetteredError) as e1:
                 app.flush(timeout_s=20)
             # the checkpoint's put is acknowledged by Redis, never reached MongoDB: named
@@ -168,6 +172,7 @@ def test_flush_names_dead_lettered_entries_until_they_are_replayed_or_dropped(
                 ("bad", "ResponseError")]
             (d,) = letters(app)
             assert e1.value.entries[0][1] == d.entry_id
+            assert worker.stats()["flush"]["dead_letters"] == 1  # counted by its flusher
             assert "thread 'bad'" in str(e1.value)
             # the next flush waits for nothing new, and still names it: not replayed/dropped
             with pytest.raises(DeadLetteredError):
