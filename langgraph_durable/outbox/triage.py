@@ -20,8 +20,13 @@ dead-letter stream instead of blocking. Every other error is the tier's (a serve
 connection lost, a write concern not met): the round is retried."""
 
 
-_TRANSIENT_CODES = {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436}
-"""MongoDB error codes of a server or network in trouble (retry), not of a bad document."""
+_TRANSIENT_CODES = {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436,
+                    13, 24, 50, 112, 202, 8000, 14031, 16500}
+"""MongoDB error codes of a server or network in trouble (retry), not of a bad document:
+host unreachable or not found, network timeouts, shutdowns, step-downs, not primary;
+also Unauthorized (13), LockTimeout (24), MaxTimeMSExpired (50), WriteConflict (112),
+NetworkInterfaceExceededTimeLimit (202), Atlas's errors (8000), OutOfDiskSpace (14031)
+and a throttled request (16500): none is the document's fault."""
 
 
 def _transient(exc: Exception) -> bool:
@@ -67,7 +72,11 @@ def check_records(entry: OutboxEntry) -> None:
 
 
 def check_journal(entry: OutboxEntry) -> None:
-    """An ``fx`` entry's shape: each name a journal field (4 parts)."""
+    """An ``fx`` entry's shape: a ``member`` string, each name a journal field (4
+    parts)."""
+    if not isinstance(entry.member, str):
+        raise ValueError(f"effect journal entry of thread {entry.thread_id!r}: member "
+                         f"{entry.member!r} is not a string")
     for name in entry.names:
         if not isinstance(name, str) or name.count(SEP) != 3:
             raise ValueError(f"effect journal entry of thread {entry.thread_id!r}: field "

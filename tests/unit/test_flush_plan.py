@@ -261,6 +261,22 @@ def test_a_wrongtype_in_the_records_pipeline_sets_aside_that_thread_only() -> No
     assert done.result.dead == 1
 
 
+@pytest.mark.parametrize("code", [13, 14031, 8000])  # Unauthorized, disk full, Atlas
+def test_a_write_error_of_the_server_fails_the_round_instead_of_dead_lettering(
+        code: int) -> None:
+    ctx = context()
+    tiers = Tiers(ctx)
+    tiers.pending = [(EID, tiers.cp_entry)]
+
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, BulkWrite):
+            raise _bulk_error((0, code))
+        return tiers(op)
+
+    with pytest.raises(BulkWriteFailed):
+        drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), answer)
+
+
 def test_a_thread_whose_settle_failed_is_dead_lettered_after_its_acknowledgement() -> None:
     ctx = context()
     tiers = Tiers(ctx)
