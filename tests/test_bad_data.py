@@ -11,9 +11,8 @@ import ormsgpack
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable import DurableSaver
+from langgraph_durable import DeadLetteredError, DurableSaver
 from langgraph_durable.core.outbox_entry import DeadLetter, OutboxEntry
-from langgraph_durable.errors import DeadLetteredError
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox import dead
 from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
