@@ -225,8 +225,9 @@ class DeadLetteredError(DurableSaverError):
     key of the thread, a malformed entry, a document MongoDB refuses), so not everything
     written before the flush is durable. ``entries``: ``(thread_id, entry id, error)``
     per dead letter; ``stream``: the dead-letter stream. List, replay after a fix, or
-    drop them with ``langgraph-durable dead-letters``; until then every flush of the same
-    saver raises this again (docs/reliability.md, "Bad data")."""
+    drop them with ``langgraph-durable dead-letters``; until then the saver's later
+    flushes name those of entries written since its last green flush again
+    (docs/reliability.md, "Bad data")."""
 
     def __init__(self, entries: list[tuple[str, str, str]], stream: str) -> None:
         shown = "; ".join(f"thread {t!r} entry {e} ({err})" for t, e, err in entries[:5])

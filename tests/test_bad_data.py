@@ -5,6 +5,8 @@ finishes for everything else; ``flush()`` names what it waited for and was set a
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
 from typing import Any
 
 import ormsgpack
@@ -20,6 +22,7 @@ from langgraph_durable.plans import admin
 from langgraph_durable.testing import unique_options
 
 from .test_outbox import write_history
+from .unit.stepping import FakeClock
 
 
 @pytest.fixture
@@ -176,13 +179,15 @@ def test_flush_names_dead_lettered_entries_until_they_are_replayed_or_dropped(
             # the next flush waits for nothing new, and still names it: not replayed/dropped
             with pytest.raises(DeadLetteredError):
                 app.flush(timeout_s=20)
-            # a saver made after the entry was written (past the clock-skew margin) is not
-            # failed by it: the flush of one whose mark is 1 ms past the margin is green
-            entry_ms = int(d.entry_id.split("-")[0])
-            since = entry_ms + admin.CLOCK_SKEW_MS + 1
-            assert run_sync(admin.flush_plan(ctx, 20, since), app.sync_clients) > entry_ms
-            with pytest.raises(DeadLetteredError):
-                run_sync(admin.flush_plan(ctx, 20, since - 1), app.sync_clients)
+            # a saver made after the entry was written and set aside (past the clock-skew
+            # margin) is not failed by it: its flush is green
+            skew = admin.CLOCK_SKEW_MS
+            since = int(d.entry_id.split("-")[0]) + skew + 1
+            later = replace(ctx, clock=FakeClock(wall_ns=(int(d.id.split("-")[0]) + skew + 1)
+                                                 * 1_000_000))
+            assert run_sync(admin.flush_plan(later, 20, since), app.sync_clients) > since
+            with pytest.raises(DeadLetteredError):  # its entry is newer than the mark
+                run_sync(admin.flush_plan(later, 20, since - 1), app.sync_clients)
             # repaired and replayed: the flusher takes it, the checkpoint reaches MongoDB
             r.delete(k.cp)
             r.rename(backup, k.cp)
@@ -232,3 +237,30 @@ def test_on_a_redis_cluster_a_damaged_thread_is_set_aside_and_named_by_flush(
         assert flushed_threads(app) == [f"ok-{i}" for i in range(6)]
         (d,) = letters(app)
         assert (d.stream, d.step) == (ctx.outbox_of("bad"), "copy")
+
+
+def test_flush_names_an_entry_written_before_the_saver_that_it_waited_for(
+        manual, redis_client) -> None:
+    # the entry is older than the flush's mark (a saver made later: another process wrote
+    # it), but it was in the outbox when the flush began and was set aside while it waited
+    r, ctx = redis_client, manual.context
+    put_one(manual, "bad")
+    r.delete(ctx.keys("bad").cp)
+    r.set(ctx.keys("bad").cp, "damaged")
+    (entry_id,) = [i for i, _ in r.xrange(ctx.outbox)]
+    since = int(entry_id.split(b"-")[0]) + 10 * admin.CLOCK_SKEW_MS
+    outcome: list[BaseException] = []
+
+    def flush() -> None:
+        try:
+            run_sync(admin.flush_plan(ctx, 20, since), manual.sync_clients)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    waiting = threading.Thread(target=flush)
+    waiting.start()
+    assert drain(manual) == 1
+    waiting.join(20)
+    (exc,) = outcome
+    assert isinstance(exc, DeadLetteredError)
+    assert [(t, e) for t, e, _err in exc.entries] == [("bad", entry_id.decode())]

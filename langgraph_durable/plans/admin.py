@@ -80,26 +80,28 @@ def flush_plan(ctx: Context, timeout_s: float, since_ms: int) -> Plan[int]:
     (``flush_wait_plan``), then check that none was dead-lettered.
 
     Raises ``DeadLetteredError`` naming every dead letter still in the dead-letter stream
-    whose original entry was written (its id's time: Redis's clock, ms) at or after
-    ``since_ms`` (this process's clock, less ``CLOCK_SKEW_MS``): the entries this flush
-    waited for, those written while it waited, and those earlier flushes of the caller
-    reported and nobody replayed or dropped since. The caller passes as ``since_ms`` what
-    its last flush that returned gave (at first: when the caller was made), so dead
-    letters of entries older than its last green flush, or than itself, never fail its
-    flushes. ``FlushTimeoutError`` as ``flush_wait_plan``. Returns when this flush began
-    (``ctx.clock``, ms): the next ``since_ms``."""
-    start_ms = ctx.clock.time_ns() // 1_000_000
+    that was set aside since this flush began (an entry it waited for, or one written
+    while it waited), or whose original entry was written (its id's time: Redis's clock,
+    ms) at or after ``since_ms``: those earlier flushes of the caller reported and nobody
+    replayed or dropped since. Both times are this process's clock (``ctx.clock``), taken
+    ``CLOCK_SKEW_MS`` earlier. The caller passes as ``since_ms`` what its last flush that
+    returned gave (at first: when the caller was made), so a dead letter of an entry older
+    than its last green flush, or than itself, fails only the flush it was set aside in.
+    ``FlushTimeoutError`` as ``flush_wait_plan``. Returns when this flush began (ms): the
+    next ``since_ms``."""
+    start_ms = int(ctx.clock.time_ns() // 1_000_000)
     yield from flush_wait_plan(ctx, timeout_s)
     key = dead_letter_key(ctx.config.key_prefix)
-    low = since_ms - CLOCK_SKEW_MS
+    low, now_low = since_ms - CLOCK_SKEW_MS, start_ms - CLOCK_SKEW_MS
     # a dead letter is added after its entry: its id is no older (one more skew: the
     # dead-letter stream may live on another node than the entry's outbox partition)
-    (entries,) = yield Pipeline([["XRANGE", key, max(0, low - CLOCK_SKEW_MS), "+"]])
+    first = max(0, min(low, now_low) - CLOCK_SKEW_MS)
+    (entries,) = yield Pipeline([["XRANGE", key, first, "+"]])
     dead = [d for d in (DeadLetter.of(i, f) for i, f in entries)
-            if _entry_ms(d.entry_id) >= low]
+            if _entry_ms(d.entry_id) >= low or _entry_ms(d.id) >= now_low]
     if dead:
         raise DeadLetteredError([(d.thread_id, d.entry_id, d.error) for d in dead], key)
-    return int(start_ms)
+    return start_ms
 
 
 def _entry_ms(entry_id: str) -> int:
