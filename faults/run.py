@@ -68,7 +68,7 @@ PLAN: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
      {"threads": 40, "per_kind": 2, "steps": 2}),
     ("hostile", {}, {}),
 ]
-ON_CLUSTER = {"1", "2", "5", "5b", "5c", "9", "9p"}
+ON_CLUSTER = {"1", "2", "5", "5b", "5c", "9", "9p", "10"}
 """Scenarios ``--redis cluster`` runs (the others kill or stop a single Redis server)."""
 
 
@@ -203,7 +203,7 @@ def _keys() -> list[str]:
     """Result keys in table order."""
     keys = ["s1", "s2", "s3", "s4", "s5", "s5b", "s5c", "s6", "s7", "s8", "s9", "s9p",
             "s10", "hostile"]
-    return keys + [f"s{k}@cluster" for k in ("1", "2", "5", "5b", "5c", "9", "9p")]
+    return keys + [f"s{k}@cluster" for k in ("1", "2", "5", "5b", "5c", "9", "9p", "10")]
 
 
 if __name__ == "__main__":
