@@ -84,10 +84,11 @@ def _parse(ctx: Context, taken: list[Taken]) -> tuple[list[Parsed], list[Aside]]
     release does not know (written by a newer one), a shape its kind cannot copy."""
     out: list[Parsed] = []
     bad: list[Aside] = []
+    partitioned = ctx.partitions > 1
     for stream, (eid, fields) in taken:
         try:
             entry = OutboxEntry.of(fields)
-            if ctx.outbox_of(entry.thread_id) != stream:
+            if partitioned and ctx.outbox_of(entry.thread_id) != stream:
                 raise ValueError(f"outbox entry of thread {entry.thread_id!r} is in stream "
                                  f"{stream!r}, not its partition's "
                                  f"{ctx.outbox_of(entry.thread_id)!r}")

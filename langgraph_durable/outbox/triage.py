@@ -4,6 +4,9 @@ round is retried), and the shapes of the entry kinds that a round can copy."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import repeat
+
 import redis.exceptions
 from bson.errors import InvalidDocument
 from pymongo.errors import DocumentTooLarge
@@ -59,32 +62,45 @@ def step_of(exc: BaseException) -> str:
 
 def check_records(entry: OutboxEntry) -> None:
     """A ``cp``/``w`` entry's shape: ``member`` is ``ns NUL checkpoint_id``, each name a
-    blob field (3 parts) or a write field (4 parts), each digest bytes."""
+    blob field (3 parts) or a write field (4 parts), each digest bytes. Raises
+    ``ValueError`` naming the thread and what is wrong."""
     if not isinstance(entry.member, str) or entry.member.count(SEP) != 1:
         raise ValueError(f"outbox entry of thread {entry.thread_id!r}: member "
                          f"{entry.member!r} is not 'checkpoint_ns NUL checkpoint_id'")
     parts = 3 if entry.kind == "cp" else 4
-    for name in entry.names:
-        if not isinstance(name, str) or name.count(SEP) != parts - 1:
-            raise ValueError(f"outbox entry of thread {entry.thread_id!r}, checkpoint "
-                             f"{entry.member!r}: field {name!r} does not have {parts} parts")
+    bad = _misshapen(entry.names, parts)
+    if bad is not None:
+        raise ValueError(f"outbox entry of thread {entry.thread_id!r}, checkpoint "
+                         f"{entry.member!r}: field {bad!r} does not have {parts} parts")
     _digests(entry)
 
 
 def check_journal(entry: OutboxEntry) -> None:
     """An ``fx`` entry's shape: a ``member`` string, each name a journal field (4
-    parts)."""
+    parts). Raises ``ValueError`` naming the thread and what is wrong."""
     if not isinstance(entry.member, str):
         raise ValueError(f"effect journal entry of thread {entry.thread_id!r}: member "
                          f"{entry.member!r} is not a string")
-    for name in entry.names:
-        if not isinstance(name, str) or name.count(SEP) != 3:
-            raise ValueError(f"effect journal entry of thread {entry.thread_id!r}: field "
-                             f"{name!r} is not 'task_ns NUL task_id NUL name NUL n'")
+    bad = _misshapen(entry.names, 4)
+    if bad is not None:
+        raise ValueError(f"effect journal entry of thread {entry.thread_id!r}: field "
+                         f"{bad!r} is not 'task_ns NUL task_id NUL name NUL n'")
     _digests(entry)
 
 
+def _misshapen(names: Sequence[object], parts: int) -> object | None:
+    """The first of ``names`` that is not a string of ``parts`` NUL-separated parts, None
+    when all are (counted in one pass of C loops: a round checks every entry it takes)."""
+    try:
+        counts = list(map(str.count, names, repeat(SEP)))  # type: ignore[arg-type]
+    except TypeError:
+        return next(n for n in names if not isinstance(n, str))
+    if counts.count(parts - 1) == len(counts):
+        return None
+    return next(n for n, c in zip(names, counts) if c != parts - 1)
+
+
 def _digests(entry: OutboxEntry) -> None:
-    if not all(isinstance(d, bytes) for d in entry.digests):
+    if entry.digests and set(map(type, entry.digests)) != {bytes}:
         raise ValueError(f"outbox entry of thread {entry.thread_id!r}: item digests are "
                          f"not bytes: {list(entry.digests)[:3]!r}")
