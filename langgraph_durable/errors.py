@@ -217,3 +217,22 @@ class ScriptRefused(DurableSaverError):
         """The refusal whose error reply reads ``text`` (``"<CODE> <detail>"``)."""
         code, _, detail = text.strip().partition(" ")
         return cls(script, code, detail)
+
+
+class DeadLetteredError(DurableSaverError):
+    """``flush()``/``aflush()``: outbox entries it waited for were set aside in the
+    dead-letter stream instead of reaching MongoDB (their data is bad: a damaged Redis
+    key of the thread, a malformed entry, a document MongoDB refuses), so not everything
+    written before the flush is durable. ``entries``: ``(thread_id, entry id, error)``
+    per dead letter; ``stream``: the dead-letter stream. List, replay after a fix, or
+    drop them with ``langgraph-durable dead-letters``; until then the saver's later
+    flushes name those of entries written since its last green flush again
+    (docs/reliability.md, "Bad data")."""
+
+    def __init__(self, entries: list[tuple[str, str, str]], stream: str) -> None:
+        shown = "; ".join(f"thread {t!r} entry {e} ({err})" for t, e, err in entries[:5])
+        more = f"; and {len(entries) - 5} more" if len(entries) > 5 else ""
+        super().__init__(f"{len(entries)} outbox entries were dead-lettered in {stream!r} "
+                         f"instead of reaching MongoDB: {shown}{more}")
+        self.entries = entries
+        self.stream = stream

@@ -13,7 +13,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand
 
 from ..config import DurableConfig, config_options
-from . import browse, ops, transfer
+from . import browse, deadletters, ops, transfer
 from .dashboard import dashboard
 from .session import CliError, Session
 
@@ -204,6 +204,10 @@ app.command("prune", cls=_Command)(ops.prune)
 app.command("delete", cls=_Command)(ops.delete)
 app.command("migrate", cls=_Command)(ops.migrate)
 app.command("dashboard", cls=_Command)(dashboard)
+deadletters.app.command("list", cls=_Command)(deadletters.list_)
+deadletters.app.command("replay", cls=_Command)(deadletters.replay)
+deadletters.app.command("drop", cls=_Command)(deadletters.drop)
+app.add_typer(deadletters.app, name="dead-letters")
 
 
 def main() -> None:

@@ -72,3 +72,58 @@ class OutboxEntry(NamedTuple):
         names = body[2] if type(body[2]) is list else list(body[2])  # no copy of a list
         digests = (body[3] if type(body[3]) is list else list(body[3])) if n > 3 else []
         return cls(thread_id, body[0], body[1], names, digests, size)
+
+
+ORIGINAL = b"f:"
+"""Prefix of a dead letter's fields that hold the original stream entry's fields
+(``f:t``, ``f:p``): replaying re-adds exactly those."""
+
+
+class DeadLetter(NamedTuple):
+    """An outbox entry a flusher set aside (the dead-letter stream, ``hot.keys.
+    dead_letter_key``), with what replaying it needs. ``entry_id``/``stream``: the
+    original entry's id and outbox stream; ``thread_id``: its thread (``""`` when
+    unreadable); ``step``: the step of the flush round that failed (``parse``, ``copy``,
+    ``write``, ``fence``, ``settle``); ``error``: ``"<type>: <message>"``; ``at_ms``: when
+    it was set aside (ms, the flusher's clock); ``fields``: the original stream entry's
+    fields (``t``, ``p``: thread and payload; whatever a damaged entry held); ``id``: this
+    dead letter's id in the dead-letter stream (``""`` before it is added). Dead letters
+    of earlier releases hold only ``entry``, ``thread`` and ``error``: they read back
+    with ``stream`` ``""`` and no ``fields`` (nothing to replay)."""
+
+    entry_id: str
+    stream: str
+    thread_id: str
+    step: str
+    error: str
+    at_ms: int
+    fields: Mapping[bytes, bytes]
+    id: str = ""
+
+    @property
+    def payload(self) -> bytes | None:
+        """The original entry's payload (field ``p``), None when it had none."""
+        return self.fields.get(PAYLOAD_FIELD)
+
+    def to_fields(self) -> dict[bytes, bytes]:
+        """The dead-letter stream entry's fields."""
+        out = {b"entry": self.entry_id.encode(), b"stream": self.stream.encode(),
+               b"thread": self.thread_id.encode(errors="replace"),
+               b"step": self.step.encode(), b"error": self.error.encode(errors="replace"),
+               b"at_ms": str(self.at_ms).encode()}
+        out.update({ORIGINAL + k: v for k, v in self.fields.items()})
+        return out
+
+    @classmethod
+    def of(cls, dead_id: bytes | str, fields: Mapping[bytes, bytes]) -> DeadLetter:
+        """The dead letter of a dead-letter stream entry ``(dead_id, fields)``; tolerant:
+        a missing field reads as ``""`` (0 for ``at_ms``), bytes that are not utf-8 are
+        replaced."""
+        def text(k: bytes) -> str:
+            return bytes(fields.get(k, b"")).decode(errors="replace")
+        at = text(b"at_ms")
+        return cls(text(b"entry"), text(b"stream"), text(b"thread"), text(b"step"),
+                   text(b"error"), int(at) if at.isdigit() else 0,
+                   {k[len(ORIGINAL):]: v for k, v in fields.items()
+                    if k.startswith(ORIGINAL)},
+                   dead_id.decode() if isinstance(dead_id, bytes) else dead_id)

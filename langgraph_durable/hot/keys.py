@@ -285,5 +285,12 @@ def heartbeats_key(prefix: str) -> str:
     return "{" + prefix + ":heartbeats}"
 
 
+def dead_letter_key(prefix: str) -> str:
+    """The *dead letters* of ``prefix``: ``{<prefix>:outbox:dead}``, a stream of the outbox
+    entries a flusher set aside (``core/outbox_entry.py`` ``DeadLetter``: the entry's own
+    fields, its stream and id, the error). Not a thread's key; in its own slot."""
+    return "{" + prefix + ":outbox:dead}"
+
+
 CONSUMER_GROUP = "flushers"
 """Name of the consumer group every flusher (in-process or worker) joins."""

@@ -375,14 +375,21 @@ class ChainReply:
 @dataclass(frozen=True, slots=True)
 class AckSettleReply:
     """ACK_SETTLE's reply: ``acked`` (per entry id, in the order sent: True when this call
-    acknowledged it, False when it was acknowledged before) and ``outbox_length`` (the
-    partition's stream after the deletes)."""
+    acknowledged it, False when it was acknowledged before), ``outbox_length`` (the
+    partition's stream after the deletes) and ``unsettled``: thread index (0-based, in
+    the order sent) -> error text, for each thread whose settle failed (its entries were
+    acknowledged all the same)."""
 
     acked: list[bool]
     outbox_length: int
+    unsettled: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, raw: RedisReply) -> AckSettleReply:
-        """From the raw reply ``[[1/0...], length]``."""
-        acked, length = raw
-        return cls([bool(a) for a in acked], int(length))
+        """From the raw reply ``[[1/0...], length, [thread no, error, ...]]`` (the third
+        element absent in replies of older scripts)."""
+        acked, length = raw[0], raw[1]
+        bad = raw[2] if len(raw) > 2 else []
+        return cls([bool(a) for a in acked], int(length),
+                   {int(n) - 1: e.decode(errors="replace") if isinstance(e, bytes) else str(e)
+                    for n, e in zip(bad[::2], bad[1::2])})

@@ -33,11 +33,11 @@ from ..plans.context import Context
 from .group import dead_letter_key as dead_letter_key
 from .group import ensure_group_plan
 from .heartbeat import Heartbeat, stop_plan
-from .rounds import POISON as POISON
 from .rounds import ROUND_BYTES as ROUND_BYTES
 from .rounds import BatchStats as BatchStats
 from .rounds import RoundChoice
 from .rounds import flush_batch_plan as flush_batch_plan
+from .triage import POISON as POISON
 
 log = logging.getLogger("langgraph_durable.flusher")
 

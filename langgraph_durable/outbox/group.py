@@ -15,6 +15,7 @@ import redis.exceptions
 from ..core.ops import Pipeline, Plan
 from ..hot import lua
 from ..hot.keys import CONSUMER_GROUP
+from ..hot.keys import dead_letter_key as keys_dead_letter_key
 from ..plans.context import Context
 
 log = logging.getLogger("langgraph_durable.flusher")
@@ -44,8 +45,9 @@ def ensure_group_plan(ctx: Context) -> Plan[None]:
 
 
 def dead_letter_key(ctx: Context) -> str:
-    """Stream of outbox entries that could not be written (with the error), for operators."""
-    return "{" + ctx.config.key_prefix + ":outbox:dead}"
+    """Stream of outbox entries that could not be written (with the error), for operators
+    (``hot.keys.dead_letter_key``)."""
+    return keys_dead_letter_key(ctx.config.key_prefix)
 
 
 def stale_consumer_ms(ctx: Context) -> int:

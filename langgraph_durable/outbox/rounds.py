@@ -1,34 +1,36 @@
 """One flush round as a sans-I/O plan (``flush_batch_plan``): take outbox entries (own
 pending ones, those of dead flushers, idle ones claimed, new ones), copy what they name
-from Redis to MongoDB (inserts, upserts for documents already there), take back what a
-delete overtook, acknowledge; and what the next round takes besides new entries
-(``RoundChoice``). ``flusher.Flusher`` runs rounds in a loop.
+from Redis to MongoDB (inserts, upserts for documents already there; each entry kind by
+its copy plan: ``KINDS``), take back what a delete overtook, acknowledge; and what the
+next round takes besides new entries (``RoundChoice``). An entry whose own data fails a
+step (``triage.py``: parse, copy, write, fence, settle) is set aside as a dead letter
+(``dead.py``) and the round finishes for the others; an error of a tier fails the round,
+which ``flusher.Flusher`` retries.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import redis.exceptions
-from bson.errors import InvalidDocument
-from pymongo.errors import DocumentTooLarge
 
-from ..core.ops import BulkWriteFailed, Pipeline, Plan
+from ..core.ops import Pipeline, Plan
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, CheckpointRecord, WriteRecord, unpack_blob
 from ..durable import chunks as C
 from ..durable import documents as D
-from ..errors import CorruptRecordError
 from ..plans.context import Context
 from ..plans.effects import FX_KIND, flush_effects_plan
 from ..plans.fence import fence_plan, insert_else_upsert, stream_ms
+from .dead import Aside, dead_letter_plan
 from .group import dead_letter_key, ensure_group_plan, upkeep_plan
 from .heartbeat import reap_plan
-from .streams import Parsed, Taken, ack_plan, claim_plan, dead_letter_plan, read_plan
+from .streams import Parsed, Taken, ack_plan, claim_plan, read_plan
+from .triage import check_journal, check_records, of_entry, step_of
 
 log = logging.getLogger("langgraph_durable.flusher")
 
@@ -55,40 +57,50 @@ class BatchStats:
 
 
 class Copied(NamedTuple):
-    """What ``_copy`` wrote to MongoDB: documents and record bytes."""
+    """What a copy plan wrote to MongoDB: documents and record bytes; ``aside``: entries
+    it set aside (a damaged key of their thread), not written."""
 
     documents: int
     bytes_written: int
+    aside: tuple[Failed, ...] = ()
 
 
-POISON = (CorruptRecordError, InvalidDocument, DocumentTooLarge, ValueError, KeyError,
-          TypeError, UnicodeDecodeError, BulkWriteFailed)
-"""Errors no retry can fix: the entry goes to the dead-letter stream instead of blocking."""
+Failed = tuple[Parsed, str, Exception | str]
+"""An entry a step of the round could not take: ``(entry, step, error)``."""
 
 
-_TRANSIENT_CODES = {6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436}
-"""MongoDB error codes of a server or network in trouble (retry), not of a bad document."""
+class EntryKind(NamedTuple):
+    """How a round takes one kind of outbox entry: ``check`` raises ``ValueError`` for
+    an entry of a shape it cannot copy (set aside at parse); ``copy`` writes a group of
+    such entries to MongoDB (kinds with the same ``copy`` are copied together)."""
+
+    check: Callable[[OutboxEntry], None]
+    copy: Callable[[Context, list[Parsed]], Plan[Copied]]
 
 
-def _transient(exc: Exception) -> bool:
-    """True for a bulk write that failed for reasons a retry can fix (write concern,
-    shutdown, step-down); False for a document MongoDB will never take (e.g. too large)."""
-    if not isinstance(exc, BulkWriteFailed):
-        return False
-    return bool(exc.write_concern_errors) or not exc.write_errors or any(
-        e.code in _TRANSIENT_CODES for e in exc.write_errors)
-
-
-def _parse(taken: list[Taken]
-           ) -> tuple[list[Parsed], list[tuple[str, bytes, bytes, Exception]]]:
+def _parse(ctx: Context, taken: list[Taken]) -> tuple[list[Parsed], list[Aside]]:
+    """The entries a round can copy, and those it sets aside at once: fields that are
+    no entry, an entry in another partition's stream than its thread's, a kind this
+    release does not know (written by a newer one), a shape its kind cannot copy."""
     out: list[Parsed] = []
-    bad: list[tuple[str, bytes, bytes, Exception]] = []
+    bad: list[Aside] = []
+    partitioned = ctx.partitions > 1
     for stream, (eid, fields) in taken:
         try:
             entry = OutboxEntry.of(fields)
+            if partitioned and ctx.outbox_of(entry.thread_id) != stream:
+                raise ValueError(f"outbox entry of thread {entry.thread_id!r} is in stream "
+                                 f"{stream!r}, not its partition's "
+                                 f"{ctx.outbox_of(entry.thread_id)!r}")
+            kind = KINDS.get(entry.kind) if isinstance(entry.kind, str) else None
+            if kind is None:
+                raise ValueError(f"outbox entry of thread {entry.thread_id!r} has kind "
+                                 f"{entry.kind!r}, unknown to this release (written by a "
+                                 f"newer one?)")
+            kind.check(entry)
             out.append((eid, entry.thread_id, entry))
         except Exception as exc:
-            bad.append((stream, eid, fields.get(b"t", b""), exc))
+            bad.append(Aside(stream, eid, fields, "parse", exc))
     return out, bad
 
 
@@ -156,49 +168,75 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
         taken = yield from claim_plan(ctx, consumer, n)
     if not taken:
         taken = yield from read_plan(ctx, consumer, n, ">", block_ms=block_ms)
-    parsed, bad = _parse(taken)
-    stats = BatchStats(entries=len(parsed) + len(bad), reaped=reaped)
-    if not parsed and not bad:
+    parsed, aside = _parse(ctx, taken)
+    stats = BatchStats(entries=len(parsed) + len(aside), reaped=reaped)
+    if not parsed and not aside:
         return stats
+    raw = {(stream, eid): fields for stream, (eid, fields) in taken}
+    failed: list[Failed] = []
     try:
         for group in (yield from _by_bytes(ctx, parsed)):
-            stats.add((yield from _copy(ctx, group)))
-    except POISON as exc:
-        if _transient(exc):
+            copied = yield from _copy(ctx, group)
+            stats.add(copied)
+            failed += copied.aside
+    except Exception as exc:
+        if not of_entry(exc):
             raise
         # one entry cannot be written: find it, set it aside, write the others (groups
         # written before are written again, which changes nothing, and counted once)
         stats.documents = stats.bytes_written = 0
-        kept = []
+        failed = []
         for entry in parsed:
             try:
-                stats.add((yield from _copy(ctx, [entry])))
-                kept.append(entry)
-            except POISON as exc:
-                if _transient(exc):
+                copied = yield from _copy(ctx, [entry])
+                stats.add(copied)
+                failed += copied.aside
+            except Exception as exc:
+                if not of_entry(exc):
                     raise
-                bad.append((ctx.outbox_of(entry[1]), entry[0], entry[1].encode(), exc))
-        parsed = kept
-    stats.dead = len(bad)
-    if bad:
-        log.error("%d outbox entries could not be written to MongoDB; moved to %s",
-                  len(bad), dead_letter_key(ctx))
-        yield from dead_letter_plan(ctx, bad)
-    if not parsed:
-        return stats
-    ids = [eid for eid, _, _ in parsed]
-    # A delete may have run between this round's read of the records and its write (a
-    # stalled round whose entries another consumer flushed; an entry added after the
-    # delete began waiting for the outbox): take back what its tombstones name. Deletes
-    # write tombstones before they delete in MongoDB, so this check, after the write, sees
-    # every delete that could have been overtaken; before the acknowledgement, so a crash
-    # in between leaves the entry to be written and checked again.
-    yield from fence_plan(ctx, parsed)
-    _, stats.outbox_length = yield from ack_plan(ctx, parsed)
-    now_ms = ctx.clock.time_ns() / 1e6
-    stats.lags_s = [(now_ms - int(eid.split(b"-")[0])) / 1000 for eid in ids]
-    stats.max_lag_s = max(stats.lags_s)
+                failed.append((entry, step_of(exc), exc))
+    parsed = _without(parsed, failed)
+    if parsed:
+        # A delete may have run between this round's read of the records and its write
+        # (a stalled round whose entries another consumer flushed; an entry added after
+        # the delete began waiting for the outbox): take back what its tombstones name.
+        # Deletes write tombstones before they delete in MongoDB, so this check, after the
+        # write, sees every delete that could have been overtaken; before the
+        # acknowledgement, so a crash in between leaves the entry to be written and
+        # checked again. An entry it cannot check is set aside, not acknowledged.
+        unfenced = yield from fence_plan(ctx, parsed)
+        failed += [(p, "fence", e) for p, e in unfenced]
+        parsed = _without(parsed, failed)
+    aside += [Aside(ctx.outbox_of(p[1]), p[0], raw[(ctx.outbox_of(p[1]), p[0])], step, e)
+              for p, step, e in failed]
+    if parsed:
+        _, stats.outbox_length, unsettled = yield from ack_plan(ctx, parsed)
+        # acknowledged (their records are in MongoDB), but their thread's Redis state
+        # could not be settled: a damaged key the operator must see
+        aside += [Aside(ctx.outbox_of(p[1]), p[0], raw[(ctx.outbox_of(p[1]), p[0])],
+                        "settle", unsettled[p[1]]) for p in parsed if p[1] in unsettled]
+        now_ms = ctx.clock.time_ns() / 1e6
+        stats.lags_s = [(now_ms - int(eid.split(b"-")[0])) / 1000 for eid, _, _ in parsed]
+        stats.max_lag_s = max(stats.lags_s)
+    if aside:
+        stats.dead = len(aside)
+        log.error("%d outbox entries could not be flushed (%s); moved to %s", len(aside),
+                  ", ".join(sorted({f"{a.step}: {_short(a.error)}" for a in aside}))[:500],
+                  dead_letter_key(ctx))
+        yield from dead_letter_plan(ctx, aside)
     return stats
+
+
+def _short(error: Exception | str) -> str:
+    return error.split(":")[0] if isinstance(error, str) else type(error).__name__
+
+
+def _without(parsed: list[Parsed], failed: list[Failed]) -> list[Parsed]:
+    """``parsed`` less the entries of ``failed``."""
+    if not failed:
+        return parsed
+    out = {(p[0], p[1]) for p, _, _ in failed}
+    return [p for p in parsed if (p[0], p[1]) not in out]
 
 
 ROUND_BYTES = 64 * 1024 * 1024
@@ -227,9 +265,10 @@ def _by_bytes(ctx: Context, parsed: list[Parsed]) -> Plan[list[list[Parsed]]]:
             cmds += [["HSTRLEN", k.w, f] for f in e.names]
         cmds += [["HSTRLEN", k.it, d] for d in e.digests]
         counts.append(len(cmds))
-    sizes = yield Pipeline(cmds)
+    sizes = yield Pipeline(cmds, raise_on_error=False)  # a damaged key: copy finds it
     starts = [0, *counts[:-1]]
-    return _groups(parsed, [sum(int(n) for n in sizes[a:b]) for a, b in zip(starts, counts)])
+    return _groups(parsed, [sum(int(n) for n in sizes[a:b] if isinstance(n, int))
+                            for a, b in zip(starts, counts)])
 
 
 def _groups(parsed: list[Parsed], sizes: list[int]) -> list[list[Parsed]]:
@@ -247,18 +286,42 @@ def _groups(parsed: list[Parsed], sizes: list[int]) -> list[list[Parsed]]:
 
 
 def _copy(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
-    """Read the named records from Redis (one pipeline) and write them to MongoDB
-    (inserts; the upserts for documents already there: ``insert_else_upsert``); returns
-    the documents and record bytes written. Entries of the effect journal go to
-    ``plans.effects.flush_effects_plan``."""
-    journal = [p for p in parsed if p[2].kind == FX_KIND]
-    if journal:
-        parsed = [p for p in parsed if p[2].kind != FX_KIND]
-        written = yield from flush_effects_plan(ctx, journal)
-        if not parsed:
-            return Copied(written, 0)
-        rest = yield from _copy(ctx, parsed)
-        return Copied(written + rest.documents, rest.bytes_written)
+    """Write what ``parsed`` names to MongoDB: the entries of each copy plan of ``KINDS``
+    together (records: ``_copy_records``; the effect journal's:
+    ``plans.effects.flush_effects_plan``). Returns the documents and record bytes written
+    and the entries set aside."""
+    by_copy: dict[Callable[[Context, list[Parsed]], Plan[Copied]], list[Parsed]] = {}
+    for p in parsed:
+        by_copy.setdefault(KINDS[p[2].kind].copy, []).append(p)
+    documents = nbytes = 0
+    aside: list[Failed] = []
+    for copy, entries in by_copy.items():
+        done = yield from copy(ctx, entries)
+        documents += done.documents
+        nbytes += done.bytes_written
+        aside += done.aside
+    return Copied(documents, nbytes, tuple(aside))
+
+
+def _copy_journal(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
+    """The effect journal's entries (``plans.effects.flush_effects_plan``)."""
+    return Copied((yield from flush_effects_plan(ctx, parsed)), 0)
+
+
+def _raise_tier_errors(replies: list[Any]) -> None:
+    """Raise the first error of a pipeline's ``replies`` that is the tier's, not of one
+    key (a cluster pipeline returns a lost connection in place of its commands' replies)."""
+    for r in replies:
+        if isinstance(r, Exception) and not of_entry(r):
+            raise r
+
+
+def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
+    """Read the records ``cp`` and ``w`` entries name from Redis (one pipeline) and write
+    them to MongoDB (inserts; the upserts for documents already there:
+    ``insert_else_upsert``); returns the documents and record bytes written. A key of a
+    thread that holds another type (``WRONGTYPE``) sets aside the thread's entries that
+    need it; the others are written."""
     want: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
     put_ms: dict[tuple[str, Any], int] = {}  # (thread, member, field or digest) -> time
     for eid, tid, entry in parsed:
@@ -282,10 +345,21 @@ def _copy(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
             if names:
                 cmds.append(["HMGET", key, *names])
                 plan.append((tid, kind, names))
-    replies = yield Pipeline(cmds)
+    replies = yield Pipeline(cmds, raise_on_error=False)
+    _raise_tier_errors(replies)
     got: dict[tuple[str, str], dict[str, Any]] = {}
+    broken: dict[tuple[str, str], Exception] = {}  # (thread, key kind) -> its WRONGTYPE
     for (tid, kind, names), values in zip(plan, replies):
-        got[(tid, kind)] = dict(zip(names, values))
+        if isinstance(values, Exception):
+            broken[(tid, kind)] = values
+        else:
+            got[(tid, kind)] = dict(zip(names, values))
+    if broken:
+        aside, kept = _broken(parsed, broken)
+        if kept:
+            done = yield from _copy_records(ctx, kept)
+            return done._replace(aside=aside + done.aside)
+        return Copied(0, 0, aside)
     cps: list[dict[str, Any]] = []
     blobs: list[dict[str, Any]] = []
     writes: list[dict[str, Any]] = []
@@ -335,3 +409,31 @@ def _copy(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     yield from insert_else_upsert(cols.writes, writes, D.upsert_write, ignore_newer=True)
     yield from insert_else_upsert(cols.checkpoints, cps, D.upsert)
     return Copied(len(cps) + len(blobs) + len(writes) + len(items), nbytes)
+
+
+def _broken(parsed: list[Parsed], broken: dict[tuple[str, str], Exception]
+            ) -> tuple[tuple[Failed, ...], list[Parsed]]:
+    """Split ``parsed`` into the entries that need a key of ``broken`` (``(thread, key
+    kind)`` -> its error: ``cp``, ``cv``, ``bl``, ``it`` for a checkpoint's entry; ``w``,
+    ``it`` for writes') and the others."""
+    aside: list[Failed] = []
+    kept: list[Parsed] = []
+    for p in parsed:
+        tid, entry = p[1], p[2]
+        needs = ("cp", "cv", "bl", "it") if entry.kind == "cp" else ("w", "it")
+        exc = next((broken[(tid, k)] for k in needs if (tid, k) in broken), None)
+        if exc is None:
+            kept.append(p)
+        else:
+            aside.append((p, "copy", exc))
+    return tuple(aside), kept
+
+
+KINDS: dict[str, EntryKind] = {
+    "cp": EntryKind(check_records, _copy_records),
+    "w": EntryKind(check_records, _copy_records),
+    FX_KIND: EntryKind(check_journal, _copy_journal),
+}
+"""The outbox entry kinds this release copies, by ``OutboxEntry.kind``: an entry of a
+kind not here is set aside at parse (a newer release wrote it). A new kind adds its
+check and copy plan here."""

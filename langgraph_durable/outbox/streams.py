@@ -1,5 +1,5 @@
-"""The outbox's streams as the flusher sees them: reading, claiming, dead-lettering and
-acknowledging entries across every partition (``hot/keys.py``: one stream per partition,
+"""The outbox's streams as the flusher sees them: reading, claiming and acknowledging
+entries across every partition (``hot/keys.py``: one stream per partition,
 each in the slot of its threads).
 
 With one partition each step is one command, as before partitions existed (a blocking
@@ -19,7 +19,6 @@ from ..core.outbox_entry import OutboxEntry
 from ..hot.keys import CONSUMER_GROUP
 from ..hot.scripts import ack_settle_op
 from ..plans.context import Context
-from .group import dead_letter_key
 
 Parsed = tuple[bytes, str, OutboxEntry]
 """An outbox entry read: ``(entry id, thread_id, the entry)``."""
@@ -58,26 +57,14 @@ def claim_plan(ctx: Context, consumer: str, n: int) -> Plan[list[Taken]]:
     return [(s, e) for s, entries in zip(streams, replies) for e in entries]
 
 
-def dead_letter_plan(ctx: Context, bad: list[tuple[str, bytes, bytes, Exception]]
-                     ) -> Plan[None]:
-    """Move entries that can never be written (``(stream, entry id, thread, error)``) to
-    the dead-letter stream, and out of their outbox stream."""
-    by_stream: dict[str, list[bytes]] = defaultdict(list)
-    for stream, eid, _t, _e in bad:
-        by_stream[stream].append(eid)
-    cmds: list[list[Any]] = [["XADD", dead_letter_key(ctx), "*", "entry", eid, "thread", tid,
-                              "error", f"{type(e).__name__}: {e}"] for _s, eid, tid, e in bad]
-    for stream, ids in by_stream.items():
-        cmds += [["XACK", stream, CONSUMER_GROUP, *ids], ["XDEL", stream, *ids]]
-    yield Pipeline(cmds)
-
-
-def ack_plan(ctx: Context, parsed: list[Parsed]) -> Plan[tuple[list[bool], int]]:
+def ack_plan(ctx: Context, parsed: list[Parsed]
+             ) -> Plan[tuple[list[bool], int, dict[str, str]]]:
     """Acknowledge and delete the written entries, lower their threads' ``dirty`` counts,
     give settled threads their TTL (``hot_ttl_s``) and trim their hot window
     (``hot_max_checkpoints``): one atomic ``ACK_SETTLE`` per partition (run together).
-    Returns ``(acked, outbox length)``, one flag per entry of ``parsed``: False when
-    another consumer had acknowledged it first."""
+    Returns ``(acked, outbox length, unsettled)``: one flag per entry of ``parsed``, False
+    when another consumer had acknowledged it first; thread -> error for each thread
+    whose settle failed (a damaged key; its entries are acknowledged all the same)."""
     cfg = ctx.config
     per_stream: dict[str, dict[str, list[tuple[bytes, str]]]] = defaultdict(
         lambda: defaultdict(list))
@@ -90,11 +77,14 @@ def ack_plan(ctx: Context, parsed: list[Parsed]) -> Plan[tuple[list[bool], int]]
     replies = (yield Parallel(ops)) if len(ops) > 1 else [(yield ops[0])]
     by_id: dict[bytes, bool] = {}
     length = 0
+    unsettled: dict[str, str] = {}
     for threads, reply in zip(per_stream.values(), replies):
         ids = [eid for entries in threads.values() for eid, _ in entries]
         by_id.update(zip(ids, reply.acked))
         length += reply.outbox_length
+        names = list(threads)
+        unsettled.update({names[i]: f"settle failed: {e}" for i, e in reply.unsettled.items()})
     if len(ctx.outboxes) > 1:  # the others' lengths too
         sizes = yield Pipeline([["XLEN", s] for s in ctx.outboxes])
         length = sum(int(x) for x in sizes)
-    return [by_id[eid] for eid, _, _ in parsed], length
+    return [by_id[eid] for eid, _, _ in parsed], length, unsettled

@@ -25,11 +25,12 @@ from ..core.ops import (
     Sleep,
     ask,
 )
+from ..core.outbox_entry import DeadLetter
 from ..core.records import blob_field, checkpoint_time_s, member
 from ..durable import chunks as C
 from ..durable import documents as D
-from ..errors import FlushTimeoutError
-from ..hot.keys import TOMBSTONE_TTL_S
+from ..errors import DeadLetteredError, FlushTimeoutError
+from ..hot.keys import TOMBSTONE_TTL_S, dead_letter_key
 from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
 from .context import Context
 from .effects import copy_effects_plan, delete_thread_effects_plan, remove_effects_plan
@@ -39,25 +40,32 @@ from .tombstones import record_plan
 
 def flush_wait_plan(ctx: Context, timeout_s: float) -> Plan[int]:
     """Wait until every outbox entry present now (in every partition) has been written to
-    MongoDB.
+    MongoDB or set aside as a dead letter.
 
     Works across processes: flushers delete an entry from the stream after MongoDB
     acknowledged it, so "nothing at or below the newest id seen now" means done.
     Raises ``FlushTimeoutError`` after ``timeout_s`` seconds (``ctx.clock``), naming what
     is left. Returns 0 when the outbox was empty, else 1.
     """
+    return 1 if (yield from _wait_plan(ctx, timeout_s)) else 0
+
+
+def _wait_plan(ctx: Context, timeout_s: float) -> Plan[dict[str, str]]:
+    """``flush_wait_plan``; returns the newest entry id of each stream at the start
+    (``{stream: id}``, only the streams that held entries): what it waited for."""
     streams = ctx.outboxes
     lasts = yield Pipeline([["XREVRANGE", s, "+", "-", "COUNT", 1] for s in streams])
     marks = {s: last[0][0] for s, last in zip(streams, lasts) if last}
+    waited = {s: _text(m) for s, m in marks.items()}
     if not marks:
-        return 0
+        return waited
     deadline = ctx.clock.monotonic() + timeout_s
     pause = 0.002
     while True:
         lefts = yield Pipeline([["XRANGE", s, "-", m, "COUNT", 1] for s, m in marks.items()])
         marks = {s: m for (s, m), left in zip(marks.items(), lefts) if left}
         if not marks:
-            return 1
+            return waited
         if ctx.clock.monotonic() >= deadline:
             sizes = yield Pipeline([["XLEN", s] for s in streams])
             raise FlushTimeoutError(
@@ -66,6 +74,59 @@ def flush_wait_plan(ctx: Context, timeout_s: float) -> Plan[int]:
             )
         yield Sleep(pause)
         pause = min(pause * 2, 0.05)
+
+
+def _text(v: bytes | str) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+CLOCK_SKEW_MS = 1000
+"""How far apart the clocks of this process and the Redis servers (of a Redis Cluster's
+nodes, too) may be for ``flush_plan``: its marks are this process's clock, entry ids
+Redis's; it reports dead letters of entries up to this much older than its mark."""
+
+
+def flush_plan(ctx: Context, timeout_s: float, since_ms: int) -> Plan[int]:
+    """``flush()``: wait until every outbox entry present now has left the outbox
+    (``flush_wait_plan``), then check that none was dead-lettered.
+
+    Raises ``DeadLetteredError`` naming every dead letter still in the dead-letter stream
+    that was set aside since this flush began and holds an entry it waited for (in the
+    outbox at its start, however old), or whose original entry was written (its id's
+    time: Redis's clock, ms) at or after ``since_ms``: those earlier flushes of the
+    caller reported and nobody replayed or dropped since. Both times are this process's
+    clock (``ctx.clock``), taken ``CLOCK_SKEW_MS`` earlier. The caller passes as
+    ``since_ms`` what its last flush that returned gave (at first: when the caller was
+    made), so a dead letter of an entry older than its last green flush, or than itself,
+    fails only the flush it was set aside in.
+    ``FlushTimeoutError`` as ``flush_wait_plan``. Returns when this flush began (ms): the
+    next ``since_ms``."""
+    start_ms = int(ctx.clock.time_ns() // 1_000_000)
+    waited = yield from _wait_plan(ctx, timeout_s)
+    key = dead_letter_key(ctx.config.key_prefix)
+    low, now_low = since_ms - CLOCK_SKEW_MS, start_ms - CLOCK_SKEW_MS
+    # a dead letter is added after its entry: its id is no older (one more skew: the
+    # dead-letter stream may live on another node than the entry's outbox partition)
+    first = max(0, min(low, now_low) - CLOCK_SKEW_MS)
+    (entries,) = yield Pipeline([["XRANGE", key, first, "+"]])
+    dead = [d for d in (DeadLetter.of(i, f) for i, f in entries)
+            if _entry_ms(d.entry_id) >= low or (
+                _entry_ms(d.id) >= now_low and d.stream in waited
+                and _id(d.entry_id) <= _id(waited[d.stream]))]
+    if dead:
+        raise DeadLetteredError([(d.thread_id, d.entry_id, d.error) for d in dead], key)
+    return start_ms
+
+
+def _entry_ms(entry_id: str) -> int:
+    head = entry_id.split("-")[0]
+    return int(head) if head.isdigit() else 0
+
+
+def _id(entry_id: str) -> tuple[int, int]:
+    """A stream entry id ``<ms>-<seq>`` as a pair that orders as Redis orders ids."""
+    ms, _, seq = entry_id.partition("-")
+    return (int(ms) if ms.isdigit() else 0, int(seq) if seq.isdigit() else 0)
 
 
 def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:

@@ -38,7 +38,7 @@ def stream_ms(entry_id: bytes | str) -> int:
 
 
 def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
-                      ) -> Plan[None]:
+               ) -> Plan[list[tuple[tuple[bytes, str, OutboxEntry], Exception]]]:
     """The fence: no resurrection by a write to MongoDB that a delete overtook (a
     *stalled round*: a flush round that read its records before a delete and wrote them
     after it; an entry added while the delete waited for the outbox; a strict-mode put):
@@ -50,12 +50,26 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
     write, or this lookup sees the tombstone. A thread whose Redis tombstones are not known
     complete (no ``!``: Redis lost its data or they expired, so a delete's tombstones may be
     only in MongoDB) has MongoDB's read too, in one query for all such threads of the round:
-    a round that stalled across a Redis data loss is still fenced."""
+    a round that stalled across a Redis data loss is still fenced: so is a thread whose
+    tombstones key cannot be read (it holds another type, or a field is no time), by
+    MongoDB's alone.
+
+    Returns the entries it could not fence, each with its error (an entry whose member or
+    fields do not split as they should): the caller sets them aside instead of
+    acknowledging them; the others are fenced."""
     threads = sorted({tid for _, tid, _ in entries})
-    replies = yield Pipeline([["HGETALL", ctx.keys(t).gone] for t in threads])
+    replies = yield Pipeline([["HGETALL", ctx.keys(t).gone] for t in threads],
+                             raise_on_error=False)
     stones: dict[str, dict[str, int]] = {}
     for t, raw in zip(threads, replies):  # HGETALL: a dict (drivers.normalise)
-        stones[t] = {k.decode(): int(v) for k, v in raw.items()}
+        try:
+            if isinstance(raw, Exception):
+                raise raw
+            stones[t] = {k.decode(): int(v) for k, v in raw.items()}
+        except Exception as exc:  # a damaged key: MongoDB's tombstones decide
+            log.warning("tombstones of thread %r unreadable in Redis (%s); reading "
+                        "MongoDB's", t, type(exc).__name__)
+            stones[t] = {}
     unsure = [t for t in threads if "!" not in stones[t]]
     if unsure:
         docs = yield from ask(Find(ctx.collections.tombstones, {"thread_id": {"$in": unsure}},
@@ -68,25 +82,12 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
     blobs: list[str] = []
     writes: list[str] = []
     items: list[Op[object]] = []
-    for eid, tid, entry in entries:
-        kind, m, fields, digests = entry.kind, entry.member, entry.names, entry.digests
-        gone = stones.get(tid) or {}
-        if not gone or kind == "fx":  # the effect journal's: plans/effects.py takes back
-            continue
-        at = stream_ms(eid)
-        whole = gone.get("*", 0) > at
-        m_gone = whole or gone.get(m, 0) > at
-        ns, cid = m.split(SEP)
-        if whole and digests:  # items are shared: only those no write stored since
-            items.append(DeleteMany(ctx.collections.items, {
-                "_id": {"$in": [D.doc_id(tid, d.hex()) for d in digests]},
-                "put_ms": {"$not": {"$gt": gone["*"]}}}))
-        if kind == "cp":
-            if m_gone:
-                cps.append(D.doc_id(tid, ns, cid))
-            blobs += D.blob_ids(tid, [f for f in fields if whole or gone.get(f, 0) > at])
-        elif m_gone:
-            writes += [D.doc_id(tid, *split_field(f)) for f in fields]
+    failed: list[tuple[tuple[bytes, str, OutboxEntry], Exception]] = []
+    for e in entries:
+        try:
+            _fence_one(ctx, e, stones, cps, blobs, writes, items)
+        except Exception as exc:  # its own shape: set aside, the others fenced
+            failed.append((e, exc))
     cols = ctx.collections
     ops: list[Op[object]] = [
         DeleteMany(name, {"_id": {"$in": ids}})
@@ -99,6 +100,37 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
         # their chunks after them (a document is never visible without its chunks)
         yield DeleteMany(cols.chunks, {"thread_id": {"$in": threads},
                                        "owner": {"$in": cps + blobs + writes}})
+    return failed
+
+
+def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
+               stones: dict[str, dict[str, int]], cps: list[str], blobs: list[str],
+               writes: list[str], items: list[Op[object]]) -> None:
+    """Add to ``cps``, ``blobs``, ``writes`` (``_id``s) and ``items`` (deletes) what the
+    entry ``e`` wrote that a tombstone of ``stones`` (thread -> field -> time) names;
+    raises (adding nothing) for an entry whose member or fields do not split."""
+    eid, tid, entry = e
+    kind, m, fields, digests = entry.kind, entry.member, entry.names, entry.digests
+    gone = stones.get(tid) or {}
+    if not gone or kind not in ("cp", "w"):  # other kinds' copy plans fence their own
+        return  # (the effect journal's: plans/effects.py takes back)
+    at = stream_ms(eid)
+    whole = gone.get("*", 0) > at
+    m_gone = whole or gone.get(m, 0) > at
+    ns, cid = m.split(SEP)
+    mine: list[Op[object]] = []
+    if whole and digests:  # items are shared: only those no write stored since
+        mine.append(DeleteMany(ctx.collections.items, {
+            "_id": {"$in": [D.doc_id(tid, d.hex()) for d in digests]},
+            "put_ms": {"$not": {"$gt": gone["*"]}}}))
+    if kind == "cp":
+        cp = [D.doc_id(tid, ns, cid)] if m_gone else []
+        bl = D.blob_ids(tid, [f for f in fields if whole or gone.get(f, 0) > at])
+        cps += cp
+        blobs += bl
+    elif m_gone:
+        writes += [D.doc_id(tid, *split_field(f)) for f in fields]
+    items += mine
 
 
 def bulk_ignoring_newer(collection: str, requests: list[WriteModel]) -> Plan[None]:

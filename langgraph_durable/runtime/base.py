@@ -19,6 +19,7 @@ from ..config import DurableConfig
 from ..core.ops import Pipeline, Plan
 from ..errors import (
     ConfigurationError,
+    DeadLetteredError,
     EventLoopNotRunningError,
     FlushTimeoutError,
     SaverClosedError,
@@ -94,6 +95,9 @@ class SaverRuntime:
         self.gate = SetupGate()
         self.closed = False
         """True once ``close()``/``aclose()`` began."""
+        self.flushed_since_ms = self.context.clock.time_ns() // 1_000_000
+        """Where ``flush()`` starts looking for dead letters (``admin.flush_plan``): the
+        start of its last flush that returned, at first the runtime's creation (ms)."""
         # per thread / asyncio task: what one caller's get_tuple met is not another's
         self.read_tier: contextvars.ContextVar[str | None] = contextvars.ContextVar(
             f"langgraph_durable_read_tier_{id(self)}", default=None)
@@ -389,13 +393,15 @@ class SaverRuntime:
         (``FlushTimeoutError`` after ``timeout_s`` seconds)."""
         if self.flusher is not None:
             self.flusher.wake()
-        self.run(admin.flush_wait_plan(self.context, timeout_s))
+        self.flushed_since_ms = self.run(admin.flush_plan(self.context, timeout_s,
+                                                          self.flushed_since_ms))
 
     async def aflush(self, timeout_s: float = 30.0) -> None:
         """Async ``flush``."""
         if self.flusher is not None:
             self.flusher.wake()
-        await self.arun(admin.flush_wait_plan(self.context, timeout_s))
+        self.flushed_since_ms = await self.arun(admin.flush_plan(
+            self.context, timeout_s, self.flushed_since_ms))
 
     def close(self, drain_timeout_s: float | None = None) -> None:
         """``DurableSaver.close``: drain (up to ``drain_timeout_s``, default
@@ -411,7 +417,7 @@ class SaverRuntime:
                 if n:
                     log.info("closing with %d entries in the outbox %s for the flushers; %s",
                              n, self.context.outbox, self._drain_hint())
-        except (FlushTimeoutError, TierUnavailableError) as exc:
+        except (FlushTimeoutError, TierUnavailableError, DeadLetteredError) as exc:
             self._log_close_failure(exc)
         finally:
             self.closed = True
@@ -435,7 +441,9 @@ class SaverRuntime:
         return self.config.close_drain_timeout_s if given is None else given
 
     def _log_close_failure(self, exc: Exception) -> None:
-        if isinstance(exc, FlushTimeoutError):
+        if isinstance(exc, DeadLetteredError):
+            log.error("closing with dead letters: %s", exc)
+        elif isinstance(exc, FlushTimeoutError):
             log.warning("closing with entries still in the outbox: %s; %s", exc,
                         self._drain_hint())
         else:  # nothing is known about the outbox: say so, not that entries are left
@@ -455,7 +463,7 @@ class SaverRuntime:
                 if n:
                     log.info("closing with %d entries in the outbox %s for the flushers; %s",
                              n, self.context.outbox, self._drain_hint())
-        except (FlushTimeoutError, TierUnavailableError) as exc:
+        except (FlushTimeoutError, TierUnavailableError, DeadLetteredError) as exc:
             self._log_close_failure(exc)
         finally:
             self.closed = True

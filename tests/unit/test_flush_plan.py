@@ -152,10 +152,15 @@ def test_an_entry_that_cannot_be_read_goes_to_the_dead_letter_stream() -> None:
     tiers = Tiers(ctx)
     tiers.pending = [(EID, {b"t": b"t", b"p": b"\xc1"}), (b"1699999999000-1", tiers.w_entry)]
     done = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
-    dead = next(op for op in done.ops if isinstance(op, Pipeline)
-                and op.commands[0][0] == "XADD")
-    xadd, xack, xdel = dead.commands
-    assert list(xadd[:6]) == ["XADD", dead_letter_key(ctx), "*", "entry", EID, "thread"]
+    at = next(i for i, op in enumerate(done.ops) if isinstance(op, Pipeline)
+              and op.commands[0][0] == "XADD")
+    (xadd,), (xack, xdel) = done.ops[at].commands, done.ops[at + 1].commands
+    # the dead letter keeps the entry's own fields (thread, payload), its stream and id
+    assert list(xadd[:3]) == ["XADD", dead_letter_key(ctx), "*"]
+    letter = dict(zip(xadd[3::2], xadd[4::2]))
+    assert {k: letter[k] for k in (b"entry", b"stream", b"thread", b"step", b"f:t", b"f:p")
+            } == {b"entry": EID, b"stream": ctx.outbox.encode(), b"thread": b"t",
+                  b"step": b"parse", b"f:t": b"t", b"f:p": b"\xc1"}
     assert list(xack) == ["XACK", ctx.outbox, CONSUMER_GROUP, EID]
     assert list(xdel) == ["XDEL", ctx.outbox, EID]
     assert (done.result.entries, done.result.dead, done.result.documents) == (2, 1, 1)
@@ -208,6 +213,89 @@ def test_a_round_asks_mongodb_for_the_tombstones_redis_does_not_hold_in_full() -
     tiers.mongo_tombstones = []  # never deleted: nothing taken back
     assert "DeleteMany" not in drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False),
                                      tiers).kinds()
+
+
+class TierTrouble(Tiers):
+    """``Tiers`` whose records pipeline (HMGET) returns ``error`` in place of each reply,
+    as a pipeline run with ``raise_on_error=False`` does."""
+
+    def __init__(self, ctx: Any, error: Exception) -> None:
+        super().__init__(ctx)
+        self.error = error
+
+    def __call__(self, op: Op[Any]) -> Any:
+        if isinstance(op, Pipeline) and op.commands[0][0] == "HMGET":
+            assert op.raise_on_error is False
+            return [self.error] * len(op.commands)
+        return super().__call__(op)
+
+
+@pytest.mark.parametrize("error", [
+    redis.exceptions.ConnectionError("Connection reset by peer"),  # a cluster node lost
+    redis.exceptions.TimeoutError("Timeout reading from socket"),
+    redis.exceptions.ReadOnlyError("READONLY You can't write against a read only replica."),
+    redis.exceptions.ResponseError("OOM command not allowed when used memory > 'maxmemory'"),
+    redis.exceptions.ResponseError("LOADING Redis is loading the dataset in memory"),
+])
+def test_a_tier_error_in_the_records_pipeline_fails_the_round_and_sets_nothing_aside(
+        error: Exception) -> None:
+    ctx = context()
+    tiers = TierTrouble(ctx, error)
+    tiers.pending = [(EID, tiers.cp_entry)]
+    with pytest.raises(type(error)):
+        drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
+
+
+def test_a_wrongtype_in_the_records_pipeline_sets_aside_that_thread_only() -> None:
+    ctx = context()
+    tiers = TierTrouble(ctx, redis.exceptions.ResponseError(
+        "WRONGTYPE Operation against a key holding the wrong kind of value"))
+    tiers.pending = [(EID, tiers.cp_entry)]
+    done = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
+    assert "BulkWrite" not in done.kinds() and "ack_settle" not in done.kinds()
+    (xadd,) = next(op for op in done.ops if isinstance(op, Pipeline)
+                   and op.commands[0][0] == "XADD").commands
+    letter = dict(zip(xadd[3::2], xadd[4::2]))
+    assert (letter[b"step"], letter[b"f:p"]) == (b"copy", tiers.cp_entry[b"p"])
+    assert letter[b"error"].startswith(b"ResponseError: WRONGTYPE")
+    assert done.result.dead == 1
+
+
+@pytest.mark.parametrize("code", [13, 14031, 8000])  # Unauthorized, disk full, Atlas
+def test_a_write_error_of_the_server_fails_the_round_instead_of_dead_lettering(
+        code: int) -> None:
+    ctx = context()
+    tiers = Tiers(ctx)
+    tiers.pending = [(EID, tiers.cp_entry)]
+
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, BulkWrite):
+            raise _bulk_error((0, code))
+        return tiers(op)
+
+    with pytest.raises(BulkWriteFailed):
+        drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), answer)
+
+
+def test_a_thread_whose_settle_failed_is_dead_lettered_after_its_acknowledgement() -> None:
+    ctx = context()
+    tiers = Tiers(ctx)
+    tiers.pending = [(EID, tiers.cp_entry)]
+
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, Script) and op.name == "ack_settle":
+            return AckSettleReply([True], 0, {0: "WRONGTYPE Operation against a key"})
+        return tiers(op)
+
+    done = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), answer)
+    kinds = done.kinds()
+    xadd_at = next(i for i, op in enumerate(done.ops) if isinstance(op, Pipeline)
+                   and op.commands[0][0] == "XADD")
+    assert kinds.index("ack_settle") < xadd_at
+    letter = dict(zip(done.ops[xadd_at].commands[0][3::2], done.ops[xadd_at].commands[0][4::2]))
+    assert (letter[b"step"], letter[b"error"]) == (
+        b"settle", b"settle failed: WRONGTYPE Operation against a key")
+    assert done.result.dead == 1 and done.result.documents == 2  # written: cp, blob
 
 
 def test_a_missing_group_is_created_again() -> None:

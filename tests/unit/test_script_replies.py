@@ -83,3 +83,10 @@ def test_an_outbox_entry_of_an_older_version_reads_without_size_or_digests() -> 
     assert OutboxEntry.of(fields) == OutboxEntry("t-1", "w", "\x00c1", ["f"], [], None)
     fields = {b"t": b"t-1", b"p": ormsgpack.packb(["cp", "\x00c1", [], []])}
     assert OutboxEntry.of(fields).size is None
+
+
+def test_ack_settle_names_the_threads_whose_settle_failed() -> None:
+    # the third element: thread number (1-based, in the order sent), error text
+    raw = [[1, 1, 1], 0, [2, b"WRONGTYPE Operation against a key"]]
+    assert AckSettleReply.of(raw) == AckSettleReply(
+        [True, True, True], 0, {1: "WRONGTYPE Operation against a key"})

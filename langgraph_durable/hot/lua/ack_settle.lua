@@ -27,9 +27,14 @@
     then per thread: k, then its k (entry id, member it named) pairs
 
   Output:
-    {{1/0 per entry id in ARGV order: acknowledged by this call}, outbox length}
+    {{1/0 per entry id in ARGV order: acknowledged by this call}, outbox length,
+     {thread no (1-based, ARGV order), error text, ...}: threads whose settle failed}
 
-  Errors: none of its own.
+  Errors: none of its own. A thread whose settle fails (a damaged key: WRONGTYPE, an
+  undecodable 'cv' index) is named in the third element; its entries are acknowledged
+  and deleted all the same (their records are in MongoDB) and the other threads are
+  settled: one damaged thread never blocks the partition (the flusher dead-letters the
+  named thread's entries so an operator sees them).
 ]]
 local rcall = redis.call
 local outbox_key = KEYS[1]
@@ -107,9 +112,10 @@ local function settle(base, done, ttl, maxhot)
 end
 
 local group, ttl, maxhot = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local acked, ids = {}, {}
-local a, base = 4, 2
+local acked, ids, unsettled = {}, {}, {}
+local a, base, no = 4, 2, 0
 while a <= #ARGV do
+  no = no + 1
   local k = tonumber(ARGV[a])
   local done = {}
   for i = a + 1, a + 2 * k, 2 do
@@ -118,10 +124,16 @@ while a <= #ARGV do
     ids[#ids + 1] = ARGV[i]
     if ok == 1 then done[#done + 1] = {tonumber(string.match(ARGV[i], '^%d+')), ARGV[i + 1]} end
   end
-  if #done > 0 then settle(base, done, ttl, maxhot) end
+  if #done > 0 then
+    local ok, err = pcall(settle, base, done, ttl, maxhot)
+    if not ok then
+      unsettled[#unsettled + 1] = no
+      unsettled[#unsettled + 1] = type(err) == 'table' and tostring(err.err) or tostring(err)
+    end
+  end
   a, base = a + 2 * k + 1, base + 9
 end
 for i = 1, #ids, 1000 do
   rcall('XDEL', outbox_key, unpack(ids, i, math.min(i + 999, #ids)))
 end
-return {acked, rcall('XLEN', outbox_key)}
+return {acked, rcall('XLEN', outbox_key), unsettled}
