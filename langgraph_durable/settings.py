@@ -78,7 +78,8 @@ def blob_bounds() -> dict[str, Any]:
     two variables are read (a store is no saver: other ``LGD_*`` names are not its
     business). Raises ``ConfigurationError`` naming a variable with a bad value."""
     wanted = {f"LGD_{name}".upper(): name for name in BLOB_BOUNDS}
-    found = {wanted[k.upper()]: v for k, v in os.environ.items() if k.upper() in wanted and v}
+    found: dict[str, Any] = {wanted[k.upper()]: v for k, v in os.environ.items()
+                             if k.upper() in wanted and v}
     try:
         config = DurableConfig(**found)
     except ValidationError as exc:
