@@ -141,6 +141,23 @@ class DurableConfig(BaseModel):
             (millisecond resolution, more than 0: Redis reads ``WAIT n 0`` as "forever").
         server_selection_timeout_s: MongoDB server selection timeout for clients built
             by ``from_urls``.
+        blob_timeout_s: seconds an ``S3BlobStore`` that builds its own boto3 client waits
+            to connect to the S3 endpoint and for each read from it (botocore's
+            ``connect_timeout`` and ``read_timeout``, 60 s each by default). Default 10.
+        blob_retries: retries of a failed S3 request by such a client after its first
+            attempt (botocore's ``standard`` retry mode, ``total_max_attempts`` =
+            ``blob_retries + 1``). Default 2. A request to an endpoint that accepts and
+            never answers raises ``BlobStoreError`` after at most about ``(blob_timeout_s
+            + 1) * (blob_retries + 1) + 2 ** blob_retries - 1`` seconds: each attempt waits
+            ``blob_timeout_s`` for the answer (an upload first waits up to 1 s for the
+            endpoint's ``100 Continue``), then botocore backs off before the next (at most
+            ``2 ** (n - 1)`` s before retry n); with the defaults about 36 s, where
+            botocore's own defaults take minutes. An endpoint that does not accept at all
+            adds up to ``blob_timeout_s`` per attempt to connect. A saver applies these two
+            options, when they are set (as
+            keywords, ``config=`` or ``LGD_BLOB_TIMEOUT_S``/``LGD_BLOB_RETRIES``), to the
+            ``S3BlobStore`` of its ``ExternalRefSerializer`` unless that store was given a
+            client or the same argument itself (``S3BlobStore.use_bounds``).
         list_items: store plain non-empty ``list`` values (channel values and pending
             writes, e.g. ``messages``) as content-addressed items (``core/items.py``): each
             element once per thread, the value as a manifest of digests, so a growing
@@ -188,6 +205,8 @@ class DurableConfig(BaseModel):
     redis_min_replicas: int = Field(default=0, ge=0, le=100)
     redis_wait_timeout_s: float = Field(default=1.0, ge=0.001, le=3600)
     server_selection_timeout_s: float = Field(default=5.0, gt=0)
+    blob_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    blob_retries: int = Field(default=2, ge=0, le=10)
     list_items: bool = True
     item_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
     item_digest_key: str | None = Field(default=None, min_length=16, repr=False)

@@ -7,7 +7,8 @@ Read through pydantic-settings:
 - ``S3_ENDPOINT_URL``: the endpoint of every ``S3BlobStore`` built without a client or an
   explicit ``endpoint_url`` (then boto3's own ``AWS_ENDPOINT_URL*`` rules apply);
 - ``LGD_<FIELD>`` for every ``DurableConfig`` field (``LGD_KEY_PREFIX``,
-  ``LGD_FLUSH_INTERVAL_S``, ``LGD_WRITE_CONCERN_W``, ...).
+  ``LGD_FLUSH_INTERVAL_S``, ``LGD_WRITE_CONCERN_W``, ...); an ``S3BlobStore`` reads two
+  of them itself, ``LGD_BLOB_TIMEOUT_S`` and ``LGD_BLOB_RETRIES`` (``blob_bounds``).
 
 How a saver's configuration is chosen (``resolve_config``), one rule everywhere:
 
@@ -64,6 +65,28 @@ def server_settings() -> ServerSettings:
 CLI_VARIABLES = frozenset({"LGD_SERDE", "LGD_BLOB_STORE"})
 """``LGD_*`` variables that are not ``DurableConfig`` fields: the CLI's ``--serde`` and
 ``--blob-store``."""
+
+
+BLOB_BOUNDS = ("blob_timeout_s", "blob_retries")
+"""The ``DurableConfig`` fields that bound an ``S3BlobStore``'s own client."""
+
+
+def blob_bounds() -> dict[str, Any]:
+    """The bounds of an ``S3BlobStore``'s own client, ``{"blob_timeout_s": seconds,
+    "blob_retries": n}``: from ``LGD_BLOB_TIMEOUT_S`` and ``LGD_BLOB_RETRIES`` now, else
+    ``DurableConfig``'s defaults, validated as ``DurableConfig`` validates them. Only these
+    two variables are read (a store is no saver: other ``LGD_*`` names are not its
+    business). Raises ``ConfigurationError`` naming a variable with a bad value."""
+    wanted = {f"LGD_{name}".upper(): name for name in BLOB_BOUNDS}
+    found: dict[str, Any] = {wanted[k.upper()]: v for k, v in os.environ.items()
+                             if k.upper() in wanted and v}
+    try:
+        config = DurableConfig(**found)
+    except ValidationError as exc:
+        bad = "; ".join(f"LGD_{str(err['loc'][0]).upper()}={err.get('input')!r}: {err['msg']}"
+                        for err in exc.errors())
+        raise ConfigurationError(f"invalid environment variable: {bad}") from None
+    return {name: getattr(config, name) for name in BLOB_BOUNDS}
 
 
 def env_options() -> dict[str, Any]:

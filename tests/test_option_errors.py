@@ -21,7 +21,7 @@ def test_a_misspelt_keyword_option_names_the_closest_option(redis_url: str,
         DurableSaver(redis.Redis.from_url(redis_url), None, keyprefix="app")
     assert str(err.value) == "unknown option keyprefix='app' (did you mean key_prefix?)"
     with pytest.raises(ConfigurationError, match=r"^unknown option zzz=1 \(the options are "
-                       r"the DurableConfig fields: claim_idle_s, close_drain_timeout_s, "):
+                       r"the DurableConfig fields: blob_retries, blob_timeout_s, claim_idle_s, "):
         DurableSaver.from_urls(redis_url, mongo_url, zzz=1)
 
 

@@ -43,6 +43,8 @@ ENV_VALUES: dict[str, tuple[str, object]] = {
     "redis_min_replicas": ("1", 1),
     "redis_wait_timeout_s": ("0.25", 0.25),
     "server_selection_timeout_s": ("1.5", 1.5),
+    "blob_timeout_s": ("2.5", 2.5),
+    "blob_retries": ("3", 3),
     "hot_max_checkpoints": ("7", 7),
     "list_items": ("false", False),
     "item_cache_bytes": ("0", 0),

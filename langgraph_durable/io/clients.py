@@ -4,9 +4,11 @@ and the two kinds of client set a saver runs on (``GivenClients``, ``UrlClients`
 from __future__ import annotations
 
 import asyncio
-import weakref
+import contextlib
+import socket
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import pymongo
@@ -244,7 +246,16 @@ class GivenClients(ClientSet):
 class UrlClients(ClientSet):
     """Clients this saver makes itself from two URLs (``from_urls``) and closes on
     ``close``: sync clients made now, asyncio clients made on first async use in each event
-    loop (asyncio clients cannot cross loops)."""
+    loop (asyncio clients cannot cross loops).
+
+    The asyncio clients of a loop are released with it, so a saver called from many short
+    loops (``asyncio.run`` per request or task, as Celery tasks and sync web views do)
+    holds the sockets of the loops alive now, not of every loop it ever met: they are
+    closed while the loop shuts down (``asyncio.run``'s ``shutdown_asyncgens``: a watcher
+    of each loop, an async generator, closes them after the loop's tasks were cancelled),
+    and those of a loop closed without that step are dropped when the saver next makes
+    clients for a loop, or closes (the Redis sockets closed at once, the rest left to the
+    garbage collector)."""
 
     def __init__(self, redis_url: str, mongo_url: str, config: DurableConfig,
                  observer: Observer | None = None) -> None:
@@ -261,45 +272,134 @@ class UrlClients(ClientSet):
             raise
         self.sync = make_clients(self._redis, database_of(self._mongo, config))
         self.sync.observer = observer
-        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Clients] = (
-            weakref.WeakKeyDictionary())
+        self._per_loop: dict[asyncio.AbstractEventLoop, Clients] = {}
+        self._watchers: dict[asyncio.AbstractEventLoop, AsyncGenerator[None, None]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def loops(self) -> int:
+        """Event loops whose asyncio clients this set holds now."""
+        return len(self._per_loop)
 
     def for_running_loop(self) -> Clients | None:
         loop = asyncio.get_running_loop()
         found = self._per_loop.get(loop)
         if found is None:
-            r = redis_from_url(self.urls[0], self.config, asyncio=True)
-            m = mongo_from_url(self.urls[1], self.config, asyncio=True)
-            found = self._per_loop[loop] = make_clients(r, database_of(m, self.config))
-            found.observer = self.observer
+            found = self._make_for(loop)
         return found
+
+    def _make_for(self, loop: asyncio.AbstractEventLoop) -> Clients:
+        """The running ``loop``'s asyncio clients, made now, with the watcher that closes
+        them when the loop shuts down; first drops those of loops that are closed."""
+        self._drop_closed_loops()
+        r = redis_from_url(self.urls[0], self.config, asyncio=True)
+        m = mongo_from_url(self.urls[1], self.config, asyncio=True)
+        found = make_clients(r, database_of(m, self.config))
+        found.observer = self.observer
+        watcher = self._watch(loop)
+        with self._lock:
+            self._per_loop[loop] = found
+            self._watchers[loop] = watcher
+        _start(watcher)  # registered with the running loop's shutdown_asyncgens
+        return found
+
+    async def _watch(self, loop: asyncio.AbstractEventLoop) -> AsyncGenerator[None, None]:
+        """Waits at its ``yield`` until the loop shuts down (``shutdown_asyncgens``, after
+        the loop's tasks were cancelled) or ``aclose`` closes it, then closes the loop's
+        clients on the loop (errors ignored: a server gone is nothing to report here)."""
+        try:
+            yield
+        finally:
+            clients, _ = self._forget(loop)
+            if clients is not None and not loop.is_closed():
+                with contextlib.suppress(Exception):
+                    await _aclose_clients(clients)
+
+    def _forget(self, loop: asyncio.AbstractEventLoop
+                ) -> tuple[Clients | None, AsyncGenerator[None, None] | None]:
+        """Remove ``loop``'s clients and watcher from this set and return them."""
+        with self._lock:
+            return self._per_loop.pop(loop, None), self._watchers.pop(loop, None)
+
+    def _drop_closed_loops(self) -> None:
+        """Drop the clients of loops closed without their watcher having run (a loop
+        closed by ``loop.close()`` without ``shutdown_asyncgens``): their Redis sockets
+        are closed now (no loop can close them any more), the rest when collected."""
+        with self._lock:
+            closed = [loop for loop in self._per_loop if loop.is_closed()]
+        for loop in closed:
+            clients, watcher = self._forget(loop)
+            if watcher is not None:
+                _finish(watcher)
+            if clients is not None:
+                _drop_sockets(clients)
 
     def loop_for_sync_call(self) -> asyncio.AbstractEventLoop:
         raise AssertionError("UrlClients always has sync clients")  # pragma: no cover
 
     def close(self) -> None:
+        """Close the sync clients and drop the asyncio clients of closed loops; those of
+        a loop still open are closed when it shuts down (their watcher)."""
+        self._drop_closed_loops()
         self._redis.close()
         self._mongo.close()
 
     async def aclose(self) -> None:
         """Close the sync clients and the asyncio clients of every event loop: those of
         the running loop here; those of another loop that is running (another thread's),
-        on that loop (waiting up to 5 s); those of a loop that is closed or not running
-        (e.g. an Agent Server run thread between runs) cannot be closed from here and are
-        dropped (their sockets close with the process)."""
+        on that loop (waiting up to 5 s); those of a closed loop are dropped; those of a
+        loop not running now (e.g. an Agent Server run thread between runs) when it shuts
+        down."""
         here = asyncio.get_running_loop()
-        per_loop = list(self._per_loop.items())
-        self._per_loop.clear()
-        for loop, clients in per_loop:
+        with self._lock:
+            watchers = list(self._watchers.items())
+        for loop, watcher in watchers:
             if loop is here:
-                await _aclose_clients(clients)
+                await watcher.aclose()
             elif loop.is_running() and not loop.is_closed():
-                done = asyncio.run_coroutine_threadsafe(_aclose_clients(clients), loop)
+                done = asyncio.run_coroutine_threadsafe(watcher.aclose(), loop)
                 try:
                     await asyncio.wait_for(asyncio.wrap_future(done), 5.0)
                 except Exception:  # that loop stopped or hung: leave them to the process
                     pass
         await asyncio.to_thread(self.close)
+
+
+def _start(watcher: AsyncGenerator[None, None]) -> None:
+    """Run ``watcher`` to its ``yield`` now, in the running loop's thread (its first step
+    registers it with the loop's ``shutdown_asyncgens``)."""
+    step = watcher.asend(None)
+    try:
+        step.send(None)
+    except StopIteration:
+        return
+    step.close()  # pragma: no cover - a watcher awaits nothing before its yield
+
+
+def _finish(watcher: AsyncGenerator[None, None]) -> None:
+    """End ``watcher`` without a loop (its loop is closed): its ``finally`` finds its
+    clients forgotten already and awaits nothing."""
+    closing = watcher.aclose()
+    try:
+        closing.send(None)
+    except (StopIteration, RuntimeError):  # ended (RuntimeError: it is running now)
+        return
+    closing.close()  # pragma: no cover - it awaited: not expected
+
+
+def _drop_sockets(clients: Clients) -> None:
+    """Close the Redis sockets of asyncio clients whose loop is closed (closing them
+    through the client needs their loop). redis-py's pooled connections of a single
+    server client are reached; others (a cluster client's, MongoDB's) are closed when the
+    garbage collector takes their transports."""
+    pool = getattr(clients.redis, "connection_pool", None)
+    held = [*getattr(pool, "_available_connections", ()), *getattr(pool, "_in_use_connections", ())]
+    for conn in held:
+        transport = getattr(getattr(conn, "_writer", None), "transport", None)
+        sock = getattr(transport, "_sock", None)
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):
+                sock.close()
 
 
 async def _aclose_clients(clients: Clients) -> None:

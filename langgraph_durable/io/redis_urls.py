@@ -144,7 +144,7 @@ def redis_client_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> 
         module: Any = redis.asyncio if asyncio else redis
         pool = module.BlockingConnectionPool.from_url(
             url, max_connections=cap, timeout=config.socket_timeout_s, **timeouts)
-        return module.Redis(connection_pool=pool)
+        return module.Redis.from_pool(pool)  # closing the client closes its connections
     auth: dict[str, Any] = {"username": parsed.username, "password": parsed.password}
     if parsed.kind == "cluster":
         if asyncio:

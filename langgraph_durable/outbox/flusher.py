@@ -28,6 +28,7 @@ from typing import Any
 
 from ..core.ops import Plan
 from ..io.drivers import Clients, run_async, run_sync
+from ..io.tasks import cancellable
 from ..metrics import Metrics, safe_error
 from ..plans.context import Context
 from .group import dead_letter_key as dead_letter_key
@@ -302,7 +303,9 @@ class Flusher:
 
     async def _drive_async(self, clients: Clients) -> None:
         """Run ``_steps`` in this task: plans with ``run_async``; a linger ends early at
-        ``wake()``; cancelling the task ends it at once."""
+        ``wake()``; cancelling the task ends it at once (plans and lingers run through
+        ``io.tasks.cancellable``: a cancel a client library swallows still ends it, so
+        ``asyncio.run`` returns)."""
         steps = self._steps()
         step = _advance(steps, None, None)
         while step is not None:
@@ -312,12 +315,11 @@ class Flusher:
                 if not step.linger:
                     await asyncio.sleep(step.seconds)
                 elif self._anudge is not None:
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(self._anudge.wait(), step.seconds)
+                    await cancellable(self._anudge.wait(), step.seconds)
                     self._anudge.clear()
             else:
                 try:
-                    sent = await run_async(step, clients)
+                    sent = await cancellable(run_async(step, clients))
                 except Exception as exc:  # asyncio.CancelledError is none: it ends the task
                     error = exc
             step = _advance(steps, sent, error)

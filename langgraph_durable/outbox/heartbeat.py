@@ -37,6 +37,7 @@ from ..core.ops import Pipeline, Plan
 from ..hot import lua
 from ..hot.keys import CONSUMER_GROUP, heartbeats_key
 from ..io.drivers import Clients, normalise, run_async, run_sync
+from ..io.tasks import cancellable
 from ..plans.context import Context
 from .group import leave_plan
 from .streams import Taken, _share
@@ -175,9 +176,9 @@ class Heartbeat:
         """Beat every ``period_s`` as an asyncio task of the running loop until
         ``astop()``."""
         async def loop() -> None:
-            while True:
+            while True:  # a cancel ends it even if the client swallows it (io/tasks.py)
                 await asyncio.sleep(self.period_s)
-                await self.abeat(clients)
+                await cancellable(self.abeat(clients))
 
         self._task = asyncio.get_running_loop().create_task(loop())
 

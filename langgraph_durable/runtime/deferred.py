@@ -13,6 +13,7 @@ from collections.abc import Callable
 from ..core.ops import Plan
 from ..errors import ConfigurationError
 from ..io.drivers import Clients, run_async, run_sync
+from ..io.tasks import cancellable
 from ..metrics import safe_error
 
 log = logging.getLogger("langgraph_durable.saver")
@@ -86,8 +87,8 @@ class DeferredSetup:
             delay = self.delay_s
             while not self._stop.is_set():
                 await asyncio.sleep(delay)
-                try:
-                    await run_async(self.make_plan(), clients)
+                try:  # a cancel ends it even if the client swallows it (io/tasks.py)
+                    await cancellable(run_async(self.make_plan(), clients))
                 except asyncio.CancelledError:
                     raise
                 except ConfigurationError as exc:

@@ -68,6 +68,7 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
         runtime.gate.watch(self)  # the set-up warns about a permissive serializer
         self._ctx = dataclasses.replace(runtime.context,
                                         **_serde_fields(runtime.config, self.serde))
+        _bound_blob_store(runtime.config, self.serde)
 
     @property
     def runtime(self) -> SaverRuntime:
@@ -109,6 +110,7 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
         self.__dict__["_serde"] = value
         if runtime is not None:
             self._ctx = dataclasses.replace(self._ctx, **_serde_fields(runtime.config, value))
+            _bound_blob_store(runtime.config, value)
 
     # ------------------------------------------------------------------ construction
 
@@ -342,3 +344,14 @@ def _serde_fields(config: DurableConfig, serde: Any) -> dict[str, Any]:
             "items": items_for(serde, enabled=config.list_items,
                                cache_bytes=config.item_cache_bytes,
                                digest_key=config.item_digest_key)}
+
+
+def _bound_blob_store(config: DurableConfig, serde: Any) -> None:
+    """Give the blob store of the saver's serializer (an ``ExternalRefSerializer``'s
+    ``store``) the saver's ``blob_timeout_s``/``blob_retries`` when either is set
+    (keyword, ``config=`` or ``LGD_*``) and the store bounds a client of its own
+    (``S3BlobStore.use_bounds``); a store with a client given, or of another kind, is
+    left as it is."""
+    use_bounds = getattr(getattr(serde, "store", None), "use_bounds", None)
+    if callable(use_bounds) and {"blob_timeout_s", "blob_retries"} & config.model_fields_set:
+        use_bounds(config.blob_timeout_s, config.blob_retries)

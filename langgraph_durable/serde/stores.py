@@ -312,10 +312,28 @@ class S3BlobStore(BaseBlobStore):
             own configuration (``AWS_ENDPOINT_URL_S3``, ``AWS_ENDPOINT_URL``, AWS).
         touch_after_s: a skipped put refreshes the object's LastModified (a server-side
             self-copy) if it is older than this many seconds.
+        timeout_s: seconds the store's own client waits to connect and for each read
+            (botocore's ``connect_timeout`` and ``read_timeout``); default
+            ``LGD_BLOB_TIMEOUT_S``, else ``DurableConfig.blob_timeout_s`` (10).
+        retries: retries of a failed request after the first attempt (botocore's
+            ``standard`` mode); default ``LGD_BLOB_RETRIES``, else
+            ``DurableConfig.blob_retries`` (2).
 
-    Errors of the S3 client other than "not found" (no credentials, endpoint unreachable,
-    ``NoSuchBucket``, access denied) raise :class:`BlobStoreError` naming the store and the
-    key, with the ``botocore`` exception as its cause.
+    Every request of the store's own client is bounded: against an endpoint that accepts
+    and never answers, a call raises :class:`BlobStoreError` after at most about
+    ``(timeout_s + 1) * (retries + 1) + 2 ** retries - 1`` seconds (an upload waits up to
+    1 s for ``100 Continue`` per attempt; botocore backs off between attempts; see
+    ``DurableConfig.blob_timeout_s``). A saver with ``blob_timeout_s``/``blob_retries`` set
+    applies them to this store (:meth:`use_bounds`) where ``timeout_s``/``retries`` were not
+    given. A ``client`` given is used as it is, with its own timeouts and retries (botocore's
+    defaults are 60 s connect, 60 s read, 5 attempts in ``legacy`` mode: minutes against a
+    hung endpoint): build it with ``botocore.config.Config(connect_timeout=...,
+    read_timeout=..., retries=...)`` to bound it.
+
+    Errors of the S3 client other than "not found" (no credentials, endpoint unreachable or
+    timing out, ``NoSuchBucket``, access denied) raise :class:`BlobStoreError` naming the
+    store, the key and (in botocore's message) the endpoint, with the ``botocore``
+    exception as its cause. Raises ``ConfigurationError`` for a bad ``LGD_BLOB_*`` value.
     """
 
     def __init__(
@@ -326,14 +344,29 @@ class S3BlobStore(BaseBlobStore):
         endpoint_url: str | None = None,
         *,
         touch_after_s: float = 300.0,
+        timeout_s: float | None = None,
+        retries: int | None = None,
     ) -> None:
+        if (timeout_s is not None and not timeout_s > 0) or (retries is not None
+                                                            and retries < 0):
+            raise ValueError(f"S3BlobStore {bucket!r}: timeout_s must be more than 0 and "
+                             f"retries at least 0 (got {timeout_s!r}, {retries!r})")
+        self.own_client = client is None
+        """True when the store built its client (then its bounds apply to it)."""
+        self._given = {n for n, v in (("timeout_s", timeout_s), ("retries", retries))
+                       if v is not None}
+        self.timeout_s: float | None = None
+        """Connect and read timeout (s) of the store's own client; None for a given client."""
+        self.retries: int | None = None
+        """Retries after the first attempt of the store's own client; None for a given one."""
         if client is None:
-            import boto3
+            from langgraph_durable.settings import blob_bounds, server_settings
 
-            from langgraph_durable.settings import server_settings
-
-            endpoint_url = endpoint_url or server_settings().s3_endpoint_url
-            client = boto3.client("s3", endpoint_url=endpoint_url)
+            self._endpoint_url = endpoint_url or server_settings().s3_endpoint_url
+            env = blob_bounds()
+            self.timeout_s = float(env["blob_timeout_s"] if timeout_s is None else timeout_s)
+            self.retries = int(env["blob_retries"] if retries is None else retries)
+            client = self._bounded_client()
         self.client = client
         self.bucket = bucket
         self.prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"
@@ -341,6 +374,30 @@ class S3BlobStore(BaseBlobStore):
         self.conditional_put: bool | None = None
         """Whether the server honours ``IfNoneMatch="*"``; ``None`` until first learnt."""
         self.name = f"s3://{bucket}/{self.prefix}"
+
+    def _bounded_client(self) -> Any:
+        """A boto3 S3 client for the store's endpoint with its timeouts and retries."""
+        import boto3
+        from botocore.config import Config
+
+        assert self.timeout_s is not None and self.retries is not None
+        config = Config(connect_timeout=self.timeout_s, read_timeout=self.timeout_s,
+                        retries={"mode": "standard", "total_max_attempts": self.retries + 1})
+        return boto3.client("s3", endpoint_url=self._endpoint_url, config=config)
+
+    def use_bounds(self, timeout_s: float, retries: int) -> bool:
+        """Give the store's own client these bounds (a saver's ``blob_timeout_s`` and
+        ``blob_retries``), except those the store was given as arguments; a new client
+        is built when they change (in-flight calls finish on the old one). A client the
+        caller gave is left unchanged: returns False then, else True."""
+        if not self.own_client:
+            return False
+        timeout = self.timeout_s if "timeout_s" in self._given else float(timeout_s)
+        tries = self.retries if "retries" in self._given else int(retries)
+        if (timeout, tries) != (self.timeout_s, self.retries):
+            self.timeout_s, self.retries = timeout, tries
+            self.client = self._bounded_client()
+        return True
 
     def _key(self, key: str) -> str:
         if not key or key.startswith("/"):
