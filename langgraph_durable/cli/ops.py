@@ -15,7 +15,7 @@ from ..admin import item_migration
 from ..admin.extref_gc import collect_saver_garbage
 from ..core.records import SCHEMA_VERSION
 from ..errors import TierUnavailableError
-from ..inspection import lookup, render, storage
+from ..inspection import health, lookup, render, storage
 from ..io.drivers import run_sync
 from ..plans import binding, migrations
 from ..plans import registry as registry_plans
@@ -46,12 +46,24 @@ def status(ctx: typer.Context,
                "MongoDB's collection sizes"),
            max_oldest_age_s: float | None = typer.Option(
                None, "--max-oldest-age-s", min=0, help="exit 3 when the oldest unflushed "
-               "outbox entry is older than this many seconds (both tiers answering)")
+               "outbox entry is older than this many seconds (both tiers answering)"),
+           max_flush_lag_s: float = typer.Option(
+               60.0, "--max-flush-lag-s", min=0, help="the verdict is degraded when the "
+               "oldest unflushed entry is older than this many seconds"),
+           fail_on: str = typer.Option(
+               "down", "--fail-on", help="down: exit 2 and 3 only (the default, as "
+               "before); failing: also exit 4 when the verdict is failing; degraded: also "
+               "exit 5 when it is degraded")
            ) -> None:
-    """Outbox length, pending entries per consumer, oldest unflushed entry's age (s),
-    dead letters, Redis memory of the hot tier, MongoDB sizes, schema versions. Exit 0;
-    2 when a tier does not answer (the other is still shown); 3 when both answer and
-    the oldest unflushed entry is older than --max-oldest-age-s."""
+    """Health verdict (ok, degraded, failing, with its reasons), outbox length, pending
+    entries per consumer, oldest unflushed entry's age (s), dead letters, Redis memory of
+    the hot tier, MongoDB sizes, schema versions. Exit 0; 2 when a tier does not answer
+    (the other is still shown); 3 when both answer and the oldest unflushed entry is
+    older than --max-oldest-age-s; with --fail-on failing (or degraded) 4 when the
+    verdict is failing for another reason (no live flusher while entries wait, a full
+    outbox); with --fail-on degraded 5 when it is degraded."""
+    if fail_on not in ("failing", "degraded", "down"):
+        raise CliError(f"--fail-on must be failing, degraded or down, not {fail_on!r}")
     session = session_of(ctx)
     saver = session.saver()
     c, sctx = session.clients, saver.context
@@ -61,15 +73,19 @@ def status(ctx: typer.Context,
     # starts with its half of check_deployment(), so that a tier that does not answer
     # is waited for once (a probe's timeout is a few seconds)
 
+    facts: dict[str, Any] = {}
+
     def redis_part() -> dict[str, Any]:
         run_sync(binding.check_plan(sctx, WHO), c)
         part = {"outbox": storage.outbox_status(sctx, c.redis)}
+        facts["redis"] = health.redis_facts(sctx, c.redis)
         return part if probe else {**part, "hot": storage.hot_memory(sctx, c.redis)}
 
     def mongodb_part() -> dict[str, Any]:
         run_sync(check_owner_plan(sctx), c)
         part = {"schema": {"package": SCHEMA_VERSION,
                            "deployed": run_sync(deployed_version_plan(sctx), c)}}
+        facts["mongodb"] = health.mongodb_facts(sctx, c.db)
         return part if probe else {"durable": storage.durable_sizes(sctx, c.db), **part}
 
     for tier, part in (("redis", redis_part), ("mongodb", mongodb_part)):
@@ -80,6 +96,10 @@ def status(ctx: typer.Context,
             if not isinstance(err, TierUnavailableError):
                 raise
             data["down"][tier] = tier_line(err)
+    data["health"] = health.judge(
+        sctx, down=data["down"], outbox=data.get("outbox"), redis=facts.get("redis"),
+        mongodb=facts.get("mongodb"),
+        options=health.HealthOptions(max_flush_lag_s=max_flush_lag_s)).as_dict()
     age = data["outbox"]["oldest_age_s"] if "outbox" in data else None
     data["exceeded"] = [] if max_oldest_age_s is None or age is None or age <= max_oldest_age_s \
         else [f"oldest unflushed entry {age:.1f} s old, over --max-oldest-age-s "
@@ -92,6 +112,11 @@ def status(ctx: typer.Context,
         raise typer.Exit(2)
     if data["exceeded"]:
         raise typer.Exit(3)
+    verdict = data["health"]["verdict"]
+    if fail_on != "down" and verdict == health.FAILING:
+        raise typer.Exit(4)
+    if fail_on == "degraded" and verdict == health.DEGRADED:
+        raise typer.Exit(5)
 
 
 def _print_status(data: dict[str, Any]) -> None:
@@ -100,6 +125,10 @@ def _print_status(data: dict[str, Any]) -> None:
                     f"database {data['database']})", show_header=False)
     t.add_column("what")
     t.add_column("value")
+    verdict = data["health"]
+    t.add_row("HEALTH", verdict["verdict"].upper())
+    for reason in verdict["reasons"]:
+        t.add_row(f"  {reason['level']}", reason["text"])
     for tier, error in data["down"].items():
         t.add_row(f"{tier} DOWN", error)
     for limit in data["exceeded"]:

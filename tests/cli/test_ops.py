@@ -84,6 +84,27 @@ def test_status_probe_exits_3_once_the_oldest_unflushed_entry_is_older_than_the_
         0, None, [])
 
 
+def test_status_verdict_and_its_exit_codes_with_fail_on(cli: Cli) -> None:
+    _put(cli, "v", 2)  # entries wait, no flusher alive: failing
+    st = cli.json("status", "--probe")  # the default --fail-on down: exit 0 as before
+    assert st["health"]["verdict"] == "failing" and st["health"]["value"] == 2
+    assert st["health"]["reasons"][0]["text"].startswith(
+        "no flusher is alive and 2 outbox entries wait for MongoDB")
+    out = cli("status", "--probe", "--fail-on", "failing", code=4).stdout
+    assert "HEALTH" in out and "FAILING" in out and "no flusher is alive" in out
+    cli("status", "--probe", "--fail-on", "degraded", code=4)
+    cli("flush")  # drained; its flusher stopped: nothing waits, no flusher alive: degraded
+    with cli.saver(flusher="off") as s:
+        s.sync_clients.redis.xadd(dead_letter_key(s.context), {"entry": "1-0", "error": "x"})
+    st = json.loads(cli("status", "--probe", "--json", "--fail-on", "degraded",
+                        code=5).stdout)
+    assert st["health"]["verdict"] == "degraded"
+    assert [r["text"].split(": ")[0] for r in st["health"]["reasons"]] == [
+        "no flusher is alive", f"1 dead letter(s) in {st['outbox']['dead_letter_stream']}"]
+    cli("status", "--probe", "--fail-on", "failing")  # degraded: exit 0
+    cli("status", "--probe", "--fail-on", "sometimes", code=1)
+
+
 def test_flusher_command_runs_the_worker_until_sigterm(cli: Cli) -> None:
     _put(cli, "w", 4)
     env = {**os.environ, **cli.env}
