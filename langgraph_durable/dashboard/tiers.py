@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from ..inspection import storage
+from ..inspection import health, storage
 from ..outbox.group import dead_letter_key
 
 WINDOW_S = 3600.0
@@ -69,25 +69,40 @@ def dead_letters(saver: Any, n: int = DEAD_LETTERS_SHOWN) -> list[dict[str, str]
     return out
 
 
-def tiers_data(saver: Any, samples: LagSamples | None = None) -> dict[str, Any]:
+def tiers_data(saver: Any, samples: LagSamples | None = None,
+               options: health.HealthOptions | None = None) -> dict[str, Any]:
     """Every figure of the tiers page, as JSON data: ``key_prefix``, ``database``,
     ``outbox`` (``storage.outbox_status``: length, pending, consumers with idle times
     and heartbeats, oldest entry's age), ``dead_letters`` (newest), ``hot``
     (``storage.hot_memory``), ``durable`` (``storage.durable_sizes``), ``lag`` (the
     samples of the last hour: ``[at, lag_s, length]``), ``down`` (a tier that did not
-    answer: its error)."""
+    answer: its error), ``health`` (``inspection.health``'s verdict with ``options``:
+    ``verdict``, ``value``, ``reasons``)."""
     ctx, clients = saver.context, saver.sync_clients
     data: dict[str, Any] = {"key_prefix": ctx.config.key_prefix,
                             "database": ctx.config.database, "down": {}}
-    parts = (("redis", lambda: {"outbox": storage.outbox_status(ctx, clients.redis),
-                                "dead_letters": dead_letters(saver),
-                                "hot": storage.hot_memory(ctx, clients.redis)}),
-             ("mongodb", lambda: {"durable": storage.durable_sizes(ctx, clients.db)}))
-    for tier, part in parts:
+    facts: dict[str, Any] = {}
+
+    def redis_part() -> dict[str, Any]:
+        part = {"outbox": storage.outbox_status(ctx, clients.redis),
+                "dead_letters": dead_letters(saver),
+                "hot": storage.hot_memory(ctx, clients.redis)}
+        facts["redis"] = health.redis_facts(ctx, clients.redis)
+        return part
+
+    def mongodb_part() -> dict[str, Any]:
+        part = {"durable": storage.durable_sizes(ctx, clients.db)}
+        facts["mongodb"] = health.mongodb_facts(ctx, clients.db)
+        return part
+
+    for tier, part in (("redis", redis_part), ("mongodb", mongodb_part)):
         try:  # a tier that does not answer is reported; the other is still shown
             data.update(part())
         except Exception as exc:  # noqa: BLE001 - shown on the page, named by tier
             data["down"][tier] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+    data["health"] = health.judge(ctx, down=data["down"], outbox=data.get("outbox"),
+                                  redis=facts.get("redis"), mongodb=facts.get("mongodb"),
+                                  options=options).as_dict()
     data["lag"] = [list(p) for p in (samples.points() if samples else [])]
     return data
 

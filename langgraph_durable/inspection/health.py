@@ -7,16 +7,20 @@ The figures come from reads of both tiers that write nothing (``redis_facts``,
 ``mongodb_facts``, ``storage.outbox_status``); ``judge`` turns them into the verdict and
 reads nothing, so the rules are a pure function:
 
-| reason | verdict |
-| --- | --- |
-| a tier does not answer (Redis or MongoDB) | failing |
-| outbox entries wait and no flusher is alive (no live heartbeat) | failing |
-| an outbox partition holds its whole share of ``max_outbox`` (puts are refused) | failing |
-| no flusher is alive, nothing waits yet | degraded |
-| the oldest unflushed entry is older than ``max_flush_lag_s`` | degraded |
-| dead letters present | degraded |
-| an outbox partition holds ``outbox_warn_ratio`` or more of its share of ``max_outbox`` | degraded |
-| Redis lost the prefix's data: MongoDB's ``meta`` says the prefix set its collections up, and Redis lacks the binding or a registry's epoch | degraded |
+Failing:
+
+- a tier does not answer (Redis or MongoDB);
+- outbox entries wait and no flusher is alive (no live heartbeat);
+- an outbox partition holds its whole share of ``max_outbox`` (puts are refused).
+
+Degraded:
+
+- no flusher is alive, nothing waits yet;
+- the oldest unflushed entry is older than ``max_flush_lag_s``;
+- dead letters are present;
+- an outbox partition holds ``outbox_warn_ratio`` or more of its share of ``max_outbox``;
+- Redis lost the key prefix's data: MongoDB's ``meta`` says the prefix set its
+  collections up, and Redis lacks the binding or a thread registry's epoch.
 
 A flusher is alive when its heartbeat (``outbox/heartbeat.py``) has not lapsed; a flusher
 of a release without heartbeats is not seen. ``max_outbox`` is the one of the process
@@ -55,7 +59,8 @@ class HealthOptions:
 
     def __post_init__(self) -> None:
         if not self.max_flush_lag_s >= 0:
-            raise ValueError(f"max_flush_lag_s must be >= 0 seconds, got {self.max_flush_lag_s}")
+            raise ValueError("max_flush_lag_s must be >= 0 seconds, got "
+                             f"{self.max_flush_lag_s}")
         if not 0 < self.outbox_warn_ratio <= 1:
             raise ValueError("outbox_warn_ratio must be in (0, 1], got "
                              f"{self.outbox_warn_ratio}")
@@ -117,7 +122,7 @@ def _share(ctx: Context) -> int:
 def judge(ctx: Context, *, down: dict[str, str], outbox: dict[str, Any] | None,
           redis: dict[str, Any] | None, mongodb: dict[str, Any] | None,
           options: HealthOptions | None = None) -> Verdict:
-    """The verdict (module docstring's table) from what was read: ``down`` (tier -> its
+    """The verdict (the module docstring's rules) from what was read: ``down`` (tier -> its
     error, for a tier that did not answer), ``outbox`` (``storage.outbox_status``),
     ``redis`` (``redis_facts``), ``mongodb`` (``mongodb_facts``); a part not read is
     None (a part of a tier that is down). Reads nothing."""
