@@ -27,6 +27,7 @@ from langgraph_durable import DurableSaver
 from langgraph_durable.cli import app as cli_app
 from langgraph_durable.dashboard import create_app
 from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.inspection import lookup
 from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
 from langgraph_durable.testing import unique_options, wait_for
 
@@ -382,11 +383,16 @@ def test_every_page_fits_a_390_px_screen_and_tables_scroll_inside_their_box(
 
 
 def test_at_1400_px_the_timeline_stays_inside_its_column(
-        browser: Browser, finished: dict, readonly: str) -> None:
+        browser: Browser, saver: DurableSaver, readonly: str) -> None:
+    source = "weather-of-the-northern-fjords-for-the-whole-week"  # a wide timeline row
+    cfg = {"configurable": {"thread_id": source}}
+    agent_graph(saver).invoke({"messages": [HumanMessage("Weather?", id="h-1")]}, cfg)
+    latest = saver.get_tuple(cfg).config["configurable"]["checkpoint_id"]
+    lookup.fork(saver, saver.sync_clients, source, latest, source + "-fork")
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     try:
         p = context.new_page()
-        p.goto(readonly + "thread?thread_id=weather")
+        p.goto(readonly + "thread?thread_id=" + source + "-fork")
         p.locator("#timeline").wait_for()
         box = p.evaluate("""() => {
             const t = document.querySelector('section.timeline');
