@@ -21,6 +21,7 @@ from ..plans import binding, migrations
 from ..plans import registry as registry_plans
 from ..plans.migrations import check_owner_plan, deployed_version_plan
 from ..runtime.startup import WHO
+from .preview import NoSetup, prune_preview
 from .session import (
     CliError,
     command,
@@ -270,15 +271,18 @@ def gc(ctx: typer.Context,
                f"{report.kept_referenced} referenced and {report.kept_recent} recent")
 
 
-def _threads_arg(ctx: typer.Context, threads: list[str], every: bool) -> list[str]:
+def _threads_arg(ctx: typer.Context, threads: list[str], every: bool,
+                 flusher: bool = True) -> list[str]:
     """The threads a command acts on: every thread (``--all``), or the named ones, all of
-    which must exist (else ``CliError`` naming the unknown ones; nothing is done)."""
+    which must exist (else ``CliError`` naming the unknown ones; nothing is done). The
+    session's saver runs a flusher unless not ``flusher`` (a dry run moves nothing)."""
     session = session_of(ctx)
-    saver = session.saver(flusher=True)
+    saver = session.saver(flusher=True) if flusher else session.saver(tolerant=True)
     if every and threads:
         raise CliError("name threads or pass --all, not both (nothing done)")
     if every:
-        return [t.thread_id for t in storage.all_threads(saver)]
+        return [t.thread_id for t in storage.all_threads(
+            saver if flusher else NoSetup(saver.context, session.clients))]
     if not threads:
         raise CliError("name at least one thread (or --all)")
     threads = list(dict.fromkeys(threads))  # each once
@@ -305,11 +309,15 @@ def prune(ctx: typer.Context,
                                          help="keep_latest: drop only checkpoints older than "
                                          "this (30d, 12h, 15m, 90s; the newest stays); delete: "
                                          "delete only threads inactive for this long"),
+          dry_run: bool = typer.Option(False, "--dry-run", help="print what would be "
+                                       "removed (threads, checkpoints, writes, values) and "
+                                       "change nothing"),
           yes: bool = YES) -> None:
     """Drop old checkpoints of threads in both tiers (``DurableSaver.prune``): keep the
     newest one (default), the newest N (--keep-last) and/or those younger than
     --older-than; or delete whole threads (--strategy delete, with --older-than only the
-    inactive ones: a retention job for cron). Unknown threads are an error."""
+    inactive ones: a retention job for cron). Unknown threads are an error. --dry-run
+    lists what would go, as MongoDB holds it, and changes nothing."""
     from ..plans.admin import check_prune
 
     try:
@@ -318,9 +326,12 @@ def prune(ctx: typer.Context,
     except ValueError as exc:
         raise CliError(str(exc).replace("prune keep_last", "--keep-last").replace(
             "prune strategy", "--strategy")) from None
-    ids = _threads_arg(ctx, threads or [], every)
+    ids = _threads_arg(ctx, threads or [], every, flusher=not dry_run)
     what = strategy + (f", keep last {keep_last}" if keep_last else "") + (
         f", older than {older_than}" if older_than else "")
+    if dry_run:
+        prune_preview(session_of(ctx), ids, strategy, keep_last, older_than_s, what)
+        return
     confirm(f"prune {len(ids)} thread(s) ({what})?", yes)
     session = session_of(ctx)
     saver = session.saver(flusher=True)
