@@ -108,3 +108,34 @@ def test_mongodb_unreachable_is_failing(redis_url: str) -> None:
 def test_health_options_are_checked() -> None:
     with pytest.raises(ValueError, match="outbox_warn_ratio must be in"):
         health.HealthOptions(outbox_warn_ratio=0)
+
+
+def test_the_dashboard_sample_records_the_verdict_as_the_health_gauge(
+        redis_url: str, mongo_url: str) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from langgraph_durable.dashboard import tiers
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+
+    def gauge(outbox: str) -> Any:
+        data = reader.get_metrics_data()
+        return [p.value for rm in data.resource_metrics for sm in rm.scope_metrics
+                for m in sm.metrics if m.name == "langgraph_durable.health"
+                for p in m.data.data_points if dict(p.attributes) == {"outbox": outbox}]
+
+    with DurableSaver.from_urls(redis_url, mongo_url, meter_provider=provider,
+                                **unique_options()) as saver:
+        _put_many(saver, "t1", 1)
+        saver.flush()
+        samples = tiers.LagSamples()
+        tiers.sample(saver, samples)
+        assert gauge(saver.context.outbox) == [0]
+        saver.sync_clients.redis.xadd(dead_letter_key(saver.context), {"error": "test"})
+        tiers.sample(saver, samples)
+        assert gauge(saver.context.outbox) == [1]
+        assert tiers.tiers_data(saver, samples)["health"]["value"] == 1
+    with pytest.raises(ValueError, match="a health value is 0, 1 or 2"):
+        saver.runtime.metrics.health(3)

@@ -284,7 +284,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
     def tiers_now() -> dict[str, Any]:
         if samples.due(time.time()):
             with contextlib.suppress(Exception):
-                tiers.sample(saver, samples)
+                tiers.sample(saver, samples, health_options)
         return tiers.tiers_data(saver, samples, health_options)
 
     async def tiers_page(request: Request) -> Response:
@@ -355,7 +355,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
     async def sampler() -> None:
         while True:
             with contextlib.suppress(Exception):
-                await run_in_threadpool(tiers.sample, saver, samples)
+                await run_in_threadpool(tiers.sample, saver, samples, health_options)
             await asyncio.sleep(lag_every_s)
 
     @contextlib.asynccontextmanager

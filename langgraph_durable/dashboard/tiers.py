@@ -47,10 +47,23 @@ class LagSamples:
             return list(self._points)
 
 
-def sample(saver: Any, samples: LagSamples) -> None:
-    """Read the outbox once and record its lag and length in ``samples``."""
+def sample(saver: Any, samples: LagSamples,
+           options: health.HealthOptions | None = None) -> None:
+    """Read the outbox once and record its lag and length in ``samples``; judge the
+    health (``inspection.health.check`` with ``options``) and record its value in the
+    saver's metrics (the ``langgraph_durable.health`` gauge)."""
     out = storage.outbox_status(saver.context, saver.sync_clients.redis)
     samples.add(time.time(), float(out["oldest_age_s"] or 0.0), int(out["length"]))
+    record_health(saver, health.check(saver.context, saver.sync_clients, options).value)
+
+
+def record_health(saver: Any, value: int) -> None:
+    """Give the verdict's ``value`` (0, 1, 2) to the saver's metrics (``metrics.Metrics.
+    health``), when it has a runtime with metrics."""
+    runtime = getattr(saver, "runtime", None)
+    metrics = getattr(runtime, "metrics", None)
+    if metrics is not None:
+        metrics.health(value)
 
 
 def _text(v: Any) -> str:
@@ -103,6 +116,7 @@ def tiers_data(saver: Any, samples: LagSamples | None = None,
     data["health"] = health.judge(ctx, down=data["down"], outbox=data.get("outbox"),
                                   redis=facts.get("redis"), mongodb=facts.get("mongodb"),
                                   options=options).as_dict()
+    record_health(saver, data["health"]["value"])
     data["lag"] = [list(p) for p in (samples.points() if samples else [])]
     return data
 
