@@ -5,6 +5,7 @@ Run from the repository root (needs the ``dashboard`` extra)::
     python -m examples.dashboard_demo                  # http://127.0.0.1:8765/, Ctrl-C stops
     python -m examples.dashboard_demo --allow-writes   # the time machine on (prints the token URL)
     python -m examples.dashboard_demo --screenshots docs/img   # save the main pages as PNG, exit
+    python -m examples.dashboard_demo --screenshots /tmp/shots --every-size  # 390-1920 px
 
 It starts a Redis and a MongoDB-wire server (``langgraph_durable.testing``; ``REDIS_URL`` /
 ``MONGODB_URL`` are used instead when set, with a key prefix and database of its own,
@@ -130,25 +131,49 @@ def make_threads(saver: DurableSaver) -> None:
         "checkpoint_id"], "weather-1-retry", values={"city": "Bergen"})
 
 
-def screenshots(url: str, folder: Path) -> None:
-    """PNGs of the thread list, a thread, a diff and the tiers page in ``folder``."""
+PAGES = (("dashboard_threads", ""), ("dashboard_thread", "thread?thread_id=weather-1"),
+         ("dashboard_diff", "thread?thread_id=weather-1"), ("dashboard_tiers", "tiers"))
+"""The pages photographed: (file name, path)."""
+
+SIZES = ((390, 844), (1400, 900), (1920, 1080))
+"""Viewports of ``--every-size`` (a phone, a laptop, a desktop), in CSS pixels."""
+
+
+def screenshots(url: str, folder: Path, every_size: bool = False) -> None:
+    """PNGs of the thread list, a thread, a diff and the tiers page in ``folder``: at
+    1400 x 900 in the light scheme (the documentation's pictures, ``<page>.png``), plus
+    the tiers page in the dark scheme (``dashboard_tiers_dark.png``); with
+    ``every_size`` each page at every ``SIZES`` width in light and dark
+    (``<page>_<width>_<scheme>.png``)."""
     from playwright.sync_api import sync_playwright
 
     folder.mkdir(parents=True, exist_ok=True)
+    shots = [(1400, 900, "light", ""), (1400, 900, "dark", "_dark")]
+    if every_size:
+        shots = [(w, h, scheme, f"_{w}_{scheme}") for w, h in SIZES
+                 for scheme in ("light", "dark")]
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        for name, path in (("dashboard_threads", ""),
-                           ("dashboard_thread", "thread?thread_id=weather-1"),
-                           ("dashboard_diff", "thread?thread_id=weather-1"),
-                           ("dashboard_tiers", "tiers")):
-            page.goto(url + path)
-            if name == "dashboard_diff":
-                page.locator("#diff-button").click()
-            page.wait_for_load_state("networkidle") if name != "dashboard_threads" else \
-                page.locator("#live.on").wait_for()
-            page.screenshot(path=str(folder / f"{name}.png"), full_page=name != "dashboard_thread")
-            print(f"wrote {folder / (name + '.png')}")
+        for width, height, scheme, suffix in shots:
+            page = browser.new_page(viewport={"width": width, "height": height},
+                                    color_scheme=scheme)  # type: ignore[arg-type]
+            for name, path in PAGES:
+                if suffix == "_dark" and name != "dashboard_tiers":
+                    continue
+                page.goto(url + path)
+                if name == "dashboard_diff":
+                    page.locator("#diff-button").click()
+                if name in ("dashboard_threads", "dashboard_tiers"):
+                    page.locator("#live.on").wait_for()
+                else:
+                    page.wait_for_load_state("networkidle")
+                wide = page.evaluate("document.documentElement.scrollWidth")
+                if wide > width:
+                    print(f"warning: {name} is {wide} px wide in a {width} px viewport")
+                out = folder / f"{name}{suffix}.png"
+                page.screenshot(path=str(out), full_page=name != "dashboard_thread")
+                print(f"wrote {out}")
+            page.close()
         browser.close()
 
 
@@ -159,6 +184,8 @@ def main() -> int:
     parser.add_argument("--step-s", type=float, default=2.0,
                         help="seconds between two steps of the counter thread")
     parser.add_argument("--screenshots", type=Path, help="save the main pages here and exit")
+    parser.add_argument("--every-size", action="store_true", help="with --screenshots: "
+                        "every page at 390, 1400 and 1920 px wide, light and dark")
     args = parser.parse_args()
 
     import uvicorn
@@ -198,7 +225,7 @@ def main() -> int:
             while not server.started:
                 time.sleep(0.05)
             try:
-                screenshots(url, args.screenshots)
+                screenshots(url, args.screenshots, args.every_size)
             finally:
                 server.should_exit = True
                 serving.join(10)

@@ -45,6 +45,10 @@ INSTRUMENTS: dict[str, tuple[str, str, str]] = {
     "langgraph_durable.outbox.length": (
         "gauge", "{entry}", "outbox entries not yet in MongoDB, as this process's flusher "
         "last saw them (after its last non-empty round)"),
+    "langgraph_durable.health": (
+        "gauge", "1", "the key prefix's health verdict (inspection.health): 0 ok, 1 "
+        "degraded, 2 failing, as this process last judged it (the dashboard does, at "
+        "every flush-lag sample)"),
     "langgraph_durable.flush.batch_size": (
         "histogram", "{entry}", "outbox entries taken by one non-empty flush round"),
     "langgraph_durable.flush.lag": (
@@ -95,9 +99,17 @@ class _Instruments:
         meter.create_observable_gauge("langgraph_durable.outbox.length", [self._observe],
                                       unit=unit, description=desc)
 
+        _kind, unit, desc = INSTRUMENTS["langgraph_durable.health"]
+        meter.create_observable_gauge("langgraph_durable.health", [self._observe_health],
+                                      unit=unit, description=desc)
+
     def _observe(self, _options: Any) -> list[Any]:
         return [_otel.Observation(m.outbox_length, {"outbox": m.outbox})
                 for m in list(self.live) if m.outbox_length is not None]
+
+    def _observe_health(self, _options: Any) -> list[Any]:
+        return [_otel.Observation(m.health_value, {"outbox": m.outbox})
+                for m in list(self.live) if m.health_value is not None]
 
 
 _BY_PROVIDER: dict[int, tuple[Any, _Instruments]] = {}
@@ -148,6 +160,7 @@ class Metrics:
         self.batch_sizes = _summary()
         self.lags = _summary()
         self.outbox_length: int | None = None
+        self.health_value: int | None = None
         self._attrs: dict[str, tuple[str, dict[str, str]]] = {}
         self._otel = _instruments_for(meter_provider)
         if self._otel is not None:
@@ -248,6 +261,14 @@ class Metrics:
             self.flush["retries"] += 1
         if self._otel is not None:
             self._otel.errors.add(1, _RETRY)
+
+    def health(self, value: int) -> None:
+        """Record the health verdict's value (0 ok, 1 degraded, 2 failing;
+        ``inspection.health.Verdict.value``), observed by the ``langgraph_durable.health``
+        gauge. Raises ``ValueError`` for another value."""
+        if value not in (0, 1, 2):
+            raise ValueError(f"a health value is 0, 1 or 2, got {value!r}")
+        self.health_value = value
 
     # ------------------------------------------------------------------ reading
 

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 import uvicorn
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -26,6 +27,7 @@ from langgraph_durable import DurableSaver
 from langgraph_durable.cli import app as cli_app
 from langgraph_durable.dashboard import create_app
 from langgraph_durable.errors import ConfigurationError
+from langgraph_durable.inspection import lookup
 from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
 from langgraph_durable.testing import unique_options, wait_for
 
@@ -314,3 +316,102 @@ def test_the_tiers_page_and_its_json_show_outbox_flushers_and_collections(
     expect(page.locator("#collections tbody tr").first).to_contain_text(
         saver.context.collections.checkpoints)
     assert re.fullmatch(r"\d+(\.\d)? (B|KiB|MiB)", page.locator("#hot-bytes").inner_text())
+
+
+def _put_many(saver: DurableSaver, thread: str, n: int) -> None:
+    cfg: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    for i in range(n):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"v": i}
+        cp["channel_versions"] = {"v": str(i + 1)}
+        cfg = saver.put(cfg, cp, {"step": i}, {"v": str(i + 1)})
+
+
+def test_the_tiers_page_shows_the_verdict_and_updates_it_without_a_reload(
+        redis_url: str, mongo_url: str, page: Page) -> None:
+    opts = unique_options()
+    with DurableSaver.from_urls(redis_url, mongo_url, flusher="off", **opts) as off:
+        off.setup()
+        served = Served(create_app(off, poll_s=0.2, tiers_poll_s=0.2))
+        try:
+            page.goto(served.url + "tiers")
+            expect(page.locator("#verdict-level")).to_have_text("degraded")
+            expect(page.locator("#reasons")).to_contain_text("no flusher is alive")
+            page.evaluate("window.__same_page = 1")
+            _put_many(off, "waits", 2)
+            expect(page.locator("#verdict-level")).to_have_text("failing")
+            expect(page.locator("#reasons li").first).to_have_text(
+                "failing: no flusher is alive and 2 outbox entries wait for MongoDB: start "
+                "a worker (langgraph-durable flusher) or a saver with a flusher")
+            expect(page.locator("#outbox-length")).to_have_text("2")
+            with DurableSaver.from_urls(redis_url, mongo_url, **opts) as on:
+                on.flush()
+                expect(page.locator("#verdict-level")).to_have_text("ok")
+                expect(page.locator("#outbox-length")).to_have_text("0")
+                expect(page.locator("#verdict")).to_have_class("verdict ok")
+            assert page.evaluate("window.__same_page") == 1  # never reloaded
+            data = json.loads(page.request.get(served.url + "api/tiers").text())
+            assert data["health"]["verdict"] == "degraded"  # its flusher stopped again
+            names = [c["collection"] for c in data["durable"].values()]
+            cols = off.context.collections
+            assert names == [cols.checkpoints, cols.blobs, cols.writes, cols.meta,
+                             cols.chunks, cols.items, cols.tombstones, cols.effects, "total"]
+            assert data["durable"]["total"]["documents"] == sum(
+                c["documents"] for k, c in data["durable"].items() if k != "total")
+        finally:
+            served.close()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_every_page_fits_a_390_px_screen_and_tables_scroll_inside_their_box(
+        browser: Browser, finished: dict, readonly: str, scheme: str) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844},
+                                  color_scheme=scheme)  # type: ignore[arg-type]
+    try:
+        p = context.new_page()
+        p.set_default_timeout(WAIT_MS)
+        a, b = finished["ids"][1], finished["ids"][0]
+        for path in ("", "thread?thread_id=weather", "tiers",
+                     f"diff?thread_id=weather&a={a}&b={b}"):
+            p.goto(readonly + path)
+            p.locator("main h1").wait_for()
+            assert p.evaluate("document.documentElement.scrollWidth") <= 390, path
+        bg = p.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert bg == ("rgb(255, 255, 255)" if scheme == "light" else "rgb(20, 23, 28)")
+    finally:
+        context.close()
+
+
+def test_at_1400_px_the_timeline_stays_inside_its_column(
+        browser: Browser, saver: DurableSaver, readonly: str) -> None:
+    source = "weather-of-the-northern-fjords-for-the-whole-week"  # a wide timeline row
+    cfg = {"configurable": {"thread_id": source}}
+    agent_graph(saver).invoke({"messages": [HumanMessage("Weather?", id="h-1")]}, cfg)
+    latest = saver.get_tuple(cfg).config["configurable"]["checkpoint_id"]
+    lookup.fork(saver, saver.sync_clients, source, latest, source + "-fork")
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        p = context.new_page()
+        p.goto(readonly + "thread?thread_id=" + source + "-fork")
+        p.locator("#timeline").wait_for()
+        box = p.evaluate("""() => {
+            const t = document.querySelector('section.timeline');
+            const s = document.getElementById('state');
+            const table = document.getElementById('timeline');
+            return {section: t.getBoundingClientRect().right,
+                    table: table.getBoundingClientRect().right,
+                    clipped: getComputedStyle(t).overflowX !== 'visible',
+                    state: s.getBoundingClientRect().left}; }""")
+        assert box["section"] <= box["state"]
+        assert box["table"] <= box["state"] or box["clipped"], box
+    finally:
+        context.close()
+
+
+def test_form_fields_have_labels(finished: dict, writable: str, page: Page) -> None:
+    page.goto(writable + "?token=" + TOKEN)
+    assert page.locator("label[for=q]").count() == 1
+    page.goto(writable + "thread?thread_id=weather")
+    for field in ("fork-to", "fork-channel", "fork-value"):
+        assert page.locator(f"label[for={field}]").count() == 1, field
+    assert page.locator("#timeline input[type=radio]:not([aria-label])").count() == 0

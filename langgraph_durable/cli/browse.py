@@ -125,10 +125,22 @@ def short_ids(ids: list[str], least: int = 13) -> dict[str, str]:
 
 
 def _history_table(thread: str, rows: list[dict[str, Any]], width: int) -> Table:
-    """Full ids from 120 columns on; narrower, ids and parents become unique prefixes, the
-    namespace goes to the title when there is one, and no column is squeezed."""
+    """Full ids, the namespace column and box lines when the whole table fits in ``width``
+    columns (about 135 with full uuid6 ids); narrower, ids and parents become unique
+    prefixes, the namespace goes to the title when there is one, and no column is
+    squeezed."""
     spaces = {row["ns"] for row in rows}
-    wide = width >= 120
+    heads = ["checkpoint_id", "parent", "step", "source", "writes", "time (UTC)"]
+
+    def cells(row: dict[str, Any], short: Any, show_ns: bool) -> list[str]:
+        return ([row["ns"] or '""'] if show_ns else []) + [
+            short(row["checkpoint_id"]), short(row["parent"]) if row["parent"] else "-",
+            str(row["step"]), str(row["source"]), str(row["writes"]), render.utc(row["ts"])]
+
+    full = [cells(r, lambda x: x, True) for r in rows]
+    needed = sum(max(len(h), *(len(c[i]) for c in full)) + 3
+                 for i, h in enumerate(["ns", *heads])) + 1  # padding and rules
+    wide = needed <= width
     show_ns = wide or len(spaces) > 1
     title = f"history of {thread}"
     if not show_ns:
@@ -136,17 +148,12 @@ def _history_table(thread: str, rows: list[dict[str, Any]], width: int) -> Table
     table = Table(title=title, box=None if not wide else box.HEAVY_HEAD, pad_edge=False)
     short = (lambda x: x) if wide else short_ids(  # noqa: E731
         [r["checkpoint_id"] for r in rows] + [r["parent"] for r in rows if r["parent"]]).get
-    cols = [("ns", "left")] if show_ns else []
-    cols += [("checkpoint_id", "left"), ("parent", "left"), ("step", "right"),
-             ("source", "left"), ("writes", "right"), ("time (UTC)", "left")]
-    for col, just in cols:
-        table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    cols = (["ns"] if show_ns else []) + heads
+    for col in cols:
+        table.add_column(col, justify="right" if col in ("step", "writes") else "left",
+                         no_wrap=True)
     for row in rows:
-        cells = [row["ns"] or '""'] if show_ns else []
-        cells += [short(row["checkpoint_id"]), short(row["parent"]) if row["parent"] else "-",
-                  str(row["step"]), str(row["source"]), str(row["writes"]),
-                  render.utc(row["ts"])]
-        table.add_row(*cells)
+        table.add_row(*cells(row, short, show_ns))
     if not wide:
         table.caption = "ids cut to unique prefixes (show/diff take them; --json: full ids)"
     return table

@@ -15,12 +15,13 @@ from ..admin import item_migration
 from ..admin.extref_gc import collect_saver_garbage
 from ..core.records import SCHEMA_VERSION
 from ..errors import TierUnavailableError
-from ..inspection import lookup, render, storage
+from ..inspection import health, lookup, render, storage
 from ..io.drivers import run_sync
 from ..plans import binding, migrations
 from ..plans import registry as registry_plans
 from ..plans.migrations import check_owner_plan, deployed_version_plan
 from ..runtime.startup import WHO
+from .preview import NoSetup, prune_preview
 from .session import (
     CliError,
     command,
@@ -46,12 +47,24 @@ def status(ctx: typer.Context,
                "MongoDB's collection sizes"),
            max_oldest_age_s: float | None = typer.Option(
                None, "--max-oldest-age-s", min=0, help="exit 3 when the oldest unflushed "
-               "outbox entry is older than this many seconds (both tiers answering)")
+               "outbox entry is older than this many seconds (both tiers answering)"),
+           max_flush_lag_s: float = typer.Option(
+               60.0, "--max-flush-lag-s", min=0, help="the verdict is degraded when the "
+               "oldest unflushed entry is older than this many seconds"),
+           fail_on: str = typer.Option(
+               "down", "--fail-on", help="down: exit 2 and 3 only (the default, as "
+               "before); failing: also exit 4 when the verdict is failing; degraded: also "
+               "exit 5 when it is degraded")
            ) -> None:
-    """Outbox length, pending entries per consumer, oldest unflushed entry's age (s),
-    dead letters, Redis memory of the hot tier, MongoDB sizes, schema versions. Exit 0;
-    2 when a tier does not answer (the other is still shown); 3 when both answer and
-    the oldest unflushed entry is older than --max-oldest-age-s."""
+    """Health verdict (ok, degraded, failing, with its reasons), outbox length, pending
+    entries per consumer, oldest unflushed entry's age (s), dead letters, Redis memory of
+    the hot tier, MongoDB sizes, schema versions. Exit 0; 2 when a tier does not answer
+    (the other is still shown); 3 when both answer and the oldest unflushed entry is
+    older than --max-oldest-age-s; with --fail-on failing (or degraded) 4 when the
+    verdict is failing for another reason (no live flusher while entries wait, a full
+    outbox); with --fail-on degraded 5 when it is degraded."""
+    if fail_on not in ("failing", "degraded", "down"):
+        raise CliError(f"--fail-on must be failing, degraded or down, not {fail_on!r}")
     session = session_of(ctx)
     saver = session.saver()
     c, sctx = session.clients, saver.context
@@ -61,15 +74,19 @@ def status(ctx: typer.Context,
     # starts with its half of check_deployment(), so that a tier that does not answer
     # is waited for once (a probe's timeout is a few seconds)
 
+    facts: dict[str, Any] = {}
+
     def redis_part() -> dict[str, Any]:
         run_sync(binding.check_plan(sctx, WHO), c)
         part = {"outbox": storage.outbox_status(sctx, c.redis)}
+        facts["redis"] = health.redis_facts(sctx, c.redis)
         return part if probe else {**part, "hot": storage.hot_memory(sctx, c.redis)}
 
     def mongodb_part() -> dict[str, Any]:
         run_sync(check_owner_plan(sctx), c)
         part = {"schema": {"package": SCHEMA_VERSION,
                            "deployed": run_sync(deployed_version_plan(sctx), c)}}
+        facts["mongodb"] = health.mongodb_facts(sctx, c.db)
         return part if probe else {"durable": storage.durable_sizes(sctx, c.db), **part}
 
     for tier, part in (("redis", redis_part), ("mongodb", mongodb_part)):
@@ -80,6 +97,10 @@ def status(ctx: typer.Context,
             if not isinstance(err, TierUnavailableError):
                 raise
             data["down"][tier] = tier_line(err)
+    data["health"] = health.judge(
+        sctx, down=data["down"], outbox=data.get("outbox"), redis=facts.get("redis"),
+        mongodb=facts.get("mongodb"),
+        options=health.HealthOptions(max_flush_lag_s=max_flush_lag_s)).as_dict()
     age = data["outbox"]["oldest_age_s"] if "outbox" in data else None
     data["exceeded"] = [] if max_oldest_age_s is None or age is None or age <= max_oldest_age_s \
         else [f"oldest unflushed entry {age:.1f} s old, over --max-oldest-age-s "
@@ -92,6 +113,11 @@ def status(ctx: typer.Context,
         raise typer.Exit(2)
     if data["exceeded"]:
         raise typer.Exit(3)
+    verdict = data["health"]["verdict"]
+    if fail_on != "down" and verdict == health.FAILING:
+        raise typer.Exit(4)
+    if fail_on == "degraded" and verdict == health.DEGRADED:
+        raise typer.Exit(5)
 
 
 def _print_status(data: dict[str, Any]) -> None:
@@ -100,6 +126,10 @@ def _print_status(data: dict[str, Any]) -> None:
                     f"database {data['database']})", show_header=False)
     t.add_column("what")
     t.add_column("value")
+    verdict = data["health"]
+    t.add_row("HEALTH", verdict["verdict"].upper())
+    for reason in verdict["reasons"]:
+        t.add_row(f"  {reason['level']}", reason["text"])
     for tier, error in data["down"].items():
         t.add_row(f"{tier} DOWN", error)
     for limit in data["exceeded"]:
@@ -242,15 +272,18 @@ def gc(ctx: typer.Context,
                f"{report.kept_referenced} referenced and {report.kept_recent} recent")
 
 
-def _threads_arg(ctx: typer.Context, threads: list[str], every: bool) -> list[str]:
+def _threads_arg(ctx: typer.Context, threads: list[str], every: bool,
+                 flusher: bool = True) -> list[str]:
     """The threads a command acts on: every thread (``--all``), or the named ones, all of
-    which must exist (else ``CliError`` naming the unknown ones; nothing is done)."""
+    which must exist (else ``CliError`` naming the unknown ones; nothing is done). The
+    session's saver runs a flusher unless not ``flusher`` (a dry run moves nothing)."""
     session = session_of(ctx)
-    saver = session.saver(flusher=True)
+    saver = session.saver(flusher=True) if flusher else session.saver(tolerant=True)
     if every and threads:
         raise CliError("name threads or pass --all, not both (nothing done)")
     if every:
-        return [t.thread_id for t in storage.all_threads(saver)]
+        return [t.thread_id for t in storage.all_threads(
+            saver if flusher else NoSetup(saver.context, session.clients))]
     if not threads:
         raise CliError("name at least one thread (or --all)")
     threads = list(dict.fromkeys(threads))  # each once
@@ -277,11 +310,15 @@ def prune(ctx: typer.Context,
                                          help="keep_latest: drop only checkpoints older than "
                                          "this (30d, 12h, 15m, 90s; the newest stays); delete: "
                                          "delete only threads inactive for this long"),
+          dry_run: bool = typer.Option(False, "--dry-run", help="print what would be "
+                                       "removed (threads, checkpoints, writes, values) and "
+                                       "change nothing"),
           yes: bool = YES) -> None:
     """Drop old checkpoints of threads in both tiers (``DurableSaver.prune``): keep the
     newest one (default), the newest N (--keep-last) and/or those younger than
     --older-than; or delete whole threads (--strategy delete, with --older-than only the
-    inactive ones: a retention job for cron). Unknown threads are an error."""
+    inactive ones: a retention job for cron). Unknown threads are an error. --dry-run
+    lists what would go, as MongoDB holds it, and changes nothing."""
     from ..plans.admin import check_prune
 
     try:
@@ -290,9 +327,12 @@ def prune(ctx: typer.Context,
     except ValueError as exc:
         raise CliError(str(exc).replace("prune keep_last", "--keep-last").replace(
             "prune strategy", "--strategy")) from None
-    ids = _threads_arg(ctx, threads or [], every)
+    ids = _threads_arg(ctx, threads or [], every, flusher=not dry_run)
     what = strategy + (f", keep last {keep_last}" if keep_last else "") + (
         f", older than {older_than}" if older_than else "")
+    if dry_run:
+        prune_preview(session_of(ctx), ids, strategy, keep_last, older_than_s, what)
+        return
     confirm(f"prune {len(ids)} thread(s) ({what})?", yes)
     session = session_of(ctx)
     saver = session.saver(flusher=True)

@@ -3,8 +3,9 @@
 Routes (GET unless said): ``/`` the thread list, ``/events/threads`` its live rows
 (server-sent events), ``/thread`` a thread (timeline, state, time machine) and
 ``/events/thread`` its latest checkpoint, live (the page offers to reload), ``/diff``,
-``/tiers``; JSON: ``/api/threads``, ``/api/thread``, ``/api/tiers``; POST ``/fork``
-(only with ``allow_writes``); ``/static/*``. Every value from state goes through Jinja's
+``/tiers`` and ``/events/tiers`` (its figures and health verdict, live); JSON:
+``/api/threads``, ``/api/thread``, ``/api/tiers``; POST ``/fork`` (only with
+``allow_writes``); ``/static/*``. Every value from state goes through Jinja's
 autoescaping; the content security policy lets no inline script run. Values are decoded
 strictly (``inspection.strict``): a stored entry naming a type not allowed is shown as a
 placeholder, never imported nor run. A request whose ``Host`` is not an allowed name gets
@@ -40,6 +41,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import ConfigurationError
 from ..inspection import lookup, render, timeline
+from ..inspection.health import HealthOptions
 from ..inspection.strict import strict_view
 from ..inspection.timeline import RUNNING_WINDOW_S
 from . import security, tiers, views
@@ -122,7 +124,9 @@ def _templates() -> Environment:
 def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = False,
                poll_s: float = 1.0, running_window_s: float = RUNNING_WINDOW_S,
                lag_every_s: float = 10.0, index_ttl_s: float = 5.0,
-               allowed_hosts: Iterable[str] = (), allow_types: Iterable[Any] = ()) -> Any:
+               allowed_hosts: Iterable[str] = (), allow_types: Iterable[Any] = (),
+               tiers_poll_s: float = 5.0,
+               health_options: HealthOptions | None = None) -> Any:
     """The dashboard as an ASGI app for ``saver`` (a ``DurableSaver``; mount it in a
     FastAPI/Starlette app or serve it with uvicorn). It reads through a copy of the saver
     whose serializer is strict (``inspection.strict.strict_view``): the saver's own
@@ -149,6 +153,10 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
             gets 400, so a DNS-rebinding page cannot read it.
         allow_types: types decoded besides the built-in allowlist: ``"module.Class"``
             strings, ``(module, name)`` pairs or classes (your state's own classes).
+        tiers_poll_s: how often (seconds, at least ``poll_s``) the open tiers page reads
+            both tiers again and updates itself (its figures and the health verdict).
+        health_options: the verdict's thresholds (``inspection.health.HealthOptions``:
+            flush lag over 60 s and an outbox 80% full are ``degraded`` by default).
 
     Raises ``ConfigurationError`` for ``allow_writes`` without a token or an allowed host
     that is no host name, ``ValueError`` for an ``allow_types`` entry of another form."""
@@ -276,12 +284,36 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
     def tiers_now() -> dict[str, Any]:
         if samples.due(time.time()):
             with contextlib.suppress(Exception):
-                tiers.sample(saver, samples)
-        return tiers.tiers_data(saver, samples)
+                tiers.sample(saver, samples, health_options)
+        return tiers.tiers_data(saver, samples, health_options)
 
     async def tiers_page(request: Request) -> Response:
         data = await run_in_threadpool(tiers_now)
         return page("tiers.html", plot=tiers.lag_plot(data["lag"]), **data)
+
+    async def tiers_events(request: Request) -> Response:
+        body_template = env.get_template("_tiers.html")
+
+        async def stream() -> AsyncIterator[str]:
+            last = None
+            quiet = 0.0
+            every = max(poll_s, tiers_poll_s)
+            while not await request.is_disconnected():
+                data = await run_in_threadpool(tiers_now)
+                body = json.dumps({"html": body_template.render(
+                    plot=tiers.lag_plot(data["lag"]), **data),
+                    "verdict": data["health"]["verdict"]})
+                if body != last:
+                    last, quiet = body, 0.0
+                    yield f"event: tiers\ndata: {body}\n\n"
+                elif quiet >= 15:
+                    quiet = 0.0
+                    yield ": ping\n\n"
+                await asyncio.sleep(every)
+                quiet += every
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"x-accel-buffering": "no"})
 
     async def tiers_json(request: Request) -> Response:
         return JSONResponse(render.jsonable(await run_in_threadpool(tiers_now)))
@@ -323,7 +355,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
     async def sampler() -> None:
         while True:
             with contextlib.suppress(Exception):
-                await run_in_threadpool(tiers.sample, saver, samples)
+                await run_in_threadpool(tiers.sample, saver, samples, health_options)
             await asyncio.sleep(lag_every_s)
 
     @contextlib.asynccontextmanager
@@ -341,6 +373,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         Route("/events/thread", guarded(thread_events)),
         Route("/diff", guarded(diff_page)),
         Route("/tiers", guarded(tiers_page)),
+        Route("/events/tiers", guarded(tiers_events)),
         Route("/api/threads", guarded(threads_json)),
         Route("/api/thread", guarded(thread_json)),
         Route("/api/tiers", guarded(tiers_json)),

@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from ..inspection import storage
+from ..inspection import health, storage
 from ..outbox.group import dead_letter_key
 
 WINDOW_S = 3600.0
@@ -47,10 +47,23 @@ class LagSamples:
             return list(self._points)
 
 
-def sample(saver: Any, samples: LagSamples) -> None:
-    """Read the outbox once and record its lag and length in ``samples``."""
+def sample(saver: Any, samples: LagSamples,
+           options: health.HealthOptions | None = None) -> None:
+    """Read the outbox once and record its lag and length in ``samples``; judge the
+    health (``inspection.health.check`` with ``options``) and record its value in the
+    saver's metrics (the ``langgraph_durable.health`` gauge)."""
     out = storage.outbox_status(saver.context, saver.sync_clients.redis)
     samples.add(time.time(), float(out["oldest_age_s"] or 0.0), int(out["length"]))
+    record_health(saver, health.check(saver.context, saver.sync_clients, options).value)
+
+
+def record_health(saver: Any, value: int) -> None:
+    """Give the verdict's ``value`` (0, 1, 2) to the saver's metrics (``metrics.Metrics.
+    health``), when it has a runtime with metrics."""
+    runtime = getattr(saver, "runtime", None)
+    metrics = getattr(runtime, "metrics", None)
+    if metrics is not None:
+        metrics.health(value)
 
 
 def _text(v: Any) -> str:
@@ -69,25 +82,41 @@ def dead_letters(saver: Any, n: int = DEAD_LETTERS_SHOWN) -> list[dict[str, str]
     return out
 
 
-def tiers_data(saver: Any, samples: LagSamples | None = None) -> dict[str, Any]:
+def tiers_data(saver: Any, samples: LagSamples | None = None,
+               options: health.HealthOptions | None = None) -> dict[str, Any]:
     """Every figure of the tiers page, as JSON data: ``key_prefix``, ``database``,
     ``outbox`` (``storage.outbox_status``: length, pending, consumers with idle times
     and heartbeats, oldest entry's age), ``dead_letters`` (newest), ``hot``
     (``storage.hot_memory``), ``durable`` (``storage.durable_sizes``), ``lag`` (the
     samples of the last hour: ``[at, lag_s, length]``), ``down`` (a tier that did not
-    answer: its error)."""
+    answer: its error), ``health`` (``inspection.health``'s verdict with ``options``:
+    ``verdict``, ``value``, ``reasons``)."""
     ctx, clients = saver.context, saver.sync_clients
     data: dict[str, Any] = {"key_prefix": ctx.config.key_prefix,
                             "database": ctx.config.database, "down": {}}
-    parts = (("redis", lambda: {"outbox": storage.outbox_status(ctx, clients.redis),
-                                "dead_letters": dead_letters(saver),
-                                "hot": storage.hot_memory(ctx, clients.redis)}),
-             ("mongodb", lambda: {"durable": storage.durable_sizes(ctx, clients.db)}))
-    for tier, part in parts:
+    facts: dict[str, Any] = {}
+
+    def redis_part() -> dict[str, Any]:
+        part = {"outbox": storage.outbox_status(ctx, clients.redis),
+                "dead_letters": dead_letters(saver),
+                "hot": storage.hot_memory(ctx, clients.redis)}
+        facts["redis"] = health.redis_facts(ctx, clients.redis)
+        return part
+
+    def mongodb_part() -> dict[str, Any]:
+        part = {"durable": storage.durable_sizes(ctx, clients.db)}
+        facts["mongodb"] = health.mongodb_facts(ctx, clients.db)
+        return part
+
+    for tier, part in (("redis", redis_part), ("mongodb", mongodb_part)):
         try:  # a tier that does not answer is reported; the other is still shown
             data.update(part())
         except Exception as exc:  # noqa: BLE001 - shown on the page, named by tier
             data["down"][tier] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+    data["health"] = health.judge(ctx, down=data["down"], outbox=data.get("outbox"),
+                                  redis=facts.get("redis"), mongodb=facts.get("mongodb"),
+                                  options=options).as_dict()
+    record_health(saver, data["health"]["value"])
     data["lag"] = [list(p) for p in (samples.points() if samples else [])]
     return data
 

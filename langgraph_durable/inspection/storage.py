@@ -3,6 +3,7 @@ checkpoint, outbox and memory figures. Read only; writes go through the saver.""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from typing import Any
@@ -217,12 +218,13 @@ def hot_memory(ctx: Context, r: Any) -> dict[str, Any]:
 
 
 def durable_sizes(ctx: Context, db: Any) -> dict[str, Any]:
-    """Per collection holding threads' data (``admin/referrers.py``
-    ``collections_of_threads``): documents, data size, storage size and index size
-    (bytes)."""
+    """Per collection of the deployment (every field of ``Collections``: checkpoints,
+    blobs, writes, meta, chunks, items, tombstones, effects), keyed by kind: documents,
+    data size, storage size and index size (bytes); ``"total"`` sums them (a figure
+    None when collStats was refused for some collection)."""
     cols = ctx.collections
-    out = {}
-    for kind in collections_of_threads():
+    out: dict[str, Any] = {}
+    for kind in (f.name for f in dataclasses.fields(cols)):
         name = getattr(cols, kind)
         try:
             s = db.command("collStats", name)
@@ -234,4 +236,8 @@ def durable_sizes(ctx: Context, db: Any) -> dict[str, Any]:
             out[kind] = {"collection": name,
                          "documents": db[name].estimated_document_count(),
                          "size": None, "storage_size": None, "index_size": None}
+    rows = list(out.values())
+    out["total"] = {"collection": "total", "documents": sum(r["documents"] for r in rows),
+                    **{f: None if any(r[f] is None for r in rows) else sum(r[f] for r in rows)
+                       for f in ("size", "storage_size", "index_size")}}
     return out

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from ..core.ops import (
     BulkWrite,
@@ -282,49 +284,109 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
     (clock,) = yield Pipeline([["TIME"]])  # items stored after this are never collected
     start_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
-    cols = ctx.collections
     for tid in thread_ids:
+        chosen = yield from _prune_choice_plan(ctx, tid, strategy, keep_last, cutoff)
+        if chosen is None:
+            continue
         if strategy == "delete":
-            if cutoff is not None:
-                newest = yield from ask(Find(cols.checkpoints, {"thread_id": tid},
-                                             {"checkpoint_id": 1},
-                                             sort=[("checkpoint_id", -1)], limit=1))
-                if not newest or not _older(newest[0]["checkpoint_id"], cutoff):
-                    continue
             yield from delete_thread_plan(ctx, tid)
             continue
-        q = {"thread_id": tid}
-        docs, bdocs, wdocs = yield Parallel([
-            Find(cols.checkpoints, q, {"checkpoint": 0}),
-            Find(cols.blobs, q, {"data": 0, "refs": 0}),
-            Find(cols.writes, q, {"checkpoint_ns": 1, "checkpoint_id": 1}),
-        ])
-        non_empty = {blob_field(b["checkpoint_ns"], b["channel"], b["version"])
-                     for b in bdocs if b["type"] != "empty"}
-        all_blobs = {blob_field(b["checkpoint_ns"], b["channel"], b["version"]) for b in bdocs}
-        by_ns: dict[str, dict[str, Doc]] = defaultdict(dict)
-        for d in docs:
-            by_ns[d["checkpoint_ns"]][d["checkpoint_id"]] = d
-        # the metadata of each namespace's latest checkpoint says which channels are deltas
-        latest = [cps[max(cps)] for cps in by_ns.values()]
-        for d in (yield from C.load_plan(cols.chunks, latest)):
-            by_ns[d["checkpoint_ns"]][d["checkpoint_id"]] = d
-        drop: dict[str, list[str]] = {}
-        keep_blobs: set[str] = set()
-        for ns, cps in by_ns.items():
-            ids = sorted(cps, reverse=True)
-            heads = set(ids[:keep_last or 1])
-            if cutoff is not None:
-                heads |= {c for c in ids if not _older(c, cutoff)}
-            keep = _keep_chains(ctx, ns, cps, non_empty, heads)
-            drop[ns] = [c for c in cps if c not in keep]
-            for c in keep:
-                keep_blobs |= {blob_field(ns, ch, v) for ch, v in cps[c]["blob_fields"]}
-        dropped = {(ns, c) for ns, cids in drop.items() for c in cids}
-        write_ids = [d["_id"] for d in wdocs
-                     if (d["checkpoint_ns"], d["checkpoint_id"]) in dropped]
-        yield from _remove(ctx, tid, drop, sorted(all_blobs - keep_blobs), write_ids)
+        yield from _remove(ctx, tid, chosen.checkpoints, chosen.blob_fields,
+                           chosen.write_ids)
         yield from _collect_items_plan(ctx, tid, start_ms)
+
+
+@dataclass(frozen=True)
+class PruneChoice:
+    """What a prune removes of one thread, as MongoDB holds it: ``checkpoints``
+    (checkpoint_ns -> checkpoint_ids dropped), ``kept`` (checkpoints kept),
+    ``blob_fields`` (channel values no kept checkpoint refers to), ``write_ids`` (the
+    dropped checkpoints' pending writes) and ``whole_thread`` (strategy ``delete``: every
+    checkpoint goes; then ``checkpoints`` lists them all)."""
+
+    checkpoints: dict[str, list[str]]
+    kept: int
+    blob_fields: list[str]
+    write_ids: list[Any]
+    whole_thread: bool = False
+
+    @property
+    def dropped(self) -> int:
+        """Number of checkpoints removed."""
+        return sum(len(c) for c in self.checkpoints.values())
+
+
+def _prune_choice_plan(ctx: Context, tid: str, strategy: str, keep_last: int | None,
+                       cutoff: float | None, preview: bool = False
+                       ) -> Plan[PruneChoice | None]:
+    """What ``prune_plan`` removes of thread ``tid`` (reads MongoDB only); None when a
+    ``delete`` with a cutoff keeps the thread (its newest checkpoint is recent). A
+    ``delete`` lists the thread's checkpoints only for a ``preview``."""
+    cols = ctx.collections
+    q = {"thread_id": tid}
+    if strategy == "delete":
+        if cutoff is not None:
+            newest = yield from ask(Find(cols.checkpoints, q, {"checkpoint_id": 1},
+                                         sort=[("checkpoint_id", -1)], limit=1))
+            if not newest or not _older(newest[0]["checkpoint_id"], cutoff):
+                return None
+        if not preview:
+            return PruneChoice({}, 0, [], [], whole_thread=True)
+        docs = yield from ask(Find(cols.checkpoints, q, {"checkpoint_ns": 1,
+                                                         "checkpoint_id": 1}))
+        every: dict[str, list[str]] = defaultdict(list)
+        for d in docs:
+            every[d["checkpoint_ns"]].append(d["checkpoint_id"])
+        return PruneChoice(dict(every), 0, [], [], whole_thread=True)
+    docs, bdocs, wdocs = yield Parallel([
+        Find(cols.checkpoints, q, {"checkpoint": 0}),
+        Find(cols.blobs, q, {"data": 0, "refs": 0}),
+        Find(cols.writes, q, {"checkpoint_ns": 1, "checkpoint_id": 1}),
+    ])
+    non_empty = {blob_field(b["checkpoint_ns"], b["channel"], b["version"])
+                 for b in bdocs if b["type"] != "empty"}
+    all_blobs = {blob_field(b["checkpoint_ns"], b["channel"], b["version"]) for b in bdocs}
+    by_ns: dict[str, dict[str, Doc]] = defaultdict(dict)
+    for d in docs:
+        by_ns[d["checkpoint_ns"]][d["checkpoint_id"]] = d
+    # the metadata of each namespace's latest checkpoint says which channels are deltas
+    latest = [cps[max(cps)] for cps in by_ns.values()]
+    for d in (yield from C.load_plan(cols.chunks, latest)):
+        by_ns[d["checkpoint_ns"]][d["checkpoint_id"]] = d
+    drop: dict[str, list[str]] = {}
+    keep_blobs: set[str] = set()
+    kept = 0
+    for ns, cps in by_ns.items():
+        ids = sorted(cps, reverse=True)
+        heads = set(ids[:keep_last or 1])
+        if cutoff is not None:
+            heads |= {c for c in ids if not _older(c, cutoff)}
+        keep = _keep_chains(ctx, ns, cps, non_empty, heads)
+        kept += len(keep)
+        drop[ns] = [c for c in cps if c not in keep]
+        for c in keep:
+            keep_blobs |= {blob_field(ns, ch, v) for ch, v in cps[c]["blob_fields"]}
+    dropped = {(ns, c) for ns, cids in drop.items() for c in cids}
+    write_ids = [d["_id"] for d in wdocs if (d["checkpoint_ns"], d["checkpoint_id"]) in dropped]
+    return PruneChoice(drop, kept, sorted(all_blobs - keep_blobs), write_ids)
+
+
+def prune_preview_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
+                       keep_last: int | None = None, older_than_s: float | None = None
+                       ) -> Plan[dict[str, PruneChoice | None]]:
+    """What ``prune_plan`` with the same arguments would remove, per thread (None: a
+    thread ``delete`` keeps), read from MongoDB and changing nothing: no flush first, so
+    checkpoints still only in the outbox are not counted (they are newer than what
+    MongoDB holds: a prune run after they reach it keeps them among the newest and may
+    drop more of the older ones). Raises ``ValueError`` for arguments ``prune_plan``
+    refuses."""
+    check_prune(strategy, keep_last, older_than_s)
+    cutoff = None if older_than_s is None else ctx.clock.time_ns() / 1e9 - older_than_s
+    out: dict[str, PruneChoice | None] = {}
+    for tid in thread_ids:
+        out[tid] = yield from _prune_choice_plan(ctx, tid, strategy, keep_last, cutoff,
+                                                 preview=True)
+    return out
 
 
 def _collect_items_plan(ctx: Context, thread_id: str, start_ms: int) -> Plan[None]:

@@ -122,6 +122,21 @@ def test_history_at_80_columns_keeps_time_and_parent_readable(cli: Cli, t1: dict
     assert "ns ''" in text
 
 
+def test_history_at_120_and_200_columns_cuts_nothing(cli: Cli, t1: dict) -> None:
+    full = cli.json("history", "t1")["checkpoints"]
+    for columns, whole_ids in (("120", False), ("200", True)):
+        cli.env["COLUMNS"] = columns
+        lines = cli("history", "t1").stdout.splitlines()
+        assert max(len(line) for line in lines) <= int(columns)
+        assert not any("…" in line for line in lines), lines  # no cell cut short
+        rows = [line for line in lines
+                if re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ", line)]
+        assert len(rows) == 5
+        for row, c in zip(rows, full):
+            assert (c["checkpoint_id"] in row) == whole_ids
+            assert c["ts"][:10] + " " + c["ts"][11:19] + "Z" in row
+
+
 def test_show_of_an_external_reference_without_blob_store_says_to_pass_it(
         cli: Cli, tmp_path: Path) -> None:
     serde = ExternalRefSerializer(store=LocalBlobStore(tmp_path / "blobs"), threshold_bytes=4000)

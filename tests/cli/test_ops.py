@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pymongo
+import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable.hot.keys import CONSUMER_GROUP, heartbeats_key
@@ -82,6 +84,65 @@ def test_status_probe_exits_3_once_the_oldest_unflushed_entry_is_older_than_the_
     st = cli.json("status", "--probe", "--max-oldest-age-s", "0")  # exit 0: nothing waits
     assert (st["outbox"]["length"], st["outbox"]["oldest_age_s"], st["exceeded"]) == (
         0, None, [])
+
+
+def test_status_verdict_and_its_exit_codes_with_fail_on(cli: Cli) -> None:
+    _put(cli, "v", 2)  # entries wait, no flusher alive: failing
+    st = cli.json("status", "--probe")  # the default --fail-on down: exit 0 as before
+    assert st["health"]["verdict"] == "failing" and st["health"]["value"] == 2
+    assert st["health"]["reasons"][0]["text"].startswith(
+        "no flusher is alive and 2 outbox entries wait for MongoDB")
+    out = cli("status", "--probe", "--fail-on", "failing", code=4).stdout
+    assert "HEALTH" in out and "FAILING" in out and "no flusher is alive" in out
+    cli("status", "--probe", "--fail-on", "degraded", code=4)
+    cli("flush")  # drained; its flusher stopped: nothing waits, no flusher alive: degraded
+    with cli.saver(flusher="off") as s:
+        s.sync_clients.redis.xadd(dead_letter_key(s.context), {"entry": "1-0", "error": "x"})
+    st = json.loads(cli("status", "--probe", "--json", "--fail-on", "degraded",
+                        code=5).stdout)
+    assert st["health"]["verdict"] == "degraded"
+    assert [r["text"].split(": ")[0] for r in st["health"]["reasons"]] == [
+        "no flusher is alive", f"1 dead letter(s) in {st['outbox']['dead_letter_stream']}"]
+    cli("status", "--probe", "--fail-on", "failing")  # degraded: exit 0
+    cli("status", "--probe", "--fail-on", "sometimes", code=1)
+
+
+def _both_tiers(cli: Cli) -> tuple[dict, dict]:
+    """Every Redis key of the test's prefix with its DUMP, and every MongoDB document of
+    the test's database by collection."""
+    r, mongo = redis.Redis.from_url(cli.redis_url), pymongo.MongoClient(cli.mongo_url)
+    try:  # plain clients: a saver's start would write to both tiers itself
+        db = mongo[cli.opts["database"]]
+        keys = sorted(r.scan_iter(match="{" + cli.opts["key_prefix"] + "*"))
+        redis_state = {k: r.dump(k) for k in keys}
+        mongo_state = {name: sorted(map(repr, db[name].find({})))
+                       for name in db.list_collection_names()}
+    finally:
+        r.close()
+        mongo.close()
+    return redis_state, mongo_state
+
+
+def test_prune_dry_run_lists_what_would_go_and_changes_nothing(cli: Cli, t1: dict) -> None:
+    _put(cli, "t2", 1)  # a thread with one checkpoint, left in the outbox
+    before = _both_tiers(cli)
+    out = cli("prune", "t1", "t2", "--dry-run").stdout  # no question asked
+    lines = out.splitlines()
+    assert lines[0].startswith("t1: 4 of 5 checkpoint(s) (ns '': 4), ")
+    assert lines[1] == "t2: nothing (0 checkpoint(s) kept)"  # MongoDB holds none of it
+    assert lines[2].startswith("dry run (keep_latest): would prune 1 of 2 thread(s): "
+                               "4 checkpoint(s), ")
+    assert lines[2].endswith("nothing was changed")
+    assert lines[3].startswith("note: 1 outbox entry not yet in MongoDB are not counted")
+    assert _both_tiers(cli) == before
+    out = cli("prune", "--all", "--strategy", "delete", "--dry-run").stdout
+    assert "t1: whole thread, 5 checkpoint(s)" in out
+    assert "would prune 2 of 2 thread(s): 5 checkpoint(s)" in out  # t2: only in Redis
+    assert _both_tiers(cli) == before
+    assert len(cli.json("history", "t1")["checkpoints"]) == 5
+    cli("prune", "t1", "--yes")  # the real prune drops what the dry run said
+    assert [c["checkpoint_id"] for c in cli.json("history", "t1")["checkpoints"]] == \
+        t1["ids"][:1]
 
 
 def test_flusher_command_runs_the_worker_until_sigterm(cli: Cli) -> None:

@@ -1,6 +1,6 @@
-// langgraph-durable dashboard: live thread rows over server-sent events. Plain JS, no
-// dependencies. The rows arrive as HTML the server rendered (and escaped) with the same
-// template as the first page load.
+// langgraph-durable dashboard: live thread rows and tiers page over server-sent events.
+// Plain JS, no dependencies. The rows (and the tiers page's body) arrive as HTML the
+// server rendered (and escaped) with the same template as the first page load.
 "use strict";
 (function () {  // a thread's page: say when the thread has a newer checkpoint
   var newer = document.getElementById("newer");
@@ -28,6 +28,19 @@
     rows.innerHTML = data.html;
     total.textContent = String(data.total);
     if (pages) { pages.textContent = String(data.pages); }
+    live.className = "live on";
+  });
+  source.onerror = function () { live.className = "live off"; };
+  source.onopen = function () { live.className = "live on"; };
+})();
+(function () {  // the tiers page: the verdict and figures, live
+  var body = document.getElementById("tiers-body");
+  if (!body || !window.EventSource) { return; }
+  var live = document.getElementById("live");
+  var source = new EventSource(body.getAttribute("data-events"));
+  source.addEventListener("tiers", function (event) {
+    var data = JSON.parse(event.data);
+    body.innerHTML = data.html;
     live.className = "live on";
   });
   source.onerror = function () { live.className = "live off"; };
