@@ -57,9 +57,9 @@ def test_a_hot_key_of_the_wrong_type_names_the_thread_and_the_key(saver, redis_c
                              r"string, not a hash") as info:
         saver.get_tuple(thread("t"))
     assert (info.value.tier, info.value.thread_id, info.value.key) == ("hot", "t", key)
-    with pytest.raises(CorruptRecordError, match=f"of thread 't' holds a string"):
+    with pytest.raises(CorruptRecordError, match="of thread 't' holds a string"):
         list(saver.list(thread("t")))
-    with pytest.raises(CorruptRecordError, match=f"of thread 't' holds a string"):
+    with pytest.raises(CorruptRecordError, match="of thread 't' holds a string"):
         list(saver.list({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}))
 
 
@@ -141,8 +141,14 @@ def test_a_damaged_write_document_names_it(saver, redis_client) -> None:
 
 
 def test_missing_blob_documents_are_an_error_not_an_empty_state(saver, redis_client) -> None:
+    empty = {"configurable": {"thread_id": "e", "checkpoint_ns": ""}}
+    cp = empty_checkpoint()
+    cp["channel_versions"] = {"v": "1", "none": "1"}
+    cp["channel_values"] = {"v": 1}  # 'none' changed to no value: stored as empty
+    saver.put(empty, cp, {"step": 0}, {"v": "1", "none": "1"})
     cfg = two_steps(saver)
     go_cold(saver, redis_client)
+    assert saver.get_tuple(thread("e")).checkpoint["channel_values"] == {"v": 1}
     blobs = saver.sync_clients.db[saver.context.collections.blobs]
     assert blobs.delete_many({"thread_id": "t"}).deleted_count == 2
     cid = cfg["configurable"]["checkpoint_id"]
@@ -156,17 +162,7 @@ def test_missing_blob_documents_are_an_error_not_an_empty_state(saver, redis_cli
         "t", "", cid, "v", f"{2:032}.0")
     with pytest.raises(MissingValueError):
         list(saver.list(thread("t")))
-
-
-def test_an_empty_channel_is_no_missing_value(saver, redis_client) -> None:
-    cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-    cp = empty_checkpoint()
-    cp["channel_versions"] = {"v": "1", "gone": "1"}
-    cp["channel_values"] = {"v": 1}  # 'gone' changed to no value: stored as empty
-    saver.put(cfg, cp, {"step": 0}, {"v": "1", "gone": "1"})
-    assert saver.get_tuple(thread("t")).checkpoint["channel_values"] == {"v": 1}
-    go_cold(saver, redis_client)
-    assert saver.get_tuple(thread("t")).checkpoint["channel_values"] == {"v": 1}
+    assert saver.get_tuple(thread("e")).checkpoint["channel_values"] == {"v": 1}
 
 
 async def test_missing_blob_documents_raise_in_the_async_api(asaver, redis_client,
@@ -233,3 +229,36 @@ async def test_alist_none_yields_every_other_thread_then_names_the_damaged_one(
     for tid in ("a", "c"):
         assert [t.checkpoint["channel_values"] async for t in asaver.alist(thread(tid))] == [
             {"v": tid}]
+
+
+def test_list_none_names_checkpoints_of_no_thread(saver) -> None:
+    for tid in ("a", "b"):
+        two_steps(saver, tid)
+    saver.flush()
+    cps = saver.sync_clients.db[saver.context.collections.checkpoints]
+    cps.update_many({"thread_id": "b"}, {"$unset": {"thread_id": ""}})
+    got = []
+    with pytest.raises(CorruptRecordError, match=r"could not list 1 thread\(s\) .*thread_id "
+                                                 r"None .*belong to no thread") as info:
+        for tup in saver.list(None):
+            got.append(tup.config["configurable"]["thread_id"])
+    assert got == ["a", "a"]
+    assert [e.tier for e in info.value.damaged] == ["durable"]
+
+
+# ------------------------------------------------------------------ copy_thread
+
+
+def test_copy_thread_of_a_damaged_document_copies_nothing_and_names_it(
+        saver, redis_client) -> None:
+    cfg = two_steps(saver)
+    saver.flush()
+    cid = cfg["configurable"]["checkpoint_id"]
+    cps = saver.sync_clients.db[saver.context.collections.checkpoints]
+    cps.update_one({"thread_id": "t", "checkpoint_id": cid}, {"$unset": {"checkpoint": ""}})
+    with pytest.raises(CorruptRecordError,
+                       match=rf"MongoDB checkpoints document .*\(thread 't', ns '', checkpoint "
+                             rf"'{cid}'\) is damaged: field 'checkpoint' is missing"):
+        saver.copy_thread("t", "u")
+    assert saver.get_tuple(thread("u")) is None
+    assert cps.count_documents({"thread_id": "u"}) == 0

@@ -35,6 +35,9 @@ from ..core.schema import (
     upgrade_document,
 )
 from ..errors import CorruptRecordError
+from .checks import chain_link_of as chain_link_of  # re-exported (the walk of delta.py)
+from .checks import checked, damaged, short
+from .checks import identity_of as identity_of  # re-exported (copy_thread)
 
 TOMBSTONE_TTL_INDEX = "deleted_at_ttl"
 """Name of the tombstones' TTL index (``expireAfterSeconds`` = ``tombstone_ttl_s``)."""
@@ -298,95 +301,17 @@ def upsert_write(doc: Doc) -> UpdateDoc | ReplaceDoc:
 # ------------------------------------------------------------------------ from documents
 
 
-_STR, _BYTES, _INT, _LIST = (str,), (bytes,), (int,), (list,)
-_OPT_STR = (str, type(None))
-
-_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
-    "checkpoints": {"checkpoint_ns": _STR, "checkpoint_id": _STR, "type": _STR,
-                    "checkpoint": _BYTES, "metadata_type": _STR, "metadata": _BYTES,
-                    "blob_fields": _LIST},
-    "blobs": {"checkpoint_ns": _STR, "channel": _STR, "version": _STR, "type": _STR},
-    "writes": {"checkpoint_ns": _STR, "checkpoint_id": _STR, "task_id": _STR, "idx": _INT,
-               "channel": _STR, "type": _STR},
-    "items": {"d": _BYTES, "type": _STR},
-}
-"""The fields a document of each collection must hold to be read, and their types
-(``_checked``); ``data`` (bytes) too, unless the value is a manifest, a node or empty."""
-
-_OPTIONAL: dict[str, tuple[type, ...]] = {
-    "parent_checkpoint_id": _OPT_STR, "run_id": _OPT_STR, "md": _LIST, "refs": _LIST,
-    "task_path": _STR, "seq": _INT, "v": _INT}
-"""Fields a document may lack, and their types when present."""
-
-_TYPE_NAMES = {str: "a string", bytes: "binary data", int: "an integer", list: "an array",
-               type(None): "null"}
-
-
-def _damaged(doc: DocView, kind: str, problem: str) -> CorruptRecordError:
-    """``CorruptRecordError`` naming the ``kind`` document ``doc`` (its ``_id``, thread,
-    namespace and checkpoint, as far as it holds them) and ``problem``."""
-    def text(name: str) -> str | None:
-        v = doc.get(name) if isinstance(doc, Mapping) else None
-        return v if isinstance(v, str) else None
-
-    tid, ns, cid = text("thread_id"), text("checkpoint_ns"), text("checkpoint_id")
-    where = ", ".join(f"{n} {v!r}" for n, v in (("thread", tid), ("ns", ns),
-                                               ("checkpoint", cid)) if v is not None)
-    _id = doc.get("_id") if isinstance(doc, Mapping) else None
-    return CorruptRecordError(
-        f"MongoDB {kind} document {_id!r}" + (f" ({where})" if where else "")
-        + f" is damaged: {problem}", tier="durable", thread_id=tid, checkpoint_ns=ns,
-        checkpoint_id=cid, key=str(_id) if _id is not None else None)
-
-
-def _checked(doc: DocView, kind: str) -> DocView:
-    """``doc`` when it holds every field ``_FIELDS`` names for ``kind`` with its type (and
-    ``_OPTIONAL`` ones with theirs); else ``CorruptRecordError`` naming the document and
-    the field."""
-    want = _FIELDS[kind]
-    for name, types in (*want.items(), *_OPTIONAL.items()):
-        if name not in doc:
-            if name in want:
-                raise _damaged(doc, kind, f"field {name!r} is missing")
-            continue
-        v = doc[name]
-        if not isinstance(v, types) or isinstance(v, bool):
-            expected = " or ".join(_TYPE_NAMES[t] for t in types)
-            raise _damaged(doc, kind, f"field {name!r} holds {type(v).__name__} "
-                                      f"{_short(v)}, not {expected}")
-    if kind != "checkpoints" and doc["type"] not in (MANIFEST_TYPE, NODE_TYPE, "empty") \
-            and not isinstance(doc.get("data"), bytes):
-        raise _damaged(doc, kind, "field 'data' is missing" if "data" not in doc else
-                       f"field 'data' holds {type(doc['data']).__name__}, not binary data")
-    for name in ("refs", "md", "blob_fields"):
-        if name in doc and not all(_entry_ok(name, e) for e in doc[name]):
-            raise _damaged(doc, kind, f"field {name!r} holds a malformed entry")
-    return doc
-
-
-def _entry_ok(name: str, e: object) -> bool:
-    if name == "refs":
-        return isinstance(e, bytes)
-    if name == "md":
-        return isinstance(e, Mapping) and isinstance(e.get("k"), str) and "v" in e
-    return isinstance(e, list) and len(e) == 2 and all(isinstance(x, str) for x in e)
-
-
-def _short(v: object) -> str:
-    return repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
-
-
 def _check(doc: DocView, kind: str) -> DocView:
     """``doc`` in the current format: an older one upgraded through
     ``schema.DOCUMENT_STEPS`` (in memory), a newer one refused; then checked for the
-    fields a read needs (``_checked``: ``CorruptRecordError`` naming the document and the
+    fields a read needs (``checks.checked``: ``CorruptRecordError`` naming the document and the
     field)."""
     if not isinstance(doc, Mapping):
         raise CorruptRecordError(f"MongoDB {kind} document is not a document: "
-                                 f"{_short(doc)}", tier="durable")
+                                 f"{short(doc)}", tier="durable")
     v = doc.get("v", 1)
     if not isinstance(v, int) or isinstance(v, bool):
-        raise _damaged(doc, kind, f"field 'v' holds {type(v).__name__} {_short(v)}, "
+        raise damaged(doc, kind, f"field 'v' holds {type(v).__name__} {short(v)}, "
                                   "not an integer")
     if doc.get("chunked"):
         raise CorruptRecordError(
@@ -394,9 +319,9 @@ def _check(doc: DocView, kind: str) -> DocView:
             f"chunked fields {doc['chunked']!r} that were not reassembled before decoding "
             "(a read path misses chunks.load_plan)")
     if v == ITEMS_VERSION and doc.get("type") == MANIFEST_TYPE:
-        return _checked(doc, kind)  # the current format, holding a manifest
+        return checked(doc, kind)  # the current format, holding a manifest
     check_not_newer(v, f"MongoDB document {doc.get('_id')!r}")
-    return _checked(upgrade_document(kind, doc) if v < SCHEMA_VERSION else doc, kind)
+    return checked(upgrade_document(kind, doc) if v < SCHEMA_VERSION else doc, kind)
 
 
 def record_of(doc: DocView) -> CheckpointRecord:
@@ -414,22 +339,6 @@ def record_of(doc: DocView) -> CheckpointRecord:
         md_query=tuple((kv["k"], kv["v"]) for kv in doc.get("md", [])),
         blob_fields=tuple(blob_field(ns, ch, ver) for ch, ver in doc["blob_fields"]),
     )
-
-
-def chain_link_of(doc: DocView) -> tuple[str, str | None, list[tuple[str, str]]]:
-    """``(checkpoint_id, parent checkpoint_id or None, [(channel, version)])`` of a
-    checkpoints document read with only those fields (the walk of
-    ``plans/delta.py``); ``CorruptRecordError`` naming the document when one is missing
-    or of the wrong type."""
-    cid, parent, fields = (doc.get("checkpoint_id"), doc.get("parent_checkpoint_id"),
-                           doc.get("blob_fields"))
-    if not isinstance(cid, str):
-        raise _damaged(doc, "checkpoints", "field 'checkpoint_id' is missing or not a string")
-    if not isinstance(parent, _OPT_STR):
-        raise _damaged(doc, "checkpoints", "field 'parent_checkpoint_id' is not a string")
-    if not isinstance(fields, list) or not all(_entry_ok("blob_fields", e) for e in fields):
-        raise _damaged(doc, "checkpoints", "field 'blob_fields' is missing or malformed")
-    return cid, parent, [(ch, ver) for ch, ver in fields]
 
 
 def blob_value_of(doc: DocView) -> tuple[str, Typed | None]:
@@ -450,6 +359,14 @@ def write_of(doc: DocView) -> WriteRecord:
         doc["task_id"], int(doc["idx"]), doc["channel"], _value_of(doc),
         doc.get("task_path", ""), int(doc.get("seq", 0)),
     )
+
+
+def check_document(doc: DocView, kind: str) -> None:
+    """Raise ``CorruptRecordError`` (naming the document and the field) when the ``kind``
+    document ``doc`` (not chunked) lacks a field a read needs or holds one of the wrong
+    type, ``SchemaVersionError`` when it is of a newer format (``copy_thread`` checks what
+    it copies without decoding it)."""
+    _check(doc, kind)
 
 
 def blob_ids(thread_id: str, fields: Iterable[str]) -> list[str]:

@@ -21,16 +21,8 @@ from ..durable import chunks as C
 from ..durable import documents as D
 from ..hot.scripts import ChainStatus, chain_op, parts_op
 from .context import Context
-from .read import (
-    Writes,
-    hot_checked,
-    items_of,
-    merge_writes,
-    missing_values,
-    page_plan,
-    resolve_items_plan,
-    writes_of,
-)
+from .damage import hot_checked, missing_values
+from .read import Writes, items_of, merge_writes, page_plan, resolve_items_plan, writes_of
 
 REDIS_STEPS = 512
 MONGO_BATCH = 64

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 from langgraph.checkpoint.base import CheckpointTuple
 
@@ -28,18 +28,17 @@ from ..core.records import (
     assemble,
     member,
     metadata_matches,
-    split_field,
     unpack_blob,
 )
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import CorruptRecordError, MissingValueError
-from ..hot.keys import EPOCH_FIELD, KEY_TYPES
+from ..hot.keys import EPOCH_FIELD
 from ..hot.registry import epoch_complete
 from ..hot.scripts import PageReply, PartsReply, page_op, parts_op
 from .context import Context, Learned
+from .damage import about, damaged_keys_plan, hot_checked, missing_values
 
-T = TypeVar("T")
 Row = tuple[CheckpointRecord, dict[tuple[str, int], WriteRecord]]
 Writes = dict[tuple[str, int], WriteRecord]
 
@@ -213,52 +212,6 @@ def resolve_items_plan(ctx: Context, thread_id: str, values: Sequence[Typed | No
     return None
 
 
-def damaged_keys_plan(ctx: Context, thread_id: str) -> Plan[None]:
-    """Ask Redis the ``TYPE`` of each key of ``thread_id`` (and its partition's thread
-    registry): raise ``CorruptRecordError`` (tier ``"hot"``) naming the thread, the first
-    key whose type is not the one stored there (``hot.keys.KEY_TYPES``), its type and the
-    one expected; return when every key has its type (or does not exist). One pipeline,
-    run only after a read failed."""
-    keys = ctx.keys(thread_id)
-    names = [*keys.all, keys.gone, keys.fx, ctx.registry_of(thread_id)]
-    kinds = [*(keys.suffix_of(k) for k in names[:-1]), "registry"]
-    types = yield Pipeline([["TYPE", k] for k in names])
-    for key, kind, t in zip(names, kinds, types):
-        got = t.decode() if isinstance(t, bytes) else str(t)
-        want = KEY_TYPES.get(kind or "", "hash")
-        if got not in ("none", want):
-            what = ("the thread registry of its partition" if kind == "registry"
-                    else f"its {kind!r} key")
-            raise CorruptRecordError(
-                f"Redis key {key!r} ({what}) of thread {thread_id!r} holds a {got}, not a "
-                f"{want}: the key is damaged (set by hand or by another program?); "
-                "repair or delete it", tier="hot", thread_id=thread_id, key=key)
-    return None
-
-
-def hot_checked(ctx: Context, thread_id: str, plan: Plan[T]) -> Plan[T]:
-    """Run ``plan`` (reading ``thread_id``); when a script of it fails with ``WRONGTYPE``
-    (the drivers' ``CorruptRecordError`` naming no thread), find the damaged key
-    (``damaged_keys_plan``) and raise the error naming it and the thread."""
-    try:
-        return (yield from plan)
-    except CorruptRecordError as exc:
-        if exc.tier != "hot" or exc.thread_id is not None:
-            raise
-        yield from damaged_keys_plan(ctx, thread_id)
-        exc.thread_id = thread_id
-        raise
-
-
-def about(exc: CorruptRecordError, **facts: str | None) -> CorruptRecordError:
-    """``exc`` with those of the attributes ``facts`` names (``tier``, ``thread_id``,
-    ``checkpoint_ns``, ``checkpoint_id``...) that it did not know yet set."""
-    for name, value in facts.items():
-        if getattr(exc, name, None) is None:
-            setattr(exc, name, value)
-    return exc
-
-
 def _decode_page(thread_id: str, reply: PageReply
                  ) -> tuple[list[Row], dict[str, Typed | None], dict[bytes, Typed], list[bytes]]:
     blobs: dict[str, Typed | None] = {}
@@ -430,21 +383,6 @@ def _page(ctx: Context, thread_id: str, ns: str, *, before: str | None, exact: s
     return RecordPage(thread_id, found, blobs, filter, cursor,
                       len(merged) - len(cold_recs), len(cold_recs), head, items=items,
                       hot_items=hot_items)
-
-
-def missing_values(thread_id: str, lost: Sequence[tuple[str, str]]) -> MissingValueError:
-    """``MissingValueError`` naming the first ``(checkpoint_id, blob field)`` of ``lost``
-    (a channel version neither tier holds) and how many more there are."""
-    cid, f = lost[0]
-    ns, channel, version = split_field(f)
-    key = D.blob_ids(thread_id, [f])[0]
-    more = f" (and {len(lost) - 1} more)" if len(lost) > 1 else ""
-    return MissingValueError(
-        f"checkpoint {cid!r} (thread {thread_id!r}, ns {ns!r}) names version "
-        f"{version!r} of channel {channel!r}, whose value neither Redis nor MongoDB holds "
-        f"(blobs document {key!r}){more}: the record was lost or deleted by hand",
-        tier="durable", thread_id=thread_id, checkpoint_ns=ns,
-        checkpoint_id=cid, key=key, channel=channel, version=version)
 
 
 def get_tuple_plan(ctx: Context, thread_id: str, ns: str,
