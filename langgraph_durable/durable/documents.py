@@ -281,17 +281,12 @@ def stored_before(thread_id: str, at_ms: int) -> dict[str, object]:
 def upsert(doc: Doc) -> ReplaceDoc | UpdateDoc:
     """Idempotent upsert of an immutable document (checkpoint or blob). A checkpoint's
     ``put_ms`` is set once, when the document is first inserted: replaying its outbox
-    entry (a later stream time) leaves the document unchanged. A blob's only grows
-    (``$max``, as an item's): the same channel version stored again by a later put (a new
-    run on a thread, flushed while a ``delete_thread`` runs) is not taken as stored
-    before the delete and removed under the new checkpoint that names it."""
+    entry (a later stream time) leaves the document unchanged."""
     if "put_ms" not in doc:
         return ReplaceDoc(target(doc), doc, upsert=True)
     fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
-    at = {"put_ms": doc["put_ms"]}
-    if "channel" in doc and "checkpoint_id" not in doc:  # a blob (blob_doc)
-        return UpdateDoc(target(doc), {"$set": fields, "$max": at}, upsert=True)
-    return UpdateDoc(target(doc), {"$set": fields, "$setOnInsert": at}, upsert=True)
+    return UpdateDoc(target(doc),
+                     {"$set": fields, "$setOnInsert": {"put_ms": doc["put_ms"]}}, upsert=True)
 
 
 def upsert_write(doc: Doc) -> UpdateDoc | ReplaceDoc:
