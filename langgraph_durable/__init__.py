@@ -26,6 +26,7 @@ from .errors import (
 )
 from .plans.threads import ThreadInfo, ThreadPage
 from .saver import DurableSaver
+from .store import DurableStore
 
 __all__ = [
     "CheckpointNotFoundError",
@@ -35,6 +36,7 @@ __all__ = [
     "DurableConfig",
     "DurableSaver",
     "DurableSaverError",
+    "DurableStore",
     "EventLoopNotRunningError",
     "FlushTimeoutError",
     "InvalidIdentifierError",

@@ -20,12 +20,14 @@ from pymongo.errors import DocumentTooLarge
 from ..core.ops import BulkWriteFailed, Pipeline, Plan
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, CheckpointRecord, WriteRecord, unpack_blob
+from ..core.store_records import STORE_KIND
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..errors import CorruptRecordError
 from ..plans.context import Context
 from ..plans.effects import FX_KIND, flush_effects_plan
 from ..plans.fence import fence_plan, insert_else_upsert, stream_ms
+from ..plans.store import flush_store_plan
 from .group import dead_letter_key, ensure_group_plan, upkeep_plan
 from .heartbeat import reap_plan
 from .streams import Parsed, Taken, ack_plan, claim_plan, dead_letter_plan, read_plan
@@ -250,15 +252,15 @@ def _copy(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     """Read the named records from Redis (one pipeline) and write them to MongoDB
     (inserts; the upserts for documents already there: ``insert_else_upsert``); returns
     the documents and record bytes written. Entries of the effect journal go to
-    ``plans.effects.flush_effects_plan``."""
-    journal = [p for p in parsed if p[2].kind == FX_KIND]
-    if journal:
-        parsed = [p for p in parsed if p[2].kind != FX_KIND]
-        written = yield from flush_effects_plan(ctx, journal)
-        if not parsed:
-            return Copied(written, 0)
-        rest = yield from _copy(ctx, parsed)
-        return Copied(written + rest.documents, rest.bytes_written)
+    ``plans.effects.flush_effects_plan``, the memory store's to
+    ``plans.store.flush_store_plan``."""
+    for kind, flush in ((FX_KIND, flush_effects_plan), (STORE_KIND, flush_store_plan)):
+        own = [p for p in parsed if p[2].kind == kind]
+        if own:
+            parsed = [p for p in parsed if p[2].kind != kind]
+            written = yield from flush(ctx, own)
+            rest = (yield from _copy(ctx, parsed)) if parsed else Copied(0, 0)
+            return Copied(written + rest.documents, rest.bytes_written)
     want: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
     put_ms: dict[tuple[str, Any], int] = {}  # (thread, member, field or digest) -> time
     for eid, tid, entry in parsed:

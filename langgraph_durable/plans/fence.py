@@ -25,6 +25,7 @@ from ..core.ops import (
 )
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, split_field
+from ..core.store_records import STORE_KIND
 from ..durable import documents as D
 from .context import Context
 
@@ -51,6 +52,9 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
     complete (no ``!``: Redis lost its data or they expired, so a delete's tombstones may be
     only in MongoDB) has MongoDB's read too, in one query for all such threads of the round:
     a round that stalled across a Redis data loss is still fenced."""
+    entries = [e for e in entries if e[2].kind != STORE_KIND]  # seq-guarded: plans/store
+    if not entries:
+        return
     threads = sorted({tid for _, tid, _ in entries})
     replies = yield Pipeline([["HGETALL", ctx.keys(t).gone] for t in threads])
     stones: dict[str, dict[str, int]] = {}

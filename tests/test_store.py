@@ -1,0 +1,173 @@
+"""DurableStore, LangGraph's long-term memory store on the saver's tiers: put / get /
+delete / search / list_namespaces in Redis (hot), from MongoDB alone (cold: flushed, then
+the key prefix's Redis keys deleted), before any flush (read-your-writes), with MongoDB
+down, and no resurrection of a delete by a late copy of an older version."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pymongo
+import pytest
+import redis
+from langgraph.store.base import InvalidNamespaceError
+
+from langgraph_durable import DurableStore, TierUnavailableError
+from langgraph_durable.core.store_records import StoreRecord, item_field
+from langgraph_durable.durable.store import store_doc, upsert_record
+from langgraph_durable.plans.fence import bulk_ignoring_newer
+from langgraph_durable.testing import drop_key_prefix, mongo_server, unique_options, wait_for
+
+
+@pytest.fixture
+def opts() -> dict[str, object]:
+    return unique_options()
+
+
+@pytest.fixture
+def store(redis_url: str, mongo_url: str, opts: dict[str, object]) -> Iterator[DurableStore]:
+    with DurableStore.from_urls(redis_url, mongo_url, **opts) as s:
+        yield s
+
+
+def _fill(store: DurableStore) -> None:
+    store.put(("users", "u1"), "prefs", {"theme": "dark", "size": 3})
+    store.put(("users", "u1"), "notes", {"text": "likes tea", "size": 1})
+    store.put(("users", "u2"), "prefs", {"theme": "light", "size": 5, "n": {"a": 1}})
+    store.put(("docs",), "d1", {"text": "hello"})
+
+
+def _keys(items: list) -> list[tuple[tuple[str, ...], str]]:
+    return [(tuple(i.namespace), i.key) for i in items]
+
+
+def _check_answers(store: DurableStore) -> None:
+    item = store.get(("users", "u1"), "prefs")
+    assert item is not None and item.value == {"theme": "dark", "size": 3}
+    assert item.namespace == ("users", "u1") and item.key == "prefs"
+    assert item.created_at.tzinfo is not None and item.updated_at >= item.created_at
+    assert store.get(("users", "u1"), "nope") is None
+    assert _keys(store.search(("users",))) == [
+        (("users", "u1"), "prefs"), (("users", "u1"), "notes"), (("users", "u2"), "prefs")]
+    assert _keys(store.search(("users",), filter={"size": {"$gte": 3}})) == [
+        (("users", "u1"), "prefs"), (("users", "u2"), "prefs")]
+    assert _keys(store.search(("users",), filter={"theme": {"$ne": "dark"}})) == [
+        (("users", "u1"), "notes"), (("users", "u2"), "prefs")]
+    assert _keys(store.search(("users",), filter={"n": {"a": 1}})) == [
+        (("users", "u2"), "prefs")]
+    assert _keys(store.search((), limit=2, offset=1)) == [
+        (("users", "u1"), "prefs"), (("users", "u1"), "notes")]
+    assert store.list_namespaces() == [("docs",), ("users", "u1"), ("users", "u2")]
+    assert store.list_namespaces(prefix=("users",), max_depth=1) == [("users",)]
+    assert store.list_namespaces(suffix=("*", "u2")) == [("users", "u2")]
+    assert store.list_namespaces(limit=1, offset=1) == [("users", "u1")]
+
+
+def test_put_get_search_list_namespaces_hot_then_cold(store, redis_url, opts) -> None:
+    _fill(store)
+    store.put(("gone",), "x", {"v": 1})
+    store.delete(("gone",), "x")
+    _check_answers(store)
+    assert store.get(("gone",), "x") is None
+    store.flush()
+    with redis.Redis.from_url(redis_url) as r:
+        assert drop_key_prefix(r, str(opts["key_prefix"])) > 0
+    _check_answers(store)  # MongoDB alone
+    assert store.get(("gone",), "x") is None
+
+
+async def test_async_put_get_delete_search_and_cold_reads(redis_url, mongo_url) -> None:
+    opts = unique_options()
+    async with DurableStore.from_urls(redis_url, mongo_url, **opts) as store:
+        await store.aput(("a", "b"), "k", {"v": 1})
+        await store.aput(("a", "c"), "k", {"v": 2})
+        await store.aput(("a", "b"), "k", {"v": 3})  # an update keeps its place
+        await store.adelete(("a", "c"), "k")
+        got = await store.aget(("a", "b"), "k")
+        assert got is not None and got.value == {"v": 3}
+        assert _keys(await store.asearch(("a",))) == [(("a", "b"), "k")]
+        assert await store.alist_namespaces() == [("a", "b")]
+        await store.aflush()
+        with redis.Redis.from_url(redis_url) as r:
+            drop_key_prefix(r, str(opts["key_prefix"]))
+        got = await store.aget(("a", "b"), "k")
+        assert got is not None and got.value == {"v": 3}
+        assert await store.aget(("a", "c"), "k") is None
+        assert await store.alist_namespaces() == [("a", "b")]
+
+
+def test_reads_see_unflushed_writes(redis_url, mongo_url) -> None:
+    opts = unique_options(flusher="off")
+    with DurableStore.from_urls(redis_url, mongo_url, **opts) as store:
+        _fill(store)
+        with pymongo.MongoClient(mongo_url) as m:
+            assert m[str(opts["database"])]["store"].count_documents({}) == 0
+        _check_answers(store)
+    # flushed by a second store (its flusher), then written over and deleted unflushed
+    with DurableStore.from_urls(redis_url, mongo_url, **{**opts, "flusher": "auto"}) as s2:
+        s2.flush()
+    with DurableStore.from_urls(redis_url, mongo_url, **opts) as store:
+        store.delete(("users", "u2"), "prefs")
+        store.put(("users", "u1"), "prefs", {"theme": "blue", "size": 0})
+        assert store.list_namespaces() == [("docs",), ("users", "u1")]
+        assert _keys(store.search(("users",), filter={"size": {"$lt": 2}})) == [
+            (("users", "u1"), "prefs"), (("users", "u1"), "notes")]
+        assert store.get(("users", "u2"), "prefs") is None
+        with pymongo.MongoClient(mongo_url) as m:
+            assert m[str(opts["database"])]["store"].count_documents({"dead": True}) == 0
+
+
+def test_namespace_labels_are_validated(store) -> None:
+    with pytest.raises(InvalidNamespaceError):
+        store.put(("langgraph", "x"), "k", {})
+    with pytest.raises(InvalidNamespaceError):
+        store.put(("a.b",), "k", {})
+    with pytest.raises(InvalidNamespaceError):
+        store.put(("a", ""), "k", {})
+    with pytest.raises(InvalidNamespaceError):
+        store.search(("a.b",))
+
+
+def test_puts_keep_working_while_mongodb_is_down(redis_url) -> None:
+    opts = unique_options(server_selection_timeout_s=0.3)
+    with mongo_server() as ms:
+        with DurableStore.from_urls(redis_url, ms.url, **opts) as store:
+            store.put(("m",), "before", {"v": 0})
+            store.flush()
+            ms.stop()
+            for i in range(20):
+                store.put(("m",), f"k{i}", {"v": i})
+            store.delete(("m",), "before")
+            got = store.get(("m",), "k7")
+            assert got is not None and got.value == {"v": 7}
+            with pytest.raises(TierUnavailableError):
+                store.search(("m",))
+            ms.start()
+            wait_for(lambda: store.runtime.stats()["outbox_length"] == 0, 30,
+                     "the outbox to drain once MongoDB is back")
+            with redis.Redis.from_url(redis_url) as r:
+                drop_key_prefix(r, str(opts["key_prefix"]))
+            assert [i.value["v"] for i in store.search(("m",), limit=50)] == list(range(20))
+            assert store.get(("m",), "before") is None
+
+
+def test_a_late_copy_of_an_older_version_changes_nothing(store, redis_url, opts) -> None:
+    store.put(("n",), "k", {"v": 1})
+    with redis.Redis.from_url(redis_url) as r:
+        field = item_field(("n",), "k")
+        (raw,) = [v for k, v in r.hgetall("{" + f"{opts['key_prefix']}:store}}:sd").items()
+                  if k.decode() == field]
+    old = StoreRecord.of_redis(field, raw)
+    store.delete(("n",), "k")
+    store.flush()
+    # a stalled round writes the first version after the delete reached MongoDB
+    doc = store_doc(old, 3600)
+    store.runtime.run(bulk_ignoring_newer(store.runtime.context.collections.store,
+                                          [upsert_record(doc)]))
+    store.runtime.run(bulk_ignoring_newer(store.runtime.context.collections.store,
+                                          [upsert_record(doc)]))
+    with redis.Redis.from_url(redis_url) as r:
+        drop_key_prefix(r, str(opts["key_prefix"]))
+    assert store.get(("n",), "k") is None
+    assert store.search(("n",)) == []
+    assert store.list_namespaces() == []
