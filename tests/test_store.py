@@ -5,6 +5,7 @@ down, and no resurrection of a delete by a late copy of an older version."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pymongo
@@ -15,6 +16,7 @@ from langgraph.store.base import InvalidNamespaceError
 from langgraph_durable import DurableStore, TierUnavailableError
 from langgraph_durable.core.store_records import StoreRecord, item_field
 from langgraph_durable.durable.store import store_doc, upsert_record
+from langgraph_durable.plans.context import Clock
 from langgraph_durable.plans.fence import bulk_ignoring_newer
 from langgraph_durable.testing import drop_key_prefix, mongo_server, unique_options, wait_for
 
@@ -171,3 +173,84 @@ def test_a_late_copy_of_an_older_version_changes_nothing(store, redis_url, opts)
     assert store.get(("n",), "k") is None
     assert store.search(("n",)) == []
     assert store.list_namespaces() == []
+
+
+class StepClock(Clock):
+    """A wall clock the test moves forward (``advance``); monotonic time is the system's."""
+
+    def __init__(self) -> None:
+        self.offset_ns = 0
+
+    def time_ns(self) -> int:
+        return time.time_ns() + self.offset_ns
+
+    def advance(self, seconds: float) -> None:
+        self.offset_ns += int(seconds * 1e9)
+
+
+def _drop(redis_url: str, opts: dict[str, object]) -> None:
+    with redis.Redis.from_url(redis_url) as r:
+        drop_key_prefix(r, str(opts["key_prefix"]))
+
+
+def test_an_item_expires_ttl_minutes_after_its_put_hot_and_cold(redis_url, mongo_url) -> None:
+    clock, opts = StepClock(), unique_options()
+    with DurableStore.from_urls(redis_url, mongo_url, clock=clock,
+                                ttl={"refresh_on_read": False}, **opts) as store:
+        store.put(("t",), "short", {"v": 1}, ttl=1)
+        store.put(("t",), "long", {"v": 2}, ttl=10)
+        store.put(("u",), "short", {"v": 3}, ttl=1)
+        clock.advance(59)
+        assert [i.key for i in store.search(("t",))] == ["short", "long"]
+        clock.advance(2)
+        assert store.get(("t",), "short") is None
+        assert [i.key for i in store.search(("t",))] == ["long"]
+        assert store.list_namespaces() == [("t",)]
+        store.flush()
+        _drop(redis_url, opts)
+        assert store.get(("t",), "short") is None
+        assert store.get(("t",), "long") is not None
+        assert [i.key for i in store.search(())] == ["long"]
+        assert store.list_namespaces() == [("t",)]
+
+
+def test_reads_refresh_the_ttl_unless_told_not_to(redis_url, mongo_url) -> None:
+    clock, opts = StepClock(), unique_options()
+    with DurableStore.from_urls(redis_url, mongo_url, clock=clock,
+                                ttl={"default_ttl": 1}, **opts) as store:
+        store.put(("r",), "a", {"v": 1})  # default_ttl: 1 minute
+        store.put(("r",), "b", {"v": 2})
+        clock.advance(50)
+        assert store.get(("r",), "a") is not None  # refreshed: expires at 110 s
+        assert store.get(("r",), "b", refresh_ttl=False) is not None
+        store.flush()
+        _drop(redis_url, opts)  # the refresh reached MongoDB
+        clock.advance(20)  # 70 s
+        assert store.get(("r",), "b") is None
+        got = store.get(("r",), "a", refresh_ttl=False)
+        assert got is not None and got.value == {"v": 1}
+        assert [i.key for i in store.search(("r",))] == ["a"]  # refreshed: 130 s
+        clock.advance(55)  # 125 s
+        assert [i.key for i in store.search(("r",), refresh_ttl=False)] == ["a"]
+        clock.advance(10)  # 135 s
+        assert store.search(("r",)) == []
+
+
+async def test_the_sweep_deletes_expired_items_from_both_tiers(redis_url, mongo_url) -> None:
+    clock, opts = StepClock(), unique_options()
+    async with DurableStore.from_urls(redis_url, mongo_url, clock=clock, **opts) as store:
+        assert store.supports_ttl
+        await store.aput(("s",), "old", {"v": 1}, ttl=1)
+        await store.aput(("s",), "kept", {"v": 2})
+        await store.aflush()
+        clock.advance(61)
+        assert await store.asweep_ttl() == 1
+        await store.aflush()
+        assert await store.asweep_ttl() == 0
+        with pymongo.MongoClient(mongo_url) as m:
+            docs = {d["key"]: bool(d.get("dead")) for d in m[str(opts["database"])]["store"].find()}
+        assert docs == {"old": True, "kept": False}
+        with redis.Redis.from_url(redis_url) as r:
+            left = [k for k in r.scan_iter(match="{" + str(opts["key_prefix"]) + ":store}:si:*")]
+        assert left == [b"{" + str(opts["key_prefix"]).encode() + b":store}:si:s\x00kept"]
+        assert [i.key for i in await store.asearch(("s",))] == ["kept"]

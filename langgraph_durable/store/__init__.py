@@ -10,6 +10,7 @@ or ``saver.store()``: one set of connections, one outbox, one flusher).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Awaitable, Iterable
@@ -37,7 +38,7 @@ from typing_extensions import Self
 from ..config import DurableConfig
 from ..errors import ConfigurationError
 from ..plans import store as P
-from ..plans.context import Context
+from ..plans.context import Clock, Context
 from ..plans.store_match import ExactScorer, VectorScorer
 from ..runtime.base import SaverRuntime
 from ..settings import (
@@ -81,6 +82,8 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
             thread deletes expired items every so often while the store is entered).
         serde: the serializer of values (default LangGraph's ``JsonPlusSerializer``).
         scorer: the vector-search step (default ``ExactScorer``: exact cosine in NumPy).
+        clock: where the store reads the time of puts' expiry and of reads (default the
+            system's; tests pass one they control).
 
     Raises ``ConfigurationError`` for neither or both of ``saver`` and ``runtime``, for
     an unknown ``ttl`` key and for an ``index`` without ``dims`` or ``embed``.
@@ -91,7 +94,7 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
     def __init__(self, saver: Any = None, *, runtime: SaverRuntime | None = None,
                  index: IndexConfig | None = None, ttl: TTLConfig | None = None,
                  serde: SerializerProtocol | None = None,
-                 scorer: VectorScorer | None = None) -> None:
+                 scorer: VectorScorer | None = None, clock: Clock | None = None) -> None:
         if (saver is None) == (runtime is None):
             raise ConfigurationError("DurableStore needs a saver (DurableStore(saver)) or a "
                                      "runtime, or use DurableStore.from_urls(...)")
@@ -100,6 +103,8 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         self._runtime: SaverRuntime = held
         self._owns = saver is None
         self._ctx: Context = self._runtime.context
+        if clock is not None:
+            self._ctx = dataclasses.replace(self._ctx, clock=clock)
         self._answers = Answers(serde or JsonPlusSerializer())
         self._scorer: VectorScorer = scorer or ExactScorer()
         unknown = set(ttl or {}) - _TTL_KEYS
@@ -126,7 +131,7 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
     def from_urls(cls, redis_url: str, mongo_url: str, *, index: IndexConfig | None = None,
                   ttl: TTLConfig | None = None, serde: SerializerProtocol | None = None,
                   config: DurableConfig | None = None, meter_provider: Any = None,
-                  **options: Any) -> Self:
+                  clock: Clock | None = None, **options: Any) -> Self:
         """A store with its own clients and flusher for ``redis_url`` and ``mongo_url``,
         configured as ``DurableSaver.from_urls`` is (``config`` or keyword ``options``
         over ``LGD_*`` variables; the database from the URL). Use it with ``with`` or
@@ -137,7 +142,7 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
                             f"MongoDB URL {hide_password(mongo_url)!r}")
         runtime = SaverRuntime.from_urls(redis_url, mongo_url, config=cfg,
                                          meter_provider=meter_provider)
-        return cls(runtime=runtime, index=index, ttl=ttl, serde=serde)
+        return cls(runtime=runtime, index=index, ttl=ttl, serde=serde, clock=clock)
 
     @classmethod
     def from_conn_string(cls, redis_url: str | None = None, mongo_url: str | None = None,
