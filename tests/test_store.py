@@ -254,3 +254,79 @@ async def test_the_sweep_deletes_expired_items_from_both_tiers(redis_url, mongo_
             left = [k for k in r.scan_iter(match="{" + str(opts["key_prefix"]) + ":store}:si:*")]
         assert left == [b"{" + str(opts["key_prefix"]).encode() + b":store}:si:s\x00kept"]
         assert [i.key for i in await store.asearch(("s",))] == ["kept"]
+
+
+DIMS = 8
+
+
+def fake_embed(texts: list[str]) -> list[list[float]]:
+    """A deterministic embedder: letter counts folded into ``DIMS`` buckets."""
+    out = []
+    for text in texts:
+        v = [0.0] * DIMS
+        for ch in text.lower():
+            if ch.isalpha():
+                v[(ord(ch) - 97) % DIMS] += 1.0
+        out.append(v)
+    return out
+
+
+async def afake_embed(texts: list[str]) -> list[list[float]]:
+    return fake_embed(texts)
+
+
+DOCS = [
+    (("docs", "a"), "d1", {"text": "python tutorial", "kind": "guide"}, None),
+    (("docs", "a"), "d2", {"text": "typescript guide", "kind": "guide"}, None),
+    (("docs", "b"), "d3", {"text": "cooking pasta", "kind": "recipe"}, None),
+    (("docs", "b"), "d4", {"text": "no vectors here", "kind": "guide"}, False),
+    (("docs", "b"), "d5", {"text": "zzz", "title": "python snakes", "kind": "zoo"},
+     ["title"]),
+    (("docs", "c"), "d6", {"text": ["java beans", "python eggs"], "kind": "guide"}, None),
+]
+
+
+def _ranked(items: list) -> list[tuple[str, float | None]]:
+    return [(i.key, None if i.score is None else round(i.score, 5)) for i in items]
+
+
+def test_semantic_search_ranks_as_in_memory_store_hot_and_cold(redis_url, mongo_url) -> None:
+    from langgraph.store.memory import InMemoryStore
+
+    index = {"dims": DIMS, "embed": fake_embed, "fields": ["text"]}
+    opts = unique_options()
+    model = InMemoryStore(index=index)
+    with DurableStore.from_urls(redis_url, mongo_url, index=index, **opts) as store:
+        for ns, key, value, idx in DOCS:
+            store.put(ns, key, value, index=idx)
+            model.put(ns, key, value, index=idx)
+        asks = [dict(query="python"), dict(query="python", limit=2, offset=1),
+                dict(query="guide pasta", filter={"kind": "guide"}),
+                dict(query="snake", limit=10), dict(query=None)]
+
+        def check() -> None:
+            for ask in asks:
+                want = _ranked(model.search(("docs",), **ask))
+                assert _ranked(store.search(("docs",), **ask)) == want, ask
+
+        check()
+        assert _ranked(store.search(("docs",), query="python", limit=3)) == [
+            ("d1", 0.82496), ("d6", 0.74261), ("d5", 0.72169)]
+        store.flush()
+        _drop(redis_url, opts)
+        check()  # vectors from MongoDB
+
+
+async def test_async_semantic_search_with_an_async_embedder(redis_url, mongo_url) -> None:
+    from langgraph.store.memory import InMemoryStore
+
+    index = {"dims": DIMS, "embed": afake_embed}
+    model = InMemoryStore(index=index)
+    async with DurableStore.from_urls(redis_url, mongo_url, index=index,
+                                      **unique_options()) as store:
+        for ns, key, value, idx in DOCS[:3]:
+            await store.aput(ns, key, value, index=idx)
+            await model.aput(ns, key, value, index=idx)
+        got = _ranked(await store.asearch(("docs",), query="pasta"))
+        assert got == _ranked(await model.asearch(("docs",), query="pasta"))
+        assert [k for k, _ in got] == ["d3", "d2", "d1"]
