@@ -80,7 +80,8 @@ class StorePutArgs:
     partition, the partition's ``outbox``, the item's ``field``, the ``mode`` (``put``,
     ``del``, ``touch``, ``expire``), ``expires_ms`` (0 = never), the packed ``body``
     (``b""`` for a delete), ``expect`` (the seq a touch or expire requires), ``cseq`` and
-    ``useq`` (a touch of an item Redis does not hold) and the outbox entry ``payload``."""
+    ``useq`` (a touch of an item Redis does not hold), the outbox entry ``payload`` and
+    ``now_ms`` (the client's clock: a value expired by then counts as deleted)."""
 
     keys: StoreKeys
     outbox: str
@@ -94,13 +95,15 @@ class StorePutArgs:
     expect: int = 0
     cseq: int = 0
     useq: int = 0
+    now_ms: int = 0
 
     def op(self) -> Script[StorePutReply | None]:
         """The ``Script`` operation; refused with ``OUTBOX_FULL``."""
         k = self.keys
         return Script("store_put", [k.item(self.field), k.dirty, k.clock, self.outbox],
                       [self.max_outbox, self.tid, self.field, self.mode, self.expires_ms,
-                       self.body, self.expect, self.cseq, self.useq, self.payload],
+                       self.body, self.expect, self.cseq, self.useq, self.payload,
+                       self.now_ms],
                       decode=StorePutReply.of, refusals=STORE_REFUSALS)
 
 

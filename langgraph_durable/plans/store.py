@@ -58,15 +58,17 @@ def _max_outbox(ctx: Context) -> int:
 
 
 def write_op(ctx: Context, namespace: tuple[str, ...], key: str, mode: str, body: bytes,
-             expires_ms: int, *, expect: int = 0, cseq: int = 0,
-             useq: int = 0) -> Op[Any]:
+             expires_ms: int, *, expect: int = 0, cseq: int = 0, useq: int = 0,
+             now_ms: int = 0) -> Op[Any]:
     """The STORE_PUT of one item version (``mode`` ``put``, ``del``, ``touch`` or
-    ``expire``: see ``hot/lua/store_put.lua``)."""
+    ``expire``: see ``hot/lua/store_put.lua``); ``now_ms``: the caller's clock (a value
+    expired by then is replaced by a new incarnation; 0 = ``ctx.clock``)."""
     tid, keys, outbox = keys_of(ctx, namespace)
     field = item_field(namespace, key)
     payload = OutboxEntry(tid, STORE_KIND, field, (), (), len(body)).payload()
+    now_ms = now_ms or ctx.clock.time_ns() // 1_000_000
     return StorePutArgs(keys, outbox, _max_outbox(ctx), tid, field, mode, expires_ms, body,
-                        payload, expect, cseq, useq).op()
+                        payload, expect, cseq, useq, now_ms).op()
 
 
 def write_plan(ctx: Context, ops: Sequence[Op[Any]]) -> Plan[list[Any]]:
@@ -99,7 +101,7 @@ def touch_ops(ctx: Context, records: Iterable[StoreRecord], now_ms: int) -> list
         ns, key = split_field(rec.field)
         ops.append(write_op(ctx, ns, key, "touch", rec.body.pack(),
                             now_ms + round(rec.body.ttl_min * 60_000), expect=rec.seq,
-                            cseq=rec.cseq, useq=rec.useq))
+                            cseq=rec.cseq, useq=rec.useq, now_ms=now_ms))
     return ops
 
 
@@ -230,7 +232,7 @@ def sweep_plan(ctx: Context, now_ms: int, limit: int) -> Plan[int]:
     docs = yield from ask(Find(ctx.collections.store, S.expired_query(now_ms),
                                {"namespace": 1, "key": 1, "seq": 1}, limit=limit))
     ops = [write_op(ctx, tuple(d["namespace"]), str(d["key"]), "expire", b"", 0,
-                    expect=int(d["seq"])) for d in docs]
+                    expect=int(d["seq"]), now_ms=now_ms) for d in docs]
     replies = yield from write_plan(ctx, ops)
     return sum(1 for r in replies if r is not None)
 

@@ -145,7 +145,8 @@ def batch_plan(ctx: Context, answers: Answers, ops: Sequence[Op],
     writes: list[IoOp[Any]] = P.touch_ops(ctx, touched, now_ms)
     for p in puts:
         mode = "put" if p.body else "del"
-        writes.append(P.write_op(ctx, p.namespace, p.key, mode, p.body, p.expires_ms))
+        writes.append(P.write_op(ctx, p.namespace, p.key, mode, p.body, p.expires_ms,
+                                 now_ms=now_ms))
     yield from P.write_plan(ctx, writes)
     return results
 

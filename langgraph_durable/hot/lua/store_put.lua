@@ -24,6 +24,8 @@
     ARGV[8]  cseq         'touch' of an item Redis does not hold: its cseq
     ARGV[9]  useq         'touch' of an item Redis does not hold: its useq
     ARGV[10] payload      the outbox entry's payload (OutboxEntry)
+    ARGV[11] now_ms       the client's clock (ms): a value that expired by then is gone,
+                          so a put of it starts a new incarnation (a new cseq)
 
   Output:
     {seq, cseq, useq} of the version written (as strings), or {} when a 'touch' or an
@@ -46,6 +48,8 @@ if old then
   old_cseq = tonumber(string.sub(old, 17, 32))
   old_useq = tonumber(string.sub(old, 33, 48))
   old_dead = string.sub(old, 49, 49) == '1'
+  local old_exp = tonumber(string.sub(old, 50, 65))
+  if old_exp > 0 and old_exp <= tonumber(ARGV[11]) then old_dead = true end
 end
 if mode == 'touch' or mode == 'expire' then
   if old and old_seq ~= tonumber(ARGV[7]) then return {} end
