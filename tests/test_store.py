@@ -330,3 +330,26 @@ async def test_async_semantic_search_with_an_async_embedder(redis_url, mongo_url
         got = _ranked(await store.asearch(("docs",), query="pasta"))
         assert got == _ranked(await model.asearch(("docs",), query="pasta"))
         assert [k for k, _ in got] == ["d3", "d2", "d1"]
+
+
+def test_on_a_redis_cluster_each_put_is_one_script_in_its_namespaces_slot(
+        redis_cluster_url: str, mongo_url: str) -> None:
+    from langgraph_durable.config import DurableConfig
+    from langgraph_durable.io.redis_urls import redis_client_from_url
+
+    opts = unique_options()
+    with DurableStore.from_urls(redis_cluster_url, mongo_url, **opts) as store:
+        for i in range(12):
+            store.put(("c", f"n{i}"), "k", {"v": i})
+        store.delete(("c", "n3"), "k")
+        assert store.runtime.context.partitions == 16
+        assert [i.value["v"] for i in store.search(("c",), limit=20)] == [
+            0, 1, 10, 11, 2, 4, 5, 6, 7, 8, 9]  # namespaces in order, ("c", "n10") < ("c", "n2")
+        assert len(store.list_namespaces(prefix=("c",))) == 11
+        store.flush()
+        with redis_client_from_url(redis_cluster_url, DurableConfig(), asyncio=False) as r:
+            assert drop_key_prefix(r, str(opts["key_prefix"])) > 0
+        got = store.get(("c", "n5"), "k")
+        assert got is not None and got.value == {"v": 5}
+        assert store.get(("c", "n3"), "k") is None
+        assert len(store.search(("c",), limit=20)) == 11
