@@ -3,8 +3,8 @@ the collection ``<collection_prefix>store``.
 
 ``_id`` is ``doc_id(namespace text, key)`` (deterministic: a replayed outbox entry
 rewrites the same document). A value's document holds ``namespace`` (the labels, an
-array), ``ns`` (the labels joined by ``.`` with a final ``.``: a namespace prefix is the
-anchored regex ``^a\\.b\\.``, an index prefix scan of ``ns_key``), ``key``, the record's
+array), ``ns`` (the labels joined by ``.`` with a final ``.``: a namespace prefix
+``("a", "b")`` is the range ``"a.b." <= ns < "a.b/"``, an index scan of ``ns_key``), ``key``, the record's
 versions ``seq``/``cseq``/``useq`` (us, ``core/store_records.py``), ``created_at`` and
 ``updated_at`` (UTC), ``exp`` (expiry, ms; 0 = never; index ``exp`` for the TTL sweep),
 ``ttl`` (minutes), the serialized value (``vt``/``vb``) and its embeddings (``vec``:
@@ -19,7 +19,6 @@ cluster shard it by ``ns``.
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 from ..core.ops import Doc, DocView, Query, ReplaceDoc
@@ -75,14 +74,19 @@ def record_of(doc: DocView) -> StoreRecord:
                        int(doc.get("exp") or 0), body)
 
 
-def live_query(prefix: tuple[str, ...], now_ms: int) -> dict[str, object]:
-    """The live (not deleted, not expired at ``now_ms``) documents under the namespace
-    ``prefix`` (every namespace for ``()``)."""
-    query: dict[str, object] = {"dead": {"$exists": False},
-                                "$or": [{"exp": 0}, {"exp": {"$gt": now_ms}}]}
-    if prefix:
-        query["ns"] = {"$regex": "^" + re.escape(ns_text(prefix) + ".")}
-    return query
+def prefix_query(prefix: tuple[str, ...]) -> dict[str, object]:
+    """The documents (tombstones and expired values too: the reader drops them) under
+    the namespace ``prefix`` (every one for ``()``): one range of the ``ns_key`` index,
+    a condition every server answers from the index alone."""
+    if not prefix:
+        return {}
+    head = ns_text(prefix)  # "a.b." <= ns < "a.b/" ("/" follows ".")
+    return {"ns": {"$gte": head + ".", "$lt": head + "/"}}
+
+
+def live_query(now_ms: int) -> dict[str, object]:
+    """The live documents: not deleted, not expired at ``now_ms``."""
+    return {"dead": {"$exists": False}, "$or": [{"exp": 0}, {"exp": {"$gt": now_ms}}]}
 
 
 WITHOUT_VECTORS: Query = {"vec": 0}

@@ -35,7 +35,7 @@ from ..durable import store as S
 from ..errors import OutboxFullError, ScriptRefused
 from ..hot.store import StoreKeys, StorePutArgs, dirty_keys, store_settle_op, store_tag
 from .context import Context
-from .fence import bulk_ignoring_newer
+from .fence import insert_else_upsert
 
 Parsed = tuple[bytes, str, OutboxEntry]
 """An outbox entry read by the flusher: ``(entry id, its thread field, the entry)``."""
@@ -131,26 +131,29 @@ def get_plan(ctx: Context, items: Sequence[tuple[tuple[str, ...], str]],
     return out
 
 
-def _unflushed(replies: Sequence[Any]) -> Iterable[StoreRecord]:
-    for raw in replies:  # HGETALL: a dict (drivers.normalise)
+def _unflushed(replies: Sequence[Any], prefix: tuple[str, ...] = ()
+               ) -> Iterable[StoreRecord]:
+    """The unflushed records (HGETALL replies: dicts, ``drivers.normalise``) of the
+    namespaces under ``prefix``; only those are decoded."""
+    head = (ns_text(prefix) + ".").encode() if prefix else b""
+    for raw in replies:
         for f, v in raw.items():
+            name = f if isinstance(f, bytes) else f.encode()
+            if head and not (name.partition(b"\x00")[0] + b".").startswith(head):
+                continue
             yield StoreRecord.of_redis(_text(f), bytes(v))
-
-
-def _under(prefix: tuple[str, ...], namespace: tuple[str, ...]) -> bool:
-    return namespace[:len(prefix)] == prefix
 
 
 def search_plan(ctx: Context, prefix: tuple[str, ...], now_ms: int, *,
                 vectors: bool) -> Plan[list[StoreRecord]]:
     """Every live record under the namespace ``prefix`` at ``now_ms``: the unflushed
-    index (all partitions, one pipeline) read first, then MongoDB's live documents under
-    the prefix (with their embeddings when ``vectors``); per item the highest ``seq``
-    wins. Unordered."""
+    index (all partitions, one pipeline) read first, then MongoDB's documents under the
+    prefix (one index range; with their embeddings when ``vectors``); per item the
+    highest ``seq`` wins; deleted and expired ones are dropped. Unordered."""
     replies = yield Pipeline([["HGETALL", k] for k in
                               dirty_keys(ctx.config.key_prefix, ctx.partitions)])
-    overlay = [r for r in _unflushed(replies) if _under(prefix, r.namespace)]
-    docs = yield from ask(Find(ctx.collections.store, S.live_query(prefix, now_ms),
+    overlay = list(_unflushed(replies, prefix))
+    docs = yield from ask(Find(ctx.collections.store, S.prefix_query(prefix),
                                None if vectors else S.WITHOUT_VECTORS))
     merged: dict[str, StoreRecord] = {}
     for doc in docs:
@@ -172,7 +175,7 @@ def namespaces_plan(ctx: Context, now_ms: int) -> Plan[set[tuple[str, ...]]]:
                               dirty_keys(ctx.config.key_prefix, ctx.partitions)])
     overlay = list(_unflushed(replies))
     col = ctx.collections.store
-    live = S.live_query((), now_ms)
+    live = S.live_query(now_ms)
     counted = yield from ask(Aggregate(col, [{"$match": live},
                                              {"$group": {"_id": "$ns", "n": {"$sum": 1}}}]))
     counts = {str(d["_id"]): int(d["n"]) for d in counted}
@@ -190,8 +193,9 @@ def namespaces_plan(ctx: Context, now_ms: int) -> Plan[set[tuple[str, ...]]]:
 
 def flush_store_plan(ctx: Context, entries: list[Parsed]) -> Plan[int]:
     """The flusher's copy of store entries: read the unflushed records they name (one
-    pipeline), write them to MongoDB (an unordered bulk of upserts guarded by ``seq``: a
-    replay, another flusher's copy or a stalled round changes nothing newer), then take
+    pipeline), write them to MongoDB (inserts; for documents already there, upserts
+    guarded by ``seq``: a replay, another flusher's copy or a stalled round changes
+    nothing newer: ``fence.insert_else_upsert``), then take
     them out of the unflushed index (STORE_SETTLE per partition). An entry whose record
     is no longer unflushed was written by another flusher. Returns documents written."""
     by_tag: dict[str, list[str]] = defaultdict(list)
@@ -214,7 +218,8 @@ def flush_store_plan(ctx: Context, entries: list[Parsed]) -> Plan[int]:
             written.setdefault(tag, []).append((f, bytes(raw)))
     if not docs:
         return 0
-    yield from bulk_ignoring_newer(ctx.collections.store, [S.upsert_record(d) for d in docs])
+    yield from insert_else_upsert(ctx.collections.store, docs, S.upsert_record,
+                                  ignore_newer=True)
     now_ms = ctx.clock.time_ns() // 1_000_000
     hot_ms = ctx.config.hot_ttl_s * 1000
     ops: list[Op[Any]] = [store_settle_op(StoreKeys(t), hot_ms, now_ms, recs)
