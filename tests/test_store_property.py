@@ -7,7 +7,9 @@ its expiry on a refreshing read); its ``list_namespaces`` also lists namespaces 
 empty, so the model's namespaces are those of its live items; without a query its search
 lists namespaces in first-use order where ``DurableStore`` sorts them (the model's answer
 is sorted by namespace, stably, before the page is cut); a query's ties between equal
-scores are compared sorted by namespace and key."""
+scores are compared sorted by namespace and key; and a put replaces an item's
+embeddings (InMemoryStore keeps those of the previous value where the new put embeds
+nothing: ``index=False``), so the model drops them first."""
 
 from __future__ import annotations
 
@@ -77,6 +79,7 @@ class Model:
 
     def put(self, ns, key, value, ttl, index) -> None:
         self._purge()
+        self.mem._vectors[ns].pop(key, None)  # no stale embeddings (module docstring)
         self.mem.put(ns, key, value, index=index)
         self.expires.pop((ns, key), None)
         if ttl:

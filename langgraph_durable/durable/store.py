@@ -4,11 +4,12 @@ the collection ``<collection_prefix>store``.
 ``_id`` is ``doc_id(namespace text, key)`` (deterministic: a replayed outbox entry
 rewrites the same document). A value's document holds ``namespace`` (the labels, an
 array), ``ns`` (the labels joined by ``.`` with a final ``.``: a namespace prefix
-``("a", "b")`` is the range ``"a.b." <= ns < "a.b/"``, an index scan of ``ns_key``), ``key``, the record's
-versions ``seq``/``cseq``/``useq`` (us, ``core/store_records.py``), ``created_at`` and
-``updated_at`` (UTC), ``exp`` (expiry, ms; 0 = never; index ``exp`` for the TTL sweep),
-``ttl`` (minutes), the serialized value (``vt``/``vb``) and its embeddings (``vec``:
-float32 bytes, one row per path of ``paths``). A delete leaves a *tombstone*: ``dead``
+``("a", "b")`` is the range ``"a.b." <= ns < "a.b/"``, an index scan of ``ns_key``),
+``key``, the record's versions ``seq``/``cseq``/``useq`` (us,
+``core/store_records.py``), ``created_at`` and ``updated_at`` (UTC), ``exp`` (expiry,
+ms; 0 = never; index ``exp`` for the TTL sweep), ``ttl`` (minutes), the serialized value
+(``vt``/``vb``) and its embeddings (``vec``: float32 bytes, one row per path of
+``paths``). A delete leaves a *tombstone*: ``dead``
 true, the ``seq`` of the delete and ``purge_at`` (when MongoDB's TTL monitor removes
 it: the delete's time plus ``tombstone_ttl_s``), so a late copy of an older version never
 brings the item back: every write is guarded by ``seq`` (``upsert_record``).
