@@ -353,3 +353,58 @@ def test_on_a_redis_cluster_each_put_is_one_script_in_its_namespaces_slot(
         assert got is not None and got.value == {"v": 5}
         assert store.get(("c", "n3"), "k") is None
         assert len(store.search(("c",), limit=20)) == 11
+
+
+def test_a_put_that_returned_survives_a_kill_of_the_application(redis_url, mongo_url) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    opts = unique_options(flusher="off")
+    code = textwrap.dedent(f"""
+        import os
+        from langgraph_durable import DurableStore
+        store = DurableStore.from_urls({redis_url!r}, {mongo_url!r}, **{opts!r})
+        store.put(("k",), "a", {{"v": 1}})
+        store.delete(("k",), "gone")
+        store.put(("k",), "b", {{"v": 2}})
+        os._exit(9)  # killed: nothing drained, nothing closed
+    """)
+    subprocess.run([sys.executable, "-c", code], check=False, timeout=60)
+    with DurableStore.from_urls(redis_url, mongo_url, **{**opts, "flusher": "auto"}) as store:
+        assert [i.value for i in store.search(("k",))] == [{"v": 1}, {"v": 2}]
+        store.flush()
+    with pymongo.MongoClient(mongo_url) as m:
+        assert sorted(d["key"] for d in m[str(opts["database"])]["store"].find()) == [
+            "a", "b", "gone"]  # "gone": the delete's tombstone
+
+
+def test_puts_beyond_max_outbox_are_refused_not_dropped(redis_url, mongo_url) -> None:
+    from langgraph_durable import OutboxFullError
+
+    opts = unique_options(flusher="off", max_outbox=3)
+    with DurableStore.from_urls(redis_url, mongo_url, **opts) as store:
+        for i in range(3):
+            store.put(("o",), f"k{i}", {"v": i})
+        with pytest.raises(OutboxFullError, match="max_outbox=3"):
+            store.put(("o",), "k3", {"v": 3})
+        assert store.get(("o",), "k3") is None
+        assert len(store.search(("o",))) == 3
+
+
+def test_the_sweeper_thread_sweeps_while_the_store_is_entered(redis_url, mongo_url) -> None:
+    clock, opts = StepClock(), unique_options()
+    with DurableStore.from_urls(redis_url, mongo_url, clock=clock,
+                                ttl={"sweep_interval_minutes": 0.001}, **opts) as store:
+        store.put(("w",), "old", {"v": 1}, ttl=1)
+        store.flush()
+        clock.advance(61)
+
+        def swept() -> bool:
+            store.flush()
+            with pymongo.MongoClient(mongo_url) as m:
+                doc = m[str(opts["database"])]["store"].find_one({"key": "old"})
+            return bool(doc and doc.get("dead"))
+
+        wait_for(swept, 20, "the sweeper to delete the expired item")
+        assert store.stop_ttl_sweeper(timeout=5)

@@ -225,8 +225,20 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         """Async ``sweep_ttl``."""
         return await self._runtime.arun(P.sweep_plan(self._ctx, self._now_ms(), limit))
 
-    def _start_sweeper(self) -> None:
-        minutes = (self.ttl_config or {}).get("sweep_interval_minutes")
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
+        """Start the sweeper thread (as ``PostgresStore.start_ttl_sweeper``): a
+        ``sweep_ttl()`` every ``sweep_interval_minutes`` (default the ``ttl`` config's,
+        else 5) until ``stop_ttl_sweeper()`` or ``close()``. Entering the store starts
+        it when the ``ttl`` config names an interval. Needs sync clients (a store made
+        from URLs or from a saver with sync clients); does nothing when running."""
+        self._start_sweeper(sweep_interval_minutes or 5)
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; True once it stopped (within ``timeout`` seconds)."""
+        return self._stop_sweeper(timeout)
+
+    def _start_sweeper(self, minutes: float | None = None) -> None:
+        minutes = minutes or (self.ttl_config or {}).get("sweep_interval_minutes")
         if not minutes or self._sweeper is not None or self._runtime.clients.sync is None:
             return
         self._stop.clear()
@@ -242,11 +254,14 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
                                          daemon=True)
         self._sweeper.start()
 
-    def _stop_sweeper(self) -> None:
-        if self._sweeper is not None:
-            self._stop.set()
-            self._sweeper.join(timeout=5)
-            self._sweeper = None
+    def _stop_sweeper(self, timeout: float | None = 5) -> bool:
+        sweeper = self._sweeper
+        if sweeper is None:
+            return True
+        self._stop.set()
+        sweeper.join(timeout=timeout)
+        self._sweeper = None
+        return not sweeper.is_alive()
 
     # ------------------------------------------------------------------ batches
 
