@@ -86,7 +86,8 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
             system's; tests pass one they control).
 
     Raises ``ConfigurationError`` for neither or both of ``saver`` and ``runtime``, for
-    an unknown ``ttl`` key and for an ``index`` without ``dims`` or ``embed``.
+    an unknown ``ttl`` key, for an ``index`` without ``dims`` or ``embed`` and for an
+    ``index`` without NumPy installed (the ``memory`` extra).
     """
 
     supports_ttl: bool = True
@@ -117,6 +118,12 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         if index:
             if not index.get("dims") or not index.get("embed"):
                 raise ConfigurationError("DurableStore index needs 'dims' and 'embed'")
+            try:
+                import numpy  # noqa: F401  (the vector step: plans/store_match.py)
+            except ImportError:
+                raise ConfigurationError(
+                    "DurableStore's semantic search (index=...) needs NumPy: pip install "
+                    "'langgraph-durable[memory]'") from None
             cfg: dict[str, Any] = dict(index)
             cfg["__tokenized_fields"] = [(p, tokenize_path(p)) if p != "$" else (p, p)
                                          for p in (cfg.get("fields") or ["$"])]
