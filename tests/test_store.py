@@ -408,3 +408,18 @@ def test_the_sweeper_thread_sweeps_while_the_store_is_entered(redis_url, mongo_u
 
         wait_for(swept, 20, "the sweeper to delete the expired item")
         assert store.stop_ttl_sweeper(timeout=5)
+
+
+@pytest.mark.parametrize(("distance_type", "want"), [
+    ("cosine", 0.707107), ("inner_product", 1.0), ("l2", -1.0)])
+def test_the_index_distance_type_sets_the_score(redis_url, mongo_url, distance_type,
+                                                want) -> None:
+    def embed(texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0] if t == "x" else [1.0, 1.0] for t in texts]
+
+    index = {"dims": 2, "embed": embed, "fields": ["t"], "distance_type": distance_type}
+    with DurableStore.from_urls(redis_url, mongo_url, index=index,
+                                **unique_options()) as store:
+        store.put(("d",), "k", {"t": "y"})  # [1, 1] against the query's [1, 0]
+        (hit,) = store.search(("d",), query="x")
+        assert round(hit.score, 6) == want

@@ -101,13 +101,25 @@ class VectorScorer(Protocol):
         """One score per candidate, in order (higher = closer)."""
 
 
+DISTANCES = ("cosine", "inner_product", "l2")
+"""The ``distance_type`` values of an index (PostgresStore's names): cosine similarity,
+the dot product, or the negated Euclidean distance (higher = closer in each)."""
+
+
 class ExactScorer:
-    """Exact cosine similarity in the application (NumPy): a candidate's score is the
-    best of its rows' (InMemoryStore's max pooling over an item's indexed paths)."""
+    """Exact scores in the application (NumPy) by ``distance_type`` (``DISTANCES``,
+    default cosine, as InMemoryStore); a candidate's score is the best of its rows'
+    (InMemoryStore's max pooling over an item's indexed paths). Raises ``ValueError``
+    for another distance type."""
+
+    def __init__(self, distance_type: str = "cosine") -> None:
+        if distance_type not in DISTANCES:
+            raise ValueError(f"distance_type {distance_type!r} is not one of {DISTANCES}")
+        self.distance_type = distance_type
 
     def scores(self, query: np.ndarray, vectors: Sequence[np.ndarray]) -> list[float | None]:
-        """Cosine similarity of ``query`` with each candidate's best row (0.0 for a zero
-        vector), None for a candidate without rows."""
+        """The score of each candidate's best row (cosine: 0.0 against a zero vector),
+        None for a candidate without rows."""
         import numpy as np  # only with an index (semantic search)
 
         rows = [v for v in vectors if len(v)]
@@ -115,10 +127,15 @@ class ExactScorer:
             return [None] * len(vectors)
         matrix = np.concatenate(rows).astype(np.float64)
         q = np.asarray(query, dtype=np.float64)
-        norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(q)
-        sims = np.zeros(len(matrix))
-        mask = norms != 0
-        sims[mask] = (matrix[mask] @ q) / norms[mask]
+        if self.distance_type == "inner_product":
+            sims = matrix @ q
+        elif self.distance_type == "l2":
+            sims = -np.linalg.norm(matrix - q, axis=1)
+        else:
+            norms = np.linalg.norm(matrix, axis=1) * np.linalg.norm(q)
+            sims = np.zeros(len(matrix))
+            mask = norms != 0
+            sims[mask] = (matrix[mask] @ q) / norms[mask]
         out: list[float | None] = []
         at = 0
         for v in vectors:

@@ -76,12 +76,14 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         runtime: a ``SaverRuntime`` to run on instead (``from_urls`` makes one).
         index: LangGraph's ``IndexConfig`` for semantic search: ``dims``, ``embed`` (a
             LangChain ``Embeddings``, or a sync or async function of a list of texts)
-            and ``fields`` (paths to embed, default the whole value ``"$"``).
+            and ``fields`` (paths to embed, default the whole value ``"$"``); also
+            ``distance_type`` (``"cosine"`` default, ``"inner_product"``, ``"l2"``: the
+            score is the negated distance), as PostgresStore's.
         ttl: ``TTLConfig``: ``default_ttl`` (minutes, for puts that give none),
             ``refresh_on_read`` (default True) and ``sweep_interval_minutes`` (a sweeper
             thread deletes expired items every so often while the store is entered).
         serde: the serializer of values (default LangGraph's ``JsonPlusSerializer``).
-        scorer: the vector-search step (default ``ExactScorer``: exact cosine in NumPy).
+        scorer: the vector-search step (default ``ExactScorer``: exact scores in NumPy).
         clock: where the store reads the time of puts' expiry and of reads (default the
             system's; tests pass one they control).
 
@@ -107,7 +109,8 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         if clock is not None:
             self._ctx = dataclasses.replace(self._ctx, clock=clock)
         self._answers = Answers(serde or JsonPlusSerializer())
-        self._scorer: VectorScorer = scorer or ExactScorer()
+        self._scorer: VectorScorer = scorer or ExactScorer(
+            str((index or {}).get("distance_type") or "cosine"))
         unknown = set(ttl or {}) - _TTL_KEYS
         if unknown:
             raise ConfigurationError(f"DurableStore ttl: unknown key(s) {sorted(unknown)} "
