@@ -423,3 +423,30 @@ def test_the_index_distance_type_sets_the_score(redis_url, mongo_url, distance_t
         store.put(("d",), "k", {"t": "y"})  # [1, 1] against the query's [1, 0]
         (hit,) = store.search(("d",), query="x")
         assert round(hit.score, 6) == want
+
+
+def test_entries_of_a_killed_flusher_are_claimed_and_written_once(redis_url, mongo_url) -> None:
+    from langgraph_durable.core.outbox_entry import OutboxEntry
+    from langgraph_durable.outbox.streams import read_plan
+    from langgraph_durable.plans.store import flush_store_plan
+
+    opts = unique_options(flusher="off", claim_idle_s=0.5)
+    with DurableStore.from_urls(redis_url, mongo_url, **opts) as store:
+        for i in range(6):
+            store.put(("f",), f"k{i}", {"v": i})
+        ctx = store.runtime.context
+        # a flusher took every entry, wrote half of them to MongoDB, and was killed
+        taken = store.runtime.run(read_plan(ctx, "killed", 100, ">"))
+        entries = [(eid, OutboxEntry.of(f)) for _, (eid, f) in taken]
+        parsed = [(eid, e.thread_id, e) for eid, e in entries]
+        assert len(parsed) == 6
+        assert store.runtime.run(flush_store_plan(ctx, parsed[:3])) == 3
+    with DurableStore.from_urls(redis_url, mongo_url, **{**opts, "flusher": "auto"}) as store:
+        store.flush(timeout_s=30)  # the killed consumer's pending entries, claimed
+        with pymongo.MongoClient(mongo_url) as m:
+            docs = list(m[str(opts["database"])]["store"].find({}, {"key": 1, "seq": 1}))
+        assert sorted(d["key"] for d in docs) == [f"k{i}" for i in range(6)]
+        with redis.Redis.from_url(redis_url) as r:
+            assert r.hlen("{" + f"{opts['key_prefix']}:store}}:sd") == 0
+        _drop(redis_url, opts)
+        assert [i.value["v"] for i in store.search(("f",))] == list(range(6))
