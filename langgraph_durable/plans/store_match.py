@@ -83,14 +83,6 @@ def list_namespaces(found: Iterable[tuple[str, ...]],
     return names[offset:offset + limit]
 
 
-class Candidate(Protocol):
-    """What the vector step needs of an item: its embeddings (``float32`` rows)."""
-
-    @property
-    def vectors(self) -> np.ndarray:
-        """The item's embeddings, shape ``(paths, dims)`` (0 rows: not indexed)."""
-
-
 class VectorScorer(Protocol):
     """The vector-search step: given the query embedding and each candidate's embeddings
     (float32, shape ``(n_i, dims)``, 0 rows for an item not indexed), each candidate's
