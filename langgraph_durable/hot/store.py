@@ -29,7 +29,7 @@ from ..core.ops import RedisReply, Script
 from . import lua
 from .keys import partition_of, partition_tag
 
-STORE_SCRIPT_NAMES = ("store_put", "store_settle")
+STORE_SCRIPT_NAMES = ("store_put", "store_settle", "store_get")
 """The store's scripts, by name (``hot/lua/<name>.lua``)."""
 
 STORE_SCRIPTS = lua.sources(STORE_SCRIPT_NAMES)
@@ -133,3 +133,12 @@ def store_settle_op(keys: StoreKeys, hot_ttl_ms: int, now_ms: int,
         args += [f, raw]
     return Script("store_settle", [keys.dirty, *(keys.item(f) for f, _ in records)], args,
                   decode=int)
+
+
+def store_get_op(item_key: str) -> Script[bytes | None]:
+    """STORE_GET of one item: its record, None when Redis holds none."""
+    return Script("store_get", [item_key], [], decode=_record)
+
+
+def _record(raw: RedisReply) -> bytes | None:
+    return None if raw is None else bytes(raw)

@@ -33,7 +33,14 @@ from ..core.store_records import (
 )
 from ..durable import store as S
 from ..errors import OutboxFullError, ScriptRefused
-from ..hot.store import StoreKeys, StorePutArgs, dirty_keys, store_settle_op, store_tag
+from ..hot.store import (
+    StoreKeys,
+    StorePutArgs,
+    dirty_keys,
+    store_get_op,
+    store_settle_op,
+    store_tag,
+)
 from .context import Context
 from .fence import insert_else_upsert
 
@@ -108,11 +115,13 @@ def touch_ops(ctx: Context, records: Iterable[StoreRecord], now_ms: int) -> list
 def get_plan(ctx: Context, items: Sequence[tuple[tuple[str, ...], str]],
              now_ms: int) -> Plan[list[StoreRecord | None]]:
     """The live records of ``items`` (``(namespace, key)``), None for an item deleted,
-    expired at ``now_ms`` or never stored: Redis's copy (one pipeline of GETs), MongoDB's
-    for the items Redis does not hold (one find)."""
+    expired at ``now_ms`` or never stored: Redis's copy (STORE_GET per item: asyncio
+    callers' reads share one pipeline), MongoDB's for the items Redis does not hold (one
+    find)."""
     fields = [item_field(ns, k) for ns, k in items]
-    cmds = [["GET", keys_of(ctx, ns)[1].item(f)] for (ns, _), f in zip(items, fields)]
-    raws = yield Pipeline(cmds)
+    ops: list[Op[Any]] = [store_get_op(keys_of(ctx, ns)[1].item(f))
+                          for (ns, _), f in zip(items, fields)]
+    raws = (yield Parallel(ops)) if len(ops) > 1 else [(yield ops[0])]
     found: dict[str, StoreRecord] = {}
     for f, raw in zip(fields, raws):
         if raw is not None:
