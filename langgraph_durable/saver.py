@@ -424,9 +424,11 @@ class DurableSaver(SaverLifecycle):
               **kwargs: Any) -> DurableStore:
         """A ``DurableStore`` (LangGraph's long-term memory store) sharing this saver's
         runtime: its clients, flusher, outbox, key prefix, settings and metrics (one set
-        of connections per process), and by default its serializer. ``index`` and
-        ``ttl`` as ``DurableStore``'s; ``kwargs`` its other options (``serde``,
-        ``scorer``, ``clock``). Closing the store leaves the saver open; pass both to
+        of connections per process). ``index`` and ``ttl`` as ``DurableStore``'s;
+        ``kwargs`` its other options (``serde``, ``scorer``, ``clock``). The store's
+        serializer is its own (LangGraph's ``JsonPlusSerializer`` unless ``serde`` is
+        given), not the saver's: the collector of external objects (``gc``) does not
+        read the store, so an ``ExternalRefSerializer`` must not be passed. Closing the
+        store leaves the saver open; pass both to
         ``builder.compile(checkpointer=saver, store=saver.store())``."""
-        kwargs.setdefault("serde", self.serde)
         return DurableStore(self, index=index, ttl=ttl, **kwargs)

@@ -82,7 +82,9 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         ttl: ``TTLConfig``: ``default_ttl`` (minutes, for puts that give none),
             ``refresh_on_read`` (default True) and ``sweep_interval_minutes`` (a sweeper
             thread deletes expired items every so often while the store is entered).
-        serde: the serializer of values (default LangGraph's ``JsonPlusSerializer``).
+        serde: the serializer of values (default LangGraph's ``JsonPlusSerializer``; an
+            ``EncryptedSerializer`` works; not an ``ExternalRefSerializer``: the
+            collector of external objects does not read the store).
         scorer: the vector-search step (default ``ExactScorer``: exact scores in NumPy).
         clock: where the store reads the time of puts' expiry and of reads (default the
             system's; tests pass one they control).
