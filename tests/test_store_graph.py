@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 import pymongo
+import pytest
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 
@@ -69,3 +70,13 @@ async def test_async_graph_with_a_store_made_from_the_saver(redis_url, mongo_url
         assert not saver.is_closed
         got = await saver.store().aget(("memories", "bo"), "m0")
         assert got is not None and got.value == {"fact": "runs"}
+
+
+def test_an_external_ref_serializer_is_refused(saver, tmp_path) -> None:
+    from langgraph_durable import ConfigurationError
+    from langgraph_durable.serde.external import ExternalRefSerializer
+    from langgraph_durable.serde.stores import LocalBlobStore
+
+    serde = ExternalRefSerializer(store=LocalBlobStore(tmp_path))
+    with pytest.raises(ConfigurationError, match="gc"):
+        saver.store(serde=serde)

@@ -41,6 +41,7 @@ from ..plans import store as P
 from ..plans.context import Clock, Context
 from ..plans.store_match import ExactScorer, VectorScorer
 from ..runtime.base import SaverRuntime
+from ..serde.external import ExternalRefSerializer
 from ..settings import (
     check_mongo_url,
     database_of_url,
@@ -90,7 +91,7 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
             system's; tests pass one they control).
 
     Raises ``ConfigurationError`` for neither or both of ``saver`` and ``runtime``, for
-    an unknown ``ttl`` key, for an ``index`` without ``dims`` or ``embed`` and for an
+    an ``ExternalRefSerializer`` as ``serde``, for an unknown ``ttl`` key, for an ``index`` without ``dims`` or ``embed`` and for an
     ``index`` without NumPy installed (the ``memory`` extra).
     """
 
@@ -110,6 +111,11 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         self._ctx: Context = self._runtime.context
         if clock is not None:
             self._ctx = dataclasses.replace(self._ctx, clock=clock)
+        if isinstance(serde, ExternalRefSerializer):
+            raise ConfigurationError(
+                "DurableStore cannot store values through an ExternalRefSerializer: the "
+                "collector of external objects (gc) does not read the store, so it would "
+                "delete objects the store refers to; pass its inner serializer")
         self._answers = Answers(serde or JsonPlusSerializer())
         self._scorer: VectorScorer = scorer or ExactScorer(
             str((index or {}).get("distance_type") or "cosine"))
