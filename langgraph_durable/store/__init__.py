@@ -91,8 +91,9 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
             system's; tests pass one they control).
 
     Raises ``ConfigurationError`` for neither or both of ``saver`` and ``runtime``, for
-    an ``ExternalRefSerializer`` as ``serde``, for an unknown ``ttl`` key, for an ``index`` without ``dims`` or ``embed`` and for an
-    ``index`` without NumPy installed (the ``memory`` extra).
+    an ``ExternalRefSerializer`` as ``serde``, for an unknown ``ttl`` key, for an
+    ``index`` without ``dims`` or ``embed`` and for an ``index`` without NumPy installed
+    (the ``memory`` extra).
     """
 
     supports_ttl: bool = True
