@@ -450,3 +450,21 @@ def test_entries_of_a_killed_flusher_are_claimed_and_written_once(redis_url, mon
             assert r.hlen("{" + f"{opts['key_prefix']}:store}}:sd") == 0
         _drop(redis_url, opts)
         assert [i.value["v"] for i in store.search(("f",))] == list(range(6))
+
+
+def test_an_update_of_an_item_only_mongodb_holds_keeps_its_creation(store, redis_url,
+                                                                     opts) -> None:
+    store.put(("c",), "a", {"v": 1})
+    store.put(("c",), "b", {"v": 2})
+    created = store.get(("c",), "a").created_at
+    store.flush()
+    _drop(redis_url, opts)  # out of the hot window (or Redis lost its data)
+    store.put(("c",), "a", {"v": 3})
+    store.flush()  # the flusher keeps MongoDB's cseq, in MongoDB and in Redis
+    for tier in ("hot", "cold"):
+        got = store.get(("c",), "a")
+        assert got.value == {"v": 3} and got.created_at == created, tier
+        assert got.updated_at > created, tier
+        assert [(i.key, i.value["v"]) for i in store.search(("c",))] == [
+            ("a", 3), ("b", 2)], tier
+        _drop(redis_url, opts)

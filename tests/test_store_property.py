@@ -1,6 +1,7 @@
 """Property test: any sequence of put / delete / get / search / list_namespaces (with
-TTLs, refreshes, flushes, sweeps and a deterministic embedder) answers as LangGraph's
-``InMemoryStore`` does, before and after a flush, and from MongoDB alone at the end.
+TTLs, refreshes, flushes, sweeps, Redis losing its data after a flush and a
+deterministic embedder) answers as LangGraph's ``InMemoryStore`` does, before and after a
+flush, and from MongoDB alone at the end.
 
 ``InMemoryStore`` has no TTL, so the model deletes an item once its TTL passed (and moves
 its expiry on a refreshing read); its ``list_namespaces`` also lists namespaces left
@@ -142,6 +143,7 @@ OPS = st.one_of(
               st.integers(1, 5), st.integers(0, 2)),
     st.tuples(st.just("tick"), st.sampled_from([20, 40, 70])),
     st.tuples(st.just("flush")),
+    st.tuples(st.just("cold")),
     st.tuples(st.just("sweep")),
 )
 
@@ -158,11 +160,14 @@ def test_any_sequence_answers_as_in_memory_store(redis_url, mongo_url, ops) -> N
     opts = unique_options()
     with DurableStore.from_urls(redis_url, mongo_url, index=INDEX, clock=clock,
                                 ttl={"refresh_on_read": True}, **opts) as store:
+        def drop() -> None:
+            with redis.Redis.from_url(redis_url) as r:
+                drop_key_prefix(r, str(opts["key_prefix"]))
+
         for op in ops:
-            run(store, model, clock, op)
+            run(store, model, clock, op, drop)
         store.flush()
-        with redis.Redis.from_url(redis_url) as r:
-            drop_key_prefix(r, str(opts["key_prefix"]))
+        drop()
         for prefix in [(), ("a",), ("b",)]:  # MongoDB alone
             for query in (None, "python"):
                 want = model.search(prefix, query, None, 100, 0, False)
@@ -171,7 +176,8 @@ def test_any_sequence_answers_as_in_memory_store(redis_url, mongo_url, ops) -> N
         assert store.list_namespaces() == model.list_namespaces()
 
 
-def run(store: DurableStore, model: Model, clock: FrozenClock, op: tuple) -> None:
+def run(store: DurableStore, model: Model, clock: FrozenClock, op: tuple,
+        drop: Any) -> None:
     kind = op[0]
     if kind == "put":
         _, ns, key, value, ttl, index = op
@@ -200,5 +206,8 @@ def run(store: DurableStore, model: Model, clock: FrozenClock, op: tuple) -> Non
         clock.advance(op[1])
     elif kind == "flush":
         store.flush()
+    elif kind == "cold":  # Redis loses everything after a flush: MongoDB answers
+        store.flush()
+        drop()
     elif kind == "sweep":
         store.sweep_ttl()

@@ -22,7 +22,9 @@ bytes    name   meaning
                 ``search`` without a query (InMemoryStore's insertion order)
 32-47    useq   the seq of the last put of a value (a TTL refresh keeps it):
                 ``updated_at``
-48       dead   ``1`` = a delete (tombstone), ``0`` = a value
+48       dead   ``1`` = a delete (tombstone), ``0`` = a value, ``2`` = a value put where
+                Redis held no record of the item (MongoDB may hold a live version,
+                whose cseq the flusher keeps: ``with_cseq``)
 49-64    exp    when the item expires, ms since the epoch (0 = never)
 65-      body   msgpack ``[value type, value bytes, ttl minutes or None, vectors, paths]``
 =======  =====  =====================================================================
@@ -134,6 +136,16 @@ class StoreRecord(NamedTuple):
             raise CorruptRecordError(f"store item {where}: bad record header") from exc
         body = None if dead else StoreBody.unpack(raw[HEADER:], where)
         return cls(field, seq, cseq, useq, dead, exp, body, raw)
+
+    @property
+    def unsure(self) -> bool:
+        """A value put where Redis held no record of the item (header ``dead`` = 2)."""
+        return self.raw[48:49] == b"2"
+
+    def with_cseq(self, cseq: int) -> StoreRecord:
+        """This record as sure of its incarnation (``dead`` = 0), created at ``cseq``."""
+        raw = self.raw[:16] + b"%016d" % cseq + self.raw[32:48] + b"0" + self.raw[49:]
+        return self._replace(cseq=cseq, raw=raw)
 
     def live(self, now_ms: int) -> bool:
         """Not deleted and not expired at ``now_ms``."""

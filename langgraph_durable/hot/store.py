@@ -125,14 +125,15 @@ class StorePutReply:
 
 
 def store_settle_op(keys: StoreKeys, hot_ttl_ms: int, now_ms: int,
-                    records: Sequence[tuple[str, bytes]]) -> Script[int]:
-    """STORE_SETTLE of ``records`` (``(field, record bytes written to MongoDB)``) of one
-    partition; replies with the number taken out of the unflushed index."""
+                    records: Sequence[tuple[str, bytes, bytes]]) -> Script[int]:
+    """STORE_SETTLE of ``records`` (``(field, the unflushed record read, the record
+    written to MongoDB)``) of one partition; replies with the number taken out of the
+    unflushed index."""
     args: list[object] = [hot_ttl_ms, now_ms]
-    for f, raw in records:
-        args += [f, raw]
-    return Script("store_settle", [keys.dirty, *(keys.item(f) for f, _ in records)], args,
-                  decode=int)
+    for f, read, written in records:
+        args += [f, read, written]
+    return Script("store_settle", [keys.dirty, *(keys.item(f) for f, _, _ in records)],
+                  args, decode=int)
 
 
 def store_get_op(item_key: str) -> Script[bytes | None]:

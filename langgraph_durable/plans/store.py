@@ -204,9 +204,12 @@ def flush_store_plan(ctx: Context, entries: list[Parsed]) -> Plan[int]:
     """The flusher's copy of store entries: read the unflushed records they name (one
     pipeline), write them to MongoDB (inserts; for documents already there, upserts
     guarded by ``seq``: a replay, another flusher's copy or a stalled round changes
-    nothing newer: ``fence.insert_else_upsert``), then take
-    them out of the unflushed index (STORE_SETTLE per partition). An entry whose record
-    is no longer unflushed was written by another flusher. Returns documents written."""
+    nothing newer: ``fence.insert_else_upsert``), then take them out of the unflushed
+    index (STORE_SETTLE per partition). A value put where Redis held no record of the
+    item keeps the cseq (``created_at``, search order) of the live version MongoDB
+    holds, if any (one find for the round), in MongoDB and in Redis's copy. An entry
+    whose record is no longer unflushed was written by another flusher. Returns the
+    documents written."""
     by_tag: dict[str, list[str]] = defaultdict(list)
     for _eid, _tid, entry in entries:
         ns, _key = split_field(entry.member)
@@ -215,18 +218,24 @@ def flush_store_plan(ctx: Context, entries: list[Parsed]) -> Plan[int]:
             by_tag[tag].append(entry.member)
     tags = list(by_tag)
     replies = yield Pipeline([["HMGET", StoreKeys(t).dirty, *by_tag[t]] for t in tags])
-    written: dict[str, list[tuple[str, bytes]]] = {}
-    docs = []
-    ttl_s = ctx.config.tombstone_ttl_s
+    read: list[tuple[str, StoreRecord]] = []
     for tag, raws in zip(tags, replies):
-        for f, raw in zip(by_tag[tag], raws):
-            if raw is None:
-                continue
-            rec = StoreRecord.of_redis(f, bytes(raw))
-            docs.append(S.store_doc(rec, ttl_s))
-            written.setdefault(tag, []).append((f, bytes(raw)))
-    if not docs:
+        read += [(tag, StoreRecord.of_redis(f, bytes(raw)))
+                 for f, raw in zip(by_tag[tag], raws) if raw is not None]
+    if not read:
         return 0
+    held = yield from _held_plan(ctx, [rec for _, rec in read if rec.unsure])
+    written: dict[str, list[tuple[str, bytes, bytes]]] = {}
+    docs = []
+    for tag, rec in read:
+        out = rec
+        if rec.unsure:
+            doc = held.get(S.store_id(rec.namespace, rec.key))
+            alive = doc is not None and not doc.get("dead") and (
+                not doc.get("exp") or int(doc["exp"]) > rec.seq // 1000)
+            out = rec.with_cseq(int(doc["cseq"]) if alive and doc else rec.cseq)
+        docs.append(S.store_doc(out, ctx.config.tombstone_ttl_s))
+        written.setdefault(tag, []).append((rec.field, rec.raw, out.raw))
     yield from insert_else_upsert(ctx.collections.store, docs, S.upsert_record,
                                   ignore_newer=True)
     now_ms = ctx.clock.time_ns() // 1_000_000
@@ -235,6 +244,16 @@ def flush_store_plan(ctx: Context, entries: list[Parsed]) -> Plan[int]:
                           for t, recs in written.items()]
     yield Parallel(ops)
     return len(docs)
+
+
+def _held_plan(ctx: Context, records: list[StoreRecord]) -> Plan[dict[str, Any]]:
+    """The documents MongoDB holds of ``records`` (by ``_id``; versions only)."""
+    if not records:
+        return {}
+    ids = [S.store_id(r.namespace, r.key) for r in records]
+    docs = yield from ask(Find(ctx.collections.store, {"_id": {"$in": ids}},
+                               {"cseq": 1, "dead": 1, "exp": 1}))
+    return {str(d["_id"]): d for d in docs}
 
 
 def sweep_plan(ctx: Context, now_ms: int, limit: int) -> Plan[int]:

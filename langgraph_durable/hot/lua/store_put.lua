@@ -27,6 +27,10 @@
     ARGV[11] now_ms       the client's clock (ms): a value that expired by then is gone,
                           so a put of it starts a new incarnation (a new cseq)
 
+  A 'put' of an item Redis holds no record of is written with dead = '2' (a value whose
+  incarnation Redis cannot tell): MongoDB may hold a live version (flushed, then out of
+  the hot window), whose cseq the flusher keeps (plans/store.py: flush_store_plan).
+
   Output:
     {seq, cseq, useq} of the version written (as strings), or {} when a 'touch' or an
     'expire' found a newer version (nothing written).
@@ -42,12 +46,13 @@ local item_key, dirty_key, clock_key, outbox_key = KEYS[1], KEYS[2], KEYS[3], KE
 if outbox_full(outbox_key, ARGV[1]) then return redis.error_reply('OUTBOX_FULL') end
 local mode, field = ARGV[4], ARGV[3]
 local old = rcall('GET', item_key)
-local old_seq, old_cseq, old_useq, old_dead
+local old_seq, old_cseq, old_useq, old_dead, old_flag
 if old then
   old_seq = tonumber(string.sub(old, 1, 16))
   old_cseq = tonumber(string.sub(old, 17, 32))
   old_useq = tonumber(string.sub(old, 33, 48))
-  old_dead = string.sub(old, 49, 49) == '1'
+  old_flag = string.sub(old, 49, 49)
+  old_dead = old_flag == '1'
   local old_exp = tonumber(string.sub(old, 50, 65))
   if old_exp > 0 and old_exp <= tonumber(ARGV[11]) then old_dead = true end
 end
@@ -62,10 +67,11 @@ if seq <= last then seq = last + 1 end
 rcall('SET', clock_key, string.format('%.0f', seq))
 local cseq, useq, dead, body = seq, seq, '0', ARGV[6]
 if mode == 'put' then
-  if old and not old_dead then cseq = old_cseq end
+  if old and not old_dead then cseq, dead = old_cseq, old_flag end
+  if not old then dead = '2' end  -- MongoDB may hold it: the flusher keeps its cseq
 elseif mode == 'touch' then
   if old then
-    cseq, useq, body = old_cseq, old_useq, string.sub(old, 66)
+    cseq, useq, body, dead = old_cseq, old_useq, string.sub(old, 66), old_flag
   else
     cseq, useq = tonumber(ARGV[8]), tonumber(ARGV[9])
   end

@@ -12,7 +12,9 @@
     ARGV[1]  hot_ttl_ms   how long a settled value stays in Redis (0 = until evicted by
                           its own expiry only)
     ARGV[2]  now_ms       the client's clock, for the records' own expiry
-    ARGV[3..] per record: field, record (the bytes written to MongoDB)
+    ARGV[3..] per record: field, record (the unflushed bytes read), written (the
+                          bytes written to MongoDB: the same, or with the cseq MongoDB
+                          held; Redis's copy becomes these)
 
   Output:
     the number of records settled
@@ -23,14 +25,17 @@ local rcall = redis.call
 local dirty_key = KEYS[1]
 local hot_ttl, now = tonumber(ARGV[1]), tonumber(ARGV[2])
 local settled = 0
-for i = 3, #ARGV, 2 do
-  local field, record = ARGV[i], ARGV[i + 1]
-  local item_key = KEYS[(i - 1) / 2 + 1]
-  if rcall('HGET', dirty_key, field) == record then
+local n = 1
+for i = 3, #ARGV, 3 do
+  local field, read, record = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  n = n + 1
+  local item_key = KEYS[n]
+  if rcall('HGET', dirty_key, field) == read then
     rcall('HDEL', dirty_key, field)
     settled = settled + 1
   end
-  if rcall('GET', item_key) == record then
+  if rcall('GET', item_key) == read then
+    if record ~= read then rcall('SET', item_key, record) end
     local exp = tonumber(string.sub(record, 50, 65))
     if string.sub(record, 49, 49) == '1' or (exp > 0 and exp <= now) then
       rcall('DEL', item_key)
