@@ -468,3 +468,14 @@ def test_an_update_of_an_item_only_mongodb_holds_keeps_its_creation(store, redis
         assert [(i.key, i.value["v"]) for i in store.search(("c",))] == [
             ("a", 3), ("b", 2)], tier
         _drop(redis_url, opts)
+
+
+def test_redis_min_replicas_applies_to_store_puts(redis_url, mongo_url) -> None:
+    from langgraph_durable import ReplicationTimeoutError
+
+    opts = unique_options(redis_min_replicas=1, redis_wait_timeout_s=0.05)
+    with DurableStore.from_urls(redis_url, mongo_url, **opts) as store:
+        with pytest.raises(ReplicationTimeoutError):  # this Redis has no replica
+            store.put(("r",), "k", {"v": 1})
+        got = store.get(("r",), "k")  # stored on the primary all the same
+        assert got is not None and got.value == {"v": 1}

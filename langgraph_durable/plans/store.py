@@ -43,6 +43,7 @@ from ..hot.store import (
 )
 from .context import Context
 from .fence import insert_else_upsert
+from .write import replicated
 
 Parsed = tuple[bytes, str, OutboxEntry]
 """An outbox entry read by the flusher: ``(entry id, its thread field, the entry)``."""
@@ -69,13 +70,16 @@ def write_op(ctx: Context, namespace: tuple[str, ...], key: str, mode: str, body
              now_ms: int = 0) -> Op[Any]:
     """The STORE_PUT of one item version (``mode`` ``put``, ``del``, ``touch`` or
     ``expire``: see ``hot/lua/store_put.lua``); ``now_ms``: the caller's clock (a value
-    expired by then is replaced by a new incarnation; 0 = ``ctx.clock``)."""
+    expired by then is replaced by a new incarnation; 0 = ``ctx.clock``). With
+    ``redis_min_replicas`` it waits for that many replicas, as the saver's puts do
+    (``ReplicationTimeoutError`` when fewer confirm: the version IS on the primary)."""
     tid, keys, outbox = keys_of(ctx, namespace)
     field = item_field(namespace, key)
     payload = OutboxEntry(tid, STORE_KIND, field, (), (), len(body)).payload()
     now_ms = now_ms or ctx.clock.time_ns() // 1_000_000
-    return StorePutArgs(keys, outbox, _max_outbox(ctx), tid, field, mode, expires_ms, body,
-                        payload, expect, cseq, useq, now_ms).op()
+    return replicated(ctx, StorePutArgs(keys, outbox, _max_outbox(ctx), tid, field, mode,
+                                        expires_ms, body, payload, expect, cseq, useq,
+                                        now_ms).op())
 
 
 def write_plan(ctx: Context, ops: Sequence[Op[Any]]) -> Plan[list[Any]]:
