@@ -28,6 +28,7 @@ from .errors import (
 )
 from .plans.threads import ThreadInfo, ThreadPage
 from .saver import DurableSaver
+from .store import DurableStore
 
 __all__ = [
     "CheckpointNotFoundError",
@@ -38,6 +39,7 @@ __all__ = [
     "DurableConfig",
     "DurableSaver",
     "DurableSaverError",
+    "DurableStore",
     "EventLoopNotRunningError",
     "FlushTimeoutError",
     "InvalidIdentifierError",

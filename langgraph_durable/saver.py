@@ -21,6 +21,7 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
     get_checkpoint_id,
 )
+from langgraph.store.base import IndexConfig, TTLConfig
 
 from .admin.extref_gc import acollect_saver_garbage, collect_saver_garbage
 from .core.ops import Plan
@@ -31,6 +32,7 @@ from .plans.threads import ThreadPage
 from .runtime.lifecycle import SaverLifecycle
 from .serde.gc import GcReport
 from .serde.stores import BlobStore
+from .store import DurableStore
 
 PAGE_SIZE = 64
 """Checkpoints fetched per round trip by ``list``."""
@@ -463,3 +465,16 @@ class DurableSaver(SaverLifecycle):
         """Async ``gc``."""
         return await acollect_saver_garbage(self, store, grace_period_s, now, dry_run=dry_run,
                                             also_referenced=also_referenced)
+
+    def store(self, *, index: IndexConfig | None = None, ttl: TTLConfig | None = None,
+              **kwargs: Any) -> DurableStore:
+        """A ``DurableStore`` (LangGraph's long-term memory store) sharing this saver's
+        runtime: its clients, flusher, outbox, key prefix, settings and metrics (one set
+        of connections per process). ``index`` and ``ttl`` as ``DurableStore``'s;
+        ``kwargs`` its other options (``serde``, ``scorer``, ``clock``). The store's
+        serializer is its own (LangGraph's ``JsonPlusSerializer`` unless ``serde`` is
+        given), not the saver's: the collector of external objects (``gc``) does not
+        read the store, so an ``ExternalRefSerializer`` must not be passed. Closing the
+        store leaves the saver open; pass both to
+        ``builder.compile(checkpointer=saver, store=saver.store())``."""
+        return DurableStore(self, index=index, ttl=ttl, **kwargs)

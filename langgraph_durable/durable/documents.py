@@ -67,8 +67,9 @@ class Collections:
     """Names of the three collections for a ``collection_prefix``, of ``meta`` (the
     deployed schema version and migration cursors), of ``chunks`` (pieces of values
     over ``chunks.THRESHOLD_BYTES``), of ``items`` (items and nodes of list values), of
-    ``tombstones`` (the deletes' tombstones, ``tombstone_doc``) and of ``effects`` (the
-    effect journal, ``plans/effects.py``)."""
+    ``tombstones`` (the deletes' tombstones, ``tombstone_doc``), of ``effects`` (the
+    effect journal, ``plans/effects.py``) and of ``store`` (the items of the long-term
+    memory store, ``durable/store.py``)."""
 
     checkpoints: str
     blobs: str
@@ -78,12 +79,13 @@ class Collections:
     items: str = "items"
     tombstones: str = "tombstones"
     effects: str = "effects"
+    store: str = "store"
 
     @classmethod
     def with_prefix(cls, prefix: str) -> Collections:
         return cls(f"{prefix}checkpoints", f"{prefix}blobs", f"{prefix}writes",
                    f"{prefix}meta", f"{prefix}chunks", f"{prefix}items",
-                   f"{prefix}tombstones", f"{prefix}effects")
+                   f"{prefix}tombstones", f"{prefix}effects", f"{prefix}store")
 
 
 INDEXES: dict[str, list[Index]] = {
@@ -103,6 +105,11 @@ INDEXES: dict[str, list[Index]] = {
               "thread_ns_checkpoint_owner"),
     ],
     "effects": [Index((("thread_id", 1), ("member", 1)), "thread_checkpoint")],
+    "store": [  # durable/store.py: namespace prefixes, the TTL sweep, tombstones' expiry
+        Index((("ns", 1), ("key", 1)), "ns_key"),
+        Index((("exp", 1),), "exp", sparse=True),
+        Index((("purge_at", 1),), "purge_at_ttl", sparse=True, expire_after_s=0),
+    ],
     "tombstones": [
         Index((("thread_id", 1), ("f", 1)), "thread_field"),
         Index((("deleted_at", 1),), TOMBSTONE_TTL_INDEX, expire_after_s=30 * 24 * 3600),
