@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import redis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from langgraph.store.memory import InMemoryStore
 
@@ -155,6 +155,9 @@ OPS = st.one_of(
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow])
 @given(ops=st.lists(OPS, min_size=1, max_size=25))
+@example(ops=[('put', ('a',), 'k1', {'v': 0, 'text': 'python tea'}, None, None),
+              ('put', ('a',), 'k1', {'v': 0, 'text': 'python tea'}, 1, None),
+              ('cold',), ('search', (), None, None, 1, 0, True)])
 def test_any_sequence_answers_as_in_memory_store(redis_url, mongo_url, ops) -> None:
     import time
 

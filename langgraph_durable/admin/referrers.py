@@ -171,13 +171,17 @@ PREFIX_KEYS_WITHOUT_VALUES: dict[str, str] = {
     "registry_key": "the thread registry: thread_id -> 1 or d, and the epoch",
     "binding_key": "the binding: database, collection_prefix, partitions",
     "heartbeats_key": "the flushers' heartbeats: consumer -> lapse time",
-    "dead_letter_key": "dead letters: entry id, thread and error text (outbox/group.py); "
-                       "a dead letter that carried record bytes would be a referrer",
+    "dead_letter_key": "dead letters: the outbox entry's fields (thread, payload naming "
+                       "records), entry id, step and error text (outbox/dead.py); a dead "
+                       "letter that carried record bytes would be a referrer",
 }
 """Keys of the whole prefix (by the function of ``hot/keys.py`` or ``outbox/group.py``
 naming them) that hold no serialized value, with the reason."""
 
 COLLECTIONS_WITHOUT_VALUES: dict[str, str] = {
+    "store": "the memory store's items (store/): serialized values, but a DurableStore "
+             "refuses an ExternalRefSerializer, so none names an external object; a store "
+             "that took one would make this a referrer",
     "meta": "the schema version, the owner key prefix and migration cursors",
     "tombstones": "the deletes' tombstones: member -> deletion time",
     "chunks": "pieces of values over 16 MiB of the referrers' documents, read through "

@@ -13,11 +13,17 @@ from langgraph_durable.plans import effects as E
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
-NOT_LED_BY_THREAD = {("checkpoints", "run_id"), ("tombstones", "deleted_at_ttl")}
+NOT_LED_BY_THREAD = {("checkpoints", "run_id"), ("tombstones", "deleted_at_ttl"),
+                     ("store", "ns_key"), ("store", "exp"), ("store", "purge_at_ttl")}
 """``delete_for_runs(run_ids)`` looks up checkpoints by run id across all threads: a
 scatter-gather on a sharded cluster, each shard using its own ``run_id`` index; the
 tombstones expire through a TTL index, which MongoDB allows on one field only (see
-docs/operations.md "Sharding")."""
+docs/operations.md "Sharding"). The memory store (``store``) holds no thread: its
+indexes serve namespace prefixes and expiry, and it stays unsharded (documented)."""
+
+UNSHARDED = {"store"}
+"""Collections with indexes that the documented plan leaves unsharded, with the reason in
+docs/operations.md "Sharding"."""
 
 
 def _indexes() -> list[tuple[str, str, list[str]]]:
@@ -29,7 +35,8 @@ def test_thread_id_leads_every_index_but_the_documented_run_id_one() -> None:
     not_led = {(col, name) for col, name, keys in _indexes() if keys[0] != "thread_id"}
     assert not_led == NOT_LED_BY_THREAD
     assert {col for col, _n, _k in _indexes()} == {"checkpoints", "blobs", "writes", "items",
-                                                    "chunks", "tombstones", "effects"}
+                                                    "chunks", "tombstones", "effects",
+                                                    "store"}
 
 
 def test_every_index_and_collection_is_in_the_documented_shard_plan() -> None:
@@ -38,7 +45,10 @@ def test_every_index_and_collection_is_in_the_documented_shard_plan() -> None:
     plan = plan[:plan.index("\n## ", 1)] if "\n## " in plan[1:] else plan
     for col, name, keys in _indexes():
         assert f"`{name}`" in plan, (col, name)
-        assert f'sh.shardCollection("<db>.{col}"' in plan, col
+        if col in UNSHARDED:
+            assert f"`{col}` stays unsharded" in plan, col
+        else:
+            assert f'sh.shardCollection("<db>.{col}"' in plan, col
         assert ", ".join(keys) in plan, (col, name, keys)
 
 

@@ -5,10 +5,12 @@
 
   Input:
     KEYS[1]  item_key   the item's record
+    ARGV: none
 
   Output:
     the record, or false (nil) when Redis holds none
 
   Errors: none of its own.
 ]]
-return redis.call('GET', KEYS[1])
+local rcall = redis.call
+return rcall('GET', KEYS[1])
