@@ -5,15 +5,18 @@
                                        [--blas-threads 1]
 
 For each ``dims``: ``items`` random unit vectors (float32, seed 0) in one namespace
-prefix, written to a Redis with the query engine (``REDIS_STACK_URL``, else a local
-``RedisStackServer``) under an HNSW index and a FLAT index
-(``langgraph_durable.hot.vector_index``: M 16, EF_CONSTRUCTION 200, EF_RUNTIME 64), then
-``queries`` random unit queries, each timed:
+prefix, ``("bench", "users", "u<i % 100>")``, written to a Redis with the query engine
+(``REDIS_STACK_URL``, else a local ``RedisStackServer``) under an HNSW index and a FLAT
+index (``langgraph_durable.hot.vector_index``: M 16, EF_CONSTRUCTION 200, EF_RUNTIME 64),
+then ``queries`` random unit queries, each timed, under the *broad* prefix
+``("bench", "users")`` (every item) and the *narrow* one ``("bench", "users", "u7")``
+(1 % of them):
 
-- ``hnsw``/``flat``: the ``knn`` plan for the top 10 under the prefix, run with
-  ``run_sync`` on a blocking client: plan, one round trip to a loopback Redis, parsing;
+- HNSW with the server's hybrid policy (``auto``) and with ``BATCHES``, FLAT with the
+  server's: the ``knn`` plan for the top 10, run with ``run_sync`` on a blocking client:
+  plan, one round trip to a loopback Redis, parsing;
 - ``exact``: the embedded default, in the application: ``float32 matrix @ query``, then
-  ``argpartition`` and a sort of the best 10 (the matrix already in memory);
+  ``argpartition`` and a sort of the best 10 (the prefix's matrix already in memory);
 - recall@10 of each index against the exact answer (mean over the queries of
   ``|index top 10 ∩ exact top 10| / 10``).
 
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import time
 from collections.abc import Iterator
@@ -53,9 +57,15 @@ from langgraph_durable.hot.vector_index import (
 from langgraph_durable.io.drivers import Clients, run_sync
 from langgraph_durable.testing.stack import redis_stack_server
 
-NAMESPACE = ("bench", "users", "memories")
-PREFIX = ("bench", "users")
+BROAD = ("bench", "users")
+NARROW = ("bench", "users", "u7")
+USERS = 100
 K = 10
+
+
+def namespace_of(i: int) -> tuple[str, ...]:
+    """The namespace of item ``i``."""
+    return (*BROAD, f"u{i % USERS}")
 
 
 def unit_vectors(n: int, dims: int, seed: int) -> np.ndarray:
@@ -89,17 +99,17 @@ def stack_url() -> Iterator[str]:
 
 
 def load(client: redis.Redis, spec: VectorIndexSpec, vectors: np.ndarray) -> float:
-    """Write ``vectors`` as items ``k0``... of ``NAMESPACE`` (pipelines of 500 HSETs; the
+    """Write ``vectors`` as items ``k<i>`` of ``namespace_of(i)`` (pipelines of 500 HSETs; the
     commands ``upsert_vectors`` sends for one vector per item) and wait until the index
     has them all; returns the seconds it took."""
     began = time.perf_counter()
-    tags = namespace_tags(NAMESPACE)
     for start in range(0, len(vectors), 500):
         pipe = client.pipeline(transaction=False)
         for i in range(start, min(start + 500, len(vectors))):
-            item = item_id(NAMESPACE, f"k{i}")
+            item = item_id(namespace_of(i), f"k{i}")
             pipe.hset(vector_key(spec, item, 0), mapping={
-                "item": item, "ns": tags, "vec": vectors[i].tobytes(), "n": 1})  # fmt: skip
+                "item": item, "ns": namespace_tags(namespace_of(i)),
+                "vec": vectors[i].tobytes(), "n": 1})  # fmt: skip
         pipe.execute()
     while True:
         info = client.execute_command("FT.INFO", index_name(spec))
@@ -112,19 +122,26 @@ def load(client: redis.Redis, spec: VectorIndexSpec, vectors: np.ndarray) -> flo
 
 
 def index_run(clients: Clients, spec: VectorIndexSpec, vectors: np.ndarray,
-              queries: np.ndarray) -> dict[str, Any]:
-    """Times and recall@10 of ``spec``'s index over ``queries``."""
-    ids = {item_id(NAMESPACE, f"k{i}"): i for i in range(len(vectors))}
+              queries: np.ndarray, prefix: tuple[str, ...]) -> dict[str, Any]:
+    """Times and recall@10 of ``spec``'s index over ``queries`` under ``prefix``."""
+    ids = {item_id(namespace_of(i), f"k{i}"): i for i in range(len(vectors))}
+    rows = _rows(len(vectors), prefix)
     ms, recall = [], []
     for q in queries:
         qlist = q.tolist()
         t0 = time.perf_counter()
-        found = run_sync(knn(spec, PREFIX, qlist, K), clients)
+        found = run_sync(knn(spec, prefix, qlist, K), clients)
         ms.append((time.perf_counter() - t0) * 1000)
         got = {ids[i] for i, _ in found}
-        recall.append(len(got & set(exact_top(vectors, q).tolist())) / K)
+        exact = rows[exact_top(vectors[rows], q)]
+        recall.append(len(got & set(exact.tolist())) / K)
     p50, p99 = percentiles(ms)
     return {"p50_ms": p50, "p99_ms": p99, "recall_at_10": float(np.mean(recall))}
+
+
+def _rows(n: int, prefix: tuple[str, ...]) -> np.ndarray:
+    """Indexes of the items (of ``n``) whose namespace starts with ``prefix``."""
+    return np.array([i for i in range(n) if namespace_of(i)[: len(prefix)] == prefix])
 
 
 def exact_run(vectors: np.ndarray, queries: np.ndarray) -> dict[str, float]:
@@ -175,16 +192,24 @@ def _run(args: argparse.Namespace) -> int:
             vectors = unit_vectors(args.items, dims, seed=0)
             queries = unit_vectors(args.queries, dims, seed=1)
             print(f"dims {dims}, {args.items} items, {args.queries} queries, top {K}")
-            print(f"  ping  (Redis)  {_fmt(ping_run(client, args.queries))}")
-            print(f"  exact (NumPy)  {_fmt(exact_run(vectors, queries))}")
+            print(f"  ping                {_fmt(ping_run(client, args.queries))}")
+            for label, prefix in (("broad", BROAD), ("narrow", NARROW)):
+                subset = vectors[_rows(len(vectors), prefix)]
+                print(f"  exact {label:<6}        {_fmt(exact_run(subset, queries))}")
             for algorithm in ("HNSW", "FLAT"):
                 spec = VectorIndexSpec(f"vbench{tag}{dims}{algorithm}", dims=dims,
                                        algorithm=algorithm)  # type: ignore[arg-type]
                 run_sync(ensure_index(spec), clients)
                 try:
                     seconds = load(client, spec, vectors)
-                    result = index_run(clients, spec, vectors, queries)
-                    print(f"  {algorithm:<5} (Redis)  {_fmt(result)}  load+index {seconds:.1f} s")
+                    print(f"  {algorithm} load+index {seconds:.1f} s")
+                    policies = (None, "BATCHES") if algorithm == "HNSW" else (None,)
+                    for label, prefix in (("broad", BROAD), ("narrow", NARROW)):
+                        for policy in policies:
+                            run_spec = dataclasses.replace(spec, hybrid_policy=policy)
+                            result = index_run(clients, run_spec, vectors, queries, prefix)
+                            name = f"{algorithm} {label} {policy or 'auto'}"
+                            print(f"  {name:<20}{_fmt(result)}")
                 finally:
                     client.execute_command("FT.DROPINDEX", index_name(spec), "DD")
         for dims in args.dims:

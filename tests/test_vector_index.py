@@ -17,7 +17,6 @@ from langgraph_durable.hot.vector_index import (
     delete_vectors,
     detect_query_engine,
     ensure_index,
-    index_name,
     item_id,
     knn,
     upsert_vectors,
@@ -39,9 +38,8 @@ def stack(redis_stack_url: str) -> Iterator[tuple[Clients, str]]:
     prefix = str(unique_options()["key_prefix"])
     client = redis.Redis.from_url(redis_stack_url)
     yield _clients(client), prefix
-    for algorithm in ("HNSW", "FLAT"):
-        name = index_name(VectorIndexSpec(f"{prefix}{algorithm}", dims=DIMS))
-        if name.encode() in client.execute_command("FT._LIST"):
+    for name in client.execute_command("FT._LIST"):
+        if name.decode().startswith(prefix):
             client.execute_command("FT.DROPINDEX", name)
     for key in client.scan_iter(match=f"{prefix}*"):
         client.delete(key)
@@ -64,12 +62,14 @@ def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("algorithm", ["HNSW", "FLAT"])
+@pytest.mark.parametrize(("algorithm", "policy"), [
+    ("HNSW", None), ("HNSW", "BATCHES"), ("HNSW", "ADHOC_BF"), ("FLAT", None)])
 def test_knn_under_a_prefix_scores_as_inmemorystore_does(
-    stack: tuple[Clients, str], algorithm: str
+    stack: tuple[Clients, str], algorithm: str, policy: str | None
 ) -> None:
     clients, prefix = stack
-    spec = VectorIndexSpec(f"{prefix}{algorithm}", dims=DIMS, algorithm=algorithm)  # type: ignore[arg-type]
+    spec = VectorIndexSpec(f"{prefix}{algorithm}", dims=DIMS, algorithm=algorithm,  # type: ignore[arg-type]
+                           hybrid_policy=policy)  # type: ignore[arg-type]
     assert run_sync(ensure_index(spec), clients) is True
     assert run_sync(ensure_index(spec), clients) is False  # idempotent
     rng = np.random.default_rng(7)

@@ -22,13 +22,16 @@ fixtures: ``InMemoryStore``, ``SqliteStore``, ``AsyncSqliteStore``, ``PostgresSt
 ``Cls(index=...)`` and ``Cls.from_conn_string(conn, index=..., ttl=...)`` open a store
 through the factory (the connection string and backend options such as ``pipeline`` or
 ``pool_config`` are ignored) and give it the shim as its class, so ``mocker.spy(Cls,
-"batch")`` watches the store under test. A store built by ``Cls(...)`` is closed when its
-test ends. In cold mode the shim's ``batch``/``abatch`` call ``make_cold`` before any
-batch that reads (get, search, list_namespaces). The Postgres modules' ``store`` fixture
-and ``_create_vector_store`` (they create a database first) are replaced by ones with
-the same store options. Index configs are passed as ``{"dims", "embed", "fields"}``
-(SQLite's ``text_fields`` is its name for ``fields``; ``distance_type`` and
-``ann_index_config`` are dropped: every non-cosine test is excluded).
+"batch")`` watches the store under test. Where an async suite awaits ``setup``,
+``sweep_ttl``, ``start_ttl_sweeper`` or ``stop_ttl_sweeper``, the async shim awaits the
+store's ``asetup``, ``asweep_ttl``... when it has them. A store built by ``Cls(...)``
+is closed when its test ends. In cold mode the shim's ``batch``/``abatch`` call
+``make_cold`` before any batch that reads (get, search, list_namespaces). The Postgres
+modules' ``store`` fixture and ``_create_vector_store`` (they create a database first)
+are replaced by ones with the same store options. Index configs are passed as
+``{"dims", "embed", "fields"}`` (SQLite's ``text_fields`` is its name for ``fields``;
+``distance_type`` and ``ann_index_config`` are dropped: every non-cosine test is
+excluded).
 """
 
 from __future__ import annotations
@@ -127,6 +130,25 @@ def _index(index: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"dims": index["dims"], "embed": index["embed"], "fields": fields}
 
 
+_AWAITED = ("setup", "sweep_ttl", "start_ttl_sweeper", "stop_ttl_sweeper")
+"""Methods the async suites ``await`` (``await store.setup()``): the async shim's version
+awaits the store's ``a<name>`` when it has one, else calls ``<name>`` (awaiting what it
+returns if that is awaitable); ``setup`` does nothing when the store has neither."""
+
+
+def _awaitable(base: type, method: str) -> Any:
+    async def call(self: BaseStore, *args: Any, **kwargs: Any) -> Any:
+        if hasattr(base, "a" + method):
+            return await getattr(base, "a" + method)(self, *args, **kwargs)
+        if not hasattr(base, method):
+            return None
+        done = getattr(base, method)(self, *args, **kwargs)
+        return await done if inspect.isawaitable(done) else done
+
+    call.__name__ = method
+    return call
+
+
 def _shim(name: str, *, is_async: bool) -> type[BaseStore]:
     key = (name, is_async)
     if key in _STATE["shims"]:
@@ -165,19 +187,11 @@ def _shim(name: str, *, is_async: bool) -> type[BaseStore]:
         return (_async_open if is_async else _sync_open)(cls, index, ttl)
 
     namespace: dict[str, Any] = {"__slots__": (), "from_conn_string": classmethod(from_conn_string)}
-    original_setup = getattr(base, "setup", None)
-    original_asetup = getattr(base, "asetup", None)
     if is_async:
-        async def setup(self: BaseStore) -> None:
-            if original_asetup is not None:
-                await original_asetup(self)
-            elif original_setup is not None:
-                done = original_setup(self)
-                if inspect.isawaitable(done):
-                    await done
-
-        namespace["setup"] = setup
-    elif original_setup is None:
+        for method in _AWAITED:
+            if method == "setup" or hasattr(base, method) or hasattr(base, "a" + method):
+                namespace[method] = _awaitable(base, method)
+    elif not hasattr(base, "setup"):
         namespace["setup"] = lambda self: None
     if cold:
         def batch(self: BaseStore, ops: Any) -> Any:

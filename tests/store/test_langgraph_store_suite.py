@@ -146,3 +146,25 @@ def test_cold_mode_empties_the_hot_tier_before_every_read(tmp_path: Path) -> Non
     ]
     # list_namespaces_basic lists namespaces 10 times (sync); the async test searches 3 times
     assert sorted(counts.read_text().split()) == ["async"] * 3 + ["sync"] * 10
+
+
+async def test_the_async_shim_awaits_the_stores_a_methods() -> None:
+    """``await store.sweep_ttl()`` in an async suite calls ``asweep_ttl`` when the store has
+    it, else ``sweep_ttl`` (awaited if it returns an awaitable); a missing ``setup`` is a
+    no-op."""
+    from langgraph_durable.testing.store_suite_plugin import _awaitable
+
+    class Both:
+        def sweep_ttl(self) -> int:
+            return 1
+
+        async def asweep_ttl(self) -> int:
+            return 2
+
+    class SyncOnly:
+        def sweep_ttl(self) -> int:
+            return 3
+
+    assert await _awaitable(Both, "sweep_ttl")(Both()) == 2
+    assert await _awaitable(SyncOnly, "sweep_ttl")(SyncOnly()) == 3
+    assert await _awaitable(SyncOnly, "setup")(SyncOnly()) is None

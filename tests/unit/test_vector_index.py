@@ -135,3 +135,15 @@ def test_knn_asks_again_until_it_has_k_distinct_items() -> None:
 def test_flat_knn_has_no_ef_runtime() -> None:
     cmd = knn_command(VectorIndexSpec("tp", dims=2, algorithm="FLAT"), (), [1.0, 0.0], 3)
     assert cmd[2] == "(*)=>[KNN 3 @vec $q AS d]"
+
+
+def test_a_hybrid_policy_is_named_only_with_a_namespace_filter() -> None:
+    batches = VectorIndexSpec("tp", dims=2, hybrid_policy="BATCHES")
+    assert knn_command(batches, ("a",), [1.0, 0.0], 3)[2] == (
+        "(@ns:{a})=>[KNN 3 @vec $q EF_RUNTIME 64 HYBRID_POLICY BATCHES AS d]")
+    assert knn_command(batches, (), [1.0, 0.0], 3)[2] == "(*)=>[KNN 3 @vec $q EF_RUNTIME 64 AS d]"
+    adhoc = VectorIndexSpec("tp", dims=2, hybrid_policy="ADHOC_BF")
+    assert knn_command(adhoc, ("a",), [1.0, 0.0], 3)[2] == (
+        "(@ns:{a})=>[KNN 3 @vec $q HYBRID_POLICY ADHOC_BF AS d]")
+    with pytest.raises(ValueError, match="hybrid_policy must be"):
+        VectorIndexSpec("tp", dims=2, hybrid_policy="FAST")  # type: ignore[arg-type]
