@@ -8,7 +8,8 @@
   (``unique_options``), removed when the store closes (``drop_namespace``). Cold mode
   empties the hot tier before every batch that reads: ``flush()``/``aflush()`` (everything
   written so far is in MongoDB), then every Redis key of the store's key prefix is deleted
-  (``drop_key_prefix``), so the read is answered by MongoDB alone.
+  (``{<prefix>:...`` by ``drop_key_prefix``, and ``<prefix>:...``, the vector index's
+  hashes), so the read is answered by MongoDB alone.
 
 Both return a :class:`~langgraph_durable.testing.store_suite_plugin.StoreFactory`.
 """
@@ -147,8 +148,13 @@ class DurableStoreFactory:
     def _drop_hot(self, store: BaseStore) -> None:
         import redis
 
+        prefix = self._prefixes[id(store)]
         with redis.Redis.from_url(self.redis_url) as client:
-            drop_key_prefix(client, self._prefixes[id(store)])
+            drop_key_prefix(client, prefix)  # the saver's layout: "{<prefix>:..."
+            # and keys without a hash tag, e.g. the vector index's "<prefix>:vec:..."
+            stale = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+            for i in range(0, len(stale), 500):
+                client.delete(*stale[i:i + 500])
 
     def make_cold(self, store: BaseStore) -> None:
         """Flush ``store`` to MongoDB, then delete its Redis keys."""
