@@ -12,9 +12,10 @@ then ``queries`` random unit queries, each timed, under the *broad* prefix
 ``("bench", "users")`` (every item) and the *narrow* one ``("bench", "users", "u7")``
 (1 % of them):
 
-- HNSW with the server's hybrid policy (``auto``) and with ``BATCHES``, FLAT with the
-  server's: the ``knn`` plan for the top 10, run with ``run_sync`` on a blocking client:
-  plan, one round trip to a loopback Redis, parsing;
+- HNSW with the server's hybrid policy (``auto``) and with ``BATCHES`` at each of
+  ``--ef-runtimes`` (default 64, 256, 1024), FLAT with the server's: the ``knn`` plan
+  for the top 10, run with ``run_sync`` on a blocking client: plan, one round trip to a
+  loopback Redis, parsing;
 - ``exact``: the embedded default, in the application: ``float32 matrix @ query``, then
   ``argpartition`` and a sort of the best 10 (the prefix's matrix already in memory);
 - recall@10 of each index against the exact answer (mean over the queries of
@@ -79,7 +80,7 @@ def exact_top(matrix: np.ndarray, query: np.ndarray, k: int = K) -> np.ndarray:
     """Indexes of the ``k`` rows of ``matrix`` most similar to ``query`` (cosine: the rows
     and the query are unit vectors), best first."""
     scores = matrix @ query
-    top = np.argpartition(-scores, k)[:k]
+    top = np.argpartition(-scores, k)[:k] if k < len(scores) else np.arange(len(scores))
     return top[np.argsort(-scores[top])]
 
 
@@ -163,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exact-sizes", type=int, nargs="+",
                         default=[1_000, 10_000, 50_000, 100_000])  # fmt: skip
     parser.add_argument("--blas-threads", type=int, default=1)
+    parser.add_argument("--ef-runtimes", type=int, nargs="+", default=[64, 256, 1024],
+                        help="HNSW EF_RUNTIME values to time with HYBRID_POLICY BATCHES")
     args = parser.parse_args(argv)
     with contextlib.ExitStack() as stack:
         if args.blas_threads > 0:
@@ -192,10 +195,10 @@ def _run(args: argparse.Namespace) -> int:
             vectors = unit_vectors(args.items, dims, seed=0)
             queries = unit_vectors(args.queries, dims, seed=1)
             print(f"dims {dims}, {args.items} items, {args.queries} queries, top {K}")
-            print(f"  ping                {_fmt(ping_run(client, args.queries))}")
+            print(f"  ping                        {_fmt(ping_run(client, args.queries))}")
             for label, prefix in (("broad", BROAD), ("narrow", NARROW)):
                 subset = vectors[_rows(len(vectors), prefix)]
-                print(f"  exact {label:<6}        {_fmt(exact_run(subset, queries))}")
+                print(f"  exact {label:<6}                {_fmt(exact_run(subset, queries))}")
             for algorithm in ("HNSW", "FLAT"):
                 spec = VectorIndexSpec(f"vbench{tag}{dims}{algorithm}", dims=dims,
                                        algorithm=algorithm)  # type: ignore[arg-type]
@@ -203,13 +206,18 @@ def _run(args: argparse.Namespace) -> int:
                 try:
                     seconds = load(client, spec, vectors)
                     print(f"  {algorithm} load+index {seconds:.1f} s")
-                    policies = (None, "BATCHES") if algorithm == "HNSW" else (None,)
+                    runs: list[tuple[str | None, int]] = [(None, spec.ef_runtime)]
+                    if algorithm == "HNSW":
+                        runs += [("BATCHES", ef) for ef in args.ef_runtimes]
                     for label, prefix in (("broad", BROAD), ("narrow", NARROW)):
-                        for policy in policies:
-                            run_spec = dataclasses.replace(spec, hybrid_policy=policy)
+                        for policy, ef in runs:
+                            run_spec = dataclasses.replace(spec, hybrid_policy=policy,
+                                                           ef_runtime=ef)  # type: ignore[arg-type]
                             result = index_run(clients, run_spec, vectors, queries, prefix)
                             name = f"{algorithm} {label} {policy or 'auto'}"
-                            print(f"  {name:<20}{_fmt(result)}")
+                            if policy:
+                                name += f" ef {ef}"
+                            print(f"  {name:<28}{_fmt(result)}")
                 finally:
                     client.execute_command("FT.DROPINDEX", index_name(spec), "DD")
         for dims in args.dims:
