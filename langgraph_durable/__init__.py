@@ -4,6 +4,8 @@
 returns and moves it to MongoDB (durable tier) through a crash-safe outbox.
 """
 
+from typing import Any
+
 from . import _moved
 from .config import DurableConfig
 from .errors import (
@@ -16,6 +18,7 @@ from .errors import (
     EventLoopNotRunningError,
     FlushTimeoutError,
     InvalidIdentifierError,
+    ModelCallChangedError,
     OutboxFullError,
     ReplicationTimeoutError,
     SaverClosedError,
@@ -25,6 +28,7 @@ from .errors import (
     ThreadDeletedError,
     TierUnavailableError,
 )
+from .journal import journaled
 from .plans.threads import ThreadInfo, ThreadPage
 from .saver import DurableSaver
 
@@ -40,6 +44,8 @@ __all__ = [
     "EventLoopNotRunningError",
     "FlushTimeoutError",
     "InvalidIdentifierError",
+    "ModelCallChangedError",
+    "ModelJournalMiddleware",
     "OutboxFullError",
     "ReplicationTimeoutError",
     "SaverClosedError",
@@ -50,8 +56,19 @@ __all__ = [
     "ThreadInfo",
     "ThreadPage",
     "TierUnavailableError",
+    "journaled",
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """``ModelJournalMiddleware`` (it imports ``langchain``, the agents extra) on first use."""
+    if name == "ModelJournalMiddleware":
+        from .journal.middleware import ModelJournalMiddleware
+
+        return ModelJournalMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _moved.install()  # the module names of earlier releases (langgraph_durable.extref_gc, ...)
