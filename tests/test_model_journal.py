@@ -70,6 +70,7 @@ def test_two_calls_then_interrupt_the_resume_makes_no_call(saver: DurableSaver) 
     after = STATS.snapshot()
     assert after["replayed"] - before["replayed"] == 2
     assert after["tokens_saved"] - before["tokens_saved"] == 30
+    assert saver.stats()["model_calls"] == {"called": 2, "replayed": 2, "tokens_saved": 30}
 
 
 async def test_two_async_calls_then_interrupt_the_resume_makes_no_call(
@@ -249,6 +250,8 @@ def test_an_agent_resumed_after_its_interrupts_pays_no_model_call_again(
     assert rounds == 3  # review, approve the tool, review
     assert out["messages"][-1].content == "sent (2)"
     assert out["messages"][-2].content == "sent to bob"
+    # replayed: the tool call on the review's resume, the answer on the last review's
+    assert saver.stats()["model_calls"] == {"called": 2, "replayed": 2, "tokens_saved": 30}
 
 
 def test_the_journal_comes_from_mongodb_when_redis_lost_the_thread(

@@ -63,13 +63,13 @@ def _canon(value: Any) -> Any:
         return {"message": value.type, **data}
     if isinstance(value, type):
         return f"{value.__module__}.{value.__qualname__}"
+    if hasattr(value, "name") and hasattr(value, "description") and hasattr(value, "args"):
+        return {"tool": value.name, "description": value.description, "args": value.args}
     if hasattr(value, "model_dump"):
         try:
             return {"type": _canon(type(value)), "data": value.model_dump(mode="json")}
         except Exception:
             pass
-    if hasattr(value, "name") and hasattr(value, "description") and hasattr(value, "args"):
-        return {"tool": value.name, "description": value.description, "args": value.args}
     if isinstance(value, (set, frozenset)):
         return sorted(map(repr, value))
     return {"type": _canon(type(value))}
@@ -260,10 +260,12 @@ def _final(value: Any) -> Any:
     return message_chunk_to_message(value) if isinstance(value, BaseMessageChunk) else value
 
 
-def _counted(replayed: bool, response: Any) -> None:
+def _counted(saver: DurableSaver, replayed: bool, response: Any) -> None:
+    tokens = tokens_of(response.get("result") if isinstance(response, dict) else response)
+    saver.runtime.metrics.model_call(replayed, tokens)
     if replayed:
         STATS.replayed += 1
-        STATS.tokens_saved += tokens_of(response)
+        STATS.tokens_saved += tokens
     else:
         STATS.called += 1
 
@@ -278,7 +280,7 @@ def drive(steps: Generator[Any, Any, tuple[bool, Any]], saver: DurableSaver,
             try:
                 step = steps.send(reply)
             except StopIteration as stop:
-                _counted(*stop.value)
+                _counted(saver, *stop.value)
                 return stop.value  # type: ignore[no-any-return]
             if isinstance(step, _Run):
                 reply = saver.run(step.plan)
@@ -307,7 +309,7 @@ async def adrive(steps: Generator[Any, Any, tuple[bool, Any]], saver: DurableSav
             try:
                 step = steps.send(reply)
             except StopIteration as stop:
-                _counted(*stop.value)
+                _counted(saver, *stop.value)
                 out.append(stop.value)
                 return
             if isinstance(step, _Run):
