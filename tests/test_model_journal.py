@@ -304,3 +304,48 @@ def test_a_sigkilled_node_resumed_in_another_process_makes_only_the_missing_call
         done = graph.invoke(Command(resume=True), config)
     assert calls(key) == 1
     assert done["out"] == "answer-1 answer-2 answer-1"
+
+
+def test_a_chain_over_a_model_replays_its_structured_output(saver: DurableSaver) -> None:
+    from langchain_core.runnables import RunnableLambda
+
+    key = _key()
+    chain = journaled(Counting(key=key) | RunnableLambda(lambda m: {"text": m.content}))
+    seen: list[Any] = []
+
+    def node(state: State) -> dict[str, Any]:
+        seen.append(chain.invoke("q"))
+        return {"ok": interrupt("ok?")}
+
+    g = StateGraph(State)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    g.add_edge("node", END)
+    graph, config = g.compile(checkpointer=saver), _config()
+    graph.invoke({"prompt": "q"}, config)
+    graph.invoke(Command(resume=True), config)
+    assert calls(key) == 1
+    assert seen == [{"text": "answer-1"}, {"text": "answer-1"}]
+    assert chain.effect == "model:Counting"
+
+
+async def test_an_async_agent_resumed_after_its_review_pays_no_model_call_again(
+        asaver: DurableSaver) -> None:
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware
+
+    class Review(AgentMiddleware):  # type: ignore[type-arg]
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            response = await handler(request)
+            interrupt({"review": [m.content for m in response.result]})
+            return response
+
+    key = _key()
+    agent = create_agent(model=Counting(key=key), tools=[], checkpointer=asaver,
+                         middleware=[Review(), ModelJournalMiddleware()])
+    config = _config()
+    out = await agent.ainvoke({"messages": [HumanMessage("hi")]}, config)
+    assert out["__interrupt__"][0].value == {"review": ["answer-1"]}
+    out = await agent.ainvoke(Command(resume=True), config)
+    assert calls(key) == 1
+    assert out["messages"][-1].content == "answer-1"
