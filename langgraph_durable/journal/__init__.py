@@ -18,9 +18,11 @@ exported and deleted with its thread. See ``docs/effects.md``.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from contextlib import closing
 from typing import Any, Literal
@@ -162,11 +164,22 @@ class Stats:
         self.replayed = 0
         self.tokens_saved = 0
         self.called = 0
+        self._lock = threading.Lock()
+
+    def count(self, replayed: bool, tokens: int) -> None:
+        """Count one call: made, or ``replayed`` (saving ``tokens``)."""
+        with self._lock:
+            if replayed:
+                self.replayed += 1
+                self.tokens_saved += tokens
+            else:
+                self.called += 1
 
     def snapshot(self) -> dict[str, int]:
         """The counts as a dict."""
-        return {"replayed": self.replayed, "tokens_saved": self.tokens_saved,
-                "called": self.called}
+        with self._lock:
+            return {"replayed": self.replayed, "tokens_saved": self.tokens_saved,
+                    "called": self.called}
 
 
 STATS = Stats()
@@ -263,11 +276,7 @@ def _final(value: Any) -> Any:
 def _counted(saver: DurableSaver, replayed: bool, response: Any) -> None:
     tokens = tokens_of(response.get("result") if isinstance(response, dict) else response)
     saver.runtime.metrics.model_call(replayed, tokens)
-    if replayed:
-        STATS.replayed += 1
-        STATS.tokens_saved += tokens
-    else:
-        STATS.called += 1
+    STATS.count(replayed, tokens)
 
 
 def drive(steps: Generator[Any, Any, tuple[bool, Any]], saver: DurableSaver,
@@ -301,8 +310,6 @@ async def adrive(steps: Generator[Any, Any, tuple[bool, Any]], saver: DurableSav
                  call: Callable[[], AsyncIterator[Any]], out: list[Any]
                  ) -> AsyncIterator[Any]:
     """Async ``drive``: ``(replayed, response)`` is appended to ``out``."""
-    import asyncio
-
     with closing(steps):
         reply: Any = None
         while True:
