@@ -13,8 +13,8 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 
-from . import OnChange, complete, describe, identity, run_async, run_sync
-from . import digest as digest_of
+from .calls import OnChange, complete, describe, identity, run_async, run_sync
+from .calls import digest as digest_of
 
 
 def _request_digest(request: ModelRequest) -> str:
