@@ -349,3 +349,34 @@ async def test_an_async_agent_resumed_after_its_review_pays_no_model_call_again(
     out = await agent.ainvoke(Command(resume=True), config)
     assert calls(key) == 1
     assert out["messages"][-1].content == "answer-1"
+
+
+def test_tool_calls_of_a_bound_model_are_replayed_by_invoke_and_stream(
+        saver: DurableSaver) -> None:
+    @tool
+    def send_email(to: str, body: str) -> str:
+        """Send an e-mail."""
+        return f"sent to {to}"
+
+    key = _key()
+    model = journaled(ToolCalling(key=key)).bind_tools([send_email])
+    seen: list[Any] = []
+
+    def node(state: State) -> dict[str, Any]:
+        seen.append([c.tool_calls for c in model.stream("mail bob")])
+        seen.append(model.invoke("mail bob").content)
+        return {"ok": interrupt("ok?")}
+
+    g = StateGraph(State)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    g.add_edge("node", END)
+    graph, config = g.compile(checkpointer=saver), _config()
+    graph.invoke({"prompt": "q"}, config)
+    graph.invoke(Command(resume=True), config)
+    assert calls(key) == 2
+    call = {"name": "send_email", "args": {"to": "bob", "body": "hi"}, "id": "call-1",
+            "type": "tool_call"}
+    assert seen[0] == seen[2] == [[call]]  # replayed as one chunk with the tool call
+    assert seen[1] == seen[3] == "sent (2)"
+    assert model.effect == "model:ToolCalling"

@@ -47,7 +47,10 @@ _NOTHING: Any = object()
 def _canon(value: Any) -> Any:
     """A JSON-able, address-free form of ``value`` for the request digest."""
     if isinstance(value, BaseMessage):
-        data = value.model_dump(mode="json", exclude={"id"})  # ids may be random per run
+        try:
+            data = value.model_dump(mode="json", exclude={"id"})  # ids may be random per run
+        except Exception:  # content that is not JSON: its python form, by this function
+            data = value.model_dump(exclude={"id"})
         return {"message": value.type, **data}
     if isinstance(value, type):
         return f"{value.__module__}.{value.__qualname__}"
