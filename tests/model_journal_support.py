@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
+from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from langgraph_durable import journaled
@@ -122,3 +123,9 @@ if __name__ == "__main__":  # through the package's module: the model class's na
     from tests.model_journal_support import crash_child as child
 
     child(*sys.argv[1:])
+
+
+class Plan(BaseModel):
+    """A structured output."""
+
+    steps: list[str]

@@ -380,3 +380,34 @@ def test_tool_calls_of_a_bound_model_are_replayed_by_invoke_and_stream(
     assert seen[0] == seen[2] == [[call]]  # replayed as one chunk with the tool call
     assert seen[1] == seen[3] == "sent (2)"
     assert model.effect == "model:ToolCalling"
+
+
+@pytest.mark.parametrize("allowed, paid", [(True, 1), (False, 2)])
+def test_a_response_the_serializer_does_not_revive_is_not_replayed_as_another_type(
+        redis_url: str, mongo_url: str, allowed: bool, paid: int) -> None:
+    from langchain_core.runnables import RunnableLambda
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from .model_journal_support import Plan
+
+    key = _key()
+    chain = journaled(Counting(key=key) | RunnableLambda(lambda m: Plan(steps=[m.content])))
+    seen: list[Any] = []
+
+    def node(state: State) -> dict[str, Any]:
+        seen.append(chain.invoke("q"))
+        return {"ok": interrupt("ok?")}
+
+    g = StateGraph(State)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    g.add_edge("node", END)
+    modules = [("tests.model_journal_support", "Plan")] if allowed else []
+    serde = JsonPlusSerializer(allowed_msgpack_modules=modules)
+    with DurableSaver.from_urls(redis_url, mongo_url, serde=serde,
+                                **unique_options()) as saver:
+        graph, config = g.compile(checkpointer=saver), _config()
+        graph.invoke({"prompt": "q"}, config)
+        graph.invoke(Command(resume=True), config)
+    assert calls(key) == paid
+    assert seen == [Plan(steps=["answer-1"]), Plan(steps=[f"answer-{paid}"])]

@@ -221,7 +221,15 @@ def _steps(task: _Task, saver: DurableSaver, name: str, request: str, on_change:
             assert found.value is not None
             recorded = saver.serde.loads_typed(found.value)
             if isinstance(recorded, dict) and recorded.get("digest") == request:
-                return True, recorded.get("response")
+                response = recorded.get("response")
+                if recorded.get("kinds") == kinds(response):
+                    return True, response
+                # decoded to other types (a strict serializer's allowlist turned a
+                # structured output into a dict): not the answer the code expects
+                log.warning("%s: the journaled response decodes to %s, not the %s "
+                            "journaled (allow the type in the serializer); calling the "
+                            "model again", ref.describe(), kinds(response),
+                            recorded.get("kinds"))
             if on_change == "raise":
                 raise ModelCallChangedError(
                     f"{ref.describe()}: the request differs from the one journaled by an "
@@ -238,12 +246,23 @@ def _steps(task: _Task, saver: DurableSaver, name: str, request: str, on_change:
                 yield _Run(end_plan(ctx, ref, _entry(ctx, ref, "c")))
             raise result
         _hook("called", ref)
-        typed = yield _Dump({"digest": request, "response": result}, ref)
+        typed = yield _Dump({"digest": request, "response": result, "kinds": kinds(result)},
+                            ref)
         yield _Run(end_plan(ctx, ref, _entry(ctx, ref, "d", value=typed)))
         _hook("journaled", ref)
         return False, result
     finally:
         task.done(name)
+
+
+def kinds(value: Any) -> Any:
+    """The types in ``value`` (a list, dict or value) as text, to tell a response that
+    decoded to other types."""
+    if isinstance(value, dict) and type(value) is dict:
+        return {str(k): kinds(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [kinds(v) for v in value]
+    return f"{type(value).__module__}.{type(value).__qualname__}"
 
 
 def _merge(acc: Any, chunk: Any) -> Any:
