@@ -411,3 +411,23 @@ def test_a_response_the_serializer_does_not_revive_is_not_replayed_as_another_ty
         graph.invoke(Command(resume=True), config)
     assert calls(key) == paid
     assert seen == [Plan(steps=["answer-1"]), Plan(steps=[f"answer-{paid}"])]
+
+
+def test_the_request_digest_ignores_message_ids_and_sees_tools_params_and_kwargs() -> None:
+    from langgraph_durable.journal.calls import describe, digest, messages_of
+
+    @tool
+    def send_email(to: str, body: str) -> str:
+        """Send an e-mail."""
+        return to
+
+    def of(model: Any, value: Any, **kwargs: Any) -> str:
+        return digest(messages_of(value), describe(model), kwargs)
+
+    plain, other = Counting(key="a"), Counting(key="b")
+    bound = ToolCalling(key="a").bind_tools([send_email])
+    base = of(plain, [HumanMessage("hi", id="1")])
+    assert of(plain, [HumanMessage("hi", id="2")]) == base == of(plain, [("human", "hi")])
+    assert of(plain, "hi") == base  # a string is one human message
+    assert len({base, of(other, "hi"), of(plain, "hi!"), of(plain, "hi", stop=["x"]),
+                of(bound, "hi"), of(ToolCalling(key="a").bind_tools([]), "hi")}) == 6
