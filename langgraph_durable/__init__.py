@@ -4,6 +4,8 @@
 returns and moves it to MongoDB (durable tier) through a crash-safe outbox.
 """
 
+from typing import Any
+
 from . import _moved
 from .config import DurableConfig
 from .errors import (
@@ -17,6 +19,7 @@ from .errors import (
     FlushTimeoutError,
     InvalidIdentifierError,
     MissingValueError,
+    ModelCallChangedError,
     OutboxFullError,
     ReplicationTimeoutError,
     SaverClosedError,
@@ -26,6 +29,7 @@ from .errors import (
     ThreadDeletedError,
     TierUnavailableError,
 )
+from .journal import journaled
 from .plans.threads import ThreadInfo, ThreadPage
 from .saver import DurableSaver
 from .store import DurableStore
@@ -44,6 +48,8 @@ __all__ = [
     "FlushTimeoutError",
     "InvalidIdentifierError",
     "MissingValueError",
+    "ModelCallChangedError",
+    "ModelJournalMiddleware",
     "OutboxFullError",
     "ReplicationTimeoutError",
     "SaverClosedError",
@@ -54,8 +60,19 @@ __all__ = [
     "ThreadInfo",
     "ThreadPage",
     "TierUnavailableError",
+    "journaled",
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """``ModelJournalMiddleware`` (it imports ``langchain``, the agents extra) on first use."""
+    if name == "ModelJournalMiddleware":
+        from .journal.middleware import ModelJournalMiddleware
+
+        return ModelJournalMiddleware
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _moved.install()  # the module names of earlier releases (langgraph_durable.extref_gc, ...)

@@ -264,3 +264,21 @@ class MissingValueError(CorruptRecordError):
     as an empty value, so this is never LangGraph's "no value"). Attributes as
     ``CorruptRecordError``; ``channel`` and ``version`` name the first missing one, ``key``
     its MongoDB ``_id``."""
+
+
+class ModelCallChangedError(DurableSaverError):
+    """``journaled(model, on_change="raise")``/``ModelJournalMiddleware(on_change=
+    "raise")``: a re-execution of a task made a model call whose request (messages,
+    tools, model parameters) differs from the one journaled under the same call number,
+    so the journaled answer does not fit it; the model was not called. Attributes:
+    ``thread_id``, ``checkpoint_ns`` (the task's), ``task_id``, ``effect`` (the journal's
+    name, ``"model:..."``), ``call`` (its call number within the task)."""
+
+    def __init__(self, message: str, *, thread_id: str, checkpoint_ns: str, task_id: str,
+                 effect: str, call: int) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.task_id = task_id
+        self.effect = effect
+        self.call = call

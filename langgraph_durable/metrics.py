@@ -58,6 +58,10 @@ INSTRUMENTS: dict[str, tuple[str, str, str]] = {
     "langgraph_durable.flush.errors": (
         "counter", "{error}", "flush failures by kind: retry (a round failed and is retried) "
         "or dead_letter (an entry moved to the dead-letter stream)"),
+    "langgraph_durable.model_calls.replayed": (
+        "counter", "{call}", "journaled model calls answered from the journal (not paid again)"),
+    "langgraph_durable.model_calls.tokens_saved": (
+        "counter", "{token}", "total tokens (usage metadata) of the replayed model calls"),
 }
 """Instrument name -> (kind, UCUM unit, description)."""
 
@@ -95,6 +99,8 @@ class _Instruments:
         self.duration = hist("langgraph_durable.op.duration", _SECONDS)
         self.batch_size = hist("langgraph_durable.flush.batch_size", _ENTRIES)
         self.lag = hist("langgraph_durable.flush.lag", _SECONDS)
+        self.model_replayed = counter("langgraph_durable.model_calls.replayed")
+        self.tokens_saved = counter("langgraph_durable.model_calls.tokens_saved")
         _kind, unit, desc = INSTRUMENTS["langgraph_durable.outbox.length"]
         meter.create_observable_gauge("langgraph_durable.outbox.length", [self._observe],
                                       unit=unit, description=desc)
@@ -161,6 +167,7 @@ class Metrics:
         self.lags = _summary()
         self.outbox_length: int | None = None
         self.health_value: int | None = None
+        self.model_calls: dict[str, int] = {"called": 0, "replayed": 0, "tokens_saved": 0}
         self._attrs: dict[str, tuple[str, dict[str, str]]] = {}
         self._otel = _instruments_for(meter_provider)
         if self._otel is not None:
@@ -174,6 +181,19 @@ class Metrics:
             self.counters[name] += 1
         if self._otel is not None:
             (self._otel.puts if name == "puts" else self._otel.put_writes).add(1)
+
+    def model_call(self, replayed: bool, tokens: int) -> None:
+        """Count one journaled model call (``langgraph_durable.journal``): made, or
+        ``replayed`` from the journal, whose usage metadata said ``tokens`` in all."""
+        with self._lock:
+            if replayed:
+                self.model_calls["replayed"] += 1
+                self.model_calls["tokens_saved"] += tokens
+            else:
+                self.model_calls["called"] += 1
+        if self._otel is not None and replayed:
+            self._otel.model_replayed.add(1)
+            self._otel.tokens_saved.add(tokens)
 
     def read(self, hot: int, durable: int, miss: int) -> None:
         """Count ``get_tuple`` answers: checkpoints served by each tier, or a miss."""
@@ -275,13 +295,16 @@ class Metrics:
     def snapshot(self) -> dict[str, Any]:
         """Every number as plain data (what ``DurableSaver.stats()`` returns): the
         counters, ``bytes_written`` by tier (bytes), ``outbox_length`` (entries),
-        ``flush`` (counts, ``batch_size`` and ``lag_s`` summaries) and ``op_duration_s``
-        (per ``tier.op``: count, sum and max in seconds)."""
+        ``model_calls`` (journaled model calls ``called`` and ``replayed``, and the
+        replayed ones' ``tokens_saved``), ``flush`` (counts, ``batch_size`` and
+        ``lag_s`` summaries) and ``op_duration_s`` (per ``tier.op``: count, sum and max
+        in seconds)."""
         with self._lock:
             return {
                 **self.counters,
                 "bytes_written": dict(self.bytes_written),
                 "outbox_length": self.outbox_length,
+                "model_calls": dict(self.model_calls),
                 "flush": {**self.flush, "batch_size": _summarize(self.batch_sizes),
                           "lag_s": _summarize(self.lags)},
                 "op_duration_s": {k: _summarize(v) for k, v in sorted(self.durations.items())},

@@ -57,8 +57,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("admin", ("admin",), "external-object GC, item migration (given a SaverRuntime)"),
     ("memory", ("store",), "DurableStore, LangGraph's long-term memory store"),
     ("saver", ("saver",), "DurableSaver, the LangGraph contract"),
-    ("public", ("__init__", "effects", "shared", "inspection"),
-     "the package's names; once/aonce; SharedSaver; what the tools show"),
+    ("public", ("effects", "shared", "inspection"),
+     "once/aonce; SharedSaver; what the tools show"),
+    ("journal", ("journal",), "the model-call journal: journaled(), ModelJournalMiddleware"),
+    ("package", ("__init__",), "the package's names"),
     ("dashboard", ("dashboard",), "the browser dashboard"),
     ("tools", ("cli", "testing"), "the langgraph-durable command; the pytest plugins"),
 )
@@ -73,6 +75,8 @@ DEFERRED_IMPORTS: dict[tuple[str, str], str] = {
     # only read by the type checker (TYPE_CHECKING). "" is the package itself. Anything
     # else of the package is imported at module level. Those marked "redundant" name a
     # module the importer imports at module level already (left to the module's owner).
+    ("", "journal.middleware"): "langchain's agent middleware is the agents extra: "
+                                "ModelJournalMiddleware is imported on first use",
     ("admin.extref_gc", "serde.stores"): "type hint only (BlobStore)",
     ("admin.item_migration", "plans.context"): "type hint only (Context)",
     ("admin.item_migration", "plans.write"):
