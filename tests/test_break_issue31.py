@@ -1,0 +1,52 @@
+"""Adversarial cases against issue 31's dead letters, validation at the door and tools
+(a review of what landed): each test states the case, on real servers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from langgraph_durable import DurableSaver
+from langgraph_durable.io.drivers import run_sync
+from langgraph_durable.outbox import dead
+from langgraph_durable.testing import unique_options
+
+from .test_bad_data import drain, letters, put_one
+
+
+@pytest.fixture
+def manual(redis_url: str, mongo_url: str) -> Any:
+    """A saver with no in-process flusher: the test runs the flush rounds."""
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(flusher="off")) as s:
+        yield s
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "replay_plan adds the entry (XADD) before it deletes the dead letter (XDEL), with no "
+    "claim: two operators (or a retried command) that listed the same dead letter both "
+    "re-add it; the duplicate's settle lowers the thread's 'dirty' count a second time, "
+    "so its keys get their TTL while another of its entries is still a dead letter"))
+def test_two_replays_of_the_same_dead_letter_put_it_back_once(manual, redis_client) -> None:
+    r, ctx = redis_client, manual.context
+    put_one(manual, "t")
+    put_one(manual, "t")
+    k = ctx.keys("t")
+    r.rename(k.cp, k.cp + ":backup")
+    r.set(k.cp, "damaged")
+    assert drain(manual) == 2  # both checkpoints set aside at copy
+    assert r.hget(k.meta, "dirty") == b"2"
+    r.delete(k.cp)
+    r.rename(k.cp + ":backup", k.cp)  # the fix
+    first, second = letters(manual)
+    seen_by_a = [first]  # two operators list the dead letters at the same time ...
+    seen_by_b = [first]
+    done_a = run_sync(dead.replay_plan(ctx, seen_by_a), manual.sync_clients)
+    done_b = run_sync(dead.replay_plan(ctx, seen_by_b), manual.sync_clients)
+    assert len(done_a.replayed) + len(done_b.replayed) == 1  # ... it goes back once
+    assert r.xlen(ctx.outbox_of("t")) == 1
+    drain(manual)
+    # the second checkpoint is still a dead letter: the thread's keys must not expire
+    assert r.hget(k.meta, "dirty") == b"1"
+    assert r.ttl(k.cp) == -1
+    assert [d.id for d in letters(manual)] == [second.id]
