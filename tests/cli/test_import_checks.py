@@ -206,3 +206,24 @@ def test_identifiers_the_api_refuses_are_refused_before_anything_is_deleted(
 
     assert _stored(cli, "x") == before  # nothing deleted, nothing written
     _nothing(cli, "y\x00z")
+
+
+@pytest.mark.parametrize(("kind", "change"), [
+    ("write", {"idx": 2**64}), ("write", {"seq": -(2**70)}),
+    ("checkpoint", {"md": [["step", 2**64]]})])
+def test_numbers_mongodb_cannot_store_are_refused_before_anything_is_deleted(
+        cli: Cli, tmp_path: Path, kind: str, change: dict[str, Any]) -> None:
+    """A hostile or hand-edited export with an integer BSON cannot hold (an 8-byte int at
+    most) is refused at the check, naming the record, and the existing thread is kept
+    (the review of issue 31: it was deleted, then the write failed with a bare
+    OverflowError)."""
+    records = _thread_x(cli)
+    before = _stored(cli, "x")
+    n = next(i for i, r in enumerate(records) if r.get("type") == kind)
+    out = [dict(r) for r in records]
+    out[n].update(change)
+    path = _write(tmp_path / "big.jsonl", out)
+    r = cli("import", str(path), "--yes", code=1)
+    assert r.stderr.startswith(f"error: {path}:{n + 1}: {kind} record")
+    assert "(nothing written)" in r.stderr
+    assert _stored(cli, "x") == before
