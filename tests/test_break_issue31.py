@@ -8,8 +8,12 @@ from typing import Any
 import pytest
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.core.outbox_entry import OutboxEntry
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox import dead
+from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
+from langgraph_durable.outbox.group import dead_letter_key
+from langgraph_durable.outbox.rounds import RoundChoice
 from langgraph_durable.testing import unique_options
 
 from .test_bad_data import drain, letters, put_one
@@ -50,3 +54,27 @@ def test_two_replays_of_the_same_dead_letter_put_it_back_once(manual, redis_clie
     assert r.hget(k.meta, "dirty") == b"1"
     assert r.ttl(k.cp) == -1
     assert [d.id for d in letters(manual)] == [second.id]
+
+
+def test_a_damaged_dead_letter_stream_never_stalls_the_flusher(manual, redis_client) -> None:
+    """The dead-letter stream itself holding another type (a hand edit, a foreign tool on
+    the prefix): a round that has an entry to set aside must not fail forever, taking
+    only its own pending poison first and never reaching the entries behind it."""
+    r, ctx = redis_client, manual.context
+    r.set(dead_letter_key(ctx), "damaged")
+    r.xadd(ctx.outbox_of("bad"), OutboxEntry("bad", "cp", "no-separator", [], [], 0).fields())
+    choice, consumer = RoundChoice(ctx), consumer_name()
+    errors = []
+    for i in range(6):
+        if i == 2:
+            put_one(manual, "good")  # written after the poison was first taken
+        claim, own = choice.next()
+        try:
+            run_sync(flush_batch_plan(ctx, consumer, block_ms=0, claim=False, own=own),
+                     manual.sync_clients)
+            choice.succeeded()
+        except Exception as exc:  # the flusher retries a failed round
+            errors.append(exc)
+            choice.failed()
+    db, cols = manual.sync_clients.db, ctx.collections
+    assert db[cols.checkpoints].count_documents({"thread_id": "good"}) == 1, errors
