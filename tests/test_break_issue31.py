@@ -78,3 +78,24 @@ def test_a_damaged_dead_letter_stream_never_stalls_the_flusher(manual, redis_cli
             choice.failed()
     db, cols = manual.sync_clients.db, ctx.collections
     assert db[cols.checkpoints].count_documents({"thread_id": "good"}) == 1, errors
+
+
+def test_flush_names_a_damaged_dead_letter_stream_and_close_does_not_raise(
+        redis_url, mongo_url, redis_client, caplog) -> None:
+    """With the dead-letter stream of another type, ``flush()`` raises
+    ``CorruptRecordError`` naming the key and what to do (was a bare redis
+    ``ResponseError``), and leaving the saver's ``with`` block only logs it."""
+    from langgraph_durable.errors import CorruptRecordError
+
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:
+        key = dead_letter_key(s.context)
+        redis_client.set(key, "damaged")
+        put_one(s, "a")
+        with pytest.raises(CorruptRecordError) as got:
+            s.flush()
+        assert str(got.value) == (
+            f"the dead-letter stream {key!r} holds another type than a stream: flushers "
+            "cannot set entries aside and flush() cannot check them; rename or delete it")
+        assert s.sync_clients.db[s.context.collections.checkpoints].count_documents(
+            {"thread_id": "a"}) == 1  # the entry itself was flushed
+    assert any(key in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
