@@ -99,3 +99,62 @@ def test_flush_names_a_damaged_dead_letter_stream_and_close_does_not_raise(
         assert s.sync_clients.db[s.context.collections.checkpoints].count_documents(
             {"thread_id": "a"}) == 1  # the entry itself was flushed
     assert any(key in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "blob_timeout_s is botocore's read_timeout, a bound on each socket read, not on the "
+    "call: an endpoint that trickles its answer a byte at a time (a congested proxy, a "
+    "hostile endpoint) holds a get/put as long as it trickles; a bound on the whole call "
+    "needs a deadline of the store's own (e.g. the request run in a worker with a timeout)"))
+def test_an_s3_endpoint_that_answers_a_byte_at_a_time_is_bounded(monkeypatch) -> None:
+    import socket
+    import threading
+    import time
+
+    from langgraph_durable.serde.errors import BlobStoreError
+    from langgraph_durable.serde.stores import S3BlobStore
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    stop = threading.Event()
+
+    def trickle() -> None:  # answers one byte every 0.3 s, for up to 15 s
+        listener.settimeout(15)
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        with conn:
+            conn.recv(65536)
+            for b in b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n" * 10:
+                if stop.wait(0.3):
+                    return
+                conn.sendall(bytes([b]))
+
+    server = threading.Thread(target=trickle, daemon=True)
+    server.start()
+    store = S3BlobStore("bucket", endpoint_url=f"http://127.0.0.1:{port}", timeout_s=1,
+                        retries=0)
+    outcome: list[object] = []
+    caller = threading.Thread(target=lambda: outcome.append(_try(store.get, "k")),
+                              daemon=True)
+    t0 = time.monotonic()
+    caller.start()
+    try:
+        caller.join(6)  # 1 s timeout, no retry: a bound of a few seconds at most
+        assert not caller.is_alive(), "get still running after 6 s"
+        assert isinstance(outcome[0], BlobStoreError)
+        assert time.monotonic() - t0 < 6
+    finally:
+        stop.set()
+        listener.close()
+
+
+def _try(fn: Any, *args: Any) -> object:
+    try:
+        return fn(*args)
+    except Exception as exc:
+        return exc
