@@ -158,3 +158,27 @@ def _try(fn: Any, *args: Any) -> object:
         return fn(*args)
     except Exception as exc:
         return exc
+
+
+def test_short_event_loops_on_a_redis_cluster_keep_sockets_bounded(
+        redis_cluster_url: str, mongo_url: str) -> None:
+    """Issue 31's per-loop release, on a Redis Cluster URL (a cluster client opens a
+    connection per node): 60 ``asyncio.run`` calls leave the open descriptors bounded."""
+    import asyncio
+
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from .test_loop_resources import open_fds
+
+    async def one(saver: DurableSaver, step: int) -> None:
+        config = {"configurable": {"thread_id": "loops", "checkpoint_ns": ""}}
+        stored = await saver.aput(config, empty_checkpoint(), {"step": step}, {})
+        assert (await saver.aget_tuple(stored)) is not None
+
+    with DurableSaver.from_urls(redis_cluster_url, mongo_url, **unique_options()) as saver:
+        asyncio.run(one(saver, 0))
+        before = open_fds()
+        for step in range(60):
+            asyncio.run(one(saver, step + 1))
+        assert open_fds() <= before + 10
+        assert saver.runtime.clients.loops == 0
