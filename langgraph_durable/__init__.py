@@ -16,6 +16,7 @@ from .errors import (
     EventLoopNotRunningError,
     FlushTimeoutError,
     InvalidIdentifierError,
+    MissingValueError,
     OutboxFullError,
     ReplicationTimeoutError,
     SaverClosedError,
@@ -27,6 +28,7 @@ from .errors import (
 )
 from .plans.threads import ThreadInfo, ThreadPage
 from .saver import DurableSaver
+from .store import DurableStore
 
 __all__ = [
     "CheckpointNotFoundError",
@@ -37,9 +39,11 @@ __all__ = [
     "DurableConfig",
     "DurableSaver",
     "DurableSaverError",
+    "DurableStore",
     "EventLoopNotRunningError",
     "FlushTimeoutError",
     "InvalidIdentifierError",
+    "MissingValueError",
     "OutboxFullError",
     "ReplicationTimeoutError",
     "SaverClosedError",

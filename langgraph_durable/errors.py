@@ -19,7 +19,27 @@ class SerializationError(DurableSaverError, TypeError):
 
 
 class CorruptRecordError(DurableSaverError, ValueError):
-    """A stored record could not be decoded; names the tier and the key."""
+    """A stored record is damaged: it could not be decoded, a Redis key of a thread holds
+    the wrong type (``WRONGTYPE``), a MongoDB document lacks a field or holds one of the
+    wrong type, or a checkpoint names a channel version whose value neither tier holds.
+    The message names the tier and the key or document.
+
+    Attributes (``None`` when not known): ``tier`` (``"hot"``: Redis, ``"durable"``:
+    MongoDB), ``thread_id``, ``checkpoint_ns``, ``checkpoint_id``, ``key`` (the Redis key
+    or the MongoDB document ``_id``), ``channel`` and ``version`` (a missing channel
+    value); ``damaged`` (``list(None)`` only: the error of each thread it could not list,
+    see ``DurableSaver.list``, else empty)."""
+
+    def __init__(self, message: str, *, tier: str | None = None,
+                 thread_id: str | None = None, checkpoint_ns: str | None = None,
+                 checkpoint_id: str | None = None, key: str | None = None,
+                 channel: str | None = None, version: str | None = None,
+                 damaged: list[CorruptRecordError] | None = None) -> None:
+        super().__init__(message)
+        self.tier, self.thread_id, self.key = tier, thread_id, key
+        self.checkpoint_ns, self.checkpoint_id = checkpoint_ns, checkpoint_id
+        self.channel, self.version = channel, version
+        self.damaged = damaged or []
 
 
 class SchemaVersionError(CorruptRecordError):
@@ -236,3 +256,11 @@ class DeadLetteredError(DurableSaverError):
                          f"instead of reaching MongoDB: {shown}{more}")
         self.entries = entries
         self.stream = stream
+
+
+class MissingValueError(CorruptRecordError):
+    """A checkpoint names a channel version (its ``channel_versions``) whose value neither
+    tier holds: the record was lost or deleted by hand (a channel with no value is stored
+    as an empty value, so this is never LangGraph's "no value"). Attributes as
+    ``CorruptRecordError``; ``channel`` and ``version`` name the first missing one, ``key``
+    its MongoDB ``_id``."""

@@ -6,6 +6,7 @@ the plans of ``plans/`` (written once for both APIs) and runs them on the saver'
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -20,18 +21,22 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
     get_checkpoint_id,
 )
+from langgraph.store.base import IndexConfig, TTLConfig
 
 from .admin.extref_gc import acollect_saver_garbage, collect_saver_garbage
 from .core.ops import Plan
 from .core.records import check_id, check_ids
+from .errors import CorruptRecordError
 from .plans import admin, delta, read, threads, write
 from .plans.threads import ThreadPage
 from .runtime.lifecycle import SaverLifecycle
 from .serde.gc import GcReport
 from .serde.stores import BlobStore
+from .store import DurableStore
 
 PAGE_SIZE = 64
 """Checkpoints fetched per round trip by ``list``."""
+log = logging.getLogger(__name__)
 
 def _run_ids(run_ids: Sequence[str]) -> list[str]:
     """``run_ids`` as a list; a lone string is refused (``InvalidIdentifierError``), as
@@ -207,34 +212,56 @@ class DurableSaver(SaverLifecycle):
                     before: RunnableConfig | None, limit: int | None) -> Any:
         ctx = self._ctx
         before_id = get_checkpoint_id(before) if before else None
+        damaged: list[CorruptRecordError] = []
         if config is None:
             yield admin.flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
-            threads = yield read.threads_plan(ctx)
+            threads, damaged = yield read.threads_plan(ctx)
             conf_ns, exact = None, None
         else:
             threads = [write.thread_ns(config)[0]]
             conf_ns = config["configurable"].get("checkpoint_ns")
             exact = get_checkpoint_id(config)
-        left = limit
+        left = [limit]
         if exact and before_id and exact >= before_id:
             return
         for tid in threads:
-            spaces = [conf_ns] if conf_ns is not None else (yield read.namespaces_plan(ctx, tid))
-            for ns in spaces:
-                cursor = before_id
-                while left is None or left > 0:
-                    count = PAGE_SIZE if filter or left is None else min(left, PAGE_SIZE)
-                    page = yield read.page_plan(ctx, tid, ns, before=cursor, exact=exact,
-                                                count=1 if exact else count, filter=filter)
-                    for tup in page.tuples:
-                        if left is not None:
-                            if left <= 0:
-                                return
-                            left -= 1
-                        yield tup
-                    if page.cursor is None or exact:
-                        break
-                    cursor = page.cursor
+            if left[0] is not None and left[0] <= 0:
+                break
+            try:
+                yield from self._thread_steps(tid, conf_ns, exact, before_id, filter, left)
+            except CorruptRecordError as exc:
+                if config is not None:
+                    raise
+                log.warning("list(None) skips the rest of thread %r: %s", tid, exc)
+                damaged.append(exc)
+        if damaged:
+            shown = "; ".join(str(e) for e in damaged[:3])
+            raise CorruptRecordError(
+                f"list(None) yielded every other checkpoint but could not list "
+                f"{len(damaged)} thread(s) with damaged records (see .damaged): {shown}"
+                + (" ..." if len(damaged) > 3 else ""), damaged=damaged)
+
+    def _thread_steps(self, tid: str, conf_ns: str | None, exact: str | None,
+                      before_id: str | None, filter: Mapping[str, Any] | None,
+                      left: list[int | None]) -> Any:
+        ctx = self._ctx
+        spaces = [conf_ns] if conf_ns is not None else (yield read.namespaces_plan(ctx, tid))
+        for ns in spaces:
+            cursor = before_id
+            while left[0] is None or left[0] > 0:
+                n = left[0]
+                count = PAGE_SIZE if filter or n is None else min(n, PAGE_SIZE)
+                page = yield read.page_plan(ctx, tid, ns, before=cursor, exact=exact,
+                                            count=1 if exact else count, filter=filter)
+                for tup in page.tuples:
+                    if left[0] is not None:
+                        if left[0] <= 0:
+                            return
+                        left[0] -= 1
+                    yield tup
+                if page.cursor is None or exact:
+                    break
+                cursor = page.cursor
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None,
@@ -243,41 +270,61 @@ class DurableSaver(SaverLifecycle):
         filtered by top-level metadata equality, strictly before ``before``'s
         checkpoint_id, at most ``limit``; mirrors ``InMemorySaver.list``. Both tiers are
         merged so each checkpoint appears once. ``config=None`` lists every thread
-        (after a flush, from MongoDB)."""
+        (after a flush, from MongoDB).
+
+        Damaged records (``CorruptRecordError``: a record that cannot be decoded, a Redis
+        key of the wrong type, a MongoDB document lacking a field, a channel value neither
+        tier holds: ``MissingValueError``) raise, naming the thread and the key or
+        document. With a ``config`` the error is raised where the listing meets it. With
+        ``config=None`` one damaged thread does not hide the others: the rest of that
+        thread is skipped (logged as a warning), every other thread's checkpoints are
+        yielded, and then ``CorruptRecordError`` is raised naming each thread it could
+        not list (``.damaged``: their errors), also when ``limit`` was reached; nothing is
+        skipped silently."""
         steps = self._list_steps(config, filter, before, limit)
         send: Any = None
+        error: CorruptRecordError | None = None
         while True:
             try:
-                step = steps.send(send)
+                step = steps.throw(error) if error is not None else steps.send(send)
             except StopIteration:
                 return
+            error = None
             if isinstance(step, CheckpointTuple):
                 send = None
                 yield step
-            else:
+                continue
+            try:
                 send = self.run(step)
                 if isinstance(send, read.RecordPage):
                     send = self._finished(read.finish_page(self._ctx, send))
+            except CorruptRecordError as exc:  # to _list_steps: skips the thread or raises
+                send, error = None, exc
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None,
                     ) -> AsyncIterator[CheckpointTuple]:
-        """Async ``list``."""
+        """Async ``list`` (damaged records as there)."""
         steps = self._list_steps(config, filter, before, limit)
         send: Any = None
+        error: CorruptRecordError | None = None
         while True:
             try:
-                step = steps.send(send)
+                step = steps.throw(error) if error is not None else steps.send(send)
             except StopIteration:
                 return
+            error = None
             if isinstance(step, CheckpointTuple):
                 send = None
                 yield step
-            else:
+                continue
+            try:
                 send = await self.arun(step)
                 if isinstance(send, read.RecordPage):
                     send = self._finished(
                         await self._off_loop(read.finish_page, self._ctx, send))
+            except CorruptRecordError as exc:  # to _list_steps: skips the thread or raises
+                send, error = None, exc
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, blob and write of ``thread_id`` in both tiers, after the
@@ -418,3 +465,16 @@ class DurableSaver(SaverLifecycle):
         """Async ``gc``."""
         return await acollect_saver_garbage(self, store, grace_period_s, now, dry_run=dry_run,
                                             also_referenced=also_referenced)
+
+    def store(self, *, index: IndexConfig | None = None, ttl: TTLConfig | None = None,
+              **kwargs: Any) -> DurableStore:
+        """A ``DurableStore`` (LangGraph's long-term memory store) sharing this saver's
+        runtime: its clients, flusher, outbox, key prefix, settings and metrics (one set
+        of connections per process). ``index`` and ``ttl`` as ``DurableStore``'s;
+        ``kwargs`` its other options (``serde``, ``scorer``, ``clock``). The store's
+        serializer is its own (LangGraph's ``JsonPlusSerializer`` unless ``serde`` is
+        given), not the saver's: the collector of external objects (``gc``) does not
+        read the store, so an ``ExternalRefSerializer`` must not be passed. Closing the
+        store leaves the saver open; pass both to
+        ``builder.compile(checkpointer=saver, store=saver.store())``."""
+        return DurableStore(self, index=index, ttl=ttl, **kwargs)

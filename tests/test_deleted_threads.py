@@ -369,7 +369,10 @@ def test_a_new_run_flushed_while_the_delete_runs_is_not_deleted_with_it(
         if isinstance(op, Parallel) and not new:  # the delete's MongoDB step comes next
             while redis_ms() <= deleted_at[0]:
                 pass
-            new.append(put(saver, cfg("t"), 0, run_id="new"))
+            cp = empty_checkpoint()  # a version of its own, as get_next_version makes one
+            cp["channel_values"], cp["channel_versions"] = {"v": 0}, {"v": "1.5"}
+            new.append(saver.put(cfg("t"), cp, {"step": -1, "source": "input",
+                                                "run_id": "new"}, {"v": "1.5"}))
             saver.flush()
 
     run_sync(tap(admin.delete_thread_plan(saver.context, "t"), between, after), saver.sync_clients)
@@ -378,3 +381,4 @@ def test_a_new_run_flushed_while_the_delete_runs_is_not_deleted_with_it(
     assert [t.config for t in saver.list(cfg("t"))] == new
     got = saver.get_tuple(cfg("t"))
     assert got is not None and got.metadata["run_id"] == "new"
+    assert got.checkpoint["channel_values"] == {"v": 0}

@@ -150,13 +150,23 @@ class CheckpointRecord:
         return ormsgpack.packb([self.parent_id or "", *self.blob_fields])
 
     @classmethod
-    def unpack(cls, ns: str, checkpoint_id: str, raw: bytes, index: bytes) -> CheckpointRecord:
-        """Inverse of ``pack``/``pack_index``; raises ``CorruptRecordError`` naming the key."""
-        where = f"checkpoint {checkpoint_id!r} (ns {ns!r})"
+    def unpack(cls, ns: str, checkpoint_id: str, raw: bytes, index: bytes,
+               thread_id: str | None = None) -> CheckpointRecord:
+        """Inverse of ``pack``/``pack_index``; raises ``CorruptRecordError`` naming the
+        checkpoint (and ``thread_id``, given) when either envelope is not one, or holds a
+        field of the wrong type."""
+        where = f"checkpoint {checkpoint_id!r} (ns {ns!r}" + (
+            f", thread {thread_id!r})" if thread_id is not None else ")")
         v = _unpack(raw, where, "cp")
         idx = _unpack(index, where)
         try:
             _, parent, ct, cb, mt, mb, run_id, mdq = v
+            if not (isinstance(ct, str) and isinstance(cb, bytes) and isinstance(mt, str)
+                    and isinstance(mb, bytes) and isinstance(parent, (str, type(None)))):
+                raise TypeError("a field holds the wrong type")
+            fields = idx[1:]
+            if not all(isinstance(f, str) and f.count(SEP) == 2 for f in fields):
+                raise TypeError(f"blob index {fields!r} is not a list of blob fields")
             return cls(
                 ns=ns,
                 checkpoint_id=checkpoint_id,
@@ -165,10 +175,12 @@ class CheckpointRecord:
                 metadata=(mt, mb),
                 run_id=run_id,
                 md_query=tuple((k, val) for k, val in mdq),
-                blob_fields=tuple(idx[1:]),
+                blob_fields=tuple(fields),
             )
         except (TypeError, ValueError) as exc:
-            raise CorruptRecordError(f"malformed record of {where}: {exc}") from exc
+            raise CorruptRecordError(f"malformed record of {where}: {exc}",
+                                     checkpoint_ns=ns, checkpoint_id=checkpoint_id,
+                                     thread_id=thread_id) from exc
 
 
 @dataclass(frozen=True)

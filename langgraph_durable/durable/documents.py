@@ -35,6 +35,9 @@ from ..core.schema import (
     upgrade_document,
 )
 from ..errors import CorruptRecordError
+from .checks import chain_link_of as chain_link_of  # re-exported (the walk of delta.py)
+from .checks import checked, damaged, short
+from .checks import identity_of as identity_of  # re-exported (copy_thread)
 
 TOMBSTONE_TTL_INDEX = "deleted_at_ttl"
 """Name of the tombstones' TTL index (``expireAfterSeconds`` = ``tombstone_ttl_s``)."""
@@ -64,8 +67,9 @@ class Collections:
     """Names of the three collections for a ``collection_prefix``, of ``meta`` (the
     deployed schema version and migration cursors), of ``chunks`` (pieces of values
     over ``chunks.THRESHOLD_BYTES``), of ``items`` (items and nodes of list values), of
-    ``tombstones`` (the deletes' tombstones, ``tombstone_doc``) and of ``effects`` (the
-    effect journal, ``plans/effects.py``)."""
+    ``tombstones`` (the deletes' tombstones, ``tombstone_doc``), of ``effects`` (the
+    effect journal, ``plans/effects.py``) and of ``store`` (the items of the long-term
+    memory store, ``durable/store.py``)."""
 
     checkpoints: str
     blobs: str
@@ -75,12 +79,13 @@ class Collections:
     items: str = "items"
     tombstones: str = "tombstones"
     effects: str = "effects"
+    store: str = "store"
 
     @classmethod
     def with_prefix(cls, prefix: str) -> Collections:
         return cls(f"{prefix}checkpoints", f"{prefix}blobs", f"{prefix}writes",
                    f"{prefix}meta", f"{prefix}chunks", f"{prefix}items",
-                   f"{prefix}tombstones", f"{prefix}effects")
+                   f"{prefix}tombstones", f"{prefix}effects", f"{prefix}store")
 
 
 INDEXES: dict[str, list[Index]] = {
@@ -100,6 +105,11 @@ INDEXES: dict[str, list[Index]] = {
               "thread_ns_checkpoint_owner"),
     ],
     "effects": [Index((("thread_id", 1), ("member", 1)), "thread_checkpoint")],
+    "store": [  # durable/store.py: namespace prefixes, the TTL sweep, tombstones' expiry
+        Index((("ns", 1), ("key", 1)), "ns_key"),
+        Index((("exp", 1),), "exp", sparse=True),
+        Index((("purge_at", 1),), "purge_at_ttl", sparse=True, expire_after_s=0),
+    ],
     "tombstones": [
         Index((("thread_id", 1), ("f", 1)), "thread_field"),
         Index((("deleted_at", 1),), TOMBSTONE_TTL_INDEX, expire_after_s=30 * 24 * 3600),
@@ -241,7 +251,7 @@ def upsert_item(doc: Doc) -> UpdateDoc:
 
 def item_of(doc: DocView) -> tuple[bytes, Typed]:
     """``(digest, parsed item)`` of an items document (a node as ``(NODE_TYPE,
-    digests)``, see ``items.parse_stored``)."""
+    digests)``, see ``items.parse_stored``); ``CorruptRecordError`` as ``record_of``."""
     doc = _check(doc, "items")
     if doc["type"] == NODE_TYPE:
         return bytes(doc["d"]), (NODE_TYPE, b"".join(bytes(c) for c in doc.get("refs", [])))
@@ -300,23 +310,30 @@ def upsert_write(doc: Doc) -> UpdateDoc | ReplaceDoc:
 
 def _check(doc: DocView, kind: str) -> DocView:
     """``doc`` in the current format: an older one upgraded through
-    ``schema.DOCUMENT_STEPS`` (in memory), a newer one refused."""
+    ``schema.DOCUMENT_STEPS`` (in memory), a newer one refused; then checked for the
+    fields a read needs (``checks.checked``: ``CorruptRecordError`` naming the document and the
+    field)."""
+    if not isinstance(doc, Mapping):
+        raise CorruptRecordError(f"MongoDB {kind} document is not a document: "
+                                 f"{short(doc)}", tier="durable")
     v = doc.get("v", 1)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise damaged(doc, kind, f"field 'v' holds {type(v).__name__} {short(v)}, "
+                                  "not an integer")
     if doc.get("chunked"):
         raise CorruptRecordError(
             f"MongoDB document {doc.get('_id')!r} (thread {doc.get('thread_id')!r}) has "
             f"chunked fields {doc['chunked']!r} that were not reassembled before decoding "
             "(a read path misses chunks.load_plan)")
     if v == ITEMS_VERSION and doc.get("type") == MANIFEST_TYPE:
-        return doc  # the current format, holding a manifest
+        return checked(doc, kind)  # the current format, holding a manifest
     check_not_newer(v, f"MongoDB document {doc.get('_id')!r}")
-    if v < SCHEMA_VERSION:
-        return upgrade_document(kind, doc)
-    return doc
+    return checked(upgrade_document(kind, doc) if v < SCHEMA_VERSION else doc, kind)
 
 
 def record_of(doc: DocView) -> CheckpointRecord:
-    """The ``CheckpointRecord`` stored in a checkpoints document."""
+    """The ``CheckpointRecord`` stored in a checkpoints document; ``CorruptRecordError``
+    naming the document and the field when one it needs is missing or of the wrong type."""
     doc = _check(doc, "checkpoints")
     ns = doc["checkpoint_ns"]
     return CheckpointRecord(
@@ -332,7 +349,8 @@ def record_of(doc: DocView) -> CheckpointRecord:
 
 
 def blob_value_of(doc: DocView) -> tuple[str, Typed | None]:
-    """``(redis blob field, typed value or None for empty)`` of a blobs document."""
+    """``(redis blob field, typed value or None for empty)`` of a blobs document;
+    ``CorruptRecordError`` as ``record_of``."""
     doc = _check(doc, "blobs")
     field = blob_field(doc["checkpoint_ns"], doc["channel"], doc["version"])
     if doc["type"] == "empty":
@@ -341,12 +359,21 @@ def blob_value_of(doc: DocView) -> tuple[str, Typed | None]:
 
 
 def write_of(doc: DocView) -> WriteRecord:
-    """The ``WriteRecord`` stored in a writes document."""
+    """The ``WriteRecord`` stored in a writes document; ``CorruptRecordError`` as
+    ``record_of``."""
     doc = _check(doc, "writes")
     return WriteRecord(
         doc["task_id"], int(doc["idx"]), doc["channel"], _value_of(doc),
         doc.get("task_path", ""), int(doc.get("seq", 0)),
     )
+
+
+def check_document(doc: DocView, kind: str) -> None:
+    """Raise ``CorruptRecordError`` (naming the document and the field) when the ``kind``
+    document ``doc`` (not chunked) lacks a field a read needs or holds one of the wrong
+    type, ``SchemaVersionError`` when it is of a newer format (``copy_thread`` checks what
+    it copies without decoding it)."""
+    _check(doc, kind)
 
 
 def blob_ids(thread_id: str, fields: Iterable[str]) -> list[str]:

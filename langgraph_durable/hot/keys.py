@@ -294,3 +294,10 @@ def dead_letter_key(prefix: str) -> str:
 
 CONSUMER_GROUP = "flushers"
 """Name of the consumer group every flusher (in-process or worker) joins."""
+
+
+KEY_TYPES = {"cp": "hash", "cv": "hash", "idx": "zset", "bl": "hash", "w": "hash",
+             "wi": "zset", "ns": "hash", "meta": "hash", "it": "hash", "gone": "hash",
+             "fx": "hash"}
+"""The Redis type (as ``TYPE`` names it) of each stored suffix of a thread's keys; a key
+of another type is damaged (the scripts then fail with ``WRONGTYPE``)."""

@@ -28,6 +28,7 @@ from ..core.ops import RedisReply, Script
 from . import lua
 from .effects import EFFECT_SCRIPTS
 from .registry import REGISTRY_SCRIPTS
+from .store import STORE_SCRIPTS
 
 WRITE_REFUSALS = frozenset({"OUTBOX_FULL", "DELETED", "UNKNOWN", "STALE_HEAD", "MISSING_ITEMS"})
 """The codes PUT and PUT_WRITES refuse with (``put.lua``'s header): raised as
@@ -42,6 +43,7 @@ SCRIPTS = {
     **lua.sources(SCRIPT_NAMES),
     **REGISTRY_SCRIPTS,
     **EFFECT_SCRIPTS,
+    **STORE_SCRIPTS,
 }
 """Script name -> final Lua source (``hot.lua.source``), registered once per client."""
 

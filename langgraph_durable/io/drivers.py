@@ -62,7 +62,12 @@ from ..core.ops import (  # noqa: F401  (plans and tools import them from here t
     WriteModel,
     ask,
 )
-from ..errors import ReplicationTimeoutError, ScriptRefused, TierUnavailableError
+from ..errors import (
+    CorruptRecordError,
+    ReplicationTimeoutError,
+    ScriptRefused,
+    TierUnavailableError,
+)
 from .coalesce import ScriptBatcher, SyncScriptBatcher, sync_batchable
 
 R = TypeVar("R")
@@ -265,8 +270,24 @@ def _refusal(exc: Exception, op: Any) -> ScriptRefused | None:
     return refused if refused.code in op.refusals else None
 
 
+def _wrong_type(exc: Exception, op: Any) -> CorruptRecordError | None:
+    """The ``CorruptRecordError`` that a script's ``WRONGTYPE`` error reply stands for (a
+    key among the script's KEYS holds another type than the script reads: a damaged or
+    foreign key; the plan running the script names which one, ``plans/read.py``
+    ``damaged_keys_plan``); else None. Only that reply of a ``Script``: any other error
+    (NOSCRIPT, OOM, a lost connection) keeps its own type."""
+    if not isinstance(op, Script) or type(exc) is not redis.exceptions.ResponseError:
+        return None
+    text = str(exc)
+    if not text.startswith("WRONGTYPE"):
+        return None
+    return CorruptRecordError(
+        f"Redis script {op.name!r} met a key of the wrong type among {list(op.keys)!r}: "
+        f"{text}", tier="hot")
+
+
 def _wrap(exc: Exception, clients: Clients, op: Any) -> Exception:
-    refused = _refusal(exc, op)
+    refused = _refusal(exc, op) or _wrong_type(exc, op)
     if refused is not None:
         return refused
     if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):

@@ -21,16 +21,18 @@ import redis.exceptions
 from ..core.ops import Pipeline, Plan
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, CheckpointRecord, WriteRecord, unpack_blob
+from ..core.store_records import STORE_KIND
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..plans.context import Context
 from ..plans.effects import FX_KIND, flush_effects_plan
 from ..plans.fence import fence_plan, insert_else_upsert, stream_ms
+from ..plans.store import flush_store_plan
 from .dead import Aside, dead_letter_plan
 from .group import dead_letter_key, ensure_group_plan, upkeep_plan
 from .heartbeat import reap_plan
 from .streams import Parsed, Taken, ack_plan, claim_plan, read_plan
-from .triage import check_journal, check_records, of_entry, step_of
+from .triage import check_journal, check_records, check_store, of_entry, step_of
 
 log = logging.getLogger("langgraph_durable.flusher")
 
@@ -287,7 +289,8 @@ def _groups(parsed: list[Parsed], sizes: list[int]) -> list[list[Parsed]]:
 def _copy(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     """Write what ``parsed`` names to MongoDB: the entries of each copy plan of ``KINDS``
     together (records: ``_copy_records``; the effect journal's:
-    ``plans.effects.flush_effects_plan``). Returns the documents and record bytes written
+    ``plans.effects.flush_effects_plan``; the memory store's:
+    ``plans.store.flush_store_plan``). Returns the documents and record bytes written
     and the entries set aside."""
     by_copy: dict[Callable[[Context, list[Parsed]], Plan[Copied]], list[Parsed]] = {}
     for p in parsed:
@@ -305,6 +308,11 @@ def _copy(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
 def _copy_journal(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     """The effect journal's entries (``plans.effects.flush_effects_plan``)."""
     return Copied((yield from flush_effects_plan(ctx, parsed)), 0)
+
+
+def _copy_store(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
+    """The memory store's entries (``plans.store.flush_store_plan``)."""
+    return Copied((yield from flush_store_plan(ctx, parsed)), 0)
 
 
 def _raise_tier_errors(replies: list[Any]) -> None:
@@ -432,6 +440,7 @@ KINDS: dict[str, EntryKind] = {
     "cp": EntryKind(check_records, _copy_records),
     "w": EntryKind(check_records, _copy_records),
     FX_KIND: EntryKind(check_journal, _copy_journal),
+    STORE_KIND: EntryKind(check_store, _copy_store),
 }
 """The outbox entry kinds this release copies, by ``OutboxEntry.kind``: an entry of a
 kind not here is set aside at parse (a newer release wrote it). A new kind adds its

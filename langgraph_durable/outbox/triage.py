@@ -88,6 +88,15 @@ def check_journal(entry: OutboxEntry) -> None:
     _digests(entry)
 
 
+def check_store(entry: OutboxEntry) -> None:
+    """A memory store entry's shape (``st``): ``member`` is ``namespace NUL key`` (the
+    namespace's labels joined by ``.``: ``core/store_records.py``). Raises ``ValueError``
+    naming the namespace's outbox ``t`` and what is wrong."""
+    if not isinstance(entry.member, str) or SEP not in entry.member:
+        raise ValueError(f"memory store entry {entry.thread_id!r}: member "
+                         f"{entry.member!r} is not 'namespace NUL key'")
+
+
 def _misshapen(names: Sequence[object], parts: int) -> object | None:
     """The first of ``names`` that is not a string of ``parts`` NUL-separated parts, None
     when all are (counted in one pass of C loops: a round checks every entry it takes)."""

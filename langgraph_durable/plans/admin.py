@@ -481,6 +481,11 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
         return
     (clock,) = yield Pipeline([["TIME"]])  # Redis time: these records are stored now
     now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
+    for kind, docs in (("checkpoints", cps), ("blobs", blobs), ("writes", writes),
+                       ("items", items)):
+        for d in docs:  # a damaged document raises CorruptRecordError: nothing copied
+            if not C.has_chunks(d):
+                D.check_document(d, kind)
     yield from register_plan(ctx, target)  # before MongoDB holds it (plans/registry.py)
     for d in (*cps, *blobs, *writes, *items):
         d["put_ms"] = now_ms
@@ -488,21 +493,22 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     renamed: dict[str, Doc] = {}  # source _id -> target document, of those with chunks
     for d in items:  # items first: the blobs and writes name them
         old_id = d["_id"]
+        (digest,) = D.identity_of(d, "items", ["d"])
+        d["_id"] = D.doc_id(target, bytes(digest).hex())
         d["thread_id"] = target
-        d["_id"] = D.doc_id(target, bytes(d["d"]).hex())
         if C.has_chunks(d):
             renamed[old_id] = d
-    for name, docs, ident in (
-        (cols.checkpoints, cps, ("checkpoint_ns", "checkpoint_id")),
-        (cols.blobs, blobs, ("checkpoint_ns", "channel", "version")),
-        (cols.writes, writes, ("checkpoint_ns", "checkpoint_id", "task_id", "idx")),
+    for name, docs, kind, ident in (
+        (cols.checkpoints, cps, "checkpoints", ("checkpoint_ns", "checkpoint_id")),
+        (cols.blobs, blobs, "blobs", ("checkpoint_ns", "channel", "version")),
+        (cols.writes, writes, "writes", ("checkpoint_ns", "checkpoint_id", "task_id", "idx")),
     ):
         if not docs:
             continue
         for d in docs:
             old_id = d["_id"]
+            d["_id"] = D.doc_id(target, *D.identity_of(d, kind, ident))  # damaged: raises
             d["thread_id"] = target
-            d["_id"] = D.doc_id(target, *(d[k] for k in ident))
             if C.has_chunks(d):
                 renamed[old_id] = d
         ops.append(BulkWrite(name, [D.upsert(d) for d in docs]))

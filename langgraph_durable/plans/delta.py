@@ -15,16 +15,21 @@ from collections.abc import Sequence
 from langgraph.checkpoint.base import DeltaChannelHistory
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from ..core.ops import Doc, Find, Parallel, Plan, ask
+from ..core.ops import Find, Parallel, Plan, ask
 from ..core.records import SEP, Typed, WriteRecord, load_value, member, split_field, unpack_blob
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..hot.scripts import ChainStatus, chain_op, parts_op
 from .context import Context
+from .damage import hot_checked, missing_values
 from .read import Writes, items_of, merge_writes, page_plan, resolve_items_plan, writes_of
 
 REDIS_STEPS = 512
 MONGO_BATCH = 64
+
+
+def _text(v: bytes | str) -> str:
+    return v.decode() if isinstance(v, bytes) else v
 
 
 class DeltaRecords:
@@ -70,7 +75,16 @@ class DeltaRecords:
 def delta_history_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str | None,
                        channels: Sequence[str]) -> Plan[DeltaRecords]:
     """Per-channel writes and seed along the parent chain of the checkpoint (latest of the
-    namespace when ``checkpoint_id`` is None), serialized: ``DeltaRecords.decode`` them."""
+    namespace when ``checkpoint_id`` is None), serialized: ``DeltaRecords.decode`` them.
+    Damaged records raise ``CorruptRecordError`` naming the thread and the key or
+    document (as ``read.page_plan``); an ancestor naming a channel version neither tier
+    holds, ``MissingValueError``."""
+    return (yield from hot_checked(ctx, thread_id, _history(
+        ctx, thread_id, ns, checkpoint_id, channels)))
+
+
+def _history(ctx: Context, thread_id: str, ns: str, checkpoint_id: str | None,
+             channels: Sequence[str]) -> Plan[DeltaRecords]:
     walk = DeltaRecords(channels)
     if checkpoint_id is None:
         page = yield from page_plan(ctx, thread_id, ns, count=1, hot_first=True)
@@ -92,8 +106,12 @@ def delta_history_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str
                     docs = yield from ask(Find(ctx.collections.blobs, {"_id": {"$in": D.blob_ids(
                         thread_id, [f.decode() for f in row.missing])}}))
                     docs = yield from C.load_plan(ctx.collections.chunks, docs)
-                    for d in docs:
-                        f, v = D.blob_value_of(d)
+                    got = dict(map(D.blob_value_of, docs))
+                    lost = [(_text(row.checkpoint_id), f.decode()) for f in row.missing
+                            if f.decode() not in got]
+                    if lost:
+                        raise missing_values(thread_id, lost)
+                    for f, v in got.items():
                         if v is not None:
                             found[split_field(f)[1]] = v
                 walk.visit(writes_of(row.write_values, f"redis thread {thread_id!r}"),
@@ -123,17 +141,17 @@ def _mongo_segment(ctx: Context, thread_id: str, ns: str, cursor: str, skip_curs
         {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$lte": cursor}},
         projection={"checkpoint_id": 1, "parent_checkpoint_id": 1, "blob_fields": 1},
         sort=[("checkpoint_id", -1)], limit=MONGO_BATCH + 1))
-    by_id = {d["checkpoint_id"]: d for d in docs}
-    chain: list[Doc] = []
-    cur: str | None = by_id[cursor].get("parent_checkpoint_id") if (
+    by_id = {link[0]: link for link in map(D.chain_link_of, docs)}
+    chain: list[tuple[str, str | None, list[tuple[str, str]]]] = []
+    cur: str | None = by_id[cursor][1] if (
         skip_cursor and cursor in by_id) else (None if skip_cursor else cursor)
     while cur is not None and cur in by_id:
         chain.append(by_id[cur])
-        cur = by_id[cur].get("parent_checkpoint_id")
+        cur = by_id[cur][1]
     if not chain:
         return None
-    cids = [d["checkpoint_id"] for d in chain]
-    fields = sorted({f"{ns}{SEP}{ch}{SEP}{ver}" for d in chain for ch, ver in d["blob_fields"]
+    cids = [c for c, _, _ in chain]
+    fields = sorted({f"{ns}{SEP}{ch}{SEP}{ver}" for _, _, bf in chain for ch, ver in bf
                      if ch in walk.open})
     wdocs, bdocs, parts = yield Parallel([
         Find(cols.writes, {"thread_id": thread_id, "checkpoint_ns": ns,
@@ -157,13 +175,16 @@ def _mongo_segment(ctx: Context, thread_id: str, ns: str, cursor: str, skip_curs
     for f, raw in zip(fields, parts.blob_values):
         if raw is not None:
             blobs[f] = unpack_blob(raw, f"redis blob {f!r}")
-    for d in chain:
+    for c, _, bf in chain:
         if not walk.open:
             return None
         seeds = {}
-        for ch, ver in d["blob_fields"]:
-            typed = blobs.get(f"{ns}{SEP}{ch}{SEP}{ver}")
+        for ch, ver in bf:
+            f = f"{ns}{SEP}{ch}{SEP}{ver}"
+            if ch in walk.open and f not in blobs:  # an empty value is None, not absent
+                raise missing_values(thread_id, [(c, f)])
+            typed = blobs.get(f)
             if ch in walk.open and typed is not None:
                 seeds[ch] = typed
-        walk.visit(writes[d["checkpoint_id"]], seeds)
+        walk.visit(writes[c], seeds)
     return cur

@@ -25,6 +25,7 @@ from ..core.ops import (
 )
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, split_field
+from ..core.store_records import STORE_KIND
 from ..durable import documents as D
 from .context import Context
 
@@ -57,6 +58,9 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
     Returns the entries it could not fence, each with its error (an entry whose member or
     fields do not split as they should): the caller sets them aside instead of
     acknowledging them; the others are fenced."""
+    entries = [e for e in entries if e[2].kind != STORE_KIND]  # seq-guarded: plans/store
+    if not entries:
+        return []
     threads = sorted({tid for _, tid, _ in entries})
     replies = yield Pipeline([["HGETALL", ctx.keys(t).gone] for t in threads],
                              raise_on_error=False)

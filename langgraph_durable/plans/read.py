@@ -32,10 +32,12 @@ from ..core.records import (
 )
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..errors import CorruptRecordError, MissingValueError
 from ..hot.keys import EPOCH_FIELD
 from ..hot.registry import epoch_complete
 from ..hot.scripts import PageReply, PartsReply, page_op, parts_op
 from .context import Context, Learned
+from .damage import about, damaged_keys_plan, hot_checked, missing_values
 
 Row = tuple[CheckpointRecord, dict[tuple[str, int], WriteRecord]]
 Writes = dict[tuple[str, int], WriteRecord]
@@ -213,20 +215,28 @@ def resolve_items_plan(ctx: Context, thread_id: str, values: Sequence[Typed | No
 def _decode_page(thread_id: str, reply: PageReply
                  ) -> tuple[list[Row], dict[str, Typed | None], dict[bytes, Typed], list[bytes]]:
     blobs: dict[str, Typed | None] = {}
-    for f, v in zip(reply.blob_fields, reply.blob_values):
-        if v is not None:
-            key = f.decode()
-            blobs[key] = unpack_blob(v, f"redis blob {key!r} of thread {thread_id!r}")
-    rows: list[Row] = []
-    for row in reply.rows:
-        if not row.record:
-            continue
-        ns, cid = row.member.decode().split(SEP)
-        where = f"redis thread {thread_id!r}"
-        rows.append((CheckpointRecord.unpack(ns, cid, row.record, row.index),
-                     writes_of(row.write_values, where)))
-    items: dict[bytes, Typed] = {}
-    found = items_of(thread_id, reply.item_digests, reply.item_values, items)
+    try:
+        for f, v in zip(reply.blob_fields, reply.blob_values):
+            if v is not None:
+                key = f.decode()
+                blobs[key] = unpack_blob(v, f"redis blob {key!r} of thread {thread_id!r}")
+        rows: list[Row] = []
+        for row in reply.rows:
+            if not row.record:
+                continue
+            ns, _, cid = row.member.decode().partition(SEP)
+            where = f"redis thread {thread_id!r}"
+            try:
+                rec = CheckpointRecord.unpack(ns, cid, row.record, row.index, thread_id)
+                rows.append((rec, writes_of(row.write_values, where)))
+            except CorruptRecordError as exc:
+                about(exc, checkpoint_ns=ns, checkpoint_id=cid)
+                raise
+        items: dict[bytes, Typed] = {}
+        found = items_of(thread_id, reply.item_digests, reply.item_values, items)
+    except CorruptRecordError as exc:
+        about(exc, tier="hot", thread_id=thread_id)
+        raise
     return rows, blobs, items, found
 
 
@@ -262,7 +272,29 @@ def page_plan(
     checkpoint, and gone with the hot keys when they expire or are deleted), nor when
     Redis holds nothing of it and its partition's complete thread registry lacks it (no
     tier holds it: ``plans/registry.py``). ``head`` becomes the page's ``RecordPage.head``
-    (``(thread_id, ns)`` when the page answers "the latest": ``get_tuple_plan``)."""
+    (``(thread_id, ns)`` when the page answers "the latest": ``get_tuple_plan``).
+
+    Damaged records raise ``CorruptRecordError`` naming the thread and the key or
+    document: a record that cannot be decoded, a Redis key of the wrong type (the script's
+    ``WRONGTYPE``; ``damaged_keys_plan`` finds the key), a MongoDB document lacking a field
+    (``documents.record_of``...). A checkpoint naming a channel version whose value
+    neither tier holds raises ``MissingValueError`` (a subclass), after one more read (a
+    delete or prune running meanwhile may have removed the checkpoint with its values,
+    which the second read then no longer finds)."""
+    def once() -> Plan[RecordPage]:
+        return hot_checked(ctx, thread_id, _page(
+            ctx, thread_id, ns, before=before, exact=exact, count=count, filter=filter,
+            hot_first=hot_first, head=head))
+
+    try:
+        return (yield from once())
+    except MissingValueError:
+        return (yield from once())
+
+
+def _page(ctx: Context, thread_id: str, ns: str, *, before: str | None, exact: str | None,
+          count: int, filter: Mapping[str, object] | None, hot_first: bool,
+          head: tuple[str, str] | None) -> Plan[RecordPage]:
     keys = ctx.keys(thread_id)
     cols = ctx.collections
     hi, lo = _lex(ns, before, exact)
@@ -296,7 +328,7 @@ def page_plan(
         docs = yield from ask(Find(cols.checkpoints, q, sort=[("checkpoint_id", -1)],
                                    limit=count))
         docs = yield from C.load_plan(cols.chunks, docs)
-    cold = [D.record_of(d) for d in docs if d["checkpoint_id"] not in hot_ids]
+    cold = [r for r in map(D.record_of, docs) if r.checkpoint_id not in hot_ids]
     merged: list[tuple[CheckpointRecord, bool]] = sorted(
         [(r, True) for r, _ in rows] + [(r, False) for r in cold],
         key=lambda x: x[0].checkpoint_id, reverse=True,
@@ -328,6 +360,9 @@ def page_plan(
     for d in bdocs:
         f, v = D.blob_value_of(d)
         blobs[f] = v
+    lost = [(r.checkpoint_id, f) for r, _ in merged for f in r.blob_fields if f not in blobs]
+    if lost:
+        raise missing_values(thread_id, lost)
     if cold_recs:
         parts: PartsReply = results[0]  # PARTS' reply, the last of the round
         hot_items += items_of(thread_id, parts.item_digests, parts.item_values, items)
@@ -367,9 +402,14 @@ def namespaces_plan(ctx: Context, thread_id: str) -> Plan[list[str]]:
     a thread works while MongoDB is down."""
     keys = ctx.keys(thread_id)
     reg = ctx.registry_of(thread_id)
-    hot, complete, exists, epoch, known = yield Pipeline([
+    replies = yield Pipeline([
         ["HGETALL", keys.ns], ["HGET", keys.meta, "complete"], ["EXISTS", keys.idx],
-        ["HGET", reg, EPOCH_FIELD], ["HGET", reg, thread_id]])
+        ["HGET", reg, EPOCH_FIELD], ["HGET", reg, thread_id]], raise_on_error=False)
+    for r in replies:
+        if isinstance(r, Exception):  # a key of the wrong type is named, else r raised
+            yield from damaged_keys_plan(ctx, thread_id)
+            raise r
+    hot, complete, exists, epoch, known = replies
     # in no tier: a complete registry never saw it, or saw it deleted ('d')
     absent = not exists and known not in (b"1", "1") and epoch_complete(epoch)
     cold: list[Doc] = []
@@ -384,13 +424,26 @@ def namespaces_plan(ctx: Context, thread_id: str) -> Plan[list[str]]:
         ns, cid = k.decode(), m.decode().split(SEP)[-1]
         first[ns] = min(first.get(ns, cid), cid)
     for d in cold:
+        if not isinstance(d["_id"], str) or not isinstance(d["first"], str):
+            raise CorruptRecordError(
+                f"MongoDB checkpoints documents of thread {thread_id!r} are damaged: a "
+                f"checkpoint_ns of {d['_id']!r} with checkpoint_ids from {d['first']!r} "
+                "(both must be strings)", tier="durable", thread_id=thread_id)
         first[d["_id"]] = min(first.get(d["_id"], d["first"]), d["first"])
     return sorted(first, key=lambda n: (first[n], n))
 
 
-def threads_plan(ctx: Context) -> Plan[list[str]]:
-    """Every thread in MongoDB, in order of its first checkpoint (call after a flush)."""
+def threads_plan(ctx: Context) -> Plan[tuple[list[str], list[CorruptRecordError]]]:
+    """Every thread in MongoDB, in order of its first checkpoint (call after a flush),
+    and a ``CorruptRecordError`` for each group of checkpoints documents whose
+    ``thread_id`` is missing or not a string (no thread's read finds them)."""
     docs = yield from ask(Aggregate(ctx.collections.checkpoints, [
         {"$group": {"_id": "$thread_id", "first": {"$min": "$checkpoint_id"}}},
     ]))
-    return [d["_id"] for d in sorted(docs, key=lambda d: (d["first"], d["_id"]))]
+    good = [d for d in docs if isinstance(d["_id"], str)]
+    bad = [CorruptRecordError(
+        f"MongoDB checkpoints documents with thread_id {d['_id']!r} (not a string; the "
+        "field is missing when None) belong to no thread: repair or delete them",
+        tier="durable") for d in docs if not isinstance(d["_id"], str)]
+    return ([d["_id"] for d in sorted(good, key=lambda d: (str(d["first"]), d["_id"]))],
+            bad)

@@ -55,6 +55,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("outbox", ("outbox",), "the stream, the flusher's loop and rounds, heartbeats, worker"),
     ("runtime", ("runtime",), "SaverRuntime, set-up, lifecycle, deferred calls"),
     ("admin", ("admin",), "external-object GC, item migration (given a SaverRuntime)"),
+    ("memory", ("store",), "DurableStore, LangGraph's long-term memory store"),
     ("saver", ("saver",), "DurableSaver, the LangGraph contract"),
     ("public", ("__init__", "effects", "shared", "inspection"),
      "the package's names; once/aonce; SharedSaver; what the tools show"),

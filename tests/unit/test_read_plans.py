@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
@@ -13,6 +14,7 @@ from langgraph_durable.core.items import parse_stored
 from langgraph_durable.core.ops import Aggregate, Find, Op, Script
 from langgraph_durable.core.records import WriteRecord, member, pack_blob, unpack_blob
 from langgraph_durable.durable import documents as D
+from langgraph_durable.errors import MissingValueError
 from langgraph_durable.hot.scripts import PageReply, PageRow, PartsReply
 from langgraph_durable.plans import read, write
 
@@ -230,3 +232,33 @@ def test_items_this_process_can_rebuild_are_not_read_again() -> None:
     second = drive(read.get_tuple_plan(ctx, "t", "", None), reply(b"".join(held)))
     got = read.finish_page(ctx, second.result).tuples[0].checkpoint["channel_values"]["v"]
     assert got == msgs and got[0] is not msgs[0]  # rebuilt; Redis sent no item back
+
+
+def _cold_answers(ctx: Any, found: list[list[dict[str, Any]]]) -> Any:
+    """Replies to a read of a checkpoint only MongoDB holds whose blob documents are gone;
+    the checkpoints query answers ``found`` in turn (one list per read)."""
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, Script):
+            return (PageReply([], [], [], 0, [], []) if op.name == "page"
+                    else PartsReply([[]], [], [], []))
+        if isinstance(op, Find) and op.collection == ctx.collections.checkpoints:
+            return found.pop(0)
+        return []  # no blob documents, no writes
+    return answer
+
+
+def test_a_checkpoint_deleted_between_its_record_and_its_values_is_read_again() -> None:
+    ctx = context()
+    doc = D.checkpoint_doc("t", stored(ctx, 0, "zero").record, put_ms=1)
+    done = drive(read.get_tuple_plan(ctx, "t", "", None), _cold_answers(ctx, [[doc], []]))
+    assert done.kinds().count("page") == 2  # the second read no longer finds it
+    assert done.result.rows == []
+
+
+def test_a_checkpoint_whose_values_neither_tier_holds_raises_missing_value_error() -> None:
+    ctx = context()
+    doc = D.checkpoint_doc("t", stored(ctx, 0, "zero").record, put_ms=1)
+    with pytest.raises(MissingValueError, match=rf"checkpoint '{IDS[0]}' \(thread 't', ns ''\) "
+                                                r"names version '1' of channel 'v'") as info:
+        drive(read.get_tuple_plan(ctx, "t", "", None), _cold_answers(ctx, [[doc], [doc]]))
+    assert (info.value.channel, info.value.version, info.value.key) == ("v", "1", "1:t|0:|1:v|1:1")

@@ -1,0 +1,99 @@
+"""MongoDB documents of the long-term memory store (sans-I/O): one document per item in
+the collection ``<collection_prefix>store``.
+
+``_id`` is ``doc_id(namespace text, key)`` (deterministic: a replayed outbox entry
+rewrites the same document). A value's document holds ``namespace`` (the labels, an
+array), ``ns`` (the labels joined by ``.`` with a final ``.``: a namespace prefix
+``("a", "b")`` is the range ``"a.b." <= ns < "a.b/"``, an index scan of ``ns_key``),
+``key``, the record's versions ``seq``/``cseq``/``useq`` (us,
+``core/store_records.py``), ``created_at`` and ``updated_at`` (UTC), ``exp`` (expiry,
+ms; 0 = never; index ``exp`` for the TTL sweep), ``ttl`` (minutes), the serialized value
+(``vt``/``vb``) and its embeddings (``vec``: float32 bytes, one row per path of
+``paths``). A delete leaves a *tombstone*: ``dead``
+true, the ``seq`` of the delete and ``purge_at`` (when MongoDB's TTL monitor removes
+it: the delete's time plus ``tombstone_ttl_s``), so a late copy of an older version never
+brings the item back: every write is guarded by ``seq`` (``upsert_record``).
+
+The collection is not sharded by ``thread_id`` (a store has no threads): on a sharded
+cluster shard it by ``ns``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from ..core.ops import Doc, DocView, Query, ReplaceDoc
+from ..core.store_records import (
+    StoreBody,
+    StoreRecord,
+    item_field,
+    ms_to_datetime,
+    ns_text,
+)
+from .documents import doc_id
+
+
+def store_id(namespace: tuple[str, ...], key: str) -> str:
+    """The ``_id`` of the item's document."""
+    return doc_id(ns_text(namespace), key)
+
+
+def store_doc(rec: StoreRecord, tombstone_ttl_s: int) -> Doc:
+    """The document of record ``rec`` (a value's or a tombstone)."""
+    ns, key = rec.namespace, rec.key
+    doc: Doc = {"_id": store_id(ns, key), "ns": ns_text(ns) + ".", "namespace": list(ns),
+                "key": key, "seq": rec.seq}
+    if rec.dead or rec.body is None:
+        doc.update(dead=True, purge_at=ms_to_datetime(rec.seq // 1000)
+                   + timedelta(seconds=tombstone_ttl_s))
+        return doc
+    body = rec.body
+    doc.update(cseq=rec.cseq, useq=rec.useq, created_at=ms_to_datetime(rec.cseq // 1000),
+               updated_at=ms_to_datetime(rec.useq // 1000), exp=rec.expires_ms,
+               ttl=body.ttl_min, vt=body.value[0] if body.value else None,
+               vb=body.value[1] if body.value else None, vec=body.vectors or None,
+               paths=list(body.paths))
+    return doc
+
+
+def upsert_record(doc: Doc) -> ReplaceDoc:
+    """The write of ``doc``: replace the stored document only when it holds an older
+    ``seq``, insert when none. A stored newer (or equal) version makes the upsert's insert
+    a duplicate key error, which the writer ignores (``fence.bulk_ignoring_newer``)."""
+    return ReplaceDoc({"_id": doc["_id"], "seq": {"$lt": doc["seq"]}}, doc, upsert=True)
+
+
+def record_of(doc: DocView) -> StoreRecord:
+    """The ``StoreRecord`` a document holds (``raw`` empty)."""
+    field = item_field(tuple(doc["namespace"]), str(doc["key"]))
+    if doc.get("dead"):
+        return StoreRecord(field, int(doc["seq"]), 0, 0, True, 0, None)
+    vt, vb = doc.get("vt"), doc.get("vb")
+    body = StoreBody((str(vt), bytes(vb or b"")) if vt is not None else None, doc.get("ttl"),
+                     bytes(doc.get("vec") or b""), tuple(doc.get("paths") or ()))
+    return StoreRecord(field, int(doc["seq"]), int(doc["cseq"]), int(doc["useq"]), False,
+                       int(doc.get("exp") or 0), body)
+
+
+def prefix_query(prefix: tuple[str, ...]) -> dict[str, object]:
+    """The documents (tombstones and expired values too: the reader drops them) under
+    the namespace ``prefix`` (every one for ``()``): one range of the ``ns_key`` index,
+    a condition every server answers from the index alone."""
+    if not prefix:
+        return {}
+    head = ns_text(prefix)  # "a.b." <= ns < "a.b/" ("/" follows ".")
+    return {"ns": {"$gte": head + ".", "$lt": head + "/"}}
+
+
+def live_query(now_ms: int) -> dict[str, object]:
+    """The live documents: not deleted, not expired at ``now_ms``."""
+    return {"dead": {"$exists": False}, "$or": [{"exp": 0}, {"exp": {"$gt": now_ms}}]}
+
+
+WITHOUT_VECTORS: Query = {"vec": 0}
+"""The projection of a search that needs no embeddings."""
+
+
+def expired_query(now_ms: int) -> dict[str, object]:
+    """Documents of values expired at ``now_ms`` (what the TTL sweep deletes)."""
+    return {"exp": {"$gt": 0, "$lte": now_ms}, "dead": {"$exists": False}}

@@ -1,0 +1,387 @@
+"""``DurableStore``: LangGraph's long-term memory store (``BaseStore``) on the saver's tiers.
+
+A put returns once Redis holds the item and its outbox entry (one STORE_PUT script, one
+round trip, one hash slot); the flusher carries it to MongoDB; reads see every write that
+returned, flushed or not (``plans/store.py``); Redis keeps a bounded hot window, MongoDB
+all. Answers equal ``InMemoryStore``'s (``store/batch.py``). It runs on a ``SaverRuntime``:
+its own (``from_urls``, ``from_conn_string``) or a running saver's (``DurableStore(saver)``
+or ``saver.store()``: one set of connections, one outbox, one flusher).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Awaitable, Iterable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.embeddings import Embeddings
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.store.base import (
+    BaseStore,
+    IndexConfig,
+    Op,
+    PutOp,
+    Result,
+    SearchOp,
+    TTLConfig,
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
+    validate_op_namespace,
+)
+from typing_extensions import Self
+
+from ..config import DurableConfig
+from ..errors import ConfigurationError
+from ..plans import store as P
+from ..plans.context import Clock, Context
+from ..plans.store_match import ExactScorer, VectorScorer
+from ..runtime.base import SaverRuntime
+from ..serde.external import ExternalRefSerializer
+from ..settings import (
+    check_mongo_url,
+    database_of_url,
+    hide_password,
+    saver_config,
+    server_settings,
+    with_database,
+)
+from .batch import Answers, Prepared, batch_plan, prepare_put
+
+log = logging.getLogger("langgraph_durable.store")
+
+SWEEP_LIMIT = 1000
+"""Most expired items one TTL sweep deletes (bounded work per sweep)."""
+
+_TTL_KEYS = frozenset({"default_ttl", "refresh_on_read", "sweep_interval_minutes"})
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManager):
+    """LangGraph's ``BaseStore`` (memories shared across threads: ``store=`` on
+    ``compile()``, ``get_store()`` in nodes) on Redis and MongoDB, with the saver's
+    promises: a put returns once Redis holds it, atomically with its outbox entry, and
+    reaches MongoDB through the flusher; reads see every write that returned; nothing
+    acknowledged is lost by a kill of the application or of the flusher, nor by MongoDB
+    being down (puts keep working within ``max_outbox``). Sync and async methods alike.
+
+    Args:
+        saver: a ``DurableSaver`` whose runtime (clients, flusher, outbox, key prefix,
+            settings, metrics) the store shares; closing the store leaves it open.
+        runtime: a ``SaverRuntime`` to run on instead (``from_urls`` makes one).
+        index: LangGraph's ``IndexConfig`` for semantic search: ``dims``, ``embed`` (a
+            LangChain ``Embeddings``, or a sync or async function of a list of texts)
+            and ``fields`` (paths to embed, default the whole value ``"$"``); also
+            ``distance_type`` (``"cosine"`` default, ``"inner_product"``, ``"l2"``: the
+            score is the negated distance), as PostgresStore's.
+        ttl: ``TTLConfig``: ``default_ttl`` (minutes, for puts that give none),
+            ``refresh_on_read`` (default True) and ``sweep_interval_minutes`` (a sweeper
+            thread deletes expired items every so often while the store is entered).
+        serde: the serializer of values (default LangGraph's ``JsonPlusSerializer``; an
+            ``EncryptedSerializer`` works; not an ``ExternalRefSerializer``: the
+            collector of external objects does not read the store).
+        scorer: the vector-search step (default ``ExactScorer``: exact scores in NumPy).
+        clock: where the store reads the time of puts' expiry and of reads (default the
+            system's; tests pass one they control).
+
+    Raises ``ConfigurationError`` for neither or both of ``saver`` and ``runtime``, for
+    an ``ExternalRefSerializer`` as ``serde``, for an unknown ``ttl`` key, for an
+    ``index`` without ``dims`` or ``embed`` and for an ``index`` without NumPy installed
+    (the ``memory`` extra).
+    """
+
+    supports_ttl: bool = True
+
+    def __init__(self, saver: Any = None, *, runtime: SaverRuntime | None = None,
+                 index: IndexConfig | None = None, ttl: TTLConfig | None = None,
+                 serde: SerializerProtocol | None = None,
+                 scorer: VectorScorer | None = None, clock: Clock | None = None) -> None:
+        if (saver is None) == (runtime is None):
+            raise ConfigurationError("DurableStore needs a saver (DurableStore(saver)) or a "
+                                     "runtime, or use DurableStore.from_urls(...)")
+        held = saver.runtime if saver is not None else runtime
+        assert isinstance(held, SaverRuntime)
+        self._runtime: SaverRuntime = held
+        self._owns = saver is None
+        self._ctx: Context = self._runtime.context
+        if clock is not None:
+            self._ctx = dataclasses.replace(self._ctx, clock=clock)
+        if isinstance(serde, ExternalRefSerializer):
+            raise ConfigurationError(
+                "DurableStore cannot store values through an ExternalRefSerializer: the "
+                "collector of external objects (gc) does not read the store, so it would "
+                "delete objects the store refers to; pass its inner serializer")
+        self._answers = Answers(serde or JsonPlusSerializer())
+        self._scorer: VectorScorer = scorer or ExactScorer(
+            str((index or {}).get("distance_type") or "cosine"))
+        unknown = set(ttl or {}) - _TTL_KEYS
+        if unknown:
+            raise ConfigurationError(f"DurableStore ttl: unknown key(s) {sorted(unknown)} "
+                                     f"(known: {sorted(_TTL_KEYS)})")
+        self.ttl_config: TTLConfig | None = dict(ttl) if ttl else None  # type: ignore[assignment]
+        self.index_config: dict[str, Any] | None = None
+        self.embeddings: Embeddings | None = None
+        if index:
+            if not index.get("dims") or not index.get("embed"):
+                raise ConfigurationError("DurableStore index needs 'dims' and 'embed'")
+            try:
+                import numpy  # noqa: F401  (the vector step: plans/store_match.py)
+            except ImportError:
+                raise ConfigurationError(
+                    "DurableStore's semantic search (index=...) needs NumPy: pip install "
+                    "'langgraph-durable[memory]'") from None
+            cfg: dict[str, Any] = dict(index)
+            cfg["__tokenized_fields"] = [(p, tokenize_path(p)) if p != "$" else (p, p)
+                                         for p in (cfg.get("fields") or ["$"])]
+            self.index_config = cfg
+            self.embeddings = ensure_embeddings(cfg["embed"])
+        self._sweeper: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_urls(cls, redis_url: str, mongo_url: str, *, index: IndexConfig | None = None,
+                  ttl: TTLConfig | None = None, serde: SerializerProtocol | None = None,
+                  config: DurableConfig | None = None, meter_provider: Any = None,
+                  clock: Clock | None = None, **options: Any) -> Self:
+        """A store with its own clients and flusher for ``redis_url`` and ``mongo_url``,
+        configured as ``DurableSaver.from_urls`` is (``config`` or keyword ``options``
+        over ``LGD_*`` variables; the database from the URL). Use it with ``with`` or
+        ``async with`` (entering sets up, leaving drains the outbox and closes), or call
+        ``close()``. Raises ``ConfigurationError`` as ``DurableSaver.from_urls`` does."""
+        cfg = with_database(saver_config(config, options),
+                            database_of_url(check_mongo_url(mongo_url)),
+                            f"MongoDB URL {hide_password(mongo_url)!r}")
+        runtime = SaverRuntime.from_urls(redis_url, mongo_url, config=cfg,
+                                         meter_provider=meter_provider)
+        return cls(runtime=runtime, index=index, ttl=ttl, serde=serde, clock=clock)
+
+    @classmethod
+    def from_conn_string(cls, redis_url: str | None = None, mongo_url: str | None = None,
+                         **kwargs: Any) -> Self:
+        """``from_urls`` with URLs left out read from ``REDIS_URL``/``MONGODB_URL``, for
+        ``with DurableStore.from_conn_string(...) as store`` (or ``async with``). Raises
+        ``ConfigurationError`` when a URL is given neither way."""
+        env = server_settings()
+        redis_url, mongo_url = redis_url or env.redis_url, mongo_url or env.mongodb_url
+        if not redis_url or not mongo_url:
+            raise ConfigurationError("DurableStore.from_conn_string needs a Redis URL and a "
+                                     "MongoDB URL: pass them or set REDIS_URL and MONGODB_URL")
+        return cls.from_urls(redis_url, mongo_url, **kwargs)
+
+    @property
+    def runtime(self) -> SaverRuntime:
+        """The ``SaverRuntime`` the store runs on (a saver's when made from one)."""
+        return self._runtime
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> Self:
+        if self._owns:
+            self._runtime.start()
+        self._start_sweeper()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        if self._owns:
+            await self._runtime.astart()
+        self._start_sweeper()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    def setup(self) -> Awaitable[None]:
+        """Set up now (MongoDB's indexes of the store and the saver, the outbox group, the
+        key prefix's binding), as ``DurableSaver.setup()``; raises its errors."""
+        return self._runtime.setup()
+
+    async def asetup(self) -> None:
+        """Async ``setup``."""
+        await self._runtime.asetup()
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """Wait until every write so far is in MongoDB (``FlushTimeoutError`` after
+        ``timeout_s`` seconds)."""
+        self._runtime.flush(timeout_s)
+
+    async def aflush(self, timeout_s: float = 30.0) -> None:
+        """Async ``flush``."""
+        await self._runtime.aflush(timeout_s)
+
+    def close(self) -> None:
+        """Stop the TTL sweeper; close the runtime (drain the outbox, close the clients)
+        when the store made it, else leave the saver's running."""
+        self._stop_sweeper()
+        if self._owns:
+            self._runtime.close()
+
+    async def aclose(self) -> None:
+        """Async ``close``."""
+        self._stop_sweeper()
+        if self._owns:
+            await self._runtime.aclose()
+
+    # ------------------------------------------------------------------ TTL sweep
+
+    def sweep_ttl(self, limit: int = SWEEP_LIMIT) -> int:
+        """Delete up to ``limit`` items expired now from both tiers (through the outbox:
+        Redis at once, MongoDB at the next flush); returns how many. Reads never return
+        an expired item, swept or not."""
+        return self._runtime.run(P.sweep_plan(self._ctx, self._now_ms(), limit))
+
+    async def asweep_ttl(self, limit: int = SWEEP_LIMIT) -> int:
+        """Async ``sweep_ttl``."""
+        return await self._runtime.arun(P.sweep_plan(self._ctx, self._now_ms(), limit))
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> None:
+        """Start the sweeper thread (as ``PostgresStore.start_ttl_sweeper``): a
+        ``sweep_ttl()`` every ``sweep_interval_minutes`` (default the ``ttl`` config's,
+        else 5) until ``stop_ttl_sweeper()`` or ``close()``. Entering the store starts
+        it when the ``ttl`` config names an interval. Needs sync clients (a store made
+        from URLs or from a saver with sync clients); does nothing when running."""
+        self._start_sweeper(sweep_interval_minutes or 5)
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; True once it stopped (within ``timeout`` seconds)."""
+        return self._stop_sweeper(timeout)
+
+    def _start_sweeper(self, minutes: float | None = None) -> None:
+        minutes = minutes or (self.ttl_config or {}).get("sweep_interval_minutes")
+        if not minutes or self._sweeper is not None or self._runtime.clients.sync is None:
+            return
+        self._stop.clear()
+
+        def loop() -> None:
+            while not self._stop.wait(minutes * 60):
+                try:
+                    self.sweep_ttl()
+                except Exception as exc:  # the next sweep tries again
+                    log.warning("TTL sweep of the memory store failed: %s", exc)
+
+        self._sweeper = threading.Thread(target=loop, name="langgraph-durable-store-sweep",
+                                         daemon=True)
+        self._sweeper.start()
+
+    def _stop_sweeper(self, timeout: float | None = 5) -> bool:
+        sweeper = self._sweeper
+        if sweeper is None:
+            return True
+        self._stop.set()
+        sweeper.join(timeout=timeout)
+        self._sweeper = None
+        return not sweeper.is_alive()
+
+    # ------------------------------------------------------------------ batches
+
+    def _now_ms(self) -> int:
+        return self._ctx.clock.time_ns() // 1_000_000
+
+    def _split(self, ops: Iterable[Op]) -> tuple[list[Op], dict[tuple[tuple[str, ...], str],
+                                                                    PutOp]]:
+        listed = list(ops)
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in listed:
+            validate_op_namespace(op)
+            if isinstance(op, PutOp):
+                puts[(op.namespace, op.key)] = op
+        return listed, puts
+
+    def _texts(self, puts: Iterable[PutOp]) -> list[tuple[PutOp, list[str], list[str]]]:
+        """Per put to embed: the op, its paths (``text``, ``tags.0``...) and texts."""
+        if self.index_config is None:
+            return []
+        out = []
+        for op in puts:
+            if op.value is None or op.index is False:
+                continue
+            fields = (self.index_config["__tokenized_fields"] if op.index is None
+                      else [(p, tokenize_path(p)) for p in op.index])
+            paths, texts = [], []
+            for path, tokens in fields:
+                found = get_text_at_path(op.value, tokens)
+                if len(found) > 1:
+                    paths += [f"{path}.{i}" for i in range(len(found))]
+                else:
+                    paths += [path] * len(found)
+                texts += found
+            if texts:
+                out.append((op, paths, texts))
+        return out
+
+    def _prepare(self, puts: dict[tuple[tuple[str, ...], str], PutOp],
+                 embedded: list[tuple[PutOp, list[str], list[str]]],
+                 vectors: list[list[float]], now_ms: int) -> list[Prepared]:
+        import numpy as np  # only with an index (semantic search)
+
+        rows: dict[int, tuple[np.ndarray, list[str]]] = {}
+        at = 0
+        for op, paths, texts in embedded:
+            rows[id(op)] = (np.asarray(vectors[at:at + len(texts)], dtype=np.float32), paths)
+            at += len(texts)
+        out = []
+        for op in puts.values():
+            vec, paths = rows.get(id(op), (None, []))
+            out.append(prepare_put(op, self._answers.serde, now_ms, vec, paths))
+        return out
+
+    def _queries(self, ops: list[Op]) -> list[str]:
+        if self.embeddings is None:
+            return []
+        return sorted({op.query for op in ops if isinstance(op, SearchOp) and op.query})
+
+    def _dims(self) -> int:
+        return int(self.index_config["dims"]) if self.index_config else 0
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run LangGraph's store operations (``GetOp``, ``SearchOp``,
+        ``ListNamespacesOp``, ``PutOp``); results in order (None for puts). Raises
+        ``InvalidNamespaceError`` for a bad namespace label, ``OutboxFullError`` when the
+        outbox is full, ``TierUnavailableError`` when a needed server does not answer."""
+        listed, puts = self._split(ops)
+        now = self._now_ms()
+        embedded = self._texts(puts.values())
+        texts = [t for _, _, ts in embedded for t in ts]
+        vectors = self.embeddings.embed_documents(texts) if texts and self.embeddings else []
+        queries = {q: _floats(self.embeddings.embed_query(q))
+                   for q in self._queries(listed)} if self.embeddings else {}
+        prepared = self._prepare(puts, embedded, vectors, now)
+        return self._runtime.run(batch_plan(self._ctx, self._answers, listed, prepared,
+                                            queries, self._scorer, self._dims(), now))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Async ``batch`` (embeddings through the embedder's async methods)."""
+        listed, puts = self._split(ops)
+        now = self._now_ms()
+        embedded = self._texts(puts.values())
+        texts = [t for _, _, ts in embedded for t in ts]
+        vectors = (await self.embeddings.aembed_documents(texts)
+                   if texts and self.embeddings else [])
+        queries: dict[str, np.ndarray] = {}
+        if self.embeddings is not None:
+            for q in self._queries(listed):
+                queries[q] = _floats(await self.embeddings.aembed_query(q))
+        prepared = self._prepare(puts, embedded, vectors, now)
+        return await self._runtime.arun(batch_plan(self._ctx, self._answers, listed,
+                                                   prepared, queries, self._scorer,
+                                                   self._dims(), now))
+
+
+def _floats(vector: list[float]) -> np.ndarray:
+    """An embedding as a float32 array."""
+    import numpy as np
+
+    return np.asarray(vector, dtype=np.float32)
+
+
+__all__ = ["DurableStore"]

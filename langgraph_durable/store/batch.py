@@ -1,0 +1,171 @@
+"""One ``batch`` of the memory store as a sans-I/O plan (``batch_plan``): LangGraph's
+operations (``GetOp``, ``SearchOp``, ``ListNamespacesOp``, ``PutOp``) answered as
+``InMemoryStore`` answers them, on the plans of ``plans/store.py``; and what a put sends
+(``prepare_put``: the serialized value and its embeddings, computed by the caller, which
+owns the sync or async embedding call).
+
+As in ``InMemoryStore.batch``, the reads of a batch see the store as it was before the
+batch, and of several puts of one item in a batch the last one counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.store.base import (
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+from ..core.ops import Op as IoOp
+from ..core.ops import Plan
+from ..core.store_records import StoreRecord
+from ..plans import store as P
+from ..plans.context import Context
+from ..plans.store_match import (
+    VectorScorer,
+    list_namespaces,
+    matches_filter,
+    ranked,
+)
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def us_to_datetime(us: int) -> datetime:
+    """A UTC datetime of ``us`` microseconds since the epoch (exact)."""
+    return _EPOCH + timedelta(microseconds=us)
+
+
+class Prepared:
+    """A put ready to send: ``namespace``, ``key``, the packed ``body`` (``b""`` for a
+    delete) and ``expires_ms`` (0 = never)."""
+
+    __slots__ = ("namespace", "key", "body", "expires_ms")
+
+    def __init__(self, namespace: tuple[str, ...], key: str, body: bytes,
+                 expires_ms: int) -> None:
+        self.namespace, self.key, self.body, self.expires_ms = (namespace, key, body,
+                                                                expires_ms)
+
+
+def prepare_put(op: PutOp, serde: SerializerProtocol, now_ms: int,
+                vectors: np.ndarray | None = None, paths: Sequence[str] = ()) -> Prepared:
+    """What ``op`` sends: its value serialized by ``serde``, its embeddings (float32
+    rows, one per path of ``paths``), its expiry ``op.ttl`` minutes after ``now_ms``."""
+    if op.value is None:
+        return Prepared(op.namespace, op.key, b"", 0)
+    typed = serde.dumps_typed(dict(op.value))
+    import numpy as np  # only with an index (semantic search)
+
+    raw = b"" if vectors is None else np.asarray(vectors, dtype=np.float32).tobytes()
+    ttl = op.ttl if op.ttl else None
+    expires = now_ms + round(ttl * 60_000) if ttl else 0
+    return Prepared(op.namespace, op.key, P.put_body(typed, ttl, raw, paths), expires)
+
+
+class Answers:
+    """Turns records into LangGraph's items: ``serde`` decodes values."""
+
+    def __init__(self, serde: SerializerProtocol) -> None:
+        self.serde = serde
+
+    def value(self, rec: StoreRecord) -> dict[str, Any]:
+        """The item's value (a dict)."""
+        assert rec.body is not None and rec.body.value is not None
+        value: dict[str, Any] = self.serde.loads_typed(rec.body.value)
+        return value
+
+    def item(self, rec: StoreRecord, value: dict[str, Any] | None = None) -> Item:
+        """The ``Item`` of a live record."""
+        return Item(value=self.value(rec) if value is None else value, key=rec.key,
+                    namespace=rec.namespace, created_at=us_to_datetime(rec.cseq),
+                    updated_at=us_to_datetime(rec.useq))
+
+    def search_item(self, rec: StoreRecord, value: dict[str, Any],
+                    score: float | None) -> SearchItem:
+        """The ``SearchItem`` of a live record."""
+        return SearchItem(namespace=rec.namespace, key=rec.key, value=value,
+                          created_at=us_to_datetime(rec.cseq),
+                          updated_at=us_to_datetime(rec.useq), score=score)
+
+
+def vectors_of(rec: StoreRecord, dims: int) -> np.ndarray:
+    """A record's embeddings as float32 rows (0 rows when it has none)."""
+    import numpy as np
+
+    if rec.body is None or not rec.body.vectors:
+        return np.zeros((0, dims), dtype=np.float32)
+    return np.frombuffer(rec.body.vectors, dtype=np.float32).reshape(-1, dims)
+
+
+def batch_plan(ctx: Context, answers: Answers, ops: Sequence[Op],
+               puts: Sequence[Prepared], queries: dict[str, np.ndarray],
+               scorer: VectorScorer, dims: int, now_ms: int) -> Plan[list[Result]]:
+    """Answer ``ops`` in order (None for a ``PutOp``) and then write ``puts`` (the batch's
+    puts, one per item, prepared by ``prepare_put``). ``queries``: the embedding of each
+    search query (empty without an index: a query then orders nothing). Reads refresh
+    the TTL of what they return when their ``refresh_ttl`` says so. Raises
+    ``OutboxFullError`` when the outbox is full (the puts refused are not stored)."""
+    results: list[Result] = [None] * len(ops)
+    touched: list[StoreRecord] = []
+    gets = [(i, op) for i, op in enumerate(ops) if isinstance(op, GetOp)]
+    if gets:
+        recs = yield from P.get_plan(ctx, [(op.namespace, op.key) for _, op in gets], now_ms)
+        for (i, op), rec in zip(gets, recs):
+            if rec is not None:
+                results[i] = answers.item(rec)
+                if op.refresh_ttl:
+                    touched.append(rec)
+    for i, any_op in enumerate(ops):
+        if isinstance(any_op, SearchOp):
+            found = yield from _search_plan(ctx, answers, any_op, queries, scorer, dims,
+                                            now_ms)
+            results[i] = [item for item, _ in found]
+            if any_op.refresh_ttl:
+                touched += [rec for _, rec in found]
+        elif isinstance(any_op, ListNamespacesOp):
+            names = yield from P.namespaces_plan(ctx, now_ms)
+            results[i] = list_namespaces(names, any_op.match_conditions, any_op.max_depth,
+                                         any_op.limit, any_op.offset)
+        elif not isinstance(any_op, (GetOp, PutOp)):
+            raise ValueError(f"Unknown operation type: {type(any_op)}")
+    writes: list[IoOp[Any]] = P.touch_ops(ctx, touched, now_ms)
+    for p in puts:
+        mode = "put" if p.body else "del"
+        writes.append(P.write_op(ctx, p.namespace, p.key, mode, p.body, p.expires_ms,
+                                 now_ms=now_ms))
+    yield from P.write_plan(ctx, writes)
+    return results
+
+
+def _search_plan(ctx: Context, answers: Answers, op: SearchOp,
+                 queries: dict[str, np.ndarray], scorer: VectorScorer, dims: int,
+                 now_ms: int) -> Plan[list[tuple[SearchItem, StoreRecord]]]:
+    query = queries.get(op.query) if op.query else None
+    recs = yield from P.search_plan(ctx, op.namespace_prefix, now_ms,
+                                    vectors=query is not None)
+    recs.sort(key=lambda r: (r.namespace, r.cseq, r.key))
+    kept: list[tuple[StoreRecord, dict[str, Any]]] = []
+    for rec in recs:
+        value = answers.value(rec)
+        if matches_filter(value, op.filter):
+            kept.append((rec, value))
+    if query is None:
+        page = kept[op.offset:op.offset + op.limit]
+        return [(answers.search_item(r, v, None), r) for r, v in page]
+    scores = scorer.scores(query, [vectors_of(r, dims) for r, _ in kept])
+    top = ranked(list(zip(scores, kept)), op.limit, op.offset)
+    return [(answers.search_item(r, v, s), r) for s, (r, v) in top]
