@@ -74,7 +74,7 @@ def _damage(saver: DurableSaver, kind: str, thread: str) -> dict[str, Any]:
         return {"record": (k.cp, m, raw)}
     fields = {
         "no-separator": OutboxEntry(thread, "cp", "no-separator", [], [], 0).fields(),
-        "unknown-kind": OutboxEntry(thread, "st", "", [], [], 0).fields(),
+        "unknown-kind": OutboxEntry(thread, "zz", "", [], [], 0).fields(),
         "garbage-fields": {b"t": thread.encode(), b"x": b"\xff\x00"},
     }[kind]
     r.xadd(ctx.outbox_of(thread), fields)
