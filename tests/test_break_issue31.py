@@ -212,3 +212,25 @@ def test_replaying_settle_dead_letters_never_lowers_the_unflushed_count_twice(
         assert r.xlen(ctx.outbox_of("t")) == 1
         assert r.hget(k.meta, "dirty") == b"1"  # the new put is still unflushed
         assert r.ttl(k.cp) == -1
+
+
+@pytest.mark.parametrize("key", ["cp", "cv", "idx", "bl", "w", "wi", "ns", "meta", "it",
+                                 "gone"])
+def test_delete_thread_removes_a_thread_whose_key_is_damaged(manual, redis_client,
+                                                              key) -> None:
+    """A thread with a key of the wrong type: reads name the key and say "repair or delete
+    it"; ``delete_thread`` (the API's way to give a thread up) must then work."""
+    put_one(manual, "t")
+    put_one(manual, "t")
+    drain(manual)
+    k = getattr(manual.context.keys("t"), key)
+    redis_client.delete(k)
+    redis_client.set(k, "damaged")
+    manual.delete_thread("t")  # was CorruptRecordError for a damaged idx or gone key
+    assert manual.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}) is None
+    keys = manual.context.keys("t")
+    assert redis_client.exists(*keys.all) == 0
+    assert redis_client.type(keys.gone) == b"hash"  # the tombstones, '*' among them
+    assert redis_client.hget(keys.gone, "*") is not None
+    put_one(manual, "t")  # the thread can be written again
+    assert drain(manual) == 0
