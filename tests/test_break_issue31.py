@@ -234,3 +234,18 @@ def test_delete_thread_removes_a_thread_whose_key_is_damaged(manual, redis_clien
     assert redis_client.hget(keys.gone, "*") is not None
     put_one(manual, "t")  # the thread can be written again
     assert drain(manual) == 0
+
+
+def test_a_blob_key_with_a_trailing_newline_is_refused(tmp_path) -> None:
+    """``^...$`` with ``re.match`` takes a key ending in a newline (``$`` matches before
+    it): a hostile export's carried object, or any caller, wrote a file whose name ends
+    in a newline. The local store and import's key check refuse it."""
+    from langgraph_durable.cli.import_checks import CHECKS
+    from langgraph_durable.serde.stores import LocalBlobStore
+
+    key = "ab" * 32 + ".bin\n"
+    with pytest.raises(ValueError, match="invalid blob key"):
+        LocalBlobStore(tmp_path).put_if_absent(key, b"x")
+    assert list(tmp_path.rglob("*.bin*")) == []
+    with pytest.raises(ValueError, match="is not a key the ExternalRefSerializer writes"):
+        CHECKS["extblob"]({"key": key, "data": ""}, "t")

@@ -149,7 +149,7 @@ def _check_effect(r: dict, tid: str) -> None:
 
 def _check_extblob(r: dict, _tid: str) -> None:
     key = r["key"]
-    if not isinstance(key, str) or not DEFAULT_KEY_PATTERN.match(key):
+    if not isinstance(key, str) or not DEFAULT_KEY_PATTERN.fullmatch(key):
         raise ValueError(f"key {key!r:.80} is not a key the ExternalRefSerializer writes "
                          "(<sha256 hex>.<extension>)")
     if not isinstance(r["data"], str):
