@@ -249,3 +249,24 @@ def test_a_blob_key_with_a_trailing_newline_is_refused(tmp_path) -> None:
     assert list(tmp_path.rglob("*.bin*")) == []
     with pytest.raises(ValueError, match="is not a key the ExternalRefSerializer writes"):
         CHECKS["extblob"]({"key": key, "data": ""}, "t")
+
+
+def test_the_tiers_page_names_a_damaged_dead_letter_stream(manual, redis_client) -> None:
+    """The dashboard's tiers data with the dead-letter stream of another type: answered
+    (200), the key named, the other figures there (was a failed request)."""
+    from starlette.testclient import TestClient
+
+    from langgraph_durable.dashboard.app import create_app
+
+    key = dead_letter_key(manual.context)
+    redis_client.set(key, "damaged")
+    put_one(manual, "a")
+    with TestClient(create_app(manual), base_url="http://127.0.0.1") as client:
+        got = client.get("/api/tiers")
+        page = client.get("/tiers")
+    assert got.status_code == 200, got.text[:300]
+    data = got.json()
+    assert data["outbox"]["length"] == 1 and data["dead_letters"] == []
+    assert data["outbox"]["dead_letter_error"].startswith(
+        f"the dead-letter stream {key} holds another type")
+    assert page.status_code == 200 and "rename or delete it" in page.text
