@@ -18,6 +18,7 @@ from typing import Any
 
 from ..core.items import DIGEST_BYTES, NODE_TYPE
 from ..core.records import check_id
+from ..core.schema import fits_int64
 from ..errors import InvalidIdentifierError
 from ..plans.effects import Entry
 from ..plans.write import check_version
@@ -60,9 +61,23 @@ def _version(channel: str, value: object, thread_id: str) -> None:
 
 
 def _integer(kind: str, value: object) -> int:
+    """``value`` when it is an ``int`` MongoDB can hold (64-bit signed)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{kind} must be an integer, got {type(value).__name__} {value!r:.80}")
+    if not fits_int64(value):
+        raise ValueError(f"{kind} {value} does not fit in 64 bits (MongoDB cannot store it)")
     return value
+
+
+def _md_pair(kv: object) -> None:
+    """A checkpoint's queryable metadata pair as ``schema.md_query_of`` makes it: a
+    ``[str key, value]`` whose value is None, a bool, a 64-bit int, a float or a str."""
+    if not (isinstance(kv, list) and len(kv) == 2 and isinstance(kv[0], str)):
+        raise ValueError(f"md must be a list of [key, value] pairs, got {kv!r:.80}")
+    v = kv[1]
+    if not (v is None or type(v) in (str, bool, float) or (type(v) is int and fits_int64(v))):
+        raise ValueError(f"md value of {kv[0]!r} must be None, a bool, a 64-bit int, a float "
+                         f"or a str, got {type(v).__name__} {v!r:.80}")
 
 
 def _typed_value(kind: str, value: object, *, optional: bool = False) -> None:
@@ -82,9 +97,10 @@ def _check_checkpoint(r: dict, tid: str) -> None:
     _optional_text("run_id", r["run_id"], tid)
     _typed_value("checkpoint", r["checkpoint"])
     _typed_value("metadata", r["metadata"])
-    if not all(isinstance(kv, list) and len(kv) == 2 and isinstance(kv[0], str)
-               for kv in r["md"]):
-        raise ValueError("md must be a list of [key, value] pairs")
+    if not isinstance(r["md"], list):
+        raise ValueError(f"md must be a list of [key, value] pairs, got {r['md']!r:.80}")
+    for kv in r["md"]:
+        _md_pair(kv)
     for pair in r["blob_fields"]:
         if not (isinstance(pair, list) and len(pair) == 2):
             raise ValueError(f"blob_fields must be [channel, version] pairs, got {pair!r:.80}")
@@ -133,7 +149,7 @@ def _check_effect(r: dict, tid: str) -> None:
 
 def _check_extblob(r: dict, _tid: str) -> None:
     key = r["key"]
-    if not isinstance(key, str) or not DEFAULT_KEY_PATTERN.match(key):
+    if not isinstance(key, str) or not DEFAULT_KEY_PATTERN.fullmatch(key):
         raise ValueError(f"key {key!r:.80} is not a key the ExternalRefSerializer writes "
                          "(<sha256 hex>.<extension>)")
     if not isinstance(r["data"], str):

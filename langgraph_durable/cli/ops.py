@@ -157,7 +157,8 @@ def _status_redis_rows(t: Table, data: dict[str, Any]) -> None:
     if quiet:
         t.add_row("  other consumers", f"{quiet} idle over 60 s with nothing pending")
     t.add_row("oldest unflushed entry", age)
-    t.add_row("dead letters", f"{o['dead_letters']} ({o['dead_letter_stream']})")
+    t.add_row("dead letters", o.get("dead_letter_error")
+              or f"{o['dead_letters']} ({o['dead_letter_stream']})")
     if h is not None:  # not with --probe
         t.add_row("redis (hot tier)", f"{render.human_bytes(h['bytes'])} in {h['keys']} "
                   f"keys, {h['threads']} threads; server "

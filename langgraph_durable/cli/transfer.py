@@ -166,11 +166,18 @@ def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str
         raise CliError(f"{where} is empty")
     try:
         header = json.loads(rows[0][1])
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise CliError(f"{where}:1 is not JSON: {exc}") from exc
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise CliError(f"{where} is not a langgraph-durable export (no {FORMAT} header)")
-    if header.get("format_version", 0) > FORMAT_VERSION:
+    version, counts = header.get("format_version", 0), header.get("counts") or {}
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise CliError(f"{where}:1: header: format_version must be an integer, got "
+                       f"{version!r:.80} (nothing written)")
+    if not isinstance(counts, dict):
+        raise CliError(f"{where}:1: header: counts must be an object, got {counts!r:.80} "
+                       "(nothing written)")
+    if version > FORMAT_VERSION:
         raise CliError(f"{where} has export format {header['format_version']}, newer than "
                        f"{FORMAT_VERSION}; upgrade langgraph_durable")
     try:
@@ -183,14 +190,14 @@ def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str
         try:
             rec = json.loads(line)
             kind, v = rec["type"], rec["v"]
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise CliError(f"{where}:{n}: malformed record ({type(exc).__name__}: {exc})") \
                 from exc
         if not isinstance(rec, dict) or isinstance(v, bool) or not isinstance(v, int):
             raise CliError(f"{where}:{n}: malformed record (not an object with an integer "
                            "version 'v')")
         check_not_newer(v, f"{where}:{n}: record", then=" (nothing written)")
-        if v < SCHEMA_VERSION or kind not in records:
+        if v < SCHEMA_VERSION or not isinstance(kind, str) or kind not in records:
             raise CliError(f"{where}:{n}: unsupported record (type {kind!r}, version {v})")
         try:
             CHECKS[kind](rec, thread_id)
@@ -200,7 +207,7 @@ def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str
             raise CliError(f"{where}:{n}: {kind} record{naming(kind, rec)} of thread "
                            f"{thread_id!r}: {problem} (nothing written)") from exc
         records[kind].append(rec)
-    for kind, count in (header.get("counts") or {}).items():
+    for kind, count in counts.items():
         if len(records.get(kind, [])) != count:
             raise CliError(f"{where}: header counts {count} {kind} records, file has "
                            f"{len(records.get(kind, []))} (truncated?)")

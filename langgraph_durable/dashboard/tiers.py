@@ -8,6 +8,8 @@ import threading
 import time
 from typing import Any
 
+import redis.exceptions
+
 from ..inspection import health, storage
 from ..outbox.group import dead_letter_key
 
@@ -72,10 +74,17 @@ def _text(v: Any) -> str:
 
 def dead_letters(saver: Any, n: int = DEAD_LETTERS_SHOWN) -> list[dict[str, str]]:
     """The newest ``n`` dead letters: ``id`` (of the dead letter), ``entry`` (the outbox
-    entry it was), ``thread`` and ``error`` (its type and message)."""
+    entry it was), ``thread`` and ``error`` (its type and message); none when the
+    dead-letter stream holds another type (``storage.outbox_status`` names it)."""
     r = saver.sync_clients.redis
     out = []
-    for eid, fields in r.xrevrange(dead_letter_key(saver.context), "+", "-", count=n):
+    try:
+        newest = r.xrevrange(dead_letter_key(saver.context), "+", "-", count=n)
+    except redis.exceptions.ResponseError as exc:
+        if not str(exc).startswith("WRONGTYPE"):
+            raise
+        return []
+    for eid, fields in newest:
         f = {_text(k): _text(v) for k, v in fields.items()}
         out.append({"id": _text(eid), "entry": f.get("entry", ""),
                     "thread": f.get("thread", ""), "error": f.get("error", "")})

@@ -146,6 +146,8 @@ def judge(ctx: Context, *, down: dict[str, str], outbox: dict[str, Any] | None,
         if age is not None and age > o.max_flush_lag_s:
             found.append((DEGRADED, f"flush lag {age:.0f} s: the oldest unflushed entry is "
                           f"older than {o.max_flush_lag_s:g} s"))
+        if outbox.get("dead_letter_error"):
+            found.append((DEGRADED, str(outbox["dead_letter_error"])))
         if outbox.get("dead_letters"):
             found.append((DEGRADED, f"{outbox['dead_letters']} dead letter(s) in "
                           f"{outbox.get('dead_letter_stream')}: outbox entries that could "

@@ -147,12 +147,23 @@ def outbox_status(ctx: Context, r: Any) -> dict[str, Any]:
     """Outbox length, pending entries per consumer (XPENDING, with XINFO idle times and
     its heartbeat: ``"alive"``, ``"lapsed"`` (dead: live flushers claim what it holds), or
     None for a consumer that never beat), oldest unflushed entry's age (seconds) and the
-    dead-letter count; summed over the outbox partitions (``stream`` names them all)."""
+    dead-letter count; summed over the outbox partitions (``stream`` names them all).
+    A dead-letter stream of another type gives ``dead_letters`` None and
+    ``dead_letter_error`` saying so (the other figures are still read)."""
+    dead_key = dead_letter_key(ctx)
+    dead_n, dead_error = None, None
+    try:
+        dead_n = int(r.xlen(dead_key))
+    except redis.exceptions.ResponseError as exc:
+        if not str(exc).startswith("WRONGTYPE"):
+            raise
+        dead_error = (f"the dead-letter stream {dead_key} holds another type than a "
+                      "stream: flushers cannot set entries aside; rename or delete it")
     out: dict[str, Any] = {"stream": ctx.outbox,
                            "length": sum(int(r.xlen(s)) for s in ctx.outboxes),
                            "pending": 0, "consumers": [], "oldest_age_s": None,
-                           "dead_letters": r.xlen(dead_letter_key(ctx)),
-                           "dead_letter_stream": dead_letter_key(ctx)}
+                           "dead_letters": dead_n, "dead_letter_stream": dead_key,
+                           "dead_letter_error": dead_error}
     per: dict[str, int] = defaultdict(int)
     idle: dict[str, int] = {}
     oldest_ms: list[int] = []

@@ -12,6 +12,7 @@ it waited for (``plans.admin.flush_plan``).
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -21,6 +22,8 @@ from ..core.outbox_entry import THREAD_FIELD, DeadLetter
 from ..hot.keys import CONSUMER_GROUP
 from ..plans.context import Context
 from .group import dead_letter_key
+
+log = logging.getLogger("langgraph_durable.flusher")
 
 ERROR_CHARS = 2000
 """Most characters of an error's text kept in a dead letter."""
@@ -50,14 +53,31 @@ def _text(error: Exception | str) -> str:
 def dead_letter_plan(ctx: Context, aside: Sequence[Aside]) -> Plan[list[DeadLetter]]:
     """Add ``aside`` to the dead-letter stream (one pipeline), then acknowledge and
     delete them from their outbox streams (a second one: whoever sees an entry gone from
-    the outbox finds its dead letter). Returns the dead letters written."""
+    the outbox finds its dead letter). Returns the dead letters written. When the
+    dead-letter stream itself holds another type (``WRONGTYPE``: a hand edit, a foreign
+    tool), the entries stay pending in the outbox (claimed again after ``claim_idle_s``)
+    and an ERROR names the key to repair: the round still ends, so the entries behind
+    them are flushed. Any other error of the pipeline (a tier's) is raised."""
     if not aside:
         return []
     now_ms = ctx.clock.time_ns() // 1_000_000
     letters = [DeadLetter(a.eid.decode(), a.stream, _thread(a.fields), a.step, _text(a.error),
                           now_ms, dict(a.fields)) for a in aside]
     key = dead_letter_key(ctx)
-    yield Pipeline([["XADD", key, "*", *_flat(d.to_fields())] for d in letters])
+    replies = yield Pipeline([["XADD", key, "*", *_flat(d.to_fields())] for d in letters],
+                             raise_on_error=False)
+    failed = [r for r in replies if isinstance(r, Exception)]
+    if failed:
+        if not all(str(r).startswith("WRONGTYPE") for r in failed):
+            raise next(r for r in failed if not str(r).startswith("WRONGTYPE"))
+        log.error("the dead-letter stream %s holds another type (%s): %d outbox entries to "
+                  "set aside stay pending until it is repaired (rename or delete it)", key,
+                  failed[0], len(failed))
+        kept = [(a, d) for a, d, r in zip(aside, letters, replies)
+                if not isinstance(r, Exception)]
+        aside, letters = [a for a, _ in kept], [d for _, d in kept]
+        if not aside:
+            return []
     by_stream: dict[str, list[bytes]] = defaultdict(list)
     for a in aside:
         by_stream[a.stream].append(a.eid)

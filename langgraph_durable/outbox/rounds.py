@@ -221,11 +221,10 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
         stats.lags_s = [(now_ms - int(eid.split(b"-")[0])) / 1000 for eid, _, _ in parsed]
         stats.max_lag_s = max(stats.lags_s)
     if aside:
-        stats.dead = len(aside)
         log.error("%d outbox entries could not be flushed (%s); moved to %s", len(aside),
                   ", ".join(sorted({f"{a.step}: {_short(a.error)}" for a in aside}))[:500],
                   dead_letter_key(ctx))
-        yield from dead_letter_plan(ctx, aside)
+        stats.dead = len((yield from dead_letter_plan(ctx, aside)))
     return stats
 
 

@@ -31,7 +31,7 @@ from ..core.outbox_entry import DeadLetter
 from ..core.records import blob_field, checkpoint_time_s, member
 from ..durable import chunks as C
 from ..durable import documents as D
-from ..errors import DeadLetteredError, FlushTimeoutError
+from ..errors import CorruptRecordError, DeadLetteredError, FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S, dead_letter_key
 from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
 from .context import Context
@@ -101,7 +101,8 @@ def flush_plan(ctx: Context, timeout_s: float, since_ms: int) -> Plan[int]:
     ``since_ms`` what its last flush that returned gave (at first: when the caller was
     made), so a dead letter of an entry older than its last green flush, or than itself,
     fails only the flush it was set aside in.
-    ``FlushTimeoutError`` as ``flush_wait_plan``. Returns when this flush began (ms): the
+    ``FlushTimeoutError`` as ``flush_wait_plan``; ``CorruptRecordError`` naming the
+    dead-letter stream when it holds another type. Returns when this flush began (ms): the
     next ``since_ms``."""
     start_ms = int(ctx.clock.time_ns() // 1_000_000)
     waited = yield from _wait_plan(ctx, timeout_s)
@@ -110,7 +111,13 @@ def flush_plan(ctx: Context, timeout_s: float, since_ms: int) -> Plan[int]:
     # a dead letter is added after its entry: its id is no older (one more skew: the
     # dead-letter stream may live on another node than the entry's outbox partition)
     first = max(0, min(low, now_low) - CLOCK_SKEW_MS)
-    (entries,) = yield Pipeline([["XRANGE", key, first, "+"]])
+    (entries,) = yield Pipeline([["XRANGE", key, first, "+"]], raise_on_error=False)
+    if isinstance(entries, Exception):
+        if not str(entries).startswith("WRONGTYPE"):
+            raise entries
+        raise CorruptRecordError(
+            f"the dead-letter stream {key!r} holds another type than a stream: flushers "
+            "cannot set entries aside and flush() cannot check them; rename or delete it")
     dead = [d for d in (DeadLetter.of(i, f) for i, f in entries)
             if _entry_ms(d.entry_id) >= low or (
                 _entry_ms(d.id) >= now_low and d.stream in waited

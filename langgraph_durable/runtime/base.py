@@ -19,6 +19,7 @@ from ..config import DurableConfig
 from ..core.ops import Pipeline, Plan
 from ..errors import (
     ConfigurationError,
+    CorruptRecordError,
     DeadLetteredError,
     EventLoopNotRunningError,
     FlushTimeoutError,
@@ -417,7 +418,8 @@ class SaverRuntime:
                 if n:
                     log.info("closing with %d entries in the outbox %s for the flushers; %s",
                              n, self.context.outbox, self._drain_hint())
-        except (FlushTimeoutError, TierUnavailableError, DeadLetteredError) as exc:
+        except (FlushTimeoutError, TierUnavailableError, DeadLetteredError,
+                CorruptRecordError) as exc:
             self._log_close_failure(exc)
         finally:
             self.closed = True
@@ -463,7 +465,8 @@ class SaverRuntime:
                 if n:
                     log.info("closing with %d entries in the outbox %s for the flushers; %s",
                              n, self.context.outbox, self._drain_hint())
-        except (FlushTimeoutError, TierUnavailableError, DeadLetteredError) as exc:
+        except (FlushTimeoutError, TierUnavailableError, DeadLetteredError,
+                CorruptRecordError) as exc:
             self._log_close_failure(exc)
         finally:
             self.closed = True

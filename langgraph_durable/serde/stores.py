@@ -187,7 +187,7 @@ class LocalBlobStore(BaseBlobStore):
         self.name = self.root.as_uri()
 
     def _path(self, key: str) -> Path:
-        if not _LOCAL_KEY.match(key):
+        if not _LOCAL_KEY.fullmatch(key):
             raise ValueError(f"invalid blob key {key!r} for {self.name}")
         return self.root / key[:2] / key
 

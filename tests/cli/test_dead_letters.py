@@ -54,3 +54,23 @@ def test_dead_letters_are_listed_replayed_after_a_fix_and_dropped(cli: Cli) -> N
     assert out.strip() == "dropped 1 dead letters"
     assert cli.json("dead-letters", "list") == []
     assert cli.json("status")["outbox"]["dead_letters"] == 0
+
+
+def test_status_names_a_damaged_dead_letter_stream_and_shows_the_rest(cli: Cli) -> None:
+    """The dead-letter stream holding another type: ``status`` (and ``--probe``, the
+    health check) still shows the outbox and says which key is damaged (was exit 1 with
+    a bare ``ResponseError: WRONGTYPE`` naming no key)."""
+    from langgraph_durable.outbox.group import dead_letter_key
+
+    with cli.saver(flusher="off") as s:
+        key = dead_letter_key(s.context)
+        s.sync_clients.redis.set(key, "damaged")
+    expected = (f"the dead-letter stream {key} holds another type than a stream: flushers "
+                "cannot set entries aside; rename or delete it")
+    for probe in ((), ("--probe",)):
+        data = cli.json("status", *probe)
+        assert data["outbox"]["dead_letters"] is None
+        assert data["outbox"]["dead_letter_error"] == expected
+        assert data["health"]["verdict"] == "degraded"
+        assert {"level": "degraded", "text": expected} in data["health"]["reasons"]
+    assert "rename or delete it" in cli("status").stdout

@@ -206,3 +206,45 @@ def test_identifiers_the_api_refuses_are_refused_before_anything_is_deleted(
 
     assert _stored(cli, "x") == before  # nothing deleted, nothing written
     _nothing(cli, "y\x00z")
+
+
+@pytest.mark.parametrize(("kind", "change"), [
+    ("write", {"idx": 2**64}), ("write", {"seq": -(2**70)}),
+    ("checkpoint", {"md": [["step", 2**64]]})])
+def test_numbers_mongodb_cannot_store_are_refused_before_anything_is_deleted(
+        cli: Cli, tmp_path: Path, kind: str, change: dict[str, Any]) -> None:
+    """A hostile or hand-edited export with an integer BSON cannot hold (an 8-byte int at
+    most) is refused at the check, naming the record, and the existing thread is kept
+    (the review of issue 31: it was deleted, then the write failed with a bare
+    OverflowError)."""
+    records = _thread_x(cli)
+    before = _stored(cli, "x")
+    n = next(i for i, r in enumerate(records) if r.get("type") == kind)
+    out = [dict(r) for r in records]
+    out[n].update(change)
+    path = _write(tmp_path / "big.jsonl", out)
+    r = cli("import", str(path), "--yes", code=1)
+    assert r.stderr.startswith(f"error: {path}:{n + 1}: {kind} record")
+    assert "(nothing written)" in r.stderr
+    assert _stored(cli, "x") == before
+
+
+def test_a_file_of_wrong_json_types_gets_errors_naming_the_line(cli: Cli, tmp_path: Path
+                                                                 ) -> None:
+    """Header and record fields of the wrong JSON type, and nesting deeper than Python's
+    parser goes, are refused with the file and line, not a bare TypeError,
+    AttributeError or RecursionError (the review of issue 31)."""
+    head = {"format": "langgraph-durable-export", "format_version": 1, "thread_id": "x"}
+    cases = [
+        ([{**head, "format_version": "9"}], ":1: header: format_version must be an integer"),
+        ([{**head, "counts": [1]}], ":1: header: counts must be an object"),
+        ([head, {"type": ["checkpoint"], "v": 1}], ":2: unsupported record (type"),
+    ]
+    for n, (records, expected) in enumerate(cases):
+        path = _write(tmp_path / f"{n}.jsonl", records)
+        assert f"error: {path}{expected}" in cli("import", str(path), "--yes", code=1).stderr
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(json.dumps(head) + "\n" + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert f"error: {deep}:2: malformed record (RecursionError" in cli(
+        "import", str(deep), "--yes", code=1).stderr
+    _nothing(cli, "x")

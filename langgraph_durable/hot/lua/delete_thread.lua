@@ -15,7 +15,9 @@
   Output:
     {deletion time (ms, Redis clock), {the members Redis held}}
 
-  Errors: none of its own.
+  Errors: none of its own. A thread key of another type is deleted like the others (the
+  members then come from the record hash, or none when it is damaged too); a tombstones
+  key of another type is replaced.
 ]]
 local rcall = redis.call
 local members_key, gone_key = KEYS[3], KEYS[10]
@@ -23,7 +25,17 @@ local members_key, gone_key = KEYS[3], KEYS[10]
 --- @include "now_ms"
 
 local now = now_ms()
-local held = rcall('ZRANGE', members_key, 0, -1)
+-- a damaged key (another type: a hand edit, a foreign tool) never keeps a thread from
+-- being deleted: the members come from the record hash when the index is damaged, and
+-- a tombstones key of another type is replaced
+local held = {}
+if rcall('TYPE', members_key).ok == 'zset' then
+  held = rcall('ZRANGE', members_key, 0, -1)
+elseif rcall('TYPE', KEYS[1]).ok == 'hash' then
+  held = rcall('HKEYS', KEYS[1])
+end
+local gone_type = rcall('TYPE', gone_key).ok
+if gone_type ~= 'hash' and gone_type ~= 'none' then rcall('DEL', gone_key) end
 for i = 1, #held, 1000 do
   local pairs = {}
   for j = i, math.min(i + 999, #held) do pairs[#pairs + 1] = held[j]; pairs[#pairs + 1] = now end
