@@ -33,12 +33,10 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .saver import DurableSaver
-
-if TYPE_CHECKING:
-    from .store import DurableStore
+from .store import DurableStore
 
 
 class _Opened:
