@@ -109,3 +109,37 @@ def test_a_memory_namespace_without_a_store_or_config_key_is_refused() -> None:
     with pytest.raises(ValueError, match="memory_namespace must be a non-empty tuple"):
         SummaryBuffer(FakeListChatModel(responses=["s"]), max_tokens=10,
                       memory_namespace=("summaries", ""))
+
+
+def test_the_agent_middleware_keeps_every_summary_in_the_agents_store(
+        redis_url: str, mongo_url: str) -> None:
+    from langchain.agents import create_agent
+
+    from langgraph_durable.compaction import CompactionMiddleware
+
+    from ._fakes import ScriptedAgentModel, summariser
+
+    summary_model, recorder = summariser(*[f"s{i}" for i in range(1, 50)])
+    middleware = CompactionMiddleware(
+        summary_model, trigger=("messages", 8), keep=("messages", 4), max_tokens=5000,
+        memory_namespace=("agents", "{thread_id}"))
+    opts = unique_options()
+    config: RunnableConfig = {"configurable": {"thread_id": "agent-9"}}
+    try:
+        with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
+            agent = create_agent(ScriptedAgentModel(prompts=[]), [], middleware=[middleware],
+                                 checkpointer=saver, store=saver.store())
+            for n in range(1, 13):
+                agent.invoke({"messages": [HumanMessage(f"h{n} question", id=f"h{n}")]},
+                             config)
+            compactions = len(recorder.prompts)
+            assert compactions >= 2
+            items = saver.store().search(("agents", "agent-9"), limit=100)
+            assert sorted(i.value["summary"] for i in items) == sorted(
+                f"s{i}" for i in range(1, compactions + 1))
+            folded = [mid for i in items for mid in i.value["message_ids"]]
+            assert "h1" in folded and len(folded) == len(set(folded))
+    finally:
+        drop_namespace(redis_url, mongo_url, str(opts["key_prefix"]), str(opts["database"]))
+    with pytest.raises(ValueError, match="needs a model"):
+        CompactionMiddleware(None, trigger=("messages", 8), memory_namespace=("a",))
