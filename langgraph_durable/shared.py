@@ -29,11 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from types import TracebackType
+from typing import Any
 
 from .saver import DurableSaver
+from .store import DurableStore
 
 
 class _Opened:
@@ -82,6 +85,14 @@ class SharedSaver:
         current = self._current
         return None if current is None else current.saver
 
+    def store(self, **kwargs: Any) -> contextlib.AbstractAsyncContextManager[DurableStore]:
+        """An async context manager yielding ``saver.store(**kwargs)`` of the shared saver
+        (a ``DurableStore`` on its clients, outbox and flusher; ``index``, ``ttl``, ...
+        as ``DurableSaver.store``): entering it is an entry of this factory (it opens the
+        saver if none is open, raising what that raises), leaving it leaves that entry.
+        For the Agent Server's ``"store": {"path": ...}`` beside the checkpointer."""
+        return _store_entry(self, kwargs)
+
     def _take(self, entry: SharedSaverEntry) -> tuple[_Opened, bool]:
         """The open saver, or a new one opened by ``entry``; True when ``entry`` opened
         it (and must enter it, then set ``ready``)."""
@@ -98,6 +109,34 @@ class SharedSaver:
         with self._lock:
             if self._current is opened:
                 self._current = None
+
+
+@contextlib.asynccontextmanager
+async def _store_entry(shared: SharedSaver, kwargs: dict[str, Any]
+                       ) -> AsyncIterator[DurableStore]:
+    async with shared() as saver:
+        store = saver.store(**kwargs)
+        try:
+            yield store
+        finally:
+            await store.aclose()  # the sweeper, if any; the saver stays with its owner
+
+
+_ENV_LOCK = threading.Lock()
+_ENV: SharedSaver | None = None
+
+
+def env_saver() -> SharedSaver:
+    """The process's ``SharedSaver(DurableSaver.from_conn_string)`` (``REDIS_URL``,
+    ``MONGODB_URL``, ``LGD_*``), made on the first call; every later call returns the same
+    one. The Agent Server loads ``checkpointer.py`` and ``store.py`` as separate modules
+    (a file named twice in ``langgraph.json`` is run twice): both take this one so that
+    the checkpointer and the store share one saver (one flusher, one set of clients)."""
+    global _ENV
+    with _ENV_LOCK:
+        if _ENV is None:
+            _ENV = SharedSaver(DurableSaver.from_conn_string)
+        return _ENV
 
 
 class SharedSaverEntry:

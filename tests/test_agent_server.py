@@ -202,3 +202,40 @@ def test_a_thread_interrupted_under_langgraph_dev_survives_sigkill_and_resumes(
         r.close()
         m.close()
         drop_namespace(redis_url, mongo_url, prefix, database)
+
+
+def test_memories_put_under_langgraph_dev_survive_sigkill_and_are_found_by_another_thread(
+        example: Path, server_env: dict[str, str], redis_url: str, mongo_url: str) -> None:
+    """``langgraph.json``'s ``"store"`` (``store.py``: a ``DurableStore`` on the shared
+    saver): the ``memory`` graph puts memories in one thread; after SIGKILL and a new
+    server, another thread's run and the server's store API find them by search."""
+    prefix, database = server_env["LGD_KEY_PREFIX"], server_env["LGD_DATABASE"]
+    names = DurableSaver.from_urls(redis_url, mongo_url, key_prefix=prefix, database=database)
+    outboxes = list(names.context.outboxes)
+    names.close()
+    r = redis.Redis.from_url(redis_url)
+    try:
+        with running(example, server_env, "first") as (first, client):
+            writer = client.threads.create()["thread_id"]
+            out = client.runs.wait(writer, "memory", input={"user": "ada",
+                                                            "remember": "likes tea"})
+            assert out["found"] == ["likes tea"]
+            out = client.runs.wait(writer, "memory", input={"user": "ada",
+                                                            "remember": "lives in Oslo"})
+            assert out["found"] == ["likes tea", "lives in Oslo"]
+            # the checkpointer and the store share one saver: one flusher in the process
+            assert len(_consumers_by_pid(r, outboxes, first.proc.pid)) == 1
+
+        shutil.rmtree(example / ".langgraph_api", ignore_errors=True)
+        with running(example, server_env, "second") as (_, client):
+            reader = client.threads.create()["thread_id"]
+            assert reader != writer
+            out = client.runs.wait(reader, "memory", input={"user": "ada"})
+            assert out["found"] == ["likes tea", "lives in Oslo"]
+            items = client.store.search_items(("memories", "ada"), limit=10)["items"]
+            assert sorted(i["value"]["text"] for i in items) == ["likes tea",
+                                                                 "lives in Oslo"]
+            assert client.store.search_items(("memories", "bob"))["items"] == []
+    finally:
+        r.close()
+        drop_namespace(redis_url, mongo_url, prefix, database)

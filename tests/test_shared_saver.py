@@ -118,3 +118,38 @@ def test_a_saver_that_fails_to_open_stays_closed_and_the_next_entry_tries_again(
     database[0] = opts["database"]
     with make_saver() as saver:
         assert saver.config.database == opts["database"] and make_saver.opened == 2
+
+
+async def test_store_entries_share_the_saver_and_leave_it_to_its_opener(
+        redis_url: str, mongo_url: str) -> None:
+    opts = unique_options()
+    shared = SharedSaver(lambda: DurableSaver.from_urls(redis_url, mongo_url, **opts))
+    async with shared() as saver:
+        before = _flusher_threads()
+        async with shared.store() as store:
+            assert store.runtime is saver.runtime
+            await store.aput(("memories", "ada"), "k1", {"text": "likes tea"})
+        assert not saver.is_closed  # leaving a store entry leaves the saver open
+        async with shared.store() as again:
+            item = await again.aget(("memories", "ada"), "k1")
+            assert item is not None and item.value == {"text": "likes tea"}
+        assert _flusher_threads() == before and shared.opened == 1
+    assert saver.is_closed
+    m: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(mongo_url)
+    try:  # closing drained the outbox: the memory is in MongoDB
+        docs = [d for name in m[str(opts["database"])].list_collection_names()
+                for d in m[str(opts["database"])][name].find({"key": "k1"})]
+        assert len(docs) == 1
+    finally:
+        m.close()
+    async with shared.store() as store:  # a store entry alone opens (and closes) a saver
+        assert shared.opened == 2
+        item = await store.aget(("memories", "ada"), "k1")
+        assert item is not None and item.value == {"text": "likes tea"}
+    assert shared.saver is None
+
+
+def test_env_saver_is_one_per_process() -> None:
+    from langgraph_durable.shared import env_saver
+
+    assert env_saver() is env_saver()

@@ -5,7 +5,8 @@ The Agent Server calls ``make_saver()`` and enters what it returns with ``async 
 once at start-up (left at shutdown) and, with ``BG_JOB_ISOLATED_LOOPS=true``, once more
 in each run thread (never left). ``SharedSaver`` hands all of them one ``DurableSaver``
 per process (one flusher thread, one set of clients per event loop), closed, its outbox
-drained to MongoDB, when the start-up entry leaves.
+drained to MongoDB, when the start-up entry leaves. ``env_saver()`` is that process's
+``SharedSaver``, the same one ``store.py`` uses: the store runs on this saver.
 
 Read from the environment (``DurableSaver.from_conn_string``):
 
@@ -19,13 +20,10 @@ No ``await saver.setup()`` is needed: entering the saver sets it up.
 
 from __future__ import annotations
 
-from langgraph_durable import DurableSaver
-from langgraph_durable.shared import SharedSaver, SharedSaverEntry
-
-_SAVER = SharedSaver(DurableSaver.from_conn_string)
+from langgraph_durable.shared import SharedSaverEntry, env_saver
 
 
 def make_saver() -> SharedSaverEntry:
     """An async context manager yielding this process's ``DurableSaver`` (opened by the
     first entry, closed when that entry leaves)."""
-    return _SAVER()
+    return env_saver()()

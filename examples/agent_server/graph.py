@@ -4,14 +4,20 @@ asks (``interrupt()``) when the count reaches ``ask_at``. No LLM, no network.
 Input ``{"goal": 5, "ask_at": 2}``: ``count`` adds one, ``check`` interrupts at 2 with
 ``{"question": ..., "count": 2}``; resume with ``Command(resume=<answer>)`` (the SDK's
 ``command={"resume": ...}``) and it counts on to 5. ``log`` records every step.
+
+The ``memory`` graph keeps memories in the store of ``langgraph.json`` (``DurableStore``):
+input ``{"user": "ada", "remember": "likes tea"}`` puts one under ``("memories", "ada")``;
+any run, in any thread, returns every memory of that user as ``found``.
 """
 
 from __future__ import annotations
 
 import operator
+import uuid
 from typing import Annotated, Any
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
@@ -52,3 +58,29 @@ builder.add_edge(START, "count")
 builder.add_edge("count", "check")
 builder.add_conditional_edges("check", next_step, ["count", END])
 graph = builder.compile()  # the Agent Server gives it the checkpointer of langgraph.json
+
+
+class Memo(TypedDict, total=False):
+    """The state of the ``memory`` graph: whose memories, one to keep, and what was found."""
+
+    user: str
+    remember: str
+    found: list[str]
+
+
+async def memorize(state: Memo, runtime: Runtime[Any]) -> dict[str, Any]:
+    """Put ``remember`` (if given) in the store under ``("memories", user)``; then search
+    that namespace (in any thread) and return every memory's text as ``found``."""
+    store = runtime.store
+    assert store is not None, "the Agent Server gives the graph the store of langgraph.json"
+    namespace = ("memories", state["user"])
+    if state.get("remember"):
+        await store.aput(namespace, str(uuid.uuid4()), {"text": state["remember"]})
+    items = await store.asearch(namespace, limit=100)
+    return {"found": sorted(item.value["text"] for item in items)}
+
+
+memory_builder = StateGraph(Memo)
+memory_builder.add_node("memorize", memorize)
+memory_builder.add_edge(START, "memorize")
+memory = memory_builder.compile()  # and the store of langgraph.json

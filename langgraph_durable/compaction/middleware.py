@@ -30,6 +30,7 @@ from ._options import (
     token_threshold,
 )
 from .base import BaseCompactor, logger
+from .memory import MemoryNamespace
 from .sliding import SlidingWindow
 from .state import CompactionInfo, TokenCounter
 from .summary import DEFAULT_SUMMARY_MESSAGE, DEFAULT_SUMMARY_PROMPT, SummaryBuffer
@@ -104,6 +105,9 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         on_failure: ``"trim"`` (default) or ``"keep"`` the history when no summary comes.
         profile_model: Model whose ``profile["max_input_tokens"]`` resolves fractions;
             defaults to ``model``. Pass the agent's model when the summariser differs.
+        memory_namespace: Also put each summary, with the messages it folds, in the
+            agent's store (``create_agent(..., store=...)``) under this namespace, as
+            ``SummaryBuffer``'s; needs a ``model``.
 
     Raises:
         ValueError: On an invalid ``trigger``/``keep`` (the message shows the accepted
@@ -128,6 +132,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
         timeout_s: float | None = None,
         on_failure: Literal["trim", "keep"] = "trim",
         profile_model: BaseChatModel | None = None,
+        memory_namespace: MemoryNamespace | None = None,
     ) -> None:
         super().__init__()
         if isinstance(model, str):
@@ -163,6 +168,8 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
             "start_on": start_on,
         }
         if model is None:
+            if memory_namespace is not None:
+                raise ValueError("memory_namespace keeps summaries: it needs a model")
             engine = SlidingWindow(**common)
         else:
             engine = SummaryBuffer(
@@ -171,6 +178,7 @@ class CompactionMiddleware(AgentMiddleware[CompactionAgentState, Any, Any]):
                 summary_message=summary_message,
                 timeout_s=timeout_s,
                 on_failure=on_failure,
+                memory_namespace=memory_namespace,
                 **common,
             )
         self.engine = engine

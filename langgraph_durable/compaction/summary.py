@@ -16,6 +16,7 @@ from langgraph.errors import GraphBubbleUp
 from ._messages import Split, content_text, render_messages
 from ._options import TriggerSpec, normalize_trigger, profile_limit
 from .base import BaseCompactor, CompactionPlan, _get, logger
+from .memory import MemoryNamespace, aremember, check_namespace, remember
 from .state import SUMMARY_MESSAGE_ID, CompactionInfo, TokenCounter
 
 DEFAULT_SUMMARY_PROMPT = """\
@@ -86,11 +87,19 @@ class SummaryBuffer(BaseCompactor):
             no constraint. See ``BaseCompactor`` for the long-turn fallback.
         on_failure: ``"trim"`` (default) drops the oldest messages to fit the budget when
             no summary comes; ``"keep"`` leaves the history untouched.
+        memory_namespace: Also put each new summary, with the messages it folds, in the
+            graph's store (``compile(store=...)``) under this namespace: a tuple of
+            ``str.format`` templates filled from ``config["configurable"]``
+            (``("summaries", "{thread_id}")``) or a function of the run's config. One
+            item per compaction (see ``compaction.memory.memory_item``), written before
+            the node returns; a failed put fails the node. ``None`` (default): no writes.
 
     Raises:
         ValueError: On invalid budgets (see ``BaseCompactor``), a non-positive
             ``timeout_s``, templates missing their placeholders, an invalid ``trigger``
-            an invalid ``start_on`` or an unknown ``on_failure``.
+            an invalid ``start_on``, an unknown ``on_failure`` or a malformed
+            ``memory_namespace``. At a compaction with ``memory_namespace``: outside a
+            graph, without a store, or with a placeholder missing from the config.
     """
 
     strategy = "summary_buffer"
@@ -112,6 +121,7 @@ class SummaryBuffer(BaseCompactor):
         trigger: TriggerSpec | None = None,
         start_on: str | None = None,
         on_failure: Literal["trim", "keep"] = "trim",
+        memory_namespace: MemoryNamespace | None = None,
     ) -> None:
         super().__init__(
             max_tokens=max_tokens,
@@ -138,6 +148,7 @@ class SummaryBuffer(BaseCompactor):
         self.summary_message = summary_message
         self.timeout_s = timeout_s
         self.summary_key = summary_key
+        self.memory_namespace = check_namespace(memory_namespace)
 
     # -- summary text ---------------------------------------------------------------------
 
@@ -254,6 +265,8 @@ class SummaryBuffer(BaseCompactor):
             raise
         except Exception as exc:
             return self._failure(plan, exc)
+        if self.memory_namespace is not None:
+            remember(self.memory_namespace, summary, plan.folded)
         return self._finish(plan, summary)
 
     async def acall(self, state: Any) -> dict[str, Any]:
@@ -267,4 +280,6 @@ class SummaryBuffer(BaseCompactor):
             raise
         except Exception as exc:
             return self._failure(plan, exc)
+        if self.memory_namespace is not None:
+            await aremember(self.memory_namespace, summary, plan.folded)
         return self._finish(plan, summary)
