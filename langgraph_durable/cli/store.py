@@ -14,9 +14,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from ..inspection.strict import strict_serde
-from ..inspection.tolerant import TolerantSerde
-from ..serde.external import ExternalRefSerializer
+from ..inspection import store as store_info
 from ..store import DurableStore
 from .session import CliError, Session, command, confirm, console, echo_json, session_of
 
@@ -32,41 +30,20 @@ NAMESPACE = typer.Argument(..., metavar="NAMESPACE", show_default=False,
 
 def parse_namespace(text: str, *, what: str = "namespace", empty: bool = False
                     ) -> tuple[str, ...]:
-    """The namespace ``text`` names (labels joined by ``.``); ``()`` for ``""`` when
-    ``empty``. Raises ``CliError`` naming the label for an empty label (``a..b``, a
-    leading or trailing ``.``) or one holding a NUL, and for ``""`` unless ``empty``."""
-    if text == "":
-        if empty:
-            return ()
-        raise CliError(f"{what} is empty: give its labels joined by '.', e.g. users.alice")
-    labels = tuple(text.split("."))
-    for i, label in enumerate(labels):
-        if not label:
-            raise CliError(f"{what} {text!r}: label {i + 1} is empty (labels are joined "
-                           "by a single '.', with none at either end)")
-        if "\x00" in label:
-            raise CliError(f"{what} {text!r}: label {i + 1} ({label!r}) holds a NUL "
-                           "character, which no label may hold")
-    return labels
-
-
-def store_serde(session: Session, *, tolerant: bool) -> Any:
-    """The serializer the CLI reads and writes store values with: the strict version of
-    ``--serde`` (an ``ExternalRefSerializer``'s inner one), else of LangGraph's
-    ``JsonPlusSerializer``; wrapped in ``TolerantSerde`` for reads (an undecodable value
-    is shown, not raised)."""
-    serde = session.serde()
-    if isinstance(serde, ExternalRefSerializer):
-        serde = serde.inner
-    strict = strict_serde(serde, session.allow_types)
-    return TolerantSerde(strict) if tolerant else strict
+    """``inspection.store.parse_namespace``, its ``ValueError`` as a ``CliError``."""
+    try:
+        return store_info.parse_namespace(text, what=what, empty=empty)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def open_store(session: Session, *, write: bool = False) -> DurableStore:
     """A ``DurableStore`` on the session's saver (reads: tolerant, no flusher; writes:
     with the command's flusher, so the write is in MongoDB when the command ends)."""
     saver = session.saver(flusher=True) if write else session.saver(tolerant=True)
-    return DurableStore(saver, serde=store_serde(session, tolerant=not write))
+    serde = store_info.tool_store_serde(session.serde(), session.allow_types,
+                                        tolerant=not write)
+    return DurableStore(saver, serde=serde)
 
 
 def _item(item: Any) -> dict[str, Any]:
