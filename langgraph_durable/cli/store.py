@@ -37,12 +37,14 @@ def parse_namespace(text: str, *, what: str = "namespace", empty: bool = False
         raise CliError(str(exc)) from None
 
 
-def open_store(session: Session, *, write: bool = False) -> DurableStore:
-    """A ``DurableStore`` on the session's saver (reads: tolerant, no flusher; writes:
-    with the command's flusher, so the write is in MongoDB when the command ends)."""
+def open_store(session: Session, *, write: bool = False, tolerant: bool | None = None
+               ) -> DurableStore:
+    """A ``DurableStore`` on the session's saver (reads: no flusher; writes: with the
+    command's flusher, so the write is in MongoDB when the command ends). ``tolerant``
+    (default: for reads) shows an undecodable value instead of raising."""
     saver = session.saver(flusher=True) if write else session.saver(tolerant=True)
     serde = store_info.tool_store_serde(session.serde(), session.allow_types,
-                                        tolerant=not write)
+                                        tolerant=not write if tolerant is None else tolerant)
     return DurableStore(saver, serde=serde)
 
 
@@ -172,7 +174,7 @@ def delete(ctx: typer.Context, namespace: str = NAMESPACE,
     """Delete an item (from both tiers: Redis at once, MongoDB by the flush before the
     command ends). Exit 1 when there is none."""
     ns = parse_namespace(namespace)
-    store = open_store(session_of(ctx), write=True)
+    store = open_store(session_of(ctx), write=True, tolerant=True)  # an undecodable value too
     if store.get(ns, key, refresh_ttl=False) is None:
         raise CliError(f"no item {key!r} in namespace {namespace!r}")
     confirm(f"delete {key!r} from namespace {namespace!r}?", yes)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import redis
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from pymongo import MongoClient
 
 from .clikit import Cli
@@ -171,3 +172,20 @@ def test_status_tells_store_entries_from_checkpoints(cli: Cli) -> None:
     data = cli.json("status")
     assert data["outbox"]["length"] > 1
     assert data["store"]["outbox"]["entries"] == 1
+
+
+def encrypted() -> EncryptedSerializer:
+    """The serializer of ``test_an_encrypted_store`` (``--serde`` names this factory)."""
+    return EncryptedSerializer.from_pycryptodome_aes(key=b"0123456789abcdef")
+
+
+def test_an_encrypted_store_reads_with_its_serde_and_deletes_without(cli: Cli) -> None:
+    with cli.saver(flusher="auto") as saver:
+        saver.store(serde=encrypted()).put(ALICE, "secret", {"pin": "1234"})
+    serde = "tests.cli.test_store_cli:encrypted"
+    got = cli.json("--serde", serde, "store", "get", "users.alice.memories", "secret")
+    assert got["value"] == {"pin": "1234"}
+    shown = cli.json("store", "get", "users.alice.memories", "secret")["value"]
+    assert shown.startswith("<undecodable msgpack+aes value") and "1234" not in shown
+    cli("store", "delete", "users.alice.memories", "secret", "--yes")
+    assert cli.json("store", "namespaces") == []
