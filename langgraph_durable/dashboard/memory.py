@@ -16,9 +16,6 @@ from .views import value_view
 SCAN_ITEMS = 10_000
 """Most items read to count the namespaces' items (the page says when there were more)."""
 
-PAGE = 500
-"""Items per read of the scan."""
-
 SHOWN_ITEMS = 200
 """Most items of one namespace shown."""
 
@@ -39,28 +36,18 @@ def memory_view(store: DurableStore, ns: str = "") -> dict[str, Any]:
     ``SHOWN_ITEMS``, ``more`` when it holds more). Raises ``ValueError`` for a malformed
     ``ns`` (an empty label, a NUL)."""
     chosen = parse_namespace(ns, empty=True)
-    counts: Counter[tuple[str, ...]] = Counter()
-    offset = 0
-    while offset < SCAN_ITEMS:
-        batch = store.search((), limit=min(PAGE, SCAN_ITEMS - offset), offset=offset,
-                             refresh_ttl=False)
-        counts.update(i.namespace for i in batch)
-        offset += len(batch)
-        if len(batch) < PAGE:
-            break
+    found = store.search((), limit=SCAN_ITEMS + 1, refresh_ttl=False)  # one read: no paging
+    complete = len(found) <= SCAN_ITEMS
+    counts = Counter(i.namespace for i in found[:SCAN_ITEMS])
     items: list[dict[str, Any]] = []
-    more = False
     if chosen:
-        at = 0
-        while len(items) <= SHOWN_ITEMS:
-            batch = store.search(chosen, limit=PAGE, offset=at, refresh_ttl=False)
-            items += [_row(i) for i in batch if i.namespace == chosen]
-            at += len(batch)
-            if len(batch) < PAGE:
-                break
-        more, items = len(items) > SHOWN_ITEMS, items[:SHOWN_ITEMS]
+        under = found if complete else store.search(chosen, limit=SCAN_ITEMS,
+                                                    refresh_ttl=False)
+        mine = [i for i in under if i.namespace == chosen]
+        items = [_row(i) for i in mine[:SHOWN_ITEMS + 1]]
+    more, items = len(items) > SHOWN_ITEMS, items[:SHOWN_ITEMS]
     return {"namespaces": [{"ns": ".".join(k), "count": n} for k, n in sorted(counts.items())],
-            "complete": offset < SCAN_ITEMS, "scanned": offset, "ns": ".".join(chosen),
+            "complete": complete, "scanned": min(len(found), SCAN_ITEMS), "ns": ".".join(chosen),
             "items": items, "more": more}
 
 
