@@ -446,3 +446,23 @@ def test_form_fields_have_labels(finished: dict, writable: str, page: Page) -> N
     for field in ("fork-to", "fork-channel", "fork-value"):
         assert page.locator(f"label[for={field}]").count() == 1, field
     assert page.locator("#timeline input[type=radio]:not([aria-label])").count() == 0
+
+
+def test_the_memory_page_says_when_it_counted_only_the_first_items(
+        redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from langgraph_durable.dashboard import memory
+
+    monkeypatch.setattr(memory, "SCAN_ITEMS", 3)
+    with DurableSaver.from_urls(redis_url, mongo_url, flusher="off", **unique_options()) as s:
+        store = s.store()
+        for i in range(3):
+            store.put(("a",), f"k{i}", {"i": i})
+        store.put(("b",), "k", {"i": 9})
+        view = memory.memory_view(memory.memory_store(s), "b")
+        assert (view["complete"], view["scanned"]) == (False, 3)
+        assert view["namespaces"] == [{"ns": "a", "count": 3}]
+        assert [i["key"] for i in view["items"]] == ["k"]  # read on its own
+        store.delete(("a",), "k0")
+        view = memory.memory_view(memory.memory_store(s))
+        assert view["complete"] and view["namespaces"] == [{"ns": "a", "count": 2},
+                                                           {"ns": "b", "count": 1}]
