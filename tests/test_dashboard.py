@@ -363,6 +363,37 @@ def test_the_tiers_page_shows_the_verdict_and_updates_it_without_a_reload(
             served.close()
 
 
+def test_the_memory_page_lists_namespaces_and_shows_a_put_item(
+        saver: DurableSaver, readonly: str, page: Page) -> None:
+    store = saver.store()  # the saver's runtime: the put is unflushed (Redis) at first
+    store.put(("users", "alice", "memories"), "m1", {"text": HOSTILE, "kind": "note"})
+    store.put(("users", "alice", "memories"), "m2", {"text": "likes tea"})
+    store.put(("users", "bob"), "m1", {"text": "likes coffee"})
+    page.goto(readonly)
+    page.locator("header nav a", has_text="memory").click()
+    expect(page.locator("main h1")).to_contain_text("memory")
+    rows = page.locator("#namespaces tbody tr")
+    expect(rows).to_have_count(2)
+    assert rows.evaluate_all("rs => rs.map(r => [r.dataset.ns, r.querySelector('.count')"
+                             ".textContent])") == [["users.alice.memories", "2"],
+                                                   ["users.bob", "1"]]
+    rows.first.locator("a").click()
+    expect(page.locator("#memory-ns")).to_have_text("users.alice.memories")
+    items = page.locator("#items tbody tr")
+    expect(items).to_have_count(2)
+    assert items.evaluate_all("rs => rs.map(r => r.dataset.key)") == ["m1", "m2"]
+    shown = json.loads(items.first.locator(".value pre").text_content() or "")
+    assert shown == {"text": HOSTILE, "kind": "note"}  # escaped: shown as text
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.locator("main script, main img, #items a").count() == 0
+    # after a flush, the same from MongoDB
+    saver.flush()
+    page.reload()
+    expect(page.locator("#items tbody tr")).to_have_count(2)
+    page.goto(readonly + "memory?ns=users..alice")
+    expect(page.locator("main")).to_contain_text("label 2 is empty")
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_every_page_fits_a_390_px_screen_and_tables_scroll_inside_their_box(
         browser: Browser, finished: dict, readonly: str, scheme: str) -> None:
@@ -372,7 +403,7 @@ def test_every_page_fits_a_390_px_screen_and_tables_scroll_inside_their_box(
         p = context.new_page()
         p.set_default_timeout(WAIT_MS)
         a, b = finished["ids"][1], finished["ids"][0]
-        for path in ("", "thread?thread_id=weather", "tiers",
+        for path in ("", "thread?thread_id=weather", "tiers", "memory?ns=users.bob",
                      f"diff?thread_id=weather&a={a}&b={b}"):
             p.goto(readonly + path)
             p.locator("main h1").wait_for()
@@ -416,3 +447,23 @@ def test_form_fields_have_labels(finished: dict, writable: str, page: Page) -> N
     for field in ("fork-to", "fork-channel", "fork-value"):
         assert page.locator(f"label[for={field}]").count() == 1, field
     assert page.locator("#timeline input[type=radio]:not([aria-label])").count() == 0
+
+
+def test_the_memory_page_says_when_it_counted_only_the_first_items(
+        redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from langgraph_durable.dashboard import memory
+
+    monkeypatch.setattr(memory, "SCAN_ITEMS", 3)
+    with DurableSaver.from_urls(redis_url, mongo_url, flusher="off", **unique_options()) as s:
+        store = s.store()
+        for i in range(3):
+            store.put(("a",), f"k{i}", {"i": i})
+        store.put(("b",), "k", {"i": 9})
+        view = memory.memory_view(memory.memory_store(s), "b")
+        assert (view["complete"], view["scanned"]) == (False, 3)
+        assert view["namespaces"] == [{"ns": "a", "count": 3}]
+        assert [i["key"] for i in view["items"]] == ["k"]  # read on its own
+        store.delete(("a",), "k0")
+        view = memory.memory_view(memory.memory_store(s))
+        assert view["complete"] and view["namespaces"] == [{"ns": "a", "count": 2},
+                                                           {"ns": "b", "count": 1}]

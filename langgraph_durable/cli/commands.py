@@ -13,7 +13,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand
 
 from ..config import DurableConfig, config_options
-from . import browse, deadletters, ops, transfer
+from . import browse, deadletters, ops, store, transfer
 from .dashboard import dashboard
 from .session import CliError, Session
 
@@ -208,6 +208,10 @@ deadletters.app.command("list", cls=_Command)(deadletters.list_)
 deadletters.app.command("replay", cls=_Command)(deadletters.replay)
 deadletters.app.command("drop", cls=_Command)(deadletters.drop)
 app.add_typer(deadletters.app, name="dead-letters")
+for _name, _fn in (("namespaces", store.namespaces), ("get", store.get),
+                   ("search", store.search), ("put", store.put), ("delete", store.delete)):
+    store.app.command(_name, cls=_Command)(_fn)
+app.add_typer(store.app, name="store")
 
 
 def main() -> None:

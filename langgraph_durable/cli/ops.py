@@ -16,6 +16,7 @@ from ..admin.extref_gc import collect_saver_garbage
 from ..core.records import SCHEMA_VERSION
 from ..errors import TierUnavailableError
 from ..inspection import health, lookup, render, storage
+from ..inspection import store as store_info
 from ..io.drivers import run_sync
 from ..plans import binding, migrations
 from ..plans import registry as registry_plans
@@ -75,18 +76,25 @@ def status(ctx: typer.Context,
     # is waited for once (a probe's timeout is a few seconds)
 
     facts: dict[str, Any] = {}
+    store: dict[str, Any] = {}  # the memory store's counts (not with --probe)
 
     def redis_part() -> dict[str, Any]:
         run_sync(binding.check_plan(sctx, WHO), c)
         part = {"outbox": storage.outbox_status(sctx, c.redis)}
         facts["redis"] = health.redis_facts(sctx, c.redis)
-        return part if probe else {**part, "hot": storage.hot_memory(sctx, c.redis)}
+        if probe:
+            return part
+        store.update(unflushed=store_info.store_unflushed(sctx, c.redis),
+                     outbox=store_info.store_outbox_entries(sctx, c.redis))
+        return {**part, "hot": storage.hot_memory(sctx, c.redis)}
 
     def mongodb_part() -> dict[str, Any]:
         run_sync(check_owner_plan(sctx), c)
         part = {"schema": {"package": SCHEMA_VERSION,
                            "deployed": run_sync(deployed_version_plan(sctx), c)}}
         facts["mongodb"] = health.mongodb_facts(sctx, c.db)
+        if not probe:
+            store["mongodb_items"] = store_info.store_mongodb_items(sctx, c.db)
         return part if probe else {"durable": storage.durable_sizes(sctx, c.db), **part}
 
     for tier, part in (("redis", redis_part), ("mongodb", mongodb_part)):
@@ -97,6 +105,8 @@ def status(ctx: typer.Context,
             if not isinstance(err, TierUnavailableError):
                 raise
             data["down"][tier] = tier_line(err)
+    if store:
+        data["store"] = store
     data["health"] = health.judge(
         sctx, down=data["down"], outbox=data.get("outbox"), redis=facts.get("redis"),
         mongodb=facts.get("mongodb"),
@@ -138,7 +148,21 @@ def _print_status(data: dict[str, Any]) -> None:
         _status_redis_rows(t, data)
     if "schema" in data:
         _status_mongodb_rows(t, data)
+    if "store" in data:
+        t.add_row("memory store", _store_line(data["store"]))
     out.print(t)
+
+
+def _store_line(s: dict[str, Any]) -> str:
+    parts = []
+    if "mongodb_items" in s:
+        parts.append(f"{s['mongodb_items']} items in MongoDB")
+    if "unflushed" in s:
+        o = s["outbox"]
+        among = "" if o["complete"] else f" (among the first {o['scanned']})"
+        parts.append(f"{s['unflushed']} unflushed in Redis, {o['entries']} outbox "
+                     f"entries{among}")
+    return ", ".join(parts)
 
 
 def _status_redis_rows(t: Table, data: dict[str, Any]) -> None:

@@ -3,7 +3,8 @@
 Routes (GET unless said): ``/`` the thread list, ``/events/threads`` its live rows
 (server-sent events), ``/thread`` a thread (timeline, state, time machine) and
 ``/events/thread`` its latest checkpoint, live (the page offers to reload), ``/diff``,
-``/tiers`` and ``/events/tiers`` (its figures and health verdict, live); JSON:
+``/tiers`` and ``/events/tiers`` (its figures and health verdict, live), ``/memory``
+(the long-term memory store's namespaces and a namespace's items, ``?ns=a.b``); JSON:
 ``/api/threads``, ``/api/thread``, ``/api/tiers``; POST ``/fork`` (only with
 ``allow_writes``); ``/static/*``. Every value from state goes through Jinja's
 autoescaping; the content security policy lets no inline script run. Values are decoded
@@ -44,7 +45,7 @@ from ..inspection import lookup, render, timeline
 from ..inspection.health import HealthOptions
 from ..inspection.strict import strict_view
 from ..inspection.timeline import RUNNING_WINDOW_S
-from . import security, tiers, views
+from . import memory, security, tiers, views
 
 log = logging.getLogger("langgraph_durable.dashboard")
 HERE = Path(__file__).parent
@@ -162,6 +163,8 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
     that is no host name, ``ValueError`` for an ``allow_types`` entry of another form."""
     security.check_bind("127.0.0.1", token, allow_writes)
     hosts = security.allowed_host_names(allowed_hosts)
+    allow_types = list(allow_types)
+    store = memory.memory_store(saver, allow_types)
     saver = strict_view(saver, allow_types)
     env = _templates()
     samples = tiers.LagSamples(every_s=lag_every_s)
@@ -291,6 +294,11 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         data = await run_in_threadpool(tiers_now)
         return page("tiers.html", plot=tiers.lag_plot(data["lag"]), **data)
 
+    async def memory_page(request: Request) -> Response:
+        data = await run_in_threadpool(memory.memory_view, store,
+                                       request.query_params.get("ns", ""))
+        return page("memory.html", **data)
+
     async def tiers_events(request: Request) -> Response:
         body_template = env.get_template("_tiers.html")
 
@@ -374,6 +382,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         Route("/diff", guarded(diff_page)),
         Route("/tiers", guarded(tiers_page)),
         Route("/events/tiers", guarded(tiers_events)),
+        Route("/memory", guarded(memory_page)),
         Route("/api/threads", guarded(threads_json)),
         Route("/api/thread", guarded(thread_json)),
         Route("/api/tiers", guarded(tiers_json)),
