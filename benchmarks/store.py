@@ -1,6 +1,6 @@
 """Issue 32's store benchmark: DurableStore against InMemoryStore and the durable peers.
 
-    python -m benchmarks.store [--sizes 1000 10000] [--ops 2000] [--queries 200]
+    python -m benchmarks.store [--sizes 1000 10000] [--ops 2000] [--queries 20]
                                [--reps 2] [--stores inmemory,durable,postgres,redis]
                                [--out benchmarks/results/store]
 
@@ -204,7 +204,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000])
     p.add_argument("--ops", type=int, default=2_000, help="timed gets and puts per run")
-    p.add_argument("--queries", type=int, default=200, help="timed searches of each kind")
+    p.add_argument("--queries", type=int, default=20,
+                   help="timed searches of each kind (DurableStore: seconds each at 10,000)")
     p.add_argument("--reps", type=int, default=2)
     p.add_argument("--stores", default="inmemory,durable,postgres,redis")
     p.add_argument("--out", default="benchmarks/results/store")
