@@ -200,6 +200,18 @@ def _log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def _stack_version(url: str) -> str:
+    import redis
+
+    with redis.Redis.from_url(url) as client:
+        info = client.info("server")
+        mods = client.execute_command("MODULE", "LIST")
+    names = [f"{m[b'name'].decode()} {m[b'ver']}" for m in mods]
+    where = "REDIS_STACK_URL" if os.environ.get("REDIS_STACK_URL") else "local"
+    server = info.get("valkey_version") and f"Valkey {info['valkey_version']}"
+    return f"{server or 'Redis ' + str(info.get('redis_version'))} ({where}), {', '.join(names)}"
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000])
@@ -241,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         urls = Urls(rs.url, ms.url, pg_url, stack_url)
         machine = describe(rs.url, ms.url, pg_url, stack_url)
         machine["load average at start (1/5/15 min)"] = load_start
+        machine.pop("Redis Stack (REDIS_STACK_URL)", None)
+        if stack_url:
+            machine["Redis with RediSearch + RedisJSON"] = _stack_version(stack_url)
         all_specs = specs(urls, names)
         records: list[dict[str, Any]] = []
         began = time.perf_counter()
