@@ -6,7 +6,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test demo lint bench bench-deps bench-speed
+.PHONY: setup test demo lint bench bench-deps bench-speed bench-store
 
 setup:
 	@bash scripts/setup.sh
@@ -32,6 +32,10 @@ bench: bench-deps
 bench-speed: bench-deps
 	$(PY) -m benchmarks.run --workloads W1,W3 --savers reference,inmemory,durable,sqlite,postgres \
 	  --no-profile --out benchmarks/results/speed
+
+# issue 32's store benchmark: DurableStore against InMemoryStore, PostgresStore, RedisStore
+bench-store: bench-deps
+	$(PY) -m benchmarks.store --out benchmarks/results/store
 
 lint: setup
 	$(PY) -m ruff check .
