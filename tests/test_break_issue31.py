@@ -26,12 +26,11 @@ def manual(redis_url: str, mongo_url: str) -> Any:
         yield s
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "replay_plan adds the entry (XADD) before it deletes the dead letter (XDEL), with no "
-    "claim: two operators (or a retried command) that listed the same dead letter both "
-    "re-add it; the duplicate's settle lowers the thread's 'dirty' count a second time, "
-    "so its keys get their TTL while another of its entries is still a dead letter"))
 def test_two_replays_of_the_same_dead_letter_put_it_back_once(manual, redis_client) -> None:
+    """Two operators (or a retried command) that listed the same dead letter both replay
+    it: it goes back once (was: both re-added it, the duplicate's settle lowered the
+    thread's 'dirty' count a second time and its keys got their TTL while another of its
+    entries was still a dead letter)."""
     r, ctx = redis_client, manual.context
     put_one(manual, "t")
     put_one(manual, "t")
@@ -184,13 +183,12 @@ def test_short_event_loops_on_a_redis_cluster_keep_sockets_bounded(
         assert saver.runtime.clients.loops == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a 'settle' dead letter whose settle failed in the hot-window trim (a damaged idx "
-    "key) had already lowered the thread's 'dirty' count (Lua keeps the writes made "
-    "before the error); replaying it, as the docs invite, lowers it again, so the "
-    "thread's keys get their TTL while a later put of it is still unflushed"))
 def test_replaying_settle_dead_letters_never_lowers_the_unflushed_count_twice(
         redis_url, mongo_url, redis_client) -> None:
+    """A 'settle' dead letter whose settle failed in the hot-window trim (a damaged idx)
+    had lowered its thread's 'dirty' count already (Lua keeps the writes made before the
+    error): its replay must not lower it again (was: the thread's keys got their TTL
+    while a later put of it was still unflushed)."""
     opts = unique_options(flusher="off", hot_max_checkpoints=1, flush_batch_size=18)
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as s:
         r, ctx = redis_client, s.context

@@ -21,6 +21,10 @@ THREAD_FIELD = b"t"
 """Stream entry field: the thread_id (utf-8)."""
 PAYLOAD_FIELD = b"p"
 """Stream entry field: the packed payload."""
+COUNTED_FIELD = b"c"
+"""Stream entry field of a ``settle`` dead letter's entry (``outbox.dead``): ``1`` when
+its thread's counts were lowered for it before the settle failed (a replay of it lowers
+nothing again), ``0`` when not; absent on the entries PUT writes."""
 
 
 class OutboxEntry(NamedTuple):

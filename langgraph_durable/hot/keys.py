@@ -66,7 +66,8 @@ Redis lacks is none), not every older one; ``u<member>`` = a checkpoint's unflus
 entries (the hot window keeps it while above 0); ``h<checkpoint_ns>`` = the namespace's
 *head*, the member PUT last wrote there (what a run that read it as the latest expects:
 ``ConcurrentRunError``; not the largest checkpoint_id, since ids made on hosts whose clocks
-differ need not increase).
+differ need not increase); ``r<dead letter id>`` = a replay's claim of that dead letter
+(its time in ms; ``hot/lua/dead_replay.lua``: the entry goes back once).
 
 "idx" means three different things, always spelled out in docs: the ``idx`` key above
 (the checkpoint index); a pending write's ``idx`` (LangGraph's write index: position in

@@ -36,7 +36,7 @@ WRITE_REFUSALS = frozenset({"OUTBOX_FULL", "DELETED", "UNKNOWN", "STALE_HEAD", "
 deletion time in ms (DELETED), the count of missing items (MISSING_ITEMS) or empty."""
 
 SCRIPT_NAMES = ("put", "put_writes", "page", "parts", "ack_settle", "delete_parts",
-                "delete_thread", "release", "learn_tombstones", "chain")
+                "delete_thread", "release", "learn_tombstones", "chain", "dead_replay")
 """The scripts of this module, by name (their Lua is ``hot/lua/<name>.lua``)."""
 
 SCRIPTS = {
@@ -203,18 +203,44 @@ def chain_op(keys: Sequence[str], ns: str, checkpoint_id: str, max_steps: int,
 
 
 def ack_settle_op(outbox: str, group: str, hot_ttl_s: int, hot_max_checkpoints: int,
-                  per_thread: Sequence[tuple[Sequence[str], Sequence[tuple[bytes, str]]]]
+                  per_thread: Sequence[tuple[Sequence[str],
+                                             Sequence[tuple[bytes, str, bool]]]]
                   ) -> Script[AckSettleReply]:
-    """ACK_SETTLE: ``per_thread`` is ``(thread keys, [(entry id, member it named)])`` per
-    thread. Replies ``AckSettleReply``."""
+    """ACK_SETTLE: ``per_thread`` is ``(thread keys, [(entry id, member it named,
+    counted)])`` per thread; ``counted``: the entry's counts were lowered before (a
+    replayed ``settle`` dead letter: ``outbox.dead``), it lowers nothing again. Replies
+    ``AckSettleReply``."""
     keys: list[str] = [outbox]
     args: list[object] = [group, hot_ttl_s, hot_max_checkpoints]
     for tkeys, entries in per_thread:
         keys += list(tkeys)
         args.append(len(entries))
-        for eid, m in entries:
-            args += [eid, m]
+        for eid, m, counted in entries:
+            args += [eid, m, 1 if counted else 0]
     return Script("ack_settle", keys, args, decode=AckSettleReply.of)
+
+
+@dataclass(frozen=True)
+class DeadReplayArgs:
+    """KEYS/ARGV of DEAD_REPLAY: put dead letter ``dead_id``'s entry (``fields``, its
+    original entry's time ``entry_ms``) back in ``outbox`` (the thread's partition
+    stream) unless a replay of it did before (a claim in the thread's ``meta``, written
+    at ``now_ms``) or the thread is gone or newer (``DeadReplayReply``)."""
+
+    outbox: str
+    meta: str
+    dead_id: str
+    entry_ms: int
+    now_ms: int
+    fields: Mapping[bytes, bytes]
+
+    def op(self) -> Script[DeadReplayReply]:
+        """The script call."""
+        args: list[object] = [self.dead_id, self.entry_ms, self.now_ms]
+        for k, v in self.fields.items():
+            args += [k, v]
+        return Script("dead_replay", [self.outbox, self.meta], args,
+                      decode=DeadReplayReply.of)
 
 
 class ChainStatus(enum.IntEnum):
@@ -380,18 +406,39 @@ class AckSettleReply:
     acknowledged it, False when it was acknowledged before), ``outbox_length`` (the
     partition's stream after the deletes) and ``unsettled``: thread index (0-based, in
     the order sent) -> error text, for each thread whose settle failed (its entries were
-    acknowledged all the same)."""
+    acknowledged all the same); ``counted``: those of them whose counts (``dirty``, the
+    checkpoints' unflushed counts) were lowered before the failure."""
 
     acked: list[bool]
     outbox_length: int
     unsettled: Mapping[int, str] = field(default_factory=dict)
+    counted: frozenset[int] = frozenset()
 
     @classmethod
     def of(cls, raw: RedisReply) -> AckSettleReply:
-        """From the raw reply ``[[1/0...], length, [thread no, error, ...]]`` (the third
-        element absent in replies of older scripts)."""
+        """From the raw reply ``[[1/0...], length, [thread no, error, ...], [thread no,
+        ...]]`` (the third and fourth elements absent in replies of older scripts)."""
         acked, length = raw[0], raw[1]
         bad = raw[2] if len(raw) > 2 else []
+        lowered = raw[3] if len(raw) > 3 else []
         return cls([bool(a) for a in acked], int(length),
                    {int(n) - 1: e.decode(errors="replace") if isinstance(e, bytes) else str(e)
-                    for n, e in zip(bad[::2], bad[1::2])})
+                    for n, e in zip(bad[::2], bad[1::2])},
+                   frozenset(int(n) - 1 for n in lowered))
+
+
+@dataclass(frozen=True, slots=True)
+class DeadReplayReply:
+    """DEAD_REPLAY's reply: ``status`` (``ADDED``, ``REPLAYED``: added by an earlier
+    replay, ``GONE``: Redis no longer holds the thread, ``NEWER``: the thread was deleted
+    and written again since) and ``entry_id`` (the new entry's id when ``ADDED``, else
+    ``""``)."""
+
+    status: str
+    entry_id: str
+
+    @classmethod
+    def of(cls, raw: RedisReply) -> DeadReplayReply:
+        """From the raw reply ``[status, entry id]``."""
+        status, eid = raw
+        return cls(_text(status), _text(eid))

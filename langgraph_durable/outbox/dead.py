@@ -17,9 +17,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ..core.ops import Pipeline, Plan
-from ..core.outbox_entry import THREAD_FIELD, DeadLetter
+from ..core.ops import Op, Parallel, Pipeline, Plan
+from ..core.outbox_entry import COUNTED_FIELD, THREAD_FIELD, DeadLetter
 from ..hot.keys import CONSUMER_GROUP
+from ..hot.scripts import DeadReplayArgs, DeadReplayReply
 from ..plans.context import Context
 from .group import dead_letter_key
 
@@ -123,14 +124,24 @@ class Replayed(NamedTuple):
 
 
 def replay_plan(ctx: Context, letters: Sequence[DeadLetter]) -> Plan[Replayed]:
-    """Put ``letters`` back in their thread's outbox partition stream (``XADD`` of their
-    original fields; a flusher takes them as any entry) and delete them from the
-    dead-letter stream. Not replayed (reason given): a dead letter without the original
-    fields (written by an earlier release); one whose thread Redis no longer holds, or
-    holds in a newer generation (``meta`` ``born`` after the original entry: a
-    ``delete_thread`` since; replaying would settle the new generation's count) -
-    drop those; a second dead letter of the same original entry (dropped: the first is
-    replayed). An entry without a readable thread goes back to its original stream."""
+    """Put ``letters`` back in their thread's outbox partition stream (their original
+    fields; a flusher takes them as any entry) and delete them from the dead-letter
+    stream. Each goes back once, however many replays of it run (two operators, a retried
+    command): the ``DEAD_REPLAY`` script adds it only with a claim in its thread's
+    ``meta``, in the same step (a process dying before the delete leaves the dead letter,
+    whose next replay finds the claim, adds nothing and deletes it). A ``settle`` dead
+    letter goes back flagged (``COUNTED_FIELD``) whether its thread's counts were lowered
+    before the settle failed: its settle then lowers nothing again.
+
+    Not replayed (reason given): a dead letter without the original fields (written by
+    an earlier release); a ``settle`` dead letter without the flag (an earlier release's:
+    its records are in MongoDB, drop it); one whose thread Redis no longer holds, or holds
+    in a newer generation (``meta`` ``born`` after the original entry: a
+    ``delete_thread`` since; replaying would settle the new generation's count) - drop
+    those; one a replay added before (dropped); a second dead letter of the same original
+    entry (dropped: the first is replayed). An entry without a readable thread goes back
+    to its original stream. Raises the client's error when a thread's ``meta`` turned to
+    another type between the check and the replay."""
     out = Replayed([], [])
     todo: list[DeadLetter] = []
     seen: set[tuple[str, str]] = set()
@@ -138,38 +149,60 @@ def replay_plan(ctx: Context, letters: Sequence[DeadLetter]) -> Plan[Replayed]:
     for d in letters:
         if not d.fields or not d.stream:
             out.skipped.append((d, "no original fields (an earlier release's dead letter)"))
+        elif d.step == "settle" and COUNTED_FIELD not in d.fields:
+            out.skipped.append((d, "a settle dead letter of an earlier release (whether its "
+                                   "thread's count was lowered is unknown; its records are "
+                                   "in MongoDB): drop it"))
         elif (d.stream, d.entry_id) in seen:
             dupes.append(d)
             out.skipped.append((d, "a second dead letter of the same entry: dropped"))
         else:
             seen.add((d.stream, d.entry_id))
             todo.append(d)
-    threads = [d for d in todo if d.thread_id and THREAD_FIELD in d.fields]
+    threads = [d for d in todo if _of_thread(d)]
     born = (yield Pipeline([["HGET", ctx.keys(d.thread_id).meta, "born"] for d in threads],
                            raise_on_error=False)) if threads else []
     verdict: dict[str, str] = {}
     for d, b in zip(threads, born):
         if isinstance(b, Exception):
             verdict[d.id] = f"its thread's meta key cannot be read ({b}): repair it first"
-        elif b is None:
-            verdict[d.id] = "Redis no longer holds its thread (deleted or released): drop it"
-        elif int(b) > _ms(d.entry_id):
-            verdict[d.id] = "its thread was deleted and written again since: drop it"
-    cmds: list[list[Any]] = []
+    now_ms = ctx.clock.time_ns() // 1_000_000
+    ops: list[Op[Any]] = []
     going: list[DeadLetter] = []
     for d in todo:
         if d.id in verdict:
             out.skipped.append((d, verdict[d.id]))
-            continue
-        stream = ctx.outbox_of(d.thread_id) if d.thread_id and THREAD_FIELD in d.fields \
-            else d.stream
-        cmds.append(["XADD", stream, "*", *_flat(d.fields)])
-        going.append(d)
-    if cmds:
-        new_ids = yield Pipeline(cmds)
-        out.replayed.extend((d, _str(i)) for d, i in zip(going, new_ids))
-    yield from drop_plan(ctx, [*going, *dupes])
+        elif _of_thread(d):
+            ops.append(DeadReplayArgs(ctx.outbox_of(d.thread_id), ctx.keys(d.thread_id).meta,
+                                      d.id, _ms(d.entry_id), now_ms, d.fields).op())
+            going.append(d)
+        else:
+            ops.append(Pipeline([["XADD", d.stream, "*", *_flat(d.fields)]]))
+            going.append(d)
+    replies = (yield Parallel(ops)) if ops else []
+    done: list[DeadLetter] = []
+    for d, r in zip(going, replies):
+        if isinstance(r, DeadReplayReply):
+            if r.status == "ADDED":
+                out.replayed.append((d, r.entry_id))
+            elif r.status == "REPLAYED":
+                out.skipped.append((d, "a replay put it back before: dropped"))
+            else:
+                out.skipped.append((d, _GONE[r.status]))
+                continue
+        else:
+            out.replayed.append((d, _str(r[0])))  # type: ignore[index]
+        done.append(d)
+    yield from drop_plan(ctx, [*done, *dupes])
     return out
+
+
+_GONE = {"GONE": "Redis no longer holds its thread (deleted or released): drop it",
+         "NEWER": "its thread was deleted and written again since: drop it"}
+
+
+def _of_thread(d: DeadLetter) -> bool:
+    return bool(d.thread_id) and THREAD_FIELD in d.fields
 
 
 def drop_plan(ctx: Context, letters: Sequence[DeadLetter]) -> Plan[int]:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import redis.exceptions
 
 from ..core.ops import Pipeline, Plan
-from ..core.outbox_entry import OutboxEntry
+from ..core.outbox_entry import COUNTED_FIELD, OutboxEntry
 from ..core.records import SEP, CheckpointRecord, WriteRecord, unpack_blob
 from ..core.store_records import STORE_KIND
 from ..durable import chunks as C
@@ -31,7 +31,7 @@ from ..plans.store import flush_store_plan
 from .dead import Aside, dead_letter_plan
 from .group import dead_letter_key, ensure_group_plan, upkeep_plan
 from .heartbeat import reap_plan
-from .streams import Parsed, Taken, ack_plan, claim_plan, read_plan
+from .streams import Parsed, Taken, ack_plan, claim_plan, counted, read_plan
 from .triage import check_journal, check_records, check_store, of_entry, step_of
 
 log = logging.getLogger("langgraph_durable.flusher")
@@ -212,11 +212,18 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
     aside += [Aside(ctx.outbox_of(p[1]), p[0], raw[(ctx.outbox_of(p[1]), p[0])], step, e)
               for p, step, e in failed]
     if parsed:
-        _, stats.outbox_length, unsettled = yield from ack_plan(ctx, parsed)
+        _, stats.outbox_length, unsettled = yield from ack_plan(ctx, parsed, counted(taken))
         # acknowledged (their records are in MongoDB), but their thread's Redis state
-        # could not be settled: a damaged key the operator must see
-        aside += [Aside(ctx.outbox_of(p[1]), p[0], raw[(ctx.outbox_of(p[1]), p[0])],
-                        "settle", unsettled[p[1]]) for p in parsed if p[1] in unsettled]
+        # could not be settled: a damaged key the operator must see. The dead letter
+        # says whether the counts were lowered (COUNTED_FIELD), so a replay never lowers
+        # them twice (a replayed entry lowered before stays so)
+        for p in parsed:
+            if p[1] in unsettled:
+                stream = ctx.outbox_of(p[1])
+                fields, (error, lowered) = raw[(stream, p[0])], unsettled[p[1]]
+                was = fields.get(COUNTED_FIELD) == b"1"
+                aside.append(Aside(stream, p[0], {**fields, COUNTED_FIELD: b"1" if (
+                    lowered or was) else b"0"}, "settle", error))
         now_ms = ctx.clock.time_ns() / 1e6
         stats.lags_s = [(now_ms - int(eid.split(b"-")[0])) / 1000 for eid, _, _ in parsed]
         stats.max_lag_s = max(stats.lags_s)

@@ -12,10 +12,11 @@ per partition, each atomic in its slot.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ..core.ops import Op, Parallel, Pipeline, Plan, Sleep, StreamEntry
-from ..core.outbox_entry import OutboxEntry
+from ..core.outbox_entry import COUNTED_FIELD, OutboxEntry
 from ..hot.keys import CONSUMER_GROUP
 from ..hot.scripts import ack_settle_op
 from ..plans.context import Context
@@ -57,19 +58,28 @@ def claim_plan(ctx: Context, consumer: str, n: int) -> Plan[list[Taken]]:
     return [(s, e) for s, entries in zip(streams, replies) for e in entries]
 
 
-def ack_plan(ctx: Context, parsed: list[Parsed]
-             ) -> Plan[tuple[list[bool], int, dict[str, str]]]:
-    """Acknowledge and delete the written entries, lower their threads' ``dirty`` counts,
-    give settled threads their TTL (``hot_ttl_s``) and trim their hot window
+def counted(taken: list[Taken]) -> set[tuple[str, bytes]]:
+    """``(stream, entry id)`` of the entries of ``taken`` whose counts were lowered before
+    (field ``COUNTED_FIELD`` ``1``: a replayed ``settle`` dead letter, ``outbox.dead``)."""
+    return {(s, eid) for s, (eid, fields) in taken if fields.get(COUNTED_FIELD) == b"1"}
+
+
+def ack_plan(ctx: Context, parsed: list[Parsed], done: AbstractSet[tuple[str, bytes]] = frozenset()
+             ) -> Plan[tuple[list[bool], int, dict[str, tuple[str, bool]]]]:
+    """Acknowledge and delete the written entries, lower their threads' ``dirty`` counts
+    (not for the entries ``done`` names, ``(stream, entry id)``: counted before, see
+    ``counted``), give settled threads their TTL (``hot_ttl_s``) and trim their hot window
     (``hot_max_checkpoints``): one atomic ``ACK_SETTLE`` per partition (run together).
     Returns ``(acked, outbox length, unsettled)``: one flag per entry of ``parsed``, False
-    when another consumer had acknowledged it first; thread -> error for each thread
-    whose settle failed (a damaged key; its entries are acknowledged all the same)."""
+    when another consumer had acknowledged it first; thread -> (error, lowered) for each
+    thread whose settle failed (a damaged key; its entries are acknowledged all the
+    same), ``lowered`` True when its counts were lowered before the failure."""
     cfg = ctx.config
-    per_stream: dict[str, dict[str, list[tuple[bytes, str]]]] = defaultdict(
+    per_stream: dict[str, dict[str, list[tuple[bytes, str, bool]]]] = defaultdict(
         lambda: defaultdict(list))
     for eid, tid, entry in parsed:
-        per_stream[ctx.outbox_of(tid)][tid].append((eid, entry.member))
+        stream = ctx.outbox_of(tid)
+        per_stream[stream][tid].append((eid, entry.member, (stream, eid) in done))
     ops: list[Op[Any]] = [
         ack_settle_op(stream, CONSUMER_GROUP, cfg.hot_ttl_s, cfg.hot_max_checkpoints,
                       [(ctx.keys(tid).all, entries) for tid, entries in threads.items()])
@@ -77,13 +87,14 @@ def ack_plan(ctx: Context, parsed: list[Parsed]
     replies = (yield Parallel(ops)) if len(ops) > 1 else [(yield ops[0])]
     by_id: dict[bytes, bool] = {}
     length = 0
-    unsettled: dict[str, str] = {}
+    unsettled: dict[str, tuple[str, bool]] = {}
     for threads, reply in zip(per_stream.values(), replies):
-        ids = [eid for entries in threads.values() for eid, _ in entries]
+        ids = [eid for entries in threads.values() for eid, _, _ in entries]
         by_id.update(zip(ids, reply.acked))
         length += reply.outbox_length
         names = list(threads)
-        unsettled.update({names[i]: f"settle failed: {e}" for i, e in reply.unsettled.items()})
+        unsettled.update({names[i]: (f"settle failed: {e}", i in reply.counted)
+                          for i, e in reply.unsettled.items()})
     if len(ctx.outboxes) > 1:  # the others' lengths too
         sizes = yield Pipeline([["XLEN", s] for s in ctx.outboxes])
         length = sum(int(x) for x in sizes)

@@ -112,7 +112,8 @@ def test_a_round_copies_its_own_pending_entries_and_acknowledges_them() -> None:
     assert list(ack.keys) == [ctx.outbox, *ctx.keys("t").all]
     m = ormsgpack.unpackb(tiers.cp_entry[b"p"])[1]
     assert list(ack.args) == [CONSUMER_GROUP, ctx.config.hot_ttl_s,
-                              ctx.config.hot_max_checkpoints, 2, EID, m, b"1699999999000-1", m]
+                              ctx.config.hot_max_checkpoints, 2, EID, m, 0,
+                              b"1699999999000-1", m, 0]
     stats = done.result
     assert (stats.entries, stats.documents, stats.dead, stats.outbox_length) == (2, 3, 0, 0)
     assert stats.lags_s == [1.0, 1.0]  # read from ctx.clock

@@ -14,6 +14,7 @@ from langgraph_durable.hot.scripts import (
     ChainReply,
     ChainRow,
     ChainStatus,
+    DeadReplayReply,
     DeleteThreadReply,
     PageReply,
     PageRow,
@@ -90,3 +91,15 @@ def test_ack_settle_names_the_threads_whose_settle_failed() -> None:
     raw = [[1, 1, 1], 0, [2, b"WRONGTYPE Operation against a key"]]
     assert AckSettleReply.of(raw) == AckSettleReply(
         [True, True, True], 0, {1: "WRONGTYPE Operation against a key"})
+
+
+def test_ack_settle_names_the_failed_threads_whose_counts_were_lowered() -> None:
+    # the fourth element: thread numbers (1-based) whose settle lowered counts, then failed
+    raw = [[1, 1], 0, [1, b"WRONGTYPE a", 2, b"WRONGTYPE b"], [2]]
+    assert AckSettleReply.of(raw) == AckSettleReply(
+        [True, True], 0, {0: "WRONGTYPE a", 1: "WRONGTYPE b"}, frozenset({1}))
+
+
+def test_dead_replay_reply_names_its_status_and_new_entry() -> None:
+    assert DeadReplayReply.of([b"ADDED", b"1-0"]) == DeadReplayReply("ADDED", "1-0")
+    assert DeadReplayReply.of([b"REPLAYED", b""]) == DeadReplayReply("REPLAYED", "")

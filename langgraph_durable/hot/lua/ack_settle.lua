@@ -12,7 +12,9 @@
   and those with unflushed entries; older ones leave Redis (record, index, pending writes,
   and the channel values no kept checkpoint names) and are read from MongoDB. Only entries
   of this generation of the thread (meta 'born') count: an older one's were written
-  before a delete_thread.
+  before a delete_thread. An entry flagged counted (a replayed 'settle' dead letter whose
+  first settle had lowered the counts before it failed: outbox/dead.py) lowers nothing
+  again; its namespace's hot window is trimmed all the same.
 
   Input:
     KEYS[1]  outbox_key       the partition's outbox stream
@@ -24,11 +26,12 @@
     ARGV[1]  group            the consumer group
     ARGV[2]  ttl              hot ttl (s) of a settled thread's keys (0 = keep)
     ARGV[3]  maxhot           checkpoints kept per namespace (0 = all)
-    then per thread: k, then its k (entry id, member it named) pairs
+    then per thread: k, then its k (entry id, member it named, counted 1/0) triples
 
   Output:
     {{1/0 per entry id in ARGV order: acknowledged by this call}, outbox length,
-     {thread no (1-based, ARGV order), error text, ...}: threads whose settle failed}
+     {thread no (1-based, ARGV order), error text, ...}: threads whose settle failed,
+     {thread no, ...}: those of them whose counts were lowered before the failure}
 
   Errors: none of its own. A thread whose settle fails (a damaged key: WRONGTYPE, an
   undecodable 'cv' index) is named in the third element; its entries are acknowledged
@@ -83,26 +86,34 @@ local function trim(base, ns, maxn)
     end
   end
 end
+local lowered = false  -- set by settle() before its first write of a count
 local function settle(base, done, ttl, maxhot)
   local meta = KEYS[base + 7]
   if rcall('EXISTS', meta) == 0 then return 0 end  -- thread deleted meanwhile
   local born = tonumber(rcall('HGET', meta, 'born') or '0')
-  local n, nss = 0, {}
+  local n, mine, nss = 0, 0, {}
   for _, e in ipairs(done) do
     if e[1] >= born then
-      n = n + 1
-      local f = 'u' .. e[2]
-      if rcall('HINCRBY', meta, f, -1) <= 0 then rcall('HDEL', meta, f) end
+      mine = mine + 1
+      if not e[3] then
+        n = n + 1
+        lowered = true
+        local f = 'u' .. e[2]
+        if rcall('HINCRBY', meta, f, -1) <= 0 then rcall('HDEL', meta, f) end
+      end
       local cut = string.find(e[2], '\0', 1, true)
       if cut then nss[string.sub(e[2], 1, cut - 1)] = true end
     end
   end
-  if n == 0 then return -1 end
-  local left = rcall('HINCRBY', meta, 'dirty', -n)
-  if left <= 0 then
-    rcall('HSET', meta, 'dirty', 0)
-    if ttl > 0 then
-      for j = base, base + 8 do rcall('EXPIRE', KEYS[j], ttl) end
+  if mine == 0 then return -1 end
+  local left = tonumber(rcall('HGET', meta, 'dirty') or '0')
+  if n > 0 then
+    left = rcall('HINCRBY', meta, 'dirty', -n)
+    if left <= 0 then
+      rcall('HSET', meta, 'dirty', 0)
+      if ttl > 0 then
+        for j = base, base + 8 do rcall('EXPIRE', KEYS[j], ttl) end
+      end
     end
   end
   if maxhot > 0 then
@@ -112,28 +123,33 @@ local function settle(base, done, ttl, maxhot)
 end
 
 local group, ttl, maxhot = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local acked, ids, unsettled = {}, {}, {}
+local acked, ids, unsettled, counted = {}, {}, {}, {}
 local a, base, no = 4, 2, 0
 while a <= #ARGV do
   no = no + 1
   local k = tonumber(ARGV[a])
   local done = {}
-  for i = a + 1, a + 2 * k, 2 do
+  for i = a + 1, a + 3 * k, 3 do
     local ok = rcall('XACK', outbox_key, group, ARGV[i])
     acked[#acked + 1] = ok
     ids[#ids + 1] = ARGV[i]
-    if ok == 1 then done[#done + 1] = {tonumber(string.match(ARGV[i], '^%d+')), ARGV[i + 1]} end
+    if ok == 1 then
+      done[#done + 1] = {tonumber(string.match(ARGV[i], '^%d+')), ARGV[i + 1],
+                         ARGV[i + 2] == '1'}
+    end
   end
   if #done > 0 then
+    lowered = false
     local ok, err = pcall(settle, base, done, ttl, maxhot)
     if not ok then
       unsettled[#unsettled + 1] = no
       unsettled[#unsettled + 1] = type(err) == 'table' and tostring(err.err) or tostring(err)
+      if lowered then counted[#counted + 1] = no end
     end
   end
-  a, base = a + 2 * k + 1, base + 9
+  a, base = a + 3 * k + 1, base + 9
 end
 for i = 1, #ids, 1000 do
   rcall('XDEL', outbox_key, unpack(ids, i, math.min(i + 999, #ids)))
 end
-return {acked, rcall('XLEN', outbox_key), unsettled}
+return {acked, rcall('XLEN', outbox_key), unsettled, counted}
