@@ -153,7 +153,10 @@ class DurableConfig(BaseModel):
             endpoint's ``100 Continue``), then botocore backs off before the next (at most
             ``2 ** (n - 1)`` s before retry n); with the defaults about 36 s, where
             botocore's own defaults take minutes. An endpoint that does not accept at all
-            adds up to ``blob_timeout_s`` per attempt to connect. A saver applies these two
+            adds up to ``blob_timeout_s`` per attempt to connect. Each whole request is
+            also held to a deadline of ``(2 * blob_timeout_s + 1 + bytes / 1 MiB/s) *
+            (blob_retries + 1) + backoff`` seconds (``S3BlobStore.deadline_s``), so an
+            endpoint that trickles its answer cannot hold it longer. A saver applies these two
             options, when they are set (as
             keywords, ``config=`` or ``LGD_BLOB_TIMEOUT_S``/``LGD_BLOB_RETRIES``), to the
             ``S3BlobStore`` of its ``ExternalRefSerializer`` unless that store was given a

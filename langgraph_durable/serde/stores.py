@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from langgraph_durable.serde.deadline import CallBound, DeadlinePassed
 from langgraph_durable.serde.errors import BlobNotFoundError, BlobStoreError, ExternalRefError
 
 __all__ = ["BaseBlobStore", "BlobInfo", "BlobStore", "LocalBlobStore", "S3BlobStore"]
@@ -31,6 +32,10 @@ __all__ = ["BaseBlobStore", "BlobInfo", "BlobStore", "LocalBlobStore", "S3BlobSt
 _LOCAL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{1,254}$")
 _HEAD_FIRST_BYTES = 256 * 1024
 """Blobs of at least this many bytes are checked with HEAD before upload (saves bandwidth)."""
+_S3_WORKERS = 16
+"""The most requests of one S3 store's own client running at once (see ``CallBound``)."""
+_MIN_RATE = 1 << 20
+"""Bytes per second a transfer is allowed at the slowest, in an S3 request's deadline."""
 
 
 class BlobInfo(NamedTuple):
@@ -149,6 +154,13 @@ def _io_errors(store: BaseBlobStore, action: str, key: str | None) -> Iterator[N
         yield
     except (ExternalRefError, ValueError):
         raise
+    except DeadlinePassed as exc:
+        what = f"blob {key!r}" if key is not None else "its blobs"
+        endpoint = getattr(store, "endpoint", None)
+        raise BlobStoreError(
+            f"blob store {store.name} failed to {action} {what} (endpoint {endpoint}): "
+            f"{exc} (deadline {round(exc.deadline_s, 2):g} s)",
+            key=key, store=store.name) from exc
     except Exception as exc:
         what = f"blob {key!r}" if key is not None else "its blobs"
         code, status = _error_code(exc)
@@ -319,13 +331,27 @@ class S3BlobStore(BaseBlobStore):
             ``standard`` mode); default ``LGD_BLOB_RETRIES``, else
             ``DurableConfig.blob_retries`` (2).
 
-    Every request of the store's own client is bounded: against an endpoint that accepts
-    and never answers, a call raises :class:`BlobStoreError` after at most about
-    ``(timeout_s + 1) * (retries + 1) + 2 ** retries - 1`` seconds (an upload waits up to
-    1 s for ``100 Continue`` per attempt; botocore backs off between attempts; see
+    Every request of the store's own client is bounded as a whole, not only per socket
+    read: it runs in a worker thread (at most 16 at once per store) and the caller waits
+    at most :meth:`deadline_s`, ``(2 * timeout_s + 1 + bytes / 1 MiB/s) * (retries + 1)
+    + backoff`` seconds (per attempt: connect, up to 1 s for ``100 Continue``, the answer,
+    and the body at 1 MiB/s at the slowest; ``backoff`` is botocore's, at most
+    ``min(20, 2 ** i)`` s before retry ``i + 1``; 3 s for ``timeout_s=1, retries=0``, 66 s
+    for the defaults). Past it the call raises :class:`BlobStoreError` naming the store,
+    the key, the endpoint and the deadline, even against an endpoint that answers a byte at
+    a time (botocore's ``read_timeout`` is per socket read). The abandoned request finishes
+    or fails on its own; for an upload that is harmless, the object being content-addressed
+    (the same key always holds the same bytes). When all 16 workers hold requests past their
+    deadline (a hung endpoint), a new call fails at once with the same error instead of
+    queueing or growing threads. A get is two requests (the answer's head, then its body
+    with ``timeout_s + 1 + bytes / 1 MiB/s``); a put is one to three (HEAD, PUT, a
+    refreshing copy), more only when racing garbage collection. Against an endpoint that
+    accepts and never answers, botocore's own timeouts fail first, after about
+    ``(timeout_s + 1) * (retries + 1) + 2 ** retries - 1`` seconds (see
     ``DurableConfig.blob_timeout_s``). A saver with ``blob_timeout_s``/``blob_retries`` set
     applies them to this store (:meth:`use_bounds`) where ``timeout_s``/``retries`` were not
-    given. A ``client`` given is used as it is, with its own timeouts and retries (botocore's
+    given. A ``client`` given is used as it is, called in the caller's thread with no
+    deadline of the store's, with its own timeouts and retries (botocore's
     defaults are 60 s connect, 60 s read, 5 attempts in ``legacy`` mode: minutes against a
     hung endpoint): build it with ``botocore.config.Config(connect_timeout=...,
     read_timeout=..., retries=...)`` to bound it.
@@ -374,6 +400,29 @@ class S3BlobStore(BaseBlobStore):
         self.conditional_put: bool | None = None
         """Whether the server honours ``IfNoneMatch="*"``; ``None`` until first learnt."""
         self.name = f"s3://{bucket}/{self.prefix}"
+        self.endpoint: str | None = getattr(getattr(client, "meta", None), "endpoint_url", None)
+        """The client's endpoint URL (named in errors), when it has one."""
+        self._calls = CallBound(_S3_WORKERS, name=f"s3-{bucket}")
+
+    def deadline_s(self, size: int = 0) -> float | None:
+        """Seconds one request of the store's own client may take, moving ``size`` bytes:
+        ``(2 * timeout_s + 1 + size / 1 MiB/s) * (retries + 1) + sum(min(20, 2 ** i) for
+        i in range(retries))``; ``None`` for a client given (the store sets no deadline)."""
+        if self.timeout_s is None or self.retries is None:
+            return None
+        backoff = sum(min(20, 2**i) for i in range(self.retries))
+        return (2 * self.timeout_s + 1 + size / _MIN_RATE) * (self.retries + 1) + backoff
+
+    def _bounded(self, fn: Any, deadline: float | None) -> Any:
+        """``fn()`` within ``deadline`` seconds (in a worker), or directly when None."""
+        if deadline is None:
+            return fn()
+        return self._calls.run(fn, deadline)
+
+    def _call(self, method: str, size: int = 0, **kwargs: Any) -> Any:
+        """``client.<method>(**kwargs)`` within :meth:`deadline_s` of ``size`` bytes."""
+        bound = getattr(self.client, method)
+        return self._bounded(lambda: bound(**kwargs), self.deadline_s(size))
 
     def _bounded_client(self) -> Any:
         """A boto3 S3 client for the store's endpoint with its timeouts and retries."""
@@ -406,7 +455,7 @@ class S3BlobStore(BaseBlobStore):
 
     def _head(self, key: str) -> dict[str, Any] | None:
         try:
-            return dict(self.client.head_object(Bucket=self.bucket, Key=self._key(key)))
+            return dict(self._call("head_object", Bucket=self.bucket, Key=self._key(key)))
         except Exception as exc:
             code, status = _error_code(exc)
             if status == 404 or code in ("404", "NoSuchKey", "NotFound"):
@@ -424,7 +473,9 @@ class S3BlobStore(BaseBlobStore):
         if age <= self.touch_after_s:
             return True
         try:
-            self.client.copy_object(
+            self._call(
+                "copy_object",
+                int(head.get("ContentLength", 0) or 0),
                 Bucket=self.bucket,
                 Key=self._key(key),
                 CopySource={"Bucket": self.bucket, "Key": self._key(key)},
@@ -444,7 +495,7 @@ class S3BlobStore(BaseBlobStore):
             written = self._put_once(key, data)
             if written is not None:
                 return written
-        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        self._call("put_object", len(data), Bucket=self.bucket, Key=self._key(key), Body=data)
         return True
 
     def _put_once(self, key: str, data: bytes) -> bool | None:
@@ -456,7 +507,8 @@ class S3BlobStore(BaseBlobStore):
                 return False if self._touch_if_old(key, head) else None
         if self.conditional_put is not False:
             try:
-                self.client.put_object(Bucket=self.bucket, Key=full, Body=data, IfNoneMatch="*")
+                self._call("put_object", len(data), Bucket=self.bucket, Key=full, Body=data,
+                           IfNoneMatch="*")
                 self.conditional_put = True
                 return True
             except Exception as exc:
@@ -469,12 +521,12 @@ class S3BlobStore(BaseBlobStore):
                 self.conditional_put = False
                 if self._head(key) is not None:
                     return False
-        self.client.put_object(Bucket=self.bucket, Key=full, Body=data)
+        self._call("put_object", len(data), Bucket=self.bucket, Key=full, Body=data)
         return True
 
     def _get(self, key: str) -> bytes:
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            response = self._call("get_object", Bucket=self.bucket, Key=self._key(key))
         except Exception as exc:
             code, status = _error_code(exc)
             if code != "NoSuchBucket" and (status == 404 or code in ("NoSuchKey", "NotFound")):
@@ -483,10 +535,16 @@ class S3BlobStore(BaseBlobStore):
                 ) from None
             raise
         body = response["Body"]
-        try:
-            return bytes(body.read())
-        finally:
-            body.close()
+
+        def read() -> bytes:
+            try:
+                return bytes(body.read())
+            finally:
+                body.close()
+
+        size = int(response.get("ContentLength", 0) or 0)
+        deadline = None if self.timeout_s is None else self.timeout_s + 1 + size / _MIN_RATE
+        return bytes(self._bounded(read, deadline))
 
     def _exists(self, key: str) -> bool:
         return self._head(key) is not None
@@ -498,14 +556,18 @@ class S3BlobStore(BaseBlobStore):
         return BlobInfo(key, _utc(head["LastModified"]), int(head.get("ContentLength", 0)))
 
     def _delete(self, key: str) -> None:
-        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        self._call("delete_object", Bucket=self.bucket, Key=self._key(key))
 
     def _list_keys(self) -> Iterator[BlobInfo]:
         paginator = self.client.get_paginator("list_objects_v2")
         kwargs: dict[str, Any] = {"Bucket": self.bucket}
         if self.prefix:
             kwargs["Prefix"] = self.prefix
-        for page in paginator.paginate(**kwargs):
+        pages = iter(paginator.paginate(**kwargs))
+        while True:  # each page is one request, within the deadline
+            page = self._bounded(lambda: next(pages, None), self.deadline_s())
+            if page is None:
+                return
             for item in page.get("Contents", ()):
                 key = str(item["Key"])[len(self.prefix) :]
                 if key:
