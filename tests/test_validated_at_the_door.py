@@ -125,7 +125,6 @@ def test_put_writes_refuses_what_the_key_layout_cannot_hold_and_stores_nothing(
         # (config, writes, task_id, task_path, message)
         (cfg, [("v", 6)], "task", "~a\x00b", "task_path of thread 't' contains a NUL"),
         (cfg, [("v", 6)], "task", ["~a"], "task_path must be a str, int or UUID, got list"),
-        (cfg, [("v", 6), ("w\x00x", 7)], "task", "", "channel of thread 't' contains a NUL"),
         (cfg, [(None, 6)], "task", "", "channel must be a str, int or UUID, got NoneType"),
         (cfg, [("v", 6)], "ta\x00sk", "", "task_id of thread 't' contains a NUL"),
         ({"configurable": {**cfg["configurable"], "checkpoint_id": "c\x00"}}, [("v", 6)],

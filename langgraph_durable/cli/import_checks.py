@@ -117,7 +117,9 @@ def _check_write(r: dict, tid: str) -> None:
     _text("checkpoint_ns", r["ns"], tid)
     _text("checkpoint_id", r["checkpoint_id"], tid)
     _text("task_id", r["task_id"], tid)
-    _text("channel", r["channel"], tid)
+    if not isinstance(r["channel"], str):  # a write's channel is data: any text
+        raise InvalidIdentifierError(f"channel must be a str, got "
+                                     f"{type(r['channel']).__name__} {r['channel']!r:.80}")
     _text("task_path", r["task_path"], tid)
     _integer("idx", r["idx"])
     _integer("seq", r["seq"])

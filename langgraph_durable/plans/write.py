@@ -416,8 +416,9 @@ def prepare_put_writes(
     """Validate and serialize a ``put_writes`` (may upload, like ``prepare_put``); None
     when there is nothing to write. Their ``seq`` is ``ctx.clock.time_ns()``. Raises
     ``InvalidIdentifierError`` (nothing written) for a thread_id, checkpoint_ns,
-    checkpoint_id, task_id, task_path or channel that is not storable text (a NUL, a lone
-    surrogate, another type), and ``SerializationError``."""
+    checkpoint_id, task_id or task_path that is not storable text (a NUL, a lone
+    surrogate, another type) or a channel that is not text (a write's channel is data: a
+    NUL in it round-trips, as in InMemorySaver), and ``SerializationError``."""
     tid, ns = thread_ns(config)
     raw_cid = config["configurable"].get("checkpoint_id")
     if not raw_cid:
@@ -428,8 +429,9 @@ def prepare_put_writes(
     cid = check_id("checkpoint_id", raw_cid, thread_id=tid)
     task_id = check_id("task_id", task_id, thread_id=tid)
     task_path = check_id("task_path", task_path or "", thread_id=tid)
-    for ch, _value in writes:
-        check_id("channel", ch, thread_id=tid)
+    for ch, _value in writes:  # a write's channel is data (its Redis field and MongoDB
+        if type(ch) is not str:  # _id name the task and index): any text, NUL included
+            check_id("channel", ch, thread_id=tid)
     if not writes:
         return None
     seq = ctx.clock.time_ns()
