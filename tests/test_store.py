@@ -157,8 +157,8 @@ def test_a_late_copy_of_an_older_version_changes_nothing(store, redis_url, opts)
     store.put(("n",), "k", {"v": 1})
     with redis.Redis.from_url(redis_url) as r:
         field = item_field(("n",), "k")
-        (raw,) = [v for k, v in r.hgetall("{" + f"{opts['key_prefix']}:store}}:sd").items()
-                  if k.decode() == field]
+        # the item's key (the unflushed index loses it once the flusher settled it)
+        raw = r.get("{" + f"{opts['key_prefix']}:store}}:si:" + field)
     old = StoreRecord.of_redis(field, raw)
     store.delete(("n",), "k")
     store.flush()
@@ -479,3 +479,25 @@ def test_redis_min_replicas_applies_to_store_puts(redis_url, mongo_url) -> None:
             store.put(("r",), "k", {"v": 1})
         got = store.get(("r",), "k")  # stored on the primary all the same
         assert got is not None and got.value == {"v": 1}
+
+
+def test_a_ttl_refresh_by_a_search_without_query_keeps_the_embeddings_cold(
+        redis_url, mongo_url) -> None:
+    """A search without a query reads MongoDB without embeddings; its TTL refresh of an
+    item Redis no longer holds wrote that vector-less body back, so the item lost its
+    place in semantic search (the property test's explicit example)."""
+    index = {"dims": DIMS, "embed": fake_embed, "fields": ["text"]}
+    clock, opts = StepClock(), unique_options()
+    with DurableStore.from_urls(redis_url, mongo_url, index=index, clock=clock,
+                                **opts) as store:
+        store.put(("v",), "k1", {"text": "python tea"}, ttl=1)
+        store.put(("v",), "k2", {"text": "pasta"})
+        store.flush()
+        _drop(redis_url, opts)  # MongoDB alone
+        clock.advance(50)
+        assert [i.key for i in store.search(("v",))] == ["k1", "k2"]  # refreshes k1
+        store.flush()
+        _drop(redis_url, opts)
+        clock.advance(50)  # 100 s: alive only because the search refreshed it
+        assert _ranked(store.search(("v",), query="python")) == [
+            ("k1", 0.91287), ("k2", 0.66815)]  # InMemoryStore's scores

@@ -142,7 +142,7 @@ def batch_plan(ctx: Context, answers: Answers, ops: Sequence[Op],
                                          any_op.limit, any_op.offset)
         elif not isinstance(any_op, (GetOp, PutOp)):
             raise ValueError(f"Unknown operation type: {type(any_op)}")
-    writes: list[IoOp[Any]] = P.touch_ops(ctx, touched, now_ms)
+    writes: list[IoOp[Any]] = yield from P.touch_plan(ctx, touched, now_ms)
     for p in puts:
         mode = "put" if p.body else "del"
         writes.append(P.write_op(ctx, p.namespace, p.key, mode, p.body, p.expires_ms,
