@@ -130,6 +130,28 @@ def test_namespace_labels_are_validated(store) -> None:
         store.search(("a.b",))
 
 
+def test_a_nul_in_a_label_or_a_key_is_refused_before_anything_is_written(
+        store, redis_url, opts) -> None:
+    from langgraph.store.base import PutOp
+
+    from langgraph_durable import InvalidIdentifierError
+
+    with pytest.raises(InvalidNamespaceError, match="NUL"):
+        store.put(("a\x00b",), "k", {"v": 1})
+    with pytest.raises(InvalidNamespaceError, match="NUL"):
+        store.batch([PutOp(("a", "b\x00"), "k", {"v": 1})])
+    with pytest.raises(InvalidIdentifierError, match="'k\\\\x00x' of namespace \\('a',\\)"):
+        store.put(("a",), "k\x00x", {"v": 1})
+    with pytest.raises(InvalidIdentifierError):  # the whole batch is refused
+        store.batch([PutOp(("a",), "fine", {"v": 1}), PutOp(("a",), "\x00", {"v": 2})])
+    with pytest.raises(InvalidIdentifierError):
+        store.get(("a",), "k\x00x")
+    assert isinstance(InvalidIdentifierError("x"), ValueError)
+    with redis.Redis.from_url(redis_url) as r:
+        assert list(r.scan_iter(match="{" + f"{opts['key_prefix']}:store}}*")) == []
+    assert store.search(()) == [] and store.list_namespaces() == []
+
+
 def test_puts_keep_working_while_mongodb_is_down(redis_url) -> None:
     opts = unique_options(server_selection_timeout_s=0.3)
     with mongo_server() as ms:
