@@ -1,0 +1,176 @@
+"""Store factories for LangGraph's store suites (``--store-factory module:callable``).
+
+- :func:`inmemory` ``(mode)``: LangGraph's ``InMemoryStore``, the reference the harness is
+  proven on (hot mode only; it has no TTL, so the TTL tests are deselected with that
+  reason);
+- :func:`durable` ``(mode)``: ``DurableStore.from_urls(REDIS_URL, MONGODB_URL, index=...,
+  ttl=..., key_prefix=..., database=...)`` with a fresh key prefix and database per store
+  (``unique_options``), removed when the store closes (``drop_namespace``). Cold mode
+  empties the hot tier before every batch that reads: ``flush()``/``aflush()`` (everything
+  written so far is in MongoDB), then every Redis key of the store's key prefix is deleted
+  (``{<prefix>:...`` by ``drop_key_prefix``, and ``<prefix>:...``, the vector index's
+  hashes), so the read is answered by MongoDB alone.
+
+Both return a :class:`~langgraph_durable.testing.store_suite_plugin.StoreFactory`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
+
+from . import drop_key_prefix, drop_namespace, unique_options
+
+__all__ = ["DurableStoreFactory", "InMemoryStoreFactory", "durable", "durable_store_class"]
+__all__ += ["inmemory"]
+
+
+_LABELS = "InMemoryStore.batch/abatch take ops as given: no namespace label check"
+_LIST_PREFIX = "InMemoryStore matches a namespace prefix given as a list against no tuple"
+INMEMORY_DIFFERENCES: tuple[tuple[str, str, str], ...] = (
+    ("sqlite", "tests/test_store.py::test_batch_rejects_invalid_namespace_labels*", _LABELS),
+    ("postgres", "tests/test_store.py::test_batch_rejects_invalid_namespace_labels*", _LABELS),
+    ("sqlite", "tests/test_async_store.py::test_abatch_rejects_invalid_namespace_labels*",
+     _LABELS),
+    ("postgres", "tests/test_async_store.py::test_abatch_rejects_invalid_namespace_labels*",
+     _LABELS),
+    ("sqlite", "tests/test_async_store.py::test_sync_methods_reject_invalid_namespace_labels*",
+     _LABELS),
+    ("postgres",
+     "tests/test_async_store.py::test_sync_methods_reject_invalid_namespace_labels*", _LABELS),
+    ("sqlite", "tests/test_async_store.py::test_no_running_loop*",
+     "InMemoryStore's sync methods work inside the event loop (it has no async connection)"),
+    ("postgres", "tests/test_async_store.py::test_no_running_loop*",
+     "InMemoryStore's sync methods work inside the event loop (it has no async connection)"),
+    ("sqlite", "tests/test_store.py::TestSqliteStore::test_search", _LIST_PREFIX),
+    ("postgres", "tests/test_store.py::test_search", _LIST_PREFIX),
+    ("postgres", "tests/test_async_store.py::test_batch_put_ops", _LIST_PREFIX),
+    ("sqlite", "tests/test_store.py::test_filter_keys_with_hyphens_and_digits*",
+     "InMemoryStore's filter matches top-level keys only, not a dotted path into a value"),
+)
+"""Where the SQLite and Postgres stores answer otherwise than ``InMemoryStore``: (suite,
+node id pattern, reason). Deselected only when the store under test is InMemoryStore;
+DurableStore runs them all."""
+
+
+class InMemoryStoreFactory:
+    """``InMemoryStore`` for the suites; it has no tiers, so no cold mode."""
+
+    store_class: type[BaseStore] = InMemoryStore
+    missing: tuple[str, ...] = ("ttl",)
+    excluded: tuple[tuple[str, str, str], ...] = INMEMORY_DIFFERENCES
+
+    @contextlib.contextmanager
+    def open(self, *, index: dict[str, Any] | None,
+             ttl: dict[str, Any] | None) -> Iterator[BaseStore]:
+        """A fresh ``InMemoryStore(index=index)``; ``ttl`` is ignored (none supported)."""
+        yield InMemoryStore(index=index)  # type: ignore[arg-type]
+
+    @contextlib.asynccontextmanager
+    async def aopen(self, *, index: dict[str, Any] | None,
+                    ttl: dict[str, Any] | None) -> AsyncIterator[BaseStore]:
+        """The same as :meth:`open`."""
+        yield InMemoryStore(index=index)  # type: ignore[arg-type]
+
+    def make_cold(self, store: BaseStore) -> None:
+        """Never called: :func:`inmemory` refuses cold mode."""
+        raise NotImplementedError("InMemoryStore has no hot tier to empty")
+
+    async def amake_cold(self, store: BaseStore) -> None:
+        """Never called: :func:`inmemory` refuses cold mode."""
+        raise NotImplementedError("InMemoryStore has no hot tier to empty")
+
+
+def inmemory(mode: str) -> InMemoryStoreFactory:
+    """The ``InMemoryStore`` factory; raises ``ValueError`` for a ``mode`` but ``"hot"``."""
+    if mode != "hot":
+        raise ValueError(f"InMemoryStore has only the hot mode, not {mode!r}")
+    return InMemoryStoreFactory()
+
+
+def durable_store_class() -> type[BaseStore]:
+    """``langgraph_durable.DurableStore``; raises ``ImportError`` while the package has
+    none (imported when asked, so the harness loads without it)."""
+    store_class: type[BaseStore] = importlib.import_module("langgraph_durable").DurableStore
+    return store_class
+
+
+class DurableStoreFactory:
+    """``DurableStore`` on the servers of ``redis_url`` and ``mongo_url``."""
+
+    missing: tuple[str, ...] = ()
+
+    def __init__(self, redis_url: str, mongo_url: str, **options: Any) -> None:
+        self.redis_url, self.mongo_url, self.options = redis_url, mongo_url, options
+        self.store_class = durable_store_class()
+        self._prefixes: dict[int, str] = {}
+
+    def _new(self, index: dict[str, Any] | None, ttl: dict[str, Any] | None,
+             options: dict[str, Any]) -> Any:
+        return self.store_class.from_urls(  # type: ignore[attr-defined]
+            self.redis_url, self.mongo_url, index=index, ttl=ttl, **options, **self.options
+        )
+
+    @contextlib.contextmanager
+    def open(self, *, index: dict[str, Any] | None,
+             ttl: dict[str, Any] | None) -> Iterator[BaseStore]:
+        """A store entered with ``with``, on a key prefix and database of its own."""
+        options = unique_options()
+        try:
+            with self._new(index, ttl, options) as store:
+                self._prefixes[id(store)] = str(options["key_prefix"])
+                yield store
+                self._prefixes.pop(id(store), None)
+        finally:
+            drop_namespace(self.redis_url, self.mongo_url, str(options["key_prefix"]),
+                           str(options["database"]))  # fmt: skip
+
+    @contextlib.asynccontextmanager
+    async def aopen(self, *, index: dict[str, Any] | None,
+                    ttl: dict[str, Any] | None) -> AsyncIterator[BaseStore]:
+        """A store entered with ``async with``, on a key prefix and database of its own."""
+        options = unique_options()
+        try:
+            async with self._new(index, ttl, options) as store:
+                self._prefixes[id(store)] = str(options["key_prefix"])
+                yield store
+                self._prefixes.pop(id(store), None)
+        finally:
+            drop_namespace(self.redis_url, self.mongo_url, str(options["key_prefix"]),
+                           str(options["database"]))  # fmt: skip
+
+    def _drop_hot(self, store: BaseStore) -> None:
+        import redis
+
+        prefix = self._prefixes[id(store)]
+        with redis.Redis.from_url(self.redis_url) as client:
+            drop_key_prefix(client, prefix)  # the saver's layout: "{<prefix>:..."
+            # and keys without a hash tag, e.g. the vector index's "<prefix>:vec:..."
+            stale = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+            for i in range(0, len(stale), 500):
+                client.delete(*stale[i:i + 500])
+
+    def make_cold(self, store: BaseStore) -> None:
+        """Flush ``store`` to MongoDB, then delete its Redis keys."""
+        store.flush()  # type: ignore[attr-defined]
+        self._drop_hot(store)
+
+    async def amake_cold(self, store: BaseStore) -> None:
+        """Flush ``store`` to MongoDB (``aflush``), then delete its Redis keys."""
+        await store.aflush()  # type: ignore[attr-defined]
+        self._drop_hot(store)
+
+
+def durable(mode: str) -> DurableStoreFactory:
+    """The ``DurableStore`` factory on ``$REDIS_URL`` and ``$MONGODB_URL`` (the harness
+    passes its session's servers); ``mode`` is ``"hot"`` or ``"cold"``. Raises
+    ``KeyError`` when a URL is unset and ``ImportError`` while there is no DurableStore."""
+    if mode not in ("hot", "cold"):
+        raise ValueError(f"mode must be 'hot' or 'cold', not {mode!r}")
+    return DurableStoreFactory(os.environ["REDIS_URL"], os.environ["MONGODB_URL"])
