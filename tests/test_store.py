@@ -523,3 +523,18 @@ def test_a_ttl_refresh_by_a_search_without_query_keeps_the_embeddings_cold(
         clock.advance(50)  # 100 s: alive only because the search refreshed it
         assert _ranked(store.search(("v",), query="python")) == [
             ("k1", 0.91287), ("k2", 0.66815)]  # InMemoryStore's scores
+
+
+def test_a_filter_key_with_dots_reads_a_nested_path_unless_the_value_has_that_key(
+        store) -> None:
+    """As SqliteStore and PostgresStore (their suites' test_filter_keys_with_hyphens_and_
+    digits); a literal top-level key with a dot still matches as in InMemoryStore."""
+    store.put(("f",), "hyphen", {"access-level": "public", "user": {"access-level": "n"}})
+    store.put(("f",), "digit", {"123abc": "ok", "user": {"123abc": "ok2"}})
+    store.put(("f",), "dotted", {"user.123abc": "literal", "user": {"123abc": "deep"}})
+    assert [i.key for i in store.search(("f",), filter={"user.access-level": "n"})] == [
+        "hyphen"]
+    assert [i.key for i in store.search(("f",), filter={"user.123abc": "ok2"})] == ["digit"]
+    assert [i.key for i in store.search(("f",), filter={"user.123abc": "literal"})] == [
+        "dotted"]
+    assert store.search(("f",), filter={"user.123abc.x": "ok2"}) == []
