@@ -8,7 +8,9 @@ class DurableSaverError(Exception):
 
 
 class InvalidIdentifierError(DurableSaverError, ValueError):
-    """A thread_id, checkpoint_ns, checkpoint_id, channel or task_id cannot be stored.
+    """A thread_id, checkpoint_ns, checkpoint_id, channel or task_id cannot be stored,
+    nor a memory-store item key (``DurableStore``: a key holding NUL, the separator of
+    the store's Redis fields and outbox members).
 
     Raised before anything is written, so stored data is never touched.
     """

@@ -130,6 +130,28 @@ def test_namespace_labels_are_validated(store) -> None:
         store.search(("a.b",))
 
 
+def test_a_nul_in_a_label_or_a_key_is_refused_before_anything_is_written(
+        store, redis_url, opts) -> None:
+    from langgraph.store.base import PutOp
+
+    from langgraph_durable import InvalidIdentifierError
+
+    with pytest.raises(InvalidNamespaceError, match="NUL"):
+        store.put(("a\x00b",), "k", {"v": 1})
+    with pytest.raises(InvalidNamespaceError, match="NUL"):
+        store.batch([PutOp(("a", "b\x00"), "k", {"v": 1})])
+    with pytest.raises(InvalidIdentifierError, match="'k\\\\x00x' of namespace \\('a',\\)"):
+        store.put(("a",), "k\x00x", {"v": 1})
+    with pytest.raises(InvalidIdentifierError):  # the whole batch is refused
+        store.batch([PutOp(("a",), "fine", {"v": 1}), PutOp(("a",), "\x00", {"v": 2})])
+    with pytest.raises(InvalidIdentifierError):
+        store.get(("a",), "k\x00x")
+    assert isinstance(InvalidIdentifierError("x"), ValueError)
+    with redis.Redis.from_url(redis_url) as r:
+        assert list(r.scan_iter(match="{" + f"{opts['key_prefix']}:store}}*")) == []
+    assert store.search(()) == [] and store.list_namespaces() == []
+
+
 def test_puts_keep_working_while_mongodb_is_down(redis_url) -> None:
     opts = unique_options(server_selection_timeout_s=0.3)
     with mongo_server() as ms:
@@ -157,8 +179,8 @@ def test_a_late_copy_of_an_older_version_changes_nothing(store, redis_url, opts)
     store.put(("n",), "k", {"v": 1})
     with redis.Redis.from_url(redis_url) as r:
         field = item_field(("n",), "k")
-        (raw,) = [v for k, v in r.hgetall("{" + f"{opts['key_prefix']}:store}}:sd").items()
-                  if k.decode() == field]
+        # the item's key (the unflushed index loses it once the flusher settled it)
+        raw = r.get("{" + f"{opts['key_prefix']}:store}}:si:" + field)
     old = StoreRecord.of_redis(field, raw)
     store.delete(("n",), "k")
     store.flush()
@@ -479,3 +501,40 @@ def test_redis_min_replicas_applies_to_store_puts(redis_url, mongo_url) -> None:
             store.put(("r",), "k", {"v": 1})
         got = store.get(("r",), "k")  # stored on the primary all the same
         assert got is not None and got.value == {"v": 1}
+
+
+def test_a_ttl_refresh_by_a_search_without_query_keeps_the_embeddings_cold(
+        redis_url, mongo_url) -> None:
+    """A search without a query reads MongoDB without embeddings; its TTL refresh of an
+    item Redis no longer holds wrote that vector-less body back, so the item lost its
+    place in semantic search (the property test's explicit example)."""
+    index = {"dims": DIMS, "embed": fake_embed, "fields": ["text"]}
+    clock, opts = StepClock(), unique_options()
+    with DurableStore.from_urls(redis_url, mongo_url, index=index, clock=clock,
+                                **opts) as store:
+        store.put(("v",), "k1", {"text": "python tea"}, ttl=1)
+        store.put(("v",), "k2", {"text": "pasta"})
+        store.flush()
+        _drop(redis_url, opts)  # MongoDB alone
+        clock.advance(50)
+        assert [i.key for i in store.search(("v",))] == ["k1", "k2"]  # refreshes k1
+        store.flush()
+        _drop(redis_url, opts)
+        clock.advance(50)  # 100 s: alive only because the search refreshed it
+        assert _ranked(store.search(("v",), query="python")) == [
+            ("k1", 0.91287), ("k2", 0.66815)]  # InMemoryStore's scores
+
+
+def test_a_filter_key_with_dots_reads_a_nested_path_unless_the_value_has_that_key(
+        store) -> None:
+    """As SqliteStore and PostgresStore (their suites' test_filter_keys_with_hyphens_and_
+    digits); a literal top-level key with a dot still matches as in InMemoryStore."""
+    store.put(("f",), "hyphen", {"access-level": "public", "user": {"access-level": "n"}})
+    store.put(("f",), "digit", {"123abc": "ok", "user": {"123abc": "ok2"}})
+    store.put(("f",), "dotted", {"user.123abc": "literal", "user": {"123abc": "deep"}})
+    assert [i.key for i in store.search(("f",), filter={"user.access-level": "n"})] == [
+        "hyphen"]
+    assert [i.key for i in store.search(("f",), filter={"user.123abc": "ok2"})] == ["digit"]
+    assert [i.key for i in store.search(("f",), filter={"user.123abc": "literal"})] == [
+        "dotted"]
+    assert store.search(("f",), filter={"user.123abc.x": "ok2"}) == []

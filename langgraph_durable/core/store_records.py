@@ -112,8 +112,10 @@ class StoreBody(NamedTuple):
 class StoreRecord(NamedTuple):
     """One stored version of an item (see the module docstring): ``field``, ``seq``,
     ``cseq``, ``useq`` (microseconds of the Redis clock), ``dead`` (a delete),
-    ``expires_ms`` (0 = never), ``body`` (None for a delete) and ``raw`` (the stored bytes,
-    as Redis holds them; ``b""`` for a record read from MongoDB)."""
+    ``expires_ms`` (0 = never), ``body`` (None for a delete), ``raw`` (the stored bytes,
+    as Redis holds them; ``b""`` for a record read from MongoDB) and ``partial`` (read
+    from MongoDB without its embeddings, as a search without a query reads: its body's
+    ``vectors`` are not the item's, so it must not be written back as it is)."""
 
     field: str
     seq: int
@@ -123,6 +125,7 @@ class StoreRecord(NamedTuple):
     expires_ms: int
     body: StoreBody | None
     raw: bytes = b""
+    partial: bool = False
 
     @classmethod
     def of_redis(cls, field: str, raw: bytes) -> StoreRecord:

@@ -63,8 +63,10 @@ def upsert_record(doc: Doc) -> ReplaceDoc:
     return ReplaceDoc({"_id": doc["_id"], "seq": {"$lt": doc["seq"]}}, doc, upsert=True)
 
 
-def record_of(doc: DocView) -> StoreRecord:
-    """The ``StoreRecord`` a document holds (``raw`` empty)."""
+def record_of(doc: DocView, *, vectors: bool = True) -> StoreRecord:
+    """The ``StoreRecord`` a document holds (``raw`` empty); ``vectors`` False: the
+    document was read without its embeddings (``WITHOUT_VECTORS``), the record is
+    ``partial``."""
     field = item_field(tuple(doc["namespace"]), str(doc["key"]))
     if doc.get("dead"):
         return StoreRecord(field, int(doc["seq"]), 0, 0, True, 0, None)
@@ -72,7 +74,7 @@ def record_of(doc: DocView) -> StoreRecord:
     body = StoreBody((str(vt), bytes(vb or b"")) if vt is not None else None, doc.get("ttl"),
                      bytes(doc.get("vec") or b""), tuple(doc.get("paths") or ()))
     return StoreRecord(field, int(doc["seq"]), int(doc["cseq"]), int(doc["useq"]), False,
-                       int(doc.get("exp") or 0), body)
+                       int(doc.get("exp") or 0), body, partial=not vectors)
 
 
 def prefix_query(prefix: tuple[str, ...]) -> dict[str, object]:

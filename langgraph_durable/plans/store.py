@@ -101,14 +101,31 @@ def write_plan(ctx: Context, ops: Sequence[Op[Any]]) -> Plan[list[Any]]:
             "(is MongoDB reachable and a flusher running?)") from None
 
 
-def touch_ops(ctx: Context, records: Iterable[StoreRecord], now_ms: int) -> list[Op[Any]]:
+def touch_plan(ctx: Context, records: Iterable[StoreRecord],
+               now_ms: int) -> Plan[list[Op[Any]]]:
     """The TTL refreshes of ``records`` read now: each one with a TTL expires ``ttl``
-    minutes from ``now_ms`` (its value and times kept; skipped by Redis when a newer
-    version exists)."""
+    minutes from ``now_ms`` (its value, embeddings and times kept; skipped by Redis when
+    a newer version exists). STORE_PUT writes Redis's copy of the version when Redis
+    holds it and the body sent when not, so a ``partial`` record (read from MongoDB
+    without its embeddings) gets them back first (one find): the version MongoDB holds
+    now, when it is still the one read (else the item changed since: no refresh)."""
+    recs = [r for r in records if r.body is not None and r.body.ttl_min]
+    partial = [r for r in recs if r.partial]
+    full: dict[str, StoreRecord] = {}
+    if partial:
+        ids = [S.store_id(r.namespace, r.key) for r in partial]
+        docs = yield from ask(Find(ctx.collections.store, {"_id": {"$in": ids}}))
+        for doc in docs:
+            rec = S.record_of(doc)
+            full[rec.field] = rec
     ops: list[Op[Any]] = []
-    for rec in records:
-        if rec.body is None or not rec.body.ttl_min:
-            continue
+    for rec in recs:
+        if rec.partial:
+            held = full.get(rec.field)
+            if held is None or held.seq != rec.seq or held.body is None:
+                continue
+            rec = held
+        assert rec.body is not None and rec.body.ttl_min
         ns, key = split_field(rec.field)
         ops.append(write_op(ctx, ns, key, "touch", rec.body.pack(),
                             now_ms + round(rec.body.ttl_min * 60_000), expect=rec.seq,
@@ -170,7 +187,7 @@ def search_plan(ctx: Context, prefix: tuple[str, ...], now_ms: int, *,
                                None if vectors else S.WITHOUT_VECTORS))
     merged: dict[str, StoreRecord] = {}
     for doc in docs:
-        rec = S.record_of(doc)
+        rec = S.record_of(doc, vectors=vectors)
         merged[rec.field] = rec
     for rec in overlay:
         held = merged.get(rec.field)

@@ -50,9 +50,24 @@ def _apply(value: Any, operator: str, operand: Any) -> bool:
     raise ValueError(f"Unsupported operator: {operator}")
 
 
+def value_at(value: Mapping[str, Any], key: str) -> Any:
+    """What a ``filter`` key names in ``value``: the top-level key when the value has it
+    (InMemoryStore's rule), else a dotted path into nested dicts (``"user.access-level"``,
+    as SqliteStore and PostgresStore read it); None when absent."""
+    if key in value or "." not in key:
+        return value.get(key)
+    held: Any = value
+    for part in key.split("."):
+        if not isinstance(held, Mapping) or part not in held:
+            return None
+        held = held[part]
+    return held
+
+
 def matches_filter(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
-    """Whether an item's ``value`` passes a ``search`` ``filter`` (None: every item)."""
-    return not filter or all(compare_values(value.get(k), v) for k, v in filter.items())
+    """Whether an item's ``value`` passes a ``search`` ``filter`` (None: every item); a
+    key is read by ``value_at``."""
+    return not filter or all(compare_values(value_at(value, k), v) for k, v in filter.items())
 
 
 def namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:

@@ -50,7 +50,7 @@ from ..settings import (
     server_settings,
     with_database,
 )
-from .batch import Answers, Prepared, batch_plan, prepare_put
+from .batch import Answers, Prepared, batch_plan, check_op, prepare_put
 
 log = logging.getLogger("langgraph_durable.store")
 
@@ -293,6 +293,7 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in listed:
             validate_op_namespace(op)
+            check_op(op)
             if isinstance(op, PutOp):
                 puts[(op.namespace, op.key)] = op
         return listed, puts
@@ -346,7 +347,9 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run LangGraph's store operations (``GetOp``, ``SearchOp``,
         ``ListNamespacesOp``, ``PutOp``); results in order (None for puts). Raises
-        ``InvalidNamespaceError`` for a bad namespace label, ``OutboxFullError`` when the
+        ``InvalidNamespaceError`` for a bad namespace label (empty, holding ``.`` or
+        NUL), ``InvalidIdentifierError`` for an item key holding NUL (both before
+        anything is read or written), ``OutboxFullError`` when the
         outbox is full, ``TierUnavailableError`` when a needed server does not answer."""
         listed, puts = self._split(ops)
         now = self._now_ms()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.store.base import (
     GetOp,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     Op,
@@ -28,7 +29,8 @@ from langgraph.store.base import (
 
 from ..core.ops import Op as IoOp
 from ..core.ops import Plan
-from ..core.store_records import StoreRecord
+from ..core.store_records import SEP, StoreRecord
+from ..errors import InvalidIdentifierError
 from ..plans import store as P
 from ..plans.context import Context
 from ..plans.store_match import (
@@ -59,6 +61,30 @@ class Prepared:
                  expires_ms: int) -> None:
         self.namespace, self.key, self.body, self.expires_ms = (namespace, key, body,
                                                                 expires_ms)
+
+
+def check_op(op: Op) -> None:
+    """Refuse what the store cannot name, before anything is written or read: a
+    namespace label holding NUL (``InvalidNamespaceError``, as LangGraph's own checks
+    of ``.`` and empty labels, ``validate_op_namespace``, which the caller runs too)
+    and an item key holding NUL (``InvalidIdentifierError``), the separator of the
+    store's Redis fields and outbox members (``core/store_records.item_field``)."""
+    if isinstance(op, (GetOp, PutOp)):
+        labels: tuple[str, ...] = op.namespace
+    elif isinstance(op, SearchOp):
+        labels = op.namespace_prefix
+    else:
+        return
+    for label in labels:
+        if isinstance(label, str) and SEP in label:
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} found in {labels}: namespace labels "
+                "cannot contain NUL ('\\x00')")
+    if not isinstance(op, SearchOp) and SEP in str(op.key):
+        raise InvalidIdentifierError(
+            f"store item key {op.key!r} of namespace {op.namespace!r} holds a NUL "
+            "('\\x00'), which DurableStore cannot store (it separates namespace and key "
+            "in its Redis fields and outbox entries)")
 
 
 def prepare_put(op: PutOp, serde: SerializerProtocol, now_ms: int,
@@ -142,7 +168,7 @@ def batch_plan(ctx: Context, answers: Answers, ops: Sequence[Op],
                                          any_op.limit, any_op.offset)
         elif not isinstance(any_op, (GetOp, PutOp)):
             raise ValueError(f"Unknown operation type: {type(any_op)}")
-    writes: list[IoOp[Any]] = P.touch_ops(ctx, touched, now_ms)
+    writes: list[IoOp[Any]] = yield from P.touch_plan(ctx, touched, now_ms)
     for p in puts:
         mode = "put" if p.body else "del"
         writes.append(P.write_op(ctx, p.namespace, p.key, mode, p.body, p.expires_ms,
