@@ -99,19 +99,12 @@ def test_a_store_that_forgets_deletes_fails_the_suite(tmp_path: Path) -> None:
     assert result.exit_code == 1
 
 
-def _durable_or_skip() -> None:
-    try:
-        durable_store_class()
-    except (ImportError, AttributeError) as exc:  # TEMPORARY: until DurableStore lands
-        pytest.skip(f"langgraph_durable has no DurableStore yet (issue 32): {exc}")
-
-
 @pytest.mark.parametrize("mode", ["hot", "cold"])
 @pytest.mark.parametrize("suite", sorted(SUITES))
 def test_durable_store_passes_langgraph_store_tests(
     suite: str, mode: str, redis_url: str, mongo_url: str
 ) -> None:
-    _durable_or_skip()
+    durable_store_class()  # DurableStore imports
     result = run_suite(suite, DURABLE, mode, env={"REDIS_URL": redis_url, "MONGODB_URL": mongo_url})
     _assert_clean(result)
     assert len(result.passed) >= MIN_PASSED_INMEMORY[suite]
