@@ -332,6 +332,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             used.add(hit)
             drop.append(item)
             _STATE["deselected"][item.nodeid] = hit.reason
+    # an exclusion is stale only when it matches no test at all (one an earlier exclusion
+    # already took, e.g. a factory's own difference, still names a test)
+    used |= {e for e in _STATE["exclusions"]
+             if any(e.matches(_STATE["suite"], item.nodeid) for item in items)}
     _STATE["unmatched"] = [
         e.pattern for e in _STATE["exclusions"] if e.suite == _STATE["suite"] and e not in used
     ]
