@@ -341,6 +341,14 @@ def _dump(saver: DurableSaver, ref: EffectRef, value: Any) -> Any:
     return typed
 
 
+async def _adump(saver: DurableSaver, ref: EffectRef, value: Any) -> Any:
+    """``_dump`` from an async node: in a worker thread when the serializer may upload to
+    a blob store (it has ``adumps_typed``), so the event loop never waits on it."""
+    if hasattr(saver.serde, "adumps_typed"):
+        return await asyncio.to_thread(_dump, saver, ref, value)
+    return _dump(saver, ref, value)
+
+
 def once(name: str, fn: Callable[..., Any], /, *args: Any, in_doubt: InDoubt = "raise",
          journal_errors: bool = False, **kwargs: Any) -> Any:
     """Call ``fn(*args, **kwargs)`` once per task: the first execution calls it and
@@ -419,10 +427,7 @@ async def aonce(name: str, fn: Callable[..., Any], /, *args: Any,
             if isinstance(step, _Run):
                 reply = await saver.arun(step.plan)
             elif isinstance(step, _Dump):
-                if hasattr(saver.serde, "adumps_typed"):  # may upload to a blob store
-                    reply = await asyncio.to_thread(_dump, saver, step.ref, step.value)
-                else:
-                    reply = _dump(saver, step.ref, step.value)
+                reply = await _adump(saver, step.ref, step.value)
             else:
                 try:
                     result = fn(*args, **kwargs)

@@ -4,7 +4,6 @@ sync and async drivers that ``journaled`` and ``ModelJournalMiddleware`` share."
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -20,6 +19,7 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableBinding, RunnableSequence
 
 from ..effects import (
+    _adump,
     _Call,
     _current_task,
     _Dump,
@@ -326,10 +326,7 @@ async def adrive(steps: Generator[Any, Any, tuple[bool, Any]], saver: DurableSav
             if isinstance(step, _Run):
                 reply = await saver.arun(step.plan)
             elif isinstance(step, _Dump):
-                if hasattr(saver.serde, "adumps_typed"):  # may upload to a blob store
-                    reply = await asyncio.to_thread(_dump, saver, step.ref, step.value)
-                else:
-                    reply = _dump(saver, step.ref, step.value)
+                reply = await _adump(saver, step.ref, step.value)
             else:
                 acc = _NOTHING
                 try:
