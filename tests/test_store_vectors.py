@@ -42,7 +42,7 @@ INDEX = {"dims": DIMS, "embed": embed, "fields": ["text"]}
 
 def _drop_all(redis_url: str, mongo_url: str, opts: dict[str, Any]) -> None:
     prefix = str(opts["key_prefix"])
-    with redis.Redis.from_url(redis_url) as r:
+    with redis.Redis.from_url(redis_url) as r:  # the index, its hashes and state
         try:
             r.execute_command("FT.DROPINDEX", f"{prefix}:vidx", "DD")
         except redis.ResponseError:
@@ -53,11 +53,12 @@ def _drop_all(redis_url: str, mongo_url: str, opts: dict[str, Any]) -> None:
     drop_namespace(redis_url, mongo_url, prefix, str(opts["database"]))
 
 
-@pytest.fixture
-def stores(redis_stack_url: str, redis_url: str, mongo_url: str
-           ) -> Iterator[tuple[DurableStore, DurableStore, dict[str, Any]]]:
-    """A store on the Redis index and one searching exactly, each its own data."""
-    ro, eo = unique_options(), unique_options()
+@pytest.fixture(params=["FLAT", "HNSW"])
+def stores(request: pytest.FixtureRequest, redis_stack_url: str, redis_url: str,
+           mongo_url: str) -> Iterator[tuple[DurableStore, DurableStore, dict[str, Any]]]:
+    """A store on the Redis index (FLAT, HNSW) and one searching exactly, each its own
+    data."""
+    ro, eo = unique_options(vector_algorithm=request.param), unique_options()
     try:
         with DurableStore.from_urls(redis_stack_url, mongo_url, index=INDEX,  # type: ignore[arg-type]
                                     vector_search="redis", **ro) as indexed, \
@@ -208,7 +209,7 @@ def test_auto_picks_the_index_where_the_query_engine_is_and_logs_it(
                 assert plain.vector_search == "none"  # no index: no semantic search
         finally:
             _drop_all(url, mongo_url, opts)
-    assert "vector_search='auto' searches in the Redis Query Engine (HNSW index" in caplog.text
+    assert "vector_search='auto' searches in the Redis Query Engine (FLAT index" in caplog.text
     assert "vector_search='auto' searches in the application (exact, NumPy)" in caplog.text
 
 

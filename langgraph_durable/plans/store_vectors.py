@@ -8,7 +8,8 @@ chooses at set-up (``resolve_plan``):
   application (``plans/store_match.ExactScorer``, ``store/batch.py``); always available.
 - ``"redis"``: the Redis Query Engine (Redis 8, Redis Stack's RediSearch, Valkey's
   valkey-search): an ``FT`` index over per-vector hashes (``hot/vector_index.py``),
-  HNSW (default) or FLAT. Refused (``ConfigurationError``) on a Redis without it.
+  FLAT (default: exact) or HNSW (approximate). Refused (``ConfigurationError``) on a
+  Redis without it.
 - ``"auto"`` (default): ``"redis"`` when the Redis has the query engine, else ``"exact"``.
 - ``"mongodb"``: MongoDB ``$vectorSearch``; not implemented: always refused, with what the
   server answered to a ``$vectorSearch`` (``mongodb_refusal_plan``).
@@ -31,10 +32,14 @@ TTL, so a rebuild that died is started again), and searches answer exactly until
 for the ``offset + limit`` nearest items under the prefix in one pipeline; index hits of
 items with an unflushed record are left out and the unflushed records themselves (few)
 are scored exactly instead, so a search sees every write that returned. The hits' records
-are read through the ``get`` path (dropping deleted and expired items), the ``filter``
+are read as a ``get`` reads them (one pipeline of GETs, MongoDB for the items Redis no
+longer holds; deleted and expired items dropped), the ``filter``
 applied to their values, and the index asked for 4 times as many until ``offset + limit``
-pass or the index has no more. Scores are computed exactly from the records' vectors, as
-the exact path computes them: only the choice of candidates is approximate (HNSW).
+pass (and no item tied with the last one kept is left out: ties are ordered as the
+exact path orders them) or the index has no more; only the hits as near as the page's
+last item are read. Scores are computed exactly from the records' vectors, as the exact
+path computes them: only the choice of candidates can differ (with HNSW,
+approximate; FLAT is exact).
 When the index has fewer matches than ``offset + limit``, the page has room for items
 without vectors, which InMemoryStore appends unscored: they are read from MongoDB (the
 documents under the prefix without ``vec``, one find) with the unflushed records.
@@ -77,6 +82,10 @@ METRICS = {"cosine": "COSINE", "inner_product": "IP", "l2": "L2"}
 BUILDING_TTL_S = 120
 """Seconds the ``building`` state lives without a new batch of a rebuild (a rebuild that
 died is started again by the next search after it)."""
+
+TIE = 1e-6
+"""Index similarities closer than this count as a tie: a search widens until the item
+past the last one it keeps is farther by more (ties keep the exact path's order)."""
 
 REBUILD_BATCH = 500
 """Documents a rebuild reads from MongoDB, and items it writes, per batch."""
@@ -286,15 +295,13 @@ class IndexedSearch:
         None when the exact path must answer: the index is not ready (being rebuilt by
         another process, or gone). Rebuilds the
         index first when it has no state (``rebuild_plan``)."""
-        from . import store as P  # noqa: PLC0415 (plans/store.py imports this module)
-
         spec, prefix = self.spec, tuple(op.namespace_prefix)
         want = op.offset + op.limit
         if want < 1:
             return []
         dirty = [["HGETALL", k] for k in dirty_keys(ctx.config.key_prefix, ctx.partitions)]
         vector = [float(x) for x in query]
-        k = want
+        k = want * 4  # room for ties and filtered-out hits in the first round trip
         for attempt in (0, 1):
             replies = yield from ask(Pipeline(
                 [["GET", state_key(spec.key_prefix)], *dirty,
@@ -313,25 +320,32 @@ class IndexedSearch:
         overlay = _overlay(replies[1:-1], prefix)
         found: dict[str, tuple[StoreRecord, dict[str, Any]]] = {}
         seen: set[str] = set()
+        near: dict[str, float] = {}  # the index's similarity of each item kept
         while True:
             rows = parse_knn_reply(reply)
+            kth = _kth(near, found, want)
             fresh = []
-            for raw_id, _ in rows:
+            for raw_id, sim in rows:
+                if sim < kth - TIE:
+                    break  # farther than the page's last item: not needed
                 ns, key = parse_item_id(raw_id)
                 field = item_field(ns, key)
                 if field not in seen and field not in overlay:
                     seen.add(field)
+                    near[field] = sim
                     fresh.append((ns, key))
             if fresh:
-                recs = yield from P.get_plan(ctx, fresh, now_ms)
+                recs = yield from _records_plan(ctx, fresh, now_ms)
                 for rec in recs:
                     if rec is None:
                         continue
                     value = answers.value(rec)
                     if matches_filter(value, op.filter):
                         found[rec.field] = (rec, value)
-            if len(found) >= want or len(rows) < k:
-                break
+            if len(rows) < k:
+                break  # the index has no more under the prefix
+            if rows[-1][1] < _kth(near, found, want) - TIE:
+                break  # no item tied with the page's last one is left out
             k *= 4
             (reply,) = yield from ask(Pipeline([knn_command(spec, prefix, vector, k)]))
         for field, rec in overlay.items():
@@ -346,6 +360,38 @@ class IndexedSearch:
         scores = self.scores(query, [_vectors(r, dims) for r, _ in kept])
         top = ranked(list(zip(scores, kept)), op.limit, op.offset)
         return [(answers.search_item(r, v, s), r) for s, (r, v) in top]
+
+
+def _records_plan(ctx: Context, items: Sequence[tuple[tuple[str, ...], str]],
+                  now_ms: int) -> Plan[list[StoreRecord | None]]:
+    """The live records of ``items``, as ``plans/store.get_plan`` reads them (Redis's
+    copy, else MongoDB's; None for an item deleted, expired or gone) but with Redis's
+    copies read by one pipeline of GETs (what STORE_GET does), not one script each."""
+    from .store import keys_of  # noqa: PLC0415 (plans/store.py imports this module)
+
+    fields = [item_field(ns, k) for ns, k in items]
+    raws = yield from ask(Pipeline([["GET", keys_of(ctx, ns)[1].item(f)]
+                                    for (ns, _), f in zip(items, fields)]))
+    found = {f: StoreRecord.of_redis(f, bytes(raw))
+             for f, raw in zip(fields, raws) if raw is not None}
+    missing = [S.store_id(ns, k) for (ns, k), f in zip(items, fields) if f not in found]
+    if missing:
+        docs = yield from ask(Find(ctx.collections.store, {"_id": {"$in": missing}}))
+        for doc in docs:
+            rec = S.record_of(doc)
+            found[rec.field] = rec
+    out: list[StoreRecord | None] = []
+    for f in fields:
+        held = found.get(f)
+        out.append(held if held is not None and held.live(now_ms) else None)
+    return out
+
+
+def _kth(near: dict[str, float], found: dict[str, Any], want: int) -> float:
+    """The index similarity of the ``want``-th best item found (-inf while fewer)."""
+    if len(found) < want:
+        return float("-inf")
+    return sorted((near[f] for f in found), reverse=True)[want - 1]
 
 
 def _unscored_plan(ctx: Context, op: SearchOp, overlay: dict[str, StoreRecord],
