@@ -253,3 +253,28 @@ async def test_the_async_api_searches_through_the_index(astore: DurableStore) ->
     found = await astore.asearch(("a",), query="tea", limit=2)
     assert [i.key for i in found] == ["tea", "rain"]
     assert await astore.arebuild_vector_index() == 2
+
+
+def test_status_reports_the_redis_vector_index(
+    stores: tuple[DurableStore, DurableStore, dict[str, Any]], redis_stack_url: str,
+    mongo_url: str
+) -> None:
+    from .cli.clikit import Cli
+
+    indexed, _, opts = stores
+    _fill(indexed, 12)
+    indexed.flush()
+    cli = Cli(redis_stack_url, mongo_url)
+    cli.env.update(LGD_KEY_PREFIX=str(opts["key_prefix"]), LGD_DATABASE=str(opts["database"]))
+    algorithm = str(opts["vector_algorithm"])
+    assert cli.json("status")["store"]["vector_index"] == {
+        "algorithm": algorithm, "dims": DIMS, "metric": "COSINE", "ready": True,
+        "vectors": 9}  # 12 items, 1 without vectors, 2 deleted
+    assert (f"vector search in Redis ({algorithm} index, {DIMS} dims, COSINE, ready, 9 "
+            "vectors)") in " ".join(cli("status").stdout.split())
+    with redis.Redis.from_url(redis_stack_url) as r:  # Redis lost the index's keys
+        r.delete(*r.scan_iter(match=f"{opts['key_prefix']}:*", count=1000))
+    assert cli.json("status")["store"]["vector_index"] is None
+    assert "--dims" in cli("store", "reindex", "--yes", code=1).output
+    cli("store", "reindex", "--yes", "--dims", str(DIMS), "--algorithm", algorithm)
+    assert cli.json("status")["store"]["vector_index"]["vectors"] == 9

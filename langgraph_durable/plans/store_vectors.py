@@ -53,10 +53,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.ops import Aggregate, CommandFailed, Find, Pipeline, Plan, ask
-from ..core.store_records import StoreRecord, item_field, ns_text
+from ..core.store_records import StoreRecord, item_field, ns_text, store_tid
 from ..durable import store as S
 from ..errors import ConfigurationError
-from ..hot.store import dirty_keys
+from ..hot.store import StoreKeys, dirty_keys, store_tag
 from ..hot.vector_index import (
     VectorIndexSpec,
     detect_query_engine,
@@ -318,7 +318,7 @@ class IndexedSearch:
             yield from ask(Pipeline([["DEL", state_key(spec.key_prefix)]]))
             return None
         overlay = _overlay(replies[1:-1], prefix)
-        found: dict[str, tuple[StoreRecord, dict[str, Any]]] = {}
+        found: dict[str, tuple[StoreRecord, dict[str, Any] | None]] = {}
         seen: set[str] = set()
         near: dict[str, float] = {}  # the index's similarity of each item kept
         while True:
@@ -337,29 +337,37 @@ class IndexedSearch:
             if fresh:
                 recs = yield from _records_plan(ctx, fresh, now_ms)
                 for rec in recs:
-                    if rec is None:
-                        continue
-                    value = answers.value(rec)
-                    if matches_filter(value, op.filter):
-                        found[rec.field] = (rec, value)
+                    if rec is not None:
+                        _keep(found, rec, answers, op.filter)
             if len(rows) < k:
                 break  # the index has no more under the prefix
             if rows[-1][1] < _kth(near, found, want) - TIE:
                 break  # no item tied with the page's last one is left out
             k *= 4
             (reply,) = yield from ask(Pipeline([knn_command(spec, prefix, vector, k)]))
-        for field, rec in overlay.items():
+        for rec in overlay.values():
             if rec.live(now_ms):
-                value = answers.value(rec)
-                if matches_filter(value, op.filter):
-                    found[field] = (rec, value)
+                _keep(found, rec, answers, op.filter)
         if len(rows) < k and len(found) < want:  # room for items without vectors
             yield from _unscored_plan(ctx, op, overlay, found, answers, now_ms)
         kept = sorted(found.values(), key=lambda rv: (rv[0].namespace, rv[0].cseq,
                                                       rv[0].key))
         scores = self.scores(query, [_vectors(r, dims) for r, _ in kept])
         top = ranked(list(zip(scores, kept)), op.limit, op.offset)
-        return [(answers.search_item(r, v, s), r) for s, (r, v) in top]
+        return [(answers.search_item(r, answers.value(r) if v is None else v, s), r)
+                for s, (r, v) in top]
+
+
+def _keep(found: dict[str, tuple[StoreRecord, dict[str, Any] | None]], rec: StoreRecord,
+          answers: Any, filter: Any) -> None:
+    """Put ``rec`` in ``found`` when its value passes ``filter`` (decoded only to test a
+    filter; the page's values are decoded at the end)."""
+    if not filter:
+        found[rec.field] = (rec, None)
+        return
+    value = answers.value(rec)
+    if matches_filter(value, filter):
+        found[rec.field] = (rec, value)
 
 
 def _records_plan(ctx: Context, items: Sequence[tuple[tuple[str, ...], str]],
@@ -367,10 +375,10 @@ def _records_plan(ctx: Context, items: Sequence[tuple[tuple[str, ...], str]],
     """The live records of ``items``, as ``plans/store.get_plan`` reads them (Redis's
     copy, else MongoDB's; None for an item deleted, expired or gone) but with Redis's
     copies read by one pipeline of GETs (what STORE_GET does), not one script each."""
-    from .store import keys_of  # noqa: PLC0415 (plans/store.py imports this module)
-
     fields = [item_field(ns, k) for ns, k in items]
-    raws = yield from ask(Pipeline([["GET", keys_of(ctx, ns)[1].item(f)]
+    prefix, parts = ctx.config.key_prefix, ctx.partitions
+    raws = yield from ask(Pipeline([["GET", StoreKeys(store_tag(prefix, store_tid(ns),
+                                                                parts)).item(f)]
                                     for (ns, _), f in zip(items, fields)]))
     found = {f: StoreRecord.of_redis(f, bytes(raw))
              for f, raw in zip(fields, raws) if raw is not None}
@@ -395,7 +403,8 @@ def _kth(near: dict[str, float], found: dict[str, Any], want: int) -> float:
 
 
 def _unscored_plan(ctx: Context, op: SearchOp, overlay: dict[str, StoreRecord],
-                   found: dict[str, tuple[StoreRecord, dict[str, Any]]], answers: Any,
+                   found: dict[str, tuple[StoreRecord, dict[str, Any] | None]],
+                   answers: Any,
                    now_ms: int) -> Plan[None]:
     """Add to ``found`` the live items under the prefix that MongoDB holds without
     vectors and that pass the filter (unflushed ones are in ``overlay``: already seen)."""
@@ -405,9 +414,7 @@ def _unscored_plan(ctx: Context, op: SearchOp, overlay: dict[str, StoreRecord],
         rec = S.record_of(doc, vectors=False)
         if rec.field in overlay or rec.field in found or not rec.live(now_ms):
             continue
-        value = answers.value(rec)
-        if matches_filter(value, op.filter):
-            found[rec.field] = (rec, value)
+        _keep(found, rec, answers, op.filter)
 
 
 def _vectors(rec: StoreRecord, dims: int) -> np.ndarray:

@@ -7,6 +7,7 @@ import logging
 import typing
 from typing import Any
 
+from ..core.ops import Pipeline, ask
 from ..errors import ConfigurationError, TierUnavailableError
 from ..hot.vector_index import VectorIndexSpec
 from ..plans.store_match import VectorScorer
@@ -16,6 +17,7 @@ from ..plans.store_vectors import (
     VectorSearch,
     rebuild_plan,
     resolve_plan,
+    state_key,
 )
 from ..runtime.base import SaverRuntime
 
@@ -130,9 +132,6 @@ class StoreVectors:
 def _rebuild_if_stateless(runtime: SaverRuntime, spec: VectorIndexSpec) -> Any:
     """Plan: ``rebuild_plan`` when the index has no state (never built, or Redis lost
     its data); returns the items written (0 when it had one)."""
-    from ..core.ops import Pipeline, ask
-    from ..plans.store_vectors import state_key
-
     (raw,) = yield from ask(Pipeline([["GET", state_key(spec.key_prefix)]]))
     if raw is not None:
         return 0
