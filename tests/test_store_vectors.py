@@ -246,6 +246,8 @@ async def astore(redis_stack_url: str, mongo_url: str) -> AsyncIterator[DurableS
 
 async def test_the_async_api_searches_through_the_index(astore: DurableStore) -> None:
     assert astore.vector_search == "redis"
+    await astore.setup()  # in a running loop: a future of the set-up
+    await astore.asetup()
     await astore.aput(("a",), "tea", {"text": "tea tea"})
     await astore.aput(("a",), "sun", {"text": "sun"})
     await astore.aflush()
