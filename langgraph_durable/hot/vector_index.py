@@ -224,19 +224,27 @@ def upsert_vectors(spec: VectorIndexSpec, namespace: Sequence[str], key: str,
 
 
 def upsert_many(spec: VectorIndexSpec,
-                items: Sequence[tuple[Sequence[str], str, Sequence[bytes]]]) -> Plan[int]:
+                items: Sequence[tuple[Sequence[str], str, Sequence[bytes]]],
+                seqs: Sequence[int] | None = None) -> Plan[int]:
     """Plan: :func:`upsert_vectors` of many items in two pipelines (their old counts, then
     every write), each item's vectors given packed (``dims`` little-endian FLOAT32s each,
     ``vector_bytes`` or a float32 array's rows); an item with none loses its vectors.
-    Returns how many hashes were deleted. Raises ``ValueError`` for a row of another
-    length than ``dims`` * 4 bytes."""
+    ``seqs``: each item's version (the store's record ``seq``), kept on vector 0 as
+    ``seq``; an item whose stored ``seq`` is higher is left as it is (a late write of an
+    older version, e.g. by a stalled flusher, does not replace a newer one; what two
+    writers do between the two pipelines is not guarded). Returns how many hashes were
+    deleted. Raises ``ValueError`` for a row of another length than ``dims`` * 4 bytes."""
     if not items:
         return 0
     ids = [item_id(ns, key) for ns, key, _ in items]
-    olds = yield from ask(Pipeline([["HGET", vector_key(spec, i, 0), "n"] for i in ids]))
+    olds = yield from ask(Pipeline([["HMGET", vector_key(spec, i, 0), "n", "seq"]
+                                    for i in ids]))
     commands: list[list[object]] = []
     deleted = 0
-    for item, (namespace, _key, rows), old in zip(ids, items, olds):
+    for at, (item, (namespace, _key, rows), old) in enumerate(zip(ids, items, olds)):
+        old_n, old_seq = old
+        if seqs is not None and old_seq is not None and int(old_seq) > seqs[at]:
+            continue
         tags = namespace_tags(namespace)
         for i, vec in enumerate(rows):
             if len(vec) != spec.dims * 4:
@@ -245,8 +253,10 @@ def upsert_many(spec: VectorIndexSpec,
             fields: list[object] = ["item", item, "ns", tags, "vec", bytes(vec)]
             if i == 0:
                 fields += ["n", len(rows)]
+                if seqs is not None:
+                    fields += ["seq", seqs[at]]
             commands.append(["HSET", vector_key(spec, item, i), *fields])
-        stale = [vector_key(spec, item, i) for i in range(len(rows), int(old or 0))]
+        stale = [vector_key(spec, item, i) for i in range(len(rows), int(old_n or 0))]
         if stale:
             commands.append(["DEL", *stale])
             deleted += len(stale)

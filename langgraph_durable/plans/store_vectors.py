@@ -218,7 +218,7 @@ def index_flushed_plan(ctx: Context, records: Sequence[StoreRecord]) -> Plan[int
         return 0
     spec = held.spec(ctx.config.key_prefix)
     items = [(rec.namespace, rec.key, _rows(rec, spec.dims)) for rec in records]
-    yield from upsert_many(spec, items)
+    yield from upsert_many(spec, items, [rec.seq for rec in records])
     return len(items)
 
 
@@ -228,7 +228,8 @@ def rebuild_plan(ctx: Context, spec: VectorIndexSpec, batch: int = REBUILD_BATCH
     after items exist): state ``building`` (the flusher writes vectors from then on), the
     index created unless it exists, every live document with vectors read by ``_id`` in
     batches of ``batch`` and written (``upsert_many``), then state ``ready``. Returns the
-    items written. Items written while it runs are the flusher's (both idempotent)."""
+    items written. Items written while it runs are the flusher's (both idempotent, and
+    neither replaces a newer version's vectors: ``upsert_many``'s ``seqs``)."""
     key = state_key(spec.key_prefix)
     building = _state(spec, ready=False).dumps()
     yield from ask(Pipeline([["SET", key, building, "EX", BUILDING_TTL_S]]))
@@ -239,13 +240,14 @@ def rebuild_plan(ctx: Context, spec: VectorIndexSpec, batch: int = REBUILD_BATCH
     while True:
         find = dict(query, _id={"$gt": last}) if last is not None else query
         docs = yield from ask(Find(ctx.collections.store, find,
-                                   {"namespace": 1, "key": 1, "vec": 1, "paths": 1},
-                                   sort=[("_id", 1)], limit=batch))
-        items = []
+                                   {"namespace": 1, "key": 1, "vec": 1, "paths": 1,
+                                    "seq": 1}, sort=[("_id", 1)], limit=batch))
+        items, seqs = [], []
         for doc in docs:
-            rec = S.record_of(dict(doc, seq=0, cseq=0, useq=0))
+            rec = S.record_of(dict(doc, cseq=0, useq=0))
             items.append((rec.namespace, rec.key, _rows(rec, spec.dims)))
-        yield from upsert_many(spec, items)
+            seqs.append(rec.seq)
+        yield from upsert_many(spec, items, seqs)
         written += len(items)
         yield from ask(Pipeline([["SET", key, building, "EX", BUILDING_TTL_S]]))
         if len(docs) < batch:
