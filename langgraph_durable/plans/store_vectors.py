@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.ops import Aggregate, CommandFailed, Find, Pipeline, Plan, ask
-from ..core.store_records import StoreRecord, item_field, ns_text, store_tid
+from ..core.store_records import StoreRecord, item_field, ns_text, split_field, store_tid
 from ..durable import store as S
 from ..errors import ConfigurationError
 from ..hot.store import StoreKeys, dirty_keys, store_tag
@@ -324,27 +324,24 @@ class IndexedSearch:
         seen: set[str] = set()
         near: dict[str, float] = {}  # the index's similarity of each item kept
         while True:
-            rows = parse_knn_reply(reply)
-            kth = _kth(near, found, want)
-            fresh = []
-            for raw_id, sim in rows:
-                if sim < kth - TIE:
-                    break  # farther than the page's last item: not needed
-                ns, key = parse_item_id(raw_id)
-                field = item_field(ns, key)
-                if field not in seen and field not in overlay:
-                    seen.add(field)
-                    near[field] = sim
-                    fresh.append((ns, key))
-            if fresh:
-                recs = yield from _records_plan(ctx, fresh, now_ms)
+            rows = [(item_field(*parse_item_id(raw)), sim) for raw, sim in parse_knn_reply(reply)]
+            todo = [(f, sim) for f, sim in rows if f not in seen and f not in overlay]
+            while todo:  # read the fewest hits that can make the page, ties included
+                need = want - len(found)
+                cut = todo[min(need, len(todo)) - 1][1] if need > 0 else _kth(near, found, want)
+                if need <= 0 and todo[0][1] < cut - TIE:
+                    break  # the next hit is farther than the page's last item
+                n = next((i for i, (_, sim) in enumerate(todo) if sim < cut - TIE), len(todo))
+                take, todo = todo[:n], todo[n:]
+                for f, sim in take:
+                    seen.add(f)
+                    near[f] = sim
+                recs = yield from _records_plan(ctx, [split_field(f) for f, _ in take], now_ms)
                 for rec in recs:
                     if rec is not None:
                         _keep(found, rec, answers, op.filter)
-            if len(rows) < k:
-                break  # the index has no more under the prefix
-            if rows[-1][1] < _kth(near, found, want) - TIE:
-                break  # no item tied with the page's last one is left out
+            if todo or len(rows) < k:
+                break  # the page is decided, or the index has no more under the prefix
             k *= 4
             (reply,) = yield from ask(Pipeline([knn_command(spec, prefix, vector, k)]))
         for rec in overlay.values():
