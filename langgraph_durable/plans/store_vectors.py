@@ -295,8 +295,8 @@ class IndexedSearch:
         """Plan: the page of ``op`` (a search with a query whose embedding is ``query``)
         as ``(SearchItem, record)``, best first, from the index (the module docstring);
         None when the exact path must answer: the index is not ready (being rebuilt by
-        another process, or gone). Rebuilds the
-        index first when it has no state (``rebuild_plan``)."""
+        another process, or gone). Rebuilds the index first when it has no state
+        (``rebuild_plan``)."""
         spec, prefix = self.spec, tuple(op.namespace_prefix)
         want = op.offset + op.limit
         if want < 1:
@@ -325,7 +325,9 @@ class IndexedSearch:
         near: dict[str, float] = {}  # the index's similarity of each item kept
         while True:
             rows = [(item_field(*parse_item_id(raw)), sim) for raw, sim in parse_knn_reply(reply)]
-            todo = [(f, sim) for f, sim in rows if f not in seen and f not in overlay]
+            best = dict(reversed(rows))  # an item's best vector (rows are nearest first)
+            todo = [(f, sim) for f, sim in best.items() if f not in seen and f not in overlay]
+            todo.sort(key=lambda fs: -fs[1])
             while todo:  # read the fewest hits that can make the page, ties included
                 need = want - len(found)
                 cut = todo[min(need, len(todo)) - 1][1] if need > 0 else _kth(near, found, want)
