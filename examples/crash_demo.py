@@ -265,15 +265,17 @@ def _kill_mid_node(proc: Any, log_path: Path, kill_after: int, delay_s: float,
 def _kill_after_calls(proc: Any, watcher: Any, calls: int, timeout_s: float
                       ) -> dict[str, Any]:
     """Wait until the model-call journal of thread ``THREAD_ID`` (read through
-    ``watcher``, a saver; ``inspection.effects.thread_effects``, as ``langgraph-durable
-    show`` reads it) holds ``calls`` answered calls of the ``report`` node, then SIGKILL
-    ``proc`` at once: it is inside the node's next call (the scripted model takes
-    ``--step-s``/2 a call)."""
+    ``watcher``, a saver, decoding strictly; ``inspection.effects.thread_effects``, as
+    ``langgraph-durable show`` reads it) holds ``calls`` answered calls of the ``report``
+    node, then SIGKILL ``proc`` at once: it is inside the node's next call (the scripted
+    model takes ``--step-s``/2 a call)."""
     from langgraph_durable.inspection.effects import thread_effects
+    from langgraph_durable.inspection.strict import strict_view
 
+    reader = strict_view(watcher)  # decodes as the operator's tools do: runs no stored data
     deadline = time.monotonic() + timeout_s
     while True:
-        rows, _ = thread_effects(watcher, THREAD_ID)
+        rows, _ = thread_effects(reader, THREAD_ID)
         done = [r for r in rows if r["kind"] == "model_call" and r["state"] == "done"
                 and r["task_ns"].split(":", 1)[0] == "report"]
         if len(done) >= calls:

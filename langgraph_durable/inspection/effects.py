@@ -45,15 +45,7 @@ def thread_effects(saver: Any, thread_id: str) -> tuple[list[dict[str, Any]], st
     not empty when MongoDB did not answer (then Redis's entries alone are listed). Raises
     ``TierUnavailableError`` when Redis does not answer, ``CorruptRecordError`` for an
     entry that is not one."""
-    note = ""
-    try:
-        docs = saver.run(journal_plan(saver.context, thread_id))
-    except TierUnavailableError as exc:
-        if exc.tier != "durable":
-            raise
-        docs = saver.run(journal_plan(saver.context, thread_id, hot_only=True))
-        note = (f"effects: the entries Redis holds; {exc.tier_name} did not answer, its "
-                "entries are not shown")
+    docs, note = _docs(saver, thread_id)
     return [_row(saver, d) for d in docs], note
 
 
@@ -61,15 +53,30 @@ def checkpoint_effects(saver: Any, thread_id: str, checkpoint_ns: str, checkpoin
                        ) -> tuple[list[dict[str, Any]], str]:
     """The journal entries of the tasks that ran from checkpoint ``checkpoint_id`` (of
     namespace ``checkpoint_ns``), in task, name and call order, and ``thread_effects``'
-    note. Each row: ``task_id``, ``task_ns``, ``name`` (the effect), ``call`` (its number
-    in the task's execution), ``state`` (started, done, failed, cleared), ``tier`` (hot or
-    durable), ``error`` (``[type, message]`` of a failed one), ``kind`` (``"effect"`` or
-    ``"model_call"``) and, for an effect, ``result`` (JSON data); for a model call,
-    ``model_call`` (``model_call``'s summary) and ``result`` None."""
-    rows, note = thread_effects(saver, thread_id)
-    return [{k: v for k, v in r.items() if k not in ("checkpoint_ns", "checkpoint_id")}
-            for r in rows if (r["checkpoint_ns"], r["checkpoint_id"])
+    note (only these entries are decoded). Each row: ``task_id``, ``task_ns``, ``name``
+    (the effect), ``call`` (its number in the task's execution), ``state`` (started, done,
+    failed, cleared), ``tier`` (hot or durable), ``error`` (``[type, message]`` of a
+    failed one), ``kind`` (``"effect"`` or ``"model_call"``) and, for an effect, ``result``
+    (JSON data); for a model call, ``model_call`` (``model_call``'s summary) and
+    ``result`` None."""
+    docs, note = _docs(saver, thread_id)
+    return [{k: v for k, v in _row(saver, d).items()
+             if k not in ("checkpoint_ns", "checkpoint_id")}
+            for d in docs if (d["checkpoint_ns"], d["checkpoint_id"])
             == (checkpoint_ns, checkpoint_id)], note
+
+
+def _docs(saver: Any, thread_id: str) -> tuple[list[dict[str, Any]], str]:
+    """``journal_plan``'s documents, and a note when MongoDB did not answer (then
+    Redis's alone)."""
+    try:
+        return saver.run(journal_plan(saver.context, thread_id)), ""
+    except TierUnavailableError as exc:
+        if exc.tier != "durable":
+            raise
+        return saver.run(journal_plan(saver.context, thread_id, hot_only=True)), (
+            f"effects: the entries Redis holds; {exc.tier_name} did not answer, its "
+            "entries are not shown")
 
 
 def _row(saver: Any, d: Mapping[str, Any]) -> dict[str, Any]:
