@@ -532,14 +532,19 @@ def transcript(messages: list[Any]) -> list[list[Any]]:
 
 def dataframe_serde(store: Any = None) -> Any:
     """The serializer the agent's checkpointer needs: ``ExternalRefSerializer`` (DataFrames as
-    Parquet blobs in ``store``; default a new temporary folder)."""
+    Parquet blobs in ``store``; default a new temporary folder) over a strict
+    ``JsonPlusSerializer`` (``allowed_msgpack_modules=None``: only LangGraph's safe types,
+    messages included, are revived; the state holds no other)."""
     import tempfile
+
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
     from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
 
     if store is None:
         store = LocalBlobStore(tempfile.mkdtemp(prefix="lgd-penguins-blobs-"))
-    return ExternalRefSerializer(store=store)
+    return ExternalRefSerializer(JsonPlusSerializer(allowed_msgpack_modules=None),
+                                 store=store)
 
 
 if __name__ == "__main__":  # a quick uninterrupted run
