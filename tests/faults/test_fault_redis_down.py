@@ -46,3 +46,12 @@ def test_redis_emptied_after_a_flush_every_read_equals_the_previous_answer(env) 
     assert rec["mismatches"] == 0
     assert rec["tier"] == "durable"
     assert rec["resume_mismatch"] == 0
+
+
+def test_store_items_after_redis_lost_its_data_twice(env) -> None:
+    # flushed, the store's Redis keys deleted: every acknowledged put read back from
+    # MongoDB alone, no acknowledged delete undone; then every item flipped (live ones
+    # deleted, deleted ones put again) where only MongoDB knew them, and lost again
+    rec = s4_redis_down.store_faults.redis_lost(env)
+    assert rec["puts"] > 30 and rec["deletes"] > 20
+    assert (rec["lost"], rec["back"], rec["stray"], rec["search_differs"]) == ([], [], [], 0)
