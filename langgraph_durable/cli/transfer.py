@@ -282,7 +282,7 @@ def _store(session: Any, saver: Any) -> Any:
 
 @command
 def export(ctx: typer.Context,
-           thread: str | None = typer.Argument(None, metavar="THREAD", show_default=False,
+           thread: str | None = typer.Argument(None, metavar="[THREAD]", show_default=False,
                                                help="thread_id (not with --store)"),
            output: str = typer.Option("-", "--output", "-o", help="file (default stdout)"),
            without_blobs: bool = WITHOUT_BLOBS,
