@@ -17,7 +17,9 @@ c. Redis emptied after a flush (the saver's keys deleted): every read (latest of
 d. With ``store`` (default), the memory store's Redis keys deleted after a flush
    (``store_faults.redis_lost``): every acknowledged put read back from MongoDB alone with
    its last value, no acknowledged delete undone; then puts and deletes of items only
-   MongoDB holds, a flush, the keys deleted again, checked again.
+   MongoDB holds, a flush, the keys deleted again, checked again. And Redis (AOF,
+   ``appendfsync always``) SIGKILLed while a store with ``flusher="off"`` writes
+   (``store_faults.redis_killed``): the same after the restart and a drain.
 """
 
 from __future__ import annotations
@@ -238,12 +240,12 @@ def run(env: Env, aof_trials: int = 4, seed: int = 4, no_aof_trial: bool = False
         if got:
             res.measures[f"lost with appendfsync {k}"] = f"{sum(a['lost'] for a in got)} of " \
                 f"{sum(a['acked'] for a in got)}"
-    if store:  # the memory store's items with Redis emptied after a flush, twice
-        st = store_faults.redis_lost(env, seed=seed)
-        res.trials += 1
-        res.faults += 2
-        store_faults.report(res, [st])
-        res.records.append({"store": True, **st})
+    if store:  # the memory store: Redis emptied after a flush, twice; Redis (AOF) killed
+        st = [store_faults.redis_lost(env, seed=seed), store_faults.redis_killed(env, seed)]
+        res.trials += 2
+        res.faults += 3
+        store_faults.report(res, st)
+        res.records += [{"store": True, **x} for x in st]
     if no_aof_trial:
         na = aof_crash(env, rng, "-", appendonly=False)
         res.notes.append(

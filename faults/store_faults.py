@@ -8,7 +8,9 @@ look at what MongoDB holds and what a fresh store answers (also from MongoDB alo
 - ``mongo_down`` (scenario 3): puts and deletes while MongoDB is stopped (some refused
   with ``OutboxFullError`` past ``max_outbox``), then MongoDB restarted;
 - ``redis_lost`` (scenario 4): the store's Redis keys deleted after a flush, then more
-  puts and deletes (of items only MongoDB holds now), then deleted again.
+  puts and deletes (of items only MongoDB holds now), then deleted again;
+  ``redis_killed`` (scenario 4): Redis with AOF SIGKILLed while a store without a flusher
+  writes, restarted on its data folder.
 
 The promise checked (``check``): every acknowledged put is there with its last
 acknowledged value (else it is *lost*), every item whose last acknowledged operation is a
@@ -331,6 +333,53 @@ def redis_lost(env: Env, seed: int = 4, n_ops: int = 40) -> dict[str, Any]:
     rec.update(puts=expected.puts, deletes=expected.deletes, lost=found.lost,
                back=found.back, stray=found.stray, search_differs=differ + d2)
     cleanup(env.redis_url, env.mongo_url, prefix, database)
+    return rec
+
+
+def redis_killed(env: Env, seed: int = 4, n_ops: int = 200) -> dict[str, Any]:
+    """Scenario 4's AOF form for the store: a store with ``flusher="off"`` (everything
+    acknowledged is in Redis only) writes while its Redis (``appendonly yes``,
+    ``appendfsync always``) is SIGKILLed at a random moment, then restarted on the same
+    data folder; checked in Redis, then (a store with a flusher drains the outbox) in
+    MongoDB and from MongoDB alone."""
+    import threading
+
+    from langgraph_durable.testing import redis_server
+
+    rng = random.Random(seed)
+    prefix, database = names("s4stk")
+    ops = make_ops(rng, n_ops, tag="aof")
+    expected = Outcome()
+    rec: dict[str, Any] = {}
+    with redis_server(appendonly=True) as rs, clients(rs.url, env.mongo_url) as (r, _m):
+        r.config_set("appendfsync", "always")
+        store = DurableStore.from_urls(rs.url, env.mongo_url, key_prefix=prefix,
+                                       database=database, flusher="off",
+                                       socket_timeout_s=1.0)
+        store.setup()
+
+        def go() -> None:
+            for op in ops:
+                try:
+                    store.batch([_put(x) for x in op["items"]])
+                except Exception:  # the kill: this op is in flight, the rest never sent
+                    expected.apply(op, False)
+                    return
+                expected.apply(op, True)
+
+        runner = threading.Thread(target=go)
+        runner.start()
+        time.sleep(rng.uniform(0.05, 0.3))  # the fault's timing
+        rs.kill()
+        runner.join(60)
+        rs.start()
+        rec["killed_mid_run"] = expected.puts + expected.deletes < sum(
+            len(op["items"]) for op in ops)
+        store.close()
+        found, differ = verify(rs.url, env.mongo_url, prefix, database, expected)
+        cleanup(rs.url, env.mongo_url, prefix, database)
+    rec.update(puts=expected.puts, deletes=expected.deletes, lost=found.lost,
+               back=found.back, stray=found.stray, search_differs=differ)
     return rec
 
 
