@@ -16,7 +16,8 @@ their reasons in ``langgraph_suite_excluded.txt`` beside this file.
   items, its partition's unflushed index and outbox stream in one slot, a search's reads
   of every partition's index spread over the nodes) DurableStore runs InMemoryStore's
   suite (all of its 117 tests: sync and async, vector search, filters, namespaces) hot
-  and cold in every run: 27 s hot, 37 s cold, measured. The SQLite and Postgres suites on the
+  and cold in every run: 27 s hot and 37 s cold (load average 2), 43 s and 52 s (load
+  average 5), measured on 2 cores. The SQLite and Postgres suites on the
   cluster take 65 s + 124 s hot and 69 s + 273 s cold (2 cores, load about 4): they run
   with ``LGD_STORE_SUITES_ON_CLUSTER=1``.
 """
