@@ -299,6 +299,9 @@ def export(ctx: typer.Context,
         raise CliError("give a THREAD to export, or --store for the memory store's items")
     if namespace and not store:
         raise CliError("--namespace selects store items: it goes with --store")
+    if without_blobs and store:
+        raise CliError("--without-blobs goes with a THREAD: store items refer to no blobs "
+                       "(their values are in the export file)")
     session = session_of(ctx)
     saver = session.saver(flusher=True)
     if thread is not None and not storage.thread_exists(saver.context, session.clients,

@@ -132,6 +132,8 @@ def test_store_export_of_a_namespace_and_items_expired_by_the_import(
     assert "give a THREAD" in cli("export", "t", "--store", code=1).output
     assert "--namespace selects store items" in cli("export", "t", "--namespace", "a",
                                                     code=1).output
+    assert "--without-blobs goes with a THREAD" in cli("export", "--store",
+                                                        "--without-blobs", code=1).output
 
 
 def _bad(record: dict[str, Any], **change: Any) -> dict[str, Any]:
