@@ -33,6 +33,11 @@ from ..errors import ConfigurationError, ModelCallChangedError
 from ..plans.effects import begin_plan, end_plan
 from ..saver import DurableSaver
 
+EFFECT_PREFIX = "model:"
+"""The effect journal's names of journaled model calls: ``"model:" + name`` (the name given
+to ``journaled``/``ModelJournalMiddleware``, else the model's ``identity``). The operator's
+tools (``inspection.effects``) tell model-call entries by it."""
+
 OnChange = Literal["call", "raise"]
 """What a journaled call does when the recorded request differs from this one."""
 

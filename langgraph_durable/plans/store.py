@@ -69,9 +69,10 @@ def _max_outbox(ctx: Context) -> int:
 def write_op(ctx: Context, namespace: tuple[str, ...], key: str, mode: str, body: bytes,
              expires_ms: int, *, expect: int = 0, cseq: int = 0, useq: int = 0,
              now_ms: int = 0) -> Op[Any]:
-    """The STORE_PUT of one item version (``mode`` ``put``, ``del``, ``touch`` or
-    ``expire``: see ``hot/lua/store_put.lua``); ``now_ms``: the caller's clock (a value
-    expired by then is replaced by a new incarnation; 0 = ``ctx.clock``). With
+    """The STORE_PUT of one item version (``mode`` ``put``, ``del``, ``touch``,
+    ``expire`` or ``import``: see ``hot/lua/store_put.lua``); ``now_ms``: the caller's
+    clock (a value expired by then is replaced by a new incarnation; 0 =
+    ``ctx.clock``). With
     ``redis_min_replicas`` it waits for that many replicas, as the saver's puts do
     (``ReplicationTimeoutError`` when fewer confirm: the version IS on the primary)."""
     tid, keys, outbox = keys_of(ctx, namespace)

@@ -25,6 +25,8 @@ from typing import Any
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
+from ..config import DurableConfig
+from ..io.redis_urls import redis_client_from_url
 from . import drop_key_prefix, drop_namespace, unique_options
 
 __all__ = ["DurableStoreFactory", "InMemoryStoreFactory", "durable", "durable_store_class"]
@@ -154,10 +156,8 @@ class DurableStoreFactory:
             self._drop(options)
 
     def _drop_hot(self, store: BaseStore) -> None:
-        import redis
-
-        prefix = self._prefixes[id(store)]
-        with redis.Redis.from_url(self.redis_url) as client:
+        prefix = self._prefixes[id(store)]  # a cluster's URL gives a cluster client
+        with redis_client_from_url(self.redis_url, DurableConfig(), asyncio=False) as client:
             drop_key_prefix(client, prefix)  # the saver's layout: "{<prefix>:..."
             # and keys without a hash tag, e.g. the vector index's "<prefix>:vec:..."
             stale = list(client.scan_iter(match=f"{prefix}:*", count=1000))
