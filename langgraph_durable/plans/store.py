@@ -43,6 +43,7 @@ from ..hot.store import (
 )
 from .context import Context
 from .fence import insert_else_upsert
+from .store_vectors import index_flushed_plan
 from .write import replicated
 
 Parsed = tuple[bytes, str, OutboxEntry]
@@ -260,6 +261,7 @@ def flush_store_plan(ctx: Context, entries: list[Parsed]) -> Plan[int]:
         written.setdefault(tag, []).append((rec.field, rec.raw, out.raw))
     yield from insert_else_upsert(ctx.collections.store, docs, S.upsert_record,
                                   ignore_newer=True)
+    yield from index_flushed_plan(ctx, [rec for _, rec in read])  # the Redis vector index
     now_ms = ctx.clock.time_ns() // 1_000_000
     hot_ms = ctx.config.hot_ttl_s * 1000
     ops: list[Op[Any]] = [store_settle_op(StoreKeys(t), hot_ms, now_ms, recs)

@@ -39,6 +39,7 @@ from ..plans.store_match import (
     matches_filter,
     ranked,
 )
+from ..plans.store_vectors import IndexedSearch
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -181,6 +182,10 @@ def _search_plan(ctx: Context, answers: Answers, op: SearchOp,
                  queries: dict[str, np.ndarray], scorer: VectorScorer, dims: int,
                  now_ms: int) -> Plan[list[tuple[SearchItem, StoreRecord]]]:
     query = queries.get(op.query) if op.query else None
+    if query is not None and isinstance(scorer, IndexedSearch):  # the Redis index
+        indexed = yield from scorer.search_plan(ctx, answers, op, query, dims, now_ms)
+        if indexed is not None:
+            return indexed
     recs = yield from P.search_plan(ctx, op.namespace_prefix, now_ms,
                                     vectors=query is not None)
     recs.sort(key=lambda r: (r.namespace, r.cseq, r.key))
