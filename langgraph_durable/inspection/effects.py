@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import TierUnavailableError
-from ..journal.calls import EFFECT_PREFIX
+from ..plans.effects import MODEL_CALL_PREFIX as EFFECT_PREFIX
 from ..plans.effects import Entry, journal_plan
 from . import render
 from .strict import NotDecoded
