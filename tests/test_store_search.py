@@ -71,16 +71,16 @@ def test_a_search_with_a_limit_reads_a_bounded_number_of_documents(store) -> Non
     keys, read = _searched(store, ("big",), limit=5, offset=40)
     assert keys == [(("big",), f"k{i:05d}") for i in range(40, 45)]
     assert read <= 45 + 16
-    # 1 in 10 passes: 5 matches lie in the first 50 documents, the first page is 64
+    # 1 in 10 passes: 5 matches lie in the first 50 documents, the first page is 256
     keys, read = _searched(store, ("big",), filter={"kind": 3}, limit=5)
     assert keys == [(("big",), f"k{i:05d}") for i in (3, 13, 23, 33, 43)]
-    assert read <= 64
+    assert read <= 256
     # the pages cross into the sub-namespace (after ("big",)'s 1500 items)
     keys, read = _searched(store, ("big",), limit=3, offset=1499)
     assert keys == [(("big",), "k01499"), (("big", "sub"), "k00000"),
                     (("big", "sub"), "k00001")]
     assert read <= 1502 + 16
-    # a rare match reads on until found (pages of 64, 128, 256), each document once but
+    # a rare match reads on until found (pages of 256, 512), each document once but
     # the last of a page (the next page resumes at its cseq, ``$gte``)
     keys, read = _searched(store, ("big", "sub"), filter={"i": 299}, limit=1)
     assert keys == [(("big", "sub"), "k00299")]

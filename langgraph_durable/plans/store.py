@@ -162,17 +162,25 @@ def get_plan(ctx: Context, items: Sequence[tuple[tuple[str, ...], str]],
     return out
 
 
-def unflushed(replies: Sequence[Any], prefix: tuple[str, ...] = ()
-               ) -> Iterable[StoreRecord]:
-    """The unflushed records (HGETALL replies: dicts, ``drivers.normalise``) of the
-    namespaces under ``prefix``; only those are decoded."""
+def unflushed_raw(replies: Sequence[Any], prefix: tuple[str, ...] = ()
+                  ) -> Iterable[tuple[str, bytes]]:
+    """``(field, stored bytes)`` of the unflushed records (HGETALL replies: dicts,
+    ``drivers.normalise``) of the namespaces under ``prefix``, not decoded."""
     head = (ns_text(prefix) + ".").encode() if prefix else b""
     for raw in replies:
         for f, v in raw.items():
             name = f if isinstance(f, bytes) else f.encode()
             if head and not (name.partition(b"\x00")[0] + b".").startswith(head):
                 continue
-            yield StoreRecord.of_redis(_text(f), bytes(v))
+            yield _text(f), bytes(v)
+
+
+def unflushed(replies: Sequence[Any], prefix: tuple[str, ...] = ()
+              ) -> Iterable[StoreRecord]:
+    """The unflushed records (HGETALL replies) of the namespaces under ``prefix``; only
+    those are decoded."""
+    for f, raw in unflushed_raw(replies, prefix):
+        yield StoreRecord.of_redis(f, raw)
 
 
 def namespaces_plan(ctx: Context, now_ms: int) -> Plan[set[tuple[str, ...]]]:

@@ -18,7 +18,7 @@ namespace of the last document, ``{ns, cseq: {$gte}}`` (tombstones, which have n
 ``cseq``, sort first: ``{ns, cseq: null, key: {$gt}}``), then the namespaces after it,
 ``{ns: {$gt, $lt}}``. Tombstones and expired values are dropped here, not by MongoDB.
 
-The unflushed index (``plans/store.py``'s ``unflushed``) is read FIRST, MongoDB second
+The unflushed index (``plans/store.py``'s ``unflushed_raw``) is read FIRST, MongoDB second
 (the read-order argument of ``plans/store.py``'s module docstring): an item settled in
 between is in MongoDB's pages. An item the unflushed index holds is taken from it and
 its MongoDB document is skipped: the unflushed record was the item's newest when read
@@ -30,13 +30,14 @@ concurrent write, which a read may order either way). Its place in the stream is
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from ..core.ops import Doc, Find, Pipeline, Plan, Query, ask
-from ..core.store_records import StoreRecord, ns_text
+from ..core.store_records import SEP, StoreRecord, ns_text
 from ..durable import store as S
 from ..hot.store import dirty_keys
 from .context import Context
-from .store import unflushed
+from .store import unflushed_raw
 
 Order = tuple[str, int, str]
 """A record's place in the search order: ``(ns text + ".", cseq, key)``; ``cseq`` -1
@@ -56,13 +57,36 @@ def _doc_order(doc: Doc) -> Order:
     return (str(doc["ns"]), -1 if cseq is None else int(cseq), str(doc["key"]))
 
 
-def overlay_plan(ctx: Context, prefix: tuple[str, ...]) -> Plan[list[StoreRecord]]:
+class Pending(NamedTuple):
+    """An unflushed record not yet decoded: its place in the search ``order`` (read from
+    its field and header alone), its ``field`` and stored bytes ``raw``."""
+
+    order: Order
+    field: str
+    raw: bytes
+
+    def record(self) -> StoreRecord:
+        """The decoded record (``CorruptRecordError`` naming the item)."""
+        return StoreRecord.of_redis(self.field, self.raw)
+
+
+def _pending(field: str, raw: bytes) -> Pending:
+    ns, _, key = field.partition(SEP)
+    try:
+        cseq = -1 if raw[48:49] == b"1" else int(raw[16:32])
+    except ValueError:
+        StoreRecord.of_redis(field, raw)  # raises CorruptRecordError naming the item
+        raise
+    return Pending((ns + ".", cseq, key), field, raw)
+
+
+def overlay_plan(ctx: Context, prefix: tuple[str, ...]) -> Plan[list[Pending]]:
     """The unflushed records under ``prefix`` (every partition's unflushed index, one
-    pipeline; only those under the prefix are decoded), in search order; dead and
-    expired ones included (they hide MongoDB's version)."""
+    pipeline), in search order, decoded only when taken; dead and expired ones included
+    (they hide MongoDB's version)."""
     replies = yield Pipeline([["HGETALL", k] for k in
                               dirty_keys(ctx.config.key_prefix, ctx.partitions)])
-    return sorted(unflushed(replies, prefix), key=order_of)
+    return sorted(_pending(f, raw) for f, raw in unflushed_raw(replies, prefix))
 
 
 def ordered_plan(ctx: Context, prefix: tuple[str, ...], now_ms: int,
@@ -88,8 +112,8 @@ def ordered_plan(ctx: Context, prefix: tuple[str, ...], now_ms: int,
             docs = pages.took(docs)
         for doc in docs:
             place = _doc_order(doc)
-            while at < len(overlay) and order_of(overlay[at]) < place:
-                _take(overlay[at], now_ms, accept, out)
+            while at < len(overlay) and overlay[at].order < place:
+                _take(overlay[at].record(), now_ms, accept, out)
                 at += 1
                 if len(out) >= wanted:
                     return out
@@ -99,8 +123,8 @@ def ordered_plan(ctx: Context, prefix: tuple[str, ...], now_ms: int,
                 if len(out) >= wanted:
                     return out
         if pages.done:
-            for rec in overlay[at:]:
-                _take(rec, now_ms, accept, out)
+            for pending in overlay[at:]:
+                _take(pending.record(), now_ms, accept, out)
                 if len(out) >= wanted:
                     break
             return out
@@ -183,7 +207,7 @@ def candidates_plan(ctx: Context, prefix: tuple[str, ...], now_ms: int,
                                S.WITHOUT_VALUES))
     recs = [r._replace(partial=True) for r in (S.record_of(d) for d in docs)
             if r.field not in held]
-    recs += overlay
+    recs += [p.record() for p in overlay]
     recs = sorted((r for r in recs if r.live(now_ms)), key=order_of)
     return list(zip(score(recs), recs))
 
