@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 import redis
 from langgraph.store.base import SearchOp
@@ -20,25 +21,35 @@ from langgraph_durable.store.batch import batch_plan
 from langgraph_durable.testing import drop_key_prefix, unique_options
 
 
-def _searched(store: DurableStore, prefix: tuple[str, ...], **kw: Any
-              ) -> tuple[list[tuple[tuple[str, ...], str]], int]:
+def _searched(store: DurableStore, prefix: tuple[str, ...], *, values: bool = False,
+              **kw: Any) -> tuple[list[tuple[tuple[str, ...], str]], int]:
     """``store.search(prefix, **kw)``'s answer as ``(namespace, key)`` pairs and the
-    number of documents MongoDB returned to it (the plan run here, each ``Find``'s reply
-    counted)."""
+    number of documents MongoDB returned to it (``values``: those holding a value), the
+    plan run here, each ``Find``'s reply counted."""
     clients = store._runtime.clients.sync
     read = [0]
 
     def execute(op: Any) -> Any:
         reply = execute_sync(op, clients)
         if isinstance(op, Find):
-            read[0] += len(reply)
+            read[0] += len([d for d in reply if not values or "vb" in d])
         return reply
 
-    op = SearchOp(prefix, kw.get("filter"), kw.get("limit", 10), kw.get("offset", 0))
+    query = kw.get("query")
+    op = SearchOp(prefix, kw.get("filter"), kw.get("limit", 10), kw.get("offset", 0), query)
+    queries = {query: np.asarray(embed([query])[0])} if query else {}
     now_ms = store._ctx.clock.time_ns() // 1_000_000
-    [items] = run_with(batch_plan(store._ctx, store._answers, [op], [], {}, store._scorer,
-                                  0, now_ms), execute)
+    [items] = run_with(batch_plan(store._ctx, store._answers, [op], [], queries,
+                                  store._scorer, DIMS, now_ms), execute)
     return [(tuple(i.namespace), i.key) for i in items], read[0]
+
+
+DIMS = 4
+
+
+def embed(texts: list[str]) -> list[list[float]]:
+    """A deterministic embedding: the text's number ``n`` as ``[1, n, n * n % 7, 1]``."""
+    return [[1.0, float(int(t)), float(int(t) ** 2 % 7), 1.0] for t in texts]
 
 
 @pytest.fixture
@@ -52,33 +63,40 @@ def store(redis_url: str, mongo_url: str, opts: dict[str, object]) -> Iterator[D
         yield s
 
 
-def _load(store: DurableStore, namespace: tuple[str, ...], n: int, start: int = 0) -> None:
+def _load(store: DurableStore, namespace: tuple[str, ...], n: int, *,
+          ordered: bool = True) -> None:
+    """Items ``k00000``... of ``namespace``, value ``{"i": i, "kind": i % 10}``; one put
+    each when ``ordered`` (search order is then key order), else in batches of 500 (the
+    puts of one batch run concurrently: their order is any)."""
     from langgraph.store.base import PutOp
 
-    ops = [PutOp(namespace, f"k{i:05d}", {"i": i, "kind": i % 10})
-           for i in range(start, start + n)]
-    for at in range(0, len(ops), 500):
-        store.batch(ops[at:at + 500])
+    ops = [PutOp(namespace, f"k{i:05d}", {"i": i, "kind": i % 10}) for i in range(n)]
+    for at in range(0, len(ops), 1 if ordered else 500):
+        store.batch(ops[at:at + (1 if ordered else 500)])
 
 
 def test_a_search_with_a_limit_reads_a_bounded_number_of_documents(store) -> None:
-    _load(store, ("big",), 1500)
-    _load(store, ("big", "sub"), 300)
+    _load(store, ("big",), 1500, ordered=False)
+    _load(store, ("big", "sub"), 300, ordered=False)
     store.flush()
+    every = _searched(store, ("big",), limit=10**6)[0]
+    assert len(every) == 1800 and every[1499:1501] == [(("big",), every[1499][1]),
+                                                       (("big", "sub"), every[1500][1])]
     keys, read = _searched(store, ("big",), limit=5)
-    assert keys == [(("big",), f"k{i:05d}") for i in range(5)]
+    assert keys == every[:5]
     assert read <= 5 + 16  # the first page: limit + 16
     keys, read = _searched(store, ("big",), limit=5, offset=40)
-    assert keys == [(("big",), f"k{i:05d}") for i in range(40, 45)]
+    assert keys == every[40:45]
     assert read <= 45 + 16
-    # 1 in 10 passes: 5 matches lie in the first 50 documents, the first page is 256
+    # 1 in 10 passes: 5 matches lie in about 50 documents, the first page is 256
+    kind3 = _searched(store, ("big",), filter={"kind": 3}, limit=10**6)[0]
+    assert len(kind3) == 180
     keys, read = _searched(store, ("big",), filter={"kind": 3}, limit=5)
-    assert keys == [(("big",), f"k{i:05d}") for i in (3, 13, 23, 33, 43)]
+    assert keys == kind3[:5]
     assert read <= 256
     # the pages cross into the sub-namespace (after ("big",)'s 1500 items)
     keys, read = _searched(store, ("big",), limit=3, offset=1499)
-    assert keys == [(("big",), "k01499"), (("big", "sub"), "k00000"),
-                    (("big", "sub"), "k00001")]
+    assert keys == every[1499:1502]
     assert read <= 1502 + 16
     # a rare match reads on until found (pages of 256, 512), each document once but
     # the last of a page (the next page resumes at its cseq, ``$gte``)
@@ -151,3 +169,25 @@ def test_pages_step_over_a_run_of_tombstones(store) -> None:
     keys, read = _searched(store, ("t",), limit=2)  # pages of 18, 36, 72
     assert keys == [(("t", "a"), "k00000"), (("t", "b"), "k00000")]
     assert read <= 39 + 1 + 3 + 3  # 39 tombstones, the value, ("t", "b"), repeats
+
+
+def test_a_vector_search_reads_the_values_of_its_page_only(redis_url, mongo_url) -> None:
+    from langgraph.store.base import PutOp
+
+    opts = unique_options()
+    index: Any = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    with DurableStore.from_urls(redis_url, mongo_url, index=index, **opts) as store:
+        store.batch([PutOp(("v", f"u{i % 3}"), f"k{i:03d}", {"text": str(i), "kind": i % 2})
+                     for i in range(300)])
+        store.put(("v", "u0"), "plain", {"n": 1}, index=False)
+        store.flush()
+        want = [(i.namespace, i.key) for i in store.search(("v",), query="5", limit=4,
+                                                             offset=2, filter={"kind": 1})]
+        with redis.Redis.from_url(redis_url) as r:  # cold: values come from MongoDB
+            drop_key_prefix(r, str(opts["key_prefix"]))
+        keys, with_values = _searched(store, ("v",), values=True, query="5", limit=4,
+                                      offset=2, filter={"kind": 1})
+        assert keys == want and len(keys) == 4
+        assert with_values <= 32  # the first batch of candidates' values
+        keys, _ = _searched(store, ("v", "u0"), query="5", limit=200, filter={"n": 1})
+        assert keys == [(("v", "u0"), "plain")]  # unscored, after every scored one

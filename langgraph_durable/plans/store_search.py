@@ -33,11 +33,11 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from ..core.ops import Doc, Find, Pipeline, Plan, Query, ask
-from ..core.store_records import SEP, StoreRecord, ns_text
+from ..core.store_records import SEP, StoreBody, StoreRecord, item_field, ns_text
 from ..durable import store as S
 from ..hot.store import dirty_keys
 from .context import Context
-from .store import unflushed_raw
+from .store import get_plan, unflushed_raw
 
 Order = tuple[str, int, str]
 """A record's place in the search order: ``(ns text + ".", cseq, key)``; ``cseq`` -1
@@ -191,7 +191,9 @@ class _Pages:
 
 Scored = tuple[float | None, StoreRecord]
 """A vector-search candidate: its score (None: the item has no embeddings) and its record
-(``partial`` without its value when read from MongoDB: ``S.WITHOUT_VALUES``)."""
+(without its value when read from MongoDB, ``S.WITHOUT_VALUES``, or named by an index,
+``candidate``: ``values_plan`` reads those). The seam of a server-side index: it gives
+``scored_plan`` its nearest candidates in this shape in place of ``candidates_plan``."""
 
 
 def candidates_plan(ctx: Context, prefix: tuple[str, ...], now_ms: int,
@@ -214,16 +216,15 @@ def candidates_plan(ctx: Context, prefix: tuple[str, ...], now_ms: int,
 
 def values_plan(ctx: Context, recs: Sequence[StoreRecord],
                 now_ms: int) -> Plan[list[StoreRecord | None]]:
-    """``recs`` with their values: those read without (``value_missing``) read again
-    from MongoDB by ``_id`` (one find), None for one deleted or expired since."""
+    """``recs`` with their values: those read without (``value_missing``) read again as a
+    get reads them (``plans/store.py``'s ``get_plan``: Redis first, one pipeline; MongoDB
+    for what Redis does not hold, one find), the newest version (a candidate updated
+    since it was scored keeps its score); None for one deleted or expired since."""
     missing = [r for r in recs if value_missing(r)]
     found: dict[str, StoreRecord] = {}
     if missing:
-        docs = yield from ask(Find(ctx.collections.store, {"_id": {"$in": [
-            S.store_id(r.namespace, r.key) for r in missing]}}, S.WITHOUT_VECTORS))
-        for doc in docs:
-            rec = S.record_of(doc, vectors=False)
-            found[rec.field] = rec
+        got = yield from get_plan(ctx, [(r.namespace, r.key) for r in missing], now_ms)
+        found = {r.field: g for r, g in zip(missing, got) if g is not None}
     out: list[StoreRecord | None] = []
     for r in recs:
         held = found.get(r.field) if value_missing(r) else r
@@ -232,8 +233,16 @@ def values_plan(ctx: Context, recs: Sequence[StoreRecord],
 
 
 def value_missing(rec: StoreRecord) -> bool:
-    """Whether ``rec`` was read without its value (``S.WITHOUT_VALUES``)."""
+    """Whether ``rec`` is a candidate without its value (read with ``S.WITHOUT_VALUES``,
+    or named by an index: ``candidate``)."""
     return rec.body is not None and rec.body.value is None and rec.partial
+
+
+def candidate(namespace: tuple[str, ...], key: str) -> StoreRecord:
+    """The record of a candidate known by name only (a server-side vector index's hit):
+    ``values_plan`` reads it."""
+    return StoreRecord(item_field(namespace, key), 0, 0, 0, False, 0, StoreBody(None),
+                       partial=True)
 
 
 def scored_plan(ctx: Context, candidates: Sequence[Scored], now_ms: int,
