@@ -188,6 +188,35 @@ def test_a_vector_search_reads_the_values_of_its_page_only(redis_url, mongo_url)
         keys, with_values = _searched(store, ("v",), values=True, query="5", limit=4,
                                       offset=2, filter={"kind": 1})
         assert keys == want and len(keys) == 4
-        assert with_values <= 32  # the first batch of candidates' values
+        assert with_values <= 32  # the first batch of candidates' values (32 with a filter)
         keys, _ = _searched(store, ("v", "u0"), query="5", limit=200, filter={"n": 1})
         assert keys == [(("v", "u0"), "plain")]  # unscored, after every scored one
+
+
+def test_candidates_named_by_an_index_are_read_as_a_get_reads_them(redis_url,
+                                                                   mongo_url) -> None:
+    """The seam of a server-side vector index: its hits, ``candidate(namespace, key)``
+    with a score, are paged by ``scored_plan``, values read from Redis (unflushed) or
+    MongoDB (Redis emptied), an item deleted since dropped."""
+    from langgraph_durable.plans.store_search import candidate, scored_plan
+
+    opts = unique_options()
+    with DurableStore.from_urls(redis_url, mongo_url, **opts) as store:
+        for i in range(4):
+            store.put(("c",), f"k{i}", {"i": i})
+        store.delete(("c",), "k2")
+        hits = [(0.2, candidate(("c",), "k0")), (0.9, candidate(("c",), "k3")),
+                (0.5, candidate(("c",), "k2")), (0.4, candidate(("c",), "k1"))]
+
+        def page(limit: int, offset: int) -> list[tuple[float | None, str, Any]]:
+            now_ms = store._ctx.clock.time_ns() // 1_000_000
+            got = run_with(scored_plan(store._ctx, hits, now_ms, lambda r: True, limit,
+                                       offset, 1), lambda op: execute_sync(
+                op, store._runtime.clients.sync))
+            return [(s, r.key, store._answers.value(r)) for s, r in got]
+
+        assert page(2, 0) == [(0.9, "k3", {"i": 3}), (0.4, "k1", {"i": 1})]
+        store.flush()
+        with redis.Redis.from_url(redis_url) as r:
+            drop_key_prefix(r, str(opts["key_prefix"]))
+        assert page(5, 1) == [(0.4, "k1", {"i": 1}), (0.2, "k0", {"i": 0})]

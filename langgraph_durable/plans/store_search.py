@@ -216,15 +216,24 @@ def candidates_plan(ctx: Context, prefix: tuple[str, ...], now_ms: int,
 
 def values_plan(ctx: Context, recs: Sequence[StoreRecord],
                 now_ms: int) -> Plan[list[StoreRecord | None]]:
-    """``recs`` with their values: those read without (``value_missing``) read again as a
-    get reads them (``plans/store.py``'s ``get_plan``: Redis first, one pipeline; MongoDB
-    for what Redis does not hold, one find), the newest version (a candidate updated
-    since it was scored keeps its score); None for one deleted or expired since."""
-    missing = [r for r in recs if value_missing(r)]
+    """``recs`` with their values: those read from MongoDB without (``value_missing``)
+    read again from MongoDB by ``_id`` (one find); those named by an index
+    (``candidate``) read as a get reads them (``plans/store.py``'s ``get_plan``: Redis
+    first, one pipeline; MongoDB for what Redis does not hold). The newest version is
+    taken (a candidate updated since it was scored keeps its score); None for one deleted
+    or expired since."""
+    named = [r for r in recs if value_missing(r) and not r.seq]
+    read = [r for r in recs if value_missing(r) and r.seq]
     found: dict[str, StoreRecord] = {}
-    if missing:
-        got = yield from get_plan(ctx, [(r.namespace, r.key) for r in missing], now_ms)
-        found = {r.field: g for r, g in zip(missing, got) if g is not None}
+    if read:
+        docs = yield from ask(Find(ctx.collections.store, {"_id": {"$in": [
+            S.store_id(r.namespace, r.key) for r in read]}}, S.WITHOUT_VECTORS))
+        for doc in docs:
+            rec = S.record_of(doc, vectors=False)
+            found[rec.field] = rec
+    if named:
+        got = yield from get_plan(ctx, [(r.namespace, r.key) for r in named], now_ms)
+        found.update((r.field, g) for r, g in zip(named, got) if g is not None)
     out: list[StoreRecord | None] = []
     for r in recs:
         held = found.get(r.field) if value_missing(r) else r
@@ -239,20 +248,21 @@ def value_missing(rec: StoreRecord) -> bool:
 
 
 def candidate(namespace: tuple[str, ...], key: str) -> StoreRecord:
-    """The record of a candidate known by name only (a server-side vector index's hit):
-    ``values_plan`` reads it."""
+    """The record of a candidate known by name only (a server-side vector index's hit;
+    ``seq`` 0): ``values_plan`` reads it as a get does."""
     return StoreRecord(item_field(namespace, key), 0, 0, 0, False, 0, StoreBody(None),
                        partial=True)
 
 
 def scored_plan(ctx: Context, candidates: Sequence[Scored], now_ms: int,
                 accept: Callable[[StoreRecord], bool], limit: int, offset: int,
-                batch: int = 32) -> Plan[list[Scored]]:
+                batch: int) -> Plan[list[Scored]]:
     """A query's page from its ``candidates`` (InMemoryStore's ``ranked`` order: by
     score, highest first, ties in search order; ``offset``/``limit`` on those; then,
     when the page has room, candidates without embeddings in search order), reading
-    values in that order ``batch`` at a time (doubling) until the page is full:
+    values in that order, ``batch`` first, twice as many each time, until the page is full:
     ``accept`` takes a record with its value (the filter)."""
+    batch = max(1, batch)
     with_score = sorted((c for c in candidates if c[0] is not None),
                         key=lambda c: c[0], reverse=True)  # type: ignore[arg-type,return-value]
     page: list[Scored] = []

@@ -208,5 +208,8 @@ def _search_plan(ctx: Context, answers: Answers, op: SearchOp,
         return scorer.scores(query, [vectors_of(r, dims) for r in recs])
 
     candidates = yield from Q.candidates_plan(ctx, prefix, now_ms, score)
-    page = yield from Q.scored_plan(ctx, candidates, now_ms, accept, op.limit, op.offset)
+    wanted = op.offset + op.limit
+    batch = wanted if not op.filter else max(2 * wanted, 32)
+    page = yield from Q.scored_plan(ctx, candidates, now_ms, accept, op.limit, op.offset,
+                                    batch)
     return [(answers.search_item(r, values[r.field], s), r) for s, r in page]
