@@ -103,9 +103,6 @@ def live_query(now_ms: int) -> dict[str, object]:
 WITHOUT_VECTORS: Query = {"vec": 0}
 """The projection of a search that needs no embeddings."""
 
-WITHOUT_VALUES: Query = {"vt": 0, "vb": 0}
-"""The projection of a vector search's candidates (ids, versions and embeddings)."""
-
 SEARCH_SORT: tuple[tuple[str, int], ...] = (("ns", 1), ("cseq", 1), ("key", 1))
 """The search order (``plans/store_search.py``), served by the index ``ns_cseq_key``."""
 

@@ -1,7 +1,8 @@
 """The memory store's search, sans-I/O, in O(offset + limit) documents: ``ordered_plan``
 streams the live items under a namespace prefix in the *search order* and stops once
-the caller took enough; ``scored_plan`` (a query: vector search) ranks candidates read
-without their values and reads values only for the page (``values_plan``).
+the caller took enough; ``scored_plan`` (a query: vector search) ranks the candidates of
+``candidates_plan`` (every item under the prefix: exact scores) and decodes values for
+the page only.
 
 Search order: ``(ns, cseq, key)``, ``ns`` being the namespace's labels joined by ``.``
 with a final ``.`` (``durable/store.py``), compared as text (code points: MongoDB's
@@ -191,24 +192,24 @@ class _Pages:
 
 Scored = tuple[float | None, StoreRecord]
 """A vector-search candidate: its score (None: the item has no embeddings) and its record
-(without its value when read from MongoDB, ``S.WITHOUT_VALUES``, or named by an index,
-``candidate``: ``values_plan`` reads those). The seam of a server-side index: it gives
-``scored_plan`` its nearest candidates in this shape in place of ``candidates_plan``."""
+(without its value when named by an index, ``candidate``: ``values_plan`` reads those).
+The seam of a server-side index: it gives ``scored_plan`` its nearest candidates in this
+shape in place of ``candidates_plan``."""
 
 
 def candidates_plan(ctx: Context, prefix: tuple[str, ...], now_ms: int,
                     score: Callable[[Sequence[StoreRecord]], list[float | None]]
                     ) -> Plan[list[Scored]]:
     """Every live item under ``prefix`` scored by ``score`` (the exact path: one find of
-    the ids and embeddings, no values), in search order; unflushed records (read first,
-    with their values) replace MongoDB's as in ``ordered_plan``. A server-side index
-    (Redis Query Engine) returns the same shape for its k nearest."""
+    the documents under the prefix, whole: projecting the values out costs SecantusDB
+    more than sending them, measured, and embeddings are most of a document; values are
+    decoded for the page only), in search order; unflushed records (read first) replace
+    MongoDB's as in ``ordered_plan``. A server-side index (Redis Query Engine) returns
+    the same shape for its k nearest (``candidate``)."""
     overlay = yield from overlay_plan(ctx, prefix)
     held = {r.field for r in overlay}
-    docs = yield from ask(Find(ctx.collections.store, S.prefix_query(prefix),
-                               S.WITHOUT_VALUES))
-    recs = [r._replace(partial=True) for r in (S.record_of(d) for d in docs)
-            if r.field not in held]
+    docs = yield from ask(Find(ctx.collections.store, S.prefix_query(prefix)))
+    recs = [r for r in (S.record_of(d) for d in docs) if r.field not in held]
     recs += [p.record() for p in overlay]
     recs = sorted((r for r in recs if r.live(now_ms)), key=order_of)
     return list(zip(score(recs), recs))
@@ -216,24 +217,15 @@ def candidates_plan(ctx: Context, prefix: tuple[str, ...], now_ms: int,
 
 def values_plan(ctx: Context, recs: Sequence[StoreRecord],
                 now_ms: int) -> Plan[list[StoreRecord | None]]:
-    """``recs`` with their values: those read from MongoDB without (``value_missing``)
-    read again from MongoDB by ``_id`` (one find); those named by an index
-    (``candidate``) read as a get reads them (``plans/store.py``'s ``get_plan``: Redis
-    first, one pipeline; MongoDB for what Redis does not hold). The newest version is
-    taken (a candidate updated since it was scored keeps its score); None for one deleted
-    or expired since."""
-    named = [r for r in recs if value_missing(r) and not r.seq]
-    read = [r for r in recs if value_missing(r) and r.seq]
+    """``recs`` with their values: those named by an index (``candidate``) read as a get
+    reads them (``plans/store.py``'s ``get_plan``: Redis first, one pipeline; MongoDB
+    for what Redis does not hold, one find), None for one deleted or expired since; the
+    others as they are."""
+    named = [r for r in recs if value_missing(r)]
     found: dict[str, StoreRecord] = {}
-    if read:
-        docs = yield from ask(Find(ctx.collections.store, {"_id": {"$in": [
-            S.store_id(r.namespace, r.key) for r in read]}}, S.WITHOUT_VECTORS))
-        for doc in docs:
-            rec = S.record_of(doc, vectors=False)
-            found[rec.field] = rec
     if named:
         got = yield from get_plan(ctx, [(r.namespace, r.key) for r in named], now_ms)
-        found.update((r.field, g) for r, g in zip(named, got) if g is not None)
+        found = {r.field: g for r, g in zip(named, got) if g is not None}
     out: list[StoreRecord | None] = []
     for r in recs:
         held = found.get(r.field) if value_missing(r) else r
@@ -242,8 +234,8 @@ def values_plan(ctx: Context, recs: Sequence[StoreRecord],
 
 
 def value_missing(rec: StoreRecord) -> bool:
-    """Whether ``rec`` is a candidate without its value (read with ``S.WITHOUT_VALUES``,
-    or named by an index: ``candidate``)."""
+    """Whether ``rec`` is a candidate without its value (named by an index:
+    ``candidate``)."""
     return rec.body is not None and rec.body.value is None and rec.partial
 
 
