@@ -73,6 +73,12 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
     acknowledged is lost by a kill of the application or of the flusher, nor by MongoDB
     being down (puts keep working within ``max_outbox``). Sync and async methods alike.
 
+    ``search`` without a query lists items by namespace (compared as text: the labels
+    joined by ``.``, so ``("a-b",)`` comes before ``("a", "b")``), oldest first within
+    one, and reads about ``offset + limit`` documents (more with a filter: until that
+    many pass); with a query it scores every item under the prefix from its embeddings
+    and reads the values of the page only (``plans/store_search.py``).
+
     Args:
         saver: a ``DurableSaver`` whose runtime (clients, flusher, outbox, key prefix,
             settings, metrics) the store shares; closing the store leaves it open.
