@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from langgraph_durable import ConfigurationError, DurableStore
-from langgraph_durable.plans import store as P
+from langgraph_durable.plans import store_search as Q
 from langgraph_durable.plans.store_vectors import state_key
 from langgraph_durable.testing import drop_key_prefix, drop_namespace, unique_options
 
@@ -115,7 +115,7 @@ def _indexed_answers(store: DurableStore, monkeypatch: pytest.MonkeyPatch
         raise AssertionError("the search took the exact path")
 
     with monkeypatch.context() as m:
-        m.setattr(P, "search_plan", exact_path)
+        m.setattr(Q, "candidates_plan", exact_path)
         return _answers(store)
 
 
