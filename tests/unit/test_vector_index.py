@@ -91,10 +91,10 @@ def test_ensure_index_is_idempotent() -> None:
 def test_upsert_writes_one_hash_per_vector_and_deletes_the_old_extra_ones() -> None:
     item = item_id(("a", "b"), "k")
     deleted, sent = _replay(upsert_vectors(SPEC, ("a", "b"), "k", [[1.0, 0.0], [0.0, 1.0]]),
-                            [[b"3"], [1, 1, 1]])  # fmt: skip
+                            [[[b"3", None]], [1, 1, 1]])  # fmt: skip
     assert deleted == 1
     assert sent == [
-        [["HGET", vector_key(SPEC, item, 0), "n"]],
+        [["HMGET", vector_key(SPEC, item, 0), "n", "seq"]],
         [["HSET", vector_key(SPEC, item, 0), "item", item, "ns", "a\x1fa.b",
           "vec", struct.pack("<2f", 1.0, 0.0), "n", 2],
          ["HSET", vector_key(SPEC, item, 1), "item", item, "ns", "a\x1fa.b",
@@ -102,7 +102,7 @@ def test_upsert_writes_one_hash_per_vector_and_deletes_the_old_extra_ones() -> N
          ["DEL", vector_key(SPEC, item, 2)]],
     ]  # fmt: skip
     with pytest.raises(ValueError, match="length 3 for an index of 2 dims"):
-        _replay(upsert_vectors(SPEC, ("a",), "k", [[1.0, 2.0, 3.0]]), [[None]])
+        _replay(upsert_vectors(SPEC, ("a",), "k", [[1.0, 2.0, 3.0]]), [[[None, None]]])
 
 
 def test_knn_reply_scores_are_cosine_similarities_in_either_protocol() -> None:
