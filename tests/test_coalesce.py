@@ -18,9 +18,10 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_durable import DurableConfig, DurableSaver
 from langgraph_durable.core.ops import Script
 from langgraph_durable.errors import TierUnavailableError
-from langgraph_durable.io import coalesce
+from langgraph_durable.io import coalesce, coalesce_sync
 from langgraph_durable.io.clients import redis_from_url
-from langgraph_durable.io.coalesce import ScriptBatcher, SyncScriptBatcher
+from langgraph_durable.io.coalesce import ScriptBatcher
+from langgraph_durable.io.coalesce_sync import SyncScriptBatcher
 from langgraph_durable.io.drivers import Clients, execute_async, execute_sync
 from langgraph_durable.testing import _free_port, unique_options
 
@@ -395,12 +396,12 @@ def test_a_sync_call_whose_reply_never_comes_closes_its_connection(redis_url: st
             pool.release(conn)
 
     before = socket_name()
-    assert coalesce._exchange_sync(pool, [("ECHO", "first")]) == [b"first"]
+    assert coalesce_sync._exchange_sync(pool, [("ECHO", "first")]) == [b"first"]
     assert socket_name() == before  # the connection is kept between calls
     with pytest.raises(redis.exceptions.TimeoutError):
-        coalesce._exchange_sync(pool, [("BLPOP", key, 5)])  # its reply would come later
+        coalesce_sync._exchange_sync(pool, [("BLPOP", key, 5)])  # its reply would come later
     assert socket_name() != before  # closed: the late reply can never reach another call
-    assert coalesce._exchange_sync(pool, [("ECHO", "next"), ("LLEN", key)]) == [b"next", 0]
+    assert coalesce_sync._exchange_sync(pool, [("ECHO", "next"), ("LLEN", key)]) == [b"next", 0]
     pool.disconnect()
 
 

@@ -68,7 +68,8 @@ from ..errors import (
     ScriptRefused,
     TierUnavailableError,
 )
-from .coalesce import ScriptBatcher, SyncScriptBatcher, sync_batchable
+from .coalesce import ScriptBatcher
+from .coalesce_sync import SyncScriptBatcher, sync_batchable
 
 R = TypeVar("R")
 
@@ -226,7 +227,7 @@ class Clients:
     """Asyncio clients: ``Script`` calls (without ``wait_replicas``) that arrive in the same
     event-loop turn go to Redis as one pipeline (``coalesce.ScriptBatcher``). Blocking
     clients (not a cluster's): calls that OS threads make while another batch is on the
-    wire go together as the next one (``coalesce.SyncScriptBatcher``). False sends each
+    wire go together as the next one (``coalesce_sync.SyncScriptBatcher``). False sends each
     on its own."""
     _batcher: ScriptBatcher | None = None
     _sync_batcher: SyncScriptBatcher | None = None
