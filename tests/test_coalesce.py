@@ -459,6 +459,29 @@ def test_sync_calls_are_packed_by_hiredis_on_a_pooled_client_and_by_redis_py_oth
         r.close()
 
 
+def test_sync_calls_on_a_pool_of_eight_keep_one_connection_reopened_when_lost(
+        redis_url: str) -> None:
+    pool = redis.BlockingConnectionPool.from_url(redis_url, max_connections=8)
+    r = redis.Redis(connection_pool=pool)
+    batcher = SyncScriptBatcher(r)
+    sha, source = _script("return ARGV[1]")
+    assert [batcher.call(sha, source, [], [str(i)]) for i in range(20)] == [
+        str(i).encode() for i in range(20)]
+    assert len(pool._connections) == 1  # taken once, kept by the batcher
+    held = batcher._held
+    held.send_command("CLIENT", "ID")
+    with redis.Redis.from_url(redis_url) as other:  # the server closes the batcher's one
+        other.client_kill_filter(_id=held.read_response())
+    assert batcher.call(sha, source, [], ["again"]) == b"again"  # retried on a new one
+    assert batcher._held is held and len(pool._connections) == 1
+    small = redis.BlockingConnectionPool.from_url(redis_url, max_connections=4)
+    batcher = SyncScriptBatcher(redis.Redis(connection_pool=small))
+    assert batcher.call(sha, source, [], ["x"]) == b"x"
+    assert batcher._held is None  # a small pool: each batch gives its connection back
+    r.close()
+    small.disconnect()
+
+
 def test_a_sync_call_whose_reply_never_comes_closes_its_connection(redis_url: str) -> None:
     from redis.backoff import NoBackoff
     from redis.retry import Retry

@@ -20,6 +20,12 @@ import redis.exceptions
 
 from .coalesce import _own_command_path, _pack
 
+HOLD_MIN_POOL = 8
+"""A ``SyncScriptBatcher`` on a pool of at least this many connections keeps one of them
+for its batches (one batch is on the wire at a time): taking a connection from redis-py's
+pool and giving it back cost about as much client CPU as the round trip's system calls.
+On a smaller pool it takes one per batch, leaving the pool whole to the other commands."""
+
 
 class _Pending:
     """One sync call in a ``SyncScriptBatcher``: its command, its reply once sent, and
@@ -59,12 +65,20 @@ class SyncScriptBatcher:
         """True while a batch is on the wire (its sender hands over when answered)."""
         self._direct = _packs_direct_sync(redis_client)
         """Whether commands are packed by hiredis and sent on the pool's connections."""
+        pool = getattr(redis_client, "connection_pool", None)
+        size = getattr(pool, "max_connections", 0)
+        self._hold = self._direct and isinstance(size, int) and size >= HOLD_MIN_POOL
+        """Whether the batches go on one connection the batcher keeps (``HOLD_MIN_POOL``)."""
+        self._held: Any = None
+        """That connection, once taken from the pool."""
         _SYNC_BATCHERS.add(self)
 
     def _after_fork(self) -> None:
-        """In a forked child: no batch of the parent's threads is on the wire here."""
+        """In a forked child: no batch of the parent's threads is on the wire here, and
+        the parent's connection is not the child's to use."""
         self._lock = threading.Lock()
         self._queue, self._busy = [], False
+        self._held = None
 
     def call(self, sha: str, source: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """Run one script call (``EVALSHA sha``, ``EVAL source`` after ``NOSCRIPT``);
@@ -134,6 +148,12 @@ class SyncScriptBatcher:
         place): packed by hiredis and written on a pooled connection when the client
         allows it (``_packs_direct_sync``), else through redis-py (one command, or a
         pipeline)."""
+        if self._hold:  # only the sender of the batch on the wire is here: one at a time
+            if self._held is None:
+                self._held = self.redis.connection_pool.get_connection()
+            else:
+                _check(self._held)
+            return _exchange_on(self._held, commands)
         if self._direct:
             return _exchange_sync(self.redis.connection_pool, commands)
         if len(commands) == 1:
@@ -169,10 +189,29 @@ def _exchange_sync(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     filtering, response callbacks, its operation metrics) cost as much client CPU as the
     rest of a ``put``'s driver. Raises the client's ``ConnectionError``/``TimeoutError``;
     the connection is closed on any error (no reply is ever left unread on it)."""
+    conn = pool.get_connection()
+    try:
+        return _exchange_on(conn, commands)
+    finally:
+        pool.release(conn)
+
+
+def _check(conn: Any) -> None:
+    """What redis-py's pool does to a connection it hands out: one the server closed
+    (or that holds unread data) is reconnected first."""
+    try:
+        if conn.can_read():
+            raise redis.exceptions.ConnectionError("Connection has data")
+    except (redis.exceptions.ConnectionError, TimeoutError, OSError):
+        conn.disconnect()
+        conn.connect()
+
+
+def _exchange_on(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """``_exchange_sync`` on the connection ``conn`` (connected first when it is not)."""
     assert _pack is not None
     packed = [b"".join([_pack(cmd) for cmd in commands])]
     n = len(commands)
-    conn = pool.get_connection()
 
     def send_read() -> list[Any]:
         try:
@@ -188,11 +227,8 @@ def _exchange_sync(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
             conn.disconnect()  # replies may be left unread: never reuse it as it is
             raise
 
-    try:
-        return conn.retry.call_with_retry(  # type: ignore[no-any-return]
-            send_read, lambda _error: conn.disconnect())
-    finally:
-        pool.release(conn)
+    return conn.retry.call_with_retry(  # type: ignore[no-any-return]
+        send_read, lambda _error: conn.disconnect())
 
 
 _SYNC_BATCHERS: weakref.WeakSet[SyncScriptBatcher] = weakref.WeakSet()

@@ -24,6 +24,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.store.base import (
     BaseStore,
+    GetOp,
     IndexConfig,
     Op,
     PutOp,
@@ -38,6 +39,7 @@ from langgraph.store.base import (
 from typing_extensions import Self
 
 from ..config import DurableConfig
+from ..core.ops import Plan
 from ..errors import ConfigurationError
 from ..plans import store as P
 from ..plans.context import Clock, Context
@@ -53,6 +55,7 @@ from ..settings import (
     with_database,
 )
 from .batch import Answers, Prepared, batch_plan, check_op, prepare_put
+from .single import get_one_plan, lone, put_one_plan
 
 log = logging.getLogger("langgraph_durable.store")
 
@@ -310,6 +313,16 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
                 puts[(op.namespace, op.key)] = op
         return listed, puts
 
+    def _one_plan(self, op: GetOp | PutOp) -> Plan[list[Result]]:
+        """The plan of a batch of the one op ``op`` (``single.lone``), checked as
+        ``_split`` checks every op."""
+        validate_op_namespace(op)
+        check_op(op)
+        now = self._now_ms()
+        if isinstance(op, GetOp):
+            return get_one_plan(self._ctx, self._answers, op, now)
+        return put_one_plan(self._ctx, prepare_put(op, self._answers.serde, now), now)
+
     def _texts(self, puts: Iterable[PutOp]) -> list[tuple[PutOp, list[str], list[str]]]:
         """Per put to embed: the op, its paths (``text``, ``tags.0``...) and texts."""
         if self.index_config is None:
@@ -363,7 +376,11 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         NUL), ``InvalidIdentifierError`` for an item key holding NUL (both before
         anything is read or written), ``OutboxFullError`` when the
         outbox is full, ``TierUnavailableError`` when a needed server does not answer."""
-        listed, puts = self._split(ops)
+        listed = list(ops)
+        one = lone(listed, self.index_config is not None)
+        if one is not None:
+            return self._runtime.run(self._one_plan(one))
+        listed, puts = self._split(listed)
         now = self._now_ms()
         embedded = self._texts(puts.values())
         texts = [t for _, _, ts in embedded for t in ts]
@@ -389,7 +406,11 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
             return await self._abatch(ops)
 
     async def _abatch(self, ops: Iterable[Op]) -> list[Result]:
-        listed, puts = self._split(ops)
+        listed = list(ops)
+        one = lone(listed, self.index_config is not None)
+        if one is not None:
+            return await self._runtime.arun(self._one_plan(one))
+        listed, puts = self._split(listed)
         now = self._now_ms()
         embedded = self._texts(puts.values())
         texts = [t for _, _, ts in embedded for t in ts]
