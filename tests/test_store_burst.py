@@ -2,17 +2,19 @@
 ``test_large_batches_async`` gathers 5,000 and 60,000): every call completes on a small
 Redis pool, because the calls of a loop turn share one pipeline, at most
 ``ScriptBatcher.max_in_flight`` pipelines are on the wire at once, and at most
-``MAX_ASYNC_BATCHES`` calls of a store run at once (``io/coalesce.py``,
-``store/__init__.py``)."""
+``MAX_ASYNC_BATCHES`` calls of a store run at once, identical searches waiting for their
+turn sharing one run (``io/coalesce.py``, ``store/admission.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 
 import pymongo
+import pytest
 import redis.asyncio
 
 from langgraph_durable import DurableSaver, DurableStore
+from langgraph_durable.store import admission
 from langgraph_durable.testing import unique_options
 
 N = 2500
@@ -81,3 +83,29 @@ async def test_gathered_deletes_and_overwrites_leave_the_last_write_of_each_call
         await store.aflush()
         items = await asyncio.gather(*(store.aget(_ns(i), f"k{i}") for i in range(500)))
         assert sum(item is not None for item in items) == 250
+
+
+async def test_identical_searches_waiting_for_their_turn_share_one_run_each_its_own_copy(
+        redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(admission, "MAX_ASYNC_BATCHES", 1)  # one call at a time
+    async with DurableStore.from_urls(redis_url, mongo_url, **unique_options()) as store:
+        for i in range(3):
+            await store.aput(("shared", f"u{i}"), "k", {"n": i})
+        runs = []
+        run = store._abatch
+
+        async def counted(ops):  # type: ignore[no-untyped-def]
+            runs.append(type(ops[0]).__name__)
+            return await run(ops)
+
+        monkeypatch.setattr(store, "_abatch", counted)
+        calls = [store.asearch(("shared",)) for _ in range(50)]
+        calls += [store.alist_namespaces(prefix=("shared",)) for _ in range(50)]
+        calls += [store.aget(("shared", "u1"), "k") for _ in range(10)]  # never shared
+        got = await asyncio.gather(*calls)
+        assert all(sorted(x.value["n"] for x in found) == [0, 1, 2] for found in got[:50])
+        assert all(names == [("shared", f"u{i}") for i in range(3)] for names in got[50:100])
+        assert all(item.value == {"n": 1} for item in got[100:])
+        assert len({id(found) for found in got[:50]}) == 50  # each caller its own copy
+        assert runs.count("SearchOp") <= 2 and runs.count("ListNamespacesOp") <= 2
+        assert runs.count("GetOp") == 10

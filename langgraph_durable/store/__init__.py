@@ -10,11 +10,9 @@ or ``saver.store()``: one set of connections, one outbox, one flusher).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import threading
-import weakref
 from collections.abc import Awaitable, Iterable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -54,6 +52,7 @@ from ..settings import (
     server_settings,
     with_database,
 )
+from .admission import Admission
 from .batch import Answers, Prepared, batch_plan, check_op, prepare_put
 from .single import get_one_plan, lone, put_one_plan
 
@@ -61,14 +60,6 @@ log = logging.getLogger("langgraph_durable.store")
 
 SWEEP_LIMIT = 1000
 """Most expired items one TTL sweep deletes (bounded work per sweep)."""
-
-MAX_ASYNC_BATCHES = 64
-"""Most ``abatch`` calls (each ``aget``, ``aput``... is one) of one store that run at once
-on an event loop; more wait their turn, without a timeout. A burst of thousands of
-gathered calls then keeps the loop's turns short (each call's decoding and serializing
-runs between I/O), so that no server timeout (a Redis reply's, MongoDB's heartbeat)
-expires while the loop is busy with others' work; Redis still receives the calls of a
-loop turn together (``io/coalesce.py``)."""
 
 _TTL_KEYS = frozenset({"default_ttl", "refresh_on_read", "sweep_interval_minutes"})
 
@@ -156,8 +147,7 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
             self.embeddings = ensure_embeddings(cfg["embed"])
         self._sweeper: threading.Thread | None = None
         self._stop = threading.Event()
-        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
-                                               asyncio.Semaphore] = weakref.WeakKeyDictionary()
+        self._admission = Admission()
 
     # ------------------------------------------------------------------ construction
 
@@ -391,22 +381,14 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         return self._runtime.run(batch_plan(self._ctx, self._answers, listed, prepared,
                                             queries, self._scorer, self._dims(), now))
 
-    def _slot(self) -> asyncio.Semaphore:
-        """The running loop's ``MAX_ASYNC_BATCHES`` slots."""
-        loop = asyncio.get_running_loop()
-        slots = self._slots.get(loop)
-        if slots is None:
-            slots = self._slots[loop] = asyncio.Semaphore(MAX_ASYNC_BATCHES)
-        return slots
-
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Async ``batch`` (embeddings through the embedder's async methods); at most
-        ``MAX_ASYNC_BATCHES`` run at once on a loop, the others wait their turn."""
-        async with self._slot():
-            return await self._abatch(ops)
+        ``admission.MAX_ASYNC_BATCHES`` run at once on a loop, the others wait their
+        turn, and a lone search or namespace listing waiting for its turn joins an
+        identical one waiting too (``store/admission.py``)."""
+        return await self._admission.run(list(ops), self._abatch)
 
-    async def _abatch(self, ops: Iterable[Op]) -> list[Result]:
-        listed = list(ops)
+    async def _abatch(self, listed: list[Op]) -> list[Result]:
         one = lone(listed, self.index_config is not None)
         if one is not None:
             return await self._runtime.arun(self._one_plan(one))
