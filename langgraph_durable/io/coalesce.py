@@ -13,7 +13,14 @@ no ``MULTI``), as ioredis' auto-pipelining does:
   (``asyncio.sleep(0)``) and the calls queued behind it meanwhile go with it, so a lone
   call pays one event-loop hop (and is sent from its own task as before); calls that
   arrive while a batch is on the wire go in the next one (sent at once, on another
-  connection);
+  connection), as long as fewer than ``max_in_flight`` batches are on the wire (half the
+  pool, at most ``DEFAULT_IN_FLIGHT``); past that they wait in a backlog sent as one
+  batch when a batch is answered, so a burst of any size holds a bounded number of
+  connections and never waits on the pool (whose wait gives up after a timeout);
+- a ``Pipeline`` of non-blocking reads (``SHARED_READS``: a store search's ``HGETALL``, a
+  flush's ``XRANGE``) goes in the same batch (``commands``), its commands kept together;
+  a read that several calls of one batch make is sent once (they are concurrent: one
+  read answers them all);
 - a ``NOSCRIPT`` reply (the server's script cache was flushed, or a node that has never
   seen the script) is answered by sending those calls again as ``EVAL`` with the source
   (``NOSCRIPT`` means the script did not run, so this never runs a script twice);
