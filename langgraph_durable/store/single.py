@@ -7,7 +7,9 @@ its per-batch bookkeeping, which cost a lone call more client CPU than the plans
 
 from __future__ import annotations
 
-from langgraph.store.base import GetOp, PutOp, Result
+from collections.abc import Sequence
+
+from langgraph.store.base import GetOp, Op, PutOp, Result
 
 from ..core.ops import Plan
 from ..plans import store as P
@@ -39,7 +41,7 @@ def put_one_plan(ctx: Context, put: Prepared, now_ms: int) -> Plan[list[Result]]
     return [None]
 
 
-def lone(ops: list[object], indexed: bool) -> GetOp | PutOp | None:
+def lone(ops: Sequence[Op], indexed: bool) -> GetOp | PutOp | None:
     """The op of ``ops`` when it is one ``GetOp``, or one ``PutOp`` with nothing to embed
     (``indexed``: the store has a vector index); None otherwise (the general path)."""
     if len(ops) != 1:
