@@ -16,6 +16,7 @@ Both return a :class:`~langgraph_durable.testing.store_suite_plugin.StoreFactory
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import os
@@ -162,9 +163,11 @@ class DurableStoreFactory:
         self._drop_hot(store)
 
     async def amake_cold(self, store: BaseStore) -> None:
-        """Flush ``store`` to MongoDB (``aflush``), then delete its Redis keys."""
+        """Flush ``store`` to MongoDB (``aflush``), then delete its Redis keys (with a
+        blocking client, in a worker thread: the loop keeps serving the other calls of a
+        burst, whose Redis and MongoDB timeouts would expire while it is blocked)."""
         await store.aflush()  # type: ignore[attr-defined]
-        self._drop_hot(store)
+        await asyncio.to_thread(self._drop_hot, store)
 
 
 def durable(mode: str) -> DurableStoreFactory:
