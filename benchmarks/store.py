@@ -1,7 +1,9 @@
 """Issue 32's store benchmark: DurableStore against InMemoryStore and the durable peers.
 
     python -m benchmarks.store [--sizes 1000 10000] [--ops 2000] [--queries 20]
-                               [--reps 2] [--stores inmemory,durable,postgres,redis]
+                               [--reps 2] [--vector-queries N]
+                               [--stores inmemory,durable,durable-index,durable-hnsw,
+                                         postgres,redis]
                                [--out benchmarks/results/store]
 
 Servers: Redis and SecantusDB (``langgraph_durable.testing``), PostgreSQL
@@ -17,7 +19,13 @@ interleaved round robin, the store order rotated each time), a fresh store is op
 2. *filtered search*: ``queries`` searches of prefix ``("bench",)`` with
    ``filter={"kind": ...}``, limit 10;
 3. *vector search* (stores with an index: not PostgresStore without pgvector):
-   ``queries`` searches of prefix ``("bench",)`` with a text query, limit 10;
+   ``--vector-queries`` (default ``queries``) searches of prefix ``("bench",)`` with a
+   text query, limit 10, after a ``flush()`` for DurableStore (the steady state: items
+   in MongoDB, and in the Redis index for ``durable-index`` and ``durable-hnsw``:
+   DurableStore with ``vector_search="redis"`` on the Redis Stack server, a FLAT index or
+   an HNSW one, not run by default); the keys found are kept, and the
+   report gives each store's recall@10 against InMemoryStore's exact answer to the same
+   query on the same data (same size and repetition), ties at the 10th place counted;
 4. *get*: ``ops`` gets of random ``kv`` items (a get that finds nothing is counted as a
    *miss*);
 5. *put*: ``ops`` puts overwriting random ``kv`` items (``index=False``).
@@ -86,12 +94,14 @@ def _load_ops(size: int, vectors: bool) -> list[Any]:
     return ops
 
 
-def _plan(size: int, ops: int, queries: int, seed: int) -> dict[str, list[Any]]:
+def _plan(size: int, ops: int, queries: int, seed: int,
+          vector_queries: int | None = None) -> dict[str, list[Any]]:
     rnd = random.Random(seed)
     return {"get": [rnd.randrange(size) for _ in range(ops)],
             "put": [rnd.randrange(size) for _ in range(ops)],
             "filter": [f"k{rnd.randrange(KINDS)}" for _ in range(queries)],
-            "vector": [" ".join(rnd.sample(WORDS, 3)) for _ in range(queries)]}
+            "vector": [" ".join(rnd.sample(WORDS, 3))
+                       for _ in range(queries if vector_queries is None else vector_queries)]}
 
 
 def run_sync(spec: StoreSpec, size: int, plan: dict[str, list[Any]]) -> dict[str, Any]:
@@ -116,8 +126,13 @@ def run_sync(spec: StoreSpec, size: int, plan: dict[str, list[Any]]) -> dict[str
         for kind in timed("filter", plan["filter"]):
             store.search(("bench",), filter={"kind": kind}, limit=10)
         if spec.vectors:
+            if hasattr(store, "flush"):
+                store.flush(timeout_s=600)
+            found: list[list[Any]] = []
             for text in timed("vector", plan["vector"]):
-                store.search(("bench",), query=text, limit=10)
+                found.append([(i.key, i.score)
+                              for i in store.search(("bench",), query=text, limit=10)])
+            out["vector_found"] = found
         misses = 0
         for i in timed("get", plan["get"]):
             misses += store.get(kv_ns(i), f"k{i}") is None
@@ -167,10 +182,16 @@ async def run_async(spec: StoreSpec, size: int, plan: dict[str, list[Any]]) -> d
 
         out["filter"] = _stats(*await _serial(plan["filter"], search_filter))
         if spec.vectors:
+            if hasattr(store, "aflush"):
+                await store.aflush(timeout_s=600)
+            found: list[list[Any]] = []
+
             async def search_vector(text: str) -> None:
-                await store.asearch(("bench",), query=text, limit=10)
+                found.append([(i.key, i.score) for i in await store.asearch(
+                    ("bench",), query=text, limit=10)])
 
             out["vector"] = _stats(*await _serial(plan["vector"], search_vector))
+            out["vector_found"] = found
         misses = [0]
 
         async def get(i: int) -> None:
@@ -196,6 +217,23 @@ def measure(spec: StoreSpec, size: int, plan: dict[str, list[Any]]) -> dict[str,
         return {"error": f"{type(exc).__name__}: {exc}"[:300]}
 
 
+def recall_at_10(found: list[list[Any]], exact: list[list[Any]]) -> float:
+    """Mean over the queries of the share of the exact top 10 (``(key, score)`` pairs)
+    that ``found`` holds, ties counted: a found item whose score is within 1e-5 of the
+    exact 10th score or above counts (with ties at the 10th place, which of the tied
+    items make the top 10 is the order of candidates, not the search)."""
+    shares = []
+    for f, e in zip(found, exact):
+        if not e:
+            continue
+        exact_scores = {k: sc for k, sc in e}
+        last = min(sc for _, sc in e)
+        hits = sum(1 for k, sc in f if k in exact_scores
+                   or (sc is not None and sc >= last - 1e-5))
+        shares.append(min(hits, len(e)) / len(e))
+    return float(np.mean(shares)) if shares else float("nan")
+
+
 def _log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -219,7 +257,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--queries", type=int, default=20,
                    help="timed searches of each kind (DurableStore: seconds each at 10,000)")
     p.add_argument("--reps", type=int, default=2)
-    p.add_argument("--stores", default="inmemory,durable,postgres,redis")
+    p.add_argument("--vector-queries", type=int, default=None,
+                   help="timed vector searches per run (default --queries)")
+    p.add_argument("--stores", default="inmemory,durable,durable-index,postgres,redis")
     p.add_argument("--out", default="benchmarks/results/store")
     return p.parse_args(argv)
 
@@ -245,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
                 pg_url = stack.enter_context(postgres_server()).url
             except PostgresUnavailable as exc:
                 notes.append(f"PostgresStore left out: {exc}")
-        if "redis" in names:
+        if "redis" in names or {"durable-index", "durable-hnsw"} & set(names):
             try:
                 stack_url = stack.enter_context(json_stack_url())
             except Exception as exc:
@@ -261,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         began = time.perf_counter()
         for size in args.sizes:
             for rep in range(args.reps):
-                plan = _plan(size, args.ops, args.queries, seed=rep)
+                plan = _plan(size, args.ops, args.queries, seed=rep,
+                             vector_queries=args.vector_queries)
                 order = all_specs[rep % len(all_specs):] + all_specs[:rep % len(all_specs)]
                 for spec in order:
                     result = measure(spec, size, plan)
@@ -271,10 +312,19 @@ def main(argv: list[str] | None = None) -> int:
                          + (result.get("error") or ", ".join(
                              f"{k} {v['ops_s']:.0f}/s p50 {v['p50_ms']:.2f}"
                              for k, v in result.items() if isinstance(v, dict))))
+        for record in records:  # recall@10 against InMemoryStore's exact answers
+            ref = next((r for r in records if r["kind"] == "reference"
+                        and (r["size"], r["rep"], r["mode"]) == (record["size"], record["rep"],
+                                                                 record["mode"])
+                        and "vector_found" in r), None)
+            if ref is not None and "vector_found" in record:
+                record["recall_at_10"] = recall_at_10(record["vector_found"],
+                                                      ref["vector_found"])
         machine["load average at end (1/5/15 min)"] = " / ".join(
             f"{x:.2f}" for x in os.getloadavg())
         machine["run time"] = f"{time.perf_counter() - began:.0f} s"
     params = {"sizes": args.sizes, "ops": args.ops, "queries": args.queries,
+              "vector_queries": args.vector_queries or args.queries,
               "reps": args.reps, "tasks": TASKS}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w") as fh:

@@ -112,31 +112,49 @@ def _ainmemory(index: dict[str, Any] | None) -> Any:
     return cm()
 
 
-def _durable(urls: Urls, mode: str) -> Callable[[dict[str, Any] | None], Any]:
+def _durable(urls: Urls, mode: str, *, indexed: bool = False, algorithm: str = "FLAT"
+             ) -> Callable[[dict[str, Any] | None], Any]:
+    """DurableStore on ``urls.redis`` (``vector_search`` left to ``"auto"``: exact on a
+    Redis without the query engine), or with ``indexed`` on ``urls.stack`` with
+    ``vector_search="redis"`` and the index ``algorithm`` (its ``FT`` index dropped
+    afterwards)."""
     from langgraph_durable import DurableStore
 
+    redis_url = urls.stack if indexed and urls.stack else urls.redis
+    extra: dict[str, Any] = ({"vector_search": "redis", "vector_algorithm": algorithm}
+                             if indexed else {})
+
+    def cleanup(options: dict[str, Any]) -> None:
+        prefix = str(options["key_prefix"])
+        if indexed:
+            import redis
+
+            with redis.Redis.from_url(redis_url) as client, \
+                    contextlib.suppress(redis.ResponseError):
+                client.execute_command("FT.DROPINDEX", f"{prefix}:vidx", "DD")
+                client.delete(f"{prefix}:vidx:state")
+        drop_namespace(redis_url, urls.mongo, prefix, str(options["database"]))
+
     def opener(index: dict[str, Any] | None) -> Any:
-        options = unique_options()
+        options = unique_options(**extra)
 
         @contextlib.contextmanager
         def cm() -> Iterator[Any]:
             try:
-                with DurableStore.from_urls(urls.redis, urls.mongo, index=index,
+                with DurableStore.from_urls(redis_url, urls.mongo, index=index,
                                             **options) as store:  # type: ignore[arg-type]
                     yield store
             finally:
-                drop_namespace(urls.redis, urls.mongo, str(options["key_prefix"]),
-                               str(options["database"]))
+                cleanup(options)
 
         @contextlib.asynccontextmanager
         async def acm() -> AsyncIterator[Any]:
             try:
-                async with DurableStore.from_urls(urls.redis, urls.mongo, index=index,
+                async with DurableStore.from_urls(redis_url, urls.mongo, index=index,
                                                   **options) as store:  # type: ignore[arg-type]
                     yield store
             finally:
-                drop_namespace(urls.redis, urls.mongo, str(options["key_prefix"]),
-                               str(options["database"]))
+                cleanup(options)
 
         return cm() if mode == "sync" else acm()
 
@@ -224,8 +242,10 @@ def _redis(url: str, mode: str) -> Callable[[dict[str, Any] | None], Any]:
 
 
 def specs(urls: Urls, names: list[str]) -> list[StoreSpec]:
-    """The stores of ``names`` (``inmemory``, ``durable``, ``postgres``, ``redis``) in both
-    modes; ``postgres``/``redis`` left out when their server is missing."""
+    """The stores of ``names`` (``inmemory``, ``durable``, ``durable-index`` and
+    ``durable-hnsw``: DurableStore with ``vector_search="redis"`` on the Redis Stack
+    server, a FLAT or an HNSW index, ``postgres``, ``redis``) in both modes;
+    ``postgres``/``redis``/``durable-*`` left out when their server is missing."""
     out: list[StoreSpec] = []
     for name in names:
         for mode in ("sync", "async"):
@@ -234,6 +254,11 @@ def specs(urls: Urls, names: list[str]) -> list[StoreSpec]:
                                      _inmemory if mode == "sync" else _ainmemory))
             elif name == "durable":
                 out.append(StoreSpec("DurableStore", mode, "durable", True, _durable(urls, mode)))
+            elif name in ("durable-index", "durable-hnsw") and urls.stack:
+                algorithm = "HNSW" if name == "durable-hnsw" else "FLAT"
+                out.append(StoreSpec(f"DurableStore (Redis {algorithm})", mode,
+                                     f"durable-{algorithm.lower()}", True,
+                                     _durable(urls, mode, indexed=True, algorithm=algorithm)))
             elif name == "postgres" and urls.postgres:
                 label = "PostgresStore" if mode == "sync" else "AsyncPostgresStore"
                 out.append(StoreSpec(label, mode, "peer", False, _postgres(urls.postgres, mode)))

@@ -12,23 +12,33 @@ What it does:
    ``MONGODB_URL`` are used instead when set);
 2. runs the penguins agent (``examples/penguins_agent.py``) uninterrupted with
    ``InMemorySaver`` on thread "reference": the expected report;
-3. runs the same agent with ``DurableSaver`` on thread "penguins-1" in a child process,
-   waits until the execution log shows ``--kill-after`` completed nodes and the next one
-   running, and kills the child with SIGKILL;
+3. runs the same agent with ``DurableSaver`` on thread "penguins-1" in a child process and
+   kills it with SIGKILL: by default inside the ``report`` node, once the model-call
+   journal holds ``--kill-after-calls`` (2) of that node's 3 model calls (the third is
+   being made); with ``--kill-after N``, once the execution log shows N completed nodes
+   and the next one running;
 4. ``--cold`` only: a saver drains what the dead process left in the outbox to MongoDB
    (``flush()``), then the demo's Redis keys are deleted (its key prefix only: other keys
    on that Redis are never touched);
 5. a fresh child process opens a new ``DurableSaver``, reads the thread's state
    (``last_read_tier`` tells which tier answered) and resumes with ``invoke(None, config)``;
-6. prints what ran where (counted from the execution log), what the blob store holds and
-   checks the result.
+6. prints what ran where and which model calls each process made (counted from the
+   execution log: the scripted model logs each answer it gives, a replay from the journal
+   is not a call), what the blob store holds and checks the result.
+
+Every model call of the agent goes through ``journaled(...)`` (the model-call journal):
+the resumed process re-executes the node the kill interrupted, gets the answers the killed
+process had already paid for from the journal, and calls the model only for the rest.
 
 The agent's last node e-mails the report (``effects.once``) to an SMTP sink the demo
 starts itself (aiosmtpd, on a free loopback port); the demo counts the messages the sink
-received (and their distinct ``Message-ID``\ s): one, however the run was killed and
-resumed. ``--kill-after-mail`` kills the first process as soon as the sink holds the
-message (the mail node is still running): the resumed process re-runs that node, and
-``once`` returns the journaled send instead of sending again.
+received and their distinct ``Message-ID``\ s: one ``Message-ID``, however the run was
+killed and resumed (a kill between the SMTP send and its journal entry leaves the send in
+doubt, and ``in_doubt="retry"`` sends again under the same ``Message-ID``, the effect's
+idempotency key, which a receiving server deduplicates). ``--kill-after-mail`` kills the
+first process as soon as the sink holds the message (the mail node is still running): the
+resumed process re-runs that node, and ``once`` returns the journaled send instead of
+sending again.
 
 The agent keeps its loaded and cleaned tables in the state as pandas DataFrames, so every
 saver (and the reference ``InMemorySaver``) uses ``ExternalRefSerializer``: the frames are
@@ -39,8 +49,10 @@ child processes open the same store by name (``--blob-store``).
 Exit code 0 only when all checks pass: the resumed report equals the reference report, the
 message transcript equals the reference transcript, no node execution that was acknowledged
 (its checkpoint or its task writes stored) before the kill ran again (the node that was
-running at the kill re-runs, as it should), and the resumed state came from the expected
-tier ("hot" by default, "durable" with ``--cold``), and the report was e-mailed once.
+running at the kill re-runs, as it should), the resumed process made only the model calls
+the killed one had not made (together they made exactly the calls of an uninterrupted run),
+the resumed state came from the expected tier ("hot" by default, "durable" with
+``--cold``), and the report was e-mailed once.
 1 when a check fails, 2 when the demo could not run.
 """
 
@@ -253,6 +265,37 @@ def _kill_mid_node(proc: Any, log_path: Path, kill_after: int, delay_s: float,
     return {"killed_at": time.time(), "returncode": proc.returncode}
 
 
+def _kill_after_calls(proc: Any, watcher: Any, calls: int, timeout_s: float
+                      ) -> dict[str, Any]:
+    """Wait until the model-call journal of thread ``THREAD_ID`` (read through
+    ``watcher``, a saver, decoding strictly; ``inspection.effects.thread_effects``, as
+    ``langgraph-durable show`` reads it) holds ``calls`` answered calls of the ``report``
+    node, then SIGKILL ``proc`` at once: it is inside the node's next call (the scripted
+    model takes ``--step-s``/2 a call)."""
+    from langgraph_durable.inspection.effects import thread_effects
+    from langgraph_durable.inspection.strict import strict_view
+
+    reader = strict_view(watcher)  # decodes as the operator's tools do: runs no stored data
+    deadline = time.monotonic() + timeout_s
+    while True:
+        rows, _ = thread_effects(reader, THREAD_ID)
+        done = [r for r in rows if r["kind"] == "model_call" and r["state"] == "done"
+                and r["task_ns"].split(":", 1)[0] == "report"]
+        if len(done) >= calls:
+            break
+        if proc.poll() is not None:
+            raise DemoError(f"the first child exited (code {proc.returncode}) before its "
+                            f"report node journaled {calls} model calls:\n"
+                            f"{_tail(proc.stderr_path)}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise DemoError(f"no kill point within {timeout_s} s:\n{_tail(proc.stderr_path)}")
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return {"killed_at": time.time(), "returncode": proc.returncode}
+
+
 def _empty_hot_tier(args: argparse.Namespace, urls: tuple[str, str], owned: bool
                     ) -> dict[str, Any]:
     """--cold: drain the dead process's outbox into MongoDB, then empty Redis."""
@@ -278,16 +321,31 @@ def _empty_hot_tier(args: argparse.Namespace, urls: tuple[str, str], owned: bool
     return {"drain_s": drain_s, "how": how, "redis_keys_left": left, "mongo_checkpoints": n}
 
 
-def _reference(work: Path) -> tuple[dict[str, Any], list[Any], float]:
+def _reference(work: Path) -> tuple[dict[str, Any], list[Any], float, list[tuple[Any, ...]]]:
+    """The uninterrupted run (``InMemorySaver``, no journal): its report, transcript,
+    duration and model calls (``_model_calls``)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from langgraph_durable.serde import LocalBlobStore
 
     t0 = time.perf_counter()
     serde = dataframe_serde(LocalBlobStore(work / "reference-blobs"))
-    graph = build_agent(InMemorySaver(serde=serde), step_s=0, log_path="")
+    log_path = work / "reference.jsonl"
+    graph = build_agent(InMemorySaver(serde=serde), step_s=0, log_path=log_path)
     final = graph.invoke(initial_input(), _config(REFERENCE_THREAD_ID))
-    return final["report"], transcript(final["messages"]), time.perf_counter() - t0
+    calls = _model_calls(read_log(log_path), os.getpid())
+    return final["report"], transcript(final["messages"]), time.perf_counter() - t0, calls
+
+
+def _model_calls(events: list[dict[str, Any]], pid: int) -> list[tuple[Any, ...]]:
+    """The model calls process ``pid`` made (answers the scripted model gave; a replay
+    from the journal is none): ``(step, node, call number in the node)``, in order."""
+    return sorted((e["step"], e["node"], e.get("call", 0)) for e in events
+                  if e["event"] == "model" and e["pid"] == pid)
+
+
+def _fmt_calls(calls: list[tuple[Any, ...]]) -> str:
+    return ", ".join(f"{n}@{s}#{c}" for s, n, c in calls) or "none"
 
 
 def _executions(events: list[dict[str, Any]], pids: dict[int, str]) -> list[dict[str, Any]]:
@@ -295,7 +353,7 @@ def _executions(events: list[dict[str, Any]], pids: dict[int, str]) -> list[dict
     rows: dict[tuple[int, str], dict[str, Any]] = {}
     for e in events:
         who = pids.get(e["pid"])
-        if who is None:
+        if who is None or e["event"] not in ("start", "end"):
             continue
         row = rows.setdefault((e["step"], e["node"]), {"step": e["step"], "node": e["node"],
                                                        "first": "", "second": ""})
@@ -345,8 +403,11 @@ def parent_main(args: argparse.Namespace) -> int:
     tag = uuid.uuid4().hex[:8]
     args.key_prefix, args.database = f"demo{tag}", f"penguins_demo_{tag}"
     mode = "cold (Redis emptied, resume from MongoDB)" if args.cold else "hot (resume from Redis)"
-    print(f"crash demo: {mode}; step delay {args.step_s} s; kill after {args.kill_after} "
-          f"completed nodes; durability={args.durability}; work dir {work}", flush=True)
+    kill_at = ("the report's e-mail" if args.kill_after_mail else
+               f"{args.kill_after} completed nodes" if args.kill_after is not None else
+               f"{args.kill_after_calls} of the report node's 3 model calls")
+    print(f"crash demo: {mode}; step delay {args.step_s} s; kill after {kill_at}; "
+          f"durability={args.durability}; work dir {work}", flush=True)
     t0 = time.perf_counter()
     store, where = open_blob_store(work / "blobs", bucket=f"lgd-demo-{tag}")
     args.blob_store = store.name
@@ -358,7 +419,8 @@ def parent_main(args: argparse.Namespace) -> int:
         print(f"servers: redis {rs.url}  mongodb {ms.url}", flush=True)
         print(f"blob store: {where}", flush=True)
 
-        ref_report, ref_transcript, timings["reference run (InMemorySaver)"] = _reference(work)
+        ref_report, ref_transcript, timings["reference run (InMemorySaver)"], ref_calls = \
+            _reference(work)
         print(f"reference report digest {ref_report['digest']}", flush=True)
 
         t0 = time.perf_counter()
@@ -371,6 +433,9 @@ def parent_main(args: argparse.Namespace) -> int:
 
             if args.kill_after_mail:
                 kill = _kill_after_mail(first, sink, args.timeout_s)
+            elif args.kill_after is None:
+                kill = _kill_after_calls(first, watcher, args.kill_after_calls,
+                                         args.timeout_s)
             else:
                 kill = _kill_mid_node(first, log_path, args.kill_after, args.step_s / 2,
                                       timeout_s=args.timeout_s, stored_step=stored_step)
@@ -430,6 +495,8 @@ def parent_main(args: argparse.Namespace) -> int:
     reran_acked = [x for x in ran_first + interrupted if x in ran_second and (x[1], x[0]) in acked]
     reran_unacked = [x for x in ran_first if x in ran_second and (x[1], x[0]) not in acked]
     resumed = res["resumed"]
+    calls_first, calls_second = _model_calls(events, first.pid), _model_calls(events, res["pid"])
+    paid_twice = sorted(set(calls_first) & set(calls_second))
     expected_tier = "durable" if args.cold else "hot"
     checks = {
         "DataFrames stored in the blob store": bool(blobs["referenced"]) and all(
@@ -437,8 +504,13 @@ def parent_main(args: argparse.Namespace) -> int:
         "final report equals the reference": res["report"] == ref_report,
         "message transcript equals the reference": res["transcript"] == ref_transcript,
         "no acknowledged node re-ran": not reran_acked,
+        "the resumed process made only the calls the killed one had not made":
+            not paid_twice and sorted(calls_first + calls_second) == ref_calls,
         f"resumed state served by the {expected_tier} tier": res["tier"] == expected_tier,
-        "the report was e-mailed once": len(mails) == 1 and res["mailed"] is not None
+        # a kill between the SMTP send and its journal entry leaves the send in doubt:
+        # in_doubt="retry" sends again under the same Message-ID (the idempotency key),
+        # which a receiving server deduplicates; one distinct Message-ID is one e-mail
+        "the report was e-mailed once": len(set(mails)) == 1 and res["mailed"] is not None
         and res["mailed"]["message_id"] == mails[0],
     }
     if args.durability == "sync":  # each step's writes are stored before the next step starts
@@ -469,6 +541,18 @@ def parent_main(args: argparse.Namespace) -> int:
           + (f" ({fmt(reran_acked)})" if reran_acked else ""))
     if reran_unacked:
         print(f"re-run, completed but not yet acknowledged at the kill: {fmt(reran_unacked)}")
+    journal = res["stats"].get("model_calls", {})
+    in_node = [c for c in calls_first if c[:2] in {(s, n) for s, n in interrupted}]
+    print(f"model calls (answers the model gave; a replay from the journal is not a call), "
+          f"{len(ref_calls)} in an uninterrupted run:")
+    print(f"  1st process made {len(calls_first)}: {_fmt_calls(calls_first)}")
+    if interrupted:
+        print(f"    of them in the node the kill interrupted: {len(in_node)}")
+    print(f"  2nd process made {len(calls_second)}: {_fmt_calls(calls_second)}; replayed "
+          f"{journal.get('replayed', 0)} from the journal "
+          f"({journal.get('tokens_saved', 0)} tokens not spent again)")
+    print(f"  made by both processes (paid twice): {len(paid_twice)}"
+          + (f" ({_fmt_calls(paid_twice)})" if paid_twice else ""))
     print(f"final report digest:     {res['report']['digest'] if res['report'] else None} "
           f"(reference {ref_report['digest']})")
     print("reads by tier in the 2nd process: "
@@ -490,8 +574,9 @@ def parent_main(args: argparse.Namespace) -> int:
     for k, v in timings.items():
         print(f"  {k:<40} {v:7.3f} s")
     print()
+    width = max(48, *(len(k) for k in checks))
     for k, ok in checks.items():
-        print(f"check: {k:<48} {'yes' if ok else 'NO'}")
+        print(f"check: {k:<{width}} {'yes' if ok else 'NO'}")
     passed = all(checks.values())
     print(f"RESULT: {'PASS' if passed else 'FAIL'}")
     if passed and not args.keep:
@@ -510,8 +595,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--step-s", type=float,
                    default=float(os.environ.get(ENV_STEP_S, DEFAULT_STEP_S)),
                    help=f"seconds each node sleeps (default ${ENV_STEP_S} or {DEFAULT_STEP_S})")
-    p.add_argument("--kill-after", type=int, default=3,
-                   help="completed nodes before the SIGKILL (1-9; default 3)")
+    p.add_argument("--kill-after-calls", type=int, default=None,
+                   help="kill the first process inside the report node once N of its 3 "
+                   "model calls are journaled (1-2; the default, with N=2, unless "
+                   "--kill-after or --kill-after-mail is given)")
+    p.add_argument("--kill-after", type=int, default=None,
+                   help="kill after this many completed nodes instead (1-9), mid-node")
     p.add_argument("--kill-after-mail", action="store_true",
                    help="kill the first process as soon as the report's e-mail arrived (in "
                    "the mail node) instead of after --kill-after nodes")
@@ -528,9 +617,16 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.child:
         return child_main(args)
-    if not 1 <= args.kill_after <= 9:
+    if sum(x is not None and x is not False for x in
+           (args.kill_after, args.kill_after_calls, args.kill_after_mail or None)) > 1:
+        p.error("give one of --kill-after, --kill-after-calls and --kill-after-mail")
+    if args.kill_after is not None and not 1 <= args.kill_after <= 9:
         p.error("--kill-after must be between 1 and 9 (the agent runs 11 nodes, the last "
                 "one mails the report)")
+    if args.kill_after_calls is None:
+        args.kill_after_calls = 2
+    elif not 1 <= args.kill_after_calls <= 2:
+        p.error("--kill-after-calls must be 1 or 2 (the report node makes 3 model calls)")
     try:
         real_model()  # fail early, with a clear message, on a bad LANGGRAPH_DURABLE_DEMO_MODEL
         return parent_main(args)

@@ -15,14 +15,21 @@
   out of the ``ToolMessage`` into the state (a message never carries a frame).
 * Everything is deterministic (fixed ``random_state``, one job), so two runs give the same
   report whatever happens between them.
-* The chat model is a scripted ``GenericFakeChatModel`` (offline, deterministic). Set
+* The chat model is scripted (``ScriptedChatModel``: offline, deterministic; each call
+  takes ``LANGGRAPH_DURABLE_DEMO_STEP_S / 2`` seconds and reports usage metadata). Set
   ``LANGGRAPH_DURABLE_DEMO_MODEL="provider:model"`` (e.g. ``openai:gpt-4o-mini``) to use a real
   model through ``langchain.chat_models.init_chat_model`` (needs ``pip install langchain``
   and the provider package); the metrics still come from the tools.
+* With a ``DurableSaver`` every model call goes through ``langgraph_durable.journaled``: a
+  re-executed node (after a crash) gets the answers its killed execution already had from
+  the model-call journal instead of calling the model again. ``report`` makes three calls
+  (a comment on each model, then the summary), so a kill can land between them.
 * Every node sleeps ``LANGGRAPH_DURABLE_DEMO_STEP_S`` seconds (default 0.3) so a crash can land
   mid-run, and appends ``{"node", "pid", "ts", "step", "event"}`` JSON lines (``event`` is
-  ``"start"`` or ``"end"``) to the file named by ``LANGGRAPH_DURABLE_DEMO_LOG`` (or the
-  ``log_path`` argument), so re-runs can be counted across processes.
+  ``"start"`` or ``"end"``; ``"model"``, with ``call``, the call's number in the node, for
+  each answer the scripted model gives: replays from the journal are not logged) to the
+  file named by ``LANGGRAPH_DURABLE_DEMO_LOG`` (or the ``log_path`` argument), so re-runs
+  and model calls can be counted across processes.
 """
 
 from __future__ import annotations
@@ -36,8 +43,17 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypedDict
 
 import pandas as pd
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
@@ -201,8 +217,9 @@ def _call(name: str, call_id: str, args: dict[str, Any], text: str) -> AIMessage
                                                 "type": "tool_call"}])
 
 
-def scripted_reply(node: str, state: dict[str, Any]) -> AIMessage:
-    """What the scripted model answers in ``node`` (fresh objects; deterministic)."""
+def scripted_reply(node: str, state: dict[str, Any], part: str = "") -> AIMessage:
+    """What the scripted model answers in ``node`` (fresh objects; deterministic); in
+    ``report``, ``part`` is the model commented on, or "" for the summary."""
     if node == "plan":
         return AIMessage("Plan:\n" + "\n".join(f"{i}. {s}" for i, s in enumerate(PLAN, 1)))
     if node == "load":
@@ -217,9 +234,49 @@ def scripted_reply(node: str, state: dict[str, Any]) -> AIMessage:
     if node == "model_b":
         return _call("train_random_forest", "call_model_b", {"n_estimators": 200},
                      "Training model B (random forest).")
+    if node == "report" and part:
+        m = state["report"]["models"][part]
+        return AIMessage(f"{part}: accuracy {m['accuracy']:.4f}, macro F1 "
+                         f"{m['macro_f1']:.4f} on {state['report']['test']} test penguins.")
     if node == "report":
         return AIMessage(render_report(state["report"]))
     raise KeyError(node)
+
+
+class ScriptedChatModel(BaseChatModel):
+    """The demo's offline chat model: answers ``reply`` after ``delay_s`` seconds, with
+    usage metadata (about 4 characters a token), and logs the answer (``model`` event of
+    ``node`` at ``step``, ``call`` its number in the node) to ``log_path``. Its identifying
+    parameters leave the reply out, so a journaled call's request digest is the prompt's
+    and the same in every process."""
+
+    reply: AIMessage
+    delay_s: float = 0.0
+    log_path: str = ""
+    node: str = ""
+    step: int | None = None
+    call: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "penguins-scripted"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"script": "penguins"}
+
+    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
+                  run_manager: CallbackManagerForLLMRun | None = None,
+                  **kwargs: Any) -> ChatResult:
+        if self.delay_s > 0:
+            time.sleep(self.delay_s)
+        prompt = sum(len(str(m.content)) for m in messages) // 4 + 1
+        answer = len(str(self.reply.content)) // 4 + 12 * len(self.reply.tool_calls) + 1
+        message = self.reply.model_copy(update={"usage_metadata": {
+            "input_tokens": prompt, "output_tokens": answer,
+            "total_tokens": prompt + answer}})
+        ExecutionLog(self.log_path).append(self.node, "model", self.step, call=self.call)
+        return ChatResult(generations=[ChatGeneration(message=message)])
 
 
 def real_model() -> Any | None:
@@ -239,16 +296,6 @@ def real_model() -> Any | None:
         return init_chat_model(spec, temperature=0)
     except (ImportError, ValueError) as exc:  # provider package missing, unknown provider
         raise RuntimeError(f"{ENV_MODEL}={spec!r}: cannot make the chat model: {exc}") from exc
-
-
-def _ask(model: Any | None, node: str, state: dict[str, Any], instruction: str,
-         tool_: Any = None) -> AIMessage:
-    prompt = [SystemMessage(SYSTEM), *state.get("messages", []), HumanMessage(instruction)]
-    if model is None:
-        fake = GenericFakeChatModel(messages=iter([scripted_reply(node, state)]))
-        return fake.invoke(prompt)
-    bound = model.bind_tools([tool_], tool_choice=tool_.name) if tool_ is not None else model
-    return bound.invoke(prompt)
 
 
 # --------------------------------------------------------------------------- report
@@ -294,11 +341,12 @@ class ExecutionLog:
     def __init__(self, path: str | os.PathLike[str] | None) -> None:
         self.path = os.fspath(path) if path else None
 
-    def append(self, node: str, event: str, step: int | None) -> None:
+    def append(self, node: str, event: str, step: int | None, **extra: Any) -> None:
+        """Append one event (``extra``: more fields, e.g. a model call's ``call``)."""
         if not self.path:
             return
         line = json.dumps({"node": node, "pid": os.getpid(), "ts": time.time(),
-                           "step": step, "event": event}) + "\n"
+                           "step": step, "event": event, **extra}) + "\n"
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())
@@ -341,16 +389,37 @@ def send_report_mail(smtp: str, report: dict[str, Any], message_id: str) -> dict
 
 def build_agent(checkpointer: Any = None, *, step_s: float | None = None,
                 log_path: str | os.PathLike[str] | None = None, model: Any = "env",
-                smtp: str | None = None) -> Any:
+                smtp: str | None = None, journal: bool | None = None) -> Any:
     """The compiled agent. ``step_s``/``log_path`` default to the environment variables;
     ``model="env"`` reads ``LANGGRAPH_DURABLE_DEMO_MODEL`` (None = scripted). ``smtp``
     (``host:port``, needs a ``DurableSaver``): a last node, ``mail``, e-mails the report
     once (``langgraph_durable.effects.once``), then waits ``step_s`` (room for a kill
-    after the send)."""
+    after the send). ``journal`` (default: when ``checkpointer`` is a ``DurableSaver``):
+    every model call goes through ``journaled``, so a re-executed node does not call the
+    model again for the answers its earlier execution journaled."""
+    from langgraph_durable import DurableSaver, journaled
+
     delay = float(os.environ.get(ENV_STEP_S, DEFAULT_STEP_S)) if step_s is None else step_s
     log = ExecutionLog(log_path if log_path is not None else os.environ.get(ENV_LOG))
     llm = real_model() if model == "env" else model
     tool_node = ToolNode(TOOLS)
+    if journal is None:
+        journal = isinstance(checkpointer, DurableSaver)
+
+    def ask(node: str, state: dict[str, Any], config: RunnableConfig, instruction: str,
+            tool_: Any = None, *, part: str = "", call: int = 0) -> AIMessage:
+        """Call ``call`` of ``node``: the prompt is the system message, the conversation
+        and ``instruction``; journaled when ``journal``."""
+        prompt = [SystemMessage(SYSTEM), *state.get("messages", []), HumanMessage(instruction)]
+        chat: Any
+        if llm is None:
+            chat = ScriptedChatModel(
+                reply=scripted_reply(node, state, part), delay_s=delay / 2,
+                log_path=log.path or "", node=node, call=call,
+                step=config.get("metadata", {}).get("langgraph_step"))
+        else:
+            chat = llm.bind_tools([tool_], tool_choice=tool_.name) if tool_ is not None else llm
+        return (journaled(chat) if journal else chat).invoke(prompt)  # type: ignore[no-any-return]
 
     def node(name: str) -> Callable[[Callable[..., dict[str, Any]]], Callable[..., Any]]:
         def wrap(fn: Callable[..., dict[str, Any]]) -> Callable[..., Any]:
@@ -368,7 +437,7 @@ def build_agent(checkpointer: Any = None, *, step_s: float | None = None,
 
     @node("plan")
     def plan(state: PenguinState, config: RunnableConfig) -> dict[str, Any]:
-        msg = _ask(llm, "plan", state, "Write a numbered plan of at most five steps.")
+        msg = ask("plan", state, config, "Write a numbered plan of at most five steps.")
         steps = [line.split(". ", 1)[1] for line in str(msg.content).splitlines()
                  if ". " in line and line.split(". ", 1)[0].strip().isdigit()]
         return {"messages": [msg], "plan": steps}
@@ -376,7 +445,7 @@ def build_agent(checkpointer: Any = None, *, step_s: float | None = None,
     def tool_step(name: str, instruction: str, tool_: Any) -> Callable[..., Any]:
         @node(name)
         def step(state: PenguinState, config: RunnableConfig) -> dict[str, Any]:
-            msg = _ask(llm, name, state, instruction, tool_)
+            msg = ask(name, state, config, instruction, tool_)
             if not getattr(msg, "tool_calls", None):
                 raise RuntimeError(f"{name}: the model did not call {tool_.name}")
             return {"messages": [msg]}
@@ -398,9 +467,16 @@ def build_agent(checkpointer: Any = None, *, step_s: float | None = None,
 
     @node("report")
     def report(state: PenguinState, config: RunnableConfig) -> dict[str, Any]:
+        # three model calls: a comment on each model, then the summary that uses them
         rep = build_report(state)
-        msg = _ask(llm, "report", {**state, "report": rep},
-                   "Summarise the results for a biologist:\n" + json.dumps(rep, indent=1))
+        seen = {**state, "report": rep}
+        comments = [str(ask("report", seen, config, f"Comment on {name}'s test results in "
+                            "one sentence:\n" + json.dumps(rep["models"][name]),
+                            part=name, call=i).content)
+                    for i, name in enumerate(sorted(rep["models"]))]
+        msg = ask("report", seen, config, "Summarise the results for a biologist:\n"
+                  + json.dumps(rep, indent=1) + "\nYour comments:\n" + "\n".join(comments),
+                  call=len(comments))
         return {"messages": [msg], "report": rep}
 
     def after_tools(state: PenguinState) -> str:
@@ -456,14 +532,19 @@ def transcript(messages: list[Any]) -> list[list[Any]]:
 
 def dataframe_serde(store: Any = None) -> Any:
     """The serializer the agent's checkpointer needs: ``ExternalRefSerializer`` (DataFrames as
-    Parquet blobs in ``store``; default a new temporary folder)."""
+    Parquet blobs in ``store``; default a new temporary folder) over a strict
+    ``JsonPlusSerializer`` (``allowed_msgpack_modules=None``: only LangGraph's safe types,
+    messages included, are revived; the state holds no other)."""
     import tempfile
+
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
     from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
 
     if store is None:
         store = LocalBlobStore(tempfile.mkdtemp(prefix="lgd-penguins-blobs-"))
-    return ExternalRefSerializer(store=store)
+    return ExternalRefSerializer(JsonPlusSerializer(allowed_msgpack_modules=None),
+                                 store=store)
 
 
 if __name__ == "__main__":  # a quick uninterrupted run

@@ -48,7 +48,7 @@ BEGIN, END = "<!-- faults:results:begin -->", "<!-- faults:results:end -->"
 
 # (key, full-form arguments, quick-form arguments)
 PLAN: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
-    ("1", {"trials": 100}, {"trials": 10}),
+    ("1", {"trials": 100, "store_trials": 20}, {"trials": 10, "store_trials": 5}),
     ("2", {"trials": 10}, {"trials": 2}),
     ("3", {"trials_per_policy": 2, "mid_flush_stops": 8},
      {"trials_per_policy": 1, "subgraph_probe": False}),

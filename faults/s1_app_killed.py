@@ -14,6 +14,12 @@ round, or at a random time. Then:
    InMemorySaver run's; it closes its saver, which drains the outbox;
 4. every acknowledged checkpoint and write is then in MongoDB; no checkpoint is listed
    twice and no MongoDB identity is stored twice.
+
+With ``store_trials``, as many trials of the memory store's form
+(``store_faults.app_killed_trial``): a child process puts and deletes store items and is
+killed before, during or after one of them, in a flusher round or at a random time; every
+acknowledged put must then be there with its last value and no acknowledged delete undone
+(counted in ``lost`` and ``resurrected``).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from typing import Any
 from langgraph_durable import DurableSaver
 from langgraph_durable.hot.keys import ThreadKeys
 
-from . import graphs
+from . import graphs, store_faults
 from .common import Child, Env, cleanup, clients, names, partitions_of
 from .result import Result
 from .tiers import (
@@ -133,7 +139,8 @@ def trial(env: Env, i: int, rng: random.Random, ref: str, calls: dict[str, dict[
     return rec
 
 
-def run(env: Env, trials: int, seed: int = 1, parallel: int = 2) -> Result:
+def run(env: Env, trials: int, seed: int = 1, parallel: int = 2, store_trials: int = 0
+        ) -> Result:
     res = Result("s1", "1. application SIGKILLed at random points, resumed in a new process")
     began = time.monotonic()
     ref = graphs.flow_reference()
@@ -185,6 +192,16 @@ def run(env: Env, trials: int, seed: int = 1, parallel: int = 2) -> Result:
     res.notes.append("kills by point: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     if lost_w:
         res.findings.append(f"{lost_w} acknowledged writes lost")
-    res.seconds = time.monotonic() - began
     res.records = recs
+    if store_trials:
+        srngs = [random.Random(seed * 200_003 + i) for i in range(store_trials)]
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            srecs = list(pool.map(lambda i: store_faults.app_killed_trial(
+                env, i, srngs[i], options=OPTIONS), range(store_trials)))
+        res.trials += len(srecs)
+        res.faults += sum(r["killed"] for r in srecs)
+        store_faults.report(res, srecs)
+        res.measures["store kills"] = sum(r["killed"] for r in srecs)
+        res.records = recs + [{"store": True, **r} for r in srecs]
+    res.seconds = time.monotonic() - began
     return res

@@ -13,6 +13,11 @@ must not raise ``TierUnavailableError``. MongoDB is restarted on the same port a
 folder; the backlog must drain (time measured), the failed threads (old and new) resume to
 the same final state as InMemorySaver's, every acknowledged checkpoint is in MongoDB, and
 with Redis emptied MongoDB alone gives the new threads' final states.
+
+With ``store`` (default), the memory store too (``store_faults.mongo_down``): puts and
+deletes of store items while MongoDB is down (deletes of flushed items among them; past
+``max_outbox`` refused with ``OutboxFullError``), then MongoDB restarted: every
+acknowledged put is in MongoDB with its last value, no acknowledged delete undone.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any
 from langgraph_durable import DurableSaver, OutboxFullError, TierUnavailableError
 from langgraph_durable.testing import mongo_server
 
-from . import graphs
+from . import graphs, store_faults
 from .common import Env, cleanup, clients, names
 from .result import Result
 from .tiers import drop_prefix, mongo_has, redis_has, wait_for
@@ -207,7 +212,7 @@ def stop_mid_flush(env: Env, stops: int, options: dict[str, Any] | None = None
 
 
 def run(env: Env, trials_per_policy: int = 1, subgraph_probe: bool = True,
-        mid_flush_stops: int = 0) -> Result:
+        mid_flush_stops: int = 0, store: bool = True) -> Result:
     res = Result("s3", "3. MongoDB stopped while graphs run, then restarted")
     began = time.monotonic()
     recs = [trial(env, p) for p in ("raise", "block") for _ in range(trials_per_policy)]
@@ -236,6 +241,12 @@ def run(env: Env, trials_per_policy: int = 1, subgraph_probe: bool = True,
         "drain after restart s (max)": max(r["drain_s"] for r in recs),
     })
     res.mismatches += sub["mismatch"]
+    if store:  # the memory store's puts and deletes while MongoDB is down
+        st = store_faults.mongo_down(env)
+        res.trials += 1
+        res.faults += 1
+        store_faults.report(res, [st])
+        res.measures["store ops refused while down (OutboxFullError)"] = st["refused"]
     if mid_flush_stops:
         mf = stop_mid_flush(env, mid_flush_stops)
         res.measures["stops mid-flush losing acked docs"] = (

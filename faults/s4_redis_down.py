@@ -14,6 +14,12 @@ c. Redis emptied after a flush (the saver's keys deleted): every read (latest of
    namespace, ``list``,
    ``get_tuple`` of each checkpoint, graph state and history) served by MongoDB alone must
    equal the answer given before; an interrupted thread resumes from MongoDB alone.
+d. With ``store`` (default), the memory store's Redis keys deleted after a flush
+   (``store_faults.redis_lost``): every acknowledged put read back from MongoDB alone with
+   its last value, no acknowledged delete undone; then puts and deletes of items only
+   MongoDB holds, a flush, the keys deleted again, checked again. And Redis (AOF,
+   ``appendfsync always``) SIGKILLed while a store with ``flusher="off"`` writes
+   (``store_faults.redis_killed``): the same after the restart and a drain.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_durable import DurableSaver, TierUnavailableError
 from langgraph_durable.testing import redis_server
 
-from . import graphs
+from . import graphs, store_faults
 from .common import Env, cleanup, clients, names, thread_answers
 from .result import Result
 from .tiers import drop_prefix, mongo_has, redis_has, wait_for
@@ -206,7 +212,8 @@ def emptied(env: Env) -> dict[str, Any]:
     return rec
 
 
-def run(env: Env, aof_trials: int = 4, seed: int = 4, no_aof_trial: bool = False) -> Result:
+def run(env: Env, aof_trials: int = 4, seed: int = 4, no_aof_trial: bool = False,
+        store: bool = True) -> Result:
     res = Result("s4", "4. Redis hung / killed (AOF) / emptied")
     began = time.monotonic()
     rng = random.Random(seed)
@@ -233,6 +240,12 @@ def run(env: Env, aof_trials: int = 4, seed: int = 4, no_aof_trial: bool = False
         if got:
             res.measures[f"lost with appendfsync {k}"] = f"{sum(a['lost'] for a in got)} of " \
                 f"{sum(a['acked'] for a in got)}"
+    if store:  # the memory store: Redis emptied after a flush, twice; Redis (AOF) killed
+        st = [store_faults.redis_lost(env, seed=seed), store_faults.redis_killed(env, seed)]
+        res.trials += 2
+        res.faults += 3
+        store_faults.report(res, st)
+        res.records += [{"store": True, **x} for x in st]
     if no_aof_trial:
         na = aof_crash(env, rng, "-", appendonly=False)
         res.notes.append(

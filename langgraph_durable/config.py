@@ -173,6 +173,14 @@ class DurableConfig(BaseModel):
             of plaintext. Default: derived from ``LANGGRAPH_AES_KEY`` or the key of
             ``EncryptedSerializer.from_pycryptodome_aes``; without any, lists are stored
             whole when the serializer encrypts.
+        vector_search: where ``DurableStore``'s semantic search runs, chosen when the
+            store sets up (``plans/store_vectors.py``): ``"auto"`` (default) the Redis
+            Query Engine when the Redis has it (Redis 8, Redis Stack, Valkey with
+            valkey-search), else ``"exact"``; ``"exact"`` every candidate scored in the
+            application (NumPy); ``"redis"`` an HNSW (or FLAT) index in Redis, refused
+            with ``ConfigurationError`` on a Redis without the query engine;
+            ``"mongodb"`` MongoDB ``$vectorSearch``, not implemented: refused, saying
+            what the server answered. The saver itself does not read it.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -213,6 +221,7 @@ class DurableConfig(BaseModel):
     list_items: bool = True
     item_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
     item_digest_key: str | None = Field(default=None, min_length=16, repr=False)
+    vector_search: Literal["auto", "exact", "redis", "mongodb"] = "auto"
 
     @field_validator("write_concern_w", mode="before")
     @classmethod

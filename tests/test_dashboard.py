@@ -15,21 +15,27 @@ from typing import Annotated, Any
 import pandas as pd
 import pytest
 import uvicorn
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
+from langgraph.types import interrupt
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from typer.testing import CliRunner
 from typing_extensions import TypedDict
 
-from langgraph_durable import DurableSaver
+from langgraph_durable import DurableSaver, journaled
 from langgraph_durable.cli import app as cli_app
 from langgraph_durable.dashboard import create_app
+from langgraph_durable.effects import once
 from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.inspection import lookup
 from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
 from langgraph_durable.testing import unique_options, wait_for
+
+from .model_journal_support import Counting
+from .model_journal_support import State as JState
 
 TOKEN = "test-token-0123456789"
 WAIT_MS = 15_000
@@ -467,3 +473,61 @@ def test_the_memory_page_says_when_it_counted_only_the_first_items(
         view = memory.memory_view(memory.memory_store(s))
         assert view["complete"] and view["namespaces"] == [{"ns": "a", "count": 2},
                                                            {"ns": "b", "count": 1}]
+
+
+def test_the_thread_page_lists_journaled_effects_and_marks_model_calls(
+        saver: DurableSaver, readonly: str, page: Page) -> None:
+    """A node journals an effect (``once``) and three model calls (one answering hostile
+    markup), then interrupts: the page of the latest checkpoint lists them, the model
+    calls marked as journaled with their model, call number, tokens and answer; the
+    answer is text, never markup; /api/thread carries the same rows."""
+    hostile = journaled(GenericFakeChatModel(messages=iter([AIMessage(
+        HOSTILE, usage_metadata={"input_tokens": 7, "output_tokens": 3,
+                                 "total_tokens": 10})])), name="hostile")
+    counting = journaled(Counting(key="dashboard-effects"))
+
+    def node(state: JState) -> dict[str, Any]:
+        once("note", lambda: {"noted": 1})
+        answers = [str(counting.invoke(f"q {i}").content) for i in range(2)]
+        answers.append(str(hostile.invoke("q").content))
+        return {"out": " ".join(answers), "ok": interrupt("approve?")}
+
+    g = StateGraph(JState)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    g.add_edge("node", END)
+    g.compile(checkpointer=saver).invoke({"prompt": "q"},
+                                         {"configurable": {"thread_id": "journal-1"}})
+    page.goto(readonly + "thread?thread_id=journal-1")
+    rows = page.locator("#effects-table tbody tr")
+    expect(rows).to_have_count(4)
+    assert rows.evaluate_all("rs => rs.map(r => [r.dataset.kind, r.dataset.effect, "
+                             "r.dataset.call])") == [
+        ["model_call", "model:Counting", "0"], ["model_call", "model:Counting", "1"],
+        ["model_call", "model:hostile", "0"], ["effect", "note", "0"]]
+    first = rows.nth(0)
+    expect(first.locator(".mark.model-call")).to_have_text("model call")
+    expect(first.locator("td").nth(1)).to_have_text("model call Counting")
+    expect(first.locator("td").nth(4)).to_have_text("15")
+    expect(first.locator(".answer .text")).to_have_text("answer-1")
+    expect(first.locator(".journaled")).to_have_text(
+        "journaled: a re-execution of this task returns this answer without calling the "
+        "model")
+    expect(rows.nth(2).locator(".answer .text")).to_have_text(HOSTILE)
+    assert rows.nth(2).locator(".answer .text *").count() == 0  # text, no element
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    expect(rows.nth(3).locator("td").nth(5)).to_contain_text('"noted": 1')
+    expect(page.locator("#effects-legend")).to_contain_text(
+        "3 journaled model call(s), 40 tokens")
+    expect(page.locator("#effects-legend")).to_contain_text(
+        "Whether an answer was replayed is not stored")
+    data = json.loads(page.request.get(readonly + "api/thread?thread_id=journal-1").text())
+    summary = [(r["kind"], r["call"], (r.get("model_call") or {}).get("tokens"))
+               for r in data["effects"]["rows"]]
+    assert summary == [("model_call", 0, {"input": 10, "output": 5, "total": 15}),
+                       ("model_call", 1, {"input": 10, "output": 5, "total": 15}),
+                       ("model_call", 0, {"input": 7, "output": 3, "total": 10}),
+                       ("effect", 0, None)]
+    # an earlier checkpoint: its tasks journaled nothing
+    page.locator("#timeline tbody tr").nth(1).locator(".cid a").click()
+    expect(page.locator("#effects-none")).to_have_text("none")

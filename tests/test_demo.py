@@ -4,7 +4,9 @@ Each test runs the demo as a subprocess, the way a user does, with its own real 
 MongoDB-wire servers (or REDIS_URL / MONGODB_URL when set), and checks its exit code and
 the key lines of its report. The agent keeps its tables in the state as DataFrames, stored by
 ExternalRefSerializer in a local folder (hot test) or in S3 (cold test, the session's moto
-server through S3_ENDPOINT_URL).
+server through S3_ENDPOINT_URL). Every model call is journaled: the report counts the calls
+each process made, and the two together must make those of an uninterrupted run, none
+twice.
 """
 
 from __future__ import annotations
@@ -47,6 +49,15 @@ def check_common(out: str, *, tier: str) -> None:
                   "no acknowledged node re-ran", f"resumed state served by the {tier} tier"):
         assert re.search(rf"check: {check} +yes", out), out
     assert line(out, "re-run of acknowledged nodes:").endswith(": 0")
+    # every model call goes through journaled(...): the two processes together made the
+    # calls of an uninterrupted run, none twice
+    assert re.search(r"check: the resumed process made only the calls the killed one had "
+                     r"not made +yes", out), out
+    assert line(out, "  made by both processes (paid twice):").endswith(": 0")
+    total = int(re.search(r"(\d+) in an uninterrupted run:", out)[1])
+    first = int(re.search(r"\n  1st process made (\d+): ", out)[1])
+    second = int(re.search(r"\n  2nd process made (\d+): ", out)[1])
+    assert total == 8 and first + second == total, out
     assert line(out, "state served by:").split()[3] == tier
     digests = re.search(r"final report digest: +(\w+) \(reference (\w+)\)", out)
     assert digests and digests[1] == digests[2], out
@@ -67,9 +78,22 @@ def check_common(out: str, *, tier: str) -> None:
     assert len(listed) == 2 and all(int(size.replace(",", "")) > 1000 for _, size in listed)
 
 
-def test_crash_and_resume_from_redis() -> None:
-    out = run_demo("--step-s", "0.15", "--kill-after", "3")
+def test_crash_and_resume_from_redis_mid_node_between_model_calls() -> None:
+    """The default kill: inside the report node, once 2 of its 3 model calls are
+    journaled; the resumed process re-runs the node, replays those two and makes the
+    third (on a machine slow enough that the third was journaled before the signal
+    landed, it replays three and makes none: still no call paid twice)."""
+    out = run_demo("--step-s", "0.2")
     check_common(out, tier="hot")
+    assert "kill after 2 of the report node's 3 model calls" in out
+    assert "interrupted by the kill: report@10" in out
+    assert re.search(r"resumed from: +step 9 \(next: report;", out), out
+    made = re.search(r"\n    of them in the node the kill interrupted: (\d+)", out)
+    replayed = re.search(r"\n  2nd process made (\d+): .*; replayed (\d+) from the journal "
+                         r"\((\d+) tokens not spent again\)", out)
+    assert made and replayed, out
+    assert int(made[1]) >= 2 and int(made[1]) == int(replayed[2]) and int(replayed[3]) > 0
+    assert int(replayed[1]) == 3 - int(made[1]), out
     assert "(local folder)" in line(out, "blob store: file://")
     assert "(Redis hot tier)" in line(out, "state served by:")
     assert re.search(r"resumed from: +step \d+ \(next: \w+", out), out

@@ -50,6 +50,7 @@ ENV_VALUES: dict[str, tuple[str, object]] = {
     "item_cache_bytes": ("0", 0),
     "item_digest_key": ("0123456789abcdef-key", "0123456789abcdef-key"),
     "tombstone_ttl_s": ("86400", 86400),
+    "vector_search": ("exact", "exact"),
 }
 
 

@@ -40,7 +40,8 @@ def test_store_benchmark_writes_every_store_row(tmp_path: Path) -> None:
     report = (out / "report.md").read_text()
     rows = ["| InMemoryStore | sync |", "| InMemoryStore | async |",
             "| DurableStore | sync |", "| DurableStore | async |",
-            "| RedisStore | sync |", "| AsyncRedisStore | async |"]
+            "| RedisStore | sync |", "| AsyncRedisStore | async |",
+            "| DurableStore (Redis FLAT) | sync |", "| DurableStore (Redis FLAT) | async |"]
     if _has_postgres():
         rows += ["| PostgresStore | sync |", "| AsyncPostgresStore | async |"]
     for row in rows:
@@ -48,6 +49,7 @@ def test_store_benchmark_writes_every_store_row(tmp_path: Path) -> None:
     assert "error:" not in report, report
     assert "## Ratios" in report and "## Targets" in report and "## Machine" in report
     assert "| put (sync, 30 items): DurableStore ≥ 2×" in report
+    assert "recall@10 against InMemoryStore's exact top 10 | 1.000 | met" in report
     records = json.loads((out / "results.json").read_text())["records"]
     assert len(records) == len(rows)
     assert all(r["get_misses"] == 0 for r in records), records

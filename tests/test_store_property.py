@@ -6,8 +6,8 @@ flush, and from MongoDB alone at the end.
 ``InMemoryStore`` has no TTL, so the model deletes an item once its TTL passed (and moves
 its expiry on a refreshing read); its ``list_namespaces`` also lists namespaces left
 empty, so the model's namespaces are those of its live items; without a query its search
-lists namespaces in first-use order where ``DurableStore`` sorts them (the model's answer
-is sorted by namespace, stably, before the page is cut); a query's ties between equal
+lists namespaces in first-use order where ``DurableStore`` sorts them as text (the
+model's answer is sorted the same way, stably, before the page is cut); a query's ties between equal
 scores are compared sorted by namespace and key; and a put replaces an item's
 embeddings (InMemoryStore keeps those of the previous value where the new put embeds
 nothing: ``index=False``), so the model drops them first; after Redis lost its data, an
@@ -104,8 +104,11 @@ class Model:
     def search(self, prefix, query, filter, limit, offset, refresh):
         self._purge()
         found = self.mem.search(prefix, query=query, filter=filter, limit=10**6)
-        if query is None:
-            found = sorted(found, key=lambda i: tuple(i.namespace))[offset:offset + limit]
+        if query is None:  # DurableStore's search order: the namespace as text, labels
+            # joined by "." with a final "." (MongoDB's index order, plans/store_search.py),
+            # so ("a-b",) comes before ("a", "b") ("-" < "."); stable: insertion order within
+            found = sorted(found, key=lambda i: ".".join(i.namespace) + ".")
+            found = found[offset:offset + limit]
         if refresh:
             for i in found:
                 self._refresh(tuple(i.namespace), i.key)
@@ -127,7 +130,7 @@ def _answer(items, query) -> list:
     return rows
 
 
-NAMESPACES = [("a",), ("a", "b"), ("a", "c"), ("b",), ("b", "x", "y")]
+NAMESPACES = [("a",), ("a", "b"), ("a", "c"), ("a-b",), ("b",), ("b", "x", "y")]
 ns_st = st.sampled_from(NAMESPACES)
 key_st = st.sampled_from(["k1", "k2", "k3"])
 value_st = st.fixed_dictionaries({"v": st.integers(0, 4),

@@ -19,7 +19,9 @@ from langgraph_durable.hot.vector_index import (
     ensure_index,
     item_id,
     knn,
+    upsert_many,
     upsert_vectors,
+    vector_bytes,
 )
 from langgraph_durable.io.drivers import Clients, run_async, run_sync
 from langgraph_durable.testing import unique_options
@@ -111,6 +113,22 @@ def test_upsert_replaces_and_delete_removes_an_items_vectors(stack: tuple[Client
     found = run_sync(knn(spec, ("a",), north, 5), clients)
     assert [i for i, _ in found] == [item_id(("a",), "other")]
     assert len(list(clients.redis.scan_iter(match=f"{prefix}FLAT:vec:*"))) == 1
+
+
+def test_a_late_write_of_an_older_version_does_not_replace_a_newer_one(
+    stack: tuple[Clients, str]
+) -> None:
+    clients, prefix = stack
+    spec = VectorIndexSpec(f"{prefix}FLAT", dims=DIMS, algorithm="FLAT")
+    run_sync(ensure_index(spec), clients)
+    east = vector_bytes([1.0] + [0.0] * (DIMS - 1), DIMS)
+    north = vector_bytes([0.0, 1.0] + [0.0] * (DIMS - 2), DIMS)
+    run_sync(upsert_many(spec, [(("a",), "k", [north])], [5]), clients)
+    run_sync(upsert_many(spec, [(("a",), "k", [east])], [3]), clients)  # stalled writer
+    found = run_sync(knn(spec, ("a",), [0.0, 1.0] + [0.0] * (DIMS - 2), 1), clients)
+    assert [(i, round(s, 5)) for i, s in found] == [(item_id(("a",), "k"), 1.0)]
+    run_sync(upsert_many(spec, [(("a",), "k", [])], [7]), clients)  # a newer delete
+    assert run_sync(knn(spec, ("a",), [1.0] + [0.0] * (DIMS - 1), 1), clients) == []
 
 
 @pytest.fixture

@@ -8,12 +8,11 @@ from typing import Any
 import typer
 from langgraph.checkpoint.base import CheckpointTuple
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from ..core.records import metadata_matches
-from ..errors import TierUnavailableError
-from ..inspection import lookup, render, storage
-from ..plans.effects import Entry, journal_plan
+from ..inspection import effects, lookup, render, storage
 from ..serde.external import EXTREF_TYPE
 from .session import CliError, Undecodable, command, console, echo_json, session_of
 
@@ -160,29 +159,31 @@ def _history_table(thread: str, rows: list[dict[str, Any]], width: int) -> Table
 
 
 def _effects(ctx: typer.Context, tup: CheckpointTuple) -> tuple[list[dict[str, Any]], str]:
-    """The effect journal (``langgraph_durable.effects``) of the tasks that ran from the
-    checkpoint of ``tup``, both tiers merged, results decoded as far as the serializer can;
-    and a note, not empty when MongoDB did not answer (Redis's entries alone are shown)."""
-    saver = session_of(ctx).saver(tolerant=True)
+    """``inspection.effects.checkpoint_effects`` of the checkpoint of ``tup``: the effect
+    journal of the tasks that ran from it (model calls summed up), and a note, not empty
+    when MongoDB did not answer (Redis's entries alone are shown)."""
     c = tup.config["configurable"]
-    out, note = [], ""
-    try:
-        docs = saver.run(journal_plan(saver.context, c["thread_id"]))
-    except TierUnavailableError as exc:
-        if exc.tier != "durable":
-            raise
-        docs = saver.run(journal_plan(saver.context, c["thread_id"], hot_only=True))
-        note = (f"effects: the entries Redis holds; {exc.tier_name} did not answer, its "
-                "entries are not shown")
-    for d in docs:
-        if (d["checkpoint_ns"], d["checkpoint_id"]) != (c["checkpoint_ns"], c["checkpoint_id"]):
-            continue
-        entry = Entry.unpack(bytes(d["raw"]), f"{d['_id']!r}")
-        result = saver.serde.loads_typed(entry.value) if entry.value is not None else None
-        out.append({"task_id": d["task_id"], "task_ns": d["task_ns"], "name": d["name"],
-                    "call": d["n"], "state": d["state"], "result": render.jsonable(result),
-                    "error": list(entry.error) if entry.error else None, "tier": d["tier"]})
-    return out, note
+    return effects.checkpoint_effects(session_of(ctx).saver(tolerant=True), c["thread_id"],
+                                      c["checkpoint_ns"], c["checkpoint_id"])
+
+
+def _effect_cells(e: dict[str, Any], room: int) -> list[str]:
+    """One row of ``show``'s effects table: task, effect, call, state, tokens, result (a
+    model call: ``[model call]``, its tool calls and a preview of its answer)."""
+    if e["kind"] != "model_call":
+        shown = e["error"] if e["state"] == "failed" else e["result"]
+        return [escape(c) for c in (e["task_id"], e["name"], str(e["call"]), e["state"], "-",
+                                    render.preview(shown, room))]
+    m = e["model_call"]
+    tokens = "-" if m["tokens"] is None else str(m["tokens"]["total"])
+    if not m["answered"]:
+        text = "no answer journaled: a re-execution calls the model again"
+    else:
+        calls = f"calls {', '.join(m['tool_calls'])}; " if m["tool_calls"] else ""
+        text = calls + (m["answer"] or "")
+    cells = [e["task_id"], f"[model call] {m['model']}", str(e["call"]), e["state"], tokens,
+             text[:room - 1] + "\u2026" if len(text) > room else text]
+    return [escape(c) for c in cells]  # text of the model's: never rich markup
 
 
 @command
@@ -225,12 +226,15 @@ def show(ctx: typer.Context, thread: str = THREAD,
         out.print(f"interrupts: {render.preview(data['interrupts'], 200)}")
     if data["effects"]:
         fx = Table(title="effects of the tasks run from this checkpoint")
-        for col in ("task_id", "effect", "call", "state", "result"):
-            fx.add_column(col, no_wrap=True, overflow="ellipsis")
+        for col in ("task_id", "effect", "call", "state", "tokens", "result"):
+            fx.add_column(col, no_wrap=True, overflow="ellipsis",
+                          justify="right" if col in ("call", "tokens") else "left")
         for e in data["effects"]:
-            shown = e["error"] if e["state"] == "failed" else e["result"]
-            fx.add_row(e["task_id"], e["name"], str(e["call"]), e["state"],
-                       render.preview(shown, room - 40))
+            fx.add_row(*_effect_cells(e, room - 40))
+        models = [e for e in data["effects"] if e["kind"] == "model_call"]
+        if models:
+            fx.caption = escape(f"[model call]: {effects.JOURNALED_NOTE} (whether it was replayed "
+                          "is not stored: the process metrics count replays)")
         out.print(fx)
     if fx_note:
         out.print(f"note: {fx_note}")

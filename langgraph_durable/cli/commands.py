@@ -209,7 +209,8 @@ deadletters.app.command("replay", cls=_Command)(deadletters.replay)
 deadletters.app.command("drop", cls=_Command)(deadletters.drop)
 app.add_typer(deadletters.app, name="dead-letters")
 for _name, _fn in (("namespaces", store.namespaces), ("get", store.get),
-                   ("search", store.search), ("put", store.put), ("delete", store.delete)):
+                   ("search", store.search), ("put", store.put), ("delete", store.delete),
+                   ("reindex", store.reindex)):
     store.app.command(_name, cls=_Command)(_fn)
 app.add_typer(store.app, name="store")
 

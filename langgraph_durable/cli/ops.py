@@ -85,7 +85,8 @@ def status(ctx: typer.Context,
         if probe:
             return part
         store.update(unflushed=store_info.store_unflushed(sctx, c.redis),
-                     outbox=store_info.store_outbox_entries(sctx, c.redis))
+                     outbox=store_info.store_outbox_entries(sctx, c.redis),
+                     vector_index=store_info.store_vector_index(sctx, c.redis))
         return {**part, "hot": storage.hot_memory(sctx, c.redis)}
 
     def mongodb_part() -> dict[str, Any]:
@@ -162,6 +163,14 @@ def _store_line(s: dict[str, Any]) -> str:
         among = "" if o["complete"] else f" (among the first {o['scanned']})"
         parts.append(f"{s['unflushed']} unflushed in Redis, {o['entries']} outbox "
                      f"entries{among}")
+    v = s.get("vector_index")
+    if v:
+        state = "ready" if v["ready"] else "being rebuilt"
+        held = "?" if v["vectors"] is None else f"{v['vectors']:,}"
+        parts.append(f"vector search in Redis ({v['algorithm']} index, {v['dims']} dims, "
+                     f"{v['metric']}, {state}, {held} vectors)")
+    elif "unflushed" in s:
+        parts.append("no Redis vector index")
     return ", ".join(parts)
 
 

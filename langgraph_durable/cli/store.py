@@ -1,4 +1,4 @@
-"""``store namespaces|get|search|put|delete``: the long-term memory store
+"""``store namespaces|get|search|put|delete|reindex``: the long-term memory store
 (``DurableStore``) of the key prefix, through LangGraph's ``BaseStore`` API on the
 session's saver. A namespace is written as its labels joined by ``.``
 (``users.alice.memories``: LangGraph's labels hold no ``.``). Values are decoded with
@@ -14,13 +14,16 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from ..hot.vector_index import VectorIndexSpec, detect_query_engine
 from ..inspection import store as store_info
+from ..io.drivers import run_sync
+from ..plans.store_vectors import METRICS, IndexState, rebuild_plan, state_key
 from ..store import DurableStore
 from .session import CliError, Session, command, confirm, console, echo_json, session_of
 
 app = typer.Typer(name="store", no_args_is_help=True, add_completion=False,
                   help="Read and write the long-term memory store (DurableStore): "
-                  "namespaces, get, search, put, delete.")
+                  "namespaces, get, search, put, delete, reindex.")
 
 YES = typer.Option(False, "--yes", "-y", help="do not ask for confirmation")
 JSON = typer.Option(False, "--json", help="print JSON")
@@ -180,3 +183,43 @@ def delete(ctx: typer.Context, namespace: str = NAMESPACE,
     confirm(f"delete {key!r} from namespace {namespace!r}?", yes)
     store.delete(ns, key)
     typer.echo(f"deleted {key!r} from {namespace}", err=True)
+
+
+@command
+def reindex(ctx: typer.Context,
+            dims: int | None = typer.Option(None, "--dims", min=1, help="the embedding's "
+                                            "length, when Redis holds no index state"),
+            distance_type: str = typer.Option("cosine", "--distance-type",
+                                              help="cosine | inner_product | l2 (with --dims)"),
+            algorithm: str = typer.Option("FLAT", "--algorithm", help="FLAT | HNSW (with "
+                                          "--dims)"),
+            yes: bool = YES) -> None:
+    """Rebuild the store's Redis vector index (DurableStore vector_search='redis') from
+    MongoDB's items with vectors, in batches: after Redis lost its data, or for items
+    stored before the index existed (a search also does it by itself when the index has
+    no state). The index's dims, metric and algorithm are read from Redis; when Redis
+    holds none, give --dims (and --distance-type, --algorithm). Exit 1 on a Redis without
+    the query engine."""
+    session = session_of(ctx)
+    saver = session.saver(tolerant=True)
+    c, sctx = session.clients, saver.context
+    prefix = sctx.config.key_prefix
+    if not run_sync(detect_query_engine(), c).available:
+        raise CliError(f"Redis {c.redis_name} has no query engine (FT._LIST is an unknown "
+                       "command there): there is no vector index to rebuild")
+    state = IndexState.of(c.redis.get(state_key(prefix)))
+    if state is not None:
+        spec = state.spec(prefix)
+    elif dims is None:
+        raise CliError(f"Redis holds no vector index state for key prefix {prefix!r}: give "
+                       "--dims (the embedding's length; and --distance-type, --algorithm)")
+    elif distance_type not in METRICS or algorithm not in ("FLAT", "HNSW"):
+        raise CliError(f"--distance-type must be one of {sorted(METRICS)} and --algorithm "
+                       "FLAT or HNSW")
+    else:
+        spec = VectorIndexSpec(prefix, dims, algorithm=algorithm,  # type: ignore[arg-type]
+                               metric=METRICS[distance_type])  # type: ignore[arg-type]
+    confirm(f"rebuild the vector index {prefix}:vidx ({spec.algorithm}, {spec.dims} dims) "
+            "from MongoDB?", yes)
+    written = run_sync(rebuild_plan(sctx, spec), c)
+    typer.echo(f"rebuilt the vector index {prefix}:vidx from {written} items", err=True)

@@ -23,6 +23,10 @@ those every kind of record names (``admin/referrers.py``: the effect journal's t
 (``cli/import_checks.py``): every identifier of every record as the API checks it (a NUL,
 a number where an identifier is text), and every carried object against its sha256; the
 error names the line, the record and what was wrong.
+
+The memory store's items are exported apart (``export --store``, format version 5) and
+imported by the same ``import``, which tells the files apart by the header
+(``cli/store_transfer.py``).
 """
 
 from __future__ import annotations
@@ -69,8 +73,10 @@ from ..plans.admin import release_plan
 from ..plans.effects import effect_doc
 from ..plans.registry import register_plan
 from ..serde.external import ExternalRefSerializer, collect_refs
+from . import store_transfer
 from .import_checks import CHECKS, check_thread_id, naming, verify_blobs
 from .session import CliError, command, confirm, session_of
+from .store import parse_namespace
 
 FORMAT = "langgraph-durable-export"
 FORMAT_VERSION = 4
@@ -248,6 +254,16 @@ def _stored(value: tuple[str, bytes] | None) -> bytes:
     return pack_blob(value)
 
 
+def _first_header(lines: list[str]) -> dict[str, Any] | None:
+    """The header of a store export (its first non-blank line), None for any other."""
+    first = next((line for line in lines if line.strip()), "")
+    try:
+        header = json.loads(first)
+    except (ValueError, RecursionError):
+        return None
+    return header if store_transfer.is_store_export(header) else None
+
+
 WITHOUT_BLOBS = typer.Option(False, "--without-blobs", help="leave blob-store objects "
                              "(ExternalRefSerializer values) out; reads of them fail "
                              "where the store lacks them")
@@ -266,25 +282,48 @@ def _store(session: Any, saver: Any) -> Any:
 
 @command
 def export(ctx: typer.Context,
-           thread: str = typer.Argument(..., metavar="THREAD", help="thread_id"),
+           thread: str | None = typer.Argument(None, metavar="[THREAD]", show_default=False,
+                                               help="thread_id (not with --store)"),
            output: str = typer.Option("-", "--output", "-o", help="file (default stdout)"),
-           without_blobs: bool = WITHOUT_BLOBS) -> None:
+           without_blobs: bool = WITHOUT_BLOBS,
+           store: bool = typer.Option(False, "--store", help="export the long-term memory "
+                                      "store's items instead of a thread"),
+           namespace: str = typer.Option("", "--namespace", help="with --store: only the "
+                                         "items under these labels (a.b)")) -> None:
     """Write every stored record of THREAD as JSON Lines (after flushing the outbox), with
     the blob-store objects its values refer to (read from --blob-store; without it a
-    thread that has some is refused unless --without-blobs)."""
+    thread that has some is refused unless --without-blobs). With --store instead: the
+    memory store's live items (every one, or those under --namespace) with their times,
+    TTL and embeddings."""
+    if store == (thread is not None):
+        raise CliError("give a THREAD to export, or --store for the memory store's items")
+    if namespace and not store:
+        raise CliError("--namespace selects store items: it goes with --store")
+    if without_blobs and store:
+        raise CliError("--without-blobs goes with a THREAD: store items refer to no blobs "
+                       "(their values are in the export file)")
     session = session_of(ctx)
     saver = session.saver(flusher=True)
-    if not storage.thread_exists(saver.context, session.clients, thread):
+    if thread is not None and not storage.thread_exists(saver.context, session.clients,
+                                                        thread):
         raise CliError(f"thread {thread!r} not found")
     saver.flush()
-    lines = list(export_lines(session.clients.db, saver.context.collections, thread,
-                              _store(session, saver), without_blobs))
+    if thread is None:
+        prefix = parse_namespace(namespace, what="--namespace", empty=True)
+        lines = list(store_transfer.export_lines(
+            session.clients.db, saver.context.collections.store, prefix,
+            saver.context.clock.time_ns() // 1_000_000))
+        what = "store items" + (f" under {namespace}" if namespace else "")
+    else:
+        lines = list(export_lines(session.clients.db, saver.context.collections, thread,
+                                  _store(session, saver), without_blobs))
+        what = f"records of {thread}"
     text = "\n".join(lines) + "\n"
     if output == "-":
         sys.stdout.write(text)
     else:
         Path(output).write_text(text)
-        typer.echo(f"exported {len(lines) - 1} records of {thread} to {output}", err=True)
+        typer.echo(f"exported {len(lines) - 1} {what} to {output}", err=True)
 
 
 @command
@@ -297,11 +336,20 @@ def import_(ctx: typer.Context,
             without_blobs: bool = WITHOUT_BLOBS) -> None:
     """Recreate a thread from an export; an existing thread of that id is replaced. The
     blob-store objects it carries go to --blob-store first (required when it has some,
-    unless --without-blobs)."""
+    unless --without-blobs). A store export (export --store) puts its items into the
+    memory store instead: items of the same namespace and key are replaced (asking
+    first), nothing is deleted."""
     try:
         lines = (sys.stdin.read() if file == "-" else Path(file).read_text()).splitlines()
     except OSError as exc:
         raise CliError(f"cannot read {file}: {exc.strerror}") from exc
+    if _first_header(lines) is not None:  # a store export
+        if thread is not None:
+            raise CliError(f"{file} is a store export: --thread names a thread's import")
+        _header, items = store_transfer.parse(lines, file)  # every record checked
+        typer.echo(store_transfer.import_store(session_of(ctx).saver(flusher=True), items,
+                                               file, yes))
+        return
     header, records = parse_export(lines, file)  # every record checked as the API does
     try:
         target = check_id("thread_id", thread) if thread is not None else header["thread_id"]

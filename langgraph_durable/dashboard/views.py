@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..inspection import lookup, render, storage, timeline
+from ..inspection import effects, lookup, render, storage, timeline
 from ..inspection.strict import NotDecoded
 from ..inspection.tolerant import Undecodable
 
@@ -174,7 +174,33 @@ def thread_detail(saver: Any, thread_id: str, ns: str = "", checkpoint: str | No
     return {"thread_id": thread_id, "ns": ns, "timeline": rows,
             "lanes": 1 + max((r["lane"] for r in rows), default=0),
             "status": timeline.status(latest), "checkpoint_id": chosen,
-            "state": state_view(tup), "fork_command": fork_command(thread_id, chosen, ns)}
+            "state": state_view(tup), "fork_command": fork_command(thread_id, chosen, ns),
+            "effects": effects_view(saver, tup)}
+
+
+def effects_view(saver: Any, tup: Any) -> dict[str, Any]:
+    """The effect journal of the tasks that ran from the checkpoint of ``tup``
+    (``inspection.effects.checkpoint_effects``, as ``langgraph-durable show`` lists it):
+    ``rows`` (each row's ``view`` is its result or error as a value view; a model call's
+    ``model_call`` summary), ``model_calls`` and ``tokens`` (how many rows are journaled
+    model calls and their total tokens), ``note`` (MongoDB did not answer, or the journal
+    could not be read: the page is shown without it), ``journaled`` (what a model-call
+    row means)."""
+    c = tup.config["configurable"]
+    try:
+        rows, note = effects.checkpoint_effects(saver, c["thread_id"], c["checkpoint_ns"],
+                                                c["checkpoint_id"])
+    except Exception as exc:  # by type only: no stored value in the page or the logs
+        log.warning("dashboard: reading the effect journal failed: %s", type(exc).__name__)
+        rows, note = [], (f"the effect journal could not be read ({type(exc).__name__}): "
+                          "its entries are not shown")
+    for row in rows:
+        shown = row["error"] if row["state"] == "failed" else row["result"]
+        row["view"] = None if row["kind"] == "model_call" else _folded(shown)
+    models = [r["model_call"] for r in rows if r["kind"] == "model_call"]
+    return {"rows": rows, "note": note, "model_calls": len(models),
+            "tokens": sum(m["tokens"]["total"] for m in models if m["tokens"]),
+            "journaled": effects.JOURNALED_NOTE}
 
 
 def fork_command(thread_id: str, checkpoint_id: str, ns: str = "",

@@ -107,6 +107,7 @@ INDEXES: dict[str, list[Index]] = {
     "effects": [Index((("thread_id", 1), ("member", 1)), "thread_checkpoint")],
     "store": [  # durable/store.py: namespace prefixes, the TTL sweep, tombstones' expiry
         Index((("ns", 1), ("key", 1)), "ns_key"),
+        Index((("ns", 1), ("cseq", 1), ("key", 1)), "ns_cseq_key"),
         Index((("exp", 1),), "exp", sparse=True),
         Index((("purge_at", 1),), "purge_at_ttl", sparse=True, expire_after_s=0),
     ],

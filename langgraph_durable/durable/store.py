@@ -5,7 +5,8 @@ the collection ``<collection_prefix>store``.
 rewrites the same document). A value's document holds ``namespace`` (the labels, an
 array), ``ns`` (the labels joined by ``.`` with a final ``.``: a namespace prefix
 ``("a", "b")`` is the range ``"a.b." <= ns < "a.b/"``, an index scan of ``ns_key``),
-``key``, the record's versions ``seq``/``cseq``/``useq`` (us,
+``key`` (index ``ns_cseq_key``: search's order, ``plans/store_search.py``), the
+record's versions ``seq``/``cseq``/``useq`` (us,
 ``core/store_records.py``), ``created_at`` and ``updated_at`` (UTC), ``exp`` (expiry,
 ms; 0 = never; index ``exp`` for the TTL sweep), ``ttl`` (minutes), the serialized value
 (``vt``/``vb``) and its embeddings (``vec``: float32 bytes, one row per path of
@@ -77,14 +78,21 @@ def record_of(doc: DocView, *, vectors: bool = True) -> StoreRecord:
                        int(doc.get("exp") or 0), body, partial=not vectors)
 
 
+def prefix_range(prefix: tuple[str, ...]) -> dict[str, str]:
+    """The ``ns`` range of the namespace ``prefix``: ``{"$gte": "a.b.", "$lt": "a.b/"}``
+    (``/`` follows ``.``); ``{}`` for ``()`` (every namespace)."""
+    if not prefix:
+        return {}
+    head = ns_text(prefix)
+    return {"$gte": head + ".", "$lt": head + "/"}
+
+
 def prefix_query(prefix: tuple[str, ...]) -> dict[str, object]:
     """The documents (tombstones and expired values too: the reader drops them) under
     the namespace ``prefix`` (every one for ``()``): one range of the ``ns_key`` index,
     a condition every server answers from the index alone."""
-    if not prefix:
-        return {}
-    head = ns_text(prefix)  # "a.b." <= ns < "a.b/" ("/" follows ".")
-    return {"ns": {"$gte": head + ".", "$lt": head + "/"}}
+    rng = prefix_range(prefix)
+    return {"ns": rng} if rng else {}
 
 
 def live_query(now_ms: int) -> dict[str, object]:
@@ -94,6 +102,9 @@ def live_query(now_ms: int) -> dict[str, object]:
 
 WITHOUT_VECTORS: Query = {"vec": 0}
 """The projection of a search that needs no embeddings."""
+
+SEARCH_SORT: tuple[tuple[str, int], ...] = (("ns", 1), ("cseq", 1), ("key", 1))
+"""The search order (``plans/store_search.py``), served by the index ``ns_cseq_key``."""
 
 
 def expired_query(now_ms: int) -> dict[str, object]:

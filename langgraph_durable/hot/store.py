@@ -78,9 +78,10 @@ class StoreKeys:
 class StorePutArgs:
     """KEYS/ARGV of STORE_PUT (see its Lua header): ``keys`` of the namespace's
     partition, the partition's ``outbox``, the item's ``field``, the ``mode`` (``put``,
-    ``del``, ``touch``, ``expire``), ``expires_ms`` (0 = never), the packed ``body``
-    (``b""`` for a delete), ``expect`` (the seq a touch or expire requires), ``cseq`` and
-    ``useq`` (a touch of an item Redis does not hold), the outbox entry ``payload`` and
+    ``del``, ``touch``, ``expire``, ``import``), ``expires_ms`` (0 = never), the packed
+    ``body`` (``b""`` for a delete), ``expect`` (the seq a touch or expire requires),
+    ``cseq`` and ``useq`` (a touch of an item Redis does not hold; an import), the outbox
+    entry ``payload`` and
     ``now_ms`` (the client's clock: a value expired by then counts as deleted)."""
 
     keys: StoreKeys

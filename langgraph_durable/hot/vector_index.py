@@ -42,7 +42,7 @@ from ..core.ops import Pipeline, Plan, RedisReply, ask
 __all__ = ["TAG_SEP", "QueryEngine", "VectorIndexSpec", "create_index", "delete_vectors"]
 __all__ += ["detect_query_engine", "ensure_index", "escape_tag", "index_name", "item_id"]
 __all__ += ["knn", "knn_command", "namespace_tags", "parse_item_id", "parse_knn_reply"]
-__all__ += ["tag_filter", "upsert_vectors", "vector_bytes", "vector_key"]
+__all__ += ["tag_filter", "upsert_many", "upsert_vectors", "vector_bytes", "vector_key"]
 
 TAG_SEP = "\x1f"
 """Separator of the namespace-prefix TAGs in a hash's ``ns`` field (ASCII unit separator:
@@ -64,7 +64,10 @@ class VectorIndexSpec:
     vector the filter keeps (exact; time grows with the prefix's items). Measured
     (benchmarks/store_vectors.py): RediSearch 2.10 chooses ADHOC_BF for a prefix that holds
     every item, 9 ms at p50 for 10,000 vectors of 256 dims where BATCHES takes 1.3 ms.
-    Raises ``ValueError`` for ``dims`` < 1 or another algorithm or policy."""
+    ``metric``: the index's distance (``"COSINE"``: 1 - cosine similarity, ``"IP"``: 1 -
+    the dot product, ``"L2"``: the squared Euclidean distance), so that its order is the
+    order of the store's ``distance_type`` (``cosine``, ``inner_product``, ``l2``).
+    Raises ``ValueError`` for ``dims`` < 1 or another algorithm, policy or metric."""
 
     key_prefix: str
     dims: int
@@ -73,6 +76,7 @@ class VectorIndexSpec:
     ef_construction: int = 200
     ef_runtime: int = 64
     hybrid_policy: Literal["BATCHES", "ADHOC_BF"] | None = None
+    metric: Literal["COSINE", "IP", "L2"] = "COSINE"
 
     def __post_init__(self) -> None:
         if self.dims < 1:
@@ -81,6 +85,9 @@ class VectorIndexSpec:
         if self.algorithm not in ("HNSW", "FLAT"):
             raise ValueError(f"vector index of {self.key_prefix!r}: algorithm must be "
                              f"'HNSW' or 'FLAT', got {self.algorithm!r}")  # fmt: skip
+        if self.metric not in ("COSINE", "IP", "L2"):
+            raise ValueError(f"vector index of {self.key_prefix!r}: metric must be 'COSINE', "
+                             f"'IP' or 'L2', got {self.metric!r}")
         if self.hybrid_policy not in (None, "BATCHES", "ADHOC_BF"):
             raise ValueError(f"vector index of {self.key_prefix!r}: hybrid_policy must be "
                              f"None, 'BATCHES' or 'ADHOC_BF', got {self.hybrid_policy!r}")
@@ -179,9 +186,9 @@ def detect_query_engine() -> Plan[QueryEngine]:
 def create_index(spec: VectorIndexSpec) -> list[object]:
     """The ``FT.CREATE`` command of ``spec``'s index: ON HASH with the key prefix
     ``<key_prefix>:vec:``, a case-sensitive TAG ``ns`` (separator :data:`TAG_SEP`) and the
-    VECTOR ``vec`` (FLOAT32, ``dims``, COSINE; HNSW with M, EF_CONSTRUCTION and
+    VECTOR ``vec`` (FLOAT32, ``dims``, ``metric``; HNSW with M, EF_CONSTRUCTION and
     EF_RUNTIME, or FLAT)."""
-    params: list[object] = ["TYPE", "FLOAT32", "DIM", spec.dims, "DISTANCE_METRIC", "COSINE"]
+    params: list[object] = ["TYPE", "FLOAT32", "DIM", spec.dims, "DISTANCE_METRIC", spec.metric]
     if spec.algorithm == "HNSW":
         params += ["M", spec.m, "EF_CONSTRUCTION", spec.ef_construction,
                    "EF_RUNTIME", spec.ef_runtime]  # fmt: skip
@@ -212,23 +219,50 @@ def upsert_vectors(spec: VectorIndexSpec, namespace: Sequence[str], key: str,
     item's old count (one round trip), then writes the new hashes and deletes the old
     ones past the new count (one pipeline). No vectors deletes the item's. Returns how
     many hashes were deleted. Raises ``ValueError`` for a vector of the wrong length."""
-    item = item_id(namespace, key)
     packed = [vector_bytes(v, spec.dims) for v in vectors]
-    (old,) = yield from ask(Pipeline([["HGET", vector_key(spec, item, 0), "n"]]))
-    old_n = int(old or 0)
-    tags = namespace_tags(namespace)
+    return (yield from upsert_many(spec, [(namespace, key, packed)]))
+
+
+def upsert_many(spec: VectorIndexSpec,
+                items: Sequence[tuple[Sequence[str], str, Sequence[bytes]]],
+                seqs: Sequence[int] | None = None) -> Plan[int]:
+    """Plan: :func:`upsert_vectors` of many items in two pipelines (their old counts, then
+    every write), each item's vectors given packed (``dims`` little-endian FLOAT32s each,
+    ``vector_bytes`` or a float32 array's rows); an item with none loses its vectors.
+    ``seqs``: each item's version (the store's record ``seq``), kept on vector 0 as
+    ``seq``; an item whose stored ``seq`` is higher is left as it is (a late write of an
+    older version, e.g. by a stalled flusher, does not replace a newer one; what two
+    writers do between the two pipelines is not guarded). Returns how many hashes were
+    deleted. Raises ``ValueError`` for a row of another length than ``dims`` * 4 bytes."""
+    if not items:
+        return 0
+    ids = [item_id(ns, key) for ns, key, _ in items]
+    olds = yield from ask(Pipeline([["HMGET", vector_key(spec, i, 0), "n", "seq"]
+                                    for i in ids]))
     commands: list[list[object]] = []
-    for i, vec in enumerate(packed):
-        fields: list[object] = ["item", item, "ns", tags, "vec", vec]
-        if i == 0:
-            fields += ["n", len(packed)]
-        commands.append(["HSET", vector_key(spec, item, i), *fields])
-    stale = [vector_key(spec, item, i) for i in range(len(packed), old_n)]
-    if stale:
-        commands.append(["DEL", *stale])
+    deleted = 0
+    for at, (item, (namespace, _key, rows), old) in enumerate(zip(ids, items, olds)):
+        old_n, old_seq = old
+        if seqs is not None and old_seq is not None and int(old_seq) > seqs[at]:
+            continue
+        tags = namespace_tags(namespace)
+        for i, vec in enumerate(rows):
+            if len(vec) != spec.dims * 4:
+                raise ValueError(f"vector of {len(vec)} bytes for an index of {spec.dims} "
+                                 f"dims (item {item})")  # fmt: skip
+            fields: list[object] = ["item", item, "ns", tags, "vec", bytes(vec)]
+            if i == 0:
+                fields += ["n", len(rows)]
+                if seqs is not None:
+                    fields += ["seq", seqs[at]]
+            commands.append(["HSET", vector_key(spec, item, i), *fields])
+        stale = [vector_key(spec, item, i) for i in range(len(rows), int(old_n or 0))]
+        if stale:
+            commands.append(["DEL", *stale])
+            deleted += len(stale)
     if commands:
         yield from ask(Pipeline(commands))
-    return len(stale)
+    return deleted
 
 
 def delete_vectors(spec: VectorIndexSpec, namespace: Sequence[str], key: str) -> Plan[int]:

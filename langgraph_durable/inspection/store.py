@@ -12,6 +12,7 @@ from ..core.store_records import SEP
 from ..durable.store import live_query
 from ..hot.store import dirty_keys
 from ..plans.context import Context
+from ..plans.store_vectors import IndexState, state_key
 from ..serde.external import ExternalRefSerializer
 from .strict import strict_serde
 from .tolerant import TolerantSerde
@@ -89,3 +90,23 @@ def store_outbox_entries(ctx: Context, r: Any, scan: int = OUTBOX_SCAN) -> dict[
                 t = t.encode()
             found += bytes(t).startswith(STORE_TID.encode())
     return {"entries": found, "scanned": scanned, "complete": complete}
+
+
+def store_vector_index(ctx: Context, redis: Any) -> dict[str, Any] | None:
+    """The store's Redis vector index (``plans/store_vectors.py``), None when the key
+    prefix has none: ``algorithm``, ``dims``, ``metric``, ``ready`` (False while it is
+    rebuilt from MongoDB) and ``vectors`` (the index's documents, ``FT.INFO num_docs``;
+    None when the server does not answer it). Two commands; nothing decoded."""
+    state = IndexState.of(redis.get(state_key(ctx.config.key_prefix)))
+    if state is None:
+        return None
+    vectors = None
+    try:
+        info = redis.execute_command("FT.INFO", f"{ctx.config.key_prefix}:vidx")
+        fields = info if isinstance(info, dict) else dict(zip(info[::2], info[1::2]))
+        raw = fields.get(b"num_docs", fields.get("num_docs"))
+        vectors = int(float(raw)) if raw is not None else None
+    except Exception:  # the index is gone (the next search rebuilds it)
+        vectors = None
+    return {"algorithm": state.algorithm, "dims": state.dims, "metric": state.metric,
+            "ready": state.ready, "vectors": vectors}

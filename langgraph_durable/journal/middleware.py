@@ -13,7 +13,7 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 
-from .calls import OnChange, complete, describe, identity, run_async, run_sync
+from .calls import EFFECT_PREFIX, OnChange, complete, describe, identity, run_async, run_sync
 from .calls import digest as digest_of
 
 
@@ -65,7 +65,7 @@ class ModelJournalMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self.journal_name = name
 
     def _effect(self, request: ModelRequest) -> str:
-        return "model:" + (self.journal_name or identity(request.model))
+        return EFFECT_PREFIX + (self.journal_name or identity(request.model))
 
     def wrap_model_call(self, request: ModelRequest,
                         handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:

@@ -8,6 +8,7 @@ from typing import Any
 from langchain_core.runnables import Runnable, RunnableConfig
 
 from .calls import (
+    EFFECT_PREFIX,
     OnChange,
     as_chunk,
     complete,
@@ -32,7 +33,7 @@ class JournaledModel(Runnable[Any, Any]):
             raise TypeError(f"journaled() takes a LangChain chat model or Runnable, got "
                             f"{type(inner).__name__}")
         self.inner = inner
-        self.effect = "model:" + (name if name is not None else identity(inner))
+        self.effect = EFFECT_PREFIX + (name if name is not None else identity(inner))
         self.on_change = on_change
         self.strict = strict
 
@@ -106,7 +107,7 @@ class JournaledModel(Runnable[Any, Any]):
             self.inner.with_structured_output(schema, **kwargs))  # type: ignore[attr-defined]
 
     def _wrap(self, inner: Runnable[Any, Any]) -> JournaledModel:
-        return JournaledModel(inner, name=self.effect[len("model:"):],
+        return JournaledModel(inner, name=self.effect[len(EFFECT_PREFIX):],
                               on_change=self.on_change, strict=self.strict)  # type: ignore[arg-type]
 
 

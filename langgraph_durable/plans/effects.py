@@ -38,6 +38,11 @@ FX_KIND = "fx"
 STATES = {"s": "started", "d": "done", "e": "failed", "c": "cleared"}
 """Entry state letter -> name (``hot/effects.py``)."""
 
+MODEL_CALL_PREFIX = "model:"
+"""The journal's names of journaled model calls (``langgraph_durable.journal``): ``"model:"
++ name`` (the name given to ``journaled``/``ModelJournalMiddleware``, else the model's
+identity). The operator's tools (``inspection.effects``) tell model-call entries by it."""
+
 
 def collection(ctx: Context) -> str:
     """The MongoDB collection of the journal: ``<collection_prefix>effects``."""

@@ -6,10 +6,11 @@ ones.
 
 Read-your-writes: every record MongoDB may lack is in its partition's unflushed index
 (``hot/store.py``) from the put until the flusher wrote it to MongoDB, and is taken out
-only after that write (STORE_SETTLE). A read of many items (search, list_namespaces)
-reads the unflushed index first and MongoDB second, so an item settled in between is in
-MongoDB's answer; for each item the record with the highest ``seq`` wins, and a delete
-stays in the unflushed index as a tombstone until MongoDB holds it. A get reads the
+only after that write (STORE_SETTLE). A read of many items (search:
+``plans/store_search.py``; list_namespaces) reads the unflushed index first and MongoDB
+second, so an item settled in between is in MongoDB's answer; an item the unflushed
+index holds is answered from it (its newest record when read), and a delete stays in
+the unflushed index as a tombstone until MongoDB holds it. A get reads the
 item's own key (the newest record, unflushed ones always) and asks MongoDB on a miss.
 """
 
@@ -43,6 +44,7 @@ from ..hot.store import (
 )
 from .context import Context
 from .fence import insert_else_upsert
+from .store_vectors import index_flushed_plan
 from .write import replicated
 
 Parsed = tuple[bytes, str, OutboxEntry]
@@ -68,9 +70,10 @@ def _max_outbox(ctx: Context) -> int:
 def write_op(ctx: Context, namespace: tuple[str, ...], key: str, mode: str, body: bytes,
              expires_ms: int, *, expect: int = 0, cseq: int = 0, useq: int = 0,
              now_ms: int = 0) -> Op[Any]:
-    """The STORE_PUT of one item version (``mode`` ``put``, ``del``, ``touch`` or
-    ``expire``: see ``hot/lua/store_put.lua``); ``now_ms``: the caller's clock (a value
-    expired by then is replaced by a new incarnation; 0 = ``ctx.clock``). With
+    """The STORE_PUT of one item version (``mode`` ``put``, ``del``, ``touch``,
+    ``expire`` or ``import``: see ``hot/lua/store_put.lua``); ``now_ms``: the caller's
+    clock (a value expired by then is replaced by a new incarnation; 0 =
+    ``ctx.clock``). With
     ``redis_min_replicas`` it waits for that many replicas, as the saver's puts do
     (``ReplicationTimeoutError`` when fewer confirm: the version IS on the primary)."""
     tid, keys, outbox = keys_of(ctx, namespace)
@@ -161,39 +164,25 @@ def get_plan(ctx: Context, items: Sequence[tuple[tuple[str, ...], str]],
     return out
 
 
-def _unflushed(replies: Sequence[Any], prefix: tuple[str, ...] = ()
-               ) -> Iterable[StoreRecord]:
-    """The unflushed records (HGETALL replies: dicts, ``drivers.normalise``) of the
-    namespaces under ``prefix``; only those are decoded."""
+def unflushed_raw(replies: Sequence[Any], prefix: tuple[str, ...] = ()
+                  ) -> Iterable[tuple[str, bytes]]:
+    """``(field, stored bytes)`` of the unflushed records (HGETALL replies: dicts,
+    ``drivers.normalise``) of the namespaces under ``prefix``, not decoded."""
     head = (ns_text(prefix) + ".").encode() if prefix else b""
     for raw in replies:
         for f, v in raw.items():
             name = f if isinstance(f, bytes) else f.encode()
             if head and not (name.partition(b"\x00")[0] + b".").startswith(head):
                 continue
-            yield StoreRecord.of_redis(_text(f), bytes(v))
+            yield _text(f), bytes(v)
 
 
-def search_plan(ctx: Context, prefix: tuple[str, ...], now_ms: int, *,
-                vectors: bool) -> Plan[list[StoreRecord]]:
-    """Every live record under the namespace ``prefix`` at ``now_ms``: the unflushed
-    index (all partitions, one pipeline) read first, then MongoDB's documents under the
-    prefix (one index range; with their embeddings when ``vectors``); per item the
-    highest ``seq`` wins; deleted and expired ones are dropped. Unordered."""
-    replies = yield Pipeline([["HGETALL", k] for k in
-                              dirty_keys(ctx.config.key_prefix, ctx.partitions)])
-    overlay = list(_unflushed(replies, prefix))
-    docs = yield from ask(Find(ctx.collections.store, S.prefix_query(prefix),
-                               None if vectors else S.WITHOUT_VECTORS))
-    merged: dict[str, StoreRecord] = {}
-    for doc in docs:
-        rec = S.record_of(doc, vectors=vectors)
-        merged[rec.field] = rec
-    for rec in overlay:
-        held = merged.get(rec.field)
-        if held is None or rec.seq > held.seq:
-            merged[rec.field] = rec
-    return [r for r in merged.values() if r.live(now_ms)]
+def unflushed(replies: Sequence[Any], prefix: tuple[str, ...] = ()
+              ) -> Iterable[StoreRecord]:
+    """The unflushed records (HGETALL replies) of the namespaces under ``prefix``; only
+    those are decoded."""
+    for f, raw in unflushed_raw(replies, prefix):
+        yield StoreRecord.of_redis(f, raw)
 
 
 def namespaces_plan(ctx: Context, now_ms: int) -> Plan[set[tuple[str, ...]]]:
@@ -203,7 +192,7 @@ def namespaces_plan(ctx: Context, now_ms: int) -> Plan[set[tuple[str, ...]]]:
     all overridden by unflushed deletes (or expired versions) is out."""
     replies = yield Pipeline([["HGETALL", k] for k in
                               dirty_keys(ctx.config.key_prefix, ctx.partitions)])
-    overlay = list(_unflushed(replies))
+    overlay = list(unflushed(replies))
     col = ctx.collections.store
     live = S.live_query(now_ms)
     counted = yield from ask(Aggregate(col, [{"$match": live},
@@ -259,6 +248,7 @@ def flush_store_plan(ctx: Context, entries: list[Parsed]) -> Plan[int]:
         written.setdefault(tag, []).append((rec.field, rec.raw, out.raw))
     yield from insert_else_upsert(ctx.collections.store, docs, S.upsert_record,
                                   ignore_newer=True)
+    yield from index_flushed_plan(ctx, [rec for _, rec in read])  # the Redis vector index
     now_ms = ctx.clock.time_ns() // 1_000_000
     hot_ms = ctx.config.hot_ttl_s * 1000
     ops: list[Op[Any]] = [store_settle_op(StoreKeys(t), hot_ms, now_ms, recs)

@@ -10,6 +10,7 @@ or ``saver.store()``: one set of connections, one outbox, one flusher).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import threading
@@ -42,7 +43,7 @@ from ..errors import ConfigurationError
 from ..plans import store as P
 from ..plans.context import Clock, Context
 from ..plans.store_match import ExactScorer, VectorScorer
-from ..runtime.base import SaverRuntime
+from ..runtime.base import SET_UP, SaverRuntime
 from ..serde.external import ExternalRefSerializer
 from ..settings import (
     check_mongo_url,
@@ -55,6 +56,7 @@ from ..settings import (
 from .admission import Admission
 from .batch import Answers, Prepared, batch_plan, check_op, prepare_put
 from .single import get_one_plan, lone, put_one_plan
+from .vectors import StoreVectors
 
 log = logging.getLogger("langgraph_durable.store")
 
@@ -75,6 +77,12 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
     acknowledged is lost by a kill of the application or of the flusher, nor by MongoDB
     being down (puts keep working within ``max_outbox``). Sync and async methods alike.
 
+    ``search`` without a query lists items by namespace (compared as text: the labels
+    joined by ``.``, so ``("a-b",)`` comes before ``("a", "b")``), oldest first within
+    one, and reads about ``offset + limit`` documents (more with a filter: until that
+    many pass); with a query it scores every item under the prefix from its embeddings
+    and reads the values of the page only (``plans/store_search.py``).
+
     Args:
         saver: a ``DurableSaver`` whose runtime (clients, flusher, outbox, key prefix,
             settings, metrics) the store shares; closing the store leaves it open.
@@ -93,11 +101,24 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         scorer: the vector-search step (default ``ExactScorer``: exact scores in NumPy).
         clock: where the store reads the time of puts' expiry and of reads (default the
             system's; tests pass one they control).
+        vector_search: where semantic search runs (``DurableConfig.vector_search``, whose
+            value, from the runtime's configuration, ``from_urls`` options or
+            ``LGD_VECTOR_SEARCH``, is the default): ``"auto"``, ``"exact"``, ``"redis"``
+            or ``"mongodb"``; resolved when the store sets up (``setup()``, entering it,
+            or its first batch), reported by ``vector_search`` and logged
+            (``plans/store_vectors.py``).
+        vector_algorithm: the Redis index's algorithm, used when the index is created:
+            ``"FLAT"`` (default: exact brute force inside Redis, so the redis path
+            answers the same set as the exact one; measured p50 about 1 ms at 10,000
+            vectors of 256 dims) or ``"HNSW"`` (approximate, for stores far larger;
+            its recall@10 is measured by ``benchmarks/store.py``).
 
     Raises ``ConfigurationError`` for neither or both of ``saver`` and ``runtime``, for
     an ``ExternalRefSerializer`` as ``serde``, for an unknown ``ttl`` key, for an
-    ``index`` without ``dims`` or ``embed`` and for an ``index`` without NumPy installed
-    (the ``memory`` extra).
+    ``index`` without ``dims`` or ``embed``, for an ``index`` without NumPy installed
+    (the ``memory`` extra) and for an unknown ``vector_search`` or ``vector_algorithm``;
+    at set-up for ``vector_search="redis"`` on a Redis without the query engine and for
+    ``"mongodb"`` (``plans/store_vectors.resolve_plan``).
     """
 
     supports_ttl: bool = True
@@ -105,7 +126,8 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
     def __init__(self, saver: Any = None, *, runtime: SaverRuntime | None = None,
                  index: IndexConfig | None = None, ttl: TTLConfig | None = None,
                  serde: SerializerProtocol | None = None,
-                 scorer: VectorScorer | None = None, clock: Clock | None = None) -> None:
+                 scorer: VectorScorer | None = None, clock: Clock | None = None,
+                 vector_search: str | None = None, vector_algorithm: str = "FLAT") -> None:
         if (saver is None) == (runtime is None):
             raise ConfigurationError("DurableStore needs a saver (DurableStore(saver)) or a "
                                      "runtime, or use DurableStore.from_urls(...)")
@@ -148,6 +170,9 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         self._sweeper: threading.Thread | None = None
         self._stop = threading.Event()
         self._admission = Admission()
+        self._vectors = StoreVectors(self._runtime, self.index_config, self._scorer,
+                                     vector_search or self._runtime.config.vector_search,
+                                     vector_algorithm)
 
     # ------------------------------------------------------------------ construction
 
@@ -155,18 +180,21 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
     def from_urls(cls, redis_url: str, mongo_url: str, *, index: IndexConfig | None = None,
                   ttl: TTLConfig | None = None, serde: SerializerProtocol | None = None,
                   config: DurableConfig | None = None, meter_provider: Any = None,
-                  clock: Clock | None = None, **options: Any) -> Self:
+                  clock: Clock | None = None, vector_algorithm: str = "FLAT",
+                  **options: Any) -> Self:
         """A store with its own clients and flusher for ``redis_url`` and ``mongo_url``,
         configured as ``DurableSaver.from_urls`` is (``config`` or keyword ``options``
         over ``LGD_*`` variables; the database from the URL). Use it with ``with`` or
         ``async with`` (entering sets up, leaving drains the outbox and closes), or call
-        ``close()``. Raises ``ConfigurationError`` as ``DurableSaver.from_urls`` does."""
+        ``close()``; ``vector_search`` is one of the options. Raises
+        ``ConfigurationError`` as ``DurableSaver.from_urls`` does."""
         cfg = with_database(saver_config(config, options),
                             database_of_url(check_mongo_url(mongo_url)),
                             f"MongoDB URL {hide_password(mongo_url)!r}")
         runtime = SaverRuntime.from_urls(redis_url, mongo_url, config=cfg,
                                          meter_provider=meter_provider)
-        return cls(runtime=runtime, index=index, ttl=ttl, serde=serde, clock=clock)
+        return cls(runtime=runtime, index=index, ttl=ttl, serde=serde, clock=clock,
+                   vector_algorithm=vector_algorithm)
 
     @classmethod
     def from_conn_string(cls, redis_url: str | None = None, mongo_url: str | None = None,
@@ -182,6 +210,24 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         return cls.from_urls(redis_url, mongo_url, **kwargs)
 
     @property
+    def vector_search(self) -> str | None:
+        """Where semantic search runs: ``"redis"`` (the Redis Query Engine's index),
+        ``"exact"`` (in the application), ``"none"`` (no ``index``: no semantic search),
+        or None before the store set up."""
+        return self._vectors.path
+
+    def rebuild_vector_index(self) -> int:
+        """Fill the Redis index from MongoDB's items now (``plans/store_vectors.
+        rebuild_plan``; a search does it by itself when the index has no state); returns
+        the items written. Raises ``ConfigurationError`` unless the store searches
+        through Redis."""
+        return self._vectors.rebuild()
+
+    async def arebuild_vector_index(self) -> int:
+        """Async ``rebuild_vector_index``."""
+        return await self._vectors.arebuild()
+
+    @property
     def runtime(self) -> SaverRuntime:
         """The ``SaverRuntime`` the store runs on (a saver's when made from one)."""
         return self._runtime
@@ -191,6 +237,11 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
     def __enter__(self) -> Self:
         if self._owns:
             self._runtime.start()
+        try:
+            self._vectors.resolve(rebuild=True, tolerant=True)
+        except BaseException:
+            self.close()
+            raise
         self._start_sweeper()
         return self
 
@@ -200,6 +251,11 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
     async def __aenter__(self) -> Self:
         if self._owns:
             await self._runtime.astart()
+        try:
+            await self._vectors.aresolve(rebuild=True, tolerant=True)
+        except BaseException:
+            await self.aclose()
+            raise
         self._start_sweeper()
         return self
 
@@ -208,12 +264,24 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
 
     def setup(self) -> Awaitable[None]:
         """Set up now (MongoDB's indexes of the store and the saver, the outbox group, the
-        key prefix's binding), as ``DurableSaver.setup()``; raises its errors."""
-        return self._runtime.setup()
+        key prefix's binding), as ``DurableSaver.setup()``, and choose where semantic
+        search runs (``vector_search``; the Redis index is rebuilt from MongoDB when it
+        has no state); raises their errors. Inside a running event loop it returns a
+        future, as ``DurableSaver.setup()`` does."""
+        done = self._runtime.setup()
+        if done is not SET_UP:
+            return asyncio.ensure_future(self._after_setup(done))
+        self._vectors.resolve(rebuild=True)
+        return done
+
+    async def _after_setup(self, done: Awaitable[None]) -> None:
+        await done
+        await self._vectors.aresolve(rebuild=True)
 
     async def asetup(self) -> None:
         """Async ``setup``."""
         await self._runtime.asetup()
+        await self._vectors.aresolve(rebuild=True)
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait until every write so far is in MongoDB (``FlushTimeoutError`` after
@@ -378,8 +446,9 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         queries = {q: _floats(self.embeddings.embed_query(q))
                    for q in self._queries(listed)} if self.embeddings else {}
         prepared = self._prepare(puts, embedded, vectors, now)
+        scorer = self._vectors.resolve() if queries else self._scorer
         return self._runtime.run(batch_plan(self._ctx, self._answers, listed, prepared,
-                                            queries, self._scorer, self._dims(), now))
+                                            queries, scorer, self._dims(), now))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Async ``batch`` (embeddings through the embedder's async methods); at most
@@ -403,8 +472,9 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
             for q in self._queries(listed):
                 queries[q] = _floats(await self.embeddings.aembed_query(q))
         prepared = self._prepare(puts, embedded, vectors, now)
+        scorer = await self._vectors.aresolve() if queries else self._scorer
         return await self._runtime.arun(batch_plan(self._ctx, self._answers, listed,
-                                                   prepared, queries, self._scorer,
+                                                   prepared, queries, scorer,
                                                    self._dims(), now))
 
 

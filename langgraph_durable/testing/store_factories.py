@@ -26,10 +26,12 @@ from typing import Any
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
+from ..config import DurableConfig
+from ..io.redis_urls import redis_client_from_url
 from . import drop_key_prefix, drop_namespace, unique_options
 
 __all__ = ["DurableStoreFactory", "InMemoryStoreFactory", "durable", "durable_store_class"]
-__all__ += ["inmemory"]
+__all__ += ["durable_redis_index", "inmemory"]
 
 
 _LABELS = "InMemoryStore.batch/abatch take ops as given: no namespace label check"
@@ -139,8 +141,17 @@ class DurableStoreFactory:
                 yield store
                 self._prefixes.pop(id(store), None)
         finally:
-            drop_namespace(self.redis_url, self.mongo_url, str(options["key_prefix"]),
-                           str(options["database"]))  # fmt: skip
+            self._drop(options)
+
+    def _drop(self, options: dict[str, Any]) -> None:
+        prefix = str(options["key_prefix"])
+        if self.options.get("vector_search") == "redis":
+            import redis
+
+            with redis.Redis.from_url(self.redis_url) as client, \
+                    contextlib.suppress(redis.ResponseError):
+                client.execute_command("FT.DROPINDEX", f"{prefix}:vidx", "DD")
+        drop_namespace(self.redis_url, self.mongo_url, prefix, str(options["database"]))
 
     @contextlib.asynccontextmanager
     async def aopen(self, *, index: dict[str, Any] | None,
@@ -154,14 +165,11 @@ class DurableStoreFactory:
                 self._prefixes.pop(id(store), None)
                 self._cold_rounds.pop(id(store), None)
         finally:
-            drop_namespace(self.redis_url, self.mongo_url, str(options["key_prefix"]),
-                           str(options["database"]))  # fmt: skip
+            self._drop(options)
 
     def _drop_hot(self, store: BaseStore) -> None:
-        import redis
-
-        prefix = self._prefixes[id(store)]
-        with redis.Redis.from_url(self.redis_url) as client:
+        prefix = self._prefixes[id(store)]  # a cluster's URL gives a cluster client
+        with redis_client_from_url(self.redis_url, DurableConfig(), asyncio=False) as client:
             drop_key_prefix(client, prefix)  # the saver's layout: "{<prefix>:..."
             # and keys without a hash tag, e.g. the vector index's "<prefix>:vec:..."
             stale = list(client.scan_iter(match=f"{prefix}:*", count=1000))
@@ -211,3 +219,12 @@ def durable(mode: str) -> DurableStoreFactory:
     if mode not in ("hot", "cold"):
         raise ValueError(f"mode must be 'hot' or 'cold', not {mode!r}")
     return DurableStoreFactory(os.environ["REDIS_URL"], os.environ["MONGODB_URL"])
+
+
+def durable_redis_index(mode: str) -> DurableStoreFactory:
+    """:func:`durable` with ``vector_search="redis"`` on ``$REDIS_STACK_URL`` (a Redis with
+    the query engine) and ``$MONGODB_URL``. Raises ``KeyError`` when a URL is unset."""
+    if mode not in ("hot", "cold"):
+        raise ValueError(f"mode must be 'hot' or 'cold', not {mode!r}")
+    return DurableStoreFactory(os.environ["REDIS_STACK_URL"], os.environ["MONGODB_URL"],
+                               vector_search="redis")

@@ -10,10 +10,12 @@ from pathlib import Path
 import redis
 from langgraph.types import Command
 
+from langgraph_durable import journaled
 from langgraph_durable.hot.effects import TRUST_FIELD
 from langgraph_durable.testing import mongo_server
 
 from ..effects_support import pay_then_approve, service
+from ..model_journal_support import Counting, ask_twice_then_approve
 from .clikit import Cli
 
 
@@ -68,3 +70,25 @@ def test_show_lists_the_effects_redis_holds_while_mongodb_is_down(redis_url: str
         assert shown["effects_note"].startswith(
             "effects: the entries Redis holds; durable tier (MongoDB) did not answer")
         ms.start()
+
+
+def test_show_marks_journaled_model_calls_with_model_tokens_and_answer(cli: Cli) -> None:
+    """Two journaled calls then ``interrupt()``: ``show`` lists them as model calls (model,
+    call number, tokens, a preview of the answer), not as the journal's raw record."""
+    config = {"configurable": {"thread_id": "mj"}}
+    with cli.saver() as saver:
+        model = journaled(Counting(key="cli-show"))
+        ask_twice_then_approve(saver, model).invoke({"prompt": "q"}, config)
+    effects = cli.json("show", "mj")["effects"]
+    assert [(e["kind"], e["name"], e["call"], e["state"], e["result"]) for e in effects] == [
+        ("model_call", "model:Counting", 0, "done", None),
+        ("model_call", "model:Counting", 1, "done", None)]
+    summary = effects[1]["model_call"]
+    assert summary["model"] == "Counting" and summary["answered"] is True
+    assert summary["tokens"] == {"input": 10, "output": 5, "total": 15}
+    assert summary["answer"] == "answer-2" and summary["tool_calls"] == []
+    assert len(summary["digest"]) == 64 and summary["note"].startswith("journaled: ")
+    text = cli("show", "mj").stdout
+    assert "[model call] Counting" in text and "answer-2" in text
+    assert "a re-execution of this task returns this answer without calling the model" in text
+    assert '"digest"' not in text and "kinds" not in text

@@ -152,7 +152,7 @@ def test_bad_values_and_a_query_are_refused_clearly(cli: Cli) -> None:
 def test_status_shows_the_store_counts(cli: Cli) -> None:
     _write(cli, flush=False)
     store = cli.json("status")["store"]
-    assert store == {"unflushed": 3, "mongodb_items": 0,
+    assert store == {"unflushed": 3, "mongodb_items": 0, "vector_index": None,
                      "outbox": {"entries": 3, "scanned": 3, "complete": True}}
     assert "0 items in MongoDB, 3 unflushed in Redis, 3 outbox entries" in " ".join(
         cli("status").stdout.split())

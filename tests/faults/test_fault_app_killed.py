@@ -39,3 +39,22 @@ def test_kill_right_after_the_acknowledging_step_still_lets_hot_keys_expire(env)
     assert rec["killed"] and rec["at"] == "flush round #1 after_ack"
     assert rec["lost"] == 0 and rec["mismatch"] == 0
     assert rec["no_ttl"] == 0
+
+
+def test_store_puts_and_deletes_survive_an_application_kill(env) -> None:
+    # one trial of each kill point (before / during / after a put, delete or batch, in a
+    # flusher round, at a random time), sync or async API: every acknowledged put is
+    # there with its last value, no acknowledged delete undone, in MongoDB, in a fresh
+    # store and from MongoDB alone
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    from faults import store_faults
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        recs = list(pool.map(lambda i: store_faults.app_killed_trial(
+            env, i, random.Random(300 + i)), range(5)))
+    assert sum(r["killed"] for r in recs) >= 4, recs  # a time kill may come after the end
+    assert sum(r["puts"] for r in recs) > 20 and sum(r["deletes"] for r in recs) > 5
+    assert store_faults.summary(recs) | {"puts": 0, "deletes": 0} == {
+        "puts": 0, "deletes": 0, "lost": 0, "back": 0, "stray": 0}, recs

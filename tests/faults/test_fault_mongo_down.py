@@ -34,6 +34,10 @@ def test_mongodb_down_bounded_backlog_loud_refusal_then_drain(env) -> None:
     assert block["block_s"] >= s3_mongo_down.BLOCK_S * 0.9  # it did block before raising
     assert res.lost == 0 and res.mismatches == 0, recs
     assert not res.findings
+    # the memory store's puts and deletes while MongoDB was down: none lost, none undone
+    assert res.measures["store puts acked"] > 20 and res.measures["store deletes acked"] > 5
+    assert res.measures["store ops refused while down (OutboxFullError)"] > 0
+    assert res.resurrected == 0 and res.measures["store puts lost"] == 0
 
 
 def test_a_hot_thread_can_enter_a_subgraph_while_mongodb_is_down(env) -> None:

@@ -46,3 +46,20 @@ def test_redis_emptied_after_a_flush_every_read_equals_the_previous_answer(env) 
     assert rec["mismatches"] == 0
     assert rec["tier"] == "durable"
     assert rec["resume_mismatch"] == 0
+
+
+def test_store_items_after_redis_lost_its_data_twice(env) -> None:
+    # flushed, the store's Redis keys deleted: every acknowledged put read back from
+    # MongoDB alone, no acknowledged delete undone; then every item flipped (live ones
+    # deleted, deleted ones put again) where only MongoDB knew them, and lost again
+    rec = s4_redis_down.store_faults.redis_lost(env)
+    assert rec["puts"] > 30 and rec["deletes"] > 20
+    assert (rec["lost"], rec["back"], rec["stray"], rec["search_differs"]) == ([], [], [], 0)
+
+
+def test_store_items_survive_a_sigkill_of_redis_with_aof(env) -> None:
+    # appendfsync always, no flusher: every acknowledged put and delete is back after the
+    # restart, then in MongoDB after a drain, and read from MongoDB alone
+    rec = s4_redis_down.store_faults.redis_killed(env, seed=5)
+    assert rec["killed_mid_run"] and rec["puts"] + rec["deletes"] > 5, rec
+    assert (rec["lost"], rec["back"], rec["stray"], rec["search_differs"]) == ([], [], [], 0)

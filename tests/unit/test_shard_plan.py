@@ -14,7 +14,8 @@ from langgraph_durable.plans import effects as E
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
 NOT_LED_BY_THREAD = {("checkpoints", "run_id"), ("tombstones", "deleted_at_ttl"),
-                     ("store", "ns_key"), ("store", "exp"), ("store", "purge_at_ttl")}
+                     ("store", "ns_key"), ("store", "ns_cseq_key"),
+                     ("store", "exp"), ("store", "purge_at_ttl")}
 """``delete_for_runs(run_ids)`` looks up checkpoints by run id across all threads: a
 scatter-gather on a sharded cluster, each shard using its own ``run_id`` index; the
 tombstones expire through a TTL index, which MongoDB allows on one field only (see

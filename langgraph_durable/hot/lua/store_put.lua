@@ -15,14 +15,16 @@
     ARGV[2]  tid          the entry's thread field (core/store_records.py: store_tid)
     ARGV[3]  field        the item's field (namespace NUL key)
     ARGV[4]  mode         'put' (a value), 'del' (a delete), 'touch' (a TTL refresh:
-                          keeps the value and its times) or 'expire' (the sweep: a delete
-                          that happens only if the item is still the version ARGV[7])
+                          keeps the value and its times), 'expire' (the sweep: a delete
+                          that happens only if the item is still the version ARGV[7]) or
+                          'import' (a value with the times ARGV[8], ARGV[9] it had where
+                          it was exported: cli/store_transfer.py)
     ARGV[5]  expires_ms   when the new version expires (0 = never)
     ARGV[6]  body         the client's body (empty for a delete)
     ARGV[7]  expect       'touch'/'expire': the seq the item must still have; for an item
                           Redis does not hold, the version read from MongoDB
-    ARGV[8]  cseq         'touch' of an item Redis does not hold: its cseq
-    ARGV[9]  useq         'touch' of an item Redis does not hold: its useq
+    ARGV[8]  cseq         'touch' of an item Redis does not hold, 'import': its cseq
+    ARGV[9]  useq         'touch' of an item Redis does not hold, 'import': its useq
     ARGV[10] payload      the outbox entry's payload (OutboxEntry)
     ARGV[11] now_ms       the client's clock (ms): a value that expired by then is gone,
                           so a put of it starts a new incarnation (a new cseq)
@@ -75,6 +77,8 @@ elseif mode == 'touch' then
   else
     cseq, useq = tonumber(ARGV[8]), tonumber(ARGV[9])
   end
+elseif mode == 'import' then
+  cseq, useq = tonumber(ARGV[8]), tonumber(ARGV[9])
 else
   dead, body = '1', ''
 end
