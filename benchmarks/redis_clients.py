@@ -32,7 +32,8 @@ Caller = Callable[[str, bytes], Awaitable[Any]]
 def _batcher_class() -> Any:
     """``coalesce.ScriptBatcher`` by file (it needs only redis-py), so that this runs in a
     venv holding the client libraries but not the package."""
-    path = os.path.join(os.path.dirname(__file__), "..", "langgraph_durable", "coalesce.py")
+    path = os.path.join(os.path.dirname(__file__), "..", "langgraph_durable", "io",
+                        "coalesce.py")
     spec = importlib.util.spec_from_file_location("lgd_coalesce", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)

@@ -16,11 +16,12 @@ import redis.exceptions
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import DurableConfig, DurableSaver
-from langgraph_durable.core.ops import Script
+from langgraph_durable.core.ops import Pipeline, Script
 from langgraph_durable.errors import TierUnavailableError
-from langgraph_durable.io import coalesce
+from langgraph_durable.io import coalesce, coalesce_sync
 from langgraph_durable.io.clients import redis_from_url
-from langgraph_durable.io.coalesce import ScriptBatcher, SyncScriptBatcher
+from langgraph_durable.io.coalesce import ScriptBatcher
+from langgraph_durable.io.coalesce_sync import SyncScriptBatcher
 from langgraph_durable.io.drivers import Clients, execute_async, execute_sync
 from langgraph_durable.testing import _free_port, unique_options
 
@@ -95,7 +96,8 @@ async def test_puts_of_twenty_threads_in_one_loop_turn_are_one_redis_packet(
     r = redis.asyncio.Redis.from_url(redis_url)
     sent, clients = await _puts_of_many_threads(r, mongo_url, 20, monkeypatch)
     assert sent == 1
-    assert clients.batcher().calls == 20 + 20  # the puts, then the reads above
+    # the puts, the reads above, then aclose's read of the outbox length (XLEN)
+    assert clients.batcher().calls == 20 + 20 + 1
     await r.aclose()
 
 
@@ -114,7 +116,7 @@ async def test_a_lone_async_put_is_one_evalsha_without_a_pipeline(
     r = redis.asyncio.Redis.from_url(redis_url)
     sent, clients = await _puts_of_many_threads(r, mongo_url, 1, monkeypatch)
     assert sent == 1
-    assert (clients.batcher().batches, clients.batcher().calls) == (2, 2)
+    assert (clients.batcher().batches, clients.batcher().calls) == (3, 3)  # and aclose's XLEN
     await r.aclose()
 
 
@@ -230,6 +232,84 @@ async def test_a_call_larger_than_the_socket_buffer_is_written_whole(redis_url: 
                                batcher.call(sha, source, [], [b"small"]))
     assert got == [len(big), 5]
     assert await batcher.call(sha, source, [], [big]) == len(big)  # lone
+    await r.aclose()
+
+
+async def test_shared_reads_and_scripts_of_one_turn_are_one_packet_each_with_its_replies(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url)
+    h, s = f"lgd-test-coalesce-{uuid.uuid4().hex}", f"lgd-test-coalesce-{uuid.uuid4().hex}"
+    await r.hset(h, mapping={"a": "1", "b": "2"})
+    await r.set(s, "text")
+    sha, source = _script("return ARGV[1]")
+    await r.script_load(source)
+    clients = Clients(redis=r, db=None, scripts={"probe": source})
+    packets = Packets(monkeypatch)
+    got = await asyncio.gather(
+        execute_async(Pipeline([["HGETALL", h], ["HMGET", h, "a", "zz"]]), clients),
+        execute_async(Script("probe", [], ["x"]), clients),
+        execute_async(Pipeline([["GET", s], ["HGET", s, "f"]], raise_on_error=False),
+                      clients),
+        execute_async(Pipeline([["HGET", s, "f"]]), clients),  # WRONGTYPE: raised
+        return_exceptions=True)
+    assert packets.sent == 1
+    assert got[0] == [{b"a": b"1", b"b": b"2"}, [b"1", None]]
+    assert got[1] == b"x"
+    assert got[2][0] == b"text" and isinstance(got[2][1], redis.exceptions.ResponseError)
+    assert isinstance(got[3], redis.exceptions.ResponseError)
+    assert "WRONGTYPE" in str(got[3])
+    assert (clients.batcher().batches, clients.batcher().calls) == (1, 4)
+    await r.delete(h, s)
+    await r.aclose()
+
+
+async def test_a_pipeline_of_other_commands_is_sent_on_its_own(redis_url: str) -> None:
+    r = redis.asyncio.Redis.from_url(redis_url)
+    key = f"lgd-test-coalesce-{uuid.uuid4().hex}"
+    sha, source = _script("return ARGV[1]")
+    clients = Clients(redis=r, db=None, scripts={"probe": source})
+    got = await asyncio.gather(execute_async(Pipeline([["GET", key], ["TYPE", key]]), clients),
+                               execute_async(Script("probe", [], ["x"]), clients))
+    assert got == [[None, b"none"], b"x"]
+    assert clients.batcher().calls == 1  # TYPE is not a shared read: not in the batch
+    await r.aclose()
+
+
+async def test_a_burst_holds_at_most_max_in_flight_connections_and_never_waits_for_the_pool(
+        redis_url: str) -> None:
+    """300 tasks x 10 calls each, paced differently so that calls keep arriving while a
+    batch is on the wire, on a pool of 2 connections whose wait gives up at once: the
+    batcher (at most 1 batch on the wire: half the pool) sends them all, each once."""
+    pool = redis.asyncio.BlockingConnectionPool.from_url(redis_url, max_connections=2,
+                                                         timeout=0.001)
+    r = redis.asyncio.Redis(connection_pool=pool)
+    key = f"lgd-test-coalesce-{uuid.uuid4().hex}"
+    batcher = ScriptBatcher(r)
+    assert batcher.max_in_flight == 1
+    sha, source = _script("return redis.call('INCR', KEYS[1])")
+
+    async def task(i: int) -> list[Any]:
+        got = []
+        for _ in range(10):
+            for _ in range(i % 4):
+                await asyncio.sleep(0)
+            got.append(await batcher.call(sha, source, [key], []))
+            got.append(await batcher.commands([["GET", key]]))
+        return got
+
+    done = await asyncio.gather(*(task(i) for i in range(300)))
+    counts = sorted(v for got in done for v in got[::2])
+    assert counts == list(range(1, 3001))  # every call ran once
+    assert all(int(v[0]) >= 1 for got in done for v in got[1::2])
+    assert batcher.calls == 6000 and batcher.peak_in_flight == 1
+    await r.delete(key)
+    await r.aclose()
+
+
+async def test_shared_reads_are_refused_on_a_cluster_client(redis_cluster_url: str) -> None:
+    r = redis_from_url(redis_cluster_url, DurableConfig(), asyncio=True)
+    with pytest.raises(ValueError, match="not on a Redis Cluster"):
+        await ScriptBatcher(r).commands([["GET", "k"]])
     await r.aclose()
 
 
@@ -379,6 +459,29 @@ def test_sync_calls_are_packed_by_hiredis_on_a_pooled_client_and_by_redis_py_oth
         r.close()
 
 
+def test_sync_calls_on_a_pool_of_eight_keep_one_connection_reopened_when_lost(
+        redis_url: str) -> None:
+    pool = redis.BlockingConnectionPool.from_url(redis_url, max_connections=8)
+    r = redis.Redis(connection_pool=pool)
+    batcher = SyncScriptBatcher(r)
+    sha, source = _script("return ARGV[1]")
+    assert [batcher.call(sha, source, [], [str(i)]) for i in range(20)] == [
+        str(i).encode() for i in range(20)]
+    assert len(pool._connections) == 1  # taken once, kept by the batcher
+    held = batcher._held
+    held.send_command("CLIENT", "ID")
+    with redis.Redis.from_url(redis_url) as other:  # the server closes the batcher's one
+        other.client_kill_filter(_id=held.read_response())
+    assert batcher.call(sha, source, [], ["again"]) == b"again"  # retried on a new one
+    assert batcher._held is held and len(pool._connections) == 1
+    small = redis.BlockingConnectionPool.from_url(redis_url, max_connections=4)
+    batcher = SyncScriptBatcher(redis.Redis(connection_pool=small))
+    assert batcher.call(sha, source, [], ["x"]) == b"x"
+    assert batcher._held is None  # a small pool: each batch gives its connection back
+    r.close()
+    small.disconnect()
+
+
 def test_a_sync_call_whose_reply_never_comes_closes_its_connection(redis_url: str) -> None:
     from redis.backoff import NoBackoff
     from redis.retry import Retry
@@ -395,12 +498,12 @@ def test_a_sync_call_whose_reply_never_comes_closes_its_connection(redis_url: st
             pool.release(conn)
 
     before = socket_name()
-    assert coalesce._exchange_sync(pool, [("ECHO", "first")]) == [b"first"]
+    assert coalesce_sync._exchange_sync(pool, [("ECHO", "first")]) == [b"first"]
     assert socket_name() == before  # the connection is kept between calls
     with pytest.raises(redis.exceptions.TimeoutError):
-        coalesce._exchange_sync(pool, [("BLPOP", key, 5)])  # its reply would come later
+        coalesce_sync._exchange_sync(pool, [("BLPOP", key, 5)])  # its reply would come later
     assert socket_name() != before  # closed: the late reply can never reach another call
-    assert coalesce._exchange_sync(pool, [("ECHO", "next"), ("LLEN", key)]) == [b"next", 0]
+    assert coalesce_sync._exchange_sync(pool, [("ECHO", "next"), ("LLEN", key)]) == [b"next", 0]
     pool.disconnect()
 
 

@@ -13,7 +13,14 @@ no ``MULTI``), as ioredis' auto-pipelining does:
   (``asyncio.sleep(0)``) and the calls queued behind it meanwhile go with it, so a lone
   call pays one event-loop hop (and is sent from its own task as before); calls that
   arrive while a batch is on the wire go in the next one (sent at once, on another
-  connection);
+  connection), as long as fewer than ``max_in_flight`` batches are on the wire (half the
+  pool, at most ``DEFAULT_IN_FLIGHT``); past that they wait in a backlog sent as one
+  batch when a batch is answered, so a burst of any size holds a bounded number of
+  connections and never waits on the pool (whose wait gives up after a timeout);
+- a ``Pipeline`` of non-blocking reads (``SHARED_READS``: a store search's ``HGETALL``, a
+  flush's ``XRANGE``) goes in the same batch (``commands``), its commands kept together;
+  a read that several calls of one batch make is sent once (they are concurrent: one
+  read answers them all);
 - a ``NOSCRIPT`` reply (the server's script cache was flushed, or a node that has never
   seen the script) is answered by sending those calls again as ``EVAL`` with the source
   (``NOSCRIPT`` means the script did not run, so this never runs a script twice);
@@ -40,14 +47,10 @@ own, and a node that does not answer fails only the calls sent to it.
 from __future__ import annotations
 
 import asyncio
-import os
-import threading
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio.cluster
-import redis.cluster
 import redis.exceptions
 
 _pack: Any
@@ -56,27 +59,61 @@ try:
 except ImportError:  # pragma: no cover - hiredis is a default dependency
     _pack = None
 
-Call = tuple[str, str, Sequence[Any], Sequence[Any]]
-"""One script call: ``(sha1 digest, Lua source, keys, args)``."""
+SHARED_READS = frozenset({"GET", "MGET", "HGET", "HMGET", "HGETALL", "HLEN", "XLEN",
+                          "XRANGE", "XREVRANGE", "EXISTS"})
+"""Commands a ``Pipeline`` may send in a shared batch (``ScriptBatcher.commands``): reads
+that never block and whose raw reply is the one redis-py gives (no response callback), or
+one ``drivers.normalise`` reads in either shape (``HGETALL``, ``XRANGE``, ``XREVRANGE``)."""
+
+DEFAULT_IN_FLIGHT = 32
+"""Most batches on the wire at once when the client's pool names no limit."""
+
+
+class _Call:
+    """One caller's share of a batch: its ``commands`` (one ``EVALSHA`` for a script
+    call, several for a pipeline's), the script's Lua ``source`` (sent again as ``EVAL``
+    after ``NOSCRIPT``; None for a pipeline's commands, whose reply is the list of their
+    replies), the first ``key`` (a cluster's routing) and the ``future`` of its reply."""
+
+    __slots__ = ("commands", "source", "key", "future")
+
+    def __init__(self, commands: list[tuple[Any, ...]], source: str | None,
+                 key: Any = None) -> None:
+        self.commands, self.source, self.key = commands, source, key
+        self.future: asyncio.Future[Any] | None = None
 
 
 class ScriptBatcher:
-    """Queues script calls of one event loop and sends those of one loop turn together.
+    """Queues script calls (and shared reads, ``commands``) of one event loop and sends
+    those of one loop turn together, with at most ``max_in_flight`` batches on the wire.
 
     ``redis`` is a ``redis.asyncio.Redis`` or ``redis.asyncio.RedisCluster`` client bound
-    to that loop. ``batches`` and ``calls`` count what was sent (``calls / batches`` is
-    the mean batch size)."""
+    to that loop. ``max_in_flight`` defaults to half the client pool's
+    ``max_connections`` (1 to ``DEFAULT_IN_FLIGHT``): calls that come while that many
+    batches are on the wire wait in a backlog, sent as one batch when one is answered,
+    so a burst of any number of concurrent calls holds at most ``max_in_flight``
+    connections and never waits for the pool (whose wait has a timeout). ``batches`` and
+    ``calls`` count what was sent (``calls / batches`` is the mean batch size);
+    ``peak_in_flight`` is the most batches that were on the wire at once."""
 
-    def __init__(self, redis_client: Any) -> None:
+    def __init__(self, redis_client: Any, max_in_flight: int | None = None) -> None:
         self.redis = redis_client
         self.cluster = isinstance(redis_client, redis.asyncio.cluster.RedisCluster)
         """True for a Redis Cluster client: a batch is split by node."""
+        self.max_in_flight = max_in_flight or _in_flight_cap(redis_client)
+        """Most batches on the wire at once (each holds one connection while it is)."""
         self.batches = 0
         """Pipelines (or lone ``EVALSHA``s) sent so far."""
         self.calls = 0
         """Script calls sent so far."""
-        self._queue: list[tuple[Call, asyncio.Future[Any]]] | None = None
+        self.in_flight = 0
+        """Batches on the wire now."""
+        self.peak_in_flight = 0
+        """The most batches that were on the wire at once."""
+        self._queue: list[_Call] | None = None
         """Calls queued in this loop turn behind the turn's first (None: no first yet)."""
+        self._backlog: list[_Call] = []
+        """Calls waiting for a batch on the wire to be answered (``max_in_flight`` are)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._direct = not self.cluster and _packs_direct(redis_client)
@@ -93,14 +130,34 @@ class ScriptBatcher:
         alone if no other call came (a plain ``EVALSHA`` from its own task), else hands
         the batch to a task of its own, so that cancelling one caller never cancels the
         others' calls."""
+        call = _Call([("EVALSHA", sha, len(keys), *keys, *args)], source,
+                     keys[0] if keys else None)
+        reply = await self._submit(call)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+    async def commands(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
+        """Send ``commands`` (reads of ``SHARED_READS``, one caller's, kept together) in
+        the batch of this event-loop turn; returns their raw replies (hiredis', or
+        redis-py's for a client it packs), a ``ResponseError`` in place of a failed
+        command's; raises the client's ``ConnectionError``/``TimeoutError`` when the
+        batch's connection failed. Not on a Redis Cluster (``ValueError``): its commands
+        may name keys of several nodes."""
+        if self.cluster:
+            raise ValueError("ScriptBatcher.commands: not on a Redis Cluster client")
+        reply: list[Any] = await self._submit(_Call([tuple(c) for c in commands], None))
+        return reply
+
+    async def _submit(self, call: _Call) -> Any:
+        """``call``'s reply (a script's error reply is returned, not raised)."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a new loop: what an old one queued is gone with it
-            self._loop, self._queue = loop, None
-        call: Call = (sha, source, keys, args)
+            self._loop, self._queue, self._backlog, self.in_flight = loop, None, [], 0
         if self._queue is not None:  # behind the turn's first call
-            future: asyncio.Future[Any] = loop.create_future()
-            self._queue.append((call, future))
-            return await future
+            call.future = loop.create_future()
+            self._queue.append(call)
+            return await call.future
         self._queue = []
         try:
             await asyncio.sleep(0)  # let the other calls of this turn queue
@@ -108,85 +165,127 @@ class ScriptBatcher:
             self._send_queued(None)  # cancelled: the others still go
             raise
         own = self._send_queued(call)
-        if own is None:
-            self.batches += 1
-            self.calls += 1
-            reply = await self._lone(call)
-            if isinstance(reply, Exception):
-                raise reply
-            return reply
-        return await own
+        if own is not None:
+            return await own
+        if self.in_flight >= self.max_in_flight:  # alone, but the wire is full: wait
+            call.future = loop.create_future()
+            self._backlog.append(call)
+            return await call.future
+        self.batches += 1
+        self.calls += 1
+        self._enter()
+        try:
+            return await self._lone(call)
+        finally:
+            self._leave(cancelled=False)
 
-    def _send_queued(self, first: Call | None) -> asyncio.Future[Any] | None:
-        """Send the queued calls (and ``first``, ahead of them) in a task; returns
-        ``first``'s future, or None when nothing was queued (``first`` is then the
-        caller's to send)."""
+    def _send_queued(self, first: _Call | None) -> asyncio.Future[Any] | None:
+        """Send the queued calls (and ``first``, ahead of them) in a task, or put them in
+        the backlog while ``max_in_flight`` batches are on the wire; returns ``first``'s
+        future, or None when nothing was queued (``first`` is then the caller's)."""
         queued, self._queue = self._queue or [], None
         if not queued:
             return None
         own: asyncio.Future[Any] | None = None
         if first is not None:
-            own = asyncio.get_running_loop().create_future()
-            queued.insert(0, (first, own))
-        task = asyncio.ensure_future(self._send(queued))
-        self._tasks.add(task)  # keep a reference until it is done
-        task.add_done_callback(self._tasks.discard)
+            own = first.future = asyncio.get_running_loop().create_future()
+            queued.insert(0, first)
+        if self.in_flight >= self.max_in_flight:
+            self._backlog += queued
+        else:
+            self._start(queued)
         return own
 
-    async def _send(self, batch: list[tuple[Call, asyncio.Future[Any]]]) -> None:
+    def _enter(self) -> None:
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def _leave(self, *, cancelled: bool) -> None:
+        """A batch left the wire: send the backlog (its callers not cancelled meanwhile)
+        as the next batch; ``cancelled`` (the loop is shutting down): cancel it."""
+        self.in_flight -= 1
+        if not self._backlog:
+            return
+        waiting, self._backlog = self._backlog, []
+        if cancelled:
+            for call in waiting:
+                assert call.future is not None
+                call.future.cancel()
+            return
+        batch = [c for c in waiting if c.future is not None and not c.future.done()]
+        if batch:
+            self._start(batch)
+
+    def _start(self, batch: list[_Call]) -> None:
+        self._enter()
+        task = asyncio.ensure_future(self._send(batch))
+        self._tasks.add(task)  # keep a reference until it is done
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, batch: list[_Call]) -> None:
         self.batches += 1
         self.calls += len(batch)
+        cancelled = False
         try:
             if len(batch) == 1:
-                replies = [await self._lone(batch[0][0])]
+                replies = [await self._lone(batch[0])]
             else:
-                replies = await self._pipelined([call for call, _ in batch])
+                replies = await self._pipelined(batch)
         except BaseException as exc:  # the batch's connection failed: every call fails
-            for _, future in batch:
-                if future.done():
+            cancelled = not isinstance(exc, Exception)
+            for call in batch:
+                assert call.future is not None
+                if call.future.done():
                     continue
                 if isinstance(exc, Exception):
-                    future.set_exception(exc)
+                    call.future.set_exception(exc)
                 else:  # cancelled (the loop is shutting down): so are its callers
-                    future.cancel()
-            if not isinstance(exc, Exception):
+                    call.future.cancel()
+            if cancelled:
                 raise
             return
-        for (_, future), reply in zip(batch, replies):
-            if future.done():  # its caller was cancelled
+        finally:
+            self._leave(cancelled=cancelled)
+        for call, reply in zip(batch, replies):
+            assert call.future is not None
+            if call.future.done():  # its caller was cancelled
                 continue
             if isinstance(reply, Exception):
-                future.set_exception(reply)
+                call.future.set_exception(reply)
             else:
-                future.set_result(reply)
+                call.future.set_result(reply)
 
-    async def _lone(self, call: Call) -> Any:
-        sha, source, keys, args = call
+    async def _lone(self, call: _Call) -> Any:
+        """``call`` sent on its own: its reply (a script's error reply returned)."""
+        if call.source is None:
+            return await self._pipeline(call.commands)
+        (command,) = call.commands
         if self._direct:
-            (reply,) = await self._exchange([("EVALSHA", sha, len(keys), *keys, *args)])
+            (reply,) = await self._exchange([command])
             if isinstance(reply, redis.exceptions.NoScriptError):
-                (reply,) = await self._exchange([("EVAL", source, len(keys), *keys, *args)])
+                (reply,) = await self._exchange([("EVAL", call.source, *command[2:])])
             return reply
         try:
             try:
-                return await self.redis.evalsha(sha, len(keys), *keys, *args)
+                return await self.redis.evalsha(*command[1:])
             except redis.exceptions.NoScriptError:
-                return await self.redis.eval(source, len(keys), *keys, *args)
+                return await self.redis.eval(call.source, *command[2:])
         except redis.exceptions.ResponseError as exc:  # the script's own error
             return exc
 
-    async def _pipelined(self, calls: list[Call]) -> list[Any]:
+    async def _pipelined(self, calls: list[_Call]) -> list[Any]:
         if self.cluster:
             return await self._per_node(calls)
         return await self._one_pipeline(calls)
 
-    async def _per_node(self, calls: list[Call]) -> list[Any]:
+    async def _per_node(self, calls: list[_Call]) -> list[Any]:
         """A cluster pipeline per node owning calls of the batch; a node's failure is
         the reply of each of its calls."""
         groups: dict[Any, list[int]] = {}
         try:
-            for i, (_, _, keys, _) in enumerate(calls):
-                node = self.redis.get_node_from_key(keys[0]) if keys else None
+            for i, call in enumerate(calls):
+                node = (self.redis.get_node_from_key(call.key) if call.key is not None
+                        else None)
                 groups.setdefault(node.name if node is not None else None, []).append(i)
         except (redis.exceptions.RedisError, redis.exceptions.RedisClusterException):
             # no slot map yet: the one pipeline loads it
@@ -205,17 +304,47 @@ class ScriptBatcher:
                 raise r  # cancelled
         return replies
 
-    async def _one_pipeline(self, calls: list[Call]) -> list[Any]:
-        replies = await self._pipeline(
-            [("EVALSHA", sha, len(keys), *keys, *args) for sha, _, keys, args in calls])
-        again = [i for i, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
+    async def _one_pipeline(self, calls: list[_Call]) -> list[Any]:
+        """Every command of ``calls`` in one pipeline; each call's reply (a script's: its
+        one reply, sent again as ``EVAL`` after ``NOSCRIPT``; a pipeline's: the list).
+        A read that several calls of the batch make is sent once: they are concurrent, so
+        one read answers them all (a list reply copied for each)."""
+        commands: list[tuple[Any, ...]] = []
+        where: list[list[int]] = []  # per call, the index of each of its commands' replies
+        reads: dict[tuple[Any, ...], int] = {}
+        for call in calls:
+            if call.source is not None:
+                where.append([len(commands)])
+                commands.append(call.commands[0])
+                continue
+            at = []
+            for cmd in call.commands:
+                try:
+                    i = reads.setdefault(cmd, len(commands))
+                except TypeError:  # an unhashable argument: sent as it is
+                    i = len(commands)
+                if i == len(commands):
+                    commands.append(cmd)
+                at.append(i)
+            where.append(at)
+        replies = await self._pipeline(commands)
+        out: list[Any] = []
+        again: list[int] = []
+        shared = len(commands) < sum(len(c.commands) for c in calls)
+        for call, at in zip(calls, where):
+            if call.source is None:
+                out.append([list(replies[i]) if shared and isinstance(replies[i], list)
+                            else replies[i] for i in at])
+            else:
+                out.append(replies[at[0]])
+                if isinstance(replies[at[0]], redis.exceptions.NoScriptError):
+                    again.append(len(out) - 1)
         if again:
             resent = await self._pipeline(
-                [("EVAL", calls[i][1], len(calls[i][2]), *calls[i][2], *calls[i][3])
-                 for i in again])
+                [("EVAL", calls[i].source, *calls[i].commands[0][2:]) for i in again])
             for i, reply in zip(again, resent):
-                replies[i] = reply
-        return replies
+                out[i] = reply
+        return out
 
     async def _pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
         if self._direct:
@@ -288,6 +417,17 @@ async def _drain(conn: Any, writer: Any) -> None:
         raise redis.exceptions.ConnectionError(f"Error while writing to socket: {exc}") from exc
 
 
+def _in_flight_cap(client: Any) -> int:
+    """Half the ``max_connections`` of ``client``'s pool (1 to ``DEFAULT_IN_FLIGHT``)."""
+    pool = getattr(client, "connection_pool", None)
+    cap = getattr(pool, "max_connections", None)
+    if not isinstance(cap, int) or cap <= 0:
+        cap = getattr(client, "max_connections", None)  # a cluster's, per node
+    if not isinstance(cap, int) or cap <= 0:
+        return DEFAULT_IN_FLIGHT
+    return max(1, min(DEFAULT_IN_FLIGHT, cap // 2))
+
+
 def _packs_direct(client: Any) -> bool:
     """Whether ``client``'s commands can be packed by hiredis and sent on its pool's
     connections: a pooled ``redis.asyncio.Redis`` encoding text as UTF-8, whose command
@@ -299,150 +439,6 @@ def _packs_direct(client: Any) -> bool:
     if kwargs is None or not hasattr(pool, "get_connection"):
         return False
     if not _own_command_path(client, redis.asyncio.Redis):
-        return False
-    return str(kwargs.get("encoding", "utf-8")).lower().replace("-", "") == "utf8"
-
-
-# --------------------------------------------------------------------------- sync API
-
-
-class _Pending:
-    """One sync call in a ``SyncScriptBatcher``: its command, its reply once sent, and
-    (a call queued behind a batch on the wire) the event it waits on; ``lead``: it was
-    woken to send the next batch."""
-
-    __slots__ = ("command", "source", "done", "reply", "lead")
-
-    def __init__(self, command: tuple[Any, ...], source: str) -> None:
-        self.command, self.source = command, source
-        self.done: threading.Event | None = None
-        self.reply: Any = None
-        self.lead = False
-
-
-class SyncScriptBatcher:
-    """Group commit of script calls made by several OS threads at once on one blocking
-    ``redis.Redis`` client (e.g. graphs run by a ``ThreadPoolExecutor``).
-
-    A call made while no batch is on the wire is sent at once, alone (a plain
-    ``EVALSHA``: a lone caller waits for nobody). Calls made while a batch is on the wire
-    queue; when it is answered, the first of them is woken to send them all as one
-    pipeline (``transaction=False``) and the others are woken with their replies. So a
-    call waits at most for the batch in flight, and each keeps its own reply or error, as
-    in ``ScriptBatcher``. Not used on a Redis Cluster (there each call goes on its own)."""
-
-    def __init__(self, redis_client: Any) -> None:
-        self.redis = redis_client
-        self.batches = 0
-        """Pipelines (or lone ``EVALSHA``s) sent so far."""
-        self.calls = 0
-        """Script calls sent so far."""
-        self._lock = threading.Lock()
-        self._queue: list[_Pending] = []
-        """Calls waiting for the batch on the wire (empty when none is)."""
-        self._busy = False
-        """True while a batch is on the wire (its sender hands over when answered)."""
-        self._direct = _packs_direct_sync(redis_client)
-        """Whether commands are packed by hiredis and sent on the pool's connections."""
-        _SYNC_BATCHERS.add(self)
-
-    def _after_fork(self) -> None:
-        """In a forked child: no batch of the parent's threads is on the wire here."""
-        self._lock = threading.Lock()
-        self._queue, self._busy = [], False
-
-    def call(self, sha: str, source: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """Run one script call (``EVALSHA sha``, ``EVAL source`` after ``NOSCRIPT``);
-        returns the script's reply, or raises its ``ResponseError`` or the client's
-        ``ConnectionError``/``TimeoutError``."""
-        me = _Pending(("EVALSHA", sha, len(keys), *keys, *args), source)
-        with self._lock:
-            queued = self._busy
-            if queued:
-                me.done = threading.Event()
-                self._queue.append(me)
-            self._busy = True
-        if not queued:
-            self._send_then_hand_over([me])
-        else:
-            assert me.done is not None
-            me.done.wait()
-            if me.lead:
-                self._send_queued()
-        if isinstance(me.reply, BaseException):
-            raise me.reply
-        return me.reply
-
-    def _send_queued(self) -> None:
-        """Send every queued call (this thread's among them) as the next batch."""
-        with self._lock:
-            batch, self._queue = self._queue, []
-        self._send_then_hand_over(batch)
-
-    def _send_then_hand_over(self, batch: list[_Pending]) -> None:
-        """Send ``batch``, then wake the first call queued meanwhile to send the next
-        batch (or mark the batcher idle) and wake the batch's waiting callers."""
-        try:
-            self._send(batch)
-        finally:
-            with self._lock:
-                if self._queue:
-                    self._queue[0].lead = True
-                    nxt = self._queue[0].done
-                    assert nxt is not None
-                    nxt.set()
-                else:
-                    self._busy = False
-            for p in batch:
-                if p.done is not None and not p.lead:
-                    p.done.set()
-
-    def _send(self, batch: list[_Pending]) -> None:
-        self.batches += 1
-        self.calls += len(batch)
-        try:
-            replies = self._exchange([p.command for p in batch])
-            again = [i for i, r in enumerate(replies)
-                     if isinstance(r, redis.exceptions.NoScriptError)]
-            if again:
-                resent = self._exchange([("EVAL", batch[i].source, *batch[i].command[2:])
-                                         for i in again])
-                for i, reply in zip(again, resent):
-                    replies[i] = reply
-        except Exception as exc:  # the batch's connection failed: every call fails
-            replies = [exc] * len(batch)
-        for p, reply in zip(batch, replies):
-            p.reply = reply
-
-    def _exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """Send ``commands`` and read their replies (a ``ResponseError`` in its command's
-        place): packed by hiredis and written on a pooled connection when the client
-        allows it (``_packs_direct_sync``), else through redis-py (one command, or a
-        pipeline)."""
-        if self._direct:
-            return _exchange_sync(self.redis.connection_pool, commands)
-        if len(commands) == 1:
-            try:
-                return [self.redis.execute_command(*commands[0])]
-            except redis.exceptions.ResponseError as exc:
-                return [exc]
-        pipe = self.redis.pipeline(transaction=False)
-        for cmd in commands:
-            pipe.execute_command(*cmd)
-        return list(pipe.execute(raise_on_error=False))
-
-
-def _packs_direct_sync(client: Any) -> bool:
-    """Whether ``client``'s commands can be packed by hiredis and sent on its pool's
-    connections: a pooled blocking ``redis.Redis`` (no single connection, no client-side
-    cache) encoding text as UTF-8, whose command path is redis-py's own (``_own_command_path``)."""
-    if _pack is None or getattr(client, "connection", None) is not None:
-        return False
-    pool = getattr(client, "connection_pool", None)
-    kwargs = getattr(pool, "connection_kwargs", None)
-    if kwargs is None or not hasattr(pool, "get_connection"):
-        return False
-    if getattr(pool, "cache", None) is not None or not _own_command_path(client, redis.Redis):
         return False
     return str(kwargs.get("encoding", "utf-8")).lower().replace("-", "") == "utf8"
 
@@ -463,56 +459,3 @@ def _own_command_path(client: Any, base: type) -> bool:
     retried = [*getattr(retry, "_supported_errors", ()), *(kwargs.get("retry_on_error") or ())]
     return not any(isinstance(e, type) and issubclass(e, redis.exceptions.ResponseError)
                    for e in retried)
-
-
-def _exchange_sync(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
-    """The blocking twin of ``ScriptBatcher._exchange``: ``commands`` packed by hiredis,
-    one write on a pooled connection, then their replies; retried with the connection's
-    ``retry`` as redis-py retries a command. redis-py's own command path (argument
-    filtering, response callbacks, its operation metrics) cost as much client CPU as the
-    rest of a ``put``'s driver. Raises the client's ``ConnectionError``/``TimeoutError``;
-    the connection is closed on any error (no reply is ever left unread on it)."""
-    assert _pack is not None
-    packed = [b"".join([_pack(cmd) for cmd in commands])]
-    n = len(commands)
-    conn = pool.get_connection()
-
-    def send_read() -> list[Any]:
-        try:
-            conn.send_packed_command(packed)
-            replies: list[Any] = []
-            for _ in range(n):
-                try:
-                    replies.append(conn.read_response())
-                except redis.exceptions.ResponseError as exc:
-                    replies.append(exc)
-            return replies
-        except BaseException:
-            conn.disconnect()  # replies may be left unread: never reuse it as it is
-            raise
-
-    try:
-        return conn.retry.call_with_retry(  # type: ignore[no-any-return]
-            send_read, lambda _error: conn.disconnect())
-    finally:
-        pool.release(conn)
-
-
-_SYNC_BATCHERS: weakref.WeakSet[SyncScriptBatcher] = weakref.WeakSet()
-"""Every live ``SyncScriptBatcher``: reset in a forked child (a thread of the parent may
-have been sending a batch, which nobody in the child ever answers)."""
-
-
-def _reset_after_fork() -> None:
-    for batcher in list(_SYNC_BATCHERS):
-        batcher._after_fork()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
-
-
-def sync_batchable(client: Any) -> bool:
-    """Whether ``SyncScriptBatcher`` serves ``client``: a blocking client, not a Redis
-    Cluster's."""
-    return not isinstance(client, redis.cluster.RedisCluster)

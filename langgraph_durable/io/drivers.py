@@ -68,7 +68,8 @@ from ..errors import (
     ScriptRefused,
     TierUnavailableError,
 )
-from .coalesce import ScriptBatcher, SyncScriptBatcher, sync_batchable
+from .coalesce import SHARED_READS, ScriptBatcher
+from .coalesce_sync import SyncScriptBatcher, sync_batchable
 
 R = TypeVar("R")
 
@@ -223,10 +224,12 @@ class Clients:
     """Called after each Script, Pipeline and MongoDB operation with ``(op, seconds, ok)``
     (round-trip time from ``time.perf_counter``); ``None`` = not timed (metrics.py sets it)."""
     coalesce: bool = True
-    """Asyncio clients: ``Script`` calls (without ``wait_replicas``) that arrive in the same
-    event-loop turn go to Redis as one pipeline (``coalesce.ScriptBatcher``). Blocking
+    """Asyncio clients: ``Script`` calls (without ``wait_replicas``), and off a cluster
+    ``Pipeline``s of non-blocking reads (``coalesce.SHARED_READS``), that arrive in the
+    same event-loop turn go to Redis as one pipeline, with a bounded number of batches on
+    the wire (``coalesce.ScriptBatcher``: a burst of calls never waits for the pool). Blocking
     clients (not a cluster's): calls that OS threads make while another batch is on the
-    wire go together as the next one (``coalesce.SyncScriptBatcher``). False sends each
+    wire go together as the next one (``coalesce_sync.SyncScriptBatcher``). False sends each
     on its own."""
     _batcher: ScriptBatcher | None = None
     _sync_batcher: SyncScriptBatcher | None = None
@@ -549,6 +552,13 @@ async def _step_async(step: Op[Any], c: Clients) -> Any:
     return await pipe.execute(raise_on_error=False)
 
 
+def _shared(op: Pipeline) -> bool:
+    """Whether ``op`` may go in the asyncio batcher's shared batch: every command one of
+    ``coalesce.SHARED_READS`` (reads that never block: a blocking read would hold every
+    call of its batch)."""
+    return all(str(cmd[0]).upper() in SHARED_READS for cmd in op.commands)
+
+
 async def _exec_async(op: Op[Any], c: Clients) -> Any:
     if isinstance(op, Script):
         if op.wait_replicas > 0:
@@ -563,6 +573,13 @@ async def _exec_async(op: Op[Any], c: Clients) -> Any:
             return await _exec_async(as_pipe, c)
         return [await c.redis.script_load(src) for src in op.sources]
     if isinstance(op, Pipeline):
+        if c.coalesce and not c.cluster and _shared(op):
+            replies = await c.batcher().commands(op.commands)
+            if op.raise_on_error:
+                for reply in replies:
+                    if isinstance(reply, Exception):
+                        raise reply
+            return _pipeline_replies(op, replies)
         pipe = c.redis.pipeline(transaction=False)
         for cmd in op.commands:
             pipe.execute_command(*cmd)

@@ -23,6 +23,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.store.base import (
     BaseStore,
+    GetOp,
     IndexConfig,
     Op,
     PutOp,
@@ -37,6 +38,7 @@ from langgraph.store.base import (
 from typing_extensions import Self
 
 from ..config import DurableConfig
+from ..core.ops import Plan
 from ..errors import ConfigurationError
 from ..plans import store as P
 from ..plans.context import Clock, Context
@@ -51,7 +53,9 @@ from ..settings import (
     server_settings,
     with_database,
 )
+from .admission import Admission
 from .batch import Answers, Prepared, batch_plan, check_op, prepare_put
+from .single import get_one_plan, lone, put_one_plan
 from .vectors import StoreVectors
 
 log = logging.getLogger("langgraph_durable.store")
@@ -165,6 +169,7 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
             self.embeddings = ensure_embeddings(cfg["embed"])
         self._sweeper: threading.Thread | None = None
         self._stop = threading.Event()
+        self._admission = Admission()
         self._vectors = StoreVectors(self._runtime, self.index_config, self._scorer,
                                      vector_search or self._runtime.config.vector_search,
                                      vector_algorithm)
@@ -366,6 +371,16 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
                 puts[(op.namespace, op.key)] = op
         return listed, puts
 
+    def _one_plan(self, op: GetOp | PutOp) -> Plan[list[Result]]:
+        """The plan of a batch of the one op ``op`` (``single.lone``), checked as
+        ``_split`` checks every op."""
+        validate_op_namespace(op)
+        check_op(op)
+        now = self._now_ms()
+        if isinstance(op, GetOp):
+            return get_one_plan(self._ctx, self._answers, op, now)
+        return put_one_plan(self._ctx, prepare_put(op, self._answers.serde, now), now)
+
     def _texts(self, puts: Iterable[PutOp]) -> list[tuple[PutOp, list[str], list[str]]]:
         """Per put to embed: the op, its paths (``text``, ``tags.0``...) and texts."""
         if self.index_config is None:
@@ -419,7 +434,11 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         NUL), ``InvalidIdentifierError`` for an item key holding NUL (both before
         anything is read or written), ``OutboxFullError`` when the
         outbox is full, ``TierUnavailableError`` when a needed server does not answer."""
-        listed, puts = self._split(ops)
+        listed = list(ops)
+        one = lone(listed, self.index_config is not None)
+        if one is not None:
+            return self._runtime.run(self._one_plan(one))
+        listed, puts = self._split(listed)
         now = self._now_ms()
         embedded = self._texts(puts.values())
         texts = [t for _, _, ts in embedded for t in ts]
@@ -432,8 +451,17 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
                                             queries, scorer, self._dims(), now))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Async ``batch`` (embeddings through the embedder's async methods)."""
-        listed, puts = self._split(ops)
+        """Async ``batch`` (embeddings through the embedder's async methods); at most
+        ``admission.MAX_ASYNC_BATCHES`` run at once on a loop, the others wait their
+        turn, and a lone search or namespace listing waiting for its turn joins an
+        identical one waiting too (``store/admission.py``)."""
+        return await self._admission.run(list(ops), self._abatch)
+
+    async def _abatch(self, listed: list[Op]) -> list[Result]:
+        one = lone(listed, self.index_config is not None)
+        if one is not None:
+            return await self._runtime.arun(self._one_plan(one))
+        listed, puts = self._split(listed)
         now = self._now_ms()
         embedded = self._texts(puts.values())
         texts = [t for _, _, ts in embedded for t in ts]

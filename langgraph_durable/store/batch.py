@@ -95,9 +95,11 @@ def prepare_put(op: PutOp, serde: SerializerProtocol, now_ms: int,
     if op.value is None:
         return Prepared(op.namespace, op.key, b"", 0)
     typed = serde.dumps_typed(dict(op.value))
-    import numpy as np  # only with an index (semantic search)
+    raw = b""
+    if vectors is not None:
+        import numpy as np  # only with an index (semantic search)
 
-    raw = b"" if vectors is None else np.asarray(vectors, dtype=np.float32).tobytes()
+        raw = np.asarray(vectors, dtype=np.float32).tobytes()
     ttl = op.ttl if op.ttl else None
     expires = now_ms + round(ttl * 60_000) if ttl else 0
     return Prepared(op.namespace, op.key, P.put_body(typed, ttl, raw, paths), expires)

@@ -16,6 +16,7 @@ Both return a :class:`~langgraph_durable.testing.store_suite_plugin.StoreFactory
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import importlib
 import os
@@ -103,6 +104,15 @@ def durable_store_class() -> type[BaseStore]:
     return store_class
 
 
+class _ColdRounds:
+    """One store's cold-mode rounds (``DurableStoreFactory.amake_cold``): the ``lock`` a
+    round holds, and the round waiting to start (``next``), which new calls share."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.next: asyncio.Future[None] | None = None
+
+
 class DurableStoreFactory:
     """``DurableStore`` on the servers of ``redis_url`` and ``mongo_url``."""
 
@@ -112,6 +122,7 @@ class DurableStoreFactory:
         self.redis_url, self.mongo_url, self.options = redis_url, mongo_url, options
         self.store_class = durable_store_class()
         self._prefixes: dict[int, str] = {}
+        self._cold_rounds: dict[int, _ColdRounds] = {}
 
     def _new(self, index: dict[str, Any] | None, ttl: dict[str, Any] | None,
              options: dict[str, Any]) -> Any:
@@ -152,6 +163,7 @@ class DurableStoreFactory:
                 self._prefixes[id(store)] = str(options["key_prefix"])
                 yield store
                 self._prefixes.pop(id(store), None)
+                self._cold_rounds.pop(id(store), None)
         finally:
             self._drop(options)
 
@@ -170,9 +182,34 @@ class DurableStoreFactory:
         self._drop_hot(store)
 
     async def amake_cold(self, store: BaseStore) -> None:
-        """Flush ``store`` to MongoDB (``aflush``), then delete its Redis keys."""
-        await store.aflush()  # type: ignore[attr-defined]
-        self._drop_hot(store)
+        """Flush ``store`` to MongoDB (``aflush``), then delete its Redis keys (with a
+        blocking client, in a worker thread: the loop keeps serving the other calls of a
+        burst, whose Redis and MongoDB timeouts would expire while it is blocked).
+
+        One round at a time per store; the calls made while a round waits to start share
+        it (it starts after each of them was made, so each read still follows a flush and
+        an empty Redis): a burst of 30,000 gathered reads makes a few rounds, not 30,000
+        concurrent flushes."""
+        rounds = self._cold_rounds.setdefault(id(store), _ColdRounds())
+        if rounds.next is not None:
+            await asyncio.shield(rounds.next)
+            return
+        mine = rounds.next = asyncio.get_running_loop().create_future()
+        try:
+            async with rounds.lock:
+                rounds.next = None  # a call made from now on waits for the next round
+                await store.aflush()  # type: ignore[attr-defined]
+                await asyncio.to_thread(self._drop_hot, store)
+        except BaseException as exc:
+            if rounds.next is mine:
+                rounds.next = None
+            if isinstance(exc, Exception):
+                mine.set_exception(exc)
+                mine.exception()  # retrieved: no warning when nobody shared it
+            else:
+                mine.cancel()
+            raise
+        mine.set_result(None)
 
 
 def durable(mode: str) -> DurableStoreFactory:
