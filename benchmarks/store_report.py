@@ -127,9 +127,12 @@ def write_report(path: str, records: list[dict[str, Any]], params: dict[str, Any
                                    f"{peer}'s ops/s | {_f(vs_peer)}× | {met} |")
             vec = d["vector_p50_ms"]
             if size == 10_000 and vec == vec:
-                targets.append(f"| vector search p50 < 5 ms at 10,000 items ({mode}; "
-                               f"DurableStore's default, exact NumPy scoring) | "
-                               f"{_f(vec)} ms | {'met' if vec < 5 else 'NOT met'} |")
+                # the target names the Redis index (rows below); the exact path
+                # (vector_search="exact": every document under the prefix read from
+                # MongoDB, scored with NumPy) is reported as its limit, not judged
+                targets.append(f"| the exact path at 10,000 items ({mode}; "
+                               f"vector_search='exact', not the target's path) | "
+                               f"{_f(vec)} ms | limit (not a target) |")
     for size in params["sizes"]:
         for mode in ("sync", "async"):
             for algorithm in ("FLAT", "HNSW"):
