@@ -42,7 +42,7 @@ from ..hot.store import (
     store_settle_op,
     store_tag,
 )
-from .context import Context
+from .context import PUT_KEYS_CACHE, Context
 from .fence import insert_else_upsert
 from .store_fetch import live_records_plan
 from .store_vectors import index_flushed_plan
@@ -57,7 +57,22 @@ def _text(v: bytes | str) -> str:
 
 
 def keys_of(ctx: Context, namespace: tuple[str, ...]) -> tuple[str, StoreKeys, str]:
-    """``(tid, store keys, outbox stream)`` of ``namespace`` (one hash slot)."""
+    """``(tid, store keys, outbox stream)`` of ``namespace`` (one hash slot), remembered
+    in ``ctx.store_keys`` for the last ``PUT_KEYS_CACHE`` namespaces (all dropped at once
+    when full): every put of a namespace names the same keys."""
+    cache = ctx.store_keys
+    try:
+        found: tuple[str, StoreKeys, str] | None = cache.get(namespace)
+    except TypeError:  # an unhashable label (refused by validation before a write)
+        return _keys_of(ctx, namespace)
+    if found is None:
+        if len(cache) >= PUT_KEYS_CACHE:
+            cache.clear()
+        found = cache[namespace] = _keys_of(ctx, namespace)
+    return found
+
+
+def _keys_of(ctx: Context, namespace: tuple[str, ...]) -> tuple[str, StoreKeys, str]:
     tid = store_tid(namespace)
     return (tid, StoreKeys(store_tag(ctx.config.key_prefix, tid, ctx.partitions)),
             ctx.outbox_of(tid))
