@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..core.ops import RedisReply, Script
 from . import lua
@@ -74,15 +75,16 @@ class StoreKeys:
         return self.tag + ":si:" + field
 
 
-@dataclass(frozen=True)
-class StorePutArgs:
+class StorePutArgs(NamedTuple):
     """KEYS/ARGV of STORE_PUT (see its Lua header): ``keys`` of the namespace's
     partition, the partition's ``outbox``, the item's ``field``, the ``mode`` (``put``,
     ``del``, ``touch``, ``expire``, ``import``), ``expires_ms`` (0 = never), the packed
     ``body`` (``b""`` for a delete), ``expect`` (the seq a touch or expire requires),
     ``cseq`` and ``useq`` (a touch of an item Redis does not hold; an import), the outbox
     entry ``payload`` and
-    ``now_ms`` (the client's clock: a value expired by then counts as deleted)."""
+    ``now_ms`` (the client's clock: a value expired by then counts as deleted). A
+    ``NamedTuple`` (immutable): one is built per put, where a frozen dataclass's
+    ``__init__`` cost several times as much."""
 
     keys: StoreKeys
     outbox: str

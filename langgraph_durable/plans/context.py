@@ -7,7 +7,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -129,7 +129,8 @@ class Context:
     the saver's session state (a thread-safe register the saver updates after a plan
     returned, plans read when prepared), excluded from equality and ``repr``; so is
     ``items``, the item store's digests, serialization cache and the items known to be in
-    Redis (``items.Items``)."""
+    Redis (``items.Items``), and ``store_keys``, the memory store's keys of the last
+    ``PUT_KEYS_CACHE`` namespaces written or read (``plans/store.keys_of``)."""
 
     config: DurableConfig
     serde: SerializerProtocol
@@ -141,6 +142,8 @@ class Context:
     partitions: int = 1
     _put_keys: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False,
                                                   repr=False)
+    store_keys: dict[tuple[str, ...], Any] = field(default_factory=dict, compare=False,
+                                                   repr=False)
 
     @property
     def outbox(self) -> str:

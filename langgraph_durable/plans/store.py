@@ -42,8 +42,9 @@ from ..hot.store import (
     store_settle_op,
     store_tag,
 )
-from .context import Context
+from .context import PUT_KEYS_CACHE, Context
 from .fence import insert_else_upsert
+from .store_fetch import live_records_plan
 from .store_vectors import index_flushed_plan
 from .write import replicated
 
@@ -56,7 +57,22 @@ def _text(v: bytes | str) -> str:
 
 
 def keys_of(ctx: Context, namespace: tuple[str, ...]) -> tuple[str, StoreKeys, str]:
-    """``(tid, store keys, outbox stream)`` of ``namespace`` (one hash slot)."""
+    """``(tid, store keys, outbox stream)`` of ``namespace`` (one hash slot), remembered
+    in ``ctx.store_keys`` for the last ``PUT_KEYS_CACHE`` namespaces (all dropped at once
+    when full): every put of a namespace names the same keys."""
+    cache = ctx.store_keys
+    try:
+        found: tuple[str, StoreKeys, str] | None = cache.get(namespace)
+    except TypeError:  # an unhashable label (refused by validation before a write)
+        return _keys_of(ctx, namespace)
+    if found is None:
+        if len(cache) >= PUT_KEYS_CACHE:
+            cache.clear()
+        found = cache[namespace] = _keys_of(ctx, namespace)
+    return found
+
+
+def _keys_of(ctx: Context, namespace: tuple[str, ...]) -> tuple[str, StoreKeys, str]:
     tid = store_tid(namespace)
     return (tid, StoreKeys(store_tag(ctx.config.key_prefix, tid, ctx.partitions)),
             ctx.outbox_of(tid))
@@ -146,22 +162,9 @@ def get_plan(ctx: Context, items: Sequence[tuple[tuple[str, ...], str]],
     ops: list[Op[Any]] = [store_get_op(keys_of(ctx, ns)[1].item(f))
                           for (ns, _), f in zip(items, fields)]
     raws = (yield Parallel(ops)) if len(ops) > 1 else [(yield ops[0])]
-    found: dict[str, StoreRecord] = {}
-    for f, raw in zip(fields, raws):
-        if raw is not None:
-            found[f] = StoreRecord.of_redis(f, bytes(raw))
-    missing = {S.store_id(ns, k): item_field(ns, k)
-               for ns, k in items if item_field(ns, k) not in found}
-    if missing:
-        docs = yield from ask(Find(ctx.collections.store, {"_id": {"$in": list(missing)}}))
-        for doc in docs:
-            rec = S.record_of(doc)
-            found[rec.field] = rec
-    out: list[StoreRecord | None] = []
-    for f in fields:
-        held = found.get(f)
-        out.append(held if held is not None and held.live(now_ms) else None)
-    return out
+    found = {f: StoreRecord.of_redis(f, bytes(raw))
+             for f, raw in zip(fields, raws) if raw is not None}
+    return (yield from live_records_plan(ctx, items, found, now_ms))
 
 
 def unflushed_raw(replies: Sequence[Any], prefix: tuple[str, ...] = ()

@@ -67,6 +67,7 @@ from ..hot.vector_index import (
     upsert_many,
 )
 from .context import Context
+from .store_fetch import live_records_plan
 from .store_match import VectorScorer, matches_filter, ranked
 
 if TYPE_CHECKING:
@@ -383,17 +384,7 @@ def _records_plan(ctx: Context, items: Sequence[tuple[tuple[str, ...], str]],
                                     for (ns, _), f in zip(items, fields)]))
     found = {f: StoreRecord.of_redis(f, bytes(raw))
              for f, raw in zip(fields, raws) if raw is not None}
-    missing = [S.store_id(ns, k) for (ns, k), f in zip(items, fields) if f not in found]
-    if missing:
-        docs = yield from ask(Find(ctx.collections.store, {"_id": {"$in": missing}}))
-        for doc in docs:
-            rec = S.record_of(doc)
-            found[rec.field] = rec
-    out: list[StoreRecord | None] = []
-    for f in fields:
-        held = found.get(f)
-        out.append(held if held is not None and held.live(now_ms) else None)
-    return out
+    return (yield from live_records_plan(ctx, items, found, now_ms))
 
 
 def _kth(near: dict[str, float], found: dict[str, Any], want: int) -> float:

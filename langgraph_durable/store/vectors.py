@@ -7,7 +7,7 @@ import logging
 import typing
 from typing import Any
 
-from ..core.ops import Pipeline, ask
+from ..core.ops import Pipeline, Plan, ask
 from ..errors import ConfigurationError, TierUnavailableError
 from ..hot.vector_index import VectorIndexSpec
 from ..plans.store_match import VectorScorer
@@ -79,35 +79,29 @@ class StoreVectors:
         the rebuild to the first search, logged); returns the scorer."""
         if self.spec is None or (self.path is not None and not rebuild):
             return self.scorer
-        redis_name, mongo_name = self._names()
-        path = self.runtime.run(resolve_plan(self.runtime.context, self.mode, self.spec,
-                                             redis_name, mongo_name))
-        if rebuild and path == "redis":
-            try:
-                self.runtime.run(_rebuild_if_stateless(self.runtime, self.spec))
-            except TierUnavailableError as exc:
-                if not tolerant:
-                    raise
-                log.warning("the store's vector index is rebuilt at the first search: %s",
-                            exc)
-        return self._chosen(path)
+        return self._chosen(self.runtime.run(self._resolve_plan(rebuild, tolerant)))
 
     async def aresolve(self, rebuild: bool = False, tolerant: bool = False) -> VectorScorer:
         """Async ``resolve``."""
         if self.spec is None or (self.path is not None and not rebuild):
             return self.scorer
+        return self._chosen(await self.runtime.arun(self._resolve_plan(rebuild, tolerant)))
+
+    def _resolve_plan(self, rebuild: bool, tolerant: bool) -> Plan[str]:
+        """Plan of ``resolve``: the path, and the rebuild of a stateless Redis index."""
+        assert self.spec is not None
         redis_name, mongo_name = self._names()
-        path = await self.runtime.arun(resolve_plan(self.runtime.context, self.mode,
-                                                    self.spec, redis_name, mongo_name))
+        path: str = yield from resolve_plan(self.runtime.context, self.mode, self.spec,
+                                            redis_name, mongo_name)
         if rebuild and path == "redis":
             try:
-                await self.runtime.arun(_rebuild_if_stateless(self.runtime, self.spec))
+                yield from _rebuild_if_stateless(self.runtime, self.spec)
             except TierUnavailableError as exc:
                 if not tolerant:
                     raise
                 log.warning("the store's vector index is rebuilt at the first search: %s",
                             exc)
-        return self._chosen(path)
+        return path
 
     def _check_redis(self) -> VectorIndexSpec:
         if self.path != "redis" or self.spec is None:
