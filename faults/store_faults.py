@@ -358,18 +358,26 @@ def redis_killed(env: Env, seed: int = 4, n_ops: int = 200) -> dict[str, Any]:
                                        socket_timeout_s=1.0)
         store.setup()
 
+        # the fault's timing: the kill is sent once a random early op was acknowledged,
+        # while the writer goes on (no sleep: a fast machine would finish first)
+        kill_at = rng.randrange(10, n_ops // 4)
+        reached = threading.Event()
+
         def go() -> None:
-            for op in ops:
+            for i, op in enumerate(ops):
                 try:
                     store.batch([_put(x) for x in op["items"]])
                 except Exception:  # the kill: this op is in flight, the rest never sent
                     expected.apply(op, False)
                     return
+                finally:
+                    if i == kill_at:
+                        reached.set()
                 expected.apply(op, True)
 
         runner = threading.Thread(target=go)
         runner.start()
-        time.sleep(rng.uniform(0.05, 0.3))  # the fault's timing
+        reached.wait(60)
         rs.kill()
         runner.join(60)
         rs.start()
