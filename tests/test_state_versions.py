@@ -21,8 +21,12 @@ migrated values, so a saver that has no migrations at all reads it.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pymongo
@@ -448,8 +452,9 @@ def test_a_put_stores_a_marked_value_once_per_process(
     v2saver = open_saver(state_version=2, state_migrations={1: v1_to_v2})
     got = v2saver.get_tuple(config)
     # both are new channels (`steps` was dropped): integer part 1, below any node's seen
-    assert got.checkpoint["channel_versions"] == {"plan": f"{1:032}.-m2",
-                                                  "executed_steps": f"{1:032}.-m2"}
+    source = config["configurable"]["checkpoint_id"]
+    assert got.checkpoint["channel_versions"] == {"plan": f"{1:032}.-m2.{source}",
+                                                  "executed_steps": f"{1:032}.-m2.{source}"}
     assert got.metadata[STATE_VERSION_KEY] == 1 and got.metadata["step"] == 1
     md: dict[str, Any] = {"step": 2}
     sent = []
@@ -530,3 +535,56 @@ def test_bad_options_are_refused(redis_url: str, mongo_url: str) -> None:
         DurableSaver.from_urls(redis_url, mongo_url, state_migrations={1: "v1_to_v2"})
     with pytest.raises(ConfigurationError, match="state_version"):
         DurableSaver.from_urls(redis_url, mongo_url, state_version=0)
+
+
+def test_the_deploy_example_runs(redis_url: str, mongo_url: str) -> None:
+    """``examples/deploy_new_version.py`` (README's "Deploying a new version of your
+    graph") prints the migrated state, the finished run and version 2."""
+    root = Path(__file__).resolve().parent.parent
+    opts = unique_options()
+    env = {**os.environ, "REDIS_URL": redis_url, "MONGODB_URL": mongo_url,
+           "LGD_KEY_PREFIX": str(opts["key_prefix"]), "LGD_DATABASE": str(opts["database"]),
+           "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, str(root / "examples" / "deploy_new_version.py")],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (
+        "before: {'plan': ['fetch', 'report'], 'executed_steps': []}\n"
+        "after: {'plan': ['fetch', 'report'], 'executed_steps': ['fetch', 'report']}\n"
+        "stored as version 2\n")
+
+
+def test_a_copied_v1_thread_is_migrated_on_read_too(
+        open_saver: Callable[..., DurableSaver]) -> None:
+    run_v1(open_saver(state_version=1), "cp")
+    v2saver = open_saver(state_version=2, state_migrations={1: v1_to_v2})
+    v2saver.copy_thread("cp-paused", "cp-copy-paused")
+    stamps = [t.metadata.get(STATE_VERSION_KEY) for t in v2saver.list(cfg("cp-copy-paused"))]
+    assert set(stamps) == {1}  # copied as stored
+    graph = v2_builder().compile(checkpointer=v2saver)
+    graph.invoke(Command(resume=True), cfg("cp-copy-paused"))
+    assert graph.get_state(cfg("cp-copy-paused")).values == DONE
+
+
+def test_two_checkpoints_migrated_to_different_values_keep_them_apart(
+        open_saver: Callable[..., DurableSaver]) -> None:
+    """Siblings with the same channel version integer (a fork) migrate to different
+    values; each child stored after them reads its own (the marked version names the
+    checkpoint it was migrated from)."""
+    v1 = open_saver(state_version=1)
+    root = v1.put(cfg("fork", checkpoint_ns=""), {**empty_checkpoint(), "id": "1fff-0"},
+                  {"step": 0}, {})
+    ids = []
+    for name, steps in (("1fff-a", ["x:done"]), ("1fff-b", ["y"])):
+        cp = {**empty_checkpoint(), "id": name, "channel_values": {"steps": steps},
+              "channel_versions": {"steps": f"{3:032}.{name}"}}
+        ids.append(v1.put(root, cp, {"step": 1}, dict(cp["channel_versions"])))
+    v2saver = open_saver(state_version=2, state_migrations={1: v1_to_v2})
+    children = []
+    for n, parent in enumerate(ids):
+        got = v2saver.get_tuple(parent)
+        child = {**got.checkpoint, "id": f"1fff-c{n}"}
+        children.append(v2saver.put(parent, child, {"step": 2}, {}))
+    fresh = open_saver(state_version=2)
+    assert [fresh.get_tuple(c).checkpoint["channel_values"] for c in children] == [
+        {"plan": ["x"], "executed_steps": ["x"]}, {"plan": ["y"], "executed_steps": []}]
