@@ -15,6 +15,21 @@ Where it comes from: the checkpoint's metadata is the one per-checkpoint field L
 ``CheckpointTuple``/``StateSnapshot`` shows and ``list(filter=...)`` queries in both tiers
 (the design agreed for issue 34; ``docs/operations.md`` has the rolling deploy).
 
+What a migration sees and must do: ``fn`` gets a shallow copy of the checkpoint's
+``channel_values`` and returns a new dict (it must not change the values it was given in
+place: they may be objects this process keeps, e.g. decoded list items). It runs on every
+read of an unmigrated checkpoint (``get_state``, each snapshot of ``get_state_history``),
+so it should be fast and deterministic: the same stored checkpoint must migrate to the
+same values (another process migrates it again and may store the same field again).
+
+``DeltaChannel`` limitation: a ``DeltaChannel`` whose value is not stored in the
+checkpoint (LangGraph rebuilds it from ``get_delta_channel_history``: a seed and the writes
+since) is not in the values a ``values`` hook gets, and the delta walk reads one channel at
+a time, never the whole state such a hook is written for. So only the ``writes`` hook is
+applied to that history's writes; its seeds are returned as stored. Keep a
+``DeltaChannel``'s name and value shape across versions (reshape other channels), or
+reshape its writes with a ``writes`` hook.
+
 Everything here is pure: no I/O, no clock; the saver (``saver.py``) calls it on the tuples
 its plans return, the same code for the sync and the async API.
 """
