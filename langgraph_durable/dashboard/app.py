@@ -127,7 +127,8 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
                lag_every_s: float = 10.0, index_ttl_s: float = 5.0,
                allowed_hosts: Iterable[str] = (), allow_types: Iterable[Any] = (),
                tiers_poll_s: float = 5.0,
-               health_options: HealthOptions | None = None) -> Any:
+               health_options: HealthOptions | None = None,
+               state_version: int | None = None) -> Any:
     """The dashboard as an ASGI app for ``saver`` (a ``DurableSaver``; mount it in a
     FastAPI/Starlette app or serve it with uvicorn). It reads through a copy of the saver
     whose serializer is strict (``inspection.strict.strict_view``): the saver's own
@@ -158,6 +159,11 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
             both tiers again and updates itself (its figures and the health verdict).
         health_options: the verdict's thresholds (``inspection.health.HealthOptions``:
             flush lag over 60 s and an outbox 80% full are ``degraded`` by default).
+        state_version: the application's current state version: the thread list then
+            counts the threads that need migration (their latest root checkpoint is
+            older; unversioned counts as 1) and those written by newer code, read with
+            the list of threads (one metadata read per thread every ``index_ttl_s``).
+            None: each thread's version is shown, nothing is counted.
 
     Raises ``ConfigurationError`` for ``allow_writes`` without a token or an allowed host
     that is no host name, ``ValueError`` for an ``allow_types`` entry of another form."""
@@ -168,11 +174,16 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
     saver = strict_view(saver, allow_types)
     env = _templates()
     samples = tiers.LagSamples(every_s=lag_every_s)
-    index = views.ThreadIndex(saver, index_ttl_s)
+    if state_version is not None and (isinstance(state_version, bool)
+                                      or not isinstance(state_version, int)
+                                      or state_version < 1):
+        raise ConfigurationError(f"state_version must be an int >= 1, got {state_version!r}")
+    index = views.ThreadIndex(saver, index_ttl_s, state_version)
     csrf = security.csrf_token(token) if token else ""
 
     def page(name: str, code: int = 200, **data: Any) -> HTMLResponse:
-        html = env.get_template(name).render(allow_writes=allow_writes, csrf=csrf, **data)
+        html = env.get_template(name).render(allow_writes=allow_writes, csrf=csrf,
+                                             current_state_version=state_version, **data)
         return HTMLResponse(html, status_code=code)
 
     def guarded(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
@@ -220,7 +231,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
             while not await request.is_disconnected():
                 data = await run_in_threadpool(listing, q, n)
                 body = json.dumps({"html": rows.render(**data), "total": data["total"],
-                                   "pages": data["pages"]})
+                                   "pages": data["pages"], "versions": data["versions"]})
                 if body != last:
                     last, quiet = body, 0.0
                     yield f"event: rows\ndata: {body}\n\n"
