@@ -230,7 +230,8 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
             quiet = 0.0
             while not await request.is_disconnected():
                 data = await run_in_threadpool(listing, q, n)
-                body = json.dumps({"html": rows.render(**data), "total": data["total"],
+                html = rows.render(current_state_version=state_version, **data)
+                body = json.dumps({"html": html, "total": data["total"],
                                    "pages": data["pages"], "versions": data["versions"]})
                 if body != last:
                     last, quiet = body, 0.0
