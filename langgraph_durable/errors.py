@@ -284,3 +284,42 @@ class ModelCallChangedError(DurableSaverError):
         self.task_id = task_id
         self.effect = effect
         self.call = call
+
+
+class StateVersionError(DurableSaverError):
+    """A checkpoint's *application* state version (``state_version``, kept in its
+    metadata under ``STATE_VERSION_KEY``) does not fit the running code: it is newer than
+    the code's version (a rollback of a deploy: old code must not run on new state), or it
+    is not a positive int. Raised by ``get_tuple`` (the resume path) always, and by
+    ``list``/delta-channel history unless ``newer_state="read"``. Nothing stored is
+    changed. (The *storage format*'s version is ``SchemaVersionError``.)
+
+    Attributes: ``thread_id``, ``checkpoint_ns``, ``checkpoint_id``, ``stored`` (the
+    checkpoint's version as read, ``None`` when it had none) and ``running`` (the code's)."""
+
+    def __init__(self, message: str, *, thread_id: str, checkpoint_ns: str,
+                 checkpoint_id: str, stored: object, running: int) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.checkpoint_id = checkpoint_id
+        self.stored = stored
+        self.running = running
+
+
+class StateMigrationError(StateVersionError):
+    """A checkpoint older than the running state version could not be migrated on read:
+    the chain of ``state_migrations`` has a gap (``missing``: the version with no
+    migration to the next), or a migration raised (chained ``from`` its error) or returned
+    something else than a ``dict`` (a list of ``(task_id, channel, value)`` for a writes
+    hook). The message names thread, checkpoint_ns, checkpoint_id and the step
+    ``from -> to``; ``step`` holds that ``(from, to)``. Nothing stored is changed (a read
+    never writes)."""
+
+    def __init__(self, message: str, *, thread_id: str, checkpoint_ns: str,
+                 checkpoint_id: str, stored: object, running: int,
+                 step: tuple[int, int], missing: int | None = None) -> None:
+        super().__init__(message, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
+                         checkpoint_id=checkpoint_id, stored=stored, running=running)
+        self.step = step
+        self.missing = missing
