@@ -32,13 +32,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.state_versions import STATE_VERSION_KEY, is_marked
 from ..errors import DurableSaverError, TierUnavailableError
 from ..inspection import lookup, storage, versions
 from ..inspection.strict import contains_placeholder
 from ..plans import read
-
-MARK = ".-m"
-"""What a channel version migrated on read holds (``core/state_versions.py``)."""
 
 OUTCOMES = ("migrated", "would_migrate", "current", "newer", "skipped", "failed")
 """What ``migrate_threads`` reports for a thread, in the order the counts are shown."""
@@ -153,7 +151,7 @@ def migrate_threads(saver: Any, target: int, registry: Mapping[int, Any], *,
             out.limited = True
             break
         result = _one_thread(saver, tid, target, registry, dry_run, unversioned_as,
-                             key or versions.STATE_VERSION_KEY)
+                             key or STATE_VERSION_KEY)
         done += result.outcome in ("migrated", "would_migrate")
         out.outcomes.append(result)
         if report is not None:
@@ -227,7 +225,7 @@ def _rewrite(saver: Any, tid: str, ns: str, cid: str, target: int,
     checkpoint = {**tup.checkpoint, "channel_values": dict(values),
                   "channel_versions": dict(tup.checkpoint["channel_versions"])}
     marked = {ch: v for ch, v in checkpoint["channel_versions"].items()
-              if ch in values and MARK in str(v)}
+              if ch in values and is_marked(v)}
     parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     put_conf: dict[str, Any] = {"thread_id": tid, "checkpoint_ns": ns}
     if parent:

@@ -10,7 +10,7 @@ import concurrent.futures
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-STATE_VERSION_KEY = "lgd_state_version"  # PRE-MERGE: replaced by the core's constant
+from ..core.state_versions import STATE_VERSION_KEY
 
 UNVERSIONED = "unversioned"
 """How a checkpoint without a state version is shown."""
