@@ -23,7 +23,9 @@ stamped N; such a thread migrates on read when it resumes), a root that is the t
 input checkpoint alone (step -1; the put would start a new thread in Redis), a value
 the operator's tools do not decode (a placeholder would be stored; ``--allow-type``).
 Failed, with the reason: a migration that raised or a gap in the chain
-(``StateMigrationError``), a put refused (a parent deleted by ``prune``).
+(``StateMigrationError``), a put refused. A checkpoint whose parent ``prune`` deleted
+(``keep_latest``: the put naming it is refused) is stored without that parent link, the
+same id and pending writes: the pruned history already ended there.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.state_versions import STATE_VERSION_KEY, is_marked
-from ..errors import DurableSaverError, TierUnavailableError
+from ..errors import DurableSaverError, ThreadDeletedError, TierUnavailableError
 from ..inspection import lookup, storage, versions
 from ..inspection.strict import contains_placeholder
 from ..plans import read
@@ -222,6 +224,11 @@ def _rewrite(saver: Any, tid: str, ns: str, cid: str, target: int,
                     "(--allow-type module.Class) to migrate it")
     if dry_run:
         return None
+    now = lookup.outline(saver, tid, ns, limit=1)
+    if not now or now[0].config["configurable"]["checkpoint_id"] != cid:
+        # a run stored a newer checkpoint meanwhile (the running code's version): this
+        # one is history now, and a put would make it the namespace's head again
+        return f"{what} is no longer the latest: the thread ran meanwhile"
     checkpoint = {**tup.checkpoint, "channel_values": dict(values),
                   "channel_versions": dict(tup.checkpoint["channel_versions"])}
     marked = {ch: v for ch, v in checkpoint["channel_versions"].items()
@@ -230,6 +237,19 @@ def _rewrite(saver: Any, tid: str, ns: str, cid: str, target: int,
     put_conf: dict[str, Any] = {"thread_id": tid, "checkpoint_ns": ns}
     if parent:
         put_conf["checkpoint_id"] = parent
-    saver.put({"configurable": put_conf}, checkpoint, {**tup.metadata, key: target},
-              marked)
+    metadata = {**tup.metadata, key: target}
+    try:
+        saver.put({"configurable": put_conf}, checkpoint, metadata, marked)
+    except ThreadDeletedError as exc:
+        if not parent or exc.checkpoint_id != parent:
+            raise
+        # the parent was pruned (keep_latest): the put names it, so Redis refuses it.
+        # The checkpoint itself is still there (checked again: a delete of the whole
+        # thread meanwhile must not be undone); its link to a parent no read can follow
+        # is dropped, as the pruned history already ends at it
+        now = lookup.outline(saver, tid, ns, limit=1)
+        if not now or now[0].config["configurable"]["checkpoint_id"] != cid:
+            raise
+        saver.put({"configurable": {"thread_id": tid, "checkpoint_ns": ns}}, checkpoint,
+                  metadata, marked)
     return None

@@ -129,9 +129,11 @@ class Session:
         never runs code). ``tolerant`` (read-only commands) shows undecodable values as
         ``Undecodable`` and checks, writing nothing, that the key prefix and the database
         belong together (``check_deployment``: ``ConfigurationError`` as ``setup()``
-        raises it for writing commands). ``extra``: more ``from_urls`` options of this
-        command (``state_version``, ``state_migrations``), used when the saver is built
-        (the first call)."""
+        raises it for writing commands) and shows checkpoints as stored: a
+        ``state_version`` option (``LGD_STATE_VERSION``) is not applied (no migration
+        on read, no refusal of newer threads). ``extra``: more ``from_urls`` options of
+        this command (``state_version``, ``state_migrations``), used when the saver is
+        built (the first call)."""
         if self._saver is None:
             if not self.redis_url or not self.mongo_url:
                 raise CliError("--redis-url and --mongo-url (or REDIS_URL and MONGODB_URL) "
@@ -142,7 +144,8 @@ class Session:
                 serde = TolerantSerde(serde)
             self._saver = DurableSaver.from_urls(
                 self.redis_url, self.mongo_url, serde=serde,
-                **{**self.options, **(extra or {}), "flusher": "auto" if flusher else "off"})
+                **{**self.options, **({"state_version": None} if tolerant else {}),
+                   **(extra or {}), "flusher": "auto" if flusher else "off"})
             if flusher and setup:
                 self._saver.setup()
             elif tolerant:

@@ -24,13 +24,10 @@ def migrate_state(ctx: typer.Context,
                       "version -> function or StateMigration (imported: the module must "
                       "be importable)"),
                   state_version: int = typer.Option(
-                      ..., "--state-version", metavar="N", min=1,
+                      None, "--state-version", metavar="N", min=1,
                       help="the version to bring threads to (the new code's "
-                      "state_version)"),
-                  unversioned: int = typer.Option(
-                      1, "--unversioned-state-version", metavar="V", min=1,
-                      help="the version a checkpoint without one is read as (the saver's "
-                      "unversioned_state_version)"),
+                      "state_version; default: the global --state-version, env "
+                      "LGD_STATE_VERSION)"),
                   dry_run: bool = typer.Option(
                       False, "--dry-run", help="run the migrations in memory and say what "
                       "would be rewritten; write nothing"),
@@ -44,15 +41,21 @@ def migrate_state(ctx: typer.Context,
     version N (each namespace's latest, subgraphs first), under the same checkpoint_id:
     pending writes (an interrupt's resume) stay attached. Threads already at N are
     skipped, so an interrupted run is finished by running it again; threads written by
-    newer code are left alone. Prints a line per thread changed and the counts; exit 1
-    when some thread failed (each named with its reason)."""
+    newer code are left alone. A checkpoint without a version is read as the global
+    --unversioned-state-version (default 1). Prints a line per thread changed and the
+    counts; exit 1 when some thread failed (each named with its reason)."""
+    session = session_of(ctx)
+    config = session.config
+    state_version = state_version or config.state_version
+    if state_version is None:
+        raise CliError("give the version to migrate to: --state-version N (or the global "
+                       "--state-version / LGD_STATE_VERSION)")
+    unversioned = config.unversioned_state_version
     try:
         registry = sm.load_registry(migrations)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    session = session_of(ctx)
-    extra = {"state_version": state_version, "state_migrations": registry,
-             "unversioned_state_version": unversioned}
+    extra = {"state_version": state_version, "state_migrations": registry}
     try:
         saver = session.saver(flusher=not dry_run, extra=extra)
     except ConfigurationError as exc:

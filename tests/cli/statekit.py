@@ -80,3 +80,13 @@ WITH_WRITES = {1: StateMigration(values=v1_to_v2, writes=_writes)}
 """The same with a hook for pending writes."""
 
 NOT_A_REGISTRY = [v1_to_v2]
+
+
+def parent_graph(schema: type, saver: Any) -> Any:
+    """START -> sub -> END, ``sub`` being ``graph(schema)`` as a subgraph (its own
+    checkpoint namespace)."""
+    g = StateGraph(schema)
+    g.add_node("sub", graph(schema, None))
+    g.add_edge(START, "sub")
+    g.add_edge("sub", END)
+    return g.compile(checkpointer=saver)

@@ -131,8 +131,11 @@ def test_limit_thread_failures_writes_hooks_and_bad_registries(cli: Cli) -> None
                    "0 skipped (migrate on read), 0 failed; stopped at --limit 2: run again "
                    "for the rest"]
 
-    r = migrate(cli, "--thread", "ask-w", "--thread", "a3",
-                registry="tests.cli.statekit:WITH_WRITES")
+    r = cli("migrate-state", "--migrations", REGISTRY, code=1)
+    assert r.stderr == ("error: give the version to migrate to: --state-version N (or the "
+                        "global --state-version / LGD_STATE_VERSION)\n")
+    r = cli("--state-version", "2", "migrate-state", "--migrations",  # the global option
+            "tests.cli.statekit:WITH_WRITES", "--thread", "ask-w", "--thread", "a3")
     skipped, migrated, summary = r.stdout.splitlines()
     assert skipped.startswith("skipped ask-w: state version 1: checkpoint ")
     assert skipped.endswith("has pending writes a writes migration applies to: they are "
@@ -193,3 +196,41 @@ def test_a_run_killed_midway_leaves_every_thread_readable_and_a_rerun_finishes(
                        f"{len(at_2)} already current, 0 newer (left alone), 0 skipped "
                        "(migrate on read), 0 failed")
     assert cli.json("threads", "--state-version", "2", "--limit", "1000")["total"] == 60
+
+
+
+def test_a_pruned_thread_is_rewritten_without_the_link_to_its_deleted_parent(
+        cli: Cli) -> None:
+    run_v1(cli, ["p1", "ask-p"])
+    cli("prune", "p1", "ask-p", "--keep-last", "1", "--yes")
+    before = cli.json("history", "ask-p")["checkpoints"]
+    assert len(before) == 1 and before[0]["parent"] is not None  # pruned away
+    out = migrate(cli).stdout.splitlines()
+    assert out[-1].startswith("state version 2: 2 migrated, 0 already current")
+    after = cli.json("history", "ask-p")["checkpoints"]
+    assert [(r["checkpoint_id"], r["parent"], r["writes"]) for r in after] == [
+        (before[0]["checkpoint_id"], None, 2)]
+    runs = statekit.RUNS["ask-p"]
+    with cli.saver(state_version=2) as v2:
+        final = statekit.graph(statekit.V2, v2).invoke(Command(resume="ok"), cfg("ask-p"))
+    assert final["answer"] == "ok" and final["plan"] == ["draft", "send"]
+    assert statekit.RUNS["ask-p"] == runs
+
+
+def test_a_paused_subgraph_is_rewritten_before_its_root_and_resumes_under_v2(
+        cli: Cli) -> None:
+    with cli.saver(state_version=1) as v1:
+        statekit.parent_graph(statekit.V1, v1).invoke(V1_INPUT, cfg("ask-sub"))
+    done = cli.json("migrate-state", "--migrations", REGISTRY, "--state-version", "2")
+    (row,) = done["threads"]
+    assert row["outcome"] == "migrated" and len(row["rewritten"]) == 2
+    assert row["rewritten"][0].startswith("sub:") and row["rewritten"][1] == ""
+    sub = row["rewritten"][0]
+    assert cli.json("show", "ask-sub", "--ns", sub)["state_version"] == 2
+    runs = statekit.RUNS["ask-sub"]
+    with cli.saver(state_version=2) as v2:  # no migrations
+        final = statekit.parent_graph(statekit.V2, v2).invoke(Command(resume="go"),
+                                                              cfg("ask-sub"))
+    assert final == {"plan": ["draft", "send"], "executed_steps": [], "log": ["work"],
+                     "answer": "go"}
+    assert statekit.RUNS["ask-sub"] == runs  # the subgraph's finished task kept its write

@@ -52,3 +52,16 @@ def test_show_names_the_checkpoints_state_version(cli: Cli) -> None:
     assert cli.json("show", "old")["state_version"] is None
     assert "state version 2" in cli("show", "v2").stdout
     assert "state version unversioned" in cli("show", "old").stdout
+
+
+def test_read_only_commands_show_checkpoints_as_stored_whatever_the_state_version_option(
+        cli: Cli) -> None:
+    """The application's LGD_STATE_VERSION in the operator's environment does not make
+    ``show`` refuse a thread of a newer version, nor migrate an older one: it shows what
+    is stored."""
+    run_threads(cli, {"v3": 3, "v1": 1})
+    cli.env = {**cli.env, "LGD_STATE_VERSION": "2"}
+    assert cli.json("show", "v3")["state_version"] == 3
+    shown = cli.json("show", "v1")
+    assert shown["state_version"] == 1 and shown["channel_values"]["count"] == 3
+    assert {r["thread_id"] for r in cli.json("threads")["threads"]} == {"v1", "v3"}
