@@ -545,7 +545,9 @@ def test_the_thread_list_shows_state_versions_and_counts_threads_needing_migrati
     g.add_node("count", lambda state: {"count": state.get("count", 0) + 1})
     g.add_edge(START, "count")
     g.add_edge("count", END)
-    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:
+    opts = unique_options()
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as s, \
+            DurableSaver.from_urls(redis_url, mongo_url, **opts, state_version=2) as app_s:
         graph = g.compile(checkpointer=s)
 
         def run(tid: str, version: int | None) -> None:
@@ -554,7 +556,9 @@ def test_the_thread_list_shows_state_versions_and_counts_threads_needing_migrati
 
         for tid, version in (("sv-1", 1), ("sv-2", 2), ("sv-none", None), ("sv-3", 3)):
             run(tid, version)
-        served = Served(create_app(s, poll_s=0.2, index_ttl_s=0, state_version=2))
+        # the application's own saver (state_version=2, no migrations): the dashboard
+        # shows its checkpoints as stored, a v1 one unmigrated, a v3 one not refused
+        served = Served(create_app(app_s, poll_s=0.2, index_ttl_s=0, state_version=2))
         try:
             page.goto(served.url)
             page.evaluate("window.__same_page = true")
@@ -581,6 +585,7 @@ def test_the_thread_list_shows_state_versions_and_counts_threads_needing_migrati
             expect(page.locator("#state-version")).to_have_text("1")
             expect(page.locator("#state-older")).to_have_text(
                 "older than 2: migrated on read")
+            expect(page.locator('.channel[data-channel="count"] pre')).to_have_text("1")
             page.goto(served.url + "thread?thread_id=sv-3")
             expect(page.locator("#state-newer")).to_have_text(
                 "newer than 2: refused on resume")

@@ -41,7 +41,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import ConfigurationError
-from ..inspection import lookup, render, timeline
+from ..inspection import lookup, render, timeline, versions
 from ..inspection.health import HealthOptions
 from ..inspection.strict import strict_view
 from ..inspection.timeline import RUNNING_WINDOW_S
@@ -131,7 +131,9 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
                state_version: int | None = None) -> Any:
     """The dashboard as an ASGI app for ``saver`` (a ``DurableSaver``; mount it in a
     FastAPI/Starlette app or serve it with uvicorn). It reads through a copy of the saver
-    whose serializer is strict (``inspection.strict.strict_view``): the saver's own
+    whose serializer is strict (``inspection.strict.strict_view``) and which shows
+    checkpoints as stored, whatever the saver's ``state_version`` (no migration on read,
+    no refusal of a newer thread: ``versions.as_stored``): the saver's own
     serializer (cipher, blob store) with every msgpack type outside LangChain's messages,
     LangGraph's own types and ``allow_types`` shown as ``<not decoded: module.Name (not
     in the allowlist)>``, never imported nor run.
@@ -171,7 +173,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
     hosts = security.allowed_host_names(allowed_hosts)
     allow_types = list(allow_types)
     store = memory.memory_store(saver, allow_types)
-    saver = strict_view(saver, allow_types)
+    saver = versions.as_stored(strict_view(saver, allow_types))  # checkpoints as stored
     env = _templates()
     samples = tiers.LagSamples(every_s=lag_every_s)
     if state_version is not None and (isinstance(state_version, bool)

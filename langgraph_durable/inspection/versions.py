@@ -10,7 +10,7 @@ import concurrent.futures
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..core.state_versions import STATE_VERSION_KEY
+from ..core.state_versions import STATE_VERSION_KEY, StateVersions
 
 UNVERSIONED = "unversioned"
 """How a checkpoint without a state version is shown."""
@@ -87,3 +87,13 @@ def needs_migration(versions: Mapping[str, int | None], current: int,
     for v in versions.values():
         out[compare(v, current, unversioned_as)] += 1
     return out
+
+
+def as_stored(view: Any) -> Any:
+    """``view`` (a copy of a saver made for the operator's tools: ``strict_view``) made to
+    return checkpoints as stored: no migration on read, no refusal of a newer version,
+    nothing stamped by its puts (a fork keeps its checkpoint's version), whatever the
+    application's saver was given (``state_version``, ``state_migrations``). Returns
+    ``view``."""
+    view._state = StateVersions(unversioned=view.state_versions.unversioned)
+    return view

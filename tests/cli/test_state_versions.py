@@ -65,3 +65,17 @@ def test_read_only_commands_show_checkpoints_as_stored_whatever_the_state_versio
     shown = cli.json("show", "v1")
     assert shown["state_version"] == 1 and shown["channel_values"]["count"] == 3
     assert {r["thread_id"] for r in cli.json("threads")["threads"]} == {"v1", "v3"}
+
+
+def test_a_fork_keeps_the_state_version_of_the_checkpoint_it_copies(cli: Cli) -> None:
+    """The rollback recipe of docs/operations.md: a thread v2 continued is forked at its
+    last v1 checkpoint; the fork's latest checkpoint is of version 1."""
+    run_threads(cli, {"t": 1})
+    with cli.saver(state_version=2, state_migrations={1: lambda v: v}) as v2:
+        build_graph(v2).invoke(first_input(), {"configurable": {"thread_id": "t"}})
+    history = cli.json("history", "t", "--limit", "100")["checkpoints"]
+    last_v1 = next(c for c in history
+                   if cli.json("show", "t", c["checkpoint_id"])["state_version"] == 1)
+    assert cli.json("show", "t")["state_version"] == 2
+    cli("fork", "t", "--checkpoint", last_v1["checkpoint_id"], "--to", "t-v1")
+    assert cli.json("show", "t-v1")["state_version"] == 1
