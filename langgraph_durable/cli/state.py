@@ -23,7 +23,7 @@ def migrate_state(ctx: typer.Context,
                       help="the application's migration registry: a dict of state "
                       "version -> function or StateMigration (imported: the module must "
                       "be importable)"),
-                  state_version: int = typer.Option(
+                  state_version: int | None = typer.Option(
                       None, "--state-version", metavar="N", min=1,
                       help="the version to bring threads to (the new code's "
                       "state_version; default: the global --state-version, env "
@@ -46,8 +46,8 @@ def migrate_state(ctx: typer.Context,
     counts; exit 1 when some thread failed (each named with its reason)."""
     session = session_of(ctx)
     config = session.config
-    state_version = state_version or config.state_version
-    if state_version is None:
+    target = state_version or config.state_version
+    if target is None:
         raise CliError("give the version to migrate to: --state-version N (or the global "
                        "--state-version / LGD_STATE_VERSION)")
     unversioned = config.unversioned_state_version
@@ -55,7 +55,7 @@ def migrate_state(ctx: typer.Context,
         registry = sm.load_registry(migrations)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    extra = {"state_version": state_version, "state_migrations": registry}
+    extra = {"state_version": target, "state_migrations": registry}
     try:
         saver = session.saver(flusher=not dry_run, extra=extra)
     except ConfigurationError as exc:
@@ -66,17 +66,17 @@ def migrate_state(ctx: typer.Context,
             return
         line = f"{_SAID[o.outcome]} {o.thread_id}: state version {versions.shown(o.stored)}"
         if o.outcome in ("migrated", "would_migrate"):
-            line += f" -> {state_version} ({len(o.rewritten)} checkpoint(s))"
+            line += f" -> {target} ({len(o.rewritten)} checkpoint(s))"
         if o.reason:
             line += f": {o.reason}"
         typer.echo(line)
 
-    result = sm.migrate_threads(saver, state_version, registry, threads=thread or None,
+    result = sm.migrate_threads(saver, target, registry, threads=thread or None,
                                 limit=limit, dry_run=dry_run, unversioned_as=unversioned,
                                 report=said)
     counts = result.counts()
     if as_json:
-        data: dict[str, Any] = {"state_version": state_version, "dry_run": dry_run,
+        data: dict[str, Any] = {"state_version": target, "dry_run": dry_run,
                                 "counts": counts, "limited": result.limited,
                                 "threads": [o.as_dict() for o in result.outcomes
                                             if o.outcome != "current"]}
@@ -84,7 +84,7 @@ def migrate_state(ctx: typer.Context,
     else:
         done = (f"{counts['would_migrate']} would be migrated" if dry_run
                 else f"{counts['migrated']} migrated")
-        typer.echo(f"state version {state_version}{' (dry run)' if dry_run else ''}: "
+        typer.echo(f"state version {target}{' (dry run)' if dry_run else ''}: "
                    f"{done}, {counts['current']} already current, {counts['newer']} newer "
                    f"(left alone), {counts['skipped']} skipped (migrate on read), "
                    f"{counts['failed']} failed"
