@@ -24,7 +24,6 @@ from langgraph.checkpoint.base import (
 from langgraph.store.base import IndexConfig, TTLConfig
 
 from .admin.extref_gc import acollect_saver_garbage, collect_saver_garbage
-from .core import state_versions as sv
 from .core.ops import Plan
 from .core.records import check_id, check_ids
 from .errors import CorruptRecordError
@@ -135,23 +134,6 @@ class DurableSaver(SaverLifecycle):
             self._state.marks.written(prepared.thread_id, prepared.ns, marks)
         return result
 
-    def _versioned(self, config: RunnableConfig, checkpoint: Checkpoint,
-                   metadata: CheckpointMetadata, new_versions: ChannelVersions
-                   ) -> tuple[CheckpointMetadata, ChannelVersions, dict[str, str]]:
-        """A put's metadata stamped with the call's state version, and its
-        ``new_versions`` with the channels of a marked version this process has not
-        stored yet (returned as the third item); unchanged without a state version."""
-        running = self._state.running(config)
-        if running is None:
-            return metadata, new_versions, {}
-        marks = sv.marked_versions(checkpoint["channel_versions"])
-        if marks:
-            tid, ns = write.thread_ns(config)
-            marks = self._state.marks.unwritten(tid, ns, marks)
-            if marks:
-                new_versions = {**marks, **new_versions}
-        return self._state.stamp(metadata, running), new_versions, marks
-
     def _writes_done(self, prepared: write.PreparedWrites | None) -> None:
         """What stored pending writes taught this process: their items are in Redis."""
         if prepared is not None and prepared.parts:
@@ -225,8 +207,8 @@ class DurableSaver(SaverLifecycle):
         older version (channels with a marked version) are stored too (once per process:
         ``state_versions.WrittenMarks``)."""
         self._count("puts")
-        metadata, new_versions, marks = self._versioned(config, checkpoint, metadata,
-                                                        new_versions)
+        metadata, new_versions, marks = self._state.for_put(config, checkpoint, metadata,
+                                                            new_versions)
         prepared = write.prepare_put(self._ctx, config, checkpoint, metadata, new_versions)
         done = self._runtime.run(write.put_plan(self._ctx, prepared))
         return self._put_done(prepared, done, marks)
@@ -235,8 +217,8 @@ class DurableSaver(SaverLifecycle):
                    metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
         """Async ``put``."""
         self._count("puts")
-        metadata, new_versions, marks = self._versioned(config, checkpoint, metadata,
-                                                        new_versions)
+        metadata, new_versions, marks = self._state.for_put(config, checkpoint, metadata,
+                                                            new_versions)
         prepared = await self._off_loop(write.prepare_put, self._ctx, config, checkpoint,
                                         metadata, new_versions)
         done = await self._runtime.arun(write.put_plan(self._ctx, prepared))

@@ -15,6 +15,21 @@ Where it comes from: the checkpoint's metadata is the one per-checkpoint field L
 ``CheckpointTuple``/``StateSnapshot`` shows and ``list(filter=...)`` queries in both tiers
 (the design agreed for issue 34; ``docs/operations.md`` has the rolling deploy).
 
+What a migration sees and must do: ``fn`` gets a shallow copy of the checkpoint's
+``channel_values`` and returns a new dict (it must not change the values it was given in
+place: they may be objects this process keeps, e.g. decoded list items). It runs on every
+read of an unmigrated checkpoint (``get_state``, each snapshot of ``get_state_history``),
+so it should be fast and deterministic: the same stored checkpoint must migrate to the
+same values (another process migrates it again and may store the same field again).
+
+``DeltaChannel`` limitation: a ``DeltaChannel`` whose value is not stored in the
+checkpoint (LangGraph rebuilds it from ``get_delta_channel_history``: a seed and the writes
+since) is not in the values a ``values`` hook gets, and the delta walk reads one channel at
+a time, never the whole state such a hook is written for. So only the ``writes`` hook is
+applied to that history's writes; its seeds are returned as stored. Keep a
+``DeltaChannel``'s name and value shape across versions (reshape other channels), or
+reshape its writes with a ``writes`` hook.
+
 Everything here is pure: no I/O, no clock; the saver (``saver.py``) calls it on the tuples
 its plans return, the same code for the sync and the async API.
 """
@@ -36,10 +51,15 @@ STATE_VERSION_KEY = "lgd_state_version"
 
 MARK = ".-m"
 """What a channel version made by a migration holds after its integer part:
-``f"{n:032}.-m{target}"``. ``'-'`` sorts below every digit, so the marked version sorts
+``f"{n:032}.-m{target}.{checkpoint_id}"`` (``checkpoint_id``: the stored checkpoint the
+value was migrated from). ``'-'`` sorts below every digit, so the marked version sorts
 below the stored version with the same integer ``n`` (a node that saw the stored value is
 not triggered again) and above every version of a lower integer (as the stored one did);
-``get_next_version`` reads only the integer part."""
+``get_next_version`` reads only the integer part. The checkpoint id keeps the migrated
+values of two checkpoints apart (a fork from an older checkpoint, a channel new in the
+migration, which every checkpoint of a thread gets with ``n`` = 1): a value is stored
+under its thread, namespace, channel and version, so without it two different migrated
+values would share one stored field."""
 
 Values = dict[str, Any]
 """Channel values: channel name -> value."""
@@ -102,17 +122,18 @@ def as_migrations(given: Mapping[int, ValuesFn | StateMigration] | None
     return out
 
 
-def marked(version: object, target: int) -> str:
-    """The marked channel version of a channel migrated to ``target``: the integer part of
-    ``version`` (``"<int:032>.<frac>"``, an int or a float; 1 for ``None``, a channel new
-    in the migration) followed by ``MARK`` and ``target``."""
+def marked(version: object, target: int, checkpoint_id: str) -> str:
+    """The marked channel version of a channel of checkpoint ``checkpoint_id`` migrated
+    to ``target``: the integer part of ``version`` (``"<int:032>.<frac>"``, an int or a
+    float; 1 for ``None``, a channel new in the migration), ``MARK``, ``target``, ``.``
+    and ``checkpoint_id``."""
     if version is None:
         n = 1
     elif isinstance(version, (int, float)):
         n = int(version)
     else:
         n = int(str(version).split(".")[0])
-    return f"{n:032}{MARK}{target:d}"
+    return f"{n:032}{MARK}{target:d}.{checkpoint_id}"
 
 
 def is_marked(version: object) -> bool:
@@ -186,6 +207,26 @@ class StateVersions:
         if running is None:
             return metadata
         return {**metadata, STATE_VERSION_KEY: running}
+
+    def for_put(self, config: Mapping[str, Any], checkpoint: Mapping[str, Any],
+                metadata: Mapping[str, Any], new_versions: Mapping[str, Any]
+                ) -> tuple[Any, Any, dict[str, str]]:
+        """What ``put`` stores with a state version: ``(metadata, new_versions, marks)``,
+        the metadata stamped (``stamp``), ``new_versions`` with the channels of a marked
+        version this process has not stored yet (``marks``: record them with
+        ``marks.written`` once the put returned). Without a state version the arguments
+        are returned as given and ``marks`` is empty."""
+        running = self.running(config)
+        if running is None:
+            return metadata, new_versions, {}
+        marks = marked_versions(checkpoint["channel_versions"])
+        if marks:
+            conf = config.get("configurable") or {}
+            marks = self.marks.unwritten(str(conf.get("thread_id")),
+                                         str(conf.get("checkpoint_ns") or ""), marks)
+            if marks:
+                new_versions = {**marks, **new_versions}
+        return self.stamp(metadata, running), new_versions, marks
 
     def stored_of(self, tup: CheckpointTuple, running: int) -> int:
         """The state version of a stored checkpoint: its metadata's ``STATE_VERSION_KEY``,
@@ -262,8 +303,9 @@ class StateVersions:
         versions = dict(cp["channel_versions"])
         for ch in set(cp["channel_values"]) - set(values):
             versions.pop(ch, None)
+        cid = _where(tup)[2]
         for ch in values:
-            versions[ch] = marked(versions.get(ch), running)
+            versions[ch] = marked(versions.get(ch), running, cid)
         return tup._replace(
             checkpoint={**cp, "channel_values": values, "channel_versions": versions},
             pending_writes=writes if tup.pending_writes is not None else None)
