@@ -11,7 +11,10 @@ the **same** ``checkpoint_id`` and parent, with metadata stamped N. The saver's 
 overwrites a stored checkpoint_id in both tiers as ``InMemorySaver.put`` overwrites its
 dict entry (Redis ``HSET``; MongoDB's flush upserts the document), so the checkpoint's
 pending writes (an interrupt's resume, the writes of tasks that finished) stay attached
-and the history keeps its shape. Each checkpoint is rewritten by one ``put``: a run
+and the history keeps its shape. A checkpoint Redis does not hold (the thread's hot keys
+are gone: only MongoDB holds it) gets its pending writes put into Redis first
+(``_writes_into_redis``), since a read served by Redis takes Redis's writes of a
+checkpoint Redis holds. Each checkpoint is rewritten by one ``put``: a run
 killed at any moment leaves every checkpoint in its old or its new version, both
 readable; running again skips threads whose root is already at N (resumable) and goes
 on with the rest.
@@ -30,11 +33,14 @@ same id and pending writes: the pruned history already ended there.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.records import member
 from ..core.state_versions import STATE_VERSION_KEY, is_marked
+from ..durable.documents import write_of
 from ..errors import DurableSaverError, ThreadDeletedError, TierUnavailableError
 from ..inspection import lookup, storage, versions
 from ..inspection.strict import contains_placeholder
@@ -229,6 +235,9 @@ def _rewrite(saver: Any, tid: str, ns: str, cid: str, target: int,
         # a run stored a newer checkpoint meanwhile (the running code's version): this
         # one is history now, and a put would make it the namespace's head again
         return f"{what} is no longer the latest: the thread ran meanwhile"
+    refusal = _writes_into_redis(saver, tid, ns, cid, tup.pending_writes or [], what)
+    if refusal is not None:
+        return refusal
     checkpoint = {**tup.checkpoint, "channel_values": dict(values),
                   "channel_versions": dict(tup.checkpoint["channel_versions"])}
     marked = {ch: v for ch, v in checkpoint["channel_versions"].items()
@@ -252,4 +261,36 @@ def _rewrite(saver: Any, tid: str, ns: str, cid: str, target: int,
             raise
         saver.put({"configurable": {"thread_id": tid, "checkpoint_ns": ns}}, checkpoint,
                   metadata, marked)
+    return None
+
+
+def _writes_into_redis(saver: Any, tid: str, ns: str, cid: str,
+                       pending: list[tuple[str, str, Any]], what: str) -> str | None:
+    """Before a checkpoint Redis does not hold (a thread only MongoDB holds: its hot keys
+    expired, Redis lost them) is put there: its pending writes, read from MongoDB with
+    their task paths, put into Redis first (``put_writes``, one call per task, in
+    LangGraph's order, as ``lookup.fork`` copies them). A read served by Redis takes the
+    writes Redis holds for a checkpoint it holds, so without them a resume would run the
+    finished tasks again and lose an interrupt. Writes first: a run killed between the two
+    leaves the checkpoint in MongoDB alone, its writes in both tiers (merged on read, the
+    flush's upserts change nothing). Returns why the checkpoint is left as it is, or
+    None."""
+    if not pending:
+        return None
+    ctx, clients = saver.context, saver.sync_clients
+    if clients.redis.hexists(ctx.keys(tid).cp, member(ns, cid)):
+        return None  # Redis holds it, so it holds its writes
+    cols = ctx.collections
+    docs = storage.loaded(clients.db, cols, list(clients.db[cols.writes].find(
+        {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": cid})))
+    ordered = sorted((write_of(d) for d in docs), key=lambda w: w.sort_key())
+    if [(w.task_id, w.channel) for w in ordered] != [(t, c) for t, c, _ in pending]:
+        return (f"{what}: its pending writes in MongoDB are not those read (some not "
+                "flushed yet?): run again later")
+    tasks: dict[tuple[str, str], list[tuple[str, Any]]] = defaultdict(list)
+    for w, (_t, channel, value) in zip(ordered, pending):
+        tasks[(w.task_path, w.task_id)].append((channel, value))
+    conf = {"configurable": {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": cid}}
+    for (path, task_id), writes in tasks.items():
+        saver.put_writes(conf, writes, task_id, path)
     return None

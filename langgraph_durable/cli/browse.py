@@ -58,14 +58,16 @@ def threads(ctx: typer.Context,
                 "('unversioned': written without a state version)"),
             state_version_below: int = typer.Option(
                 None, "--state-version-below", metavar="N", min=1,
-                help="keep threads older than state version N (unversioned counts as "
-                "1): those migrate-state --state-version N would rewrite"),
+                help="keep threads older than state version N (unversioned: as the "
+                "global --unversioned-state-version, 1): those migrate-state "
+                "--state-version N would rewrite"),
             as_json: bool = JSON) -> None:
     """Threads in either tier, newest update first: checkpoints, latest step and source,
     state version, last update (UTC), bytes in Redis and in MongoDB."""
     session = session_of(ctx)
     saver = session.saver(tolerant=True)
     want = render.parse_where(where)
+    unversioned = session.config.unversioned_state_version
     try:
         exact = None if state_version is None else versions.parse_filter(state_version)
     except ValueError as exc:
@@ -74,7 +76,7 @@ def threads(ctx: typer.Context,
             if metadata_matches(row["metadata"], want)
             and (state_version is None or row["state_version"] == exact)
             and (state_version_below is None or versions.compare(
-                row["state_version"], state_version_below) == "older")]
+                row["state_version"], state_version_below, unversioned) == "older")]
     total, rows = len(rows), rows[:limit]
     if as_json:
         echo_json({"threads": [{k: render.jsonable(v) for k, v in row.items()} for row in rows],

@@ -163,7 +163,8 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
             flush lag over 60 s and an outbox 80% full are ``degraded`` by default).
         state_version: the application's current state version: the thread list then
             counts the threads that need migration (their latest root checkpoint is
-            older; unversioned counts as 1) and those written by newer code, read with
+            older; unversioned ones count as the saver's ``unversioned_state_version``)
+            and those written by newer code, read with
             the list of threads (one metadata read per thread every ``index_ttl_s``).
             None: each thread's version is shown, nothing is counted.
 
@@ -180,12 +181,14 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
                                       or not isinstance(state_version, int)
                                       or state_version < 1):
         raise ConfigurationError(f"state_version must be an int >= 1, got {state_version!r}")
-    index = views.ThreadIndex(saver, index_ttl_s, state_version)
+    unversioned = saver.state_versions.unversioned  # the saver's unversioned_state_version
+    index = views.ThreadIndex(saver, index_ttl_s, state_version, unversioned)
     csrf = security.csrf_token(token) if token else ""
 
     def page(name: str, code: int = 200, **data: Any) -> HTMLResponse:
         html = env.get_template(name).render(allow_writes=allow_writes, csrf=csrf,
-                                             current_state_version=state_version, **data)
+                                             current_state_version=state_version,
+                                             unversioned_as=unversioned, **data)
         return HTMLResponse(html, status_code=code)
 
     def guarded(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
@@ -232,7 +235,8 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
             quiet = 0.0
             while not await request.is_disconnected():
                 data = await run_in_threadpool(listing, q, n)
-                html = rows.render(current_state_version=state_version, **data)
+                html = rows.render(current_state_version=state_version,
+                                   unversioned_as=unversioned, **data)
                 body = json.dumps({"html": html, "total": data["total"],
                                    "pages": data["pages"], "versions": data["versions"]})
                 if body != last:

@@ -72,8 +72,10 @@ class ThreadIndex:
     (``versions.latest_versions``: one metadata read per thread, no channel values),
     counted by ``version_counts``."""
 
-    def __init__(self, saver: Any, ttl_s: float, state_version: int | None = None) -> None:
+    def __init__(self, saver: Any, ttl_s: float, state_version: int | None = None,
+                 unversioned_as: int = versions.DEFAULT_UNVERSIONED_AS) -> None:
         self.saver, self.ttl_s, self.state_version = saver, ttl_s, state_version
+        self.unversioned_as = unversioned_as
         self._lock = threading.Lock()
         self._at = float("-inf")
         self._infos: list[Any] | None = None
@@ -99,13 +101,16 @@ class ThreadIndex:
 
     def version_counts(self) -> dict[str, Any] | None:
         """Without ``state_version``, None; else ``{"current": state_version, "older":
-        threads needing migration (unversioned counts as 1), "newer": threads written by
-        newer code, "same": threads at it}`` as of the last read (``get`` reads first)."""
+        threads needing migration, "newer": threads written by
+        newer code, "same": threads at it}`` as of the last read (``get`` reads first;
+        unversioned threads count as ``unversioned_as``, the saver's
+        ``unversioned_state_version``; a thread whose version could not be read, in
+        none)."""
         if self.state_version is None:
             return None
         with self._lock:
             found = dict(self._versions)
-        counts = versions.needs_migration(found, self.state_version)
+        counts = versions.needs_migration(found, self.state_version, self.unversioned_as)
         return {"current": self.state_version, "older": counts["older"],
                 "newer": counts["newer"], "same": counts["current"]}
 

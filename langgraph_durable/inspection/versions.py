@@ -7,6 +7,7 @@ code carries. Reading a version decodes metadata only, never channel values."""
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,6 +19,8 @@ UNVERSIONED = "unversioned"
 DEFAULT_UNVERSIONED_AS = 1
 """The version an unversioned checkpoint is compared as (the saver's
 ``unversioned_state_version`` default)."""
+
+log = logging.getLogger("langgraph_durable.inspection")
 
 READERS = 8
 """Threads whose latest checkpoint ``latest_versions`` reads side by side."""
@@ -65,18 +68,27 @@ def latest_versions(saver: Any, thread_ids: Iterable[str]) -> dict[str, int | No
     """Per thread, the state version of its latest root checkpoint (None: unversioned,
     or no root checkpoint), read without decoding channel values
     (``lookup.outline(limit=1)``: Redis when it holds the thread, else MongoDB), ``READERS``
-    threads side by side."""
+    threads side by side. A thread whose checkpoint cannot be read (a damaged record) is
+    left out, logged by its error's type; ``TierUnavailableError`` is raised."""
+    from ..errors import TierUnavailableError
     from .lookup import outline
 
-    def one(tid: str) -> int | None:
-        found = outline(saver, tid, "", limit=1)
-        return version_of(found[0].metadata) if found else None
+    def one(tid: str) -> tuple[bool, int | None]:
+        try:
+            found = outline(saver, tid, "", limit=1)
+        except TierUnavailableError:
+            raise
+        except Exception as exc:  # by type only: no stored value in the logs
+            log.warning("the state version of a thread could not be read: %s",
+                        type(exc).__name__)
+            return False, None
+        return True, version_of(found[0].metadata) if found else None
 
     ids = list(thread_ids)
     if not ids:
         return {}
     with concurrent.futures.ThreadPoolExecutor(min(READERS, len(ids))) as pool:
-        return dict(zip(ids, pool.map(one, ids)))
+        return {tid: v for tid, (ok, v) in zip(ids, pool.map(one, ids)) if ok}
 
 
 def needs_migration(versions: Mapping[str, int | None], current: int,

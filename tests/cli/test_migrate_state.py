@@ -234,3 +234,26 @@ def test_a_paused_subgraph_is_rewritten_before_its_root_and_resumes_under_v2(
     assert final == {"plan": ["draft", "send"], "executed_steps": [], "log": ["work"],
                      "answer": "go"}
     assert statekit.RUNS["ask-sub"] == runs  # the subgraph's finished task kept its write
+
+
+def test_a_thread_only_mongodb_holds_is_rewritten_there(cli: Cli, redis_url: str) -> None:
+    """After the hot tier lost the thread (Redis emptied of the key prefix), the rewrite
+    goes through Redis as any put (the tombstones are learnt from MongoDB first) and the
+    flush overwrites the MongoDB document."""
+    run_v1(cli, ["ask-cold"])
+    with cli.saver() as s:
+        s.flush()
+        r = redis.Redis.from_url(redis_url)
+        try:
+            assert drop_key_prefix(r, s.config.key_prefix) > 0
+        finally:
+            r.close()
+    ids = [c["checkpoint_id"] for c in cli.json("history", "ask-cold")["checkpoints"]]
+    assert migrate(cli).stdout.splitlines()[0] == (
+        "migrated ask-cold: state version 1 -> 2 (1 checkpoint(s))")
+    assert [c["checkpoint_id"] for c in cli.json("history", "ask-cold")["checkpoints"]] == ids
+    runs = statekit.RUNS["ask-cold"]
+    with cli.saver(state_version=2) as v2:
+        final = statekit.graph(statekit.V2, v2).invoke(Command(resume="y"), cfg("ask-cold"))
+    assert final["answer"] == "y" and final["plan"] == ["draft", "send"]
+    assert statekit.RUNS["ask-cold"] == runs

@@ -32,6 +32,9 @@ def test_threads_shows_each_threads_state_version_and_filters_by_it(cli: Cli) ->
     below = cli.json("threads", "--state-version-below", "2")
     assert sorted(r["thread_id"] for r in below["threads"]) == ["old", "v1"]
     assert below["total"] == 2
+    below = cli.json("--unversioned-state-version", "2", "threads",
+                     "--state-version-below", "2")  # unversioned read as 2: current
+    assert [r["thread_id"] for r in below["threads"]] == ["v1"]
     # the metadata filter sees the key too
     assert [r["thread_id"] for r in cli.json("threads", "--where", f"{KEY}=3")[
         "threads"]] == ["v3"]
