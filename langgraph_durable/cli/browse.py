@@ -58,9 +58,9 @@ def threads(ctx: typer.Context,
                 "('unversioned': written without a state version)"),
             state_version_below: int = typer.Option(
                 None, "--state-version-below", metavar="N", min=1,
-                help="keep threads older than state version N (unversioned: as the "
-                "global --unversioned-state-version, 1): those migrate-state "
-                "--state-version N would rewrite"),
+                help="keep threads older than state version N, those migrate-state "
+                "would rewrite (unversioned ones count as the global option "
+                "unversioned-state-version, 1)"),
             as_json: bool = JSON) -> None:
     """Threads in either tier, newest update first: checkpoints, latest step and source,
     state version, last update (UTC), bytes in Redis and in MongoDB."""
