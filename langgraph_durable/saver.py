@@ -540,7 +540,10 @@ class DurableSaver(SaverLifecycle):
         """A ``DurableStore`` (LangGraph's long-term memory store) sharing this saver's
         runtime: its clients, flusher, outbox, key prefix, settings and metrics (one set
         of connections per process). ``index`` and ``ttl`` as ``DurableStore``'s;
-        ``kwargs`` its other options (``serde``, ``scorer``, ``clock``). The store's
+        ``kwargs`` its other options (``serde``, ``scorer``, ``clock``, the state
+        version options). The store records this saver's ``state_version`` with its
+        items and migrates them by the ``items`` hooks of this saver's
+        ``state_migrations`` unless given its own (``core/item_versions.py``). The store's
         serializer is its own (LangGraph's ``JsonPlusSerializer`` unless ``serde`` is
         given), not the saver's: the collector of external objects (``gc``) does not
         read the store, so an ``ExternalRefSerializer`` must not be passed. Closing the
