@@ -375,6 +375,13 @@ def test_the_store_of_a_saver_takes_its_version_and_registry(redis_url, mongo_ur
         own = saver.store(state_version=1)  # its own options win
         with pytest.raises(StateVersionError):
             own.get(NS, "fresh")
+        # the tools' store (cli/store.py): values as stored, puts still record the version
+        tool = saver.store(read_as_stored=True)
+        got = tool.get(NS, "k1")
+        assert got is not None and got.value == V1_ITEMS["k1"]
+        assert [i.key for i in tool.search(NS, filter={"steps": []})] == ["k3"]
+        tool.put(NS, "by-tool", {"plan": []})
+        assert ormsgpack.unpackb(_raw_at(redis_url, tool, NS, "by-tool")[HEADER:])[4] == 2
     with pytest.raises(ConfigurationError, match="state_version"):
         _store(redis_url, mongo_url, opts, state_version=0)
     with pytest.raises(ConfigurationError, match="state_migrations"):

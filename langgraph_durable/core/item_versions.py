@@ -47,12 +47,14 @@ class ItemVersions:
     """A store's state-version options (``DurableStore``'s ``state_version``,
     ``state_migrations``, ``unversioned_state_version``, ``newer_state``) and what it does
     with them. ``current`` None: nothing is recorded with puts and nothing is migrated or
-    checked on reads."""
+    checked on reads. ``as_stored``: puts record ``current`` but reads return values as
+    stored, neither migrated nor checked (the tools: ``cli/store.py``)."""
 
     current: int | None = None
     migrations: Mapping[int, StateMigration] = field(default_factory=dict)
     unversioned: int = 1
     newer: NewerState = "raise"
+    as_stored: bool = False
 
     def __post_init__(self) -> None:
         check_version("DurableStore state_version", self.current)
@@ -71,7 +73,7 @@ class ItemVersions:
         ``StateVersionError`` for a newer item (unless ``newer="read"``),
         ``StateMigrationError`` for a gap in the chain or a hook that failed."""
         running = self.current
-        if running is None:
+        if running is None or self.as_stored:
             return value
         version = self.unversioned if stored is None else stored
         if version == running:
@@ -118,12 +120,14 @@ class ItemVersions:
 
 def store_item_versions(cfg: Any, saver: Any, state_version: int | None,
                         state_migrations: Mapping[int, Any] | None,
-                        unversioned: int | None, newer: str | None) -> ItemVersions:
+                        unversioned: int | None, newer: str | None,
+                        as_stored: bool = False) -> ItemVersions:
     """A ``DurableStore``'s ``ItemVersions``: each option given (not None), else the
     saver's (``saver.state_versions``, when the store is made from a saver: one registry
     for checkpoints and items), else the runtime's configuration ``cfg``
     (``DurableConfig.state_version``, ``unversioned_state_version``, ``newer_state``).
-    Raises ``ConfigurationError`` for a bad one."""
+    ``as_stored``: ``ItemVersions.as_stored``. Raises ``ConfigurationError`` for a bad
+    one."""
     held = getattr(saver, "state_versions", None) if saver is not None else None
     migrations: Mapping[int, StateMigration]
     if state_migrations is not None:
@@ -137,7 +141,7 @@ def store_item_versions(cfg: Any, saver: Any, state_version: int | None,
     if newer is None:
         newer = cfg.newer_state if held is None else held.newer
     return ItemVersions(state_version, migrations, unversioned,
-                        newer)  # type: ignore[arg-type]
+                        newer, as_stored)  # type: ignore[arg-type]
 
 
 __all__ = ["ItemVersions", "check_version", "store_item_versions"]

@@ -132,6 +132,9 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         newer_state: an item of a newer version than ``state_version``: ``"raise"``
             (``StateVersionError``) or ``"read"`` (returned as stored); default the
             configuration's (``"raise"``).
+        read_as_stored: reads return item values as stored, neither migrated nor checked
+            against the state version (puts still record it): what the tools show
+            (``langgraph-durable store get``). Default False.
 
     Reads of an older item return its migrated value (a ``search`` filter applies to
     it) and store nothing; the application's next ``put`` of the item stores it in the
@@ -156,14 +159,15 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
                  state_version: int | None = None,
                  state_migrations: Mapping[int, Any] | None = None,
                  unversioned_state_version: int | None = None,
-                 newer_state: str | None = None) -> None:
+                 newer_state: str | None = None, read_as_stored: bool = False) -> None:
         if (saver is None) == (runtime is None):
             raise ConfigurationError("DurableStore needs a saver (DurableStore(saver)) or a "
                                      "runtime, or use DurableStore.from_urls(...)")
         held = saver.runtime if saver is not None else runtime
         assert isinstance(held, SaverRuntime)
         versions = store_item_versions(held.config, saver, state_version, state_migrations,
-                                       unversioned_state_version, newer_state)
+                                       unversioned_state_version, newer_state,
+                                       read_as_stored)
         self._runtime: SaverRuntime = held
         self._owns = saver is None
         self._ctx: Context = self._runtime.context
