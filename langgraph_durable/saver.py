@@ -77,8 +77,10 @@ class DurableSaver(SaverLifecycle):
             applied on read to checkpoints older than the ``state_version`` option
             (``core/state_versions.py``; with ``state_version``,
             ``unversioned_state_version`` and ``newer_state``, which are ``DurableConfig``
-            fields). Raises ``ConfigurationError`` for a key that is no int >= 1 or a
-            value that is no function.
+            fields). A ``StateMigration``'s ``items`` hook migrates the items of
+            ``saver.store()``, which shares this registry (``core/item_versions.py``).
+            Raises ``ConfigurationError`` for a key that is no int >= 1 or a value that
+            is no function.
 
     Clients are of two kinds (``clients.GivenClients``, ``clients.UrlClients``). Given
     clients stay the caller's (never closed here). With sync clients, sync methods run

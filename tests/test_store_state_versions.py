@@ -421,3 +421,31 @@ def test_export_and_import_keep_the_version(redis_url, mongo_url, opts) -> None:
     with _store(redis_url, mongo_url, other, state_version=2, state_migrations=V2) as v2:
         got = v2.get(NS, "k1")
         assert got is not None and got.value == {"plan": ["a", "b"], "done": 1, "text": "1"}
+
+
+def test_bodies_and_item_versions_without_servers() -> None:
+    """The pure parts: a body packs four elements without a version, five with one, and
+    refuses a fifth that is no version; ``ItemVersions.migrate`` leaves a value alone
+    when there is nothing to do (the same object) and names the item otherwise."""
+    from langgraph_durable import CorruptRecordError
+    from langgraph_durable.core.store_records import StoreBody
+
+    plain = StoreBody(("json", b"{}"), 5.0, b"", ())
+    assert len(ormsgpack.unpackb(plain.pack())) == 4
+    assert StoreBody.unpack(plain.pack(), "x") == plain
+    versioned = plain._replace(state_version=3)
+    assert ormsgpack.unpackb(versioned.pack())[4] == 3
+    assert StoreBody.unpack(versioned.pack(), "x") == versioned
+    for bad in (0, True, "2", None):
+        raw = ormsgpack.packb([["json", b"{}"], None, None, [], bad])
+        with pytest.raises(CorruptRecordError, match="state version"):
+            StoreBody.unpack(raw, "'k' of namespace ('a',)")
+    value = {"steps": []}
+    assert ItemVersions().migrate(NS, "k", 1, value) is value
+    assert ItemVersions(2, V2).migrate(NS, "k", 2, value) is value
+    assert ItemVersions(2, V2, as_stored=True).migrate(NS, "k", 1, value) is value
+    assert ItemVersions(2, V2).migrate(NS, "k", None, value) == {"plan": [], "done": 0}
+    assert ItemVersions(2, V2, unversioned=2).migrate(NS, "k", None, value) is value
+    assert ItemVersions(1, newer="read").migrate(NS, "k", 5, value) is value
+    with pytest.raises(StateVersionError, match=r"'k' of namespace \('users', 'alice'\)"):
+        ItemVersions(1).migrate(NS, "k", 2, value)
