@@ -588,3 +588,18 @@ def test_two_checkpoints_migrated_to_different_values_keep_them_apart(
     fresh = open_saver(state_version=2)
     assert [fresh.get_tuple(c).checkpoint["channel_values"] for c in children] == [
         {"plan": ["x"], "executed_steps": ["x"]}, {"plan": ["y"], "executed_steps": []}]
+
+
+def test_the_readme_section_shows_the_examples_own_lines() -> None:
+    """README's "Deploying a new version of your graph" quotes
+    ``examples/deploy_new_version.py`` (run above): every line of its code blocks is a
+    line of the example, so the README cannot drift from what runs."""
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    section = readme.split("## Deploying a new version of your graph", 1)[1].split("\n## ")[0]
+    blocks = section.split("```python\n")[1:]
+    assert len(blocks) == 2
+    example = (root / "examples" / "deploy_new_version.py").read_text().splitlines()
+    for block in blocks:
+        for line in block.split("```", 1)[0].splitlines():
+            assert line in example, line

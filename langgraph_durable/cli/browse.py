@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..core.records import metadata_matches
-from ..inspection import effects, lookup, render, storage
+from ..inspection import effects, lookup, render, storage, versions
 from ..serde.external import EXTREF_TYPE
 from .session import CliError, Undecodable, command, console, echo_json, session_of
 
@@ -52,14 +52,31 @@ def threads(ctx: typer.Context,
                 [], "--where",
                 help="keep threads whose latest checkpoint's metadata has key=value (repeatable)"),
             limit: int = typer.Option(50, "--limit", min=1, help="most threads shown"),
+            state_version: str = typer.Option(
+                None, "--state-version", metavar="N",
+                help="keep threads whose latest checkpoint is at state version N "
+                "('unversioned': written without a state version)"),
+            state_version_below: int = typer.Option(
+                None, "--state-version-below", metavar="N", min=1,
+                help="keep threads older than state version N, those migrate-state "
+                "would rewrite (unversioned ones count as the global option "
+                "unversioned-state-version, 1)"),
             as_json: bool = JSON) -> None:
     """Threads in either tier, newest update first: checkpoints, latest step and source,
-    last update (UTC), bytes in Redis and in MongoDB."""
+    state version, last update (UTC), bytes in Redis and in MongoDB."""
     session = session_of(ctx)
     saver = session.saver(tolerant=True)
     want = render.parse_where(where)
+    unversioned = session.config.unversioned_state_version
+    try:
+        exact = None if state_version is None else versions.parse_filter(state_version)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     rows = [row for row in storage.thread_rows(saver, session.clients, saver.serde)
-            if metadata_matches(row["metadata"], want)]
+            if metadata_matches(row["metadata"], want)
+            and (state_version is None or row["state_version"] == exact)
+            and (state_version_below is None or versions.compare(
+                row["state_version"], state_version_below, unversioned) == "older")]
     total, rows = len(rows), rows[:limit]
     if as_json:
         echo_json({"threads": [{k: render.jsonable(v) for k, v in row.items()} for row in rows],
@@ -67,12 +84,13 @@ def threads(ctx: typer.Context,
         return
     table = Table(title=f"threads ({len(rows)} of {total})")
     for col, just in (("thread", "left"), ("checkpoints", "right"), ("step", "right"),
-                      ("source", "left"), ("updated (UTC)", "left"), ("redis", "right"),
-                      ("mongodb", "right")):
+                      ("source", "left"), ("state", "right"), ("updated (UTC)", "left"),
+                      ("redis", "right"), ("mongodb", "right")):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for row in rows:
         table.add_row(row["thread_id"], str(row["checkpoints"]),
                       "-" if row["step"] is None else str(row["step"]), row["source"] or "-",
+                      versions.shown(row["state_version"]),
                       render.utc(row["updated"]), render.human_bytes(row["hot_bytes"]),
                       render.human_bytes(row["durable_bytes"]))
     console().print(table)
@@ -206,7 +224,8 @@ def show(ctx: typer.Context, thread: str = THREAD,
     md = tup.metadata
     out.print(f"thread {data['thread_id']}  ns {data['checkpoint_ns']!r}  checkpoint "
               f"{data['checkpoint_id']}\nparent {data['parent_checkpoint_id'] or '-'}  step "
-              f"{md.get('step')}  source {md.get('source')}  time {render.utc(data['ts'])}")
+              f"{md.get('step')}  source {md.get('source')}  state version "
+              f"{versions.shown(data['state_version'])}  time {render.utc(data['ts'])}")
     room = max(30, out.width - 40)
     values = Table(title="channel values")
     values.add_column("channel")

@@ -13,7 +13,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand
 
 from ..config import DurableConfig, config_options
-from . import browse, deadletters, ops, store, transfer
+from . import browse, deadletters, ops, state, store, transfer
 from .dashboard import dashboard
 from .session import CliError, Session
 
@@ -203,6 +203,7 @@ app.command("gc", cls=_Command)(ops.gc)
 app.command("prune", cls=_Command)(ops.prune)
 app.command("delete", cls=_Command)(ops.delete)
 app.command("migrate", cls=_Command)(ops.migrate)
+app.command("migrate-state", cls=_Command)(state.migrate_state)
 app.command("dashboard", cls=_Command)(dashboard)
 deadletters.app.command("list", cls=_Command)(deadletters.list_)
 deadletters.app.command("replay", cls=_Command)(deadletters.replay)

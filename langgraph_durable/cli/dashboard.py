@@ -24,11 +24,16 @@ def dashboard(ctx: typer.Context,
                   [], "--allowed-host",
                   help="a Host name browsers reach the dashboard by, besides localhost, "
                   "127.0.0.1, [::1] and the address bound (repeatable; *.example.com for "
-                  "subdomains); other names get 400 (DNS rebinding)")) -> None:
+                  "subdomains); other names get 400 (DNS rebinding)"),
+              state_version: int = typer.Option(
+                  None, "--state-version", metavar="N", min=1,
+                  help="the application's current state version: count the threads "
+                  "that need migration (older than N) and those newer")) -> None:
     """Serve the operations dashboard: threads (live), a thread's timeline, state and
     diffs, the time machine, the tiers. Read-only unless --allow-writes. Values are
     decoded strictly: a type outside the allowlist (--allow-type adds to it) shows as
-    <not decoded: module.Name (...)>, never imported nor run."""
+    <not decoded: module.Name (...)>, never imported nor run. Each thread's state
+    version is shown; with --state-version N, how many need migration."""
     try:
         from ..dashboard import app as dashboard_app
         from ..dashboard import security
@@ -51,4 +56,4 @@ def dashboard(ctx: typer.Context,
         typer.echo(f"note: {dashboard_app.wildcard_note(host)}", err=True)
     dashboard_app.serve(saver, host=host, port=port, token=token, allow_writes=allow_writes,
                         allowed_hosts=allowed_host, allow_types=session.allow_types,
-                        warn_wildcard=False)
+                        warn_wildcard=False, state_version=state_version)

@@ -41,7 +41,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import ConfigurationError
-from ..inspection import lookup, render, timeline
+from ..inspection import lookup, render, timeline, versions
 from ..inspection.health import HealthOptions
 from ..inspection.strict import strict_view
 from ..inspection.timeline import RUNNING_WINDOW_S
@@ -127,10 +127,13 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
                lag_every_s: float = 10.0, index_ttl_s: float = 5.0,
                allowed_hosts: Iterable[str] = (), allow_types: Iterable[Any] = (),
                tiers_poll_s: float = 5.0,
-               health_options: HealthOptions | None = None) -> Any:
+               health_options: HealthOptions | None = None,
+               state_version: int | None = None) -> Any:
     """The dashboard as an ASGI app for ``saver`` (a ``DurableSaver``; mount it in a
     FastAPI/Starlette app or serve it with uvicorn). It reads through a copy of the saver
-    whose serializer is strict (``inspection.strict.strict_view``): the saver's own
+    whose serializer is strict (``inspection.strict.strict_view``) and which shows
+    checkpoints as stored, whatever the saver's ``state_version`` (no migration on read,
+    no refusal of a newer thread: ``versions.as_stored``): the saver's own
     serializer (cipher, blob store) with every msgpack type outside LangChain's messages,
     LangGraph's own types and ``allow_types`` shown as ``<not decoded: module.Name (not
     in the allowlist)>``, never imported nor run.
@@ -158,6 +161,12 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
             both tiers again and updates itself (its figures and the health verdict).
         health_options: the verdict's thresholds (``inspection.health.HealthOptions``:
             flush lag over 60 s and an outbox 80% full are ``degraded`` by default).
+        state_version: the application's current state version: the thread list then
+            counts the threads that need migration (their latest root checkpoint is
+            older; unversioned ones count as the saver's ``unversioned_state_version``)
+            and those written by newer code, read with
+            the list of threads (one metadata read per thread every ``index_ttl_s``).
+            None: each thread's version is shown, nothing is counted.
 
     Raises ``ConfigurationError`` for ``allow_writes`` without a token or an allowed host
     that is no host name, ``ValueError`` for an ``allow_types`` entry of another form."""
@@ -165,14 +174,21 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
     hosts = security.allowed_host_names(allowed_hosts)
     allow_types = list(allow_types)
     store = memory.memory_store(saver, allow_types)
-    saver = strict_view(saver, allow_types)
+    saver = versions.as_stored(strict_view(saver, allow_types))  # checkpoints as stored
     env = _templates()
     samples = tiers.LagSamples(every_s=lag_every_s)
-    index = views.ThreadIndex(saver, index_ttl_s)
+    if state_version is not None and (isinstance(state_version, bool)
+                                      or not isinstance(state_version, int)
+                                      or state_version < 1):
+        raise ConfigurationError(f"state_version must be an int >= 1, got {state_version!r}")
+    unversioned = saver.state_versions.unversioned  # the saver's unversioned_state_version
+    index = views.ThreadIndex(saver, index_ttl_s, state_version, unversioned)
     csrf = security.csrf_token(token) if token else ""
 
     def page(name: str, code: int = 200, **data: Any) -> HTMLResponse:
-        html = env.get_template(name).render(allow_writes=allow_writes, csrf=csrf, **data)
+        html = env.get_template(name).render(allow_writes=allow_writes, csrf=csrf,
+                                             current_state_version=state_version,
+                                             unversioned_as=unversioned, **data)
         return HTMLResponse(html, status_code=code)
 
     def guarded(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
@@ -219,8 +235,10 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
             quiet = 0.0
             while not await request.is_disconnected():
                 data = await run_in_threadpool(listing, q, n)
-                body = json.dumps({"html": rows.render(**data), "total": data["total"],
-                                   "pages": data["pages"]})
+                html = rows.render(current_state_version=state_version,
+                                   unversioned_as=unversioned, **data)
+                body = json.dumps({"html": html, "total": data["total"],
+                                   "pages": data["pages"], "versions": data["versions"]})
                 if body != last:
                     last, quiet = body, 0.0
                     yield f"event: rows\ndata: {body}\n\n"

@@ -28,6 +28,12 @@
     rows.innerHTML = data.html;
     total.textContent = String(data.total);
     if (pages) { pages.textContent = String(data.pages); }
+    var older = document.getElementById("older-count");
+    var newer = document.getElementById("newer-count");
+    if (data.versions && older && newer) {
+      older.textContent = String(data.versions.older);
+      newer.textContent = String(data.versions.newer);
+    }
     live.className = "live on";
   });
   source.onerror = function () { live.className = "live off"; };
