@@ -72,3 +72,27 @@ def two_asks() -> Any:
     g.add_edge("left", END)
     g.add_edge("right", END)
     return g.compile()
+
+
+GATE = threading.Event()
+"""``gated``'s ``hold`` node waits for this (30 s at most)."""
+
+
+def _hold(state: State) -> dict[str, Any]:
+    if not GATE.wait(30):
+        raise TimeoutError("the test did not open the gate")
+    return {"count": state.get("count", 0) + 100}
+
+
+def _gated_graph() -> Any:
+    g = StateGraph(State)
+    g.add_node("start", _start)
+    g.add_node("hold", _hold)
+    g.add_edge(START, "start")
+    g.add_edge("start", "hold")
+    g.add_edge("hold", END)
+    return g.compile()
+
+
+gated = _gated_graph()
+"""START -> start (count + 1) -> hold (waits for GATE; count + 100)."""

@@ -62,16 +62,16 @@ class Runs:
         worker after the run (not for a run cancelled while queued). Raises
         ``QueueFullError`` or ``ThreadBusyError``."""
         with self._lock:
-            if len(self._futures) >= self.workers + self.max_queued:
-                raise QueueFullError(
-                    f"{len(self._futures)} runs are running or queued, as many as this "
-                    f"dashboard allows ({self.workers} running, {self.max_queued} waiting): "
-                    "try again when one has ended")
             busy = [r for r in self._runs.values() if r["thread_id"] == thread_id
                     and r["state"] in ("queued", "running")]
             if busy:
                 raise ThreadBusyError(f"thread {thread_id!r} already has a run {busy[0]['state']} "
                                       "here: wait for it to end")
+            if len(self._futures) >= self.workers + self.max_queued:
+                raise QueueFullError(
+                    f"{len(self._futures)} runs are running or queued, as many as this "
+                    f"dashboard allows ({self.workers} running, {self.max_queued} waiting): "
+                    "try again when one has ended")
             run_id = str(next(self._ids))
             run: dict[str, Any] = {"id": run_id, "thread_id": thread_id, "action": action,
                                    "state": "queued", "queued_at": time.time(),

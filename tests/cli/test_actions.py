@@ -160,3 +160,29 @@ def test_the_dashboard_refuses_actions_without_writes_token_or_csrf(
             served.close()
     assert _statuses(cli, "interrupted") == ["ask-web"]
     assert cli.json("audit")["entries"] == []  # refused before any action was checked
+
+
+def test_the_run_executor_is_bounded_refuses_a_busy_thread_and_cancels_queued_runs(
+        ) -> None:
+    import threading
+
+    from langgraph_durable.dashboard.runs import QueueFullError, Runs, ThreadBusyError
+
+    runs = Runs(workers=1, max_queued=1)
+    gate, ended = threading.Event(), []
+    try:
+        first = runs.submit("a", "retry", lambda: {"ok": gate.wait(30)}, ended.append)
+        queued = runs.submit("b", "retry", lambda: {"ok": True}, ended.append)
+        with pytest.raises(QueueFullError, match="as many as this dashboard allows"):
+            runs.submit("c", "retry", lambda: {})
+        with pytest.raises(ThreadBusyError, match="thread 'a' already has a run"):
+            runs.submit("a", "retry", lambda: {})
+        assert runs.cancel(queued["id"])["state"] == "cancelled"
+        assert runs.cancel(first["id"]) is None  # started: not stopped
+        gate.set()
+        runs.wait(30)
+        assert [(r["thread_id"], r["state"]) for r in ended] == [("a", "done")]
+        assert runs.of_thread("b")[0]["state"] == "cancelled"
+    finally:
+        gate.set()
+        runs.shutdown()
