@@ -30,11 +30,9 @@ def _act(ctx: typer.Context, thread: str, action: str, graph_spec: str,
     saver = session.saver(flusher=True)
     db, col = session.clients.db, saver.context.collections.audit
     who = audit.who_of_cli()
-    name = str(getattr(graph, "name", None) or graph_spec)
-    stamped = {name: graph}
     try:
-        prepared = actions.prepare(saver, session.clients, thread, action,
-                                   _AnyName(stamped, graph), answers=answers)
+        prepared = actions.prepare(saver, session.clients, thread, action, None,
+                                   answers=answers)
     except actions.ActionError as exc:
         audit.record(db, col, thread_id=thread, who=who, via="cli", action=action,
                      graph=graph_spec, given={"answers": _shown(answers)}
@@ -42,7 +40,7 @@ def _act(ctx: typer.Context, thread: str, action: str, graph_spec: str,
                      error=audit.one_line(str(exc)))
         raise CliError(str(exc)) from None
     entry = audit.record(db, col, thread_id=thread, who=who, via="cli", action=action,
-                         graph=prepared.graph, given=prepared.given,
+                         graph=prepared.graph or graph_spec, given=prepared.given,
                          from_checkpoint=prepared.from_checkpoint, state="running")
     try:
         result = actions.execute(saver, graph, prepared)
@@ -53,21 +51,6 @@ def _act(ctx: typer.Context, thread: str, action: str, graph_spec: str,
                        f"{audit.one_line(exc)}") from None
     audit.update(db, col, entry, thread, state="done", result=result)
     return result
-
-
-class _AnyName(dict):  # type: ignore[type-arg]
-    """The CLI's one graph under whichever name the thread's metadata gives (the
-    operator named the graph to run; a stamped name is kept in the new checkpoints)."""
-
-    def __init__(self, named: dict[str, Any], graph: Any) -> None:
-        super().__init__(named)
-        self.graph = graph
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str)
-
-    def __getitem__(self, key: str) -> Any:
-        return self.graph
 
 
 def _shown(answers: dict[str | None, Any] | None) -> dict[str, Any]:

@@ -116,7 +116,7 @@ class Actions:
         entry = audit.record(db, col, thread_id=thread, who=self.who, via="dashboard",
                              action=action, graph=prepared.graph, given=prepared.given,
                              from_checkpoint=prepared.from_checkpoint, state="queued")
-        graph = self.graphs[prepared.graph]
+        graph = self.graphs[prepared.graph or ""]  # always named here (graphs given)
 
         def run() -> dict[str, Any]:
             audit.update(db, col, entry, thread, state="running")

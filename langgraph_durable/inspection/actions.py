@@ -152,7 +152,9 @@ class Prepared:
 
     thread_id: str
     action: str
-    graph: str
+    graph: str | None
+    """The graph's name (stamped in the run's checkpoints), None for the one graph the
+    CLI's operator named when the thread names none (nothing stamped)."""
     input: Any
     """What ``invoke`` gets: ``Command(resume={interrupt_id: value})`` or None."""
     given: dict[str, Any]
@@ -161,19 +163,23 @@ class Prepared:
     status: str
 
 
-def prepare(saver: Any, clients: Any, thread: str, action: str, graphs: Mapping[str, Any],
-            *, answers: Mapping[str | None, Any] | None = None, chosen: str | None = None,
+def prepare(saver: Any, clients: Any, thread: str, action: str,
+            graphs: Mapping[str, Any] | None, *,
+            answers: Mapping[str | None, Any] | None = None, chosen: str | None = None,
             running_window_s: float = timeline.RUNNING_WINDOW_S) -> Prepared:
     """Check ``action`` on ``thread`` (root namespace) against its latest checkpoint.
     ``answers`` (``resume``): ``{interrupt_id: value}``; the key None stands for the only
-    pending interrupt. Raises ``LookupFailedError`` (no such thread) or ``ActionError``
-    (the one-line reason) before anything runs."""
+    pending interrupt. ``graphs`` None: the operator gives the graph itself (the CLI),
+    whatever the thread's ``GRAPH_KEY`` says (kept). Raises ``LookupFailedError`` (no
+    such thread) or ``ActionError`` (the one-line reason) before anything runs."""
     if action not in ACTIONS:
         raise ActionError(f"unknown action {action!r} (one of {', '.join(ACTIONS)})")
     tup = lookup.get(saver, clients, thread, None, "")
     status = timeline.status(tup, None, running_window_s)["status"]
     cid = tup.config["configurable"]["checkpoint_id"]
-    name = graph_for(graphs, tup.metadata, chosen)
+    stamped = (tup.metadata or {}).get(GRAPH_KEY)
+    name = (graph_for(graphs, tup.metadata, chosen) if graphs is not None
+            else stamped if isinstance(stamped, str) and stamped else None)
     if status not in ALLOWED[action]:
         raise ActionError(_refusal(thread, action, status))
     for channel, value in [*tup.checkpoint.get("channel_values", {}).items(),
@@ -235,8 +241,9 @@ def execute(saver: Any, graph: Any, prepared: Prepared,
     from the thread's latest checkpoint, the run's checkpoints stamped with the graph's
     name (``GRAPH_KEY``). Returns the thread's ``{"status", "step", "checkpoint_id"}``
     after it; the graph's exception propagates (the thread keeps its error write)."""
-    config = {"configurable": {"thread_id": prepared.thread_id},
-              "metadata": {GRAPH_KEY: prepared.graph}}
+    config: dict[str, Any] = {"configurable": {"thread_id": prepared.thread_id}}
+    if prepared.graph:
+        config["metadata"] = {GRAPH_KEY: prepared.graph}
     bound(graph, saver).invoke(prepared.input, config)
     return outcome(saver, prepared.thread_id, running_window_s)
 

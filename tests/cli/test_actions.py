@@ -44,11 +44,12 @@ def test_resume_answers_the_interrupt_and_runs_to_the_end(cli: Cli, t1: dict) ->
         state = action_graphs.approval.copy(update={"checkpointer": saver}).get_state(
             {"configurable": {"thread_id": "ask-1"}})
     assert state.values["notes"]["answer"] == {"ok": True} and state.next == ()
-    assert state.metadata["lgd_graph"] == "LangGraph"  # stamped by the run: its name
+    assert "lgd_graph" not in state.metadata  # the CLI stamps no name of its own
     entries = cli.json("audit", "--thread", "ask-1")["entries"]
     assert [(e["action"], e["state"], e["via"]) for e in entries] == [
         ("resume", "done", "cli")]
     assert entries[0]["result"]["status"] == "done" and entries[0]["who"].startswith("cli:")
+    assert entries[0]["graph"] == APPROVAL
     assert list(entries[0]["input"]["answers"].values()) == [{"ok": True}]
     table = cli("audit").stdout
     assert "ask-1" in table and "resume" in table and "done at step 4" in table
