@@ -18,8 +18,9 @@ def dashboard(ctx: typer.Context,
                                         help="required from every browser (?token= once); "
                                         "env LGD_DASHBOARD_TOKEN"),
               allow_writes: bool = typer.Option(False, "--allow-writes",
-                                                help="enable the time machine (fork); "
-                                                "makes a token when none is given"),
+                                                help="enable the time machine (fork) and, "
+                                                "with --graph, actions; makes a token "
+                                                "when none is given"),
               allowed_host: list[str] = typer.Option(  # noqa: B008
                   [], "--allowed-host",
                   help="a Host name browsers reach the dashboard by, besides localhost, "
