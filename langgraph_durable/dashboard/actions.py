@@ -62,7 +62,9 @@ class Actions:
                                "runs": self.runs.of_thread(thread), "audit": self.log(thread),
                                "status": None, "error": None}
         if ns:
-            return out  # actions apply to the root namespace
+            out["error"] = ("actions apply to the thread's root namespace: open the thread "
+                            "without ns to act on it")
+            return out
         try:
             tup = lookup.get(self.view, self.view.sync_clients, thread, None, "")
         except lookup.LookupFailedError:

@@ -187,3 +187,14 @@ def test_the_run_executor_is_bounded_refuses_a_busy_thread_and_cancels_queued_ru
     finally:
         gate.set()
         runs.shutdown()
+
+
+def test_dashboard_graph_options_are_checked_before_serving(cli: Cli) -> None:
+    r = cli("dashboard", "--graph", "tests.action_graphs:approval", code=1)
+    assert r.stderr == ("error: --graph 'tests.action_graphs:approval' must be "
+                        "NAME=MODULE:ATTR\n")
+    r = cli("dashboard", "--graph", "a=tests.action_graphs:nothing", code=1)
+    assert r.stderr.startswith("error: --graph a 'tests.action_graphs:nothing' cannot be "
+                               "imported: ")
+    r = cli("dashboard", "--graph", f"a={APPROVAL}", "--graph", f"a={FLAKY}", code=1)
+    assert r.stderr == "error: --graph 'a' is given twice\n"
