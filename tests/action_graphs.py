@@ -96,3 +96,25 @@ def _gated_graph() -> Any:
 
 gated = _gated_graph()
 """START -> start (count + 1) -> hold (waits for GATE; count + 100)."""
+
+
+APPROVAL_SCHEMA = {"type": "object", "required": ["approved"],
+                   "properties": {"approved": {"type": "boolean"}}}
+"""The JSON Schema ``schemed``'s interrupt asks its answer to match."""
+
+
+def _schemed_ask(state: State) -> dict[str, Any]:
+    answer = interrupt({"ask": "approve?"}, response_schema=APPROVAL_SCHEMA)
+    return {"answers": [answer]}
+
+
+def _schemed_graph() -> Any:
+    g = StateGraph(State)
+    g.add_node("ask", _schemed_ask)
+    g.add_edge(START, "ask")
+    g.add_edge("ask", END)
+    return g.compile()
+
+
+schemed = _schemed_graph()
+"""START -> ask (interrupts with a response_schema: {"approved": bool} required)."""

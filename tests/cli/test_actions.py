@@ -198,3 +198,15 @@ def test_dashboard_graph_options_are_checked_before_serving(cli: Cli) -> None:
                                "imported: ")
     r = cli("dashboard", "--graph", f"a={APPROVAL}", "--graph", f"a={FLAKY}", code=1)
     assert r.stderr == "error: --graph 'a' is given twice\n"
+
+
+def test_an_answer_is_checked_against_the_interrupts_json_schema(cli: Cli) -> None:
+    _run(cli, action_graphs.schemed, "schemed", {})
+    spec = "tests.action_graphs:schemed"
+    r = cli("resume", "schemed", "--graph", spec, "--value", "true", code=1)
+    assert r.stderr.startswith("error: the value does not match interrupt ")
+    assert r.stderr.endswith("'s schema: True is not of type 'object'\n")
+    r = cli("resume", "schemed", "--graph", spec, "--value", '{"approved": "y"}', code=1)
+    assert "'y' is not of type 'boolean'" in r.stderr
+    out = cli("resume", "schemed", "--graph", spec, "--value", '{"approved": false}').stdout
+    assert out.startswith("resumed schemed: now done")
