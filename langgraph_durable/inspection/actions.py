@@ -132,7 +132,8 @@ def parse_value(text: str) -> Any:
 
 def check_schema(value: Any, schema: Mapping[str, Any] | None, interrupt_id: str) -> None:
     """Validate ``value`` against the interrupt's JSON Schema when it has one (with
-    ``jsonschema`` when installed; else nothing is checked). Raises ``ActionError``."""
+    ``jsonschema``, a dependency of the ``cli`` and ``dashboard`` extras; without it
+    installed nothing is checked). Raises ``ActionError``."""
     if not schema:
         return
     try:
