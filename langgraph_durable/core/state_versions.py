@@ -44,6 +44,7 @@ from typing import Any, Literal
 
 from langgraph.checkpoint.base import CheckpointTuple
 
+from ..config import MAX_STATE_VERSION
 from ..errors import ConfigurationError, StateMigrationError, StateVersionError
 
 STATE_VERSION_KEY = "lgd_state_version"
@@ -161,31 +162,59 @@ def marked_versions(channel_versions: Mapping[str, Any]) -> dict[str, str]:
 
 
 class WrittenMarks:
-    """The marked channel values this process already stored, ``(thread_id, ns, channel,
-    version)``, so that later puts of a thread do not store the same value again: a
-    bounded LRU of ``size`` entries (another process stores it at most once more: the same
-    field, written again idempotently). Thread-safe."""
+    """Which migrated (marked) channel values a put of this process may leave out, because
+    the put's parent checkpoint, one this process stored, already refers to them: a
+    bounded LRU of ``size`` checkpoints, ``(thread_id, ns, checkpoint_id)`` -> the marked
+    ``(channel, version)`` pairs that checkpoint holds. Thread-safe.
+
+    Keyed by the parent, not by the thread: a thread deleted and recreated with the same
+    checkpoint ids (``copy_thread`` from a template again, an export imported over it)
+    brings back the *unmigrated* checkpoint, so a put whose parent is that checkpoint
+    stores the migrated values again, while the children of a checkpoint this process
+    stored (the usual run) do not send them twice. A value left out is still stored: the
+    parent refers to it, and ``prune`` and ``delete`` keep the values a kept checkpoint
+    refers to; an export of the thread carries them. A put without a parent (no
+    ``checkpoint_id`` in its config) falls back to what any put of the thread stored in
+    this process. Another process stores a value at most once more (the same field, the
+    same value)."""
 
     def __init__(self, size: int = 10_000) -> None:
-        self._seen: OrderedDict[tuple[str, str, str, str], None] = OrderedDict()
+        self._held: OrderedDict[tuple[str, str, str], frozenset[tuple[str, str]]] = (
+            OrderedDict())
+        self._any: OrderedDict[tuple[str, str, str, str], None] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
-    def unwritten(self, thread_id: str, ns: str, marks: Mapping[str, str]) -> dict[str, str]:
-        """The entries of ``marks`` (channel -> marked version) not yet stored."""
+    def unwritten(self, thread_id: str, ns: str, marks: Mapping[str, str],
+                  parent: str | None = None) -> dict[str, str]:
+        """The entries of ``marks`` (channel -> marked version) a put must store: those
+        its ``parent`` checkpoint (stored by this process) does not hold; without a
+        ``parent``, those no put of the thread in this process stored."""
         with self._lock:
-            return {ch: v for ch, v in marks.items()
-                    if (thread_id, ns, ch, v) not in self._seen}
+            if parent is None:
+                return {ch: v for ch, v in marks.items()
+                        if (thread_id, ns, ch, v) not in self._any}
+            held = self._held.get((thread_id, ns, parent), frozenset())
+            return {ch: v for ch, v in marks.items() if (ch, v) not in held}
 
-    def written(self, thread_id: str, ns: str, marks: Mapping[str, str]) -> None:
-        """Record ``marks`` as stored (call once the put returned)."""
+    def written(self, thread_id: str, ns: str, marks: Mapping[str, str],
+                checkpoint_id: str | None = None,
+                held: Mapping[str, str] | None = None) -> None:
+        """Record a put that returned: ``marks`` it stored, and ``held`` (default
+        ``marks``), every marked version checkpoint ``checkpoint_id`` refers to (stored by
+        it or by its parent)."""
         with self._lock:
-            for ch, v in marks.items():
+            for ch, v in {**marks, **(held or {})}.items():
                 key = (thread_id, ns, ch, v)
-                self._seen[key] = None
-                self._seen.move_to_end(key)
-            while len(self._seen) > self._size:
-                self._seen.popitem(last=False)
+                self._any[key] = None
+                self._any.move_to_end(key)
+            if checkpoint_id is not None:
+                ck = (thread_id, ns, checkpoint_id)
+                self._held[ck] = frozenset((held if held is not None else marks).items())
+                self._held.move_to_end(ck)
+            for lru in (self._any, self._held):
+                while len(lru) > self._size:
+                    lru.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -208,9 +237,11 @@ class StateVersions:
         given = conf.get("state_version")
         if given is None:
             return self.current
-        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+        if (isinstance(given, bool) or not isinstance(given, int) or given < 1
+                or given > MAX_STATE_VERSION):
             raise ConfigurationError(
-                f"config['configurable']['state_version'] must be an int >= 1, got {given!r}")
+                f"config['configurable']['state_version'] must be an int >= 1 (at most "
+                f"{MAX_STATE_VERSION}), got {given!r}")
         return given
 
     def stamp(self, metadata: Mapping[str, Any], running: int | None) -> Any:
@@ -234,11 +265,26 @@ class StateVersions:
         marks = marked_versions(checkpoint["channel_versions"])
         if marks:
             conf = config.get("configurable") or {}
+            parent = conf.get("checkpoint_id")
             marks = self.marks.unwritten(str(conf.get("thread_id")),
-                                         str(conf.get("checkpoint_ns") or ""), marks)
+                                         str(conf.get("checkpoint_ns") or ""), marks,
+                                         None if parent is None else str(parent))
             if marks:
                 new_versions = {**marks, **new_versions}
         return self.stamp(metadata, running), new_versions, marks
+
+    def put_done(self, config: Mapping[str, Any], thread_id: str, ns: str,
+                 checkpoint_id: str, checkpoint: Mapping[str, Any],
+                 marks: Mapping[str, str]) -> None:
+        """Record a put that returned (``for_put`` gave ``marks``): every marked version
+        the stored checkpoint ``checkpoint_id`` refers to is held by it, so the puts of
+        its children need not store them (``WrittenMarks``). Nothing without a state
+        version."""
+        if self.running(config) is None:
+            return
+        held = marked_versions(checkpoint["channel_versions"])
+        if held or marks:
+            self.marks.written(thread_id, ns, marks, checkpoint_id, held)
 
     def stored_of(self, tup: CheckpointTuple, running: int) -> int:
         """The state version of a stored checkpoint: its metadata's ``STATE_VERSION_KEY``,
