@@ -192,3 +192,13 @@ def test_migrate_state_names_what_is_wrong_with_the_registry(tmp_path: Path,
                                          "settings at import"):
         sm.load_registry(f"{RAISES}:X")
     sys.modules.pop(RAISES, None)
+
+
+@pytest.mark.parametrize("bad", [True, 2.0, "2", 0, 2**63, 2**64])
+def test_a_store_state_version_that_no_record_can_hold_is_refused_up_front(
+        saver: DurableSaver, bad: Any) -> None:
+    """``saver.store(state_version=2**64)`` was taken, and the first ``put`` raised a bare
+    ``TypeError: Integer exceeds 64-bit range`` from msgpack."""
+    with pytest.raises(ConfigurationError, match="DurableStore state_version"):
+        saver.store(state_version=bad)
+    assert saver.store(state_version=2**63 - 1).put(("a",), "k", {"x": 1}) is None
