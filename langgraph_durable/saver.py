@@ -210,7 +210,7 @@ class DurableSaver(SaverLifecycle):
         ``STATE_VERSION_KEY`` set, and the migrated values of a checkpoint read in an
         older version (channels with a marked version) are stored too, unless the parent
         checkpoint this process stored already refers to them
-        (``state_versions.WrittenMarks``)."""
+        (``core/written_marks.WrittenMarks``)."""
         self._count("puts")
         metadata, new_versions, marks = self._state.for_put(config, checkpoint, metadata,
                                                             new_versions)

@@ -30,7 +30,14 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from langgraph_durable import STATE_VERSION_KEY, ConfigurationError, DurableConfig, DurableSaver
+from langgraph_durable import (
+    STATE_VERSION_KEY,
+    ConfigurationError,
+    DurableConfig,
+    DurableSaver,
+    StateMigration,
+    StateMigrationError,
+)
 from langgraph_durable.admin import state_migration as sm
 from langgraph_durable.testing import unique_options
 
@@ -202,3 +209,37 @@ def test_a_store_state_version_that_no_record_can_hold_is_refused_up_front(
     with pytest.raises(ConfigurationError, match="DurableStore state_version"):
         saver.store(state_version=bad)
     assert saver.store(state_version=2**63 - 1).put(("a",), "k", {"x": 1}) is None
+
+
+def _pairs(writes: list[tuple[str, str, Any]]) -> list[Any]:
+    return [(t, c) for t, c, _v in writes]  # forgot the value
+
+
+def _dicts(writes: list[tuple[str, str, Any]]) -> list[Any]:
+    return [{"task_id": t, "channel": c, "value": v} for t, c, v in writes]
+
+
+def _int_keys(values: dict[str, Any]) -> dict[Any, Any]:
+    return {**v1_to_v2(values), 1: "x"}
+
+
+@pytest.mark.parametrize("hook", [
+    StateMigration(values=v1_to_v2, writes=_pairs),
+    StateMigration(values=v1_to_v2, writes=_dicts),
+    StateMigration(values=_int_keys),
+], ids=["writes-pairs", "writes-dicts", "values-int-key"])
+def test_a_hook_returning_the_wrong_shape_is_named(
+        open_saver: Callable[..., DurableSaver], hook: StateMigration) -> None:
+    """A writes hook returning 2-tuples or dicts gave LangGraph's bare ``ValueError: not
+    enough values to unpack`` / ``KeyError: 0`` on resume, naming neither the migration
+    nor the thread."""
+    v1 = open_saver(state_version=1)
+    v1_graph().compile(checkpointer=v1).invoke({"steps": []}, cfg("t"))
+    app = open_saver(state_version=2, state_migrations={1: hook})
+    graph = v2_graph().compile(checkpointer=app)
+    with pytest.raises(StateMigrationError, match=r"state_migrations\[1\].*thread 't'") as e:
+        graph.invoke(Command(resume=True), cfg("t"))
+    assert e.value.step == (1, 2)
+    # nothing stored changed: the thread resumes once the hook is fixed
+    fixed = open_saver(state_version=2, state_migrations={1: v1_to_v2})
+    assert v2_graph().compile(checkpointer=fixed).invoke(Command(resume=True), cfg("t")) == DONE

@@ -36,8 +36,6 @@ its plans return, the same code for the sync and the async API.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -46,6 +44,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from ..config import MAX_STATE_VERSION
 from ..errors import ConfigurationError, StateMigrationError, StateVersionError
+from .written_marks import WrittenMarks
 
 STATE_VERSION_KEY = "lgd_state_version"
 """The metadata key of a checkpoint's application state version (an int >= 1)."""
@@ -159,62 +158,6 @@ def marked_versions(channel_versions: Mapping[str, Any]) -> dict[str, str]:
     migrated value is stored by that put too (the stored records then refer only to
     values that are stored)."""
     return {ch: v for ch, v in channel_versions.items() if is_marked(v)}
-
-
-class WrittenMarks:
-    """Which migrated (marked) channel values a put of this process may leave out, because
-    the put's parent checkpoint, one this process stored, already refers to them: a
-    bounded LRU of ``size`` checkpoints, ``(thread_id, ns, checkpoint_id)`` -> the marked
-    ``(channel, version)`` pairs that checkpoint holds. Thread-safe.
-
-    Keyed by the parent, not by the thread: a thread deleted and recreated with the same
-    checkpoint ids (``copy_thread`` from a template again, an export imported over it)
-    brings back the *unmigrated* checkpoint, so a put whose parent is that checkpoint
-    stores the migrated values again, while the children of a checkpoint this process
-    stored (the usual run) do not send them twice. A value left out is still stored: the
-    parent refers to it, and ``prune`` and ``delete`` keep the values a kept checkpoint
-    refers to; an export of the thread carries them. A put without a parent (no
-    ``checkpoint_id`` in its config) falls back to what any put of the thread stored in
-    this process. Another process stores a value at most once more (the same field, the
-    same value)."""
-
-    def __init__(self, size: int = 10_000) -> None:
-        self._held: OrderedDict[tuple[str, str, str], frozenset[tuple[str, str]]] = (
-            OrderedDict())
-        self._any: OrderedDict[tuple[str, str, str, str], None] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def unwritten(self, thread_id: str, ns: str, marks: Mapping[str, str],
-                  parent: str | None = None) -> dict[str, str]:
-        """The entries of ``marks`` (channel -> marked version) a put must store: those
-        its ``parent`` checkpoint (stored by this process) does not hold; without a
-        ``parent``, those no put of the thread in this process stored."""
-        with self._lock:
-            if parent is None:
-                return {ch: v for ch, v in marks.items()
-                        if (thread_id, ns, ch, v) not in self._any}
-            held = self._held.get((thread_id, ns, parent), frozenset())
-            return {ch: v for ch, v in marks.items() if (ch, v) not in held}
-
-    def written(self, thread_id: str, ns: str, marks: Mapping[str, str],
-                checkpoint_id: str | None = None,
-                held: Mapping[str, str] | None = None) -> None:
-        """Record a put that returned: ``marks`` it stored, and ``held`` (default
-        ``marks``), every marked version checkpoint ``checkpoint_id`` refers to (stored by
-        it or by its parent)."""
-        with self._lock:
-            for ch, v in {**marks, **(held or {})}.items():
-                key = (thread_id, ns, ch, v)
-                self._any[key] = None
-                self._any.move_to_end(key)
-            if checkpoint_id is not None:
-                ck = (thread_id, ns, checkpoint_id)
-                self._held[ck] = frozenset((held if held is not None else marks).items())
-                self._held.move_to_end(ck)
-            for lru in (self._any, self._held):
-                while len(lru) > self._size:
-                    lru.popitem(last=False)
 
 
 @dataclass(frozen=True)
@@ -421,4 +364,26 @@ def _apply(tup: CheckpointTuple, stored: int, running: int, k: int, hook: str,
         raise StateMigrationError(
             f"{where} returned {type(out).__name__}, not a {kind.__name__}; nothing stored "
             "was changed", **ctx)  # type: ignore[arg-type]
+    bad = _misshapen(out)
+    if bad is not None:
+        raise StateMigrationError(f"{where} returned {bad}; nothing stored was changed",
+                                  **ctx)  # type: ignore[arg-type]
     return out
+
+
+def _misshapen(out: object) -> str | None:
+    """What is wrong with a hook's result LangGraph would otherwise fail on far from the
+    migration (``ValueError: not enough values to unpack``): channel values keyed by
+    anything but a channel name (a str), a pending write that is not a ``(task_id,
+    channel, value)`` tuple of two strs and a value. None when nothing is."""
+    if isinstance(out, dict):
+        for ch in out:
+            if not isinstance(ch, str):
+                return f"a channel name {ch!r} that is not a str"
+        return None
+    for i, w in enumerate(out if isinstance(out, list) else []):
+        if (not isinstance(w, (tuple, list)) or len(w) != 3 or not isinstance(w[0], str)
+                or not isinstance(w[1], str)):
+            return (f"pending write [{i}] {w!r:.80}, not a (task_id, channel, value) tuple "
+                    "of two strs and a value")
+    return None
