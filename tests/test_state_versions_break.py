@@ -37,6 +37,7 @@ from langgraph_durable import (
     DurableSaver,
     StateMigration,
     StateMigrationError,
+    StateVersionError,
 )
 from langgraph_durable.admin import state_migration as sm
 from langgraph_durable.testing import unique_options
@@ -243,3 +244,17 @@ def test_a_hook_returning_the_wrong_shape_is_named(
     # nothing stored changed: the thread resumes once the hook is fixed
     fixed = open_saver(state_version=2, state_migrations={1: v1_to_v2})
     assert v2_graph().compile(checkpointer=fixed).invoke(Command(resume=True), cfg("t")) == DONE
+
+
+def test_an_unversioned_checkpoint_made_newer_by_the_configuration_says_so(
+        open_saver: Callable[..., DurableSaver]) -> None:
+    """``unversioned_state_version=3`` with ``state_version=2`` (a typo in a deploy) said
+    the unversioned thread "was written by state version 3 ... a rolled-back deploy?"."""
+    plain = open_saver()
+    v1_graph().compile(checkpointer=plain).invoke({"steps": []}, cfg("t"))
+    app = open_saver(state_version=2, unversioned_state_version=3,
+                     state_migrations={1: v1_to_v2})
+    with pytest.raises(StateVersionError, match="has no state version, read as "
+                       "unversioned_state_version=3") as e:
+        app.get_tuple(cfg("t"))
+    assert "rolled-back" not in str(e.value) and e.value.stored == 3

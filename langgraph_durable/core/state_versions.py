@@ -269,6 +269,14 @@ class StateVersions:
         stored = self.stored_of(tup, running)
         if stored > running and (resume or self.newer == "raise"):
             what = ("resumed" if resume else "read")
+            if (tup.metadata or {}).get(STATE_VERSION_KEY) is None:
+                # no version stored: the configuration made it newer, not a deploy
+                raise _version_error(
+                    tup, stored, running,
+                    f"it has no state version, read as unversioned_state_version={stored}, "
+                    f"newer than the running code's {running}, so it cannot be {what} by "
+                    f"it: unversioned_state_version must not be above state_version (the "
+                    "checkpoints stored before versions were used are of the oldest shape)")
             raise _version_error(
                 tup, stored, running,
                 f"it was written by state version {stored}, newer than the running code's "
