@@ -273,3 +273,28 @@ def test_the_tools_do_not_show_a_malformed_stored_version_as_unversioned() -> No
     from langgraph_durable.inspection import versions
     assert versions.shown(versions.version_of({STATE_VERSION_KEY: "2"})) != "unversioned"
     assert versions.version_of({STATE_VERSION_KEY: -1}) is None
+
+
+async def test_a_recreated_thread_keeps_its_migrated_values_async(
+        redis_url: str, mongo_url: str) -> None:
+    """The same reset as above with asyncio clients (``ainvoke``, ``acopy_thread``,
+    ``adelete_thread``): ``aput`` shares the fix."""
+    opts = unique_options()
+    async with DurableSaver.from_urls(redis_url, mongo_url, **opts, state_version=1) as v1:
+        await v1_graph().compile(checkpointer=v1).ainvoke({"steps": []}, cfg("template"))
+    async with DurableSaver.from_urls(redis_url, mongo_url, **opts, state_version=2,
+                                      state_migrations={1: v1_to_v2}) as app:
+        graph = v2_graph().compile(checkpointer=app)
+        for _ in range(2):
+            await app.acopy_thread("template", "work")
+            assert await graph.ainvoke(Command(resume=True), cfg("work")) == DONE
+            assert (await graph.aget_state(cfg("work"))).values == DONE
+            await app.adelete_thread("work")
+            await app.acopy_thread("template", "work")
+            assert await graph.ainvoke(Command(resume=True), cfg("work")) == DONE
+            await app.adelete_thread("work")
+        await app.acopy_thread("template", "work")
+        assert await graph.ainvoke(Command(resume=True), cfg("work")) == DONE
+    async with DurableSaver.from_urls(redis_url, mongo_url, **opts, state_version=2) as other:
+        state = await v2_graph().compile(checkpointer=other).aget_state(cfg("work"))
+        assert state.values == DONE
