@@ -298,3 +298,14 @@ async def test_a_recreated_thread_keeps_its_migrated_values_async(
     async with DurableSaver.from_urls(redis_url, mongo_url, **opts, state_version=2) as other:
         state = await v2_graph().compile(checkpointer=other).aget_state(cfg("work"))
         assert state.values == DONE
+
+
+def test_an_unversioned_item_made_newer_by_the_configuration_says_so(
+        saver: DurableSaver) -> None:
+    """The store's twin of the checkpoint case above."""
+    saver.store().put(("a",), "k", {"x": 1})  # the saver has no state version
+    store = saver.store(state_version=2, unversioned_state_version=3)
+    with pytest.raises(StateVersionError, match="has no state version, read as "
+                       "unversioned_state_version=3") as e:
+        store.get(("a",), "k")
+    assert "rolled-back" not in str(e.value)

@@ -88,6 +88,13 @@ class ItemVersions:
         if version > running:
             if self.newer == "read":
                 return value
+            if stored is None:  # the configuration made it newer, not a deploy
+                raise StateVersionError(
+                    f"{where} has no state version, read as unversioned_state_version="
+                    f"{version}, newer than the store's {running}: "
+                    "unversioned_state_version must not be above state_version (the items "
+                    "put before versions were used are of the oldest shape); nothing "
+                    "stored was changed", **ctx)
             raise StateVersionError(
                 f"{where} was put by state version {version}, newer than the store's "
                 f"{running}, and cannot be read by it (a rolled-back deploy?): read it with "
