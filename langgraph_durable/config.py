@@ -6,11 +6,15 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pymongo import WriteConcern
 
 _DATABASE_BAD = frozenset("/\\. \"$\0")
 """Characters MongoDB refuses in a database name."""
+
+MAX_STATE_VERSION = 2**63 - 1
+"""The largest ``state_version``: a 64-bit signed int, as msgpack metadata and MongoDB
+store it."""
 
 
 class DurableConfig(BaseModel):
@@ -250,6 +254,25 @@ class DurableConfig(BaseModel):
         raise ValueError(f"write_concern_w must be 'majority' or a number from 1 to 50 (the "
                          f"most members a replica set has), got {w!r} (w=0 would not wait "
                          "for MongoDB at all)")
+
+    @field_validator("state_version", "unversioned_state_version", mode="before")
+    @classmethod
+    def _a_state_version(cls, v: object, info: ValidationInfo) -> object:
+        # an int, or its digits (an environment variable, the command line); never a bool
+        # or a float, which pydantic's lax mode would turn into one (True -> version 1),
+        # as config["configurable"]["state_version"] and state_migrations keys refuse them
+        if v is None:
+            return v
+        if isinstance(v, str) and v.strip().isdigit():
+            v = int(v)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"{info.field_name} is a state version, an int >= 1, got "
+                             f"{v!r} ({type(v).__name__})")
+        if v > MAX_STATE_VERSION:
+            raise ValueError(f"{info.field_name} {v} is past the largest state version, "
+                             f"{MAX_STATE_VERSION} (a 64-bit signed int: stored in every "
+                             "checkpoint's metadata and in MongoDB)")
+        return v
 
     @field_validator("database")
     @classmethod

@@ -127,13 +127,15 @@ class DurableSaver(SaverLifecycle):
         return fn(*args)
 
     def _put_done(self, prepared: write.PreparedPut, result: RunnableConfig,
-                  marks: Mapping[str, str] | None = None) -> RunnableConfig:
+                  config: RunnableConfig, checkpoint: Checkpoint,
+                  marks: Mapping[str, str]) -> RunnableConfig:
         """What a stored put taught this process: its checkpoint is the head, its items
-        are in Redis, the migrated values it stored (``marks``) need not be stored again."""
+        are in Redis, and (with a state version) the migrated values it refers to need not
+        be stored by the puts of its children (``StateVersions.put_done``)."""
         self._ctx.learn(prepared.thread_id, (prepared.ns, prepared.checkpoint_id),
                         prepared.parts)
-        if marks:
-            self._state.marks.written(prepared.thread_id, prepared.ns, marks)
+        self._state.put_done(config, prepared.thread_id, prepared.ns,
+                             prepared.checkpoint_id, checkpoint, marks)
         return result
 
     def _writes_done(self, prepared: write.PreparedWrites | None) -> None:
@@ -206,14 +208,15 @@ class DurableSaver(SaverLifecycle):
 
         With a state version, the stored metadata is a copy of ``metadata`` with
         ``STATE_VERSION_KEY`` set, and the migrated values of a checkpoint read in an
-        older version (channels with a marked version) are stored too (once per process:
-        ``state_versions.WrittenMarks``)."""
+        older version (channels with a marked version) are stored too, unless the parent
+        checkpoint this process stored already refers to them
+        (``core/written_marks.WrittenMarks``)."""
         self._count("puts")
         metadata, new_versions, marks = self._state.for_put(config, checkpoint, metadata,
                                                             new_versions)
         prepared = write.prepare_put(self._ctx, config, checkpoint, metadata, new_versions)
         done = self._runtime.run(write.put_plan(self._ctx, prepared))
-        return self._put_done(prepared, done, marks)
+        return self._put_done(prepared, done, config, checkpoint, marks)
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
@@ -224,7 +227,7 @@ class DurableSaver(SaverLifecycle):
         prepared = await self._off_loop(write.prepare_put, self._ctx, config, checkpoint,
                                         metadata, new_versions)
         done = await self._runtime.arun(write.put_plan(self._ctx, prepared))
-        return self._put_done(prepared, done, marks)
+        return self._put_done(prepared, done, config, checkpoint, marks)
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str = "") -> None:

@@ -116,10 +116,17 @@ def load_registry(spec: str) -> Mapping[int, Any]:
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"--migrations {spec!r} cannot be imported: {exc}") from exc
-    if not isinstance(obj, Mapping) or not all(
-            isinstance(k, int) and not isinstance(k, bool) for k in obj):
+    except Exception as exc:  # the operator's module raised while it was imported
+        raise ValueError(f"--migrations {spec!r}: importing it raised "
+                         f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(obj, Mapping):
         raise ValueError(f"--migrations {spec!r} is a {type(obj).__name__}, not a mapping "
                          "of state version (int) -> migration")
+    bad = [k for k in obj if isinstance(k, bool) or not isinstance(k, int)]
+    if bad:
+        raise ValueError(f"--migrations {spec!r}: key {bad[0]!r} ({type(bad[0]).__name__}) "
+                         "is not a state version: the keys are ints, the version each "
+                         "migration starts from")
     return obj
 
 

@@ -27,18 +27,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import MAX_STATE_VERSION
 from ..errors import ConfigurationError, StateMigrationError, StateVersionError
 from .state_versions import NewerState, StateMigration, as_migrations
 
 
 def check_version(what: str, value: object, *, optional: bool = True) -> int | None:
-    """``value`` as a state version (an int >= 1; None allowed when ``optional``); raises
+    """``value`` as a state version (an int from 1 to ``MAX_STATE_VERSION``: a record
+    holds it as a 64-bit int; None allowed when ``optional``); raises
     ``ConfigurationError`` naming ``what`` otherwise."""
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigurationError(f"{what} must be a state version (an int >= 1"
-                                 + (" or None" if optional else "") + f"), got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, int) or value < 1
+            or value > MAX_STATE_VERSION):
+        raise ConfigurationError(f"{what} must be a state version (an int >= 1, at most "
+                                 f"{MAX_STATE_VERSION}"
+                                 + (", or None" if optional else "") + f"), got {value!r}")
     return value
 
 
@@ -84,6 +88,13 @@ class ItemVersions:
         if version > running:
             if self.newer == "read":
                 return value
+            if stored is None:  # the configuration made it newer, not a deploy
+                raise StateVersionError(
+                    f"{where} has no state version, read as unversioned_state_version="
+                    f"{version}, newer than the store's {running}: "
+                    "unversioned_state_version must not be above state_version (the items "
+                    "put before versions were used are of the oldest shape); nothing "
+                    "stored was changed", **ctx)
             raise StateVersionError(
                 f"{where} was put by state version {version}, newer than the store's "
                 f"{running}, and cannot be read by it (a rolled-back deploy?): read it with "

@@ -36,15 +36,15 @@ its plans return, the same code for the sync and the async API.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langgraph.checkpoint.base import CheckpointTuple
 
+from ..config import MAX_STATE_VERSION
 from ..errors import ConfigurationError, StateMigrationError, StateVersionError
+from .written_marks import WrittenMarks
 
 STATE_VERSION_KEY = "lgd_state_version"
 """The metadata key of a checkpoint's application state version (an int >= 1)."""
@@ -160,34 +160,6 @@ def marked_versions(channel_versions: Mapping[str, Any]) -> dict[str, str]:
     return {ch: v for ch, v in channel_versions.items() if is_marked(v)}
 
 
-class WrittenMarks:
-    """The marked channel values this process already stored, ``(thread_id, ns, channel,
-    version)``, so that later puts of a thread do not store the same value again: a
-    bounded LRU of ``size`` entries (another process stores it at most once more: the same
-    field, written again idempotently). Thread-safe."""
-
-    def __init__(self, size: int = 10_000) -> None:
-        self._seen: OrderedDict[tuple[str, str, str, str], None] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def unwritten(self, thread_id: str, ns: str, marks: Mapping[str, str]) -> dict[str, str]:
-        """The entries of ``marks`` (channel -> marked version) not yet stored."""
-        with self._lock:
-            return {ch: v for ch, v in marks.items()
-                    if (thread_id, ns, ch, v) not in self._seen}
-
-    def written(self, thread_id: str, ns: str, marks: Mapping[str, str]) -> None:
-        """Record ``marks`` as stored (call once the put returned)."""
-        with self._lock:
-            for ch, v in marks.items():
-                key = (thread_id, ns, ch, v)
-                self._seen[key] = None
-                self._seen.move_to_end(key)
-            while len(self._seen) > self._size:
-                self._seen.popitem(last=False)
-
-
 @dataclass(frozen=True)
 class StateVersions:
     """A saver's state-version options (``DurableSaver``'s ``state_version``,
@@ -208,9 +180,11 @@ class StateVersions:
         given = conf.get("state_version")
         if given is None:
             return self.current
-        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+        if (isinstance(given, bool) or not isinstance(given, int) or given < 1
+                or given > MAX_STATE_VERSION):
             raise ConfigurationError(
-                f"config['configurable']['state_version'] must be an int >= 1, got {given!r}")
+                f"config['configurable']['state_version'] must be an int >= 1 (at most "
+                f"{MAX_STATE_VERSION}), got {given!r}")
         return given
 
     def stamp(self, metadata: Mapping[str, Any], running: int | None) -> Any:
@@ -234,11 +208,26 @@ class StateVersions:
         marks = marked_versions(checkpoint["channel_versions"])
         if marks:
             conf = config.get("configurable") or {}
+            parent = conf.get("checkpoint_id")
             marks = self.marks.unwritten(str(conf.get("thread_id")),
-                                         str(conf.get("checkpoint_ns") or ""), marks)
+                                         str(conf.get("checkpoint_ns") or ""), marks,
+                                         None if parent is None else str(parent))
             if marks:
                 new_versions = {**marks, **new_versions}
         return self.stamp(metadata, running), new_versions, marks
+
+    def put_done(self, config: Mapping[str, Any], thread_id: str, ns: str,
+                 checkpoint_id: str, checkpoint: Mapping[str, Any],
+                 marks: Mapping[str, str]) -> None:
+        """Record a put that returned (``for_put`` gave ``marks``): every marked version
+        the stored checkpoint ``checkpoint_id`` refers to is held by it, so the puts of
+        its children need not store them (``WrittenMarks``). Nothing without a state
+        version."""
+        if self.running(config) is None:
+            return
+        held = marked_versions(checkpoint["channel_versions"])
+        if held or marks:
+            self.marks.written(thread_id, ns, marks, checkpoint_id, held)
 
     def stored_of(self, tup: CheckpointTuple, running: int) -> int:
         """The state version of a stored checkpoint: its metadata's ``STATE_VERSION_KEY``,
@@ -280,6 +269,14 @@ class StateVersions:
         stored = self.stored_of(tup, running)
         if stored > running and (resume or self.newer == "raise"):
             what = ("resumed" if resume else "read")
+            if (tup.metadata or {}).get(STATE_VERSION_KEY) is None:
+                # no version stored: the configuration made it newer, not a deploy
+                raise _version_error(
+                    tup, stored, running,
+                    f"it has no state version, read as unversioned_state_version={stored}, "
+                    f"newer than the running code's {running}, so it cannot be {what} by "
+                    f"it: unversioned_state_version must not be above state_version (the "
+                    "checkpoints stored before versions were used are of the oldest shape)")
             raise _version_error(
                 tup, stored, running,
                 f"it was written by state version {stored}, newer than the running code's "
@@ -375,4 +372,26 @@ def _apply(tup: CheckpointTuple, stored: int, running: int, k: int, hook: str,
         raise StateMigrationError(
             f"{where} returned {type(out).__name__}, not a {kind.__name__}; nothing stored "
             "was changed", **ctx)  # type: ignore[arg-type]
+    bad = _misshapen(out)
+    if bad is not None:
+        raise StateMigrationError(f"{where} returned {bad}; nothing stored was changed",
+                                  **ctx)  # type: ignore[arg-type]
     return out
+
+
+def _misshapen(out: object) -> str | None:
+    """What is wrong with a hook's result LangGraph would otherwise fail on far from the
+    migration (``ValueError: not enough values to unpack``): channel values keyed by
+    anything but a channel name (a str), a pending write that is not a ``(task_id,
+    channel, value)`` tuple of two strs and a value. None when nothing is."""
+    if isinstance(out, dict):
+        for ch in out:
+            if not isinstance(ch, str):
+                return f"a channel name {ch!r} that is not a str"
+        return None
+    for i, w in enumerate(out if isinstance(out, list) else []):
+        if (not isinstance(w, (tuple, list)) or len(w) != 3 or not isinstance(w[0], str)
+                or not isinstance(w[1], str)):
+            return (f"pending write [{i}] {w!r:.80}, not a (task_id, channel, value) tuple "
+                    "of two strs and a value")
+    return None
