@@ -39,7 +39,7 @@ from langgraph_durable import (
     StateMigrationError,
     StateVersionError,
 )
-from langgraph_durable.admin import state_migration as sm
+from langgraph_durable.inspection import state_migration as sm
 from langgraph_durable.testing import unique_options
 
 

@@ -1,5 +1,5 @@
 """``migrate-state``: rewrite old threads in the application's current state version
-(``admin/state_migration.py``)."""
+(``inspection/state_migration.py``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import typer
 
-from ..admin import state_migration as sm
 from ..errors import ConfigurationError
+from ..inspection import state_migration as sm
 from ..inspection import versions
 from .session import CliError, command, echo_json, session_of
 

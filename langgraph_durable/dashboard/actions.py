@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from ..inspection import actions, audit, lookup, render
+from ..inspection import actions, audit, lookup, render, timeline
 from ..inspection.timeline import RUNNING_WINDOW_S
 from . import runs
 
@@ -69,8 +69,6 @@ class Actions:
             tup = lookup.get(self.view, self.view.sync_clients, thread, None, "")
         except lookup.LookupFailedError:
             return out
-        from ..inspection import timeline
-
         status = timeline.status(tup, None, self.running_window_s)["status"]
         out["status"] = status
         out["interrupts"] = [{**p, "preview": render.preview(p["value"], 300)}

@@ -69,7 +69,7 @@ class ThreadIndex:
 
     With ``state_version`` (the version the application's code runs at), each read also
     takes the state version of every thread's latest root checkpoint
-    (``versions.latest_versions``: one metadata read per thread, no channel values),
+    (``lookup.latest_versions``: one metadata read per thread, no channel values),
     counted by ``version_counts``."""
 
     def __init__(self, saver: Any, ttl_s: float, state_version: int | None = None,
@@ -85,7 +85,7 @@ class ThreadIndex:
     def _read(self) -> None:
         try:
             infos = storage.all_threads(self.saver)
-            found = (versions.latest_versions(self.saver, [i.thread_id for i in infos])
+            found = (lookup.latest_versions(self.saver, [i.thread_id for i in infos])
                      if self.state_version is not None else {})
         except Exception as exc:
             if self._infos is None:

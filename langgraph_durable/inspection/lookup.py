@@ -4,11 +4,13 @@ checkpoint as JSON data, and a fork of a thread at a checkpoint (time travel).""
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import datetime
+import logging
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple
@@ -16,7 +18,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from ..core.records import load_value
 from ..durable.documents import write_of
-from ..errors import DurableSaverError
+from ..errors import DurableSaverError, TierUnavailableError
 from ..io.drivers import Clients
 from ..plans import read
 from . import render, storage
@@ -219,3 +221,33 @@ def fork(saver: Any, clients: Clients, thread: str, ref: str, to: str, ns: str =
     return {"thread_id": to, "checkpoint_id": new["configurable"]["checkpoint_id"],
             "source_checkpoint_id": checkpoint, "step": md.get("step"),
             "pending_writes": len(wdocs)}
+
+
+log = logging.getLogger("langgraph_durable.inspection")
+
+READERS = 8
+"""Threads whose latest checkpoint ``latest_versions`` reads side by side."""
+
+
+def latest_versions(saver: Any, thread_ids: Iterable[str]) -> dict[str, int | None]:
+    """Per thread, the state version of its latest root checkpoint (None: unversioned,
+    or no root checkpoint), read without decoding channel values
+    (``lookup.outline(limit=1)``: Redis when it holds the thread, else MongoDB), ``READERS``
+    threads side by side. A thread whose checkpoint cannot be read (a damaged record) is
+    left out, logged by its error's type; ``TierUnavailableError`` is raised."""
+    def one(tid: str) -> tuple[bool, int | None]:
+        try:
+            found = outline(saver, tid, "", limit=1)
+        except TierUnavailableError:
+            raise
+        except Exception as exc:  # by type only: no stored value in the logs
+            log.warning("the state version of a thread could not be read: %s",
+                        type(exc).__name__)
+            return False, None
+        return True, version_of(found[0].metadata) if found else None
+
+    ids = list(thread_ids)
+    if not ids:
+        return {}
+    with concurrent.futures.ThreadPoolExecutor(min(READERS, len(ids))) as pool:
+        return {tid: v for tid, (ok, v) in zip(ids, pool.map(one, ids)) if ok}

@@ -6,9 +6,7 @@ code carries. Reading a version decodes metadata only, never channel values."""
 
 from __future__ import annotations
 
-import concurrent.futures
-import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..core.state_versions import STATE_VERSION_KEY, StateVersions
@@ -19,11 +17,6 @@ UNVERSIONED = "unversioned"
 DEFAULT_UNVERSIONED_AS = 1
 """The version an unversioned checkpoint is compared as (the saver's
 ``unversioned_state_version`` default)."""
-
-log = logging.getLogger("langgraph_durable.inspection")
-
-READERS = 8
-"""Threads whose latest checkpoint ``latest_versions`` reads side by side."""
 
 
 def version_of(metadata: Mapping[str, Any] | None) -> int | None:
@@ -64,36 +57,9 @@ def parse_filter(text: str) -> int | None:
                      f"got {text!r}")
 
 
-def latest_versions(saver: Any, thread_ids: Iterable[str]) -> dict[str, int | None]:
-    """Per thread, the state version of its latest root checkpoint (None: unversioned,
-    or no root checkpoint), read without decoding channel values
-    (``lookup.outline(limit=1)``: Redis when it holds the thread, else MongoDB), ``READERS``
-    threads side by side. A thread whose checkpoint cannot be read (a damaged record) is
-    left out, logged by its error's type; ``TierUnavailableError`` is raised."""
-    from ..errors import TierUnavailableError
-    from .lookup import outline
-
-    def one(tid: str) -> tuple[bool, int | None]:
-        try:
-            found = outline(saver, tid, "", limit=1)
-        except TierUnavailableError:
-            raise
-        except Exception as exc:  # by type only: no stored value in the logs
-            log.warning("the state version of a thread could not be read: %s",
-                        type(exc).__name__)
-            return False, None
-        return True, version_of(found[0].metadata) if found else None
-
-    ids = list(thread_ids)
-    if not ids:
-        return {}
-    with concurrent.futures.ThreadPoolExecutor(min(READERS, len(ids))) as pool:
-        return {tid: v for tid, (ok, v) in zip(ids, pool.map(one, ids)) if ok}
-
-
 def needs_migration(versions: Mapping[str, int | None], current: int,
                     unversioned_as: int = DEFAULT_UNVERSIONED_AS) -> dict[str, int]:
-    """How many of ``versions`` (``latest_versions``) are ``older``, ``current`` and
+    """How many of ``versions`` (``lookup.latest_versions``) are ``older``, ``current`` and
     ``newer`` than ``current`` (``compare``)."""
     out = {"older": 0, "current": 0, "newer": 0}
     for v in versions.values():

@@ -88,6 +88,8 @@ DEFERRED_IMPORTS: dict[tuple[str, str], str] = {
     ("cli.dashboard", "dashboard.app"): "the dashboard extra (starlette, uvicorn, "
                                         "jinja2) only for the dashboard command",
     ("cli.dashboard", "dashboard.security"): "the same optional extra",
+    ("cli.dashboard", "inspection.actions"): "the graphs' actions only for the dashboard "
+                                             "command (and after the extra's check)",
     ("cli.ops", "outbox.worker"): "the worker only for `langgraph-durable flusher`",
     ("cli.ops", "plans.admin"): "check_prune only for `langgraph-durable prune`",
     ("cli.session", "serde"): "a blob store only when a session builds one",

@@ -42,9 +42,9 @@ from ..core.records import member
 from ..core.state_versions import STATE_VERSION_KEY, is_marked
 from ..durable.documents import write_of
 from ..errors import DurableSaverError, ThreadDeletedError, TierUnavailableError
-from ..inspection import lookup, storage, versions
-from ..inspection.strict import contains_placeholder
 from ..plans import read
+from . import lookup, storage, versions
+from .strict import contains_placeholder
 
 OUTCOMES = ("migrated", "would_migrate", "current", "newer", "skipped", "failed")
 """What ``migrate_threads`` reports for a thread, in the order the counts are shown."""
