@@ -41,11 +41,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import ConfigurationError
-from ..inspection import lookup, render, timeline, versions
+from ..inspection import lookup, render, runview, timeline, versions
 from ..inspection.health import HealthOptions
+from ..inspection.size import thread_size
 from ..inspection.strict import strict_view
 from ..inspection.timeline import RUNNING_WINDOW_S
-from . import memory, security, tiers, views
+from . import memory, runs, security, tiers, views
 
 log = logging.getLogger("langgraph_durable.dashboard")
 HERE = Path(__file__).parent
@@ -118,6 +119,7 @@ def _templates() -> Environment:
     env.filters["utc"] = render.utc
     env.filters["short"] = lambda cid: (cid or "-")[:13]
     env.filters["seconds"] = lambda s: "-" if s is None else f"{s:.2f} s"
+    env.tests["internal_channel"] = runview.is_internal
     env.globals["qs"] = lambda **kw: urlencode({k: v for k, v in kw.items() if v is not None})
     return env
 
@@ -260,14 +262,20 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
     async def thread_page(request: Request) -> Response:
         thread, ns = _thread_args(request)
         data = await run_in_threadpool(views.thread_detail, saver, thread, ns,
-                                       request.query_params.get("checkpoint") or None)
+                                       request.query_params.get("checkpoint") or None,
+                                       **runs.run_args(request.query_params))
         return page("thread.html", **data)
 
     async def thread_json(request: Request) -> Response:
         thread, ns = _thread_args(request)
         data = await run_in_threadpool(views.thread_detail, saver, thread, ns,
-                                       request.query_params.get("checkpoint") or None)
+                                       request.query_params.get("checkpoint") or None,
+                                       **runs.run_args(request.query_params))
         return JSONResponse(render.jsonable(data))
+
+    async def thread_size_json(request: Request) -> Response:
+        report = await run_in_threadpool(thread_size, saver, request.path_params["thread_id"])
+        return JSONResponse(report.as_dict())
 
     async def thread_events(request: Request) -> Response:
         thread, ns = _thread_args(request)
@@ -403,6 +411,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         Route("/memory", guarded(memory_page)),
         Route("/api/threads", guarded(threads_json)),
         Route("/api/thread", guarded(thread_json)),
+        Route("/api/thread/{thread_id:path}/size", guarded(thread_size_json)),
         Route("/api/tiers", guarded(tiers_json)),
         Route("/fork", guarded(fork), methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
