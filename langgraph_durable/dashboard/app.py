@@ -120,6 +120,7 @@ def _templates() -> Environment:
     env.filters["short"] = lambda cid: (cid or "-")[:13]
     env.filters["seconds"] = lambda s: "-" if s is None else f"{s:.2f} s"
     env.tests["internal_channel"] = runview.is_internal
+    env.filters["duration"] = runview.duration_text
     env.globals["qs"] = lambda **kw: urlencode({k: v for k, v in kw.items() if v is not None})
     return env
 

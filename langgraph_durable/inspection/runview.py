@@ -47,6 +47,14 @@ INTERNAL_NAMES = frozenset({"__start__", "__end__", "__input__", "__resume__",
                             "__no_writes__", "__return__", "__copy__"})
 
 
+def duration_text(seconds: float | None) -> str:
+    """A step's duration for people: ``"-"`` (unknown), ``"4.2 ms"`` under a second,
+    ``"3.25 s"`` from one second."""
+    if seconds is None:
+        return "-"
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
 def is_internal(channel: str) -> bool:
     """True for LangGraph's bookkeeping channels (``branch:to:*``, ``__pregel_*``,
     ``__start__``, ``__resume__``...): hidden from the run view unless asked. Errors
