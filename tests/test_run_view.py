@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import bson
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
@@ -162,3 +163,30 @@ def test_a_1000_checkpoint_thread_is_paged_and_jumps_to_a_step(
     page.fill("#jump-step", "5000")
     page.locator("#jump-button").click()
     expect(page.locator("main")).to_contain_text("has no checkpoint at step 5000")
+
+
+def test_the_storage_panel_and_its_api_show_the_stored_bytes(
+        saver: DurableSaver, served: str, page: Page) -> None:
+    saver.flush()
+    keys = saver.context.keys("oslo")
+    r = saver.sync_clients.redis
+    fields = [f for f in r.hkeys(keys.bl) if f.split(b"\x00")[1] == b"messages"]
+    hot_all = sum(r.hstrlen(keys.bl, f) for f in fields)
+    db = saver.sync_clients.db
+    cold_all = sum(len(bson.encode(d)) for d in db[saver.context.collections.blobs].find(
+        {"thread_id": "oslo", "channel": "messages"}))
+    items = sum(len(bson.encode(d)) for d in db[saver.context.collections.items].find(
+        {"thread_id": "oslo"}))
+    data = json.loads(page.request.get(served + "api/thread/oslo/size").text())
+    messages = {t: next(c for c in data[t]["channels"] if c["channel"] == "messages")
+                for t in ("redis", "mongodb")}
+    assert (messages["redis"]["all_bytes"], messages["mongodb"]["all_bytes"]) == (
+        hot_all, cold_all)
+    assert data["mongodb"]["kinds"]["items"]["bytes"] == items
+    page.goto(served + "thread?thread_id=oslo")
+    row = page.locator('#size-channels tr[data-channel="messages"] td')
+    assert row.nth(2).get_attribute("data-bytes") == str(hot_all)
+    assert row.nth(4).get_attribute("data-bytes") == str(cold_all)
+    kinds = page.locator('#size-kinds tr[data-kind="items"] td')
+    assert kinds.nth(4).get_attribute("data-bytes") == str(items)
+    expect(page.locator("#size-blobs")).to_contain_text("external blobs: 0")

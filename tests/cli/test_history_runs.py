@@ -10,6 +10,8 @@ import re
 import pytest
 from langchain_core.messages import HumanMessage
 
+from langgraph_durable.inspection import runview
+
 from ..run_graphs import send_graph
 from .clikit import Cli
 
@@ -66,3 +68,20 @@ def test_history_at_120_columns_shows_node_duration_and_failure(cli: Cli) -> Non
     text = cli("history", "atlantis").stdout
     assert "weather_tool FAILED" in text
     assert re.search(r"^step 1 \(\S+\): weather_tool failed: .*Atlantis", text, re.M), text
+
+
+def test_a_push_task_is_named_by_langgraph_s_task_id_without_decoding_values(
+        cli: Cli) -> None:
+    """The cheap path: the Send's node is found by recomputing the task id for each node
+    name the checkpoints know, not by decoding the ``__pregel_tasks`` value."""
+    _run(cli)
+    with cli.saver() as s:
+        page = runview.read_page(s, "oslo")
+        step1 = next(t for t in page.tuples if t.metadata["step"] == 1)
+        assert step1.checkpoint["channel_values"] == {}  # nothing decoded
+        cid = step1.config["configurable"]["checkpoint_id"]
+        paths = page.paths[cid]
+        assert any(p.startswith(runview.PUSH) for _t, _c, p in paths)
+        tasks = runview.tasks_of(step1, paths, {"agent", "weather_tool"})
+        assert [(t.node, t.kind) for t in tasks] == [("weather_tool", "push")]
+        assert [t.node for t in runview.tasks_of(step1, paths, {"agent"})] == ["Send"]
