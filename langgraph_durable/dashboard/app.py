@@ -5,7 +5,8 @@ Routes (GET unless said): ``/`` the thread list, ``/events/threads`` its live ro
 ``/events/thread`` its latest checkpoint, live (the page offers to reload), ``/diff``,
 ``/tiers`` and ``/events/tiers`` (its figures and health verdict, live), ``/memory``
 (the long-term memory store's namespaces and a namespace's items, ``?ns=a.b``); JSON:
-``/api/threads``, ``/api/thread``, ``/api/tiers``; POST ``/fork`` (only with
+``/api/threads``, ``/api/thread``, ``/api/thread/<thread_id>/size`` (``inspection.size``),
+``/api/tiers``; POST ``/fork`` (only with
 ``allow_writes``); ``/static/*``. Every value from state goes through Jinja's
 autoescaping; the content security policy lets no inline script run. Values are decoded
 strictly (``inspection.strict``): a stored entry naming a type not allowed is shown as a
