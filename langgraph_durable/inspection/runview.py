@@ -189,8 +189,9 @@ def tasks_of(tup: CheckpointTuple, paths: list[tuple[str, str, str]],
         if task is None:
             task = tasks[task_id] = _task(task_id, path, cp, ns, step, candidates, sends)
         value = values.get((task_id, channel, i))
-        if channel == ERROR:
-            task.error = render.preview(value, 300)
+        if channel == ERROR:  # LangGraph stores the error's repr: shown as it is
+            task.error = (value if len(value) <= 300 else value[:299] + "\u2026") \
+                if isinstance(value, str) else render.preview(value, 300)
         elif channel == render.INTERRUPT_CHANNEL:
             task.interrupt = render.preview(
                 [getattr(v, "value", v) for v in value] if isinstance(value, (list, tuple))
