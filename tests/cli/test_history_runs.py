@@ -13,7 +13,7 @@ from langchain_core.messages import HumanMessage
 from langgraph_durable.inspection import runview
 
 from ..run_graphs import send_graph
-from .clikit import Cli
+from .clikit import Cli, build_graph, first_input
 
 
 def _run(cli: Cli) -> None:
@@ -85,3 +85,13 @@ def test_a_push_task_is_named_by_langgraph_s_task_id_without_decoding_values(
         tasks = runview.tasks_of(step1, paths, {"agent", "weather_tool"})
         assert [(t.node, t.kind) for t in tasks] == [("weather_tool", "push")]
         assert [t.node for t in runview.tasks_of(step1, paths, {"agent"})] == ["Send"]
+
+
+def test_an_interrupted_node_is_named_with_the_interrupt_s_value(cli: Cli) -> None:
+    with cli.saver() as s:
+        build_graph(s, ask=True).invoke(first_input(), {"configurable": {"thread_id": "q"}})
+    latest = cli.json("history", "q")["checkpoints"][0]
+    assert latest["next"] == ["ask"] and latest["failed"] == []
+    assert [i["node"] for i in latest["interrupted"]] == ["ask"]
+    assert "publish?" in latest["interrupted"][0]["value"]
+    assert latest["ran"] == ["c"]
