@@ -2,7 +2,8 @@
 
 Routes (GET unless said): ``/`` the thread list, ``/events/threads`` its live rows
 (server-sent events), ``/thread`` a thread (timeline, state, time machine) and
-``/events/thread`` its latest checkpoint, live (the page offers to reload), ``/diff``,
+``/events/thread`` its latest checkpoint, live (the page offers to reload),
+``/thread/size`` its storage panel (HTML the page loads after it is shown), ``/diff``,
 ``/tiers`` and ``/events/tiers`` (its figures and health verdict, live), ``/memory``
 (the long-term memory store's namespaces and a namespace's items, ``?ns=a.b``); JSON:
 ``/api/threads``, ``/api/thread``, ``/api/thread/<thread_id>/size`` (``inspection.size``),
@@ -275,6 +276,12 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
                                        **runs.run_args(request.query_params))
         return JSONResponse(render.jsonable(data))
 
+    async def thread_size_part(request: Request) -> Response:
+        thread, _ns = _thread_args(request)
+        data = await run_in_threadpool(runs.size_view, saver, thread)
+        html = env.get_template("_size.html").render(thread_id=thread, size=data)
+        return HTMLResponse(html)
+
     async def thread_size_json(request: Request) -> Response:
         report = await run_in_threadpool(thread_size, saver, request.path_params["thread_id"])
         return JSONResponse(report.as_dict())
@@ -414,6 +421,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         Route("/api/threads", guarded(threads_json)),
         Route("/api/thread", guarded(thread_json)),
         Route("/api/thread/{thread_id:path}/size", guarded(thread_size_json)),
+        Route("/thread/size", guarded(thread_size_part)),
         Route("/api/tiers", guarded(tiers_json)),
         Route("/fork", guarded(fork), methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

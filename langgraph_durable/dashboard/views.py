@@ -206,7 +206,7 @@ def thread_detail(saver: Any, thread_id: str, ns: str = "", checkpoint: str | No
     return {"thread_id": thread_id, "ns": ns, **page,
             "status": runs.status_of(latest, page["timeline"]), "checkpoint_id": chosen,
             "state": state_view(tup), "fork_command": fork_command(thread_id, chosen, ns),
-            "effects": effects_view(saver, tup), "size": runs.size_view(saver, thread_id)}
+            "effects": effects_view(saver, tup)}
 
 
 def effects_view(saver: Any, tup: Any) -> dict[str, Any]:

@@ -16,3 +16,15 @@
     window.history.replaceState(null, "", url.toString());
   });
 })();
+(function () {  // the storage panel: measured after the page is shown (HTML the server
+  // rendered and escaped with the same template, as the live thread rows)
+  var panel = document.getElementById("size");
+  if (!panel || !window.fetch) { return; }
+  fetch(panel.getAttribute("data-part"), {credentials: "same-origin"})
+    .then(function (r) { return r.ok ? r.text() : Promise.reject(r.status); })
+    .then(function (html) { panel.innerHTML = html; })
+    .catch(function (e) {
+      document.getElementById("size-loading").textContent =
+        "the storage report could not be read (" + String(e) + ")";
+    });
+})();
