@@ -48,7 +48,7 @@ from ..inspection.health import HealthOptions
 from ..inspection.size import thread_size
 from ..inspection.strict import strict_view
 from ..inspection.timeline import RUNNING_WINDOW_S
-from . import memory, runs, security, tiers, views
+from . import memory, runpage, security, tiers, views
 
 log = logging.getLogger("langgraph_durable.dashboard")
 HERE = Path(__file__).parent
@@ -266,19 +266,19 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         thread, ns = _thread_args(request)
         data = await run_in_threadpool(views.thread_detail, saver, thread, ns,
                                        request.query_params.get("checkpoint") or None,
-                                       **runs.run_args(request.query_params))
+                                       **runpage.run_args(request.query_params))
         return page("thread.html", **data)
 
     async def thread_json(request: Request) -> Response:
         thread, ns = _thread_args(request)
         data = await run_in_threadpool(views.thread_detail, saver, thread, ns,
                                        request.query_params.get("checkpoint") or None,
-                                       **runs.run_args(request.query_params))
+                                       **runpage.run_args(request.query_params))
         return JSONResponse(render.jsonable(data))
 
     async def thread_size_part(request: Request) -> Response:
         thread, _ns = _thread_args(request)
-        data = await run_in_threadpool(runs.size_view, saver, thread)
+        data = await run_in_threadpool(runpage.size_view, saver, thread)
         html = env.get_template("_size.html").render(thread_id=thread, size=data)
         return HTMLResponse(html)
 

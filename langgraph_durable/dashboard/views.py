@@ -16,7 +16,7 @@ from typing import Any
 from ..inspection import effects, lookup, render, storage, timeline, versions
 from ..inspection.strict import NotDecoded
 from ..inspection.tolerant import Undecodable
-from . import runs
+from . import runpage
 
 log = logging.getLogger("langgraph_durable.dashboard")
 
@@ -194,17 +194,18 @@ def _detail(detail: Any) -> str | None:
 
 def thread_detail(saver: Any, thread_id: str, ns: str = "", checkpoint: str | None = None,
                   **run: Any) -> dict[str, Any]:
-    """The thread page: one page of its run view (``runs.timeline_page``: ``run`` are
+    """The thread page: one page of its run view (``runpage.timeline_page``: ``run`` are
     ``before``, ``step``, ``all_channels``), the state at ``checkpoint`` (default: the
-    latest; ``state_view``), its status and storage report (``runs.size_view``). Raises
-    ``LookupFailedError`` when the thread, checkpoint or step is not there."""
+    latest; ``state_view``), its status (the storage panel is read apart:
+    ``runpage.size_view``). Raises ``LookupFailedError`` when the thread, checkpoint or
+    step is not there."""
     clients = saver.sync_clients
     tup = lookup.get(saver, clients, thread_id, checkpoint, ns)
-    page = runs.timeline_page(saver, thread_id, ns, tup, **run)
+    page = runpage.timeline_page(saver, thread_id, ns, tup, **run)
     latest = tup if checkpoint is None else lookup.outline(saver, thread_id, ns, limit=1)[0]
     chosen = tup.config["configurable"]["checkpoint_id"]
     return {"thread_id": thread_id, "ns": ns, **page,
-            "status": runs.status_of(latest, page["timeline"]), "checkpoint_id": chosen,
+            "status": runpage.status_of(latest, page["timeline"]), "checkpoint_id": chosen,
             "state": state_view(tup), "fork_command": fork_command(thread_id, chosen, ns),
             "effects": effects_view(saver, tup)}
 
