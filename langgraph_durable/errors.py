@@ -294,15 +294,23 @@ class StateVersionError(DurableSaverError):
     ``list``/delta-channel history unless ``newer_state="read"``. Nothing stored is
     changed. (The *storage format*'s version is ``SchemaVersionError``.)
 
-    Attributes: ``thread_id``, ``checkpoint_ns``, ``checkpoint_id``, ``stored`` (the
-    checkpoint's version as read, ``None`` when it had none) and ``running`` (the code's)."""
+    ``DurableStore`` raises it for a store item of a newer version than the store's
+    (``newer_state="read"`` returns it as stored), naming the item.
 
-    def __init__(self, message: str, *, thread_id: str, checkpoint_ns: str,
-                 checkpoint_id: str, stored: object, running: int) -> None:
+    Attributes: ``thread_id``, ``checkpoint_ns``, ``checkpoint_id`` (None for a store
+    item), ``namespace`` and ``key`` (a store item's; None for a checkpoint), ``stored``
+    (the version as read) and ``running`` (the code's)."""
+
+    def __init__(self, message: str, *, thread_id: str | None = None,
+                 checkpoint_ns: str | None = None, checkpoint_id: str | None = None,
+                 stored: object, running: int, namespace: tuple[str, ...] | None = None,
+                 key: str | None = None) -> None:
         super().__init__(message)
         self.thread_id = thread_id
         self.checkpoint_ns = checkpoint_ns
         self.checkpoint_id = checkpoint_id
+        self.namespace = namespace
+        self.key = key
         self.stored = stored
         self.running = running
 
@@ -312,14 +320,17 @@ class StateMigrationError(StateVersionError):
     the chain of ``state_migrations`` has a gap (``missing``: the version with no
     migration to the next), or a migration raised (chained ``from`` its error) or returned
     something else than a ``dict`` (a list of ``(task_id, channel, value)`` for a writes
-    hook). The message names thread, checkpoint_ns, checkpoint_id and the step
-    ``from -> to``; ``step`` holds that ``(from, to)``. Nothing stored is changed (a read
-    never writes)."""
+    hook). The message names thread, checkpoint_ns, checkpoint_id (a store item: its
+    namespace and key, ``items`` hooks) and the step ``from -> to``; ``step`` holds that
+    ``(from, to)``. Nothing stored is changed (a read never writes)."""
 
-    def __init__(self, message: str, *, thread_id: str, checkpoint_ns: str,
-                 checkpoint_id: str, stored: object, running: int,
-                 step: tuple[int, int], missing: int | None = None) -> None:
+    def __init__(self, message: str, *, thread_id: str | None = None,
+                 checkpoint_ns: str | None = None, checkpoint_id: str | None = None,
+                 stored: object, running: int, step: tuple[int, int],
+                 missing: int | None = None, namespace: tuple[str, ...] | None = None,
+                 key: str | None = None) -> None:
         super().__init__(message, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
-                         checkpoint_id=checkpoint_id, stored=stored, running=running)
+                         checkpoint_id=checkpoint_id, stored=stored, running=running,
+                         namespace=namespace, key=key)
         self.step = step
         self.missing = missing

@@ -77,8 +77,10 @@ class DurableSaver(SaverLifecycle):
             applied on read to checkpoints older than the ``state_version`` option
             (``core/state_versions.py``; with ``state_version``,
             ``unversioned_state_version`` and ``newer_state``, which are ``DurableConfig``
-            fields). Raises ``ConfigurationError`` for a key that is no int >= 1 or a
-            value that is no function.
+            fields). A ``StateMigration``'s ``items`` hook migrates the items of
+            ``saver.store()``, which shares this registry (``core/item_versions.py``).
+            Raises ``ConfigurationError`` for a key that is no int >= 1 or a value that
+            is no function.
 
     Clients are of two kinds (``clients.GivenClients``, ``clients.UrlClients``). Given
     clients stay the caller's (never closed here). With sync clients, sync methods run
@@ -540,7 +542,10 @@ class DurableSaver(SaverLifecycle):
         """A ``DurableStore`` (LangGraph's long-term memory store) sharing this saver's
         runtime: its clients, flusher, outbox, key prefix, settings and metrics (one set
         of connections per process). ``index`` and ``ttl`` as ``DurableStore``'s;
-        ``kwargs`` its other options (``serde``, ``scorer``, ``clock``). The store's
+        ``kwargs`` its other options (``serde``, ``scorer``, ``clock``, the state
+        version options). The store records this saver's ``state_version`` with its
+        items and migrates them by the ``items`` hooks of this saver's
+        ``state_migrations`` unless given its own (``core/item_versions.py``). The store's
         serializer is its own (LangGraph's ``JsonPlusSerializer`` unless ``serde`` is
         given), not the saver's: the collector of external objects (``gc``) does not
         read the store, so an ``ExternalRefSerializer`` must not be passed. Closing the

@@ -13,7 +13,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand
 
 from ..config import DurableConfig, config_options
-from . import browse, deadletters, ops, size, state, store, transfer
+from . import actions, browse, deadletters, ops, size, state, store, transfer
 from .dashboard import dashboard
 from .session import CliError, Session
 
@@ -193,6 +193,9 @@ app.command("show", cls=_Command)(browse.show)
 app.command("diff", cls=_Command)(browse.diff)
 app.command("size", cls=_Command)(size.size)
 app.command("fork", cls=_Command)(ops.fork)
+app.command("resume", cls=_Command)(actions.resume)
+app.command("retry", cls=_Command)(actions.retry)
+app.command("audit", cls=_Command)(actions.audit_log)
 app.command("copy", cls=_Command)(ops.copy)
 app.command("export", cls=_Command)(transfer.export)
 app.command("import", cls=_Command)(transfer.import_)

@@ -67,6 +67,8 @@ PendingWrite = tuple[str, str, Any]
 """A pending write as LangGraph shows it: ``(task_id, channel, value)``."""
 ValuesFn = Callable[[Values], Values]
 WritesFn = Callable[[list[PendingWrite]], list[PendingWrite]]
+ItemsFn = Callable[[tuple[str, ...], str, dict[str, Any]], dict[str, Any]]
+"""A store item's migration: ``(namespace, key, value of version k) -> value of k + 1``."""
 
 NewerState = Literal["raise", "read"]
 
@@ -79,21 +81,30 @@ class StateMigration:
         values: turns the channel values of version k (a shallow copy of the checkpoint's
             ``channel_values``: return a new dict, do not change the values in place)
             into those of version k + 1. Channels left out are dropped; channels added
-            are new.
+            are new. None (a step that changes only store items): the channel values
+            are kept as they are for this step.
         writes: optional; turns the checkpoint's pending writes (``[(task_id, channel,
             value), ...]``, e.g. a finished task's update or a pending interrupt's resume
             value, in LangGraph's order) of version k into version k + 1's. Without it
             pending writes are returned as stored.
+        items: optional; turns a ``DurableStore`` item's value of version k into
+            version k + 1's: ``items(namespace, key, value) -> value`` (``value`` is the
+            decoded dict: return a new dict, do not change it in place). Without it the
+            store's item values are kept as they are for this step
+            (``core/item_versions.py``). The store uses only this hook; the saver never
+            does.
     """
 
-    values: ValuesFn
+    values: ValuesFn | None = None
     writes: WritesFn | None = None
+    items: ItemsFn | None = None
 
 
 def as_migrations(given: Mapping[int, ValuesFn | StateMigration] | None
                   ) -> dict[int, StateMigration]:
     """The ``state_migrations`` option checked: keys ints >= 1, values callables or
-    ``StateMigration``s (a plain callable is its ``values`` hook). Raises
+    ``StateMigration``s (a plain callable is its ``values`` hook: checkpoints only; the
+    store's items are migrated by ``StateMigration.items`` hooks alone). Raises
     ``ConfigurationError`` naming the bad entry."""
     out: dict[int, StateMigration] = {}
     if given is None:
@@ -108,10 +119,11 @@ def as_migrations(given: Mapping[int, ValuesFn | StateMigration] | None
                 f"state_migrations key {k!r} is not a state version (an int >= 1: the "
                 "version the migration starts from)")
         if isinstance(fn, StateMigration):
-            if not callable(fn.values) or (fn.writes is not None and not callable(fn.writes)):
+            if any(h is not None and not callable(h)
+                   for h in (fn.values, fn.writes, fn.items)):
                 raise ConfigurationError(
-                    f"state_migrations[{k}]: StateMigration.values and .writes must be "
-                    "functions (writes may be None)")
+                    f"state_migrations[{k}]: StateMigration.values, .writes and .items "
+                    "must be functions or None")
             out[k] = fn
         elif callable(fn):
             out[k] = StateMigration(values=fn)
@@ -296,7 +308,9 @@ class StateVersions:
         values: Values = dict(cp["channel_values"])
         writes: list[PendingWrite] = list(tup.pending_writes or [])
         for k, step in steps:
-            values = _apply(tup, stored, running, k, "values", step.values, values, dict)
+            if step.values is not None:
+                values = _apply(tup, stored, running, k, "values", step.values, values,
+                                dict)
             if step.writes is not None:
                 writes = _apply(tup, stored, running, k, "writes", step.writes,
                                 list(writes), list)

@@ -1,4 +1,5 @@
-// langgraph-durable dashboard: live thread rows and tiers page over server-sent events.
+// langgraph-durable dashboard: live thread rows, a thread's runs and audit log, and the
+// tiers page over server-sent events.
 // Plain JS, no dependencies. The rows (and the tiers page's body) arrive as HTML the
 // server rendered (and escaped) with the same template as the first page load.
 "use strict";
@@ -13,6 +14,10 @@
       document.getElementById("newer-status").textContent = String(data.status);
       newer.hidden = false;
     }
+  });
+  source.addEventListener("audit", function (event) {  // runs and audit log, live
+    var activity = document.getElementById("activity");
+    if (activity) { activity.innerHTML = JSON.parse(event.data).html; }
   });
 })();
 (function () {  // the thread list: live rows
