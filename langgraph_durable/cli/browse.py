@@ -7,13 +7,13 @@ from typing import Any
 
 import typer
 from langgraph.checkpoint.base import CheckpointTuple
-from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from ..core.records import metadata_matches
 from ..inspection import effects, lookup, render, storage, timeline, versions
 from ..serde.external import EXTREF_TYPE
+from . import runs
 from .session import CliError, Undecodable, command, console, echo_json, session_of
 
 JSON = typer.Option(False, "--json", help="print JSON instead of a table")
@@ -119,78 +119,31 @@ def history(ctx: typer.Context, thread: str = THREAD,
             limit: int = typer.Option(20, "--limit", min=1, help="checkpoints per page"),
             before: str = typer.Option(None, "--before",
                                        help="page: only checkpoints older than this id"),
+            all_channels: bool = typer.Option(
+                False, "--all-channels",
+                help="also list LangGraph's internal channels (branch:to:*, __pregel_*) "
+                "among those written"),
             as_json: bool = JSON) -> None:
-    """Checkpoints of a thread, newest first: namespace, id, parent, step, source, number
-    of pending writes. Page with --limit and --before (the last id shown)."""
+    """Checkpoints of a thread, newest first: namespace, id, parent, step, source, the
+    node(s) whose step made it (a Send resolved to its node), the channels they wrote,
+    the step's duration (its ts minus its parent's), what it runs next, its pending
+    writes; a node that failed is named with its error. Page with --limit and --before
+    (the last id shown). Channel values are not decoded."""
     saver = session_of(ctx).saver(tolerant=True)
-    conf: dict[str, Any] = {"thread_id": thread}
-    if ns is not None:
-        conf["checkpoint_ns"] = ns
-    before_cfg: Any = {"configurable": {"checkpoint_id": before}} if before else None
-    rows = []
-    for tup in saver.list({"configurable": conf}, before=before_cfg, limit=limit + 1):
-        c = tup.config["configurable"]
-        parent = tup.parent_config["configurable"]["checkpoint_id"] if tup.parent_config else None
-        rows.append({"ns": c["checkpoint_ns"], "checkpoint_id": c["checkpoint_id"],
-                     "parent": parent, "step": tup.metadata.get("step"),
-                     "source": tup.metadata.get("source"), "writes": len(tup.pending_writes or []),
-                     "ts": tup.checkpoint.get("ts")})
+    rows, more = runs.history_rows(saver, thread, ns, before, limit, all_channels)
     if not rows and not before:
         raise CliError(f"thread {thread!r} not found" + (f" (ns {ns!r})" if ns else ""))
-    more, rows = len(rows) > limit, rows[:limit]
-    nxt = rows[-1]["checkpoint_id"] if more else None
+    nxt = rows[-1]["checkpoint_id"] if more and rows else None
     if as_json:
         echo_json({"thread_id": thread, "checkpoints": rows, "next_before": nxt})
         return
     out = console()
-    out.print(_history_table(thread, rows, out.width))
+    out.print(runs.history_table(thread, rows, out.width))
+    for line in runs.failure_lines(rows):
+        out.print(escape(line))
     if nxt:
         out.print(f"next page: --before {nxt}")
 
-
-def short_ids(ids: list[str], least: int = 13) -> dict[str, str]:
-    """Each id cut to the shortest prefix (``least`` characters or more: a uuid6's time
-    to 0.4 ms) that no other of ``ids`` shares; ``show``/``diff`` accept such prefixes."""
-    distinct = sorted(set(ids))
-    n = least
-    while n < 36 and len({i[:n] for i in distinct}) < len(distinct):
-        n += 1
-    return {i: i[:n] for i in distinct}
-
-
-def _history_table(thread: str, rows: list[dict[str, Any]], width: int) -> Table:
-    """Full ids, the namespace column and box lines when the whole table fits in ``width``
-    columns (about 135 with full uuid6 ids); narrower, ids and parents become unique
-    prefixes, the namespace goes to the title when there is one, and no column is
-    squeezed."""
-    spaces = {row["ns"] for row in rows}
-    heads = ["checkpoint_id", "parent", "step", "source", "writes", "time (UTC)"]
-
-    def cells(row: dict[str, Any], short: Any, show_ns: bool) -> list[str]:
-        return ([row["ns"] or '""'] if show_ns else []) + [
-            short(row["checkpoint_id"]), short(row["parent"]) if row["parent"] else "-",
-            str(row["step"]), str(row["source"]), str(row["writes"]), render.utc(row["ts"])]
-
-    full = [cells(r, lambda x: x, True) for r in rows]
-    needed = sum(max(len(h), *(len(c[i]) for c in full)) + 3
-                 for i, h in enumerate(["ns", *heads])) + 1  # padding and rules
-    wide = needed <= width
-    show_ns = wide or len(spaces) > 1
-    title = f"history of {thread}"
-    if not show_ns:
-        title += f" (ns {next(iter(spaces), '')!r})"
-    table = Table(title=title, box=None if not wide else box.HEAVY_HEAD, pad_edge=False)
-    short = (lambda x: x) if wide else short_ids(  # noqa: E731
-        [r["checkpoint_id"] for r in rows] + [r["parent"] for r in rows if r["parent"]]).get
-    cols = (["ns"] if show_ns else []) + heads
-    for col in cols:
-        table.add_column(col, justify="right" if col in ("step", "writes") else "left",
-                         no_wrap=True)
-    for row in rows:
-        table.add_row(*cells(row, short, show_ns))
-    if not wide:
-        table.caption = "ids cut to unique prefixes (show/diff take them; --json: full ids)"
-    return table
 
 
 def _effects(ctx: typer.Context, tup: CheckpointTuple) -> tuple[list[dict[str, Any]], str]:

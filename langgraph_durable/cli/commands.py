@@ -13,7 +13,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand
 
 from ..config import DurableConfig, config_options
-from . import actions, browse, deadletters, ops, state, store, transfer
+from . import actions, browse, deadletters, ops, size, state, store, transfer
 from .dashboard import dashboard
 from .session import CliError, Session
 
@@ -191,6 +191,7 @@ app.command("threads", cls=_Command)(browse.threads)
 app.command("history", cls=_Command)(browse.history)
 app.command("show", cls=_Command)(browse.show)
 app.command("diff", cls=_Command)(browse.diff)
+app.command("size", cls=_Command)(size.size)
 app.command("fork", cls=_Command)(ops.fork)
 app.command("resume", cls=_Command)(actions.resume)
 app.command("retry", cls=_Command)(actions.retry)

@@ -3,10 +3,12 @@
 Routes (GET unless said): ``/`` the thread list, ``/events/threads`` its live rows
 (server-sent events), ``/thread`` a thread (timeline, state, time machine) and
 ``/events/thread`` its latest checkpoint and its actions' runs and audit entries, live
-(the page offers to reload), ``/diff``,
+(the page offers to reload), ``/thread/size`` its storage panel (HTML the page loads
+after it is shown), ``/diff``,
 ``/tiers`` and ``/events/tiers`` (its figures and health verdict, live), ``/memory``
 (the long-term memory store's namespaces and a namespace's items, ``?ns=a.b``); JSON:
-``/api/threads``, ``/api/thread``, ``/api/tiers``, ``/api/audit``; POST ``/fork`` and
+``/api/threads``, ``/api/thread``, ``/api/thread/<thread_id>/size`` (``inspection.size``),
+``/api/tiers``, ``/api/audit``; POST ``/fork`` and
 ``/act`` (answer an interrupt, retry, run, cancel a queued run; only with
 ``allow_writes``, ``/act`` with ``graphs``); ``/static/*``. Every value from state goes
 through Jinja's autoescaping; the content security policy lets no inline script run.
@@ -44,11 +46,12 @@ from starlette.staticfiles import StaticFiles
 
 from ..errors import ConfigurationError
 from ..inspection import actions as actions_mod
-from ..inspection import audit, lookup, render, timeline, versions
+from ..inspection import audit, lookup, render, runview, timeline, versions
 from ..inspection.health import HealthOptions
+from ..inspection.size import thread_size
 from ..inspection.strict import strict_view
 from ..inspection.timeline import RUNNING_WINDOW_S
-from . import actions, memory, runs, security, tiers, views
+from . import actions, memory, runpage, runs, security, tiers, views
 
 log = logging.getLogger("langgraph_durable.dashboard")
 HERE = Path(__file__).parent
@@ -121,6 +124,8 @@ def _templates() -> Environment:
     env.filters["utc"] = render.utc
     env.filters["short"] = lambda cid: (cid or "-")[:13]
     env.filters["seconds"] = lambda s: "-" if s is None else f"{s:.2f} s"
+    env.tests["internal_channel"] = runview.is_internal
+    env.filters["duration"] = runview.duration_text
     env.globals["qs"] = lambda **kw: urlencode({k: v for k, v in kw.items() if v is not None})
     return env
 
@@ -277,15 +282,27 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
     async def thread_page(request: Request) -> Response:
         thread, ns = _thread_args(request)
         data = await run_in_threadpool(views.thread_detail, saver, thread, ns,
-                                       request.query_params.get("checkpoint") or None)
+                                       request.query_params.get("checkpoint") or None,
+                                       **runpage.run_args(request.query_params))
         panel = await run_in_threadpool(acts.panel, thread, ns)
         return page("thread.html", actions=panel, **data)
 
     async def thread_json(request: Request) -> Response:
         thread, ns = _thread_args(request)
         data = await run_in_threadpool(views.thread_detail, saver, thread, ns,
-                                       request.query_params.get("checkpoint") or None)
+                                       request.query_params.get("checkpoint") or None,
+                                       **runpage.run_args(request.query_params))
         return JSONResponse(render.jsonable(data))
+
+    async def thread_size_part(request: Request) -> Response:
+        thread, _ns = _thread_args(request)
+        data = await run_in_threadpool(runpage.size_view, saver, thread)
+        html = env.get_template("_size.html").render(thread_id=thread, size=data)
+        return HTMLResponse(html)
+
+    async def thread_size_json(request: Request) -> Response:
+        report = await run_in_threadpool(thread_size, saver, request.path_params["thread_id"])
+        return JSONResponse(report.as_dict())
 
     async def thread_events(request: Request) -> Response:
         thread, ns = _thread_args(request)
@@ -470,6 +487,8 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         Route("/memory", guarded(memory_page)),
         Route("/api/threads", guarded(threads_json)),
         Route("/api/thread", guarded(thread_json)),
+        Route("/api/thread/{thread_id:path}/size", guarded(thread_size_json)),
+        Route("/thread/size", guarded(thread_size_part)),
         Route("/api/tiers", guarded(tiers_json)),
         Route("/api/audit", guarded(audit_json)),
         Route("/fork", guarded(fork), methods=["POST"]),

@@ -16,6 +16,7 @@ from typing import Any
 from ..inspection import effects, lookup, render, storage, timeline, versions
 from ..inspection.strict import NotDecoded
 from ..inspection.tolerant import Undecodable
+from . import runpage
 
 log = logging.getLogger("langgraph_durable.dashboard")
 
@@ -192,20 +193,19 @@ def _detail(detail: Any) -> str | None:
 
 
 def thread_detail(saver: Any, thread_id: str, ns: str = "", checkpoint: str | None = None,
-                  ) -> dict[str, Any]:
-    """The thread page: its timeline (``timeline.timeline`` of every checkpoint of
-    ``ns``), the state at ``checkpoint`` (default: the latest; ``state_view``), its
-    status. Raises ``LookupFailedError`` when the thread or checkpoint is not there."""
+                  **run: Any) -> dict[str, Any]:
+    """The thread page: one page of its run view (``runpage.timeline_page``: ``run`` are
+    ``before``, ``step``, ``all_channels``), the state at ``checkpoint`` (default: the
+    latest; ``state_view``), its status (the storage panel is read apart:
+    ``runpage.size_view``). Raises ``LookupFailedError`` when the thread, checkpoint or
+    step is not there."""
     clients = saver.sync_clients
     tup = lookup.get(saver, clients, thread_id, checkpoint, ns)
-    tuples = lookup.outline(saver, thread_id, ns)  # newest first
-    rows = timeline.timeline(tuples)
-    rows.reverse()  # newest first, as history lists them
-    latest = tuples[0] if tuples and checkpoint is not None else tup
+    page = runpage.timeline_page(saver, thread_id, ns, tup, **run)
+    latest = tup if checkpoint is None else lookup.outline(saver, thread_id, ns, limit=1)[0]
     chosen = tup.config["configurable"]["checkpoint_id"]
-    return {"thread_id": thread_id, "ns": ns, "timeline": rows,
-            "lanes": 1 + max((r["lane"] for r in rows), default=0),
-            "status": timeline.status(latest), "checkpoint_id": chosen,
+    return {"thread_id": thread_id, "ns": ns, **page,
+            "status": runpage.status_of(latest, page["timeline"]), "checkpoint_id": chosen,
             "state": state_view(tup), "fork_command": fork_command(thread_id, chosen, ns),
             "effects": effects_view(saver, tup)}
 
