@@ -31,6 +31,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from ..core.records import load_value
 from ..plans import read
 from . import render, timeline
+from .lookup import LookupFailedError
 
 PAGE = 50
 """Checkpoints per page of the run view (the dashboard's timeline, ``history``)."""
@@ -260,7 +261,6 @@ def run_view(saver: Any, thread: str, ns: str = "", *, before: str | None = None
     "first" (this page starts at the newest checkpoint), "step" (the step jumped to;
     None), "all_channels"}``. Raises ``LookupFailedError`` when ``step`` names no
     checkpoint."""
-    from .lookup import LookupFailedError
 
     if step is not None:
         found = find_step(saver, thread, ns, step)

@@ -32,6 +32,7 @@ from ..core.records import SEP, split_field
 from ..durable.documents import blob_ids
 from ..serde.external import parse_refs
 from . import storage
+from .lookup import LookupFailedError
 
 PER_KIND = ("checkpoints", "writes", "items", "effects")
 """The kinds of records besides channel values, reported per tier."""
@@ -222,7 +223,6 @@ def thread_size(saver: Any, thread_id: str) -> ThreadSize:
     total; and the external blobs the thread's records name. A tier that does not answer
     is reported ``down`` (its error's text), the other still measured. Raises
     ``LookupFailedError`` when neither tier holds the thread."""
-    from .lookup import LookupFailedError
 
     clients = saver.sync_clients
     ctx = saver.context
