@@ -3,10 +3,11 @@
 #   make test   - the whole test suite against real Redis, MongoDB-wire and S3 servers
 #   make bench  - the benchmark harness (adds PostgreSQL and the peer savers)
 #   make bench-speed - its speed report alone (W1, W3 and the W3 sweep)
+#   make bench-pinned - issue 35's speed report with the servers on their own CPU
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test demo lint bench bench-deps bench-speed bench-store
+.PHONY: setup test demo lint bench bench-deps bench-speed bench-pinned bench-store
 
 setup:
 	@bash scripts/setup.sh
@@ -32,6 +33,14 @@ bench: bench-deps
 bench-speed: bench-deps
 	$(PY) -m benchmarks.run --workloads W1,W3 --savers reference,inmemory,durable,sqlite,postgres \
 	  --no-profile --out benchmarks/results/speed
+
+# issue 35's report as production runs it: the benchmark on CPU 0, Redis, SecantusDB and
+# PostgreSQL on CPU 1 (taskset); W1 at 100 and 300 turns, W3 at 50 threads, documents and
+# MongoDB-server CPU per checkpoint, 5 interleaved repetitions, W3 profile: ~15 min
+bench-pinned: bench-deps
+	$(PY) -m benchmarks.run --cpu-mode pinned --workloads W1,W1L,W3,DOCS --no-sweep --reps 5 \
+	  --savers reference,inmemory,durable,sqlite,postgres --out benchmarks/results/pinned \
+	  --docs-img ''
 
 # issue 32's store benchmark: DurableStore against InMemoryStore, PostgresStore, RedisStore
 bench-store: bench-deps
