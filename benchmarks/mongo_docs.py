@@ -93,7 +93,8 @@ async def _run(spec: SaverSpec, threads: int, turns: int) -> dict[str, Any]:
         "mongo_cmds": cmds, "mongo_cmds_per_cp": cmds / per, "mongo_cmd_bytes": cmd_bytes,
         **cpu.delta(c0, c1)}
     for key, name in (("server_cpu_ms_per_cp", MONGO_SERVER),
-                      ("redis_cpu_ms_per_cp", "redis-server"), ("client_cpu_ms_per_cp", "client")):
+                      ("redis_cpu_ms_per_cp", "redis-server"), ("client_cpu_ms_per_cp", "client"),
+                      ("worker_cpu_ms_per_cp", "flusher worker")):
         if name in c1:
             out[key] = (c1[name] - c0.get(name, 0.0)) * 1e3 / per
     return out

@@ -5,7 +5,8 @@
 
 ``w1``: N turns of the ReAct agent on 3 threads in a row; ``w3``: N threads of M steps of
 the small loop graph at once; ``w3conv``: the benchmark's W3, N threads of the M-turn agent
-loop (``graphs.build_conversation``) at once. ``BENCH_SPY_CPU``: run py-spy on that
+loop (``graphs.build_conversation``) at once, ``W3CONV_ROUNDS`` times in a row (the
+printed wall is one round's median). ``BENCH_SPY_CPU``: run py-spy on that
 CPU (``taskset -c``).
 """
 
@@ -27,6 +28,9 @@ from . import graphs
 
 W1_RUNS = 3
 """W1 is profiled over this many agent threads in a row (more samples at 100 Hz)."""
+W3CONV_ROUNDS = 5
+"""``w3conv`` is profiled over this many W3 runs in a row (fresh threads each; one run of
+50 x 10 turns is ~1 s of samples, too few to rank 15 frames)."""
 
 
 @contextlib.contextmanager
@@ -114,10 +118,13 @@ async def _w3conv(redis_url: str, mongo_url: str, ns: str, threads: int, turns: 
             await g.ainvoke(graphs.conversation_input(i), cfg)
 
         await asyncio.gather(*(one(i, "warm") for i in range(4)))
+        walls = []
         with sampled(raw_out, py_spy, rate):
-            t0 = time.perf_counter()
-            await asyncio.gather(*(one(i, "") for i in range(threads)))
-            print(f"wall_s={time.perf_counter() - t0:.3f}", flush=True)
+            for k in range(W3CONV_ROUNDS):
+                t0 = time.perf_counter()
+                await asyncio.gather(*(one(i, f"r{k}-") for i in range(threads)))
+                walls.append(time.perf_counter() - t0)
+        print(f"wall_s={sorted(walls)[len(walls) // 2]:.3f}", flush=True)
         await s.aflush(120)
 
 

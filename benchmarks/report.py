@@ -646,7 +646,8 @@ def _profile_section(L: list[str], profiles: dict[str, Any], out: str = "") -> N
             L.append(f"### {title}: not profiled ({p['error']})")
             L.append("")
             continue
-        extra = " per agent thread, 3 threads in a row" if which == "w1" else ""
+        extra = {"w1": " per agent thread, 3 threads in a row",
+                 "w3conv": " per round (median), 5 rounds in a row"}.get(which, "")
         md = f"; top 15: `{_profile_md(out, which, title, p)}`" if out else ""
         L.append(f"### {title}: {p['samples']} samples, workload wall {_fmt(p['wall_s'], 's')}"
                  f"{extra} (raw stacks: {p['raw']}{md})")

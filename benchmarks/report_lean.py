@@ -196,19 +196,22 @@ def _docs_table(L: list[str], records: list[dict[str, Any]], names: list[str],
     L.append(f"{what}; documents counted after the drain in the saver's own database, per "
              "checkpoint = over the checkpoints collection's documents; CPU from "
              "`/proc/<pid>/stat` (utime+stime) from the first `ainvoke` to the end of the "
-             "drain, medians of the repetitions (min–max).")
+             "drain, medians of the repetitions (min–max). MongoDB commands: those the "
+             "benchmark process' clients sent (command monitoring), so not a worker "
+             "process'; a worker's CPU is its own column.")
     L.append("")
     L.append("| saver | documents per checkpoint | by collection | MongoDB bytes per checkpoint "
              "| MongoDB-server CPU per checkpoint | Redis CPU per checkpoint | benchmark "
-             "process CPU per checkpoint | MongoDB commands per checkpoint |")
-    L.append("|---|---|---|---|---|---|---|---|")
+             "process CPU per checkpoint | flusher worker process CPU per checkpoint | "
+             "MongoDB commands per checkpoint |")
+    L.append("|---|---|---|---|---|---|---|---|---|")
     seen = [s for s in names if any(r["saver"] == s for r in docs)]
     seen += sorted({r["saver"] for r in docs} - set(seen))
     for s in seen:
         rows = [r for r in docs if r["saver"] == s and "docs_per_cp" in r]
         if not rows:
             err = next((r["error"] for r in docs if r["saver"] == s and "error" in r), "")
-            L.append(f"| {short.get(s, s)} | error: {err[:120]} | | | | | | |")
+            L.append(f"| {short.get(s, s)} | error: {err[:120]} | | | | | | | |")
             continue
 
         def cell(k: str, unit: str = "ms", rows: list[dict[str, Any]] = rows) -> str:
@@ -225,5 +228,6 @@ def _docs_table(L: list[str], records: list[dict[str, Any]], names: list[str],
                  + ", ".join(f"{k} {v:,}" for k, v in by.items() if v) + " | "
                  f"{statistics.median(r['bytes_per_cp'] for r in rows):,.0f} B | "
                  f"{cell('server_cpu_ms_per_cp')} | {cell('redis_cpu_ms_per_cp')} | "
-                 f"{cell('client_cpu_ms_per_cp')} | {cell('mongo_cmds_per_cp', '')} |")
+                 f"{cell('client_cpu_ms_per_cp')} | {cell('worker_cpu_ms_per_cp')} | "
+                 f"{cell('mongo_cmds_per_cp', '')} |")
     L.append("")
