@@ -74,9 +74,14 @@ def test_quick_run_writes_report_and_plots(tmp_path: Path) -> None:
     assert {"reference", "inmemory", "durable", "durable_strict", "sqlite"} <= savers
     errors = [r for r in data["records"] if "error" in r]
     assert not errors, errors
-    w1 = [r for r in data["records"] if r["workload"].startswith("W1")]
+    w1 = [r for r in data["records"] if r["workload"].startswith("W1")
+          and "@" not in r["workload"]]
     assert {r["steps"] for r in w1} == {2 * 4 + 2}  # one invoke of the 4-turn agent loop
     assert {r["workload"] for r in w1} == {"W1 sync", "W1 async", "W1 async dsync"}
+    w1l = [r for r in data["records"] if r["workload"].startswith("W1") and "@" in r["workload"]]
+    assert {r["steps"] for r in w1l} == {2 * 8 + 2}  # W1L: w1_long_turns, 8 when quick
+    assert {r["saver"] for r in data["records"] if r["workload"] == "DOCS"} == {
+        "durable", "durable_strict"}  # the MongoDB writers of --savers, when quick
     # the sweep (1 and 4 threads): W3 itself at 4 threads, 1 thread for the floor,
     # InMemory, Durable and the fastest peer (SQLite, the only one here), 2 repetitions
     swept = sorted((r["saver"], r["threads"], r["checkpoints"])
