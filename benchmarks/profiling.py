@@ -102,6 +102,9 @@ def _short(path: str) -> str:
     m = re.search(r"(?:site-packages|lib/python3\.\d+)/(.*)$", path)
     if m:
         return m.group(1)
+    m = re.search(r"/(langgraph_durable|benchmarks)/(.*)$", path)
+    if m:  # the package or the harness, from whichever checkout
+        return f"{m.group(1)}/{m.group(2)}"
     return path.split("/work/main/", 1)[-1]
 
 
