@@ -130,6 +130,31 @@ def write_doc(results: list[Result], header: str) -> None:
     DOC.write_text(text)
 
 
+def update_rows(results: list[Result], header: str) -> None:
+    """Replace, in the results block of ``DOC``, the table rows of ``results``' scenarios
+    (matched by title; a scenario not yet there is added after the last row) and add
+    ``header`` below the block's run lines; every other row and note stays as written. For
+    an ``--only`` run in a checkout without ``LAST`` (it is not committed): the other rows'
+    figures are not known here, so they are not rewritten."""
+    text = DOC.read_text()
+    if BEGIN not in text or END not in text:
+        write_doc(results, header)
+        return
+    start, end = text.index(BEGIN), text.index(END)
+    lines = text[start:end].split("\n")
+    new_rows = {r.title: row for r, row in zip(results, table(results).split("\n")[2:])}
+    rows_at = [i for i, line in enumerate(lines) if line.startswith("| ")][2:]
+    for i in rows_at:
+        title = lines[i][2:].split(" | ", 1)[0]
+        if title in new_rows:
+            lines[i] = new_rows.pop(title)
+    if new_rows and rows_at:
+        lines[rows_at[-1] + 1:rows_at[-1] + 1] = list(new_rows.values())
+    head_end = next(i for i, line in enumerate(lines) if i > 0 and not line.strip())
+    lines.insert(head_end, header)
+    DOC.write_text(text[:start] + "\n".join(lines) + text[end:])
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m faults.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="the short forms (as the tests)")
@@ -188,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(details(results))
     if not args.no_docs:
+        if wanted and not LAST.exists() and DOC.exists():
+            update_rows(results, header)
+            print(f"written to {DOC} (the rows of this run only)")
+            return 0 if all(r.ok for r in results) else 1
         known = json.loads(LAST.read_text()) if LAST.exists() and wanted else {}
         known.setdefault("runs", []).append(header)
         rows = known.setdefault(form, {})

@@ -8,6 +8,7 @@ from typing import Any
 
 from . import _moved
 from .config import DurableConfig
+from .core.state_versions import STATE_VERSION_KEY, StateMigration
 from .errors import (
     CheckpointNotFoundError,
     ConcurrentRunError,
@@ -25,6 +26,8 @@ from .errors import (
     SaverClosedError,
     SchemaVersionError,
     SerializationError,
+    StateMigrationError,
+    StateVersionError,
     SyncCallInEventLoopError,
     ThreadDeletedError,
     TierUnavailableError,
@@ -54,7 +57,11 @@ __all__ = [
     "ReplicationTimeoutError",
     "SaverClosedError",
     "SchemaVersionError",
+    "STATE_VERSION_KEY",
     "SerializationError",
+    "StateMigration",
+    "StateMigrationError",
+    "StateVersionError",
     "SyncCallInEventLoopError",
     "ThreadDeletedError",
     "ThreadInfo",

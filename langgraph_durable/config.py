@@ -181,6 +181,19 @@ class DurableConfig(BaseModel):
             with ``ConfigurationError`` on a Redis without the query engine;
             ``"mongodb"`` MongoDB ``$vectorSearch``, not implemented: refused, saying
             what the server answered. The saver itself does not read it.
+        state_version: the application's current state version (an int >= 1), stamped
+            into the metadata of every checkpoint stored (key ``lgd_state_version``);
+            older checkpoints are migrated on read by the saver's ``state_migrations``,
+            newer ones refused on resume (``core/state_versions.py``). A call's
+            ``config["configurable"]["state_version"]`` overrides it. Default None:
+            nothing stamped, nothing checked.
+        unversioned_state_version: the state version a checkpoint without
+            ``lgd_state_version`` is read as (those stored before versions were used).
+            Default 1.
+        newer_state: what ``list`` and the delta-channel history do with a checkpoint of a
+            newer state version than ``state_version``: ``"raise"`` (default,
+            ``StateVersionError``) or ``"read"`` (returned as stored, not migrated).
+            ``get_tuple``, the resume path, always raises for one.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -222,6 +235,9 @@ class DurableConfig(BaseModel):
     item_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
     item_digest_key: str | None = Field(default=None, min_length=16, repr=False)
     vector_search: Literal["auto", "exact", "redis", "mongodb"] = "auto"
+    state_version: int | None = Field(default=None, ge=1)
+    unversioned_state_version: int = Field(default=1, ge=1)
+    newer_state: Literal["raise", "read"] = "raise"
 
     @field_validator("write_concern_w", mode="before")
     @classmethod

@@ -284,3 +284,53 @@ class ModelCallChangedError(DurableSaverError):
         self.task_id = task_id
         self.effect = effect
         self.call = call
+
+
+class StateVersionError(DurableSaverError):
+    """A checkpoint's *application* state version (``state_version``, kept in its
+    metadata under ``STATE_VERSION_KEY``) does not fit the running code: it is newer than
+    the code's version (a rollback of a deploy: old code must not run on new state), or it
+    is not a positive int. Raised by ``get_tuple`` (the resume path) always, and by
+    ``list``/delta-channel history unless ``newer_state="read"``. Nothing stored is
+    changed. (The *storage format*'s version is ``SchemaVersionError``.)
+
+    ``DurableStore`` raises it for a store item of a newer version than the store's
+    (``newer_state="read"`` returns it as stored), naming the item.
+
+    Attributes: ``thread_id``, ``checkpoint_ns``, ``checkpoint_id`` (None for a store
+    item), ``namespace`` and ``key`` (a store item's; None for a checkpoint), ``stored``
+    (the version as read) and ``running`` (the code's)."""
+
+    def __init__(self, message: str, *, thread_id: str | None = None,
+                 checkpoint_ns: str | None = None, checkpoint_id: str | None = None,
+                 stored: object, running: int, namespace: tuple[str, ...] | None = None,
+                 key: str | None = None) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.checkpoint_id = checkpoint_id
+        self.namespace = namespace
+        self.key = key
+        self.stored = stored
+        self.running = running
+
+
+class StateMigrationError(StateVersionError):
+    """A checkpoint older than the running state version could not be migrated on read:
+    the chain of ``state_migrations`` has a gap (``missing``: the version with no
+    migration to the next), or a migration raised (chained ``from`` its error) or returned
+    something else than a ``dict`` (a list of ``(task_id, channel, value)`` for a writes
+    hook). The message names thread, checkpoint_ns, checkpoint_id (a store item: its
+    namespace and key, ``items`` hooks) and the step ``from -> to``; ``step`` holds that
+    ``(from, to)``. Nothing stored is changed (a read never writes)."""
+
+    def __init__(self, message: str, *, thread_id: str | None = None,
+                 checkpoint_ns: str | None = None, checkpoint_id: str | None = None,
+                 stored: object, running: int, step: tuple[int, int],
+                 missing: int | None = None, namespace: tuple[str, ...] | None = None,
+                 key: str | None = None) -> None:
+        super().__init__(message, thread_id=thread_id, checkpoint_ns=checkpoint_ns,
+                         checkpoint_id=checkpoint_id, stored=stored, running=running,
+                         namespace=namespace, key=key)
+        self.step = step
+        self.missing = missing

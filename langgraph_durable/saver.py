@@ -72,6 +72,15 @@ class DurableSaver(SaverLifecycle):
         config: a ``DurableConfig``; or pass its fields as keyword ``options``.
         meter_provider: OpenTelemetry ``MeterProvider`` for ``langgraph_durable.metrics``
             (default the global one; ``stats()`` holds the same numbers).
+        state_migrations: ``{k: fn}`` (or ``{k: StateMigration(values=fn, writes=fn)}``)
+            turning the channel values of application state version k into k + 1's,
+            applied on read to checkpoints older than the ``state_version`` option
+            (``core/state_versions.py``; with ``state_version``,
+            ``unversioned_state_version`` and ``newer_state``, which are ``DurableConfig``
+            fields). A ``StateMigration``'s ``items`` hook migrates the items of
+            ``saver.store()``, which shares this registry (``core/item_versions.py``).
+            Raises ``ConfigurationError`` for a key that is no int >= 1 or a value that
+            is no function.
 
     Clients are of two kinds (``clients.GivenClients``, ``clients.UrlClients``). Given
     clients stay the caller's (never closed here). With sync clients, sync methods run
@@ -117,11 +126,14 @@ class DurableSaver(SaverLifecycle):
             return await asyncio.to_thread(fn, *args)
         return fn(*args)
 
-    def _put_done(self, prepared: write.PreparedPut, result: RunnableConfig) -> RunnableConfig:
+    def _put_done(self, prepared: write.PreparedPut, result: RunnableConfig,
+                  marks: Mapping[str, str] | None = None) -> RunnableConfig:
         """What a stored put taught this process: its checkpoint is the head, its items
-        are in Redis."""
+        are in Redis, the migrated values it stored (``marks``) need not be stored again."""
         self._ctx.learn(prepared.thread_id, (prepared.ns, prepared.checkpoint_id),
                         prepared.parts)
+        if marks:
+            self._state.marks.written(prepared.thread_id, prepared.ns, marks)
         return result
 
     def _writes_done(self, prepared: write.PreparedWrites | None) -> None:
@@ -158,36 +170,61 @@ class DurableSaver(SaverLifecycle):
             cid = check_id("checkpoint_id", cid, thread_id=tid)
         return read.get_tuple_plan(self._ctx, tid, ns, cid)
 
+    def _resumed(self, config: RunnableConfig, tup: CheckpointTuple | None
+                 ) -> CheckpointTuple | None:
+        """``tup`` as the call's state version sees it (``StateVersions.migrate_tuple`` on
+        the resume path: a newer one raises ``StateVersionError``)."""
+        if tup is None:
+            return None
+        return self._state.migrate_tuple(tup, self._state.running(config), resume=True)
+
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by ``config`` (latest of its thread and namespace when it has
         no ``checkpoint_id``), with pending writes in ``writes_sort_key`` order, or None.
-        One Redis round trip when Redis holds it; mirrors ``InMemorySaver.get_tuple``."""
+        One Redis round trip when Redis holds it; mirrors ``InMemorySaver.get_tuple``.
+
+        With a state version (``state_version`` or ``config["configurable"]
+        ["state_version"]``), an older checkpoint is returned migrated
+        (``state_migrations``; ``StateMigrationError`` for a gap or a failing migration)
+        and a newer one raises ``StateVersionError`` (``core/state_versions.py``); nothing
+        stored is changed."""
         raw = self._runtime.run(self._get_plan(config))
-        return self._tier(read.finish_page(self._ctx, raw))
+        return self._resumed(config, self._tier(read.finish_page(self._ctx, raw)))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async ``get_tuple``."""
         raw = await self._runtime.arun(self._get_plan(config))
-        return self._tier(await self._off_loop(read.finish_page, self._ctx, raw))
+        return self._resumed(
+            config, self._tier(await self._off_loop(read.finish_page, self._ctx, raw)))
 
     def put(self, config: RunnableConfig, checkpoint: Checkpoint,
             metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
         """Store ``checkpoint`` (values of the channels in ``new_versions`` only) under the
         thread and namespace of ``config``; its ``checkpoint_id`` becomes the parent.
         Raises ``SerializationError`` (nothing written) for a value the serializer
-        refuses, ``OutboxFullError`` when MongoDB is ``max_outbox`` entries behind."""
+        refuses, ``OutboxFullError`` when MongoDB is ``max_outbox`` entries behind.
+
+        With a state version, the stored metadata is a copy of ``metadata`` with
+        ``STATE_VERSION_KEY`` set, and the migrated values of a checkpoint read in an
+        older version (channels with a marked version) are stored too (once per process:
+        ``state_versions.WrittenMarks``)."""
         self._count("puts")
+        metadata, new_versions, marks = self._state.for_put(config, checkpoint, metadata,
+                                                            new_versions)
         prepared = write.prepare_put(self._ctx, config, checkpoint, metadata, new_versions)
-        return self._put_done(prepared, self._runtime.run(write.put_plan(self._ctx, prepared)))
+        done = self._runtime.run(write.put_plan(self._ctx, prepared))
+        return self._put_done(prepared, done, marks)
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
         """Async ``put``."""
         self._count("puts")
+        metadata, new_versions, marks = self._state.for_put(config, checkpoint, metadata,
+                                                            new_versions)
         prepared = await self._off_loop(write.prepare_put, self._ctx, config, checkpoint,
                                         metadata, new_versions)
         done = await self._runtime.arun(write.put_plan(self._ctx, prepared))
-        return self._put_done(prepared, done)
+        return self._put_done(prepared, done, marks)
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str = "") -> None:
@@ -280,7 +317,13 @@ class DurableSaver(SaverLifecycle):
         thread is skipped (logged as a warning), every other thread's checkpoints are
         yielded, and then ``CorruptRecordError`` is raised naming each thread it could
         not list (``.damaged``: their errors), also when ``limit`` was reached; nothing is
-        skipped silently."""
+        skipped silently.
+
+        With a state version, older checkpoints are yielded migrated (as ``get_tuple``;
+        their metadata shows the stored version, which ``filter`` matches), and a newer
+        one raises ``StateVersionError`` unless ``newer_state="read"`` (then yielded as
+        stored)."""
+        running = self._state.running(config)
         steps = self._list_steps(config, filter, before, limit)
         send: Any = None
         error: CorruptRecordError | None = None
@@ -292,7 +335,7 @@ class DurableSaver(SaverLifecycle):
             error = None
             if isinstance(step, CheckpointTuple):
                 send = None
-                yield step
+                yield self._state.migrate_tuple(step, running, resume=False)
                 continue
             try:
                 send = self.run(step)
@@ -304,7 +347,8 @@ class DurableSaver(SaverLifecycle):
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None,
                     ) -> AsyncIterator[CheckpointTuple]:
-        """Async ``list`` (damaged records as there)."""
+        """Async ``list`` (damaged records and state versions as there)."""
+        running = self._state.running(config)
         steps = self._list_steps(config, filter, before, limit)
         send: Any = None
         error: CorruptRecordError | None = None
@@ -316,7 +360,7 @@ class DurableSaver(SaverLifecycle):
             error = None
             if isinstance(step, CheckpointTuple):
                 send = None
-                yield step
+                yield self._state.migrate_tuple(step, running, resume=False)
                 continue
             try:
                 send = await self.arun(step)
@@ -409,19 +453,46 @@ class DurableSaver(SaverLifecycle):
         """Async ``list_threads``."""
         return await self.arun(threads.list_threads_plan(self._ctx, limit, cursor))
 
-    def _delta_plan(self, config: RunnableConfig, channels: Sequence[str]) -> Plan:
+    def _delta_plan(self, config: RunnableConfig, channels: Sequence[str]
+                    ) -> Plan[delta.VersionedRecords]:
         tid, ns = write.thread_ns(config)
-        return delta.delta_history_plan(self._ctx, tid, ns, get_checkpoint_id(config), channels)
+        return delta.versioned_history_plan(
+            self._ctx, tid, ns, get_checkpoint_id(config), channels,
+            with_target=self._state.running(config) is not None)
+
+    def _delta_decoded(self, config: RunnableConfig, found: delta.VersionedRecords
+                       ) -> dict[str, DeltaChannelHistory]:
+        """The history decoded, its writes through the state migrations' writes hooks
+        (checked against the target checkpoint's stored state version)."""
+        out = found.records.decode(self.serde)
+        running = self._state.running(config)
+        if running is None or found.target is None:
+            return out
+        page = self._finished(read.finish_page(self._ctx, found.target))
+        if not page.tuples:
+            return out
+        tup = page.tuples[0]
+        for entry in out.values():
+            entry["writes"] = self._state.migrate_writes(tup, running, entry["writes"])
+        return out
 
     def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]
                                   ) -> Mapping[str, DeltaChannelHistory]:
         """Per-channel writes and seed along the parent chain, walked only back to each
         channel's nearest stored value: one Redis round trip while the chain is in Redis,
         a few MongoDB queries per 64 ancestors beyond; mirrors
-        ``InMemorySaver.get_delta_channel_history``."""
+        ``InMemorySaver.get_delta_channel_history``.
+
+        With a state version (one more read: the target checkpoint's stored version), the
+        writes of an older checkpoint's history go through the ``writes`` hooks of
+        ``state_migrations`` and a newer one raises ``StateVersionError`` unless
+        ``newer_state="read"``. The seeds are returned as stored: the walk reads one
+        channel's values, not the whole state a ``values`` hook is written for, so a
+        migration must not rename or reshape a ``DeltaChannel`` (limitation, see
+        ``core/state_versions.py``)."""
         if not channels:
             return {}
-        return self.run(self._delta_plan(config, channels)).decode(self.serde)
+        return self._delta_decoded(config, self.run(self._delta_plan(config, channels)))
 
     async def aget_delta_channel_history(self, *, config: RunnableConfig,
                                          channels: Sequence[str]
@@ -430,7 +501,7 @@ class DurableSaver(SaverLifecycle):
         if not channels:
             return {}
         found = await self.arun(self._delta_plan(config, channels))
-        return await self._off_loop(found.decode, self.serde)
+        return await self._off_loop(self._delta_decoded, config, found)
 
     def get_next_version(self, current: str | None, channel: None) -> str:  # type: ignore[override]
         """Next channel version: ``"<int:032>.<random:016>"``, as InMemorySaver and
@@ -471,7 +542,10 @@ class DurableSaver(SaverLifecycle):
         """A ``DurableStore`` (LangGraph's long-term memory store) sharing this saver's
         runtime: its clients, flusher, outbox, key prefix, settings and metrics (one set
         of connections per process). ``index`` and ``ttl`` as ``DurableStore``'s;
-        ``kwargs`` its other options (``serde``, ``scorer``, ``clock``). The store's
+        ``kwargs`` its other options (``serde``, ``scorer``, ``clock``, the state
+        version options). The store records this saver's ``state_version`` with its
+        items and migrates them by the ``items`` hooks of this saver's
+        ``state_migrations`` unless given its own (``core/item_versions.py``). The store's
         serializer is its own (LangGraph's ``JsonPlusSerializer`` unless ``serde`` is
         given), not the saver's: the collector of external objects (``gc``) does not
         read the store, so an ``ExternalRefSerializer`` must not be passed. Closing the

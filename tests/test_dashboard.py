@@ -362,6 +362,7 @@ def test_the_tiers_page_shows_the_verdict_and_updates_it_without_a_reload(
             cols = off.context.collections
             assert names == [cols.checkpoints, cols.blobs, cols.writes, cols.meta,
                              cols.chunks, cols.items, cols.tombstones, cols.effects, cols.store,
+                             cols.audit,
                              "total"]
             assert data["durable"]["total"]["documents"] == sum(
                 c["documents"] for k, c in data["durable"].items() if k != "total")
@@ -531,3 +532,67 @@ def test_the_thread_page_lists_journaled_effects_and_marks_model_calls(
     # an earlier checkpoint: its tasks journaled nothing
     page.locator("#timeline tbody tr").nth(1).locator(".cid a").click()
     expect(page.locator("#effects-none")).to_have_text("none")
+
+
+def test_the_thread_list_shows_state_versions_and_counts_threads_needing_migration(
+        redis_url: str, mongo_url: str, readonly: str, finished: dict, page: Page) -> None:
+    """Each row shows the state version of its thread's latest checkpoint (metadata
+    ``lgd_state_version``; none: "unversioned"); given the application's current version
+    (2) the list counts the threads older (unversioned counts as 1) and newer, live; the
+    thread page says the same of its checkpoint. Without a current version nothing is
+    counted."""
+    key = "lgd_state_version"
+    g = StateGraph(State)
+    g.add_node("count", lambda state: {"count": state.get("count", 0) + 1})
+    g.add_edge(START, "count")
+    g.add_edge("count", END)
+    opts = unique_options()
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as s, \
+            DurableSaver.from_urls(redis_url, mongo_url, **opts, state_version=2) as app_s:
+        graph = g.compile(checkpointer=s)
+
+        def run(tid: str, version: int | None) -> None:
+            graph.invoke({"count": 0}, {"configurable": {"thread_id": tid},
+                          "metadata": {} if version is None else {key: version}})
+
+        for tid, version in (("sv-1", 1), ("sv-2", 2), ("sv-none", None), ("sv-3", 3)):
+            run(tid, version)
+        # the application's own saver (state_version=2, no migrations): the dashboard
+        # shows its checkpoints as stored, a v1 one unmigrated, a v3 one not refused
+        served = Served(create_app(app_s, poll_s=0.2, index_ttl_s=0, state_version=2))
+        try:
+            page.goto(served.url)
+            page.evaluate("window.__same_page = true")
+            expect(page.locator("#older-count")).to_have_text("2")  # sv-1, sv-none
+            expect(page.locator("#newer-count")).to_have_text("1")  # sv-3
+            cell = page.locator('tr[data-thread="sv-1"] .state-version')
+            expect(cell).to_have_text("1")
+            expect(cell).to_have_class(re.compile(r"\bolder\b"))
+            expect(page.locator('tr[data-thread="sv-none"] .state-version')).to_have_text(
+                "unversioned")
+            expect(page.locator('tr[data-thread="sv-2"] .state-version')).to_have_text("2")
+            expect(page.locator('tr[data-thread="sv-3"] .state-version')).to_have_class(
+                re.compile(r"\bnewer\b"))
+            expect(page.locator("#needs-migration")).to_contain_text(
+                "migrate-state --state-version 2")
+            run("sv-1b", 1)  # one more old thread: counted without a reload
+            expect(page.locator("#older-count")).to_have_text("3")
+            assert page.evaluate("window.__same_page") is True
+            data = page.request.get(served.url + "api/threads").json()
+            assert data["versions"] == {"current": 2, "older": 3, "newer": 1, "same": 1}
+            assert {r["thread_id"]: r["state_version"] for r in data["rows"]} == {
+                "sv-1": 1, "sv-1b": 1, "sv-2": 2, "sv-none": None, "sv-3": 3}
+            page.goto(served.url + "thread?thread_id=sv-1")
+            expect(page.locator("#state-version")).to_have_text("1")
+            expect(page.locator("#state-older")).to_have_text(
+                "older than 2: migrated on read")
+            expect(page.locator('.channel[data-channel="count"] pre')).to_have_text("1")
+            page.goto(served.url + "thread?thread_id=sv-3")
+            expect(page.locator("#state-newer")).to_have_text(
+                "newer than 2: refused on resume")
+        finally:
+            served.close()
+    page.goto(readonly)  # no current version given: versions shown, nothing counted
+    expect(page.locator('tr[data-thread="weather"] .state-version')).to_have_text(
+        "unversioned")
+    assert page.locator("#needs-migration").count() == 0

@@ -51,6 +51,9 @@ ENV_VALUES: dict[str, tuple[str, object]] = {
     "item_digest_key": ("0123456789abcdef-key", "0123456789abcdef-key"),
     "tombstone_ttl_s": ("86400", 86400),
     "vector_search": ("exact", "exact"),
+    "state_version": ("3", 3),
+    "unversioned_state_version": ("2", 2),
+    "newer_state": ("read", "read"),
 }
 
 

@@ -184,6 +184,8 @@ COLLECTIONS_WITHOUT_VALUES: dict[str, str] = {
              "that took one would make this a referrer",
     "meta": "the schema version, the owner key prefix and migration cursors",
     "tombstones": "the deletes' tombstones: member -> deletion time",
+    "audit": "the operators' actions on threads (inspection/audit.py): JSON text of what "
+             "was given and one-line results, no serialized value",
     "chunks": "pieces of values over 16 MiB of the referrers' documents, read through "
               "their owner document (durable/chunks.py load_plan), never on their own",
 }

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..core.records import metadata_matches
-from ..inspection import effects, lookup, render, storage
+from ..inspection import effects, lookup, render, storage, timeline, versions
 from ..serde.external import EXTREF_TYPE
 from .session import CliError, Undecodable, command, console, echo_json, session_of
 
@@ -46,20 +46,52 @@ def _blob_store_note(ctx: typer.Context, values: list[Any]) -> str | None:
     return f"{refs} external reference(s) could not be read from the --blob-store given"
 
 
+STATUSES = ("running", "interrupted", "error", "done", "ready", "stalled")
+"""A thread's statuses (``inspection.timeline.status``)."""
+
+
 @command
 def threads(ctx: typer.Context,
             where: list[str] = typer.Option(  # noqa: B008
                 [], "--where",
                 help="keep threads whose latest checkpoint's metadata has key=value (repeatable)"),
             limit: int = typer.Option(50, "--limit", min=1, help="most threads shown"),
+            state_version: str = typer.Option(
+                None, "--state-version", metavar="N",
+                help="keep threads whose latest checkpoint is at state version N "
+                "('unversioned': written without a state version)"),
+            state_version_below: int = typer.Option(
+                None, "--state-version-below", metavar="N", min=1,
+                help="keep threads older than state version N, those migrate-state "
+                "would rewrite (unversioned ones count as the global option "
+                "unversioned-state-version, 1)"),
+            status: str = typer.Option(
+                None, "--status", metavar="STATUS",
+                help="keep threads of this status: " + ", ".join(STATUSES)),
             as_json: bool = JSON) -> None:
     """Threads in either tier, newest update first: checkpoints, latest step and source,
-    last update (UTC), bytes in Redis and in MongoDB."""
+    state version, last update (UTC), bytes in Redis and in MongoDB. With --status, their
+    status too (as the dashboard computes it from the latest root checkpoint)."""
     session = session_of(ctx)
     saver = session.saver(tolerant=True)
     want = render.parse_where(where)
+    unversioned = session.config.unversioned_state_version
+    try:
+        exact = None if state_version is None else versions.parse_filter(state_version)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if status is not None and status not in STATUSES:
+        raise CliError(f"--status must be one of {', '.join(STATUSES)}, got {status!r}")
     rows = [row for row in storage.thread_rows(saver, session.clients, saver.serde)
-            if metadata_matches(row["metadata"], want)]
+            if metadata_matches(row["metadata"], want)
+            and (state_version is None or row["state_version"] == exact)
+            and (state_version_below is None or versions.compare(
+                row["state_version"], state_version_below, unversioned) == "older")]
+    if status is not None:
+        for row in rows:
+            found = lookup.outline(saver, row["thread_id"], "", limit=1)
+            row["status"] = timeline.status(found[0])["status"] if found else "unknown"
+        rows = [row for row in rows if row["status"] == status]
     total, rows = len(rows), rows[:limit]
     if as_json:
         echo_json({"threads": [{k: render.jsonable(v) for k, v in row.items()} for row in rows],
@@ -67,14 +99,17 @@ def threads(ctx: typer.Context,
         return
     table = Table(title=f"threads ({len(rows)} of {total})")
     for col, just in (("thread", "left"), ("checkpoints", "right"), ("step", "right"),
-                      ("source", "left"), ("updated (UTC)", "left"), ("redis", "right"),
-                      ("mongodb", "right")):
+                      ("source", "left"), ("state", "right"), ("updated (UTC)", "left"),
+                      ("redis", "right"), ("mongodb", "right"),
+                      *((("status", "left"),) if status else ())):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for row in rows:
+        extra = (row["status"],) if status else ()
         table.add_row(row["thread_id"], str(row["checkpoints"]),
                       "-" if row["step"] is None else str(row["step"]), row["source"] or "-",
+                      versions.shown(row["state_version"]),
                       render.utc(row["updated"]), render.human_bytes(row["hot_bytes"]),
-                      render.human_bytes(row["durable_bytes"]))
+                      render.human_bytes(row["durable_bytes"]), *extra)
     console().print(table)
 
 
@@ -206,7 +241,8 @@ def show(ctx: typer.Context, thread: str = THREAD,
     md = tup.metadata
     out.print(f"thread {data['thread_id']}  ns {data['checkpoint_ns']!r}  checkpoint "
               f"{data['checkpoint_id']}\nparent {data['parent_checkpoint_id'] or '-'}  step "
-              f"{md.get('step')}  source {md.get('source')}  time {render.utc(data['ts'])}")
+              f"{md.get('step')}  source {md.get('source')}  state version "
+              f"{versions.shown(data['state_version'])}  time {render.utc(data['ts'])}")
     room = max(30, out.width - 40)
     values = Table(title="channel values")
     values.add_column("channel")

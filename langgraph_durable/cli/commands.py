@@ -13,7 +13,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand
 
 from ..config import DurableConfig, config_options
-from . import browse, deadletters, ops, store, transfer
+from . import actions, browse, deadletters, ops, state, store, transfer
 from .dashboard import dashboard
 from .session import CliError, Session
 
@@ -192,6 +192,9 @@ app.command("history", cls=_Command)(browse.history)
 app.command("show", cls=_Command)(browse.show)
 app.command("diff", cls=_Command)(browse.diff)
 app.command("fork", cls=_Command)(ops.fork)
+app.command("resume", cls=_Command)(actions.resume)
+app.command("retry", cls=_Command)(actions.retry)
+app.command("audit", cls=_Command)(actions.audit_log)
 app.command("copy", cls=_Command)(ops.copy)
 app.command("export", cls=_Command)(transfer.export)
 app.command("import", cls=_Command)(transfer.import_)
@@ -203,6 +206,7 @@ app.command("gc", cls=_Command)(ops.gc)
 app.command("prune", cls=_Command)(ops.prune)
 app.command("delete", cls=_Command)(ops.delete)
 app.command("migrate", cls=_Command)(ops.migrate)
+app.command("migrate-state", cls=_Command)(state.migrate_state)
 app.command("dashboard", cls=_Command)(dashboard)
 deadletters.app.command("list", cls=_Command)(deadletters.list_)
 deadletters.app.command("replay", cls=_Command)(deadletters.replay)

@@ -122,14 +122,18 @@ class Session:
         return config
 
     def saver(self, *, flusher: bool = False, tolerant: bool = False,
-              setup: bool = True) -> DurableSaver:
+              setup: bool = True, extra: dict[str, Any] | None = None) -> DurableSaver:
         """The saver; with ``flusher`` an in-process flusher runs (from the first call) and
         ``setup()`` is done unless ``setup=False`` (writing commands); without it nothing
         is written by opening it. Its serializer is strict (``strict_serde``: stored data
         never runs code). ``tolerant`` (read-only commands) shows undecodable values as
         ``Undecodable`` and checks, writing nothing, that the key prefix and the database
         belong together (``check_deployment``: ``ConfigurationError`` as ``setup()``
-        raises it for writing commands)."""
+        raises it for writing commands) and shows checkpoints as stored: a
+        ``state_version`` option (``LGD_STATE_VERSION``) is not applied (no migration
+        on read, no refusal of newer threads). ``extra``: more ``from_urls`` options of
+        this command (``state_version``, ``state_migrations``), used when the saver is
+        built (the first call)."""
         if self._saver is None:
             if not self.redis_url or not self.mongo_url:
                 raise CliError("--redis-url and --mongo-url (or REDIS_URL and MONGODB_URL) "
@@ -140,7 +144,8 @@ class Session:
                 serde = TolerantSerde(serde)
             self._saver = DurableSaver.from_urls(
                 self.redis_url, self.mongo_url, serde=serde,
-                **{**self.options, "flusher": "auto" if flusher else "off"})
+                **{**self.options, **({"state_version": None} if tolerant else {}),
+                   **(extra or {}), "flusher": "auto" if flusher else "off"})
             if flusher and setup:
                 self._saver.setup()
             elif tolerant:

@@ -44,11 +44,13 @@ def open_store(session: Session, *, write: bool = False, tolerant: bool | None =
                ) -> DurableStore:
     """A ``DurableStore`` on the session's saver (reads: no flusher; writes: with the
     command's flusher, so the write is in MongoDB when the command ends). ``tolerant``
-    (default: for reads) shows an undecodable value instead of raising."""
+    (default: for reads) shows an undecodable value instead of raising. Values are shown
+    as stored (the tools have no ``state_migrations``); a put records the configured
+    ``state_version`` (``LGD_STATE_VERSION``), if any, with the item."""
     saver = session.saver(flusher=True) if write else session.saver(tolerant=True)
     serde = store_info.tool_store_serde(session.serde(), session.allow_types,
                                         tolerant=not write if tolerant is None else tolerant)
-    return DurableStore(saver, serde=serde)
+    return DurableStore(saver, serde=serde, read_as_stored=True)
 
 
 def _item(item: Any) -> dict[str, Any]:

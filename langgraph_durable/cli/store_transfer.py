@@ -4,7 +4,7 @@ as JSON Lines, beside the thread exports of ``cli/transfer.py``.
 The store is not part of any thread (every thread of the key prefix shares it), so a
 thread's export never carries it: ``export --store`` writes the store alone (every item,
 or those under ``--namespace``), and ``import`` tells the two kinds of file apart by the
-header. The header is ``{"format": "langgraph-durable-export", "format_version": 5,
+header. The header is ``{"format": "langgraph-durable-export", "format_version": 5 (6),
 "schema_version": N, "store": {"namespace_prefix": [labels]}, "exported_at": ...,
 "counts": {"store_item": n}}``; then one record a line, sorted by namespace and key:
 
@@ -14,7 +14,11 @@ type, base64 bytes], "cseq": us, "useq": us, "exp": ms, "ttl": minutes or null,
 ``created_at``/``updated_at`` (microseconds since the epoch), ``exp`` when it expires (ms
 since the epoch, 0 = never), ``ttl`` its TTL (refreshed on reads), ``vectors`` its
 embeddings (float32, one row per path of ``paths``: the indexed fields), so a store with
-the same index searches the imported items without embedding them again.
+the same index searches the imported items without embedding them again. An item put
+with an application state version (``DurableStore(state_version=N)``) has ``"sv": N``
+(absent otherwise), and a file holding one has ``format_version`` 6, so a release that
+does not know item versions refuses it instead of importing those items unversioned
+(they would then be migrated again); a file without one is format 5, as before.
 
 Values are copied, never decoded (no serializer, no constructor of the stored data runs);
 ``import`` checks every record before it writes anything (``check_item``: the namespace
@@ -40,8 +44,13 @@ from ..plans import store as P
 from .session import CliError, confirm
 
 FORMAT = "langgraph-durable-export"
-STORE_FORMAT_VERSION = 5
-"""Format version of a store export (a thread export's are 1 to 4)."""
+STORE_FORMAT_VERSION = 6
+"""Format version of a store export holding an item with a state version (``sv``); one
+without any is written as ``UNVERSIONED_FORMAT_VERSION`` (a thread export's are 1 to 4)."""
+
+UNVERSIONED_FORMAT_VERSION = 5
+"""Format version of a store export whose items have no state version (readable by the
+releases before item versions)."""
 
 CHUNK = 500
 """Items written per round trip (and flushed to MongoDB after) by an import."""
@@ -62,8 +71,10 @@ def export_lines(db: Any, collection: str, prefix: tuple[str, ...], now_ms: int
     MongoDB's ``collection`` holds at ``now_ms`` (flush first), header first."""
     docs = list(db[collection].find({**prefix_query(prefix), **live_query(now_ms)},
                                     sort=[("ns", 1), ("key", 1)]))
+    versioned = any(d.get("sv") is not None for d in docs)
     yield json.dumps({
-        "format": FORMAT, "format_version": STORE_FORMAT_VERSION,
+        "format": FORMAT,
+        "format_version": STORE_FORMAT_VERSION if versioned else UNVERSIONED_FORMAT_VERSION,
         "schema_version": SCHEMA_VERSION, "store": {"namespace_prefix": list(prefix)},
         "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
         "counts": {"store_item": len(docs)}})
@@ -71,12 +82,15 @@ def export_lines(db: Any, collection: str, prefix: tuple[str, ...], now_ms: int
         rec = record_of(doc)
         body = rec.body
         assert body is not None and body.value is not None  # live: a value
-        yield json.dumps({
+        out: dict[str, Any] = {
             "type": "store_item", "v": SCHEMA_VERSION, "namespace": list(rec.namespace),
             "key": rec.key, "value": [body.value[0], _b64(body.value[1])],
             "cseq": rec.cseq, "useq": rec.useq, "exp": rec.expires_ms, "ttl": body.ttl_min,
             "vectors": _b64(body.vectors) if body.vectors else None,
-            "paths": list(body.paths)})
+            "paths": list(body.paths)}
+        if body.state_version is not None:
+            out["sv"] = body.state_version
+        yield json.dumps(out)
 
 
 # ------------------------------------------------------------------ checks
@@ -133,6 +147,8 @@ def check_item(r: dict[str, Any], prefix: tuple[str, ...]) -> tuple[tuple[str, .
     paths = r["paths"]
     if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
         raise ValueError(f"paths must be a list of str, got {paths!r:.80}")
+    if r.get("sv") is not None:
+        _integer("sv", r["sv"], 1)
     vectors = b"" if r["vectors"] is None else _base64("vectors", r["vectors"])
     if bool(vectors) != bool(paths) or (paths and len(vectors) % (4 * len(paths))):
         raise ValueError(f"vectors ({len(vectors)} bytes) are not {len(paths)} float32 "
@@ -226,7 +242,8 @@ def import_store(saver: Any, records: list[dict[str, Any]], where: str, yes: boo
         for r in kept[i:i + CHUNK]:
             value = (str(r["value"][0]), base64.b64decode(r["value"][1], validate=True))
             vectors = base64.b64decode(r["vectors"], validate=True) if r["vectors"] else b""
-            body = StoreBody(value, r["ttl"], vectors, tuple(r["paths"])).pack()
+            body = StoreBody(value, r["ttl"], vectors, tuple(r["paths"]),
+                             r.get("sv")).pack()
             ops.append(P.write_op(ctx, tuple(r["namespace"]), str(r["key"]), "import", body,
                                   int(r["exp"]), cseq=int(r["cseq"]), useq=int(r["useq"]),
                                   now_ms=now_ms))

@@ -26,8 +26,17 @@ bytes    name   meaning
                 Redis held no record of the item (MongoDB may hold a live version,
                 whose cseq the flusher keeps: ``with_cseq``)
 49-64    exp    when the item expires, ms since the epoch (0 = never)
-65-      body   msgpack ``[value type, value bytes, ttl minutes or None, vectors, paths]``
+65-      body   msgpack ``[[value type, value bytes], ttl minutes or None, vectors,
+                paths]``, and a fifth element, the item's application state version
+                (an int >= 1), only when the store put it with one
+                (``DurableStore(state_version=N)``, ``core/item_versions.py``)
 =======  =====  =====================================================================
+
+A body without a state version is the four-element list of the releases before state
+versions, byte for byte. Those releases refuse a five-element body with
+``CorruptRecordError`` (a loud failure, never a silent misread): set a store
+``state_version`` only once every process (application and flusher) runs a release that
+reads it.
 """
 
 from __future__ import annotations
@@ -84,26 +93,39 @@ def ms_to_datetime(ms: int) -> datetime:
 class StoreBody(NamedTuple):
     """What the client packs for a put: the ``value`` (``(type, bytes)`` of the
     serializer), ``ttl_min`` (the TTL in minutes, kept for refreshes; None = none), the
-    embeddings ``vectors`` (float32, ``len(paths)`` rows side by side; ``b""`` = none)
-    and their ``paths`` (the indexed fields, ``"text"``, ``"tags.0"``...)."""
+    embeddings ``vectors`` (float32, ``len(paths)`` rows side by side; ``b""`` = none),
+    their ``paths`` (the indexed fields, ``"text"``, ``"tags.0"``...) and the
+    ``state_version`` the item was put in (None: put without one)."""
 
     value: tuple[str, bytes] | None
     ttl_min: float | None = None
     vectors: bytes = b""
     paths: tuple[str, ...] = ()
+    state_version: int | None = None
 
     def pack(self) -> bytes:
-        """The packed body (msgpack)."""
+        """The packed body (msgpack): four elements, a fifth only with a state version."""
         typed = [self.value[0], self.value[1]] if self.value is not None else None
-        return ormsgpack.packb([typed, self.ttl_min, self.vectors or None, list(self.paths)])
+        parts: list[object] = [typed, self.ttl_min, self.vectors or None, list(self.paths)]
+        if self.state_version is not None:
+            parts.append(self.state_version)
+        return ormsgpack.packb(parts)
 
     @classmethod
     def unpack(cls, raw: bytes, where: str) -> StoreBody:
-        """The body of ``raw``; ``CorruptRecordError`` naming ``where`` when it is none."""
+        """The body of ``raw`` (four elements, or five with a state version);
+        ``CorruptRecordError`` naming ``where`` when it is none."""
         try:
-            typed, ttl, vectors, paths = ormsgpack.unpackb(raw)
+            parts = ormsgpack.unpackb(raw)
+            if len(parts) == 4:
+                typed, ttl, vectors, paths = parts
+                version = None
+            else:
+                typed, ttl, vectors, paths, version = parts
+                if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+                    raise ValueError(f"state version {version!r} is not an int >= 1")
             value = (str(typed[0]), bytes(typed[1])) if typed is not None else None
-            return cls(value, ttl, bytes(vectors or b""), tuple(paths))
+            return cls(value, ttl, bytes(vectors or b""), tuple(paths), version)
         except Exception as exc:
             raise CorruptRecordError(f"store item {where}: body cannot be decoded: "
                                      f"{exc}") from exc

@@ -2,15 +2,17 @@
 
 Routes (GET unless said): ``/`` the thread list, ``/events/threads`` its live rows
 (server-sent events), ``/thread`` a thread (timeline, state, time machine) and
-``/events/thread`` its latest checkpoint, live (the page offers to reload), ``/diff``,
+``/events/thread`` its latest checkpoint and its actions' runs and audit entries, live
+(the page offers to reload), ``/diff``,
 ``/tiers`` and ``/events/tiers`` (its figures and health verdict, live), ``/memory``
 (the long-term memory store's namespaces and a namespace's items, ``?ns=a.b``); JSON:
-``/api/threads``, ``/api/thread``, ``/api/tiers``; POST ``/fork`` (only with
-``allow_writes``); ``/static/*``. Every value from state goes through Jinja's
-autoescaping; the content security policy lets no inline script run. Values are decoded
-strictly (``inspection.strict``): a stored entry naming a type not allowed is shown as a
-placeholder, never imported nor run. A request whose ``Host`` is not an allowed name gets
-400 (DNS rebinding); redirects stay on the app's own paths.
+``/api/threads``, ``/api/thread``, ``/api/tiers``, ``/api/audit``; POST ``/fork`` and
+``/act`` (answer an interrupt, retry, run, cancel a queued run; only with
+``allow_writes``, ``/act`` with ``graphs``); ``/static/*``. Every value from state goes
+through Jinja's autoescaping; the content security policy lets no inline script run.
+Values are decoded strictly (``inspection.strict``): a stored entry naming a type not
+allowed is shown as a placeholder, never imported nor run. A request whose ``Host`` is
+not an allowed name gets 400 (DNS rebinding); redirects stay on the app's own paths.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -41,11 +43,12 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import ConfigurationError
-from ..inspection import lookup, render, timeline
+from ..inspection import actions as actions_mod
+from ..inspection import audit, lookup, render, timeline, versions
 from ..inspection.health import HealthOptions
 from ..inspection.strict import strict_view
 from ..inspection.timeline import RUNNING_WINDOW_S
-from . import memory, security, tiers, views
+from . import actions, memory, runs, security, tiers, views
 
 log = logging.getLogger("langgraph_durable.dashboard")
 HERE = Path(__file__).parent
@@ -127,10 +130,15 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
                lag_every_s: float = 10.0, index_ttl_s: float = 5.0,
                allowed_hosts: Iterable[str] = (), allow_types: Iterable[Any] = (),
                tiers_poll_s: float = 5.0,
-               health_options: HealthOptions | None = None) -> Any:
+               health_options: HealthOptions | None = None,
+               state_version: int | None = None,
+               graphs: Mapping[str, Any] | None = None, run_workers: int = 2,
+               run_queue: int = 8) -> Any:
     """The dashboard as an ASGI app for ``saver`` (a ``DurableSaver``; mount it in a
     FastAPI/Starlette app or serve it with uvicorn). It reads through a copy of the saver
-    whose serializer is strict (``inspection.strict.strict_view``): the saver's own
+    whose serializer is strict (``inspection.strict.strict_view``) and which shows
+    checkpoints as stored, whatever the saver's ``state_version`` (no migration on read,
+    no refusal of a newer thread: ``versions.as_stored``): the saver's own
     serializer (cipher, blob store) with every msgpack type outside LangChain's messages,
     LangGraph's own types and ``allow_types`` shown as ``<not decoded: module.Name (not
     in the allowlist)>``, never imported nor run.
@@ -158,6 +166,20 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
             both tiers again and updates itself (its figures and the health verdict).
         health_options: the verdict's thresholds (``inspection.health.HealthOptions``:
             flush lag over 60 s and an outbox 80% full are ``degraded`` by default).
+        state_version: the application's current state version: the thread list then
+            counts the threads that need migration (their latest root checkpoint is
+            older; unversioned ones count as the saver's ``unversioned_state_version``)
+            and those written by newer code, read with
+            the list of threads (one metadata read per thread every ``index_ttl_s``).
+            None: each thread's version is shown, nothing is counted.
+        graphs: ``{name: compiled graph}``: with ``allow_writes`` the thread page answers
+            pending interrupts, retries failed or stalled threads and runs forks with
+            them (``dashboard.actions``; the graph's own checkpointer is not used: runs
+            read and write through a strict copy of ``saver`` that keeps its state
+            versions). A thread's graph is its metadata's ``lgd_graph``, else the only
+            one given, else the operator's choice on the page.
+        run_workers, run_queue: the runs' executor: runs at once, and more waiting
+            (beyond that an action is refused, 503).
 
     Raises ``ConfigurationError`` for ``allow_writes`` without a token or an allowed host
     that is no host name, ``ValueError`` for an ``allow_types`` entry of another form."""
@@ -165,14 +187,25 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
     hosts = security.allowed_host_names(allowed_hosts)
     allow_types = list(allow_types)
     store = memory.memory_store(saver, allow_types)
-    saver = strict_view(saver, allow_types)
+    runner = strict_view(saver, allow_types, tolerant=False)  # runs: the app's versions
+    saver = versions.as_stored(strict_view(saver, allow_types))  # checkpoints as stored
+    acts = actions.Actions(saver, runner, graphs or {}, audit.who_of_token(token),
+                           workers=run_workers, max_queued=run_queue,
+                           running_window_s=running_window_s)
     env = _templates()
     samples = tiers.LagSamples(every_s=lag_every_s)
-    index = views.ThreadIndex(saver, index_ttl_s)
+    if state_version is not None and (isinstance(state_version, bool)
+                                      or not isinstance(state_version, int)
+                                      or state_version < 1):
+        raise ConfigurationError(f"state_version must be an int >= 1, got {state_version!r}")
+    unversioned = saver.state_versions.unversioned  # the saver's unversioned_state_version
+    index = views.ThreadIndex(saver, index_ttl_s, state_version, unversioned)
     csrf = security.csrf_token(token) if token else ""
 
     def page(name: str, code: int = 200, **data: Any) -> HTMLResponse:
-        html = env.get_template(name).render(allow_writes=allow_writes, csrf=csrf, **data)
+        html = env.get_template(name).render(allow_writes=allow_writes, csrf=csrf,
+                                             current_state_version=state_version,
+                                             unversioned_as=unversioned, **data)
         return HTMLResponse(html, status_code=code)
 
     def guarded(fn: Callable[[Request], Any]) -> Callable[[Request], Any]:
@@ -219,8 +252,10 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
             quiet = 0.0
             while not await request.is_disconnected():
                 data = await run_in_threadpool(listing, q, n)
-                body = json.dumps({"html": rows.render(**data), "total": data["total"],
-                                   "pages": data["pages"]})
+                html = rows.render(current_state_version=state_version,
+                                   unversioned_as=unversioned, **data)
+                body = json.dumps({"html": html, "total": data["total"],
+                                   "pages": data["pages"], "versions": data["versions"]})
                 if body != last:
                     last, quiet = body, 0.0
                     yield f"event: rows\ndata: {body}\n\n"
@@ -243,7 +278,8 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         thread, ns = _thread_args(request)
         data = await run_in_threadpool(views.thread_detail, saver, thread, ns,
                                        request.query_params.get("checkpoint") or None)
-        return page("thread.html", **data)
+        panel = await run_in_threadpool(acts.panel, thread, ns)
+        return page("thread.html", actions=panel, **data)
 
     async def thread_json(request: Request) -> Response:
         thread, ns = _thread_args(request)
@@ -255,6 +291,8 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         thread, ns = _thread_args(request)
         conf = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
 
+        log_template = env.get_template("_audit.html")
+
         def latest() -> str:
             tup = saver.get_tuple(conf)
             if tup is None:
@@ -264,13 +302,24 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
                                "status": timeline.status(tup, None, running_window_s)[
                                    "status"]})
 
+        def activity() -> str:  # this dashboard's runs and the audit log, as HTML
+            html = log_template.render(actions={"runs": acts.runs.of_thread(thread),
+                                                "audit": acts.log(thread)},
+                                       allow_writes=allow_writes, csrf=csrf,
+                                       thread_id=thread)
+            return json.dumps({"html": html})
+
         async def stream() -> AsyncIterator[str]:
-            last = None
+            last = last_log = None
             while not await request.is_disconnected():
                 body = await run_in_threadpool(latest)
                 if body != last:
                     last = body
                     yield f"event: latest\ndata: {body}\n\n"
+                shown = await run_in_threadpool(activity)
+                if shown != last_log:
+                    last_log = shown
+                    yield f"event: audit\ndata: {shown}\n\n"
                 await asyncio.sleep(poll_s)
 
         return StreamingResponse(stream(), media_type="text/event-stream",
@@ -326,14 +375,17 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
     async def tiers_json(request: Request) -> Response:
         return JSONResponse(render.jsonable(await run_in_threadpool(tiers_now)))
 
-    async def fork(request: Request) -> Response:
+    async def _form(request: Request, what: str) -> dict[str, str]:
         # a browser form (application/x-www-form-urlencoded), parsed without
         # python-multipart, which starlette's request.form() needs
         if not request.headers.get("content-type", "").startswith(
                 "application/x-www-form-urlencoded"):
-            raise ValueError("a fork is posted as a form (application/x-www-form-urlencoded)")
-        field = dict(parse_qsl((await request.body()).decode("utf-8", "replace"),
-                               keep_blank_values=True))
+            raise ValueError(f"{what} is posted as a form (application/x-www-form-urlencoded)")
+        return dict(parse_qsl((await request.body()).decode("utf-8", "replace"),
+                              keep_blank_values=True))
+
+    async def fork(request: Request) -> Response:
+        field = await _form(request, "a fork")
         thread, ns = field.get("thread_id", ""), field.get("ns", "")
         cid, to = field.get("checkpoint_id", ""), field.get("to", "").strip()
         command = views.fork_command(thread, cid, ns, to=to or None)
@@ -360,6 +412,38 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         return RedirectResponse("thread?" + urlencode({"thread_id": to, "ns": ns}),
                                 status_code=303)
 
+    async def act(request: Request) -> Response:
+        field = await _form(request, "an action")
+        thread = field.get("thread_id", "")
+        if not allow_writes:
+            return page("error.html", 403, title="writes are off",
+                        message="this dashboard runs read-only: start it with "
+                                "--allow-writes (and a token) and --graph NAME=MODULE:ATTR "
+                                "to act on threads, or run the command line shown on the "
+                                "thread's page")
+        if not security.csrf_ok(token, field.get("csrf", ""), dict(request.headers)):
+            return page("error.html", 403, title="refused",
+                        message="the form's CSRF check failed: reload the page and retry")
+        try:
+            if field.get("action") == "cancel":
+                await run_in_threadpool(acts.cancel, thread, field.get("run_id", ""))
+            else:
+                await run_in_threadpool(acts.act, field)
+        except runs.QueueFullError as exc:
+            return page("error.html", 503, title="busy", message=str(exc))
+        except (runs.ThreadBusyError, actions_mod.ActionError) as exc:
+            return page("error.html", 409 if isinstance(exc, runs.ThreadBusyError) else 400,
+                        title="refused", message=str(exc))
+        log.info("dashboard: %s on a thread", field.get("action"))
+        return RedirectResponse("thread?" + urlencode({"thread_id": thread}) + "#actions",
+                                status_code=303)
+
+    async def audit_json(request: Request) -> Response:
+        thread = request.query_params.get("thread_id") or None
+        db, col = saver.sync_clients.db, saver.context.collections.audit
+        rows = await run_in_threadpool(audit.entries, db, col, thread, 200)
+        return JSONResponse(render.jsonable({"entries": rows}))
+
     async def sampler() -> None:
         while True:
             with contextlib.suppress(Exception):
@@ -373,6 +457,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
             yield
         finally:
             task.cancel()
+            acts.runs.shutdown()
 
     routes = [
         Route("/", guarded(threads_page)),
@@ -386,7 +471,9 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         Route("/api/threads", guarded(threads_json)),
         Route("/api/thread", guarded(thread_json)),
         Route("/api/tiers", guarded(tiers_json)),
+        Route("/api/audit", guarded(audit_json)),
         Route("/fork", guarded(fork), methods=["POST"]),
+        Route("/act", guarded(act), methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     return _Guard(Starlette(routes=routes, lifespan=lifespan), token, hosts)

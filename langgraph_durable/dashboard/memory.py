@@ -23,9 +23,10 @@ SHOWN_ITEMS = 200
 def memory_store(saver: Any, allow_types: Any = ()) -> DurableStore:
     """A read-only ``DurableStore`` on ``saver``'s runtime whose values are decoded by
     ``tool_store_serde`` of its serializer (never reviving a type outside the
-    allowlist)."""
+    allowlist), shown as stored (``read_as_stored``: neither migrated to nor checked
+    against a state version)."""
     return DurableStore(saver, serde=tool_store_serde(getattr(saver, "serde", None),
-                                                      allow_types))
+                                                      allow_types), read_as_stored=True)
 
 
 def memory_view(store: DurableStore, ns: str = "") -> dict[str, Any]:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..inspection import effects, lookup, render, storage, timeline
+from ..inspection import effects, lookup, render, storage, timeline, versions
 from ..inspection.strict import NotDecoded
 from ..inspection.tolerant import Undecodable
 
@@ -65,29 +65,54 @@ class ThreadIndex:
     grows with the number of threads), shared by every page and live stream of one app.
     The first ``get`` reads it; later ones answer at once with the last list read and,
     when that is older than ``ttl_s`` seconds, start reading it again in a background
-    thread (one at a time), so a slow read never holds up a page. Thread-safe."""
+    thread (one at a time), so a slow read never holds up a page. Thread-safe.
 
-    def __init__(self, saver: Any, ttl_s: float) -> None:
-        self.saver, self.ttl_s = saver, ttl_s
+    With ``state_version`` (the version the application's code runs at), each read also
+    takes the state version of every thread's latest root checkpoint
+    (``versions.latest_versions``: one metadata read per thread, no channel values),
+    counted by ``version_counts``."""
+
+    def __init__(self, saver: Any, ttl_s: float, state_version: int | None = None,
+                 unversioned_as: int = versions.DEFAULT_UNVERSIONED_AS) -> None:
+        self.saver, self.ttl_s, self.state_version = saver, ttl_s, state_version
+        self.unversioned_as = unversioned_as
         self._lock = threading.Lock()
         self._at = float("-inf")
         self._infos: list[Any] | None = None
+        self._versions: dict[str, int | None] = {}
         self._reading: threading.Thread | None = None
 
     def _read(self) -> None:
         try:
             infos = storage.all_threads(self.saver)
+            found = (versions.latest_versions(self.saver, [i.thread_id for i in infos])
+                     if self.state_version is not None else {})
         except Exception as exc:
             if self._infos is None:
                 raise
             log.warning("dashboard: reading the list of threads failed: %s",
                         type(exc).__name__)  # the last list read stays shown
-            infos = self._infos
+            infos, found = self._infos, self._versions
         finally:
             with self._lock:
                 self._reading = None
         with self._lock:
-            self._infos, self._at = infos, time.monotonic()
+            self._infos, self._versions, self._at = infos, found, time.monotonic()
+
+    def version_counts(self) -> dict[str, Any] | None:
+        """Without ``state_version``, None; else ``{"current": state_version, "older":
+        threads needing migration, "newer": threads written by
+        newer code, "same": threads at it}`` as of the last read (``get`` reads first;
+        unversioned threads count as ``unversioned_as``, the saver's
+        ``unversioned_state_version``; a thread whose version could not be read, in
+        none)."""
+        if self.state_version is None:
+            return None
+        with self._lock:
+            found = dict(self._versions)
+        counts = versions.needs_migration(found, self.state_version, self.unversioned_as)
+        return {"current": self.state_version, "older": counts["older"],
+                "newer": counts["newer"], "same": counts["current"]}
 
     def get(self) -> list[Any]:
         """The threads (``ThreadInfo``): the last list read, at most one read old."""
@@ -110,11 +135,14 @@ def thread_list(saver: Any, q: str = "", page: int = 1, *,
     """One page of the thread list: threads whose thread_id contains ``q``
     (case-insensitive), newest activity first, ``PAGE_SIZE`` a page (``page`` from 1).
     Each row: ``thread_id``, ``status`` and ``detail`` (``timeline.status``), ``last``
-    (node(s) that ran last), ``step``, ``age_s``, ``checkpoints``, ``hot_bytes``,
-    ``durable_bytes``; the rows' own figures are read now, the set of threads and their
-    checkpoint counts come from ``index`` (default: read now). Returns ``{"rows",
-    "total", "page", "pages", "q"}``."""
+    (node(s) that ran last), ``step``, ``state_version`` (of its latest root checkpoint;
+    None: unversioned), ``age_s``, ``checkpoints``, ``hot_bytes``, ``durable_bytes``; the
+    rows' own figures are read now, the set of threads and their checkpoint counts come
+    from ``index`` (default: read now). Returns ``{"rows", "total", "page", "pages",
+    "q", "versions"}``: ``versions`` is ``ThreadIndex.version_counts`` over every thread
+    (not only those matching ``q``; None without an index or its ``state_version``)."""
     infos = index.get() if index is not None else storage.all_threads(saver)
+    counts = index.version_counts() if index is not None else None
     needle = q.strip().lower()
     if needle:
         infos = [i for i in infos if needle in i.thread_id.lower()]
@@ -125,7 +153,8 @@ def thread_list(saver: Any, q: str = "", page: int = 1, *,
     ids = [i.thread_id for i in chosen]
     clients = saver.sync_clients
     if not ids:
-        return {"rows": [], "total": len(infos), "page": page, "pages": pages, "q": q}
+        return {"rows": [], "total": len(infos), "page": page, "pages": pages, "q": q,
+                "versions": counts}
     with concurrent.futures.ThreadPoolExecutor(ROW_READERS) as pool:
         # the rows' latest checkpoints (no values decoded) and sizes, read side by side
         durable_f = pool.submit(storage.thread_durable_bytes, saver.context, clients.db, ids)
@@ -141,6 +170,7 @@ def thread_list(saver: Any, q: str = "", page: int = 1, *,
             "hot_bytes": hot.get(info.thread_id, 0),
             "durable_bytes": durable.get(info.thread_id, {}).get("bytes", 0),
             "status": "unknown", "detail": None, "last": [], "step": None,
+            "state_version": None,
             "age_s": None if info.last_activity is None else
             max(0.0, (now - info.last_activity).total_seconds()),
         }
@@ -148,9 +178,11 @@ def thread_list(saver: Any, q: str = "", page: int = 1, *,
             st = timeline.status(tup, now, running_window_s)
             row.update(status=st["status"], detail=_detail(st["detail"]),
                        last=timeline.last_nodes(tup.checkpoint), step=tup.metadata.get("step"),
+                       state_version=versions.version_of(tup.metadata),
                        next=st["next"], age_s=age_s(tup.checkpoint.get("ts"), now))
         rows.append(row)
-    return {"rows": rows, "total": len(infos), "page": page, "pages": pages, "q": q}
+    return {"rows": rows, "total": len(infos), "page": page, "pages": pages, "q": q,
+            "versions": counts}
 
 
 def _detail(detail: Any) -> str | None:
@@ -216,14 +248,15 @@ def fork_command(thread_id: str, checkpoint_id: str, ns: str = "",
 
 
 def state_view(tup: Any) -> dict[str, Any]:
-    """One checkpoint for the page: ids, metadata (JSON text), each channel's value as a
-    view (``value_view``), pending writes and interrupts (previews)."""
+    """One checkpoint for the page: ids, metadata (JSON text), ``state_version`` (None:
+    unversioned), each channel's value as a view (``value_view``), pending writes and
+    interrupts (previews)."""
     data = lookup.tuple_data(tup)
     values = tup.checkpoint.get("channel_values", {})
     return {
         "checkpoint_id": data["checkpoint_id"], "parent": data["parent_checkpoint_id"],
         "ts": render.utc(data["ts"]), "step": tup.metadata.get("step"),
-        "source": tup.metadata.get("source"),
+        "source": tup.metadata.get("source"), "state_version": data["state_version"],
         "metadata": _folded(data["metadata"]),
         "channels": [{"channel": ch, "type": type(v).__name__, "view": value_view(v)}
                      for ch, v in sorted(values.items())],

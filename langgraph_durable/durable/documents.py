@@ -68,8 +68,9 @@ class Collections:
     deployed schema version and migration cursors), of ``chunks`` (pieces of values
     over ``chunks.THRESHOLD_BYTES``), of ``items`` (items and nodes of list values), of
     ``tombstones`` (the deletes' tombstones, ``tombstone_doc``), of ``effects`` (the
-    effect journal, ``plans/effects.py``) and of ``store`` (the items of the long-term
-    memory store, ``durable/store.py``)."""
+    effect journal, ``plans/effects.py``), of ``store`` (the items of the long-term
+    memory store, ``durable/store.py``) and of ``audit`` (the operators' actions on
+    threads, ``inspection/audit.py``)."""
 
     checkpoints: str
     blobs: str
@@ -80,12 +81,14 @@ class Collections:
     tombstones: str = "tombstones"
     effects: str = "effects"
     store: str = "store"
+    audit: str = "audit"
 
     @classmethod
     def with_prefix(cls, prefix: str) -> Collections:
         return cls(f"{prefix}checkpoints", f"{prefix}blobs", f"{prefix}writes",
                    f"{prefix}meta", f"{prefix}chunks", f"{prefix}items",
-                   f"{prefix}tombstones", f"{prefix}effects", f"{prefix}store")
+                   f"{prefix}tombstones", f"{prefix}effects", f"{prefix}store",
+                   f"{prefix}audit")
 
 
 INDEXES: dict[str, list[Index]] = {
@@ -111,6 +114,7 @@ INDEXES: dict[str, list[Index]] = {
         Index((("exp", 1),), "exp", sparse=True),
         Index((("purge_at", 1),), "purge_at_ttl", sparse=True, expire_after_s=0),
     ],
+    "audit": [Index((("thread_id", 1), ("at", -1)), "thread_at")],  # inspection/audit.py
     "tombstones": [
         Index((("thread_id", 1), ("f", 1)), "thread_field"),
         Index((("deleted_at", 1),), TOMBSTONE_TTL_INDEX, expire_after_s=30 * 24 * 3600),

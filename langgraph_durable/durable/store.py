@@ -9,8 +9,9 @@ array), ``ns`` (the labels joined by ``.`` with a final ``.``: a namespace prefi
 record's versions ``seq``/``cseq``/``useq`` (us,
 ``core/store_records.py``), ``created_at`` and ``updated_at`` (UTC), ``exp`` (expiry,
 ms; 0 = never; index ``exp`` for the TTL sweep), ``ttl`` (minutes), the serialized value
-(``vt``/``vb``) and its embeddings (``vec``: float32 bytes, one row per path of
-``paths``). A delete leaves a *tombstone*: ``dead``
+(``vt``/``vb``), its embeddings (``vec``: float32 bytes, one row per path of
+``paths``) and, for an item put with an application state version, ``sv`` (the int;
+absent otherwise: ``core/item_versions.py``). A delete leaves a *tombstone*: ``dead``
 true, the ``seq`` of the delete and ``purge_at`` (when MongoDB's TTL monitor removes
 it: the delete's time plus ``tombstone_ttl_s``), so a late copy of an older version never
 brings the item back: every write is guarded by ``seq`` (``upsert_record``).
@@ -54,6 +55,8 @@ def store_doc(rec: StoreRecord, tombstone_ttl_s: int) -> Doc:
                ttl=body.ttl_min, vt=body.value[0] if body.value else None,
                vb=body.value[1] if body.value else None, vec=body.vectors or None,
                paths=list(body.paths))
+    if body.state_version is not None:
+        doc["sv"] = body.state_version
     return doc
 
 
@@ -72,8 +75,10 @@ def record_of(doc: DocView, *, vectors: bool = True) -> StoreRecord:
     if doc.get("dead"):
         return StoreRecord(field, int(doc["seq"]), 0, 0, True, 0, None)
     vt, vb = doc.get("vt"), doc.get("vb")
+    sv = doc.get("sv")
     body = StoreBody((str(vt), bytes(vb or b"")) if vt is not None else None, doc.get("ttl"),
-                     bytes(doc.get("vec") or b""), tuple(doc.get("paths") or ()))
+                     bytes(doc.get("vec") or b""), tuple(doc.get("paths") or ()),
+                     None if sv is None else int(sv))
     return StoreRecord(field, int(doc["seq"]), int(doc["cseq"]), int(doc["useq"]), False,
                        int(doc.get("exp") or 0), body, partial=not vectors)
 

@@ -21,6 +21,7 @@ from ..io.drivers import Clients
 from ..plans import read
 from . import render, storage
 from .strict import contains_placeholder
+from .versions import version_of
 
 
 class LookupFailedError(DurableSaverError, LookupError):
@@ -94,8 +95,9 @@ def get(saver: Any, clients: Clients, thread: str, ref: str | None,
 
 
 def tuple_data(tup: CheckpointTuple) -> dict[str, Any]:
-    """One checkpoint as JSON data: ids, parent, metadata, ``ts``, ``channel_values``,
-    ``pending_writes`` (task_id, channel, value) and the interrupts among them."""
+    """One checkpoint as JSON data: ids, parent, metadata, ``state_version`` (from the
+    metadata; None: unversioned), ``ts``, ``channel_values``, ``pending_writes``
+    (task_id, channel, value) and the interrupts among them."""
     c = tup.config["configurable"]
     writes = [{"task_id": t, "channel": ch, "value": render.jsonable(v)}
               for t, ch, v in tup.pending_writes or []]
@@ -107,7 +109,8 @@ def tuple_data(tup: CheckpointTuple) -> dict[str, Any]:
         "checkpoint_id": c["checkpoint_id"],
         "parent_checkpoint_id": tup.parent_config["configurable"]["checkpoint_id"]
         if tup.parent_config else None,
-        "metadata": render.jsonable(tup.metadata), "ts": tup.checkpoint.get("ts"),
+        "metadata": render.jsonable(tup.metadata),
+        "state_version": version_of(tup.metadata), "ts": tup.checkpoint.get("ts"),
         "channel_values": render.jsonable(tup.checkpoint.get("channel_values", {})),
         "pending_writes": writes, "interrupts": interrupts,
     }

@@ -19,6 +19,7 @@ from ..hot.keys import CONSUMER_GROUP, heartbeats_key, prefix_pattern, thread_ke
 from ..io.drivers import Clients, run_sync
 from ..outbox.flusher import dead_letter_key
 from ..plans.context import Context
+from .versions import version_of
 
 
 def _text(v: Any) -> str:
@@ -112,8 +113,9 @@ def all_threads(saver: Any, page_size: int = 20_000) -> list[Any]:
 def thread_rows(saver: Any, clients: Clients, serde: Any) -> list[dict[str, Any]]:
     """One row per thread in either tier (``DurableSaver.list_threads``): ``thread_id``,
     ``checkpoints`` (both tiers, each once), ``last_activity`` (UTC, from the newest
-    checkpoint id), ``step``/``source``/``metadata``/``updated`` of the latest root
-    checkpoint, ``hot_bytes`` (Redis MEMORY USAGE of its keys) and ``durable_bytes``
+    checkpoint id), ``step``/``source``/``metadata``/``updated``/``state_version`` (None:
+    unversioned; ``versions.version_of``) of the latest root checkpoint, ``hot_bytes``
+    (Redis MEMORY USAGE of its keys) and ``durable_bytes``
     (BSON size of its documents). Newest update first."""
     ctx, r, db = saver.context, clients.redis, clients.db
     durable = thread_durable_bytes(ctx, db)
@@ -134,6 +136,7 @@ def thread_rows(saver: Any, clients: Clients, serde: Any) -> list[dict[str, Any]
             "source": md.get("source"), "updated": ts,
             "last_activity": info.last_activity.isoformat() if info.last_activity else None,
             "latest": rec.checkpoint_id if rec else None, "metadata": md,
+            "state_version": version_of(md),
             "hot_bytes": hot_bytes, "durable_bytes": durable.get(tid, {}).get("bytes", 0),
         })
     rows.sort(key=lambda row: str(row["updated"] or row["last_activity"] or ""), reverse=True)
@@ -230,8 +233,8 @@ def hot_memory(ctx: Context, r: Any) -> dict[str, Any]:
 
 def durable_sizes(ctx: Context, db: Any) -> dict[str, Any]:
     """Per collection of the deployment (every field of ``Collections``: checkpoints,
-    blobs, writes, meta, chunks, items, tombstones, effects), keyed by kind: documents,
-    data size, storage size and index size (bytes); ``"total"`` sums them (a figure
+    blobs, writes, meta, chunks, items, tombstones, effects, store, audit), keyed by kind:
+    documents, data size, storage size and index size (bytes); ``"total"`` sums them (a figure
     None when collStats was refused for some collection)."""
     cols = ctx.collections
     out: dict[str, Any] = {}

@@ -11,6 +11,7 @@ them into LangGraph's ``DeltaChannelHistory`` after the plan.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from langgraph.checkpoint.base import DeltaChannelHistory
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -22,7 +23,15 @@ from ..durable import documents as D
 from ..hot.scripts import ChainStatus, chain_op, parts_op
 from .context import Context
 from .damage import hot_checked, missing_values
-from .read import Writes, items_of, merge_writes, page_plan, resolve_items_plan, writes_of
+from .read import (
+    RecordPage,
+    Writes,
+    items_of,
+    merge_writes,
+    page_plan,
+    resolve_items_plan,
+    writes_of,
+)
 
 REDIS_STEPS = 512
 MONGO_BATCH = 64
@@ -81,6 +90,31 @@ def delta_history_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str
     holds, ``MissingValueError``."""
     return (yield from hot_checked(ctx, thread_id, _history(
         ctx, thread_id, ns, checkpoint_id, channels)))
+
+
+class VersionedRecords(NamedTuple):
+    """``versioned_history_plan``'s answer: the history (``records``) and, when asked
+    for, the target checkpoint as read (``target``, a ``read.RecordPage`` of at most one
+    row: its metadata holds the stored state version), else None."""
+
+    records: DeltaRecords
+    target: RecordPage | None
+
+
+def versioned_history_plan(ctx: Context, thread_id: str, ns: str, checkpoint_id: str | None,
+                           channels: Sequence[str], *, with_target: bool
+                           ) -> Plan[VersionedRecords]:
+    """``delta_history_plan``, and with ``with_target`` (a state version runs) the
+    target checkpoint read first (one more round trip: ``read.page_plan`` of one
+    checkpoint), whose metadata tells the state version of the history."""
+    target = None
+    if with_target:
+        target = yield from page_plan(ctx, thread_id, ns, exact=checkpoint_id, count=1,
+                                      hot_first=True)
+        if checkpoint_id is None and target.rows:
+            checkpoint_id = target.rows[0][0].checkpoint_id
+    records = yield from delta_history_plan(ctx, thread_id, ns, checkpoint_id, channels)
+    return VersionedRecords(records, target)
 
 
 def _history(ctx: Context, thread_id: str, ns: str, checkpoint_id: str | None,

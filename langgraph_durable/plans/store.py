@@ -285,6 +285,7 @@ def sweep_plan(ctx: Context, now_ms: int, limit: int) -> Plan[int]:
 
 
 def put_body(value: tuple[str, bytes] | None, ttl_min: float | None, vectors: bytes = b"",
-             paths: Sequence[str] = ()) -> bytes:
-    """The packed body of a put (``core/store_records.StoreBody``)."""
-    return StoreBody(value, ttl_min, vectors, tuple(paths)).pack()
+             paths: Sequence[str] = (), state_version: int | None = None) -> bytes:
+    """The packed body of a put (``core/store_records.StoreBody``; ``state_version``
+    None: the four-element body)."""
+    return StoreBody(value, ttl_min, vectors, tuple(paths), state_version).pack()

@@ -8,7 +8,7 @@ once per runtime (``startup.SetupGate``), also from the first call of a saver us
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Collection, Generator
+from collections.abc import Awaitable, Collection, Generator, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ from typing_extensions import Self
 
 from ..config import DurableConfig
 from ..core.items import items_for
+from ..core.state_versions import StateMigration, StateVersions, as_migrations
 from ..errors import ConfigurationError
 from ..io.drivers import Clients
 from ..plans.context import Context
@@ -45,6 +46,7 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
 
     _runtime: SaverRuntime
     _ctx: Context
+    _state: StateVersions
 
     def __init__(
         self,
@@ -56,19 +58,32 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
         serde: SerializerProtocol | None = None,
         config: DurableConfig | None = None,
         meter_provider: Any = None,
+        state_migrations: Mapping[int, Any] | None = None,
         **options: Any,
     ) -> None:
         super().__init__(serde=serde)
+        migrations = as_migrations(state_migrations)  # checked before clients are made
         self._hold(SaverRuntime.from_clients(
             redis, mongo, async_redis=async_redis, async_mongo=async_mongo,
-            config=saver_config(config, options), meter_provider=meter_provider))
+            config=saver_config(config, options), meter_provider=meter_provider), migrations)
 
-    def _hold(self, runtime: SaverRuntime) -> None:
+    def _hold(self, runtime: SaverRuntime,
+              migrations: Mapping[int, StateMigration] | None = None) -> None:
+        cfg = runtime.config
+        self._state = StateVersions(cfg.state_version, dict(migrations or {}),
+                                    cfg.unversioned_state_version, cfg.newer_state)
         self._runtime = runtime
         runtime.gate.watch(self)  # the set-up warns about a permissive serializer
         self._ctx = dataclasses.replace(runtime.context,
                                         **_serde_fields(runtime.config, self.serde))
         _bound_blob_store(runtime.config, self.serde)
+
+    @property
+    def state_versions(self) -> StateVersions:
+        """The state-version options this saver runs with (``state_version``,
+        ``state_migrations``, ``unversioned_state_version``, ``newer_state``; see
+        ``core/state_versions.py``)."""
+        return self._state
 
     @property
     def runtime(self) -> SaverRuntime:
@@ -117,7 +132,8 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
     @classmethod
     def from_urls(
         cls, redis_url: str, mongo_url: str, *, serde: SerializerProtocol | None = None,
-        config: DurableConfig | None = None, meter_provider: Any = None, **options: Any,
+        config: DurableConfig | None = None, meter_provider: Any = None,
+        state_migrations: Mapping[int, Any] | None = None, **options: Any,
     ) -> Self:
         """A saver with its own clients for ``redis_url`` and ``mongo_url``: sync clients
         now, asyncio clients made on first async use in each event loop. Use it as a
@@ -132,20 +148,22 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
         ``ConfigurationError`` for ``config`` together with ``options``, for an unknown
         or invalid option (naming it, with the closest option name), for a ``mongo_url``
         that is no MongoDB URL and for a ``database`` that differs from the URL's."""
+        migrations = as_migrations(state_migrations)
         cfg = with_database(saver_config(config, options),
                             database_of_url(check_mongo_url(mongo_url)),
                             f"MongoDB URL {hide_password(mongo_url)!r}")
         saver = cls.__new__(cls)
         BaseCheckpointSaver.__init__(saver, serde=serde)
         saver._hold(SaverRuntime.from_urls(redis_url, mongo_url, config=cfg,
-                                           meter_provider=meter_provider))
+                                           meter_provider=meter_provider), migrations)
         return saver
 
     @classmethod
     def from_conn_string(
         cls, redis_url: str | None = None, mongo_url: str | None = None, *,
         serde: SerializerProtocol | None = None, config: DurableConfig | None = None,
-        meter_provider: Any = None, **options: Any,
+        meter_provider: Any = None, state_migrations: Mapping[int, Any] | None = None,
+        **options: Any,
     ) -> Self:
         """The ``from_conn_string`` of LangGraph's savers (``PostgresSaver``,
         ``RedisSaver``, ``MongoDBSaver``), for both APIs in one: use it as
@@ -164,7 +182,8 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
                 + ", ".join(n for n, u in (("redis_url", redis_url), ("mongo_url", mongo_url))
                             if not u) + ")")
         return cls.from_urls(redis_url, mongo_url, serde=serde, config=config,
-                             meter_provider=meter_provider, **options)
+                             meter_provider=meter_provider,
+                             state_migrations=state_migrations, **options)
 
     def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> Self:
         """LangGraph's ``with_allowlist``: a shallow copy whose serializer also accepts the

@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import logging
 import threading
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,9 @@ from langgraph.store.base import (
 from typing_extensions import Self
 
 from ..config import DurableConfig
+from ..core.item_versions import ItemVersions, store_item_versions
 from ..core.ops import Plan
+from ..core.state_versions import as_migrations
 from ..errors import ConfigurationError
 from ..plans import store as P
 from ..plans.context import Clock, Context
@@ -112,11 +114,37 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
             answers the same set as the exact one; measured p50 about 1 ms at 10,000
             vectors of 256 dims) or ``"HNSW"`` (approximate, for stores far larger;
             its recall@10 is measured by ``benchmarks/store.py``).
+        state_version: the application's current state version (an int >= 1), recorded
+            with every item put and checked on every read (``core/item_versions.py``);
+            default the saver's (``DurableConfig.state_version``, from the runtime's
+            configuration, ``from_urls`` options or ``LGD_STATE_VERSION``), so one option
+            versions checkpoints and items; without one anywhere nothing is recorded or
+            checked. Set it only once every process (application and flusher) runs
+            this release: older ones refuse a versioned record with
+            ``CorruptRecordError``.
+        state_migrations: ``{k: StateMigration(items=fn, ...)}``: the ``items`` hook
+            turns an item value of version k into k + 1's when it is read
+            (``fn(namespace, key, value) -> value``); a plain function, or a step
+            without ``items``, keeps item values as they are. Default the saver's
+            ``state_migrations`` when made from a saver (the same registry), else none.
+        unversioned_state_version: the version of an item put without one (default the
+            configuration's, 1).
+        newer_state: an item of a newer version than ``state_version``: ``"raise"``
+            (``StateVersionError``) or ``"read"`` (returned as stored); default the
+            configuration's (``"raise"``).
+        read_as_stored: reads return item values as stored, neither migrated nor checked
+            against the state version (puts still record it): what the tools show
+            (``langgraph-durable store get``). Default False.
+
+    Reads of an older item return its migrated value (a ``search`` filter applies to
+    it) and store nothing; the application's next ``put`` of the item stores it in the
+    running version, and embeds it again (a migration never recomputes embeddings).
 
     Raises ``ConfigurationError`` for neither or both of ``saver`` and ``runtime``, for
     an ``ExternalRefSerializer`` as ``serde``, for an unknown ``ttl`` key, for an
     ``index`` without ``dims`` or ``embed``, for an ``index`` without NumPy installed
-    (the ``memory`` extra) and for an unknown ``vector_search`` or ``vector_algorithm``;
+    (the ``memory`` extra), for a bad state version option and for an unknown
+    ``vector_search`` or ``vector_algorithm``;
     at set-up for ``vector_search="redis"`` on a Redis without the query engine and for
     ``"mongodb"`` (``plans/store_vectors.resolve_plan``).
     """
@@ -127,12 +155,19 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
                  index: IndexConfig | None = None, ttl: TTLConfig | None = None,
                  serde: SerializerProtocol | None = None,
                  scorer: VectorScorer | None = None, clock: Clock | None = None,
-                 vector_search: str | None = None, vector_algorithm: str = "FLAT") -> None:
+                 vector_search: str | None = None, vector_algorithm: str = "FLAT",
+                 state_version: int | None = None,
+                 state_migrations: Mapping[int, Any] | None = None,
+                 unversioned_state_version: int | None = None,
+                 newer_state: str | None = None, read_as_stored: bool = False) -> None:
         if (saver is None) == (runtime is None):
             raise ConfigurationError("DurableStore needs a saver (DurableStore(saver)) or a "
                                      "runtime, or use DurableStore.from_urls(...)")
         held = saver.runtime if saver is not None else runtime
         assert isinstance(held, SaverRuntime)
+        versions = store_item_versions(held.config, saver, state_version, state_migrations,
+                                       unversioned_state_version, newer_state,
+                                       read_as_stored)
         self._runtime: SaverRuntime = held
         self._owns = saver is None
         self._ctx: Context = self._runtime.context
@@ -143,7 +178,7 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
                 "DurableStore cannot store values through an ExternalRefSerializer: the "
                 "collector of external objects (gc) does not read the store, so it would "
                 "delete objects the store refers to; pass its inner serializer")
-        self._answers = Answers(serde or JsonPlusSerializer())
+        self._answers = Answers(serde or JsonPlusSerializer(), versions)
         self._scorer: VectorScorer = scorer or ExactScorer(
             str((index or {}).get("distance_type") or "cosine"))
         unknown = set(ttl or {}) - _TTL_KEYS
@@ -181,20 +216,23 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
                   ttl: TTLConfig | None = None, serde: SerializerProtocol | None = None,
                   config: DurableConfig | None = None, meter_provider: Any = None,
                   clock: Clock | None = None, vector_algorithm: str = "FLAT",
+                  state_migrations: Mapping[int, Any] | None = None,
                   **options: Any) -> Self:
         """A store with its own clients and flusher for ``redis_url`` and ``mongo_url``,
         configured as ``DurableSaver.from_urls`` is (``config`` or keyword ``options``
         over ``LGD_*`` variables; the database from the URL). Use it with ``with`` or
         ``async with`` (entering sets up, leaving drains the outbox and closes), or call
-        ``close()``; ``vector_search`` is one of the options. Raises
-        ``ConfigurationError`` as ``DurableSaver.from_urls`` does."""
+        ``close()``; ``vector_search``, ``state_version``, ``unversioned_state_version``
+        and ``newer_state`` are options; ``state_migrations`` as ``DurableStore``'s.
+        Raises ``ConfigurationError`` as ``DurableSaver.from_urls`` does."""
+        migrations = as_migrations(state_migrations)  # checked before clients are made
         cfg = with_database(saver_config(config, options),
                             database_of_url(check_mongo_url(mongo_url)),
                             f"MongoDB URL {hide_password(mongo_url)!r}")
         runtime = SaverRuntime.from_urls(redis_url, mongo_url, config=cfg,
                                          meter_provider=meter_provider)
         return cls(runtime=runtime, index=index, ttl=ttl, serde=serde, clock=clock,
-                   vector_algorithm=vector_algorithm)
+                   vector_algorithm=vector_algorithm, state_migrations=migrations)
 
     @classmethod
     def from_conn_string(cls, redis_url: str | None = None, mongo_url: str | None = None,
@@ -226,6 +264,17 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
     async def arebuild_vector_index(self) -> int:
         """Async ``rebuild_vector_index``."""
         return await self._vectors.arebuild()
+
+    @property
+    def state_version(self) -> int | None:
+        """The state version this store records with its puts and migrates reads to
+        (None: none)."""
+        return self._answers.versions.current
+
+    @property
+    def state_versions(self) -> ItemVersions:
+        """The store's state-version options (``core/item_versions.py``)."""
+        return self._answers.versions
 
     @property
     def runtime(self) -> SaverRuntime:
@@ -379,7 +428,8 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         now = self._now_ms()
         if isinstance(op, GetOp):
             return get_one_plan(self._ctx, self._answers, op, now)
-        return put_one_plan(self._ctx, prepare_put(op, self._answers.serde, now), now)
+        return put_one_plan(self._ctx, prepare_put(op, self._answers.serde, now,
+                                                   state_version=self.state_version), now)
 
     def _texts(self, puts: Iterable[PutOp]) -> list[tuple[PutOp, list[str], list[str]]]:
         """Per put to embed: the op, its paths (``text``, ``tags.0``...) and texts."""
@@ -416,7 +466,8 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         out = []
         for op in puts.values():
             vec, paths = rows.get(id(op), (None, []))
-            out.append(prepare_put(op, self._answers.serde, now_ms, vec, paths))
+            out.append(prepare_put(op, self._answers.serde, now_ms, vec, paths,
+                                   self.state_version))
         return out
 
     def _queries(self, ops: list[Op]) -> list[str]:

@@ -27,6 +27,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
+from ..core.item_versions import ItemVersions
 from ..core.ops import Op as IoOp
 from ..core.ops import Plan
 from ..core.store_records import SEP, StoreRecord
@@ -89,9 +90,11 @@ def check_op(op: Op) -> None:
 
 
 def prepare_put(op: PutOp, serde: SerializerProtocol, now_ms: int,
-                vectors: np.ndarray | None = None, paths: Sequence[str] = ()) -> Prepared:
+                vectors: np.ndarray | None = None, paths: Sequence[str] = (),
+                state_version: int | None = None) -> Prepared:
     """What ``op`` sends: its value serialized by ``serde``, its embeddings (float32
-    rows, one per path of ``paths``), its expiry ``op.ttl`` minutes after ``now_ms``."""
+    rows, one per path of ``paths``), its expiry ``op.ttl`` minutes after ``now_ms`` and
+    the store's ``state_version`` (None: none recorded, the four-element body)."""
     if op.value is None:
         return Prepared(op.namespace, op.key, b"", 0)
     typed = serde.dumps_typed(dict(op.value))
@@ -102,20 +105,30 @@ def prepare_put(op: PutOp, serde: SerializerProtocol, now_ms: int,
         raw = np.asarray(vectors, dtype=np.float32).tobytes()
     ttl = op.ttl if op.ttl else None
     expires = now_ms + round(ttl * 60_000) if ttl else 0
-    return Prepared(op.namespace, op.key, P.put_body(typed, ttl, raw, paths), expires)
+    return Prepared(op.namespace, op.key, P.put_body(typed, ttl, raw, paths, state_version),
+                    expires)
 
 
 class Answers:
-    """Turns records into LangGraph's items: ``serde`` decodes values."""
+    """Turns records into LangGraph's items: ``serde`` decodes values, ``versions`` (the
+    store's state versions, ``core/item_versions.py``) migrates those of an older
+    version."""
 
-    def __init__(self, serde: SerializerProtocol) -> None:
+    def __init__(self, serde: SerializerProtocol,
+                 versions: ItemVersions | None = None) -> None:
         self.serde = serde
+        self.versions = versions or ItemVersions()
 
     def value(self, rec: StoreRecord) -> dict[str, Any]:
-        """The item's value (a dict)."""
-        assert rec.body is not None and rec.body.value is not None
-        value: dict[str, Any] = self.serde.loads_typed(rec.body.value)
-        return value
+        """The item's value (a dict) as the store's running state version sees it
+        (migrated in memory when older); raises ``StateVersionError`` /
+        ``StateMigrationError`` as ``ItemVersions.migrate``."""
+        body = rec.body
+        assert body is not None and body.value is not None
+        value: dict[str, Any] = self.serde.loads_typed(body.value)
+        if self.versions.current is None or body.state_version == self.versions.current:
+            return value
+        return self.versions.migrate(rec.namespace, rec.key, body.state_version, value)
 
     def item(self, rec: StoreRecord, value: dict[str, Any] | None = None) -> Item:
         """The ``Item`` of a live record."""

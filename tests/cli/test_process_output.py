@@ -19,7 +19,8 @@ from langgraph_durable.testing import mongo_server, redis_server, unique_options
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ["threads", "history", "show", "diff", "fork", "copy", "export", "import",
-            "flush", "flusher", "status", "gc", "prune", "delete", "migrate", "dashboard"]
+            "flush", "flusher", "status", "gc", "prune", "delete", "migrate", "migrate-state",
+            "dashboard"]
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

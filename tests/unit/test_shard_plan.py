@@ -37,7 +37,7 @@ def test_thread_id_leads_every_index_but_the_documented_run_id_one() -> None:
     assert not_led == NOT_LED_BY_THREAD
     assert {col for col, _n, _k in _indexes()} == {"checkpoints", "blobs", "writes", "items",
                                                     "chunks", "tombstones", "effects",
-                                                    "store"}
+                                                    "store", "audit"}
 
 
 def test_every_index_and_collection_is_in_the_documented_shard_plan() -> None:

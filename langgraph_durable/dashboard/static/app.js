@@ -1,4 +1,5 @@
-// langgraph-durable dashboard: live thread rows and tiers page over server-sent events.
+// langgraph-durable dashboard: live thread rows, a thread's runs and audit log, and the
+// tiers page over server-sent events.
 // Plain JS, no dependencies. The rows (and the tiers page's body) arrive as HTML the
 // server rendered (and escaped) with the same template as the first page load.
 "use strict";
@@ -14,6 +15,10 @@
       newer.hidden = false;
     }
   });
+  source.addEventListener("audit", function (event) {  // runs and audit log, live
+    var activity = document.getElementById("activity");
+    if (activity) { activity.innerHTML = JSON.parse(event.data).html; }
+  });
 })();
 (function () {  // the thread list: live rows
   var table = document.getElementById("threads");
@@ -28,6 +33,12 @@
     rows.innerHTML = data.html;
     total.textContent = String(data.total);
     if (pages) { pages.textContent = String(data.pages); }
+    var older = document.getElementById("older-count");
+    var newer = document.getElementById("newer-count");
+    if (data.versions && older && newer) {
+      older.textContent = String(data.versions.older);
+      newer.textContent = String(data.versions.newer);
+    }
     live.className = "live on";
   });
   source.onerror = function () { live.className = "live off"; };
