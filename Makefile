@@ -26,8 +26,8 @@ bench-deps: setup
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq postgresql >/dev/null )
 	$(VENV)/bin/python -m pip install -q -e ".[bench]"
 
-# both CPU modes: everything with the servers sharing the cores (~20 min), then issue 35's
-# pinned report (bench-pinned, ~6 min)
+# both CPU modes: everything with the servers sharing the cores (13.9 min when last committed,
+# before W1L and DOCS), then issue 35's pinned report (bench-pinned, 5-6 min measured)
 bench: bench-deps
 	$(PY) -m benchmarks.run --out benchmarks/results
 	$(MAKE) --no-print-directory bench-pinned
@@ -39,7 +39,7 @@ bench-speed: bench-deps
 
 # issue 35's report as production runs it: the benchmark on CPU 0, Redis, SecantusDB and
 # PostgreSQL on CPU 1 (taskset); W1 at 100 and 300 turns, W3 at 50 threads, documents and
-# MongoDB-server CPU per checkpoint, 5 interleaved repetitions, profiles: ~6 min
+# MongoDB-server CPU per checkpoint, 5 interleaved repetitions, profiles: 5-6 min measured
 bench-pinned: bench-deps
 	$(PY) -m benchmarks.run --cpu-mode pinned --workloads W1,W1L,W3,DOCS --no-sweep --reps 5 \
 	  --savers reference,inmemory,durable,sqlite,postgres --out benchmarks/results/pinned \
