@@ -30,12 +30,14 @@ def _w1_metrics(wall: float, drain_s: float, steps: int, used: dict[str, float]
             "steps": steps, **used}
 
 
-def w1_sync(spec: SaverSpec, p: Params) -> dict[str, Any]:
-    """One ``invoke`` of the ``w1_turns``-turn agent loop (``graphs.build_conversation``)
-    on one thread, sync API; wall time over its checkpoints, then the drain (untimed)."""
+def w1_sync(spec: SaverSpec, p: Params, turns: int | None = None) -> dict[str, Any]:
+    """One ``invoke`` of the ``turns``-turn (default ``w1_turns``) agent loop
+    (``graphs.build_conversation``) on one thread, sync API; wall time over its
+    checkpoints, then the drain (untimed)."""
+    turns = p.w1_turns if turns is None else turns
     with spec.open_sync() as h:
-        g = graphs.build_conversation(h.saver, p.w1_turns)
-        cfg = {**thread_cfg("w1"), "recursion_limit": 2 * p.w1_turns + 10}
+        g = graphs.build_conversation(h.saver, turns)
+        cfg = {**thread_cfg("w1"), "recursion_limit": 2 * turns + 10}
         c0 = cpu.snapshot()
         t0 = time.perf_counter()
         g.invoke(graphs.conversation_input(), cfg)
@@ -44,13 +46,13 @@ def w1_sync(spec: SaverSpec, p: Params) -> dict[str, Any]:
         spec.drain(h)
         drain_s = time.perf_counter() - a
         used = cpu.delta(c0, cpu.snapshot())
-    return _w1_metrics(wall, drain_s, conversation_checkpoints(p.w1_turns), used)
+    return _w1_metrics(wall, drain_s, conversation_checkpoints(turns), used)
 
 
-async def _w1_async(spec: SaverSpec, p: Params, durability: str | None) -> dict[str, Any]:
+async def _w1_async(spec: SaverSpec, turns: int, durability: str | None) -> dict[str, Any]:
     async with spec.open_async() as h:
-        g = graphs.build_conversation(h.saver, p.w1_turns, asynchronous=True)
-        cfg = {**thread_cfg("w1a"), "recursion_limit": 2 * p.w1_turns + 10}
+        g = graphs.build_conversation(h.saver, turns, asynchronous=True)
+        cfg = {**thread_cfg("w1a"), "recursion_limit": 2 * turns + 10}
         kw = {} if durability is None else {"durability": durability}
         c0 = cpu.snapshot()
         t0 = time.perf_counter()
@@ -60,7 +62,7 @@ async def _w1_async(spec: SaverSpec, p: Params, durability: str | None) -> dict[
         await asyncio.to_thread(spec.drain, h)
         drain_s = time.perf_counter() - a
         used = cpu.delta(c0, cpu.snapshot())
-    return _w1_metrics(wall, drain_s, conversation_checkpoints(p.w1_turns), used)
+    return _w1_metrics(wall, drain_s, conversation_checkpoints(turns), used)
 
 
 def warm_up(spec: SaverSpec, turns: int = 2) -> None:
@@ -82,11 +84,13 @@ def warm_up(spec: SaverSpec, turns: int = 2) -> None:
     asyncio.run(go())
 
 
-def w1_async(spec: SaverSpec, p: Params, durability: str | None = None) -> dict[str, Any]:
+def w1_async(spec: SaverSpec, p: Params, durability: str | None = None,
+             turns: int | None = None) -> dict[str, Any]:
     """W1 with ``ainvoke`` (the agent node a coroutine); ``durability``: LangGraph's
     ``durability`` argument (``"sync"``: each checkpoint is written before the next
-    super-step starts; ``None``: its default, ``"async"``)."""
-    return asyncio.run(_w1_async(spec, p, durability))
+    super-step starts; ``None``: its default, ``"async"``); ``turns``: default
+    ``w1_turns``."""
+    return asyncio.run(_w1_async(spec, p.w1_turns if turns is None else turns, durability))
 
 
 # ---------------------------------------------------------------- W3: concurrency

@@ -1,7 +1,13 @@
 """A DurableSaver workload run alone, sampled by py-spy from its start to its end only
 (no imports, server set-up or drain in the samples); used by ``benchmarks.profiling``.
 
-    python -m benchmarks.profile_target w1|w3 REDIS_URL MONGO_URL RAW_OUT PY_SPY RATE N [M]
+    python -m benchmarks.profile_target w1|w3|w3conv REDIS_URL MONGO_URL RAW_OUT PY_SPY RATE N [M]
+
+``w1``: N turns of the ReAct agent on 3 threads in a row; ``w3``: N threads of M steps of
+the small loop graph at once; ``w3conv``: the benchmark's W3, N threads of the M-turn agent
+loop (``graphs.build_conversation``) at once, ``W3CONV_ROUNDS`` times in a row (the
+printed wall is one round's median). ``BENCH_SPY_CPU``: run py-spy on that
+CPU (``taskset -c``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from . import graphs
 
 W1_RUNS = 3
 """W1 is profiled over this many agent threads in a row (more samples at 100 Hz)."""
+W3CONV_ROUNDS = 5
+"""``w3conv`` is profiled over this many W3 runs in a row (fresh threads each; one run of
+50 x 10 turns is ~1 s of samples, too few to rank 15 frames)."""
 
 
 @contextlib.contextmanager
@@ -29,6 +38,8 @@ def sampled(raw_out: str, py_spy: str, rate: int) -> Iterator[None]:
     """py-spy samples this process (every thread, GIL holders only) inside the block."""
     cmd = [py_spy, "record", "--pid", str(os.getpid()), "--format", "raw", "--threads",
            "--full-filenames", "--gil", "--rate", str(rate), "-o", raw_out]
+    if os.environ.get("BENCH_SPY_CPU"):
+        cmd = ["taskset", "-c", os.environ["BENCH_SPY_CPU"], *cmd]
     spy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(1.0)  # let it attach
     if spy.poll() is not None:
@@ -56,6 +67,9 @@ def main(argv: list[str]) -> None:
                     for t in range(1, size):
                         g.invoke({"messages": [graphs.human(t)]}, cfg)
                 print(f"wall_s={(time.perf_counter() - t0) / W1_RUNS:.3f}", flush=True)
+    elif which == "w3conv":
+        turns = int(argv[7]) if len(argv) > 7 else 10
+        asyncio.run(_w3conv(redis_url, mongo_url, ns, size, turns, raw_out, py_spy, rate))
     else:
         steps = int(argv[7]) if len(argv) > 7 else 20
         asyncio.run(_w3(redis_url, mongo_url, ns, size, steps, raw_out, py_spy, rate))
@@ -87,6 +101,31 @@ async def _w3(redis_url: str, mongo_url: str, ns: str, threads: int, steps: int,
             t0 = time.perf_counter()
             await asyncio.gather(*(one(i, "") for i in range(threads)))
             print(f"wall_s={time.perf_counter() - t0:.3f}", flush=True)
+
+
+async def _w3conv(redis_url: str, mongo_url: str, ns: str, threads: int, turns: int,
+                  raw_out: str, py_spy: str, rate: int) -> None:
+    """The benchmark's W3 (``agent_loop.w3``): ``threads`` runs of the ``turns``-turn agent
+    loop at once on one DurableSaver (write-behind, its flusher thread in the process)."""
+    from .savers import durable_async
+
+    async with durable_async(redis_url, mongo_url, key_prefix=ns, database=ns) as s:
+        g = graphs.build_conversation(s, turns, asynchronous=True)
+
+        async def one(i: int, tag: str) -> None:
+            cfg = {"configurable": {"thread_id": f"prof-w3c-{tag}{i}"},
+                   "recursion_limit": 2 * turns + 10}
+            await g.ainvoke(graphs.conversation_input(i), cfg)
+
+        await asyncio.gather(*(one(i, "warm") for i in range(4)))
+        walls = []
+        with sampled(raw_out, py_spy, rate):
+            for k in range(W3CONV_ROUNDS):
+                t0 = time.perf_counter()
+                await asyncio.gather(*(one(i, f"r{k}-") for i in range(threads)))
+                walls.append(time.perf_counter() - t0)
+        print(f"wall_s={sorted(walls)[len(walls) // 2]:.3f}", flush=True)
+        await s.aflush(120)
 
 
 if __name__ == "__main__":

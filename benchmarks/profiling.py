@@ -102,14 +102,18 @@ def _short(path: str) -> str:
     m = re.search(r"(?:site-packages|lib/python3\.\d+)/(.*)$", path)
     if m:
         return m.group(1)
+    m = re.search(r"/(langgraph_durable|benchmarks)/(.*)$", path)
+    if m:  # the package or the harness, from whichever checkout
+        return f"{m.group(1)}/{m.group(2)}"
     return path.split("/work/main/", 1)[-1]
 
 
 def profile(which: str, redis_url: str, mongo_url: str, sizes: list[int], out_dir: str,
-            rate: int = 100) -> dict[str, Any]:
+            rate: int = 100, spy_cpu: int | None = None) -> dict[str, Any]:
     """Run ``benchmarks.profile_target``, which has ``py-spy record`` sample it during the
     workload only; returns the summary, or ``{"error": ...}`` when py-spy is missing or
-    not allowed to sample."""
+    not allowed to sample. ``spy_cpu``: run py-spy itself on that CPU (``taskset``; the
+    pinned mode puts it beside the servers, off the application's CPU)."""
     exe = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
     if not os.path.exists(exe):
         return {"error": "py-spy not installed (pip install py-spy)"}
@@ -120,6 +124,8 @@ def profile(which: str, redis_url: str, mongo_url: str, sizes: list[int], out_di
            os.path.abspath(raw), exe, str(rate), *map(str, sizes)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), os.getcwd()) if p)
+    if spy_cpu is not None:
+        env["BENCH_SPY_CPU"] = str(spy_cpu)
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     if res.returncode != 0 or not os.path.exists(raw):
         return {"error": f"py-spy failed ({res.returncode}): {res.stderr[-800:]}"}

@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from . import report_speed, report_w7  # noqa: E402
+from . import report_lean, report_speed, report_w7  # noqa: E402
 
 # (workload, metric, label, unit, higher_is_better)
 METRICS = [
@@ -246,8 +246,9 @@ def write_report(out: str, *, params: Any, quick: bool, records: list[dict[str, 
                  durations: dict[str, float], machine: dict[str, Any], notes: list[str],
                  rt: dict[str, Any], profiles: dict[str, Any], specs: list[Any], spt: int,
                  total_s: float, checks: dict[str, str] | None = None,
-                 w3_threads: int = 0) -> str:
+                 w3_threads: int = 0, cpu_mode: str = "shared") -> str:
     names = _order(specs)
+    metrics = METRICS + report_lean.metrics(records)
     peers = [s.name for s in specs if s.durable_peer]
     L: list[str] = []
     L.append("# langgraph-durable benchmarks" + (" (QUICK smoke run: no timing claims)"
@@ -265,8 +266,15 @@ def write_report(out: str, *, params: Any, quick: bool, records: list[dict[str, 
     for k, v in machine.items():
         L.append(f"| {k} | {v} |")
     L.append("")
-    L.append("All servers run on this machine (loopback), sharing its cores with the "
-             "benchmark process.")
+    if cpu_mode == "pinned":
+        L.append("All servers run on this machine (loopback). **Pinned mode**: the benchmark "
+                 "process (graph, saver, DurableSaver's flusher thread) on one CPU, every "
+                 "server (Redis, SecantusDB, PostgreSQL) on the other, as if the servers ran "
+                 "on other machines; the affinities above are read back from the kernel. "
+                 "py-spy (profiles) runs on the servers' CPU.")
+    else:
+        L.append("All servers run on this machine (loopback), sharing its cores with the "
+                 "benchmark process (shared mode).")
     L.append("")
     if notes:
         L.append("## Savers left out")
@@ -283,13 +291,14 @@ def write_report(out: str, *, params: Any, quick: bool, records: list[dict[str, 
         L.append("| " + " | ".join(t) + " |")
     L.append("")
     report_speed.section(L, records, names, SHORT)
+    report_lean.section(L, records, names, peers, SHORT, cpu_mode)
 
     # overview: one row per workload metric, one column per saver
     L.append("## Overview (medians)")
     L.append("")
     L.append("| workload | " + " | ".join(SHORT.get(n, n) for n in names) + " |")
     L.append("|---" * (len(names) + 1) + "|")
-    for w, m, label, unit, _hib in METRICS:
+    for w, m, label, unit, _hib in metrics:
         vals = _values(records, w, m)
         errs = _errors(records, w)
         if not vals and not errs:
@@ -322,7 +331,7 @@ def write_report(out: str, *, params: Any, quick: bool, records: list[dict[str, 
     L.append("`× InMemory` is the saver's median over InMemorySaver's; `Durable (wb) vs it` is "
              "how many times better DurableSaver (write-behind) does than that saver (for "
              "times: its time / DurableSaver's; for throughput: DurableSaver's / its).")
-    for w, m, label, unit, hib in METRICS:
+    for w, m, label, unit, hib in metrics:
         vals = _values(records, w, m)
         errs = _errors(records, w)
         if not vals and not errs:
@@ -354,7 +363,7 @@ def write_report(out: str, *, params: Any, quick: bool, records: list[dict[str, 
     _w6_section(L, records, names)
     report_w7.section(L, records, names)
     _rt_section(L, rt)
-    _profile_section(L, profiles)
+    _profile_section(L, profiles, out)
 
     L.append("## Plots")
     L.append("")
@@ -406,7 +415,9 @@ def _cpu_section(L: list[str], records: list[dict[str, Any]], names: list[str]) 
     L.append("")
     L.append("| workload | saver | wall | " + " | ".join(k[4:-2] for k in keys) + " |")
     L.append("|---|---|---|" + "---|" * len(keys))
-    for w in ("W1 sync", "W1 async", "W1 async dsync", "W3"):
+    long_w = sorted({r["workload"] for r in records if r["workload"].startswith("W1 ")
+                     and "@" in r["workload"]})
+    for w in ("W1 sync", "W1 async", "W1 async dsync", *long_w, "W3", "DOCS"):
         for n in names:
             rows = [r for r in records if r["workload"] == w and r["saver"] == n
                     and "cpu_client_s" in r]
@@ -600,21 +611,46 @@ def _rt_section(L: list[str], rt: dict[str, Any]) -> None:
     L.append("")
 
 
-def _profile_section(L: list[str], profiles: dict[str, Any]) -> None:
+PROFILE_TITLES = {"w1": "W1 agent loop (sync)",
+                  "w3": "W3 concurrency (asyncio, the small loop graph)",
+                  "w3conv": "W3 (asyncio, the agent loop: the benchmark's W3)"}
+
+
+def _profile_md(out: str, which: str, title: str, p: dict[str, Any]) -> str:
+    """Write ``profile_<which>.md`` (top 15 by self time, layers, entry points) beside the
+    report; returns its name."""
+    name = f"profile_{which}.md"
+    L = [f"# py-spy profile: DurableSaver, {title}", "",
+         f"{p['samples']} samples at 100 Hz (GIL holders, every thread), workload wall "
+         f"{_fmt(p.get('wall_s'), 's')}; raw stacks: `{p['raw']}`.", "",
+         "| top 15 by self time | % |", "|---|---|"]
+    L += [f"| `{k}` | {v:.1f} |" for k, v in p["self"][:15]]
+    L += ["", "| by layer (innermost frame) | % |", "|---|---|"]
+    L += [f"| {k} | {v:.1f} |" for k, v in p["layers"]]
+    L += ["", "| DurableSaver entry points (inclusive) | % |", "|---|---|"]
+    L += [f"| `{k}` | {v:.1f} |" for k, v in p["entry"][:12]]
+    with open(os.path.join(out, name), "w") as fh:
+        fh.write("\n".join(L) + "\n")
+    return name
+
+
+def _profile_section(L: list[str], profiles: dict[str, Any], out: str = "") -> None:
     if not profiles:
         return
     L.append("## Profiles (py-spy at 100 Hz, DurableSaver, all threads, samples of the "
              "thread holding the GIL)")
     L.append("")
     for which, p in profiles.items():
-        title = {"w1": "W1 agent loop (sync)", "w3": "W3 concurrency (asyncio)"}[which]
+        title = PROFILE_TITLES.get(which, which)
         if "error" in p:
             L.append(f"### {title}: not profiled ({p['error']})")
             L.append("")
             continue
-        extra = " per agent thread, 3 threads in a row" if which == "w1" else ""
+        extra = {"w1": " per agent thread, 3 threads in a row",
+                 "w3conv": " per round (median), 5 rounds in a row"}.get(which, "")
+        md = f"; top 15: `{_profile_md(out, which, title, p)}`" if out else ""
         L.append(f"### {title}: {p['samples']} samples, workload wall {_fmt(p['wall_s'], 's')}"
-                 f"{extra} (raw stacks: {p['raw']})")
+                 f"{extra} (raw stacks: {p['raw']}{md})")
         L.append("")
         L.append("| by layer (innermost frame) | % | | by thread | % |")
         L.append("|---|---|---|---|---|")
@@ -627,7 +663,7 @@ def _profile_section(L: list[str], profiles: dict[str, Any]) -> None:
         L.append("")
         L.append("| top self time | % |")
         L.append("|---|---|")
-        for k, v in p["self"][:12]:
+        for k, v in p["self"][:15]:
             L.append(f"| `{k}` | {v:.1f} |")
         L.append("")
         L.append("| DurableSaver entry points (inclusive) | % |")

@@ -2,13 +2,16 @@
 
     .venv/bin/python -m benchmarks.run [--quick] [--out benchmarks/results]
                                        [--savers inmemory,durable,...] [--reps N]
-                                       [--workloads W1,...,W7,RT] [--no-profile]
+                                       [--workloads W1,W1L,...,W7,DOCS,RT] [--no-profile]
+                                       [--cpu-mode shared|pinned] [--no-sweep]
 
 Starts the servers it needs (Redis and SecantusDB as the tests do, PostgreSQL from
 Debian's package with initdb/pg_ctl), runs W1-W7 with repetitions interleaved round robin
 across savers, and writes ``report.md``, ``results.json`` and PNG plots into ``--out``.
 ``--quick`` is a smoke run of a few seconds per workload (InMemorySaver and DurableSaver
 unless ``--savers`` says otherwise); it checks that the harness works, not timings.
+``--cpu-mode pinned`` puts the benchmark process on CPU 0 and every server on CPU 1
+(``benchmarks/pinning.py``): the application's cost as if the servers ran elsewhere.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from . import agent_loop, workloads
 from .savers import Env, SaverSpec, all_specs
 
 QUICK_SAVERS = ["inmemory", "durable", "durable_strict"]
-WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "RT"]
+WORKLOADS = ["W1", "W1L", "W2", "W3", "W4", "W5", "W6", "W7", "DOCS", "RT"]
 
 
 def log(msg: str) -> None:
@@ -38,17 +41,22 @@ def log(msg: str) -> None:
 class Recorder:
     """Every measurement as a flat record: workload, saver, rep, metrics (or error)."""
 
-    def __init__(self) -> None:
+    def __init__(self, before: Callable[[], None] | None = None) -> None:
         self.records: list[dict[str, Any]] = []
         self.durations: dict[str, float] = {}
+        self.before = before
+        """Called before each workload (pinned mode: the servers pinned again)."""
 
     def add(self, workload: str, spec: SaverSpec, rep: int, metrics: dict[str, Any]) -> None:
+        """One record; ``load1``: the 1-minute load average when it was taken."""
         self.records.append({"workload": workload, "saver": spec.name, "label": spec.label,
-                             "rep": rep, **metrics})
+                             "rep": rep, "load1": round(os.getloadavg()[0], 2), **metrics})
 
     def run(self, workload: str, specs: list[SaverSpec], reps: int,
             fn: Callable[[SaverSpec], dict[str, Any]]) -> None:
         """``reps`` repetitions, each running every saver once (order rotated per rep)."""
+        if self.before is not None:
+            self.before()
         began = time.perf_counter()
         base = workload.split("@")[0]
         specs = [s for s in specs if s.only is None or base in s.only]
@@ -80,7 +88,17 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--reps", type=int, default=None, help="repetitions per workload")
     ap.add_argument("--no-profile", action="store_true", help="skip the py-spy profiles")
     ap.add_argument("--workloads", default=",".join(WORKLOADS),
-                    help="comma-separated subset of W1..W7,RT (RT: round trips)")
+                    help="comma-separated subset of " + ",".join(WORKLOADS) + " (W1L: W1 at "
+                         "w1_long_turns, 300; DOCS: MongoDB documents and server CPU per "
+                         "checkpoint; RT: round trips)")
+    ap.add_argument("--cpu-mode", choices=("shared", "pinned"), default="shared",
+                    help="shared: the benchmark and the servers share every core; pinned: "
+                         "the benchmark process on CPU 0, the servers on CPU 1 (taskset)")
+    ap.add_argument("--docs-savers", default=None,
+                    help="savers DOCS runs (default: every saver that writes to MongoDB; "
+                         "quick: those of --savers that do)")
+    ap.add_argument("--no-sweep", action="store_true",
+                    help="run W3 at w3_threads only (not the 1..200-thread sweep)")
     ap.add_argument("--at-commit", default=None, metavar="REV",
                     help="benchmark langgraph_durable as committed at REV (e.g. HEAD), "
                          "extracted with `git archive` to a temporary folder, instead of the "
@@ -147,6 +165,16 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--workloads: unknown {', '.join(sorted(unknown))} "
                          f"(known: {','.join(WORKLOADS)})")
     os.makedirs(args.out, exist_ok=True)
+    from . import pinning
+
+    if args.cpu_mode == "pinned":
+        try:
+            pinning.check()
+        except pinning.PinningUnavailable as exc:
+            raise SystemExit(str(exc)) from exc
+        pinning.pin_self()
+        log(f"pinned mode: this process on CPU {pinning.APP_CPU}, the servers on CPU "
+            f"{pinning.SERVER_CPU}")
     started = time.perf_counter()
     load_start = _loadavg()
 
@@ -176,22 +204,30 @@ def main(argv: list[str] | None = None) -> int:
 
         from . import cpu
 
-        cpu.find_servers(urlparse(rs.url).port, urlparse(ms.url).port,
-                         urlparse(pg_url).port if pg_url else None)
+        servers = dict(cpu.find_servers(urlparse(rs.url).port, urlparse(ms.url).port,
+                                        urlparse(pg_url).port if pg_url else None))
+
+        def repin() -> None:
+            if args.cpu_mode == "pinned":
+                pinning.pin_self()
+                pinning.pin_servers(servers)
+
+        repin()
         specs, skipped = all_specs(env, only)
         notes += [s for s in skipped if not (s.startswith("PostgresSaver") and not want_pg)]
         from .machine import describe
 
         machine = describe(env.redis_url, env.mongo_url, env.postgres_url, env.redis_stack_url)
         machine["load average at start (1/5/15 min)"] = load_start
-        rec = Recorder()
+        machine.update(pinning.describe(args.cpu_mode, servers))
+        rec = Recorder(repin)
         spt = workloads.steps_per_turn()
         log(f"savers: {[s.name for s in specs]}; {spt} checkpoints per agent turn; "
             f"params {params}")
         sync_specs = [s for s in specs if s.name != "redis_stack"]
         durable = [s for s in specs if s.is_durable_saver and s.only is None]
 
-        if ("W1" in todo or "W3" in todo) and not args.quick:  # quick claims no timing
+        if todo & {"W1", "W1L", "W3"} and not args.quick:  # quick claims no timing
             for s in specs:
                 log(f"warming up {s.name}")
                 try:
@@ -203,11 +239,20 @@ def main(argv: list[str] | None = None) -> int:
             rec.run("W1 async", specs, params.reps, lambda s: agent_loop.w1_async(s, params))
             rec.run("W1 async dsync", specs, params.reps,
                     lambda s: agent_loop.w1_async(s, params, "sync"))
+        if "W1L" in todo:
+            n = params.w1_long_turns
+            rec.run(f"W1 sync@{n}", sync_specs, params.reps,
+                    lambda s: agent_loop.w1_sync(s, params, n))
+            rec.run(f"W1 async@{n}", specs, params.reps,
+                    lambda s: agent_loop.w1_async(s, params, None, n))
+            rec.run(f"W1 async dsync@{n}", specs, params.reps,
+                    lambda s: agent_loop.w1_async(s, params, "sync", n))
         if "W2" in todo:
             rec.run("W2", sync_specs, params.reps, lambda s: workloads.w2(s, params))
         if "W3" in todo:
             rec.run("W3", specs, params.reps, lambda s: agent_loop.w3(s, params))
-            _w3_sweep(rec, specs, params)
+            if not args.no_sweep:
+                _w3_sweep(rec, specs, params)
         if "W4" in todo:
             _w4(rec, [s for s in sync_specs if s.only is None], durable, params, env)
         if "W6" in todo:
@@ -216,6 +261,14 @@ def main(argv: list[str] | None = None) -> int:
             from . import conversation
 
             rec.run("W7", sync_specs, 1, lambda s: conversation.w7(s, params.w7_turns))
+        if "DOCS" in todo:
+            from .mongo_docs import docs, mongo_writers
+
+            pool = specs if args.quick and not args.docs_savers else all_specs(env, None)[0]
+            if args.docs_savers:
+                want = {n.strip() for n in args.docs_savers.split(",") if n.strip()}
+                pool = [s for s in pool if s.name in want]
+            rec.run("DOCS", mongo_writers(pool), params.reps, lambda s: docs(s, params))
         checks: dict[str, str] = {}
         if "W3" in todo and any(s.name == "durable" for s in specs):
             import asyncio
@@ -240,13 +293,20 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_profile and any(s.name == "durable" for s in specs):
             from .profiling import profile
 
+            repin()
+            spy_cpu = pinning.SERVER_CPU if args.cpu_mode == "pinned" else None
             for which, sizes in (("w1", [params.profile_turns]),
-                                 ("w3", [params.w3_threads, 2 * params.w3_turns])):
+                                 ("w3", [params.w3_threads, 2 * params.w3_turns]),
+                                 ("w3conv", [params.w3_threads, params.w3_turns])):
                 log(f"profiling DurableSaver {which} with py-spy")
-                profiles[which] = profile(which, env.redis_url, env.mongo_url, sizes, args.out)
+                profiles[which] = profile(which, env.redis_url, env.mongo_url, sizes, args.out,
+                                          spy_cpu=spy_cpu)
         if "W5" in todo:
             wb = [s for s in durable if s.name == "durable"]
             rec.run("W5", wb, 1, lambda s: workloads.w5(s, params, env.redis_url, env.mongo_url))
+        if args.cpu_mode == "pinned":  # the servers still run: read back once more
+            machine["affinity read back at the end"] = "; ".join(
+                f"{k}: {v}" for k, v in pinning.read_back(servers).items())
 
     from .report import write_report
 
@@ -255,9 +315,11 @@ def main(argv: list[str] | None = None) -> int:
     path = write_report(args.out, params=params, quick=args.quick, records=rec.records,
                         durations=rec.durations, machine=machine, notes=notes, rt=rt,
                         profiles=profiles, specs=specs, spt=spt, total_s=total,
-                        checks=checks, w3_threads=params.w3_threads)
+                        checks=checks, w3_threads=params.w3_threads,
+                        cpu_mode=args.cpu_mode)
     with open(os.path.join(args.out, "results.json"), "w") as fh:
         json.dump({"params": dataclasses.asdict(params), "quick": args.quick,
+                   "cpu_mode": args.cpu_mode,
                    "machine": machine, "notes": notes, "records": rec.records, "rt": rt,
                    "profiles": profiles, "durations": rec.durations, "total_s": total,
                    "checks": checks},

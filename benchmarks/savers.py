@@ -53,6 +53,7 @@ class SaverSpec:
     label = "base"
     durable_peer = False   # a peer the targets compare DurableSaver against
     is_durable_saver = False
+    writes_mongo = False   # its durable store is MongoDB (the DOCS workload runs it)
     only: frozenset[str] | None = None  # workloads this saver runs (None: all)
     store = ""             # what ``storage`` measures
 
@@ -226,6 +227,7 @@ class DurableSpec(SaverSpec):
     name, label = "durable", "DurableSaver (write-behind)"
     durability = "write_behind"
     is_durable_saver = True
+    writes_mongo = True
     store = "MongoDB dbStats.dataSize (+ Redis MEMORY USAGE of the saver's keys)"
 
     def _make(self, ns: str) -> DurableSaver:
@@ -283,7 +285,7 @@ class DurableWorkerSpec(DurableSpec):
     process (``python -m langgraph_durable.outbox.worker``), started before each run."""
 
     name, label = "durable_worker", "DurableSaver (write-behind, worker process)"
-    only = frozenset({"W1 sync", "W1 async", "W1 async dsync", "W3"})
+    only = frozenset({"W1 sync", "W1 async", "W1 async dsync", "W3", "DOCS"})
 
     def _worker(self, ns: str) -> Any:
         import subprocess
@@ -363,6 +365,7 @@ class DurableWorkerSpec(DurableSpec):
 class MongoDBSpec(SaverSpec):
     name, label = "mongodb", "MongoDBSaver"
     durable_peer = True
+    writes_mongo = True
     store = "MongoDB dbStats.dataSize"
 
     @contextlib.contextmanager
@@ -571,7 +574,14 @@ def all_specs(env: Env, only: list[str] | None = None) -> tuple[list[SaverSpec],
         specs.append(PostgresSpec(env))
     else:
         skipped.append("PostgresSaver: PostgreSQL could not be started (see above)")
-    specs += [MongoDBSpec(env), SqliteSpec(env)]
+    import importlib.util
+
+    if importlib.util.find_spec("langgraph.checkpoint.mongodb") is not None:
+        specs.append(MongoDBSpec(env))
+    else:
+        skipped.append("MongoDBSaver: langgraph-checkpoint-mongodb is not installed (the "
+                       "`bench` extra has it)")
+    specs.append(SqliteSpec(env))
     if env.redis_stack_url:
         specs.append(RedisStackSpec(env))
     else:

@@ -48,6 +48,9 @@ class Params:
     w7_turns: tuple[int, int, int]
     rt_turns: int
     profile_turns: int
+    w1_long_turns: int = 300
+    docs_threads: int = 4
+    docs_turns: int = 50
 
 
 FULL = Params(reps=3, w1_turns=100, w2_steps=200, w3_threads=50, w3_turns=10,
@@ -59,7 +62,8 @@ QUICK = Params(reps=2, w1_turns=4, w2_steps=10, w3_threads=4, w3_turns=2,
                w3_sweep=(1, 4),
                w4_checkpoints=40, w4_gets=5, w4_history=10, w4_history_calls=1,
                w5_seconds=3.0, w5_threads=4, w5_fraction=0.5, w5_sat_seconds=1.5,
-               w6_turns=(3, 6), w7_turns=(2, 4, 8), rt_turns=2, profile_turns=4)
+               w6_turns=(3, 6), w7_turns=(2, 4, 8), rt_turns=2, profile_turns=4,
+               w1_long_turns=8, docs_threads=2, docs_turns=3)
 
 
 def thread_cfg(prefix: str = "t") -> dict[str, Any]:

@@ -74,9 +74,14 @@ def test_quick_run_writes_report_and_plots(tmp_path: Path) -> None:
     assert {"reference", "inmemory", "durable", "durable_strict", "sqlite"} <= savers
     errors = [r for r in data["records"] if "error" in r]
     assert not errors, errors
-    w1 = [r for r in data["records"] if r["workload"].startswith("W1")]
+    w1 = [r for r in data["records"] if r["workload"].startswith("W1")
+          and "@" not in r["workload"]]
     assert {r["steps"] for r in w1} == {2 * 4 + 2}  # one invoke of the 4-turn agent loop
     assert {r["workload"] for r in w1} == {"W1 sync", "W1 async", "W1 async dsync"}
+    w1l = [r for r in data["records"] if r["workload"].startswith("W1") and "@" in r["workload"]]
+    assert {r["steps"] for r in w1l} == {2 * 8 + 2}  # W1L: w1_long_turns, 8 when quick
+    assert {r["saver"] for r in data["records"] if r["workload"] == "DOCS"} == {
+        "durable", "durable_strict"}  # the MongoDB writers of --savers, when quick
     # the sweep (1 and 4 threads): W3 itself at 4 threads, 1 thread for the floor,
     # InMemory, Durable and the fastest peer (SQLite, the only one here), 2 repetitions
     swept = sorted((r["saver"], r["threads"], r["checkpoints"])
@@ -210,3 +215,78 @@ def test_a_full_run_copies_the_sweep_plot_into_the_docs_folder(tmp_path: Path) -
     run._copy_to_docs(str(out), str(docs))
     assert sorted(p.name for p in docs.iterdir()) == ["w3_sweep.png"]
     assert (docs / "w3_sweep.png").read_bytes() == b"\x89PNG\r\n\x1a\nsweep"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or not {0, 1} <= os.sched_getaffinity(0)
+                    or __import__("shutil").which("taskset") is None,
+                    reason="pinned mode needs CPUs 0 and 1 and taskset")
+def test_quick_pinned_run_reads_back_the_affinities_and_counts_documents(tmp_path: Path
+                                                                         ) -> None:
+    """``--cpu-mode pinned``: the machine section says so, with this process on CPU 0 and
+    each server on CPU 1 as read back; W1 at the long length (W1L) and DOCS run."""
+    out = tmp_path / "pinned"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
+        "PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--quick", "--no-profile", "--cpu-mode",
+         "pinned", "--out", str(out), "--savers", "reference,inmemory,durable",
+         "--workloads", "W1L,DOCS", "--docs-img", ""],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    data = json.loads((out / "results.json").read_text())
+    assert data["cpu_mode"] == "pinned"
+    affinity = {k: v for k, v in data["machine"].items() if k.startswith("affinity read back:")}
+    assert any(k.startswith("affinity read back: benchmark process") and v == "CPUs 0"
+               for k, v in affinity.items()), affinity
+    for server in ("redis-server", "SecantusDB"):
+        assert any(k.startswith(f"affinity read back: {server} (") and v == "CPUs 1"
+                   for k, v in affinity.items()), affinity
+    records = [r for r in data["records"] if "error" not in r]
+    assert {r["workload"] for r in records} == {"W1 sync@8", "W1 async@8",
+                                                "W1 async dsync@8", "DOCS"}
+    docs = [r for r in records if r["workload"] == "DOCS"]
+    assert {r["saver"] for r in docs} == {"durable"}  # the MongoDB writer of --savers
+    for r in docs:
+        assert r["checkpoint_docs"] == r["graph_checkpoints"] == 2 * (2 * 3 + 2)
+        assert r["docs"] == sum(r["mongo_collections_docs"].values()) > r["checkpoint_docs"]
+        assert r["server_cpu_ms_per_cp"] >= 0 and "load1" in r
+    report = (out / "report.md").read_text()
+    assert "| CPU mode | pinned: benchmark process on CPU 0, servers on CPU 1" in report
+    assert "## Issue 35: done-when ratios (pinned mode, this run)" in report
+    assert "### DOCS: MongoDB documents and server CPU per checkpoint" in report
+    assert '### W1 at 8 turns: cost above "LangGraph alone"' in report
+
+
+def test_issue35_targets_meet_at_the_bounds_and_miss_past_them() -> None:
+    """Issue 35's bounds (W1 1.2/1.0/1.3x, W3 0.8x InMemorySaver and 2x the fastest peer,
+    W1 at 300 turns 0.7x, 3 documents per checkpoint) are met exactly at the bound."""
+    from benchmarks import report_lean
+
+    def recs(w1: dict[str, float], w3: float, long: float, dpc: float
+             ) -> list[dict[str, object]]:
+        out: list[dict[str, object]] = []
+        for rep in range(2):
+            for w, f in w1.items():
+                out += [{"workload": w, "saver": "inmemory", "rep": rep, "step_ms": 10.0},
+                        {"workload": w, "saver": "durable", "rep": rep, "step_ms": 10.0 * f}]
+            for w in ("W1 sync@300", "W1 async@300", "W1 async dsync@300"):
+                out += [{"workload": w, "saver": "inmemory", "rep": rep, "step_ms": 10.0},
+                        {"workload": w, "saver": "durable", "rep": rep, "step_ms": 10 * long}]
+            out += [{"workload": "W3", "saver": s, "rep": rep, "threads": 50, "cps": c}
+                    for s, c in (("inmemory", 1000.0), ("sqlite", 400.0), ("durable", w3))]
+            out.append({"workload": "DOCS", "saver": "durable", "rep": rep, "threads": 4,
+                        "turns": 50, "docs_per_cp": dpc, "server_cpu_ms_per_cp": 1.5,
+                        "docs": 1224, "checkpoint_docs": 408,
+                        "mongo_collections_docs": {"checkpoints": 408, "blobs": 816}})
+        return out
+
+    bounds = {"W1 sync": 1.2, "W1 async": 1.0, "W1 async dsync": 1.3}
+    at = report_lean.targets(recs(bounds, 800.0, 0.7, 3.0), ["sqlite"], {"sqlite": "SQLite"})
+    verdicts = [t[3] for t in at]
+    assert verdicts == ["**met**"] * 7 + ["–", "**met**", "n/a"], at
+    assert at[4][0] == "W3 (50 threads): DurableSaver ≥ 2× the fastest durable peer (SQLite)"
+    past = report_lean.targets(
+        recs({k: v + 0.001 for k, v in bounds.items()}, 799.0, 0.701, 3.01), ["sqlite"],
+        {"sqlite": "SQLite"})
+    assert [t[3] for t in past] == ["**missed**"] * 7 + ["–", "**missed**", "n/a"], past
