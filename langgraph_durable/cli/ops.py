@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from ..admin import item_migration
+from ..admin import item_migration, write_regroup
 from ..admin.extref_gc import collect_saver_garbage
 from ..core.records import SCHEMA_VERSION
 from ..errors import TierUnavailableError
@@ -451,7 +451,8 @@ def migrate(ctx: typer.Context,
             dry_run: bool = typer.Option(False, "--dry-run", help="count, rewrite nothing"),
             max_batches: int = typer.Option(None, "--max-batches", hidden=True)) -> None:
     """Rewrite MongoDB documents of older schema versions in the current format, then
-    store whole-list values as manifests of items (item_migration.py), each with a
+    store whole-list values as manifests of items (item_migration.py), then regroup
+    pending writes into one document per put_writes call (write_regroup.py), each with a
     progress bar; resumable (cursors in the meta collection) and idempotent."""
     session = session_of(ctx)
     saver = session.saver()
@@ -473,6 +474,22 @@ def migrate(ctx: typer.Context,
         if max_batches is not None:
             return
     _convert_lists(sctx, c, batch_size, dry_run, max_batches)
+    _regroup_writes(sctx, c, batch_size, dry_run, max_batches)
+
+
+def _regroup_writes(sctx: Any, c: Any, batch_size: int, dry_run: bool,
+                    max_batches: int | None) -> None:
+    """``migrate``'s third pass: pending writes stored one document per write (earlier
+    releases) regrouped into one document per ``put_writes`` call (``write_regroup``)."""
+    todo = run_sync(write_regroup.remaining_plan(sctx), c)
+    with progress("regrouping writes", todo) as advance:
+        got = run_sync(write_regroup.regroup_writes_plan(
+            sctx, batch_size=batch_size, on_batch=advance, max_batches=max_batches,
+            dry_run=dry_run), c)
+    verb = "would regroup" if dry_run else "regrouped"
+    typer.echo(f"writes: {verb} {got.removed} per-write documents into {got.stored} "
+               "documents of one call" + ("" if got.finished else
+                                          "; stopped early, run again to resume"))
 
 
 def _convert_lists(sctx: Any, c: Any, batch_size: int, dry_run: bool,
