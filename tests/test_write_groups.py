@@ -131,7 +131,7 @@ def test_old_new_and_mixed_forms_read_as_inmemorysaver_hot_and_cold(
         assert saver.last_read_tier == "durable"
 
 
-@pytest.mark.parametrize("form", ["new", "mixed"])
+@pytest.mark.parametrize("form", ["new", "old", "mixed"])
 async def test_old_new_and_mixed_forms_read_the_same_with_the_async_api(
         redis_url: str, mongo_url: str, form: str) -> None:
     expected = _reference()

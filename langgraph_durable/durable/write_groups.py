@@ -128,8 +128,9 @@ def upsert_any(doc: Doc) -> WriteModel:
     return upsert_group(doc) if is_group(doc) else upsert_write(doc)
 
 
-_GROUP_FIELDS = (("checkpoint_ns", str), ("checkpoint_id", str), ("task_id", str),
-                 ("task_path", str), ("seq", int), ("writes", list))
+_GROUP_FIELDS = (("checkpoint_ns", str, "a string"), ("checkpoint_id", str, "a string"),
+                 ("task_id", str, "a string"), ("task_path", str, "a string"),
+                 ("seq", int, "an integer"), ("writes", list, "an array"))
 
 
 def _checked_group(doc: DocView) -> DocView:
@@ -141,11 +142,10 @@ def _checked_group(doc: DocView) -> DocView:
             f"MongoDB document {doc.get('_id')!r} has schema version {v}, newer than "
             f"{NEWEST_DOCUMENT_VERSION} understood by this langgraph_durable; upgrade the "
             "package")
-    for name, kind in _GROUP_FIELDS:
+    for name, kind, what in _GROUP_FIELDS:
         value = doc.get(name)
         if not isinstance(value, kind) or type(value) is bool:
-            raise damaged(doc, "writes", f"field {name!r} holds {short(value)}, not "
-                                         f"{kind.__name__}")
+            raise damaged(doc, "writes", f"field {name!r} holds {short(value)}, not {what}")
     for n, e in enumerate(doc["writes"]):
         problem = _entry_problem(e)
         if problem:

@@ -80,7 +80,7 @@ def test_a_damaged_or_newer_grouped_document_is_named() -> None:
     with pytest.raises(CorruptRecordError, match=r"writes document .*thread 'th'.* write 0 "
                                                  r"of field 'writes' has idx '0'"):
         G.records_of(bad)
-    with pytest.raises(CorruptRecordError, match="field 'seq'"):
+    with pytest.raises(CorruptRecordError, match="field 'seq' holds '1', not an integer"):
         G.records_of({**doc, "seq": "1"})
     with pytest.raises(SchemaVersionError, match="schema version 6, newer than 5"):
         G.records_of({**doc, "v": 6})
