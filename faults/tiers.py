@@ -34,6 +34,7 @@ from langgraph_durable.durable.documents import (
     item_doc,
     write_doc,
 )
+from langgraph_durable.durable.write_groups import pending_of, records_of
 from langgraph_durable.hot.keys import ThreadKeys
 from langgraph_durable.testing import drop_key_prefix
 from langgraph_durable.testing import wait_for as wait_for  # the one wait helper
@@ -89,9 +90,12 @@ def mongo_checkpoints(db: Any, threads: Iterable[str] | None = None) -> set[Cp]:
 
 
 def mongo_writes(db: Any, threads: Iterable[str] | None = None) -> set[Wr]:
+    """The pending writes MongoDB holds, one per document or several in a document of one
+    ``put_writes`` call (``durable/write_groups.py``)."""
     q = {} if threads is None else {"thread_id": {"$in": list(threads)}}
-    return {(d["thread_id"], d["checkpoint_ns"], d["checkpoint_id"], d["task_id"], int(d["idx"]))
-            for d in db["writes"].find(q, {"data": 0})}
+    return {(d["thread_id"], d["checkpoint_ns"], d["checkpoint_id"], d["task_id"], int(i))
+            for d in db["writes"].find(q, {"data": 0, "writes.data": 0})
+            for i in ([e["idx"] for e in d["writes"]] if "writes" in d else [d["idx"]])}
 
 
 def mongo_has(db: Any, cps: Iterable[Cp]) -> list[bool]:
@@ -105,15 +109,21 @@ def mongo_identity_duplicates(db: Any) -> int:
     """Documents beyond the first with the same identity (``_id`` aside), all collections."""
     n = 0
     for col, ident in (("checkpoints", ["thread_id", "checkpoint_ns", "checkpoint_id"]),
-                       ("blobs", ["thread_id", "checkpoint_ns", "channel", "version"]),
-                       ("writes", ["thread_id", "checkpoint_ns", "checkpoint_id", "task_id",
-                                   "idx"])):
+                       ("blobs", ["thread_id", "checkpoint_ns", "channel", "version"])):
         seen: dict[tuple[Any, ...], int] = {}
         for d in db[col].find({}, {k: 1 for k in ident}):
             key = tuple(d.get(k) for k in ident)
             seen[key] = seen.get(key, 0) + 1
         n += sum(c - 1 for c in seen.values() if c > 1)
-    return n
+    # a write: (thread, ns, checkpoint, task, idx) of one call (seq), in either form (a
+    # special channel's newer call is another write of the same idx, not a duplicate)
+    writes: dict[tuple[Any, ...], int] = {}
+    for d in db["writes"].find({}):
+        for w in records_of(d):
+            key = (d["thread_id"], d["checkpoint_ns"], d["checkpoint_id"], w.task_id, w.idx,
+                   w.seq)
+            writes[key] = writes.get(key, 0) + 1
+    return n + sum(c - 1 for c in writes.values() if c > 1)
 
 
 # --------------------------------------------------------------------------- both
@@ -147,11 +157,13 @@ def expected_docs_from_redis(r: redis.Redis, prefix: str, threads: Iterable[str]
 
 def compare_docs(expected: dict[str, dict[str, dict]], db: Any, threads: Iterable[str]
                  ) -> dict[str, int]:
-    """Compare MongoDB with ``expected``: documents missing, extra, or different."""
+    """Compare MongoDB with ``expected``: documents missing, extra, or different. The
+    writes are compared as reads see them (``_resolved_writes``)."""
     threads = list(threads)
     missing = extra = different = 0
     for col, want in expected.items():
-        have = {d["_id"]: d for d in db[col].find({"thread_id": {"$in": threads}})}
+        found = list(db[col].find({"thread_id": {"$in": threads}}))
+        have = {d["_id"]: d for d in (_resolved_writes(found) if col == "writes" else found)}
         missing += len(set(want) - set(have))
         extra += len(set(have) - set(want))
         for i in set(want) & set(have):
@@ -159,6 +171,18 @@ def compare_docs(expected: dict[str, dict[str, dict]], db: Any, threads: Iterabl
             if _norm(a) != _norm(b):
                 different += 1
     return {"missing": missing, "extra": extra, "different": different}
+
+
+def _resolved_writes(docs: list[dict]) -> list[dict]:
+    """The pending writes MongoDB's writes documents ``docs`` hold (one per write, or
+    one per ``put_writes`` call), each ``(task, idx)`` of a checkpoint once by LangGraph's
+    rule (``write_groups.pending_of``), as the one-per-write documents
+    ``expected_docs_from_redis`` builds from Redis."""
+    by_cp: dict[tuple[str, str, str], list[dict]] = {}
+    for d in docs:
+        by_cp.setdefault((d["thread_id"], d["checkpoint_ns"], d["checkpoint_id"]), []).append(d)
+    return [write_doc(t, ns, cid, w) for (t, ns, cid), ds in by_cp.items()
+            for w in pending_of(ds).values()]
 
 
 def _norm(doc: dict) -> dict:

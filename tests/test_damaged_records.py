@@ -12,6 +12,8 @@ from langgraph_durable import CorruptRecordError, DurableSaver
 from langgraph_durable.errors import MissingValueError
 from langgraph_durable.testing import drop_key_prefix
 
+from .write_forms import ungroup
+
 
 def put(saver: DurableSaver, thread: str, value: object, step: int, parent: dict | None = None
         ) -> dict:
@@ -125,15 +127,22 @@ def test_a_damaged_checkpoint_document_names_the_document_and_the_field(
         list(saver.list(thread("t"), filter={"step": 1}))
 
 
-def test_a_damaged_write_document_names_it(saver, redis_client) -> None:
+@pytest.mark.parametrize("form", ["per call", "per write"])
+def test_a_damaged_write_document_names_it(saver, redis_client, form) -> None:
     cfg = two_steps(saver)
     go_cold(saver, redis_client)
     writes = saver.sync_clients.db[saver.context.collections.writes]
-    writes.update_one({"thread_id": "t"}, {"$set": {"idx": "zero"}})
+    if form == "per write":  # as releases before stored them
+        ungroup(saver, "t")
+        writes.update_one({"thread_id": "t"}, {"$set": {"idx": "zero"}})
+        problem = r"field 'idx' holds str 'zero', not an integer"
+    else:
+        writes.update_one({"thread_id": "t"}, {"$set": {"writes.0.idx": "zero"}})
+        problem = r"write 0 of field 'writes' has idx 'zero', not an integer"
     cid = cfg["configurable"]["checkpoint_id"]
     with pytest.raises(CorruptRecordError,
                        match=rf"MongoDB writes document .* checkpoint '{cid}'\) is damaged: "
-                             r"field 'idx' holds str 'zero', not an integer"):
+                             + problem):
         saver.get_tuple(cfg)
 
 

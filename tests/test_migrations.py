@@ -23,6 +23,8 @@ from langgraph_durable.plans import (
 )
 from langgraph_durable.testing import unique_options
 
+from .write_forms import ungroup
+
 
 def _fill(saver: DurableSaver, thread: str = "old") -> Any:
     """Three checkpoints with channel values, metadata (run_id) and pending writes."""
@@ -49,6 +51,7 @@ def _docs(saver: DurableSaver) -> dict[str, list[dict]]:
 
 def _to_v0(saver: DurableSaver) -> None:
     """Rewrite every document in the pretend v0 format (see schema.py)."""
+    ungroup(saver)  # v0 stored one document per write
     db, cols = saver.sync_clients.db, saver.context.collections
     for d in db[cols.checkpoints].find():
         md = saver.serde.loads_typed((d["metadata_type"], bytes(d["metadata"])))
@@ -68,6 +71,7 @@ def test_documents_of_an_older_version_are_read_and_migrated_in_bulk(
                                 **unique_options()) as saver:
         _fill(saver)
         saver.flush()
+        ungroup(saver)  # v0 stored one document per write
         with redis.Redis.from_url(redis_url) as r:
             r.delete(*saver.context.keys("old").all)  # MongoDB alone answers
         # v0 had no seq/task_path: what a v0 write reads back as
@@ -128,7 +132,10 @@ def test_redis_envelopes_of_an_older_version_are_read_and_flushed_upgraded(
     with DurableSaver.from_urls(redis_url, mongo_url, **{**opts, "flusher": "auto"}) as s2:
         s2.flush()
         docs = _docs(s2)
-        assert {d["v"] for ds in docs.values() for d in ds} == {SCHEMA_VERSION}
+        assert {k: {d["v"] for d in ds} for k, ds in docs.items()} == {
+            "checkpoints": {SCHEMA_VERSION}, "blobs": {SCHEMA_VERSION},
+            "writes": {schema.WRITES_GROUP_VERSION}}  # one document per put_writes call
+        assert len(docs["writes"]) == 3
         assert sorted(d["run_id"] for d in docs["checkpoints"]) == ["run-0", "run-1", "run-2"]
         assert {d["task_path"] for d in docs["writes"]} == {""}  # v0 had none
         s2.sync_clients.redis.delete(*keys.all)

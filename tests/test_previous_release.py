@@ -180,3 +180,41 @@ def test_threads_of_the_previous_release_read_continue_delete_and_flush_with_thi
         assert docs.count_documents({"thread_id": "t-new"}) == 3
     finally:
         drop_namespace(redis_url, mongo_url, str(opts["key_prefix"]), str(opts["database"]))
+
+
+OLD_READ_COLD = textwrap.dedent("""
+    import json, os, sys
+    from langgraph_durable import DurableSaver
+    from langgraph_durable.errors import SchemaVersionError
+    opts = {"key_prefix": os.environ["KEY_PREFIX"], "database": os.environ["DATABASE"]}
+    urls = os.environ["REDIS_URL"], os.environ["MONGODB_URL"]
+    with DurableSaver.from_urls(*urls, flusher="off", **opts) as saver:
+        try:
+            tup = saver.get_tuple({"configurable": {"thread_id": "t-grouped"}})
+            got = {"read": repr(tup.pending_writes)}
+        except SchemaVersionError as exc:
+            got = {"refused": str(exc)}
+    import langgraph_durable
+    json.dump({**got, "file": langgraph_durable.__file__}, sys.stdout)
+""")
+
+
+def test_the_previous_release_refuses_a_writes_document_of_one_call(
+    previous_release: Path, redis_url: str, mongo_url: str,
+) -> None:
+    """This code stores a ``put_writes`` call as one document of version 5; the release
+    before reads one document per write and refuses it instead of misreading it."""
+    opts = unique_options()
+    env = {"REDIS_URL": redis_url, "MONGODB_URL": mongo_url,
+           "KEY_PREFIX": str(opts["key_prefix"]), "DATABASE": str(opts["database"])}
+    try:
+        with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:  # type: ignore[arg-type]
+            cfg = saver.put({"configurable": {"thread_id": "t-grouped", "checkpoint_ns": ""}},
+                            empty_checkpoint(), {}, {})
+            saver.put_writes(cfg, [("a", 1), ("b", 2)], "task-1")
+            saver.flush()
+            saver.sync_clients.redis.delete(*saver.context.keys("t-grouped").all)
+        got = _old(OLD_READ_COLD, previous_release, env)
+        assert "has schema version 5, newer than 1" in got["refused"]
+    finally:
+        drop_namespace(redis_url, mongo_url, str(opts["key_prefix"]), str(opts["database"]))

@@ -115,8 +115,8 @@ def test_strict_durability_has_the_checkpoint_in_mongodb_when_put_returns(
         cols = saver.context.collections
         assert db[cols.checkpoints].count_documents({"thread_id": "t"}) == 1
         assert db[cols.blobs].count_documents({"thread_id": "t"}) == 1
-        assert sorted(d["channel"] for d in db[cols.writes].find({"thread_id": "t"})) == \
-            ["__interrupt__", "v"]
+        (doc,) = db[cols.writes].find({"thread_id": "t"})  # one document per put_writes
+        assert sorted(w["channel"] for w in doc["writes"]) == ["__interrupt__", "v"]
 
 
 async def test_async_only_clients_run_the_async_api_natively(redis_url, mongo_url) -> None:

@@ -37,6 +37,7 @@ from ..core.ops import BulkWrite, BulkWriteFailed, Find, FindOne, Mongo, Plan, R
 from ..core.records import Typed, pack_blob
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import write_groups as G
 from ..errors import CorruptRecordError, TierUnavailableError
 from ..serde.errors import BlobStoreError
 
@@ -105,6 +106,8 @@ def manifest_of(ctx: Context, kind: str, doc: Mapping[str, Any]
 
     tid = doc["thread_id"]
     at: dict[str, Any] = {"put_ms": doc.get("put_ms") or 0}
+    if kind == "writes" and G.is_group(doc):  # one put_writes call: each of its writes
+        return _group_manifests(ctx, doc, at["put_ms"])
     typed: Typed | None
     if kind == "blobs":
         fld, typed = D.blob_value_of(doc)
@@ -128,6 +131,31 @@ def manifest_of(ctx: Context, kind: str, doc: Mapping[str, Any]
         new = D.write_doc(tid, doc["checkpoint_ns"], doc["checkpoint_id"],
                           replace(rec, value=manifest), **at)
     return new, packed(parts, pack_blob)
+
+
+def _group_manifests(ctx: Context, doc: Mapping[str, Any], put_ms: int
+                     ) -> tuple[dict[str, Any], dict[bytes, bytes]] | None:
+    """``manifest_of`` of a writes document of one call (``durable/write_groups.py``):
+    the document with each plain non-empty list among its writes a manifest; None when
+    none is."""
+    recs = G.records_of(doc)
+    stored: dict[bytes, bytes] = {}
+    out = []
+    changed = False
+    for rec in recs:
+        got = manifest_of(ctx, "writes", D.write_doc(
+            doc["thread_id"], doc["checkpoint_ns"], doc["checkpoint_id"], rec, put_ms=put_ms))
+        if got is None:
+            out.append(rec)
+            continue
+        new, parts = got
+        stored.update(parts)
+        out.append(D.write_of(new))
+        changed = True
+    if not changed:
+        return None
+    return G.group_doc(doc["thread_id"], doc["checkpoint_ns"], doc["checkpoint_id"], out,
+                       put_ms=put_ms), stored
 
 
 def _unchanged(kind: str, doc: Mapping[str, Any]) -> dict[str, Any]:

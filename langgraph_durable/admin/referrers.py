@@ -25,7 +25,7 @@ kind       Redis   MongoDB       values
 ========== ======= ============= ==========================================================
 checkpoint ``cp``  checkpoints   the checkpoint (without channel values) and its metadata
 channel    ``bl``  blobs         one channel value per (namespace, channel, version)
-write      ``w``   writes        one pending write's value
+write      ``w``   writes        pending writes' values (one, or one call's: ``writes``)
 item       ``it``  items         one item of a list value (a node holds digests only)
 effect     ``fx``  effects       the journaled result of ``once()`` (state ``done``)
 ========== ======= ============= ==========================================================
@@ -128,6 +128,16 @@ def _write_hash(_field: bytes, raw: bytes, where: str) -> list[Typed]:
     return _extref([WriteRecord.unpack(raw, where).value])
 
 
+def _write_document(doc: Mapping[str, Any]) -> list[Typed]:
+    """A writes document's references: its value, or each write's of a document of one
+    ``put_writes`` call (``durable/write_groups.py``: the array ``writes``)."""
+    found = _typed_fields(("type", "data"))(doc)
+    for e in doc.get("writes") or ():
+        if isinstance(e, Mapping) and e.get("type") == EXTREF_TYPE:
+            found.append((EXTREF_TYPE, bytes(e["data"])))
+    return found
+
+
 def _effect_hash(field: bytes, raw: bytes, where: str) -> list[Typed]:
     if field == TRUST_FIELD.encode():
         return []
@@ -146,8 +156,9 @@ REFERRERS: tuple[Referrer, ...] = (
              _typed_fields(("type", "checkpoint"), ("metadata_type", "metadata"))),
     Referrer("channel value", "bl", "blobs", {"type": EXTREF_TYPE}, ("type", "data"),
              _blob_hash, _typed_fields(("type", "data"))),
-    Referrer("pending write", "w", "writes", {"type": EXTREF_TYPE}, ("type", "data"),
-             _write_hash, _typed_fields(("type", "data"))),
+    Referrer("pending write", "w", "writes",
+             {"$or": [{"type": EXTREF_TYPE}, {"writes.type": EXTREF_TYPE}]},
+             ("type", "data", "writes"), _write_hash, _write_document),
     Referrer("item", "it", "items", {"type": EXTREF_TYPE}, ("type", "data"),
              _item_hash, _typed_fields(("type", "data"))),
     Referrer("effect journal entry", "fx", "effects", {"state": STATES["d"]},

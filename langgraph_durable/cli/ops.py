@@ -11,7 +11,6 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from ..admin import item_migration
 from ..admin.extref_gc import collect_saver_garbage
 from ..core.records import SCHEMA_VERSION
 from ..errors import TierUnavailableError
@@ -22,6 +21,7 @@ from ..plans import binding, migrations
 from ..plans import registry as registry_plans
 from ..plans.migrations import check_owner_plan, deployed_version_plan
 from ..runtime.startup import WHO
+from . import migrate_passes
 from .preview import NoSetup, prune_preview
 from .session import (
     CliError,
@@ -451,7 +451,8 @@ def migrate(ctx: typer.Context,
             dry_run: bool = typer.Option(False, "--dry-run", help="count, rewrite nothing"),
             max_batches: int = typer.Option(None, "--max-batches", hidden=True)) -> None:
     """Rewrite MongoDB documents of older schema versions in the current format, then
-    store whole-list values as manifests of items (item_migration.py), each with a
+    store whole-list values as manifests of items (item_migration.py), then regroup
+    pending writes into one document per put_writes call (write_regroup.py), each with a
     progress bar; resumable (cursors in the meta collection) and idempotent."""
     session = session_of(ctx)
     saver = session.saver()
@@ -472,24 +473,5 @@ def migrate(ctx: typer.Context,
                    + ", ".join(f"{k} {n}" for k, n in done.items()) + ")")
         if max_batches is not None:
             return
-    _convert_lists(sctx, c, batch_size, dry_run, max_batches)
-
-
-def _convert_lists(sctx: Any, c: Any, batch_size: int, dry_run: bool,
-                   max_batches: int | None) -> None:
-    """``migrate``'s second pass: whole-list values to manifests (``item_migration``)."""
-    if not sctx.items.enabled:
-        typer.echo("list values: item store disabled (list_items=False, or an encrypting "
-                   "serializer without a digest key); nothing converted")
-        return
-    todo = run_sync(item_migration.remaining_plan(sctx), c)
-    with progress("converting lists", todo) as advance:
-        got = run_sync(item_migration.convert_lists_plan(
-            sctx, batch_size=batch_size, on_batch=lambda _k, n: advance(n),
-            max_batches=max_batches, dry_run=dry_run), c)
-    n = sum(got.converted.values())
-    kinds = ", ".join(f"{k} {v}" for k, v in got.converted.items())
-    verb = "would convert" if dry_run else "converted"
-    typer.echo(f"list values: {verb} {n} of {sum(got.examined.values())} values read to "
-               f"manifests ({kinds}); {got.items} item documents stored"
-               + ("" if got.finished else "; stopped early, run again to resume"))
+    migrate_passes.convert_lists(sctx, c, batch_size, dry_run, max_batches)
+    migrate_passes.regroup_writes(sctx, c, batch_size, dry_run, max_batches)

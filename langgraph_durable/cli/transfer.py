@@ -63,9 +63,8 @@ from ..durable.documents import (
     record_of,
     upsert,
     upsert_item,
-    write_doc,
-    write_of,
 )
+from ..durable.write_groups import pending_of, write_docs
 from ..errors import CorruptRecordError, InvalidIdentifierError
 from ..inspection import storage
 from ..io.drivers import run_sync, to_pymongo
@@ -107,8 +106,7 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
     cps = sorted((record_of(d) for d in docs["checkpoints"]),
                  key=lambda r: (r.ns, r.checkpoint_id))
     blobs = sorted(blob_value_of(d) for d in docs["blobs"])
-    wdocs = sorted(docs["writes"],
-                   key=lambda d: (d["checkpoint_ns"], d["checkpoint_id"], d["task_id"], d["idx"]))
+    wrecs = _pending_writes(docs["writes"])
     items = sorted(item_of(d) for d in docs["items"])
     effects = sorted(docs["effects"],
                      key=lambda d: (d["task_ns"], d["task_id"], d["name"], d["n"]))
@@ -118,7 +116,7 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
                        "(ExternalRefSerializer): pass --blob-store to export them with the "
                        "thread, or --without-blobs to leave them out")
     carried = [] if without_blobs else refs
-    counts = {"checkpoint": len(cps), "blob": len(blobs), "write": len(wdocs)}
+    counts = {"checkpoint": len(cps), "blob": len(blobs), "write": len(wrecs)}
     if items:
         counts["item"] = len(items)
     if effects:
@@ -149,11 +147,10 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
         ns, channel, version = split_field(field)
         yield json.dumps({"type": "blob", "v": SCHEMA_VERSION, "ns": ns, "channel": channel,
                           "version": version, "value": _typed(value)})
-    for d in wdocs:
-        w = write_of(d)
+    for (ns, cid), w in wrecs:
         yield json.dumps({
-            "type": "write", "v": SCHEMA_VERSION, "ns": d["checkpoint_ns"],
-            "checkpoint_id": d["checkpoint_id"], "task_id": w.task_id, "idx": w.idx,
+            "type": "write", "v": SCHEMA_VERSION, "ns": ns,
+            "checkpoint_id": cid, "task_id": w.task_id, "idx": w.idx,
             "channel": w.channel, "task_path": w.task_path, "seq": w.seq,
             "value": _typed(w.value)})
     for d in effects:
@@ -161,6 +158,19 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
                           "task_id": d["task_id"], "name": d["name"], "n": d["n"],
                           "entry": base64.b64encode(bytes(d["raw"])).decode()})
 
+
+
+def _pending_writes(docs: list[dict[str, Any]]
+                   ) -> list[tuple[tuple[str, str], WriteRecord]]:
+    """The pending writes the writes documents ``docs`` hold (either form: one per write
+    or one per ``put_writes`` call, ``durable/write_groups.py``), each ``(task_id, idx)``
+    once by LangGraph's rule, as ``((checkpoint_ns, checkpoint_id), record)`` in
+    (ns, checkpoint, task, idx) order."""
+    by_cp: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for d in docs:
+        by_cp.setdefault((d["checkpoint_ns"], d["checkpoint_id"]), []).append(d)
+    return [(cp, w) for cp in sorted(by_cp)
+            for _, w in sorted(pending_of(by_cp[cp]).items())]
 
 
 def parse_export(lines: list[str], where: str) -> tuple[dict[str, Any], dict[str, list[dict]]]:
@@ -231,9 +241,7 @@ def documents_of(records: dict[str, list[dict]], thread_id: str) -> dict[str, li
             for r in records["checkpoint"]]
         blobs = [blob_doc(thread_id, blob_field(r["ns"], r["channel"], r["version"]),
                             _untyped(r["value"])) for r in records["blob"]]
-        writes = [write_doc(thread_id, r["ns"], r["checkpoint_id"], WriteRecord(
-            r["task_id"], int(r["idx"]), r["channel"], _untyped(r["value"]),  # type: ignore[arg-type]
-            r["task_path"], int(r["seq"]))) for r in records["write"]]
+        writes = _write_docs(thread_id, records["write"])
         items = [item_doc(thread_id, bytes.fromhex(r["d"]), _stored(_untyped(r["value"])))
                  for r in records["item"]]
         effects = [effect_doc(thread_id, "\x00".join(
@@ -243,6 +251,21 @@ def documents_of(records: dict[str, list[dict]], thread_id: str) -> dict[str, li
         raise CliError(f"malformed record in export: {type(exc).__name__}: {exc}") from exc
     return {"checkpoints": cps, "blobs": blobs, "writes": writes, "items": items,
             "effects": effects}
+
+
+def _write_docs(thread_id: str, records: list[dict]) -> list[dict]:
+    """The writes documents of exported write records: one per call (a task's writes of
+    one ``seq``, ``write_groups.write_docs``) of each checkpoint, chunked later as the
+    other documents."""
+    by_cp: dict[tuple[str, str], list[WriteRecord]] = {}
+    for r in records:
+        by_cp.setdefault((r["ns"], r["checkpoint_id"]), []).append(WriteRecord(
+            r["task_id"], int(r["idx"]), r["channel"], _untyped(r["value"]),  # type: ignore[arg-type]
+            r["task_path"], int(r["seq"])))
+    out: list[dict] = []
+    for (ns, cid), recs in by_cp.items():
+        out += write_docs(thread_id, ns, cid, recs)
+    return out
 
 
 def _stored(value: tuple[str, bytes] | None) -> bytes:
@@ -401,6 +424,6 @@ def import_(ctx: typer.Context,
             [to_pymongo(upsert(d)) for d in effects], ordered=False)
     # the target's hot keys would shadow MongoDB (kept until what they hold is flushed)
     run_sync(release_plan(saver.context, target), session.clients)
-    n = sum(len(v) for v in docs.values()) + len(effects)
+    n = sum(len(v) for k, v in records.items() if k != "extblob")  # a write each
     typer.echo(f"imported {n} records into thread {target}"
                + (f" and {len(extblobs)} blob-store objects" if extblobs else ""))

@@ -48,6 +48,17 @@ format otherwise. Older packages refuse it with ``SchemaVersionError`` instead o
 decoding an empty value. In Redis a manifest envelope starts with the byte ``0xc1``,
 which older packages report as an undecodable record (``CorruptRecordError``)."""
 
+WRITES_GROUP_VERSION = 5
+"""``v`` of a MongoDB writes document holding every pending write of one ``put_writes``
+call (``durable/write_groups.py``: the writes as the array ``writes``, their manifests'
+digests also in the document's ``refs``). Older packages refuse it with
+``SchemaVersionError`` instead of reading a write without ``idx`` or ``channel``."""
+
+NEWEST_DOCUMENT_VERSION = WRITES_GROUP_VERSION
+"""The newest MongoDB document ``v`` this package reads (its newest format of each
+collection); a document above it is refused with ``SchemaVersionError``. A new document
+version raises it to the highest one."""
+
 
 def check_not_newer(version: object, what: str, *, then: str = "") -> None:
     """Raise ``SchemaVersionError`` naming ``what`` (e.g. ``"record at <Redis key>"``,

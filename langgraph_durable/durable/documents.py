@@ -1,7 +1,8 @@
 """MongoDB document shapes (sans-I/O): deterministic ``_id``s, upserts, queries, indexes.
 
 Three collections: checkpoints (no channel values), blobs (one per thread, ns, channel,
-version) and writes (one per thread, ns, checkpoint, task, idx), plus items (the items and
+version) and writes (one per ``put_writes`` call, ``write_groups.py``; ``write_doc`` is
+the one-per-write form of earlier releases and of calls over 8 MiB), plus items (the items and
 nodes of list values, one per thread and digest, ``items.py``), chunks holding the
 pieces of values too large for one document (``chunks.py``) and tombstones (one per
 deleted checkpoint, expiring after ``tombstone_ttl_s``: ``tombstone_upserts``). A blob or

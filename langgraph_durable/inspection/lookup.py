@@ -17,7 +17,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.base.id import uuid6
 
 from ..core.records import load_value
-from ..durable.documents import write_of
+from ..durable.write_groups import pending_of
 from ..errors import DurableSaverError, TierUnavailableError
 from ..io.drivers import Clients
 from ..plans import read
@@ -197,7 +197,7 @@ def fork(saver: Any, clients: Clients, thread: str, ref: str, to: str, ns: str =
         {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint})))
     # the values as read (list values rebuilt from their items), in the same order
     # (LangGraph's writes_sort_key); the task paths from the documents
-    ordered = sorted((write_of(d) for d in wdocs), key=lambda w: w.sort_key())
+    ordered = sorted(pending_of(wdocs).values(), key=lambda w: w.sort_key())
     pending = tup.pending_writes or []
     if [(w.task_id, w.channel) for w in ordered] != [(t, c) for t, c, _ in pending]:
         raise ForkError(f"the pending writes of checkpoint {checkpoint!r} changed while "
@@ -220,7 +220,7 @@ def fork(saver: Any, clients: Clients, thread: str, ref: str, to: str, ns: str =
         saver.put_writes(new, writes, task_id, path)
     return {"thread_id": to, "checkpoint_id": new["configurable"]["checkpoint_id"],
             "source_checkpoint_id": checkpoint, "step": md.get("step"),
-            "pending_writes": len(wdocs)}
+            "pending_writes": len(ordered)}
 
 
 log = logging.getLogger("langgraph_durable.inspection")

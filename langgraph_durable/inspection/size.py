@@ -201,8 +201,11 @@ def mongo_size(ctx: Any, db: Any, thread_id: str, found: dict[str, BlobRef]) -> 
             _channel(rows, d["_id"]["ns"], d["_id"]["ch"]).latest_bytes = int(d["bytes"])
     out.channels = sorted(rows.values(), key=lambda c: (c.ns, c.channel))
     for kind in (*PER_KIND, "chunks"):
+        # writes count one each, also inside a document of one put_writes call
+        n = {"$cond": [{"$isArray": "$writes"}, {"$size": "$writes"}, 1]} \
+            if kind == "writes" else 1
         got = list(db[getattr(cols, kind)].aggregate([match, {"$group": {
-            "_id": None, "n": {"$sum": 1}, "bytes": size}}]))
+            "_id": None, "n": {"$sum": n}, "bytes": size}}]))
         out.kinds[kind] = Kind(int(got[0]["n"]), int(got[0]["bytes"])) if got else Kind()
     out.total = sum(c.all_bytes for c in out.channels) + sum(
         k.bytes for k in out.kinds.values())

@@ -40,7 +40,7 @@ from typing import Any
 
 from ..core.records import member
 from ..core.state_versions import STATE_VERSION_KEY, is_marked
-from ..durable.documents import write_of
+from ..durable.write_groups import pending_of
 from ..errors import DurableSaverError, ThreadDeletedError, TierUnavailableError
 from ..plans import read
 from . import lookup, storage, versions
@@ -290,7 +290,7 @@ def _writes_into_redis(saver: Any, tid: str, ns: str, cid: str,
     cols = ctx.collections
     docs = storage.loaded(clients.db, cols, list(clients.db[cols.writes].find(
         {"thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": cid})))
-    ordered = sorted((write_of(d) for d in docs), key=lambda w: w.sort_key())
+    ordered = sorted(pending_of(docs).values(), key=lambda w: w.sort_key())
     if [(w.task_id, w.channel) for w in ordered] != [(t, c) for t, c, _ in pending]:
         return (f"{what}: its pending writes in MongoDB are not those read (some not "
                 "flushed yet?): run again later")

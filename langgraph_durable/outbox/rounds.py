@@ -24,6 +24,7 @@ from ..core.records import SEP, CheckpointRecord, WriteRecord, unpack_blob
 from ..core.store_records import STORE_KIND
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import write_groups as G
 from ..plans.context import Context
 from ..plans.effects import FX_KIND, flush_effects_plan
 from ..plans.fence import fence_plan, insert_else_upsert, stream_ms
@@ -406,13 +407,18 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
                 value = unpack_blob(raw, f"redis blob {f!r} of thread {tid!r}")
                 add("blobs", D.blob_doc(tid, f, value, put_ms=put_ms[(tid, f)]), raw, blobs)
                 nbytes += len(value[1]) if value else 0
+        by_cp: dict[tuple[str, str], list[tuple[WriteRecord, int]]] = defaultdict(list)
         for f, raw in got.get((tid, "w"), {}).items():
             if raw is not None:
                 ns, cid, _task, _idx = f.split(SEP)
                 w = WriteRecord.unpack(raw, f"redis write {f!r} of thread {tid!r}")
-                add("writes", D.write_doc(tid, ns, cid, w, put_ms=put_ms[(tid, f)]), raw,
-                    writes)
+                by_cp[(ns, cid)].append((w, put_ms[(tid, f)]))
                 nbytes += len(w.value[1])
+        for (ns, cid), timed in by_cp.items():  # one document per put_writes call
+            wdocs, more = C.split_all("writes", G.write_docs(
+                tid, ns, cid, [w for w, _ in timed], times=[t for _, t in timed]))
+            writes += wdocs
+            chunks += more
     del got, replies  # the values now live in the documents: hold them once
     cols = ctx.collections
     # chunks before the documents that refer to them; items before the blobs and writes
@@ -420,7 +426,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     yield from C.write_plan(cols.chunks, chunks)
     yield from insert_else_upsert(cols.items, items, D.upsert_item)
     yield from insert_else_upsert(cols.blobs, blobs, D.upsert)
-    yield from insert_else_upsert(cols.writes, writes, D.upsert_write, ignore_newer=True)
+    yield from insert_else_upsert(cols.writes, writes, G.upsert_any, ignore_newer=True)
     yield from insert_else_upsert(cols.checkpoints, cps, D.upsert)
     return Copied(len(cps) + len(blobs) + len(writes) + len(items), nbytes)
 

@@ -31,6 +31,7 @@ from ..core.outbox_entry import DeadLetter
 from ..core.records import blob_field, checkpoint_time_s, member
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import write_groups as G
 from ..errors import CorruptRecordError, DeadLetteredError, FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S, dead_letter_key
 from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
@@ -485,7 +486,7 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
                        ("items", items)):
         for d in docs:  # a damaged document raises CorruptRecordError: nothing copied
             if not C.has_chunks(d):
-                D.check_document(d, kind)
+                G.check_document(d, kind)  # (writes of either form)
     yield from register_plan(ctx, target)  # before MongoDB holds it (plans/registry.py)
     for d in (*cps, *blobs, *writes, *items):
         d["put_ms"] = now_ms
@@ -507,7 +508,7 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
             continue
         for d in docs:
             old_id = d["_id"]
-            d["_id"] = D.doc_id(target, *D.identity_of(d, kind, ident))  # damaged: raises
+            d["_id"] = D.doc_id(target, *G.identity_of(d, kind, ident))  # damaged: raises
             d["thread_id"] = target
             if C.has_chunks(d):
                 renamed[old_id] = d

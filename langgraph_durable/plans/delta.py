@@ -20,6 +20,7 @@ from ..core.ops import Find, Parallel, Plan, ask
 from ..core.records import SEP, Typed, WriteRecord, load_value, member, split_field, unpack_blob
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import write_groups as G
 from ..hot.scripts import ChainStatus, chain_op, parts_op
 from .context import Context
 from .damage import hot_checked, missing_values
@@ -195,10 +196,7 @@ def _mongo_segment(ctx: Context, thread_id: str, ns: str, cursor: str, skip_curs
     ])
     loaded = yield from C.load_plan(cols.chunks, wdocs + bdocs)  # one query for both
     wdocs, bdocs = loaded[:len(wdocs)], loaded[len(wdocs):]
-    writes: dict[str, Writes] = {c: {} for c in cids}
-    for d in wdocs:
-        w = D.write_of(d)
-        writes[d["checkpoint_id"]][(w.task_id, w.idx)] = w
+    writes: dict[str, Writes] = G.pending_by_checkpoint(wdocs, cids)
     for c, raw in zip(cids, parts.write_values):
         merge_writes(writes[c], writes_of(raw, f"redis thread {thread_id!r}"))
     items_of(thread_id, parts.item_digests, parts.item_values, walk.items)

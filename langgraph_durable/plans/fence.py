@@ -25,6 +25,7 @@ from ..core.ops import (
 )
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, split_field
+from ..core.schema import WRITES_GROUP_VERSION
 from ..core.store_records import STORE_KIND
 from ..durable import documents as D
 from .context import Context
@@ -133,7 +134,14 @@ def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
         cps += cp
         blobs += bl
     elif m_gone:
-        writes += [D.doc_id(tid, *split_field(f)) for f in fields]
+        writes += [D.doc_id(tid, *split_field(f)) for f in fields]  # per-write documents
+        # and the entry's call documents (durable/write_groups.py), whose _id holds the
+        # call's seq: those of the deleted checkpoint's tasks stored before the delete
+        tasks = sorted({split_field(f)[2] for f in fields})
+        mine.append(DeleteMany(ctx.collections.writes, {
+            "thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": cid,
+            "task_id": {"$in": tasks}, "v": WRITES_GROUP_VERSION,
+            "put_ms": {"$not": {"$gt": max(gone.get("*", 0), gone.get(m, 0))}}}))
     items += mine
 
 

@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, TypedDict
 
 from ..core.items import MANIFEST_TYPE
 from ..core.ops import BulkWrite, Doc, Find, FindOne, FindOneAndUpdate, Mongo, Plan, ReplaceDoc
-from ..core.schema import CHUNKED_VERSION, ITEMS_VERSION, SCHEMA_VERSION, upgrade_document
+from ..core.schema import (
+    CHUNKED_VERSION,
+    ITEMS_VERSION,
+    SCHEMA_VERSION,
+    WRITES_GROUP_VERSION,
+    upgrade_document,
+)
 from ..core.schema import DOCUMENT_STEPS as DOCUMENT_STEPS  # re-exported for compatibility
 from ..core.schema import ENVELOPE_STEPS as ENVELOPE_STEPS
 from ..core.schema import upgrade_envelope as upgrade_envelope
@@ -125,10 +131,12 @@ def old_query() -> dict[str, object]:
 def _newer_query() -> dict[str, object]:
     """MongoDB filter of documents this package cannot read: a version above
     ``SCHEMA_VERSION`` other than ``CHUNKED_VERSION`` (``SCHEMA_VERSION`` plus chunked
-    fields, which reads reassemble; see ``durable/chunks.py``) and other than a manifest
-    (``ITEMS_VERSION`` with ``type`` ``items.MANIFEST_TYPE``)."""
+    fields, which reads reassemble; see ``durable/chunks.py``), other than a manifest
+    (``ITEMS_VERSION`` with ``type`` ``items.MANIFEST_TYPE``) and other than a writes
+    document of one ``put_writes`` call (``WRITES_GROUP_VERSION`` with ``writes``)."""
     return {"v": {"$gt": SCHEMA_VERSION, "$ne": CHUNKED_VERSION},
-            "$nor": [{"v": ITEMS_VERSION, "type": MANIFEST_TYPE}]}
+            "$nor": [{"v": ITEMS_VERSION, "type": MANIFEST_TYPE},
+                     {"v": WRITES_GROUP_VERSION, "writes": {"$exists": True}}]}
 
 
 class KindCensus(TypedDict):

@@ -32,6 +32,7 @@ from ..core.records import (
 )
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import write_groups as G
 from ..errors import CorruptRecordError, MissingValueError
 from ..hot.keys import EPOCH_FIELD
 from ..hot.registry import epoch_complete
@@ -114,7 +115,7 @@ def merge_writes(durable: dict[tuple[str, int], WriteRecord],
     for key, w in hot.items():
         have = durable.get(key)
         if have is None or (w.idx < 0 and w.seq > have.seq):
-            durable[key] = w
+            durable[key] = w  # (MongoDB's documents among themselves: write_groups.keep)
 
 
 def items_of(thread_id: str, names: Sequence[bytes], values: Sequence[bytes | None],
@@ -366,12 +367,7 @@ def _page(ctx: Context, thread_id: str, ns: str, *, before: str | None, exact: s
     if cold_recs:
         parts: PartsReply = results[0]  # PARTS' reply, the last of the round
         hot_items += items_of(thread_id, parts.item_digests, parts.item_values, items)
-        by_cp: dict[str, Writes] = {
-            r.checkpoint_id: {} for r in cold_recs
-        }
-        for d in wdocs:
-            w = D.write_of(d)
-            by_cp[d["checkpoint_id"]][(w.task_id, w.idx)] = w
+        by_cp = G.pending_by_checkpoint(wdocs, [r.checkpoint_id for r in cold_recs])
         for r, raw in zip(cold_recs, parts.write_values):
             merge_writes(by_cp[r.checkpoint_id], writes_of(raw, f"redis thread {thread_id!r}"))
         hot_writes.update(by_cp)

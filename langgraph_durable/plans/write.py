@@ -34,6 +34,7 @@ from ..core.records import (
 )
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import write_groups as G
 from ..errors import (
     ConcurrentRunError,
     CorruptRecordError,
@@ -468,11 +469,11 @@ def put_writes_plan(ctx: Context, prepared: PreparedWrites | None) -> Plan[None]
         raise _not_replicated(exc, f"pending writes of task {task!r} to checkpoint {cid!r}",
                               tid, ns, cid, task) from exc
     if ctx.config.durability == "strict":
-        docs, chunks = C.split_all("writes", (
-            D.write_doc(tid, ns, cid, w, put_ms=stream_ms(entry)) for w in prepared.records))
+        docs, chunks = C.split_all("writes", G.write_docs(tid, ns, cid, prepared.records,
+                                                          put_ms=stream_ms(entry)))
         yield from _strict_items(ctx, tid, prepared.args.items, stream_ms(entry), chunks)
         yield from bulk_ignoring_newer(ctx.collections.writes,
-                                       [D.upsert_write(d) for d in docs])
+                                       [G.upsert_any(d) for d in docs])
         fields = [f for f, _, _ in prepared.args.writes]
         yield from fence_plan(
             ctx, [(entry, tid, OutboxEntry(tid, "w", prepared.args.member, fields))])

@@ -18,6 +18,7 @@ from langgraph_durable.hot.keys import CONSUMER_GROUP, heartbeats_key
 from langgraph_durable.outbox.flusher import dead_letter_key
 from langgraph_durable.testing import wait_for
 
+from ..write_forms import ungroup
 from .clikit import Cli, build_graph, first_input
 
 
@@ -290,6 +291,7 @@ def test_gc_removes_unreferenced_blobs(cli: Cli, tmp_path: Path) -> None:
 
 def _to_v0(cli: Cli) -> None:
     with cli.saver(flusher="off") as s:
+        ungroup(s)  # v0 stored one document per write
         db, cols = s.sync_clients.db, s.context.collections
         for d in db[cols.checkpoints].find():
             md = s.serde.loads_typed((d["metadata_type"], bytes(d["metadata"])))
@@ -382,6 +384,13 @@ def test_fork_takes_a_step_number_or_an_id_prefix_like_show(cli: Cli, t1: dict) 
     assert r.stderr == "error: thread 'nosuch' not found\n"
 
 
+def _writes_of(col: Any, *channels: str) -> list[dict]:
+    """The pending writes the writes collection ``col`` holds (of a document per write or
+    per call), of ``channels`` (all when none is named)."""
+    out = [w for d in col.find() for w in d.get("writes", [d])]
+    return [w for w in out if not channels or w["channel"] in channels]
+
+
 def test_migrate_converts_whole_lists_to_manifests(cli: Cli) -> None:
     """A thread written with whole lists (list_items=False): ``migrate`` stores its list
     values as manifests over items (MongoDB only), reads stay the same, a second run
@@ -396,25 +405,30 @@ def test_migrate_converts_whole_lists_to_manifests(cli: Cli) -> None:
         lists = 4 + 4 + 3 + 3 + 1
         assert db[cols.blobs].count_documents({"channel": {"$in": ["messages", "log"]},
                                                "type": {"$ne": "empty"}}) == 4 + 3 + 1
-        assert db[cols.writes].count_documents(
-            {"channel": {"$in": ["messages", "log", "__interrupt__"]}}) == 4 + 3 + 1 + 1
+        assert len(_writes_of(db[cols.writes], "messages", "log", "__interrupt__")) == \
+            4 + 3 + 1 + 1
+    # documents: 7 blobs; 5 writes documents (one per call: the input, a, b, c, ask's
+    # interrupt), a and b and c each holding two lists
+    docs = 7 + 5
     before = cli.json("show", "w")
     r = cli("migrate", "--dry-run")
-    assert r.stdout.splitlines()[-1].startswith(f"list values: would convert {lists} of ")
+    assert r.stdout.splitlines()[-2].startswith(f"list values: would convert {docs} of ")
+    assert r.stdout.splitlines()[-1] == \
+        "writes: would regroup 0 per-write documents into 0 documents of one call"
     r = cli("migrate", "--batch-size", "4")
     assert r.stdout.splitlines()[0].startswith("schema version 1: 0 older documents")
-    assert r.stdout.splitlines()[-1].startswith(f"list values: converted {lists} of ")
+    assert r.stdout.splitlines()[-2].startswith(f"list values: converted {docs} of ")
     assert "converting lists" in r.stderr  # the progress bar
     with cli.saver() as s:
         db, cols = s.sync_clients.db, s.context.collections
-        assert sum(db[getattr(cols, k)].count_documents({"type": "lgd.items"})
-                   for k in ("blobs", "writes")) == lists
+        assert db[cols.blobs].count_documents({"type": "lgd.items"}) + len(
+            [w for w in _writes_of(db[cols.writes]) if w["type"] == "lgd.items"]) == lists
         # 4 messages (hello, a, b, c says ...), "a", "b", "c", the Interrupt
         assert db[cols.items].count_documents({"thread_id": "w"}) == 8
         s.sync_clients.redis.delete(*s.context.keys("w").all)
     assert cli.json("show", "w") == before
     r = cli("migrate")
-    assert r.stdout.splitlines()[-1].startswith("list values: converted 0 of ")
+    assert r.stdout.splitlines()[-2].startswith("list values: converted 0 of ")
     with cli.saver(list_items=False) as s:
         assert s.get_tuple({"configurable": {"thread_id": "w"}}) is not None
 

@@ -44,14 +44,18 @@ def test_references_are_read_from_redis_hashes_then_every_mongodb_collection() -
         assert isinstance(op, Find)
         return {"checkpoints": [{"_id": "c1", "type": "msgpack", "checkpoint": b"x",
                                  "metadata_type": "extref", "metadata": _env("m1")}],
-                "writes": [{"_id": "w9", "type": "extref", "data": _env("w1", "w2")}],
+                "writes": [{"_id": "w9", "type": "extref", "data": _env("w1", "w2")},
+                           {"_id": "w8", "v": 5, "writes": [  # one put_writes call
+                               {"idx": 0, "channel": "a", "type": "extref",
+                                "data": _env("w3")},
+                               {"idx": 1, "channel": "b", "type": "json", "data": b"1"}]}],
                 "items": [{"_id": "i1", "type": "extref", "data": _env("i1")}],
                 "effects": [{"_id": "x1", "raw": b"00000001" + Entry(
                     1, "d", ("extref", _env("e2")), None, "", "c1", 5).body()}],
                 }.get(op.collection, [])
 
     done = drive(G.referenced_keys_plan(ctx), answer)
-    assert done.result == {"b1", "b2", "w1", "w2", "m1", "i1", "e1", "e2"}
+    assert done.result == {"b1", "b2", "w1", "w2", "w3", "m1", "i1", "e1", "e2"}
     scan, hscan, *finds = done.ops
     assert scan == Scan("{u:*", 1000)
     assert isinstance(hscan, Pipeline)
@@ -59,7 +63,8 @@ def test_references_are_read_from_redis_hashes_then_every_mongodb_collection() -
         ["HSCAN", k, 0, "COUNT", 1000] for k in (t.bl, t.w, t.cp, t.fx)]
     assert [(f.collection, f.filter) for f in finds if isinstance(f, Find)] == [
         ("checkpoints", {"$or": [{"type": "extref"}, {"metadata_type": "extref"}]}),
-        ("blobs", {"type": "extref"}), ("writes", {"type": "extref"}),
+        ("blobs", {"type": "extref"}),
+        ("writes", {"$or": [{"type": "extref"}, {"writes.type": "extref"}]}),
         ("items", {"type": "extref"}), ("effects", {"state": "done"})]
     first = finds[0]
     assert isinstance(first, Find) and dict(first.projection or {}) == {

@@ -27,16 +27,17 @@ from langgraph_durable.plans import migrations as M
 from .stepping import Drive, context, drive
 
 OLD = M.old_query()
-NEWER = {"v": {"$gt": 1, "$ne": 2}, "$nor": [{"v": 3, "type": "lgd.items"}]}
+NEWER = {"v": {"$gt": 1, "$ne": 2}, "$nor": [{"v": 3, "type": "lgd.items"},
+                                              {"v": 5, "writes": {"$exists": True}}]}
 
 
 def test_the_queries_name_the_versions_of_this_package() -> None:
     # SCHEMA_VERSION 1: a document without v is version 1 (current); chunked (2) and
-    # manifests (3 with the manifest type) are read, so they are not "newer"
+    # manifests (3 with the manifest type) and writes documents of one put_writes call
+    # (5 with the array writes) are read, so they are not "newer"
     assert SCHEMA_VERSION == 1
     assert OLD == {"v": {"$lt": 1}}
-    assert M._newer_query() == {"v": {"$gt": 1, "$ne": 2},
-                                "$nor": [{"v": 3, "type": "lgd.items"}]}
+    assert M._newer_query() == NEWER
 
 
 def test_record_version_upserts_the_schema_document_with_this_prefix_as_owner() -> None:
