@@ -66,6 +66,7 @@ from ..durable.documents import (
     write_doc,
     write_of,
 )
+from ..durable.inline import inline_values
 from ..errors import CorruptRecordError, InvalidIdentifierError
 from ..inspection import storage
 from ..io.drivers import run_sync, to_pymongo
@@ -106,7 +107,11 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
             for ref in REFERRERS}
     cps = sorted((record_of(d) for d in docs["checkpoints"]),
                  key=lambda r: (r.ns, r.checkpoint_id))
-    blobs = sorted(blob_value_of(d) for d in docs["blobs"])
+    # channel values: blobs documents and those inside checkpoints (durable/inline.py)
+    values = dict(map(blob_value_of, docs["blobs"]))
+    for d in docs["checkpoints"]:
+        values.update(inline_values(d))
+    blobs = sorted(values.items(), key=lambda kv: kv[0])
     wdocs = sorted(docs["writes"],
                    key=lambda d: (d["checkpoint_ns"], d["checkpoint_id"], d["task_id"], d["idx"]))
     items = sorted(item_of(d) for d in docs["items"])

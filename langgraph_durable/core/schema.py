@@ -49,6 +49,28 @@ decoding an empty value. In Redis a manifest envelope starts with the byte ``0xc
 which older packages report as an undecodable record (``CorruptRecordError``)."""
 
 
+INLINE_VERSION = 4
+"""``v`` of a MongoDB checkpoint document holding the small channel values it introduced
+in its array ``vals`` (``durable/inline.py``): the ``SCHEMA_VERSION`` format otherwise.
+Older packages refuse it with ``SchemaVersionError`` instead of reading a checkpoint whose
+values they cannot find. Checkpoint documents without ``vals`` keep their version."""
+
+NEWEST_DOCUMENT_VERSION = INLINE_VERSION
+"""The newest ``v`` of a MongoDB document this package reads (``check_document_version``):
+``SCHEMA_VERSION`` and the forms above it (``CHUNKED_VERSION``, ``ITEMS_VERSION``,
+``INLINE_VERSION``), each read as its own fields say. A document with a higher ``v`` was
+written by a newer package and is refused. A new document form raises it."""
+
+
+def check_document_version(version: object, what: str) -> None:
+    """Raise ``SchemaVersionError`` naming ``what`` (``"MongoDB document '<_id>'"``) when
+    ``version`` is an ``int`` above ``NEWEST_DOCUMENT_VERSION``; nothing is changed."""
+    if type(version) is int and version > NEWEST_DOCUMENT_VERSION:
+        raise SchemaVersionError(
+            f"{what} has schema version {version}, newer than {NEWEST_DOCUMENT_VERSION} "
+            "understood by this langgraph_durable; upgrade the package")
+
+
 def check_not_newer(version: object, what: str, *, then: str = "") -> None:
     """Raise ``SchemaVersionError`` naming ``what`` (e.g. ``"record at <Redis key>"``,
     ``"MongoDB document '<_id>'"``) when ``version`` is an ``int`` newer than

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.ops import (
@@ -31,11 +31,13 @@ from ..core.outbox_entry import DeadLetter
 from ..core.records import blob_field, checkpoint_time_s, member
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import inline as I
 from ..errors import CorruptRecordError, DeadLetteredError, FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S, dead_letter_key
 from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
 from .context import Context
 from .effects import copy_effects_plan, delete_thread_effects_plan, remove_effects_plan
+from .fence import insert_else_upsert
 from .registry import forget_plan, register_plan
 from .tombstones import record_plan
 
@@ -182,15 +184,19 @@ def _delete_ids(collection: str, ids: Sequence[str]) -> BulkWrite:
 
 def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
             blob_fields: Sequence[str], write_ids: Sequence[str] | None = None,
-            items: Sequence[bytes] = ()) -> Plan[None]:
+            items: Sequence[bytes] = (), spill: Sequence[Doc] = ()) -> Plan[None]:
     """Delete the listed checkpoints (with their writes), blobs and items of one thread,
     both tiers: one Redis script, then one bulk delete per collection (run in parallel).
     ``write_ids``: ``_id``s of the listed checkpoints' writes when the caller has them
-    (else they are read first, in one query); ``items``: digests no kept value names."""
+    (else they are read first, in one query); ``items``: digests no kept value names;
+    ``spill``: blobs documents of values inside the listed checkpoints' documents that
+    other checkpoints name (``inline.spill_docs``), written before anything is deleted."""
     cols = ctx.collections
     members = [member(ns, c) for ns, cids in by_ns.items() for c in cids]
     if not members and not blob_fields and not items:
         return
+    if spill:  # small values (never chunked): out of the documents about to go
+        yield from insert_else_upsert(cols.blobs, list(spill), D.upsert)
     if write_ids is None and members:
         wdocs = yield from ask(Find(cols.writes, {"thread_id": thread_id},
                                     {"checkpoint_ns": 1, "checkpoint_id": 1}))
@@ -234,12 +240,16 @@ def delete_for_runs_plan(ctx: Context, run_ids: Sequence[str]) -> Plan[None]:
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     docs = yield from ask(Find(ctx.collections.checkpoints,
                                {"run_id": {"$in": [str(r) for r in run_ids]}},
-                               {"thread_id": 1, "checkpoint_ns": 1, "checkpoint_id": 1}))
+                               {"thread_id": 1, "checkpoint_ns": 1, "checkpoint_id": 1,
+                                "vals": 1, "put_ms": 1}))
     by_thread: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    spill: dict[str, list[Doc]] = defaultdict(list)
     for d in docs:
         by_thread[d["thread_id"]][d["checkpoint_ns"]].append(d["checkpoint_id"])
+        # their values stay, as blobs documents (other runs' checkpoints may name them)
+        spill[d["thread_id"]] += I.spill_docs(d["thread_id"], d)
     for tid, by_ns in by_thread.items():
-        yield from _remove(ctx, tid, by_ns, [])
+        yield from _remove(ctx, tid, by_ns, [], spill=spill[tid])
 
 
 STRATEGIES = ("keep_latest", "delete")
@@ -299,7 +309,7 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
             yield from delete_thread_plan(ctx, tid)
             continue
         yield from _remove(ctx, tid, chosen.checkpoints, chosen.blob_fields,
-                           chosen.write_ids)
+                           chosen.write_ids, spill=chosen.spill)
         yield from _collect_items_plan(ctx, tid, start_ms)
 
 
@@ -308,14 +318,16 @@ class PruneChoice:
     """What a prune removes of one thread, as MongoDB holds it: ``checkpoints``
     (checkpoint_ns -> checkpoint_ids dropped), ``kept`` (checkpoints kept),
     ``blob_fields`` (channel values no kept checkpoint refers to), ``write_ids`` (the
-    dropped checkpoints' pending writes) and ``whole_thread`` (strategy ``delete``: every
-    checkpoint goes; then ``checkpoints`` lists them all)."""
+    dropped checkpoints' pending writes), ``whole_thread`` (strategy ``delete``: every
+    checkpoint goes; then ``checkpoints`` lists them all) and ``spill`` (blobs documents
+    of the values inside dropped checkpoints' documents that kept ones name)."""
 
     checkpoints: dict[str, list[str]]
     kept: int
     blob_fields: list[str]
     write_ids: list[Any]
     whole_thread: bool = False
+    spill: list[Doc] = field(default_factory=list)
 
     @property
     def dropped(self) -> int:
@@ -353,6 +365,10 @@ def _prune_choice_plan(ctx: Context, tid: str, strategy: str, keep_last: int | N
     non_empty = {blob_field(b["checkpoint_ns"], b["channel"], b["version"])
                  for b in bdocs if b["type"] != "empty"}
     all_blobs = {blob_field(b["checkpoint_ns"], b["channel"], b["version"]) for b in bdocs}
+    for d in docs:  # and the values inside the checkpoint documents (inline.py)
+        inline = I.inline_values(d)
+        all_blobs |= set(inline)
+        non_empty |= {f for f, v in inline.items() if v is not None}
     by_ns: dict[str, dict[str, Doc]] = defaultdict(dict)
     for d in docs:
         by_ns[d["checkpoint_ns"]][d["checkpoint_id"]] = d
@@ -375,7 +391,9 @@ def _prune_choice_plan(ctx: Context, tid: str, strategy: str, keep_last: int | N
             keep_blobs |= {blob_field(ns, ch, v) for ch, v in cps[c]["blob_fields"]}
     dropped = {(ns, c) for ns, cids in drop.items() for c in cids}
     write_ids = [d["_id"] for d in wdocs if (d["checkpoint_ns"], d["checkpoint_id"]) in dropped]
-    return PruneChoice(drop, kept, sorted(all_blobs - keep_blobs), write_ids)
+    spill = [b for ns, cids in drop.items() for c in cids
+             for b in I.spill_docs(tid, by_ns[ns][c], keep_blobs)]
+    return PruneChoice(drop, kept, sorted(all_blobs - keep_blobs), write_ids, spill=spill)
 
 
 def prune_preview_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
@@ -406,12 +424,14 @@ def _collect_items_plan(ctx: Context, thread_id: str, start_ms: int) -> Plan[Non
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     q = {"thread_id": thread_id}
-    bdocs, wdocs, idocs = yield Parallel([
+    bdocs, wdocs, idocs, cdocs = yield Parallel([
         Find(cols.blobs, {**q, "refs": {"$exists": True}}, {"refs": 1}),
         Find(cols.writes, {**q, "refs": {"$exists": True}}, {"refs": 1}),
         Find(cols.items, q, {"d": 1, "refs": 1, "put_ms": 1}),
+        Find(cols.checkpoints, {**q, "vals.refs": {"$exists": True}}, {"vals.refs": 1}),
     ])
-    gone = unreferenced_items([*bdocs, *wdocs], idocs, start_ms)
+    inline = [{"refs": I.inline_refs(d)} for d in cdocs]  # manifests inside checkpoints
+    gone = unreferenced_items([*bdocs, *wdocs, *inline], idocs, start_ms)
     yield from _remove(ctx, thread_id, {}, [], [], gone)
 
 

@@ -20,23 +20,23 @@ from langgraph_durable.core.ops import (
     Op,
     ReplaceDoc,
 )
-from langgraph_durable.core.schema import SCHEMA_VERSION
+from langgraph_durable.core.schema import INLINE_VERSION, NEWEST_DOCUMENT_VERSION, SCHEMA_VERSION
 from langgraph_durable.errors import ConfigurationError, SchemaVersionError
 from langgraph_durable.plans import migrations as M
 
 from .stepping import Drive, context, drive
 
 OLD = M.old_query()
-NEWER = {"v": {"$gt": 1, "$ne": 2}, "$nor": [{"v": 3, "type": "lgd.items"}]}
+NEWER = {"v": {"$gt": NEWEST_DOCUMENT_VERSION}}
 
 
 def test_the_queries_name_the_versions_of_this_package() -> None:
-    # SCHEMA_VERSION 1: a document without v is version 1 (current); chunked (2) and
-    # manifests (3 with the manifest type) are read, so they are not "newer"
+    # SCHEMA_VERSION 1: a document without v is version 1 (current); chunked (2),
+    # manifests (3) and checkpoints with inline values (4) are read, so not "newer"
     assert SCHEMA_VERSION == 1
+    assert NEWEST_DOCUMENT_VERSION >= INLINE_VERSION == 4
     assert OLD == {"v": {"$lt": 1}}
-    assert M._newer_query() == {"v": {"$gt": 1, "$ne": 2},
-                                "$nor": [{"v": 3, "type": "lgd.items"}]}
+    assert M._newer_query() == {"v": {"$gt": NEWEST_DOCUMENT_VERSION}}
 
 
 def test_record_version_upserts_the_schema_document_with_this_prefix_as_owner() -> None:
@@ -131,8 +131,9 @@ def test_migrate_refuses_newer_documents_and_writes_nothing() -> None:
     with pytest.raises(SchemaVersionError) as err:
         drive(M.migrate_plan(ctx), _census_answer({("blobs", "newer"): 1}), record=record)
     assert str(err.value) == (
-        "1 blobs documents (e.g. 'blobs-first') have schema version 5, newer than 1 "
-        "understood by this langgraph_durable; upgrade the package. Nothing was rewritten.")
+        "1 blobs documents (e.g. 'blobs-first') have schema version 5, newer than "
+        f"{NEWEST_DOCUMENT_VERSION} understood by this langgraph_durable; upgrade the "
+        "package. Nothing was rewritten.")
     assert {type(op).__name__ for op in record.ops} == {"Mongo", "FindOne"}
     assert all(op.method == "count_documents" for op in record.ops if isinstance(op, Mongo))
 
