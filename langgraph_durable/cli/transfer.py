@@ -55,7 +55,6 @@ from ..core.records import (
 from ..core.schema import check_not_newer
 from ..durable.chunks import split_all, upserts
 from ..durable.documents import (
-    blob_doc,
     blob_value_of,
     checkpoint_doc,
     item_doc,
@@ -66,7 +65,7 @@ from ..durable.documents import (
     write_doc,
     write_of,
 )
-from ..durable.inline import inline_values
+from ..durable.inline import inline_values, place_values
 from ..errors import CorruptRecordError, InvalidIdentifierError
 from ..inspection import storage
 from ..io.drivers import run_sync, to_pymongo
@@ -234,8 +233,10 @@ def documents_of(records: dict[str, list[dict]], thread_id: str) -> dict[str, li
             run_id=r["run_id"], md_query=tuple((k, v) for k, v in r["md"]),
             blob_fields=tuple(blob_field(r["ns"], ch, ver) for ch, ver in r["blob_fields"])))
             for r in records["checkpoint"]]
-        blobs = [blob_doc(thread_id, blob_field(r["ns"], r["channel"], r["version"]),
-                            _untyped(r["value"])) for r in records["blob"]]
+        # the small values inside the checkpoint introducing them, as the flusher does
+        blobs = place_values(thread_id, cps, {
+            blob_field(r["ns"], r["channel"], r["version"]): _untyped(r["value"])
+            for r in records["blob"]})
         writes = [write_doc(thread_id, r["ns"], r["checkpoint_id"], WriteRecord(
             r["task_id"], int(r["idx"]), r["channel"], _untyped(r["value"]),  # type: ignore[arg-type]
             r["task_path"], int(r["seq"]))) for r in records["write"]]
@@ -406,6 +407,6 @@ def import_(ctx: typer.Context,
             [to_pymongo(upsert(d)) for d in effects], ordered=False)
     # the target's hot keys would shadow MongoDB (kept until what they hold is flushed)
     run_sync(release_plan(saver.context, target), session.clients)
-    n = sum(len(v) for v in docs.values()) + len(effects)
+    n = sum(len(records[k]) for k in ("checkpoint", "blob", "write", "item", "effect"))
     typer.echo(f"imported {n} records into thread {target}"
                + (f" and {len(extblobs)} blob-store objects" if extblobs else ""))

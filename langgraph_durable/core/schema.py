@@ -6,8 +6,11 @@ Every Redis envelope starts with its format version and every MongoDB document c
 in memory through a chain of small steps, one per version, registered in
 ``ENVELOPE_STEPS`` (Redis envelopes, by kind ``cp``/``w``/``bl``) and ``DOCUMENT_STEPS``
 (MongoDB documents, by collection kind). A record of a newer version than this package
-knows raises ``SchemaVersionError`` (``check_not_newer``, the one place that rule lives)
-and is never rewritten. The bulk rewrite of stored documents is ``plans/migrations.py``.
+knows raises ``SchemaVersionError`` (``check_not_newer`` for Redis envelopes and export
+records; ``check_document_version`` for MongoDB documents, whose newest readable ``v`` is
+``NEWEST_DOCUMENT_VERSION``: the forms above ``SCHEMA_VERSION`` are that format plus
+chunks, a manifest or inline values) and is never rewritten. The bulk rewrite of stored
+documents is ``plans/migrations.py``.
 
 Version 0 is the pre-release format, kept so the chain is exercised: checkpoint documents
 held the checkpoint under ``checkpoint_bytes`` and the metadata inline (a plain document,

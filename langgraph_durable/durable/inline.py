@@ -29,12 +29,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.items import MANIFEST_TYPE, split_digests
-from ..core.ops import Aggregate, Doc, DocView, Query
+from ..core.ops import Aggregate, Doc, DocView, Query, UpdateDoc
 from ..core.records import CheckpointRecord, Typed, blob_field, split_field
 from ..core.schema import INLINE_VERSION
 from . import chunks
 from .checks import damaged
-from .documents import Collections, blob_doc, blob_ids, checkpoint_doc, doc_id
+from .documents import Collections, blob_doc, blob_ids, checkpoint_doc, doc_id, target
 
 INLINE_MAX_BYTES = 2048
 """A new channel value whose stored bytes are at most this many goes into its checkpoint
@@ -109,6 +109,45 @@ def checkpoint_docs(thread_id: str, rec: CheckpointRecord,
         doc[VALS] = vals
         doc["v"] = INLINE_VERSION
     return doc, blobs
+
+
+def place_values(thread_id: str, cps: Sequence[Doc],
+                 values: Mapping[str, Typed | None]) -> list[Doc]:
+    """Put the small ``values`` (Redis blob field -> value) into the checkpoint documents
+    ``cps`` (changed in place, ``v`` raised to ``INLINE_VERSION``), each into the earliest
+    checkpoint of its namespace naming its version (the one whose ``put`` introduced it,
+    where the flusher put it); returns blobs documents for the others (big ones, and those
+    no checkpoint names). An import rebuilds what the flusher wrote this way."""
+    first: dict[str, Doc] = {}
+    for d in sorted(cps, key=lambda d: (d["checkpoint_ns"], d["checkpoint_id"]),
+                    reverse=True):
+        for ch, ver in d.get("blob_fields", ()):
+            first[blob_field(d["checkpoint_ns"], ch, ver)] = d
+    blobs: list[Doc] = []
+    for f in sorted(values):
+        owner = first.get(f)
+        if owner is None or not inlined(values[f]):
+            blobs.append(blob_doc(thread_id, f, values[f]))
+            continue
+        _, ch, ver = split_field(f)
+        owner.setdefault(VALS, []).append(_entry(ch, ver, values[f]))
+        owner["v"] = max(int(owner.get("v", 1)), INLINE_VERSION)
+    return blobs
+
+
+def upsert_checkpoint(doc: Doc) -> UpdateDoc:
+    """The upsert of a checkpoint document already stored (a replayed outbox entry, a
+    strict ``put`` and the flusher, a checkpoint put again under its own id: ``migrate-state``
+    stores its migrated values under new versions): its fields set as ``documents.upsert``
+    does, but the values it holds added to those already there (``$addToSet``: a value
+    stored by an earlier write of the same checkpoint is never dropped) and ``v`` never
+    lowered (``$max``: a document holding values stays ``INLINE_VERSION``)."""
+    fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms", "v", VALS)}
+    update: dict[str, Any] = {"$set": fields, "$setOnInsert": {"put_ms": doc.get("put_ms", 0)},
+                              "$max": {"v": doc["v"]}}
+    if doc.get(VALS):
+        update["$addToSet"] = {VALS: {"$each": doc[VALS]}}
+    return UpdateDoc(target(doc), update, upsert=True)
 
 
 def _value(doc: DocView, e: object) -> tuple[str, Typed | None]:

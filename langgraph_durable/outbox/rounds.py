@@ -432,7 +432,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     yield from insert_else_upsert(cols.items, items, D.upsert_item)
     yield from insert_else_upsert(cols.blobs, blobs, D.upsert)
     yield from insert_else_upsert(cols.writes, writes, D.upsert_write, ignore_newer=True)
-    yield from insert_else_upsert(cols.checkpoints, cps, D.upsert)
+    yield from insert_else_upsert(cols.checkpoints, cps, I.upsert_checkpoint)
     return Copied(len(cps) + len(blobs) + len(writes) + len(items), nbytes)
 
 

@@ -371,7 +371,7 @@ def put_plan(ctx: Context, put: PreparedPut) -> Plan[RunnableConfig]:
         (cp_doc,), cp_chunks = C.split_all("checkpoints", [cp_doc])
         blob_docs, blob_chunks = C.split_all("blobs", big_ones)
         yield from _strict_items(ctx, tid, put.args.items, at, cp_chunks + blob_chunks)
-        ops: list[Op[object]] = [BulkWrite(cols.checkpoints, [D.upsert(cp_doc)])]
+        ops: list[Op[object]] = [BulkWrite(cols.checkpoints, [I.upsert_checkpoint(cp_doc)])]
         if blob_docs:
             ops.append(BulkWrite(cols.blobs, [D.upsert(d) for d in blob_docs]))
         yield Parallel(ops)

@@ -274,7 +274,8 @@ def test_strict_put_writes_mongodb_then_looks_for_tombstones() -> None:
     first = cp_write.requests[0]
     assert isinstance(first, UpdateDoc) and first.update["$setOnInsert"] == {
         "put_ms": 1700000000000}
-    assert first.update["$set"]["v"] == 4 and len(first.update["$set"]["vals"]) == 1
+    assert first.update["$max"] == {"v": 4}  # a document holding values: never lowered
+    assert len(first.update["$addToSet"]["vals"]["$each"]) == 1
 
 
 def test_put_writes_marks_special_channels_as_overwriting() -> None:
