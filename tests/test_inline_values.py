@@ -6,6 +6,7 @@ collectors (items, external objects) keep the values other checkpoints still nam
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from langgraph_durable import DurableSaver
 from langgraph_durable.core.schema import INLINE_VERSION, NEWEST_DOCUMENT_VERSION
 from langgraph_durable.durable import documents as D
 from langgraph_durable.durable import inline
-from langgraph_durable.errors import SchemaVersionError
+from langgraph_durable.errors import CorruptRecordError, SchemaVersionError
 from langgraph_durable.testing import drop_key_prefix, unique_options
 
 BIG = "x" * (inline.INLINE_MAX_BYTES + 500)
@@ -240,3 +241,19 @@ def test_a_malformed_inline_value_names_its_checkpoint_document() -> None:
     with pytest.raises(Exception, match=r"MongoDB checkpoints document 'x' .*vals"):
         inline.inline_values(doc)
     assert inline.split_key(D.doc_id("messages", "00.1")) == ("messages", "00.1")
+
+
+def test_a_damaged_inline_value_is_named_with_its_checkpoint_on_a_cold_read(
+        saver: DurableSaver, redis_client: Any) -> None:
+    thread_of(saver, "d", steps=2)
+    saver.flush()
+    db, cols = collections(saver)
+    first = db[cols.checkpoints].find_one({"thread_id": "d"}, sort=[("checkpoint_id", 1)])
+    at = next(i for i, e in enumerate(first["vals"]) if e["k"].startswith("4:user|"))
+    db[cols.checkpoints].update_one({"_id": first["_id"]},
+                                    {"$set": {f"vals.{at}.data": "not binary"}})
+    drop_key_prefix(redis_client, saver.config.key_prefix)
+    with pytest.raises(CorruptRecordError,
+                       match=rf"MongoDB checkpoints document '{re.escape(first['_id'])}' "
+                             rf"\(thread 'd', ns '', checkpoint '{first['checkpoint_id']}'\)"):
+        saver.get_tuple(cfg("d"))  # the latest inherits user from the first

@@ -209,7 +209,8 @@ def values_op(cols: Collections, thread_id: str, fields: Sequence[str],
               join: Sequence[Query] = ()) -> Aggregate:
     """One aggregate reading the values of the Redis blob ``fields`` of ``thread_id``
     wherever they are: the ``vals`` entries of its checkpoint documents (one result per
-    entry, ``{"checkpoint_ns", "vals": entry}``) and, by ``$unionWith``, its blobs
+    entry, ``{_id, thread_id, checkpoint_ns, checkpoint_id, "vals": entry}``: a damaged
+    entry is named with its document) and, by ``$unionWith``, its blobs
     documents (as stored). ``join``: stages applied to both (the items ``$lookup`` of
     ``plans/read.py``, with ``localField`` ``refs``; for the entries it is given
     ``vals.refs``). Read the answer with ``split_values``."""
@@ -223,7 +224,7 @@ def values_op(cols: Collections, thread_id: str, fields: Sequence[str],
     entry_join = [_on_vals(s) for s in join]
     return Aggregate(cols.checkpoints, [
         {"$match": {"thread_id": thread_id, **which}},
-        {"$project": {"_id": 0, "checkpoint_ns": 1, VALS: 1}},
+        {"$project": {"thread_id": 1, "checkpoint_ns": 1, "checkpoint_id": 1, VALS: 1}},
         {"$unwind": f"${VALS}"},
         {"$match": which},
         *entry_join,
