@@ -28,12 +28,12 @@ from langgraph_durable.core.records import (
     unpack_blob,
 )
 from langgraph_durable.durable.documents import (
-    blob_doc,
     checkpoint_doc,
     doc_id,
     item_doc,
     write_doc,
 )
+from langgraph_durable.durable.inline import place_values
 from langgraph_durable.durable.write_groups import pending_of, records_of
 from langgraph_durable.hot.keys import ThreadKeys
 from langgraph_durable.testing import drop_key_prefix
@@ -138,12 +138,17 @@ def expected_docs_from_redis(r: redis.Redis, prefix: str, threads: Iterable[str]
     for t in threads:
         k = ThreadKeys(prefix, t, partitions)
         cvs = r.hgetall(k.cv)
+        cps = []
         for m, raw in r.hgetall(k.cp).items():
             ns, cid = m.decode().split(SEP)
-            doc = checkpoint_doc(t, CheckpointRecord.unpack(ns, cid, raw, cvs[m]))
+            cps.append(checkpoint_doc(t, CheckpointRecord.unpack(ns, cid, raw, cvs[m])))
+        # small values inside the checkpoint that introduced them (the earliest naming
+        # them), as the flusher writes them (durable/inline.py); the others blobs
+        blobs = place_values(t, cps, {f.decode(): unpack_blob(raw, "expected")
+                                      for f, raw in r.hgetall(k.bl).items()})
+        for doc in cps:
             out["checkpoints"][doc["_id"]] = doc
-        for f, raw in r.hgetall(k.bl).items():
-            doc = blob_doc(t, f.decode(), unpack_blob(raw, "expected"))
+        for doc in blobs:
             out["blobs"][doc["_id"]] = doc
         for f, raw in r.hgetall(k.w).items():
             ns, cid, _task, _idx = split_field(f)
@@ -197,6 +202,8 @@ def _plain(value: Any) -> Any:
         return bytes(value)
     if isinstance(value, list):
         return [_plain(v) for v in value]
+    if isinstance(value, dict):  # the entries of vals
+        return {k: _plain(v) for k, v in value.items()}
     return value
 
 

@@ -73,7 +73,17 @@ async def aput(saver: DurableSaver, tid: str, value: object) -> dict:
 
 def blobs_of(saver: DurableSaver, mongo_url: str):
     client = pymongo.MongoClient(mongo_url)
-    return client, client[saver.config.database][saver.context.collections.blobs]
+    return client, client[saver.config.database]
+
+
+def drop_values(db, saver: DurableSaver, tid: str) -> int:
+    """Remove every stored channel value of ``tid`` from MongoDB, in blobs documents and
+    inside its checkpoint documents (``vals``); returns how many were removed."""
+    cols = saver.context.collections
+    inline = sum(len(d.get("vals") or ()) for d in db[cols.checkpoints].find(
+        {"thread_id": tid}, {"vals": 1}))
+    db[cols.checkpoints].update_many({"thread_id": tid}, {"$unset": {"vals": ""}})
+    return inline + db[cols.blobs].delete_many({"thread_id": tid}).deleted_count
 
 
 async def test_a_hot_key_of_the_wrong_type_raises_in_the_async_api(asaver, redis_client) -> None:
@@ -158,8 +168,7 @@ def test_missing_blob_documents_are_an_error_not_an_empty_state(saver, redis_cli
     cfg = two_steps(saver)
     go_cold(saver, redis_client)
     assert saver.get_tuple(thread("e")).checkpoint["channel_values"] == {"v": 1}
-    blobs = saver.sync_clients.db[saver.context.collections.blobs]
-    assert blobs.delete_many({"thread_id": "t"}).deleted_count == 2
+    assert drop_values(saver.sync_clients.db, saver, "t") == 2
     cid = cfg["configurable"]["checkpoint_id"]
     with pytest.raises(MissingValueError,
                        match=rf"checkpoint '{cid}' \(thread 't', ns ''\) names version "
@@ -179,9 +188,9 @@ async def test_missing_blob_documents_raise_in_the_async_api(asaver, redis_clien
     await aput(asaver, "t", 1)
     await asaver.aflush()
     drop_key_prefix(redis_client, asaver.config.key_prefix)
-    client, blobs = blobs_of(asaver, mongo_url)
+    client, db = blobs_of(asaver, mongo_url)
     with client:
-        assert blobs.delete_many({"thread_id": "t"}).deleted_count == 1
+        assert drop_values(db, asaver, "t") == 1
     with pytest.raises(MissingValueError, match="channel 'v'"):
         await asaver.aget_tuple(thread("t"))
 
@@ -189,7 +198,7 @@ async def test_missing_blob_documents_raise_in_the_async_api(asaver, redis_clien
 def test_delta_history_with_missing_values_raises(saver, redis_client) -> None:
     cfg = two_steps(saver)
     go_cold(saver, redis_client)
-    saver.sync_clients.db[saver.context.collections.blobs].delete_many({"thread_id": "t"})
+    drop_values(saver.sync_clients.db, saver, "t")
     with pytest.raises(MissingValueError, match="channel 'v'"):
         saver.get_delta_channel_history(config=cfg, channels=["v"])
 
@@ -224,9 +233,9 @@ async def test_alist_none_yields_every_other_thread_then_names_the_damaged_one(
         await aput(asaver, tid, tid)
     await asaver.aflush()
     drop_key_prefix(redis_client, asaver.config.key_prefix)
-    client, blobs = blobs_of(asaver, mongo_url)
+    client, db = blobs_of(asaver, mongo_url)
     with client:
-        assert blobs.delete_many({"thread_id": "b"}).deleted_count == 1
+        assert drop_values(db, asaver, "b") == 1
     got = []
     with pytest.raises(CorruptRecordError, match=r"could not list 1 thread\(s\) .*channel "
                                                  r"'v', whose value neither") as info:

@@ -25,6 +25,7 @@ from langgraph_durable import (
     SyncCallInEventLoopError,
     TierUnavailableError,
 )
+from langgraph_durable.core.schema import NEWEST_DOCUMENT_VERSION
 from langgraph_durable.testing import unique_options
 
 ROOT = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
@@ -119,7 +120,8 @@ def test_newer_schema_version_in_mongodb_is_a_clear_error(saver, redis_client) -
     redis_client.delete(*saver.context.keys("t").all)
     db = saver.sync_clients.db
     db[saver.context.collections.checkpoints].update_many({"thread_id": "t"}, {"$set": {"v": 99}})
-    with pytest.raises(SchemaVersionError, match="schema version 99, newer than 1"):
+    with pytest.raises(SchemaVersionError,
+                       match=f"schema version 99, newer than {NEWEST_DOCUMENT_VERSION} "):
         saver.get_tuple(ROOT)
     cps = db[saver.context.collections.checkpoints]
     assert cps.count_documents({"thread_id": "t", "v": 99}) == 1

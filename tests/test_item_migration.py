@@ -21,12 +21,20 @@ from langgraph_durable.admin import item_migration as IM
 from langgraph_durable.core.items import MANIFEST_TYPE
 from langgraph_durable.core.ops import BulkWrite
 from langgraph_durable.core.schema import ITEMS_VERSION
+from langgraph_durable.durable import inline
 from langgraph_durable.errors import CorruptRecordError
 from langgraph_durable.io.drivers import execute_sync, run_sync, run_with
 from langgraph_durable.plans import migrations as M
 from langgraph_durable.testing import unique_options
 
 from .write_forms import ungroup
+
+
+@pytest.fixture(autouse=True)
+def _values_in_blobs_documents(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data these tests migrate predates inline channel values: every value a blobs
+    document (``durable/inline.py``; the in-process flusher reads the bound per call)."""
+    monkeypatch.setattr(inline, "INLINE_MAX_BYTES", -1)
 
 TURNS = 30
 DEFAULT = "default"

@@ -74,9 +74,12 @@ def test_each_message_is_stored_once_per_thread(saver: DurableSaver, redis_clien
     assert db[items].count_documents({"thread_id": "t"}) == 80 + 80 // NODE_SIZE
     assert db[items].count_documents({"thread_id": "t", "type": "lgd.node"}) == 2
     # the manifest of 80 messages: 2 nodes + 16 items, not 80 digests
-    latest = db[saver.context.collections.blobs].find_one(
-        {"thread_id": "t", "channel": "messages"}, sort=[("version", -1)])
+    # (small: inside the checkpoint document that introduced it, durable/inline.py)
+    cps = db[saver.context.collections.checkpoints].find(
+        {"thread_id": "t", "vals.k": {"$exists": True}}, sort=[("checkpoint_id", -1)])
+    latest = next(e for d in cps for e in d["vals"] if e["k"].startswith("8:messages|"))
     assert latest["type"] == "lgd.items" and len(latest["refs"]) == 2 + 80 - 64
+    assert db[saver.context.collections.blobs].count_documents({"thread_id": "t"}) == 0
     _cold(saver, redis_client)
     assert _history(saver, "t") == _history(ref, "t")
 

@@ -20,7 +20,7 @@ from langgraph_durable.runtime.base import SaverRuntime
 from langgraph_durable.testing import mongo_server, redis_server, unique_options, wait_for
 from tests.cli.clikit import build_graph, first_input
 
-INDEX_NAMES = ["_id_", "run_id", "thread_ns_checkpoint"]
+INDEX_NAMES = ["_id_", "run_id", "thread_ns_checkpoint", "thread_ns_vals"]  # checkpoints
 
 
 def _checkpoint(n: int) -> dict:

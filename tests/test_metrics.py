@@ -72,6 +72,8 @@ def test_known_calls_give_exact_counts_in_otel_and_stats(redis_url: str, mongo_u
         durable_bytes = sum(len(d["checkpoint"]) + len(d["metadata"])
                             for d in db[cols.checkpoints].find())
         durable_bytes += sum(len(d["data"]) for d in db[cols.blobs].find())
+        durable_bytes += sum(len(e["data"]) for d in db[cols.checkpoints].find()
+                             for e in d.get("vals", []))  # the values inside checkpoints
         durable_bytes += sum(len(w["data"]) for d in db[cols.writes].find()
                              for w in d["writes"])  # a document per put_writes call
     stats = saver.stats()  # flusher stopped: nothing changes any more
@@ -84,8 +86,9 @@ def test_known_calls_give_exact_counts_in_otel_and_stats(redis_url: str, mongo_u
         assert _value(pts, "langgraph_durable.reads", tier=tier) == 1
     f = stats["flush"]
     assert f["entries"] == 5 and f["dead_letters"] == 0 and f["retries"] == 0
-    assert f["documents"] == 3 + 3 + 2  # checkpoints, blobs, writes (one per call)
-    assert _value(pts, "langgraph_durable.flush.documents") == 8
+    # checkpoints (their small values inside), writes (one document per put_writes call)
+    assert f["documents"] == 3 + 2
+    assert _value(pts, "langgraph_durable.flush.documents") == 5
     assert f["batch_size"]["sum"] == 5 and f["lag_s"]["count"] == 5
     assert _value(pts, "langgraph_durable.flush.batch_size") == (f["batches"], 5)
     count, total = _value(pts, "langgraph_durable.flush.lag")

@@ -16,6 +16,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_durable import DurableSaver
 from langgraph_durable.core import schema
 from langgraph_durable.core.records import SCHEMA_VERSION
+from langgraph_durable.durable import inline
 from langgraph_durable.errors import SchemaVersionError
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.plans import (
@@ -24,6 +25,13 @@ from langgraph_durable.plans import (
 from langgraph_durable.testing import unique_options
 
 from .write_forms import ungroup
+
+
+@pytest.fixture(autouse=True)
+def _values_in_blobs_documents(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data these tests migrate predates inline channel values: every value a blobs
+    document (``durable/inline.py``; the in-process flusher reads the bound per call)."""
+    monkeypatch.setattr(inline, "INLINE_MAX_BYTES", -1)
 
 
 def _fill(saver: DurableSaver, thread: str = "old") -> Any:

@@ -26,6 +26,9 @@ from langgraph.types import Command
 
 from langgraph_durable import DurableSaver
 from langgraph_durable.errors import ThreadDeletedError
+from langgraph_durable.io.drivers import run_sync
+from langgraph_durable.plans.admin import release_plan
+from langgraph_durable.plans.migrations import migrate_plan
 from langgraph_durable.testing import drop_namespace, unique_options
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,6 +111,23 @@ OLD_FLUSH_AND_READ = GRAPH + textwrap.dedent("""
 """)
 
 
+OLD_READ_COLD = GRAPH + textwrap.dedent("""
+    import json, os, sys
+    from langgraph_durable import DurableSaver
+    from langgraph_durable.errors import SchemaVersionError
+    opts = {"key_prefix": os.environ["KEY_PREFIX"], "database": os.environ["DATABASE"]}
+    urls = os.environ["REDIS_URL"], os.environ["MONGODB_URL"]
+    with DurableSaver.from_urls(*urls, flusher="off", **opts) as saver:
+        try:
+            saver.get_tuple(cfg("t-inline"))
+            refused = None
+        except SchemaVersionError as exc:
+            refused = str(exc)
+    import langgraph_durable
+    json.dump({"refused": refused, "file": langgraph_durable.__file__}, sys.stdout)
+""")
+
+
 @pytest.fixture(scope="module")
 def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding ``ad6c001``'s ``langgraph_durable`` package (for PYTHONPATH)."""
@@ -157,6 +177,21 @@ def test_threads_of_the_previous_release_read_continue_delete_and_flush_with_thi
             assert len(list(saver.list(cfg("t-flushed")))) == 6
             count.invoke({"n": 20}, cfg("t-flushed"))  # continues the old thread
             assert count.get_state(cfg("t-flushed")).values == {"n": 21, "paid": ""}
+            # MongoDB alone: the old release's blobs documents and this code's inline values
+            saver.flush()
+            assert docs.count_documents({"thread_id": "t-flushed", "v": 4}) == 3
+            hot = [(t.config, t.checkpoint, t.pending_writes)
+                   for t in saver.list(cfg("t-flushed"))]
+            assert len(hot) == 9
+            run_sync(release_plan(saver.context, "t-flushed"), saver.sync_clients)
+            assert count.get_state(cfg("t-flushed")).values == {"n": 21, "paid": ""}
+            assert saver.last_read_tier == "durable"
+            assert [(t.config, t.checkpoint, t.pending_writes)
+                    for t in saver.list(cfg("t-flushed"))] == hot
+            # ... and migrate leaves both forms readable (it rewrites only older versions)
+            assert run_sync(migrate_plan(saver.context), saver.sync_clients) == {
+                "checkpoints": 0, "blobs": 0, "writes": 0}
+            assert count.get_state(cfg("t-flushed")).values == {"n": 21, "paid": ""}
             # the journaled effect is not called again when the old run resumes here
             assert pay.invoke(Command(resume="yes"), cfg("t-effect")) == {
                 "n": 0, "paid": "receipt-1:yes"}
@@ -178,11 +213,18 @@ def test_threads_of_the_previous_release_read_continue_delete_and_flush_with_thi
         assert _old(OLD_FLUSH_AND_READ, previous_release, env) == {
             "values": {"n": 41}, "outbox": 0}
         assert docs.count_documents({"thread_id": "t-new"}) == 3
+        # a checkpoint document holding inline values: the old release refuses it
+        with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:  # type: ignore[arg-type]
+            counting.compile(checkpointer=saver).invoke({"n": 50}, cfg("t-inline"))
+            saver.flush()
+            run_sync(release_plan(saver.context, "t-inline"), saver.sync_clients)
+        refused = _old(OLD_READ_COLD, previous_release, env)["refused"]
+        assert refused is not None and "has schema version 4, newer than" in refused
     finally:
         drop_namespace(redis_url, mongo_url, str(opts["key_prefix"]), str(opts["database"]))
 
 
-OLD_READ_COLD = textwrap.dedent("""
+OLD_READ_GROUPED = textwrap.dedent("""
     import json, os, sys
     from langgraph_durable import DurableSaver
     from langgraph_durable.errors import SchemaVersionError
@@ -214,7 +256,7 @@ def test_the_previous_release_refuses_a_writes_document_of_one_call(
             saver.put_writes(cfg, [("a", 1), ("b", 2)], "task-1")
             saver.flush()
             saver.sync_clients.redis.delete(*saver.context.keys("t-grouped").all)
-        got = _old(OLD_READ_COLD, previous_release, env)
+        got = _old(OLD_READ_GROUPED, previous_release, env)
         assert "has schema version 5, newer than 1" in got["refused"]
     finally:
         drop_namespace(redis_url, mongo_url, str(opts["key_prefix"]), str(opts["database"]))

@@ -15,6 +15,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from langgraph_durable import DurableSaver, ThreadInfo
 from langgraph_durable.core.records import checkpoint_time_s
+from langgraph_durable.durable.inline import split_key
 
 from .graphs import CONFIG, THREAD, build_delta, delta_script
 from .test_graph_equivalence import Run
@@ -53,7 +54,10 @@ def stored(saver: DurableSaver, thread: str) -> dict[str, Any]:
     return {
         "checkpoints": sorted(d["checkpoint_id"] for d in db[cols.checkpoints].find(q)),
         "writes": sorted(d["checkpoint_id"] for d in db[cols.writes].find(q)),
-        "blobs": sorted(int(d["version"].split(".")[0]) for d in db[cols.blobs].find(q)),
+        # stored values: blobs documents and those inside checkpoints (durable/inline.py)
+        "blobs": sorted([int(d["version"].split(".")[0]) for d in db[cols.blobs].find(q)]
+                        + [int(split_key(e["k"])[1].split(".")[0])
+                           for d in db[cols.checkpoints].find(q) for e in d.get("vals", [])]),
         "redis": sorted(m.split(b"\x00")[1].decode() for m in r.zrange(keys.idx, 0, -1)),
         "redis_blobs": r.hlen(keys.bl),
     }

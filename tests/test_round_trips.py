@@ -116,6 +116,44 @@ def test_cold_latest_get_tuple_after_redis_is_emptied(counted, redis_client) -> 
     assert mongo_trips == ["find", "aggregate", "aggregate"]
 
 
+def test_cold_get_tuple_finds_inherited_values_in_the_same_two_rounds(
+        counted, redis_client) -> None:
+    saver, counter, mongo = counted
+    cfg = {"configurable": {"thread_id": "inh", "checkpoint_ns": ""}}
+    big = "b" * 5000  # over inline.INLINE_MAX_BYTES: a blobs document
+    cp = _checkpoint(1)
+    cp["channel_values"].update(user="ada", big=big)
+    cp["channel_versions"].update(user=f"{1:032}.1", big=f"{1:032}.1")
+    saved = saver.put(cfg, cp, {"step": -1}, dict(cp["channel_versions"]))
+    cp2 = _checkpoint(2)  # user and big inherited from the first checkpoint
+    cp2["channel_values"].update(user="ada", big=big)
+    cp2["channel_versions"].update(user=f"{1:032}.1", big=f"{1:032}.1")
+    saved = saver.put(saved, cp2, {"step": 0}, _versions(2))
+    saver.put_writes(saved, [("count", 3)], "task-1")
+    from langgraph_durable.io.drivers import run_sync
+    from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
+
+    run_sync(flush_batch_plan(saver.context, consumer_name(), block_ms=0, claim=False),
+             saver.sync_clients)
+    db, cols = saver.sync_clients.db, saver.context.collections
+    assert [d["channel"] for d in db[cols.blobs].find({"thread_id": "inh"})] == ["big"]
+    before = saver.get_tuple(cfg)
+    drop_key_prefix(redis_client, saver.config.key_prefix)
+    mongo.names.clear()
+    redis_trips = _sent(counter, lambda: saver.get_tuple(cfg))
+    mongo_trips = list(mongo.names)
+    after = saver.get_tuple(cfg)
+    assert saver.last_read_tier == "durable"
+    assert after.checkpoint == before.checkpoint
+    assert after.checkpoint["channel_values"] == {"messages": ["m", "m"], "count": 2,
+                                                  "user": "ada", "big": big}
+    # as before inline values: the checkpoint, then one aggregate for the values (its own,
+    # the first checkpoint's inside that document, big's blobs document: $unionWith) and
+    # one for the writes, concurrent, each joining the items
+    assert redis_trips == 2
+    assert mongo_trips == ["find", "aggregate", "aggregate"]
+
+
 def _versions(n: int) -> dict:
     return {"messages": f"{n:032}.1", "count": f"{n:032}.1"}
 

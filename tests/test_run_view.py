@@ -18,6 +18,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from langgraph_durable import DurableSaver
 from langgraph_durable.dashboard import create_app
+from langgraph_durable.durable.inline import split_key
 from langgraph_durable.inspection import runview
 from langgraph_durable.testing import unique_options
 
@@ -175,6 +176,9 @@ def test_the_storage_panel_and_its_api_show_the_stored_bytes(
     db = saver.sync_clients.db
     cold_all = sum(len(bson.encode(d)) for d in db[saver.context.collections.blobs].find(
         {"thread_id": "oslo", "channel": "messages"}))
+    cold_all += sum(len(bson.encode(e)) for d in db[saver.context.collections.checkpoints]
+                    .find({"thread_id": "oslo"}) for e in d.get("vals", [])
+                    if split_key(e["k"])[0] == "messages")  # values inside checkpoints
     items = sum(len(bson.encode(d)) for d in db[saver.context.collections.items].find(
         {"thread_id": "oslo"}))
     data = json.loads(page.request.get(served + "api/thread/oslo/size").text())

@@ -18,6 +18,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.durable import inline
 from langgraph_durable.errors import ConfigurationError
 from langgraph_durable.testing import drop_key_prefix, unique_options
 
@@ -167,7 +168,9 @@ def test_messages_serialized_before_the_assignment_are_stored_again_by_the_new_o
     saver.flush()
     db = saver.sync_clients.db
     cols = saver.context.collections
-    blobs = {d["version"]: d["refs"] for d in db[cols.blobs].find({"thread_id": "t"})}
+    blobs = {inline.split_key(e["k"])[1]: e["refs"]  # the manifests, inside checkpoints
+             for d in db[cols.checkpoints].find({"thread_id": "t"}) for e in d["vals"]}
+    assert db[cols.blobs].count_documents({"thread_id": "t"}) == 0
     kinds = {bytes(d["d"]): d["type"] for d in db[cols.items].find({"thread_id": "t"})}
     assert len(kinds) == 3  # h1 plain, then h1 and a1 encrypted
     assert [kinds[bytes(r)] for r in blobs[f"{1:032}.0"]] == ["msgpack"]

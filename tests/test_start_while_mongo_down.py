@@ -13,7 +13,7 @@ from faults.tiers import wait_for
 from langgraph_durable import DurableSaver, TierUnavailableError
 from langgraph_durable.testing import mongo_server, unique_options
 
-INDEX_NAMES = ["_id_", "run_id", "thread_ns_checkpoint"]
+INDEX_NAMES = ["_id_", "run_id", "thread_ns_checkpoint", "thread_ns_vals"]  # checkpoints
 
 
 def _checkpoint(value: int) -> dict:

@@ -47,6 +47,7 @@ from langgraph_durable import (
     StateVersionError,
 )
 from langgraph_durable.core.state_versions import marked_versions as sv_marked
+from langgraph_durable.durable import documents as D
 from langgraph_durable.testing import drop_key_prefix, unique_options
 
 PLAN = ["fetch", "parse", "report"]
@@ -432,10 +433,10 @@ def test_the_next_put_stores_the_migrated_values(open_saver: Callable[..., Durab
     assert got.checkpoint["channel_values"]["plan"] == PLAN
     assert "steps" not in got.checkpoint["channel_values"]
     assert got.checkpoint["channel_versions"]["plan"] == plan_version
-    with pymongo.MongoClient(mongo_url) as m:
-        blobs = m[fresh.config.database]["blobs"]
-        assert blobs.count_documents({"thread_id": "p-paused",
-                                      "_id": {"$regex": "plan"}}) >= 1
+    with pymongo.MongoClient(mongo_url) as m:  # the migrated value, inside its checkpoint
+        cps = m[fresh.config.database]["checkpoints"]
+        assert cps.count_documents({"thread_id": "p-paused",
+                                    "vals.k": D.doc_id("plan", plan_version)}) == 1
     rest = v2_builder().compile(checkpointer=fresh)
     rest.invoke(None, cfg("p-paused"))
     assert rest.get_state(cfg("p-paused")).values == DONE

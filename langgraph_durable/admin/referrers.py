@@ -23,7 +23,8 @@ needs its own reader in ``extref_gc.py``.
 ========== ======= ============= ==========================================================
 kind       Redis   MongoDB       values
 ========== ======= ============= ==========================================================
-checkpoint ``cp``  checkpoints   the checkpoint (without channel values) and its metadata
+checkpoint ``cp``  checkpoints   the checkpoint and its metadata; in MongoDB also the small
+                                 channel values it introduced (``vals``)
 channel    ``bl``  blobs         one channel value per (namespace, channel, version)
 write      ``w``   writes        pending writes' values (one, or one call's: ``writes``)
 item       ``it``  items         one item of a list value (a node holds digests only)
@@ -46,6 +47,7 @@ import ormsgpack
 
 from ..core.items import NODE_MAGIC
 from ..core.records import CheckpointRecord, Typed, WriteRecord, unpack_blob
+from ..durable.inline import inline_values
 from ..hot.effects import TRUST_FIELD
 from ..hot.keys import binding_key, heartbeats_key, thread_keys_of
 from ..outbox.group import dead_letter_key
@@ -109,6 +111,13 @@ def _typed_fields(*pairs: tuple[str, str]) -> Callable[[Mapping[str, Any]], list
     return values
 
 
+def _checkpoint_document(doc: Mapping[str, Any]) -> list[Typed]:
+    """The checkpoint's and metadata's references, and those of the channel values inside
+    the document (``vals``: ``durable/inline.py``)."""
+    own = _typed_fields(("type", "checkpoint"), ("metadata_type", "metadata"))(doc)
+    return own + _extref(inline_values(doc).values())
+
+
 def _checkpoint_hash(_field: bytes, raw: bytes, _where: str) -> list[Typed]:
     rec = CheckpointRecord.unpack("", "", raw, _EMPTY_INDEX)
     return _extref((rec.checkpoint, rec.metadata))
@@ -151,9 +160,10 @@ def _effect_document(doc: Mapping[str, Any]) -> list[Typed]:
 
 REFERRERS: tuple[Referrer, ...] = (
     Referrer("checkpoint", "cp", "checkpoints",
-             {"$or": [{"type": EXTREF_TYPE}, {"metadata_type": EXTREF_TYPE}]},
-             ("type", "checkpoint", "metadata_type", "metadata"), _checkpoint_hash,
-             _typed_fields(("type", "checkpoint"), ("metadata_type", "metadata"))),
+             {"$or": [{"type": EXTREF_TYPE}, {"metadata_type": EXTREF_TYPE},
+                      {"vals.type": EXTREF_TYPE}]},
+             ("type", "checkpoint", "metadata_type", "metadata", "checkpoint_ns", "vals"),
+             _checkpoint_hash, _checkpoint_document),
     Referrer("channel value", "bl", "blobs", {"type": EXTREF_TYPE}, ("type", "data"),
              _blob_hash, _typed_fields(("type", "data"))),
     Referrer("pending write", "w", "writes",

@@ -55,7 +55,6 @@ from ..core.records import (
 from ..core.schema import check_not_newer
 from ..durable.chunks import split_all, upserts
 from ..durable.documents import (
-    blob_doc,
     blob_value_of,
     checkpoint_doc,
     item_doc,
@@ -64,6 +63,7 @@ from ..durable.documents import (
     upsert,
     upsert_item,
 )
+from ..durable.inline import inline_values, place_values
 from ..durable.write_groups import pending_of, write_docs
 from ..errors import CorruptRecordError, InvalidIdentifierError
 from ..inspection import storage
@@ -105,7 +105,11 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
             for ref in REFERRERS}
     cps = sorted((record_of(d) for d in docs["checkpoints"]),
                  key=lambda r: (r.ns, r.checkpoint_id))
-    blobs = sorted(blob_value_of(d) for d in docs["blobs"])
+    # channel values: blobs documents and those inside checkpoints (durable/inline.py)
+    values = dict(map(blob_value_of, docs["blobs"]))
+    for d in docs["checkpoints"]:
+        values.update(inline_values(d))
+    blobs = sorted(values.items(), key=lambda kv: kv[0])
     wrecs = _pending_writes(docs["writes"])
     items = sorted(item_of(d) for d in docs["items"])
     effects = sorted(docs["effects"],
@@ -239,8 +243,10 @@ def documents_of(records: dict[str, list[dict]], thread_id: str) -> dict[str, li
             run_id=r["run_id"], md_query=tuple((k, v) for k, v in r["md"]),
             blob_fields=tuple(blob_field(r["ns"], ch, ver) for ch, ver in r["blob_fields"])))
             for r in records["checkpoint"]]
-        blobs = [blob_doc(thread_id, blob_field(r["ns"], r["channel"], r["version"]),
-                            _untyped(r["value"])) for r in records["blob"]]
+        # the small values inside the checkpoint introducing them, as the flusher does
+        blobs = place_values(thread_id, cps, {
+            blob_field(r["ns"], r["channel"], r["version"]): _untyped(r["value"])
+            for r in records["blob"]})
         writes = _write_docs(thread_id, records["write"])
         items = [item_doc(thread_id, bytes.fromhex(r["d"]), _stored(_untyped(r["value"])))
                  for r in records["item"]]
@@ -424,6 +430,6 @@ def import_(ctx: typer.Context,
             [to_pymongo(upsert(d)) for d in effects], ordered=False)
     # the target's hot keys would shadow MongoDB (kept until what they hold is flushed)
     run_sync(release_plan(saver.context, target), session.clients)
-    n = sum(len(v) for k, v in records.items() if k != "extblob")  # a write each
+    n = sum(len(records[k]) for k in ("checkpoint", "blob", "write", "item", "effect"))
     typer.echo(f"imported {n} records into thread {target}"
                + (f" and {len(extblobs)} blob-store objects" if extblobs else ""))

@@ -6,8 +6,11 @@ Every Redis envelope starts with its format version and every MongoDB document c
 in memory through a chain of small steps, one per version, registered in
 ``ENVELOPE_STEPS`` (Redis envelopes, by kind ``cp``/``w``/``bl``) and ``DOCUMENT_STEPS``
 (MongoDB documents, by collection kind). A record of a newer version than this package
-knows raises ``SchemaVersionError`` (``check_not_newer``, the one place that rule lives)
-and is never rewritten. The bulk rewrite of stored documents is ``plans/migrations.py``.
+knows raises ``SchemaVersionError`` (``check_not_newer`` for Redis envelopes and export
+records; ``check_document_version`` for MongoDB documents, whose newest readable ``v`` is
+``NEWEST_DOCUMENT_VERSION``: the forms above ``SCHEMA_VERSION`` are that format plus
+chunks, a manifest or inline values) and is never rewritten. The bulk rewrite of stored
+documents is ``plans/migrations.py``.
 
 Version 0 is the pre-release format, kept so the chain is exercised: checkpoint documents
 held the checkpoint under ``checkpoint_bytes`` and the metadata inline (a plain document,
@@ -48,6 +51,12 @@ format otherwise. Older packages refuse it with ``SchemaVersionError`` instead o
 decoding an empty value. In Redis a manifest envelope starts with the byte ``0xc1``,
 which older packages report as an undecodable record (``CorruptRecordError``)."""
 
+INLINE_VERSION = 4
+"""``v`` of a MongoDB checkpoint document holding the small channel values it introduced
+in its array ``vals`` (``durable/inline.py``): the ``SCHEMA_VERSION`` format otherwise.
+Older packages refuse it with ``SchemaVersionError`` instead of reading a checkpoint whose
+values they cannot find. Checkpoint documents without ``vals`` keep their version."""
+
 WRITES_GROUP_VERSION = 5
 """``v`` of a MongoDB writes document holding every pending write of one ``put_writes``
 call (``durable/write_groups.py``: the writes as the array ``writes``, their manifests'
@@ -55,9 +64,20 @@ digests also in the document's ``refs``). Older packages refuse it with
 ``SchemaVersionError`` instead of reading a write without ``idx`` or ``channel``."""
 
 NEWEST_DOCUMENT_VERSION = WRITES_GROUP_VERSION
-"""The newest MongoDB document ``v`` this package reads (its newest format of each
-collection); a document above it is refused with ``SchemaVersionError``. A new document
-version raises it to the highest one."""
+"""The newest ``v`` of a MongoDB document this package reads (``check_document_version``):
+``SCHEMA_VERSION`` and the forms above it (``CHUNKED_VERSION``, ``ITEMS_VERSION``,
+``INLINE_VERSION``, ``WRITES_GROUP_VERSION``), each read as its own fields say. A document
+with a higher ``v`` was written by a newer package and is refused. A new document form
+raises it."""
+
+
+def check_document_version(version: object, what: str) -> None:
+    """Raise ``SchemaVersionError`` naming ``what`` (``"MongoDB document '<_id>'"``) when
+    ``version`` is an ``int`` above ``NEWEST_DOCUMENT_VERSION``; nothing is changed."""
+    if type(version) is int and version > NEWEST_DOCUMENT_VERSION:
+        raise SchemaVersionError(
+            f"{what} has schema version {version}, newer than {NEWEST_DOCUMENT_VERSION} "
+            "understood by this langgraph_durable; upgrade the package")
 
 
 def check_not_newer(version: object, what: str, *, then: str = "") -> None:

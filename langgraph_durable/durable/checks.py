@@ -29,7 +29,7 @@ _FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
 
 _OPTIONAL: dict[str, tuple[type, ...]] = {
     "parent_checkpoint_id": _OPT_STR, "run_id": _OPT_STR, "md": _LIST, "refs": _LIST,
-    "task_path": _STR, "seq": _INT, "v": _INT}
+    "task_path": _STR, "seq": _INT, "v": _INT, "vals": _LIST}
 """Fields a document may lack, and their types when present."""
 
 _TYPE_NAMES = {str: "a string", bytes: "binary data", int: "an integer", list: "an array",

@@ -5,8 +5,9 @@ checkpoints ``checkpoint`` and ``metadata``) longer than ``THRESHOLD_BYTES`` is 
 pieces of at most ``THRESHOLD_BYTES`` stored in the ``{collection_prefix}chunks``
 collection. The owning document keeps a small descriptor in that field,
 ``{"chunks": n, "size": bytes, "sha256": hex digest}``, lists the field under
-``chunked`` and carries ``v = CHUNKED_VERSION``, so a package that predates chunking
-refuses it with ``SchemaVersionError`` instead of misreading the descriptor.
+``chunked`` and carries ``v = CHUNKED_VERSION`` (a checkpoint holding inline values keeps
+its higher ``INLINE_VERSION``), so a package that predates chunking refuses it with
+``SchemaVersionError`` instead of misreading the descriptor.
 
 A chunk document is ``{_id, thread_id, checkpoint_ns, checkpoint_id, owner, field,
 sha256, n, data}`` (``checkpoint_id`` is None for a blob's chunks). Its ``_id`` is
@@ -77,7 +78,7 @@ def split(kind: str, doc: Doc) -> tuple[Doc, list[Doc]]:
                 "data": bytes(view[i * size:(i + 1) * size]),
             })
     out["chunked"] = big
-    out["v"] = CHUNKED_VERSION
+    out["v"] = max(CHUNKED_VERSION, doc.get("v", SCHEMA_VERSION))  # inline values: theirs
     return out, chunks
 
 
@@ -151,7 +152,8 @@ def load_plan(collection: str, docs: Sequence[Doc]) -> Plan[list[Doc]]:
         for f, desc in _descriptors(d):
             new[f] = _join(d, f, desc, by_id)  # bytes: stored as BSON binary too
         del new["chunked"]
-        new["v"] = SCHEMA_VERSION
+        if new.get("v") == CHUNKED_VERSION:
+            new["v"] = SCHEMA_VERSION
         out[i] = new
     return out
 

@@ -31,7 +31,7 @@ from ..core.records import (
 from ..core.schema import (
     ITEMS_VERSION,
     SCHEMA_VERSION,
-    check_not_newer,
+    check_document_version,
     fits_int64,
     upgrade_document,
 )
@@ -97,6 +97,8 @@ INDEXES: dict[str, list[Index]] = {
         Index((("thread_id", 1), ("checkpoint_ns", 1), ("checkpoint_id", -1)),
               "thread_ns_checkpoint"),
         Index((("run_id", 1),), "run_id", sparse=True),
+        # where an older checkpoint's inline value is (durable/inline.py values_op)
+        Index((("thread_id", 1), ("checkpoint_ns", 1), ("vals.k", 1)), "thread_ns_vals"),
     ],
     "blobs": [Index((("thread_id", 1), ("checkpoint_ns", 1)), "thread_ns")],
     "writes": [
@@ -331,9 +333,9 @@ def _check(doc: DocView, kind: str) -> DocView:
             f"MongoDB document {doc.get('_id')!r} (thread {doc.get('thread_id')!r}) has "
             f"chunked fields {doc['chunked']!r} that were not reassembled before decoding "
             "(a read path misses chunks.load_plan)")
-    if v == ITEMS_VERSION and doc.get("type") == MANIFEST_TYPE:
-        return checked(doc, kind)  # the current format, holding a manifest
-    check_not_newer(v, f"MongoDB document {doc.get('_id')!r}")
+    if v > SCHEMA_VERSION:  # the current format with a manifest or inline values
+        check_document_version(v, f"MongoDB document {doc.get('_id')!r}")
+        return checked(doc, kind)
     return checked(upgrade_document(kind, doc) if v < SCHEMA_VERSION else doc, kind)
 
 

@@ -30,6 +30,7 @@ import ormsgpack
 from ..admin.referrers import REFERRERS
 from ..core.records import SEP, split_field
 from ..durable.documents import blob_ids
+from ..durable.inline import split_key
 from ..serde.external import parse_refs
 from . import storage
 from .lookup import LookupFailedError
@@ -188,7 +189,7 @@ def mongo_size(ctx: Any, db: Any, thread_id: str, found: dict[str, BlobRef]) -> 
         row = _channel(rows, d["_id"]["ns"], d["_id"]["ch"])
         row.versions, row.all_bytes = int(d["n"]), int(d["bytes"])
     latest: set[str] = set()
-    for ns in {ns for ns, _ch in rows} | {""}:
+    for ns in set(db[cols.checkpoints].distinct("checkpoint_ns", {"thread_id": thread_id})) | {""}:
         doc = db[cols.checkpoints].find_one({"thread_id": thread_id, "checkpoint_ns": ns},
                                             {"blob_fields": 1}, sort=[("checkpoint_id", -1)])
         if doc is not None:
@@ -199,6 +200,7 @@ def mongo_size(ctx: Any, db: Any, thread_id: str, found: dict[str, BlobRef]) -> 
                 {"$group": {"_id": {"ns": "$checkpoint_ns", "ch": "$channel"},
                             "bytes": size}}]):
             _channel(rows, d["_id"]["ns"], d["_id"]["ch"]).latest_bytes = int(d["bytes"])
+    inline = _inline_sizes(db[cols.checkpoints], thread_id, rows, latest)
     out.channels = sorted(rows.values(), key=lambda c: (c.ns, c.channel))
     for kind in (*PER_KIND, "chunks"):
         # writes count one each, also inside a document of one put_writes call
@@ -207,6 +209,9 @@ def mongo_size(ctx: Any, db: Any, thread_id: str, found: dict[str, BlobRef]) -> 
         got = list(db[getattr(cols, kind)].aggregate([match, {"$group": {
             "_id": None, "n": {"$sum": n}, "bytes": size}}]))
         out.kinds[kind] = Kind(int(got[0]["n"]), int(got[0]["bytes"])) if got else Kind()
+    if "checkpoints" in out.kinds:  # the values inside them are counted as channels
+        k = out.kinds["checkpoints"]
+        out.kinds["checkpoints"] = Kind(k.count, max(0, k.bytes - inline))
     out.total = sum(c.all_bytes for c in out.channels) + sum(
         k.bytes for k in out.kinds.values())
     for ref in REFERRERS:
@@ -217,6 +222,29 @@ def mongo_size(ctx: Any, db: Any, thread_id: str, found: dict[str, BlobRef]) -> 
         docs = storage.loaded(db, cols, docs)
         _refs((t for doc in docs for t in ref.of_document(doc)), found, "mongodb")
     return out
+
+
+def _inline_sizes(checkpoints: Any, thread_id: str, rows: dict[tuple[str, str], ChannelSize],
+                  latest: set[str]) -> int:
+    """Add to ``rows`` the channel values inside the thread's checkpoint documents
+    (``vals``: ``durable/inline.py``; each entry's ``$bsonSize``); returns their bytes."""
+    total = 0
+    for d in checkpoints.aggregate([
+            {"$match": {"thread_id": thread_id, "vals": {"$exists": True}}},
+            {"$project": {"_id": 0, "checkpoint_ns": 1, "vals": 1}}, {"$unwind": "$vals"},
+            {"$project": {"ns": "$checkpoint_ns", "k": "$vals.k",
+                          "bytes": {"$bsonSize": "$vals"}}}]):
+        try:
+            ch, ver = split_key(d["k"])
+        except (TypeError, ValueError):
+            continue  # a damaged entry: the reads name it
+        row = _channel(rows, d["ns"], ch)
+        row.versions += 1
+        row.all_bytes += int(d["bytes"])
+        total += int(d["bytes"])
+        if f"{d['ns']}{SEP}{ch}{SEP}{ver}" in latest:
+            row.latest_bytes += int(d["bytes"])
+    return total
 
 
 def thread_size(saver: Any, thread_id: str) -> ThreadSize:

@@ -20,10 +20,11 @@ import redis.exceptions
 
 from ..core.ops import Pipeline, Plan
 from ..core.outbox_entry import COUNTED_FIELD, OutboxEntry
-from ..core.records import SEP, CheckpointRecord, WriteRecord, unpack_blob
+from ..core.records import SEP, CheckpointRecord, Typed, WriteRecord, unpack_blob
 from ..core.store_records import STORE_KIND
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import inline as I
 from ..durable import write_groups as G
 from ..plans.context import Context
 from ..plans.effects import FX_KIND, flush_effects_plan
@@ -339,6 +340,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     need it; the others are written."""
     want: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
     put_ms: dict[tuple[str, Any], int] = {}  # (thread, member, field or digest) -> time
+    introduced: dict[tuple[str, str], set[str]] = {}  # (thread, member) -> its new values
     for eid, tid, entry in parsed:
         at = stream_ms(eid)
         kind, m, fields, digests = entry.kind, entry.member, entry.names, entry.digests
@@ -348,6 +350,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
         if kind == "cp":
             want[tid]["cp"].add(m)
             want[tid]["bl"].update(fields)
+            introduced.setdefault((tid, m), set()).update(fields)
         else:
             want[tid]["w"].update(fields)
     cmds: list[list[Any]] = []
@@ -394,19 +397,27 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
             if raw is not None and isinstance(d, bytes):  # None: deleted since
                 add("items", D.item_doc(tid, d, raw, put_ms=put_ms[(tid, d)]), raw, items)
                 nbytes += len(raw)
+        vals: dict[str, Typed | None] = {}
+        for f, raw in got.get((tid, "bl"), {}).items():
+            if raw is not None:
+                value = vals[f] = unpack_blob(raw, f"redis blob {f!r} of thread {tid!r}")
+                nbytes += len(value[1]) if value else 0
         recs, cvs = got.get((tid, "cp"), {}), got.get((tid, "cv"), {})
         for m, raw in recs.items():
             if raw is None or cvs.get(m) is None:
                 continue  # deleted since: nothing to write, nothing to resurrect
             ns, cid = m.split(SEP)
             rec = CheckpointRecord.unpack(ns, cid, raw, cvs[m])
-            add("checkpoints", D.checkpoint_doc(tid, rec, put_ms=put_ms[(tid, m)]), raw, cps)
+            # the values it introduced: the small ones inside its document (inline.py)
+            own = [(f, vals.pop(f)) for f in sorted(introduced[(tid, m)]) if f in vals]
+            doc, big_ones = I.checkpoint_docs(tid, rec, own, put_ms=put_ms[(tid, m)])
+            add("checkpoints", doc, raw, cps)
+            for b in big_ones:
+                add("blobs", b, b["data"], blobs)
             nbytes += len(rec.checkpoint[1]) + len(rec.metadata[1])
-        for f, raw in got.get((tid, "bl"), {}).items():
-            if raw is not None:
-                value = unpack_blob(raw, f"redis blob {f!r} of thread {tid!r}")
-                add("blobs", D.blob_doc(tid, f, value, put_ms=put_ms[(tid, f)]), raw, blobs)
-                nbytes += len(value[1]) if value else 0
+        for f, value in vals.items():  # its checkpoint was deleted since: as it was
+            add("blobs", D.blob_doc(tid, f, value, put_ms=put_ms[(tid, f)]),
+                value[1] if value else b"", blobs)
         by_cp: dict[tuple[str, str], list[tuple[WriteRecord, int]]] = defaultdict(list)
         for f, raw in got.get((tid, "w"), {}).items():
             if raw is not None:
@@ -427,7 +438,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     yield from insert_else_upsert(cols.items, items, D.upsert_item)
     yield from insert_else_upsert(cols.blobs, blobs, D.upsert)
     yield from insert_else_upsert(cols.writes, writes, G.upsert_any, ignore_newer=True)
-    yield from insert_else_upsert(cols.checkpoints, cps, D.upsert)
+    yield from insert_else_upsert(cols.checkpoints, cps, I.upsert_checkpoint)
     return Copied(len(cps) + len(blobs) + len(writes) + len(items), nbytes)
 
 

@@ -10,5 +10,6 @@ flusher share (the fence against writes a delete overtook, insert-once bulk writ
 ``binding``: the key prefix's binding to one database and collection_prefix (read and
 recorded at set-up by savers and flusher workers).
 Plans read time only from ``Context.clock`` and never do I/O themselves; only
-``admin.prune_plan`` still decodes (metadata, to find delta channels).
+``prune_choice.choice_plan`` (for ``admin.prune_plan``) still decodes (metadata, to find
+delta channels).
 """

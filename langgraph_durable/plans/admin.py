@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from ..core.ops import (
     BulkWrite,
@@ -28,15 +26,18 @@ from ..core.ops import (
     ask,
 )
 from ..core.outbox_entry import DeadLetter
-from ..core.records import blob_field, checkpoint_time_s, member
+from ..core.records import member
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import inline as I
 from ..durable import write_groups as G
 from ..errors import CorruptRecordError, DeadLetteredError, FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S, dead_letter_key
 from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
 from .context import Context
 from .effects import copy_effects_plan, delete_thread_effects_plan, remove_effects_plan
+from .fence import insert_else_upsert
+from .prune_choice import PruneChoice, choice_plan, unreferenced_items
 from .registry import forget_plan, register_plan
 from .tombstones import record_plan
 
@@ -183,15 +184,19 @@ def _delete_ids(collection: str, ids: Sequence[str]) -> BulkWrite:
 
 def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
             blob_fields: Sequence[str], write_ids: Sequence[str] | None = None,
-            items: Sequence[bytes] = ()) -> Plan[None]:
+            items: Sequence[bytes] = (), spill: Sequence[Doc] = ()) -> Plan[None]:
     """Delete the listed checkpoints (with their writes), blobs and items of one thread,
     both tiers: one Redis script, then one bulk delete per collection (run in parallel).
     ``write_ids``: ``_id``s of the listed checkpoints' writes when the caller has them
-    (else they are read first, in one query); ``items``: digests no kept value names."""
+    (else they are read first, in one query); ``items``: digests no kept value names;
+    ``spill``: blobs documents of values inside the listed checkpoints' documents that
+    other checkpoints name (``inline.spill_docs``), written before anything is deleted."""
     cols = ctx.collections
     members = [member(ns, c) for ns, cids in by_ns.items() for c in cids]
     if not members and not blob_fields and not items:
         return
+    if spill:  # small values (never chunked): out of the documents about to go
+        yield from insert_else_upsert(cols.blobs, list(spill), D.upsert)
     if write_ids is None and members:
         wdocs = yield from ask(Find(cols.writes, {"thread_id": thread_id},
                                     {"checkpoint_ns": 1, "checkpoint_id": 1}))
@@ -235,12 +240,16 @@ def delete_for_runs_plan(ctx: Context, run_ids: Sequence[str]) -> Plan[None]:
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     docs = yield from ask(Find(ctx.collections.checkpoints,
                                {"run_id": {"$in": [str(r) for r in run_ids]}},
-                               {"thread_id": 1, "checkpoint_ns": 1, "checkpoint_id": 1}))
+                               {"thread_id": 1, "checkpoint_ns": 1, "checkpoint_id": 1,
+                                "vals": 1, "put_ms": 1}))
     by_thread: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    spill: dict[str, list[Doc]] = defaultdict(list)
     for d in docs:
         by_thread[d["thread_id"]][d["checkpoint_ns"]].append(d["checkpoint_id"])
+        # their values stay, as blobs documents (other runs' checkpoints may name them)
+        spill[d["thread_id"]] += I.spill_docs(d["thread_id"], d)
     for tid, by_ns in by_thread.items():
-        yield from _remove(ctx, tid, by_ns, [])
+        yield from _remove(ctx, tid, by_ns, [], spill=spill[tid])
 
 
 STRATEGIES = ("keep_latest", "delete")
@@ -259,15 +268,6 @@ def check_prune(strategy: str, keep_last: int | None, older_than_s: float | None
             raise ValueError("prune keep_last applies to strategy 'keep_latest', not 'delete'")
     if older_than_s is not None and not (0 <= older_than_s < float("inf")):
         raise ValueError(f"prune older_than_s must be seconds >= 0, got {older_than_s!r}")
-
-
-def _older(checkpoint_id: str, cutoff_s: float | None) -> bool:
-    """True when the checkpoint's id time is before ``cutoff_s`` (Unix seconds); a
-    checkpoint without a readable time (not a uuid6 id) is never "older"."""
-    if cutoff_s is None:
-        return True
-    made = checkpoint_time_s(checkpoint_id)
-    return made is not None and made < cutoff_s
 
 
 def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
@@ -293,90 +293,15 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
     start_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     for tid in thread_ids:
-        chosen = yield from _prune_choice_plan(ctx, tid, strategy, keep_last, cutoff)
+        chosen = yield from choice_plan(ctx, tid, strategy, keep_last, cutoff)
         if chosen is None:
             continue
         if strategy == "delete":
             yield from delete_thread_plan(ctx, tid)
             continue
         yield from _remove(ctx, tid, chosen.checkpoints, chosen.blob_fields,
-                           chosen.write_ids)
+                           chosen.write_ids, spill=chosen.spill)
         yield from _collect_items_plan(ctx, tid, start_ms)
-
-
-@dataclass(frozen=True)
-class PruneChoice:
-    """What a prune removes of one thread, as MongoDB holds it: ``checkpoints``
-    (checkpoint_ns -> checkpoint_ids dropped), ``kept`` (checkpoints kept),
-    ``blob_fields`` (channel values no kept checkpoint refers to), ``write_ids`` (the
-    dropped checkpoints' pending writes) and ``whole_thread`` (strategy ``delete``: every
-    checkpoint goes; then ``checkpoints`` lists them all)."""
-
-    checkpoints: dict[str, list[str]]
-    kept: int
-    blob_fields: list[str]
-    write_ids: list[Any]
-    whole_thread: bool = False
-
-    @property
-    def dropped(self) -> int:
-        """Number of checkpoints removed."""
-        return sum(len(c) for c in self.checkpoints.values())
-
-
-def _prune_choice_plan(ctx: Context, tid: str, strategy: str, keep_last: int | None,
-                       cutoff: float | None, preview: bool = False
-                       ) -> Plan[PruneChoice | None]:
-    """What ``prune_plan`` removes of thread ``tid`` (reads MongoDB only); None when a
-    ``delete`` with a cutoff keeps the thread (its newest checkpoint is recent). A
-    ``delete`` lists the thread's checkpoints only for a ``preview``."""
-    cols = ctx.collections
-    q = {"thread_id": tid}
-    if strategy == "delete":
-        if cutoff is not None:
-            newest = yield from ask(Find(cols.checkpoints, q, {"checkpoint_id": 1},
-                                         sort=[("checkpoint_id", -1)], limit=1))
-            if not newest or not _older(newest[0]["checkpoint_id"], cutoff):
-                return None
-        if not preview:
-            return PruneChoice({}, 0, [], [], whole_thread=True)
-        docs = yield from ask(Find(cols.checkpoints, q, {"checkpoint_ns": 1,
-                                                         "checkpoint_id": 1}))
-        every: dict[str, list[str]] = defaultdict(list)
-        for d in docs:
-            every[d["checkpoint_ns"]].append(d["checkpoint_id"])
-        return PruneChoice(dict(every), 0, [], [], whole_thread=True)
-    docs, bdocs, wdocs = yield Parallel([
-        Find(cols.checkpoints, q, {"checkpoint": 0}),
-        Find(cols.blobs, q, {"data": 0, "refs": 0}),
-        Find(cols.writes, q, {"checkpoint_ns": 1, "checkpoint_id": 1}),
-    ])
-    non_empty = {blob_field(b["checkpoint_ns"], b["channel"], b["version"])
-                 for b in bdocs if b["type"] != "empty"}
-    all_blobs = {blob_field(b["checkpoint_ns"], b["channel"], b["version"]) for b in bdocs}
-    by_ns: dict[str, dict[str, Doc]] = defaultdict(dict)
-    for d in docs:
-        by_ns[d["checkpoint_ns"]][d["checkpoint_id"]] = d
-    # the metadata of each namespace's latest checkpoint says which channels are deltas
-    latest = [cps[max(cps)] for cps in by_ns.values()]
-    for d in (yield from C.load_plan(cols.chunks, latest)):
-        by_ns[d["checkpoint_ns"]][d["checkpoint_id"]] = d
-    drop: dict[str, list[str]] = {}
-    keep_blobs: set[str] = set()
-    kept = 0
-    for ns, cps in by_ns.items():
-        ids = sorted(cps, reverse=True)
-        heads = set(ids[:keep_last or 1])
-        if cutoff is not None:
-            heads |= {c for c in ids if not _older(c, cutoff)}
-        keep = _keep_chains(ctx, ns, cps, non_empty, heads)
-        kept += len(keep)
-        drop[ns] = [c for c in cps if c not in keep]
-        for c in keep:
-            keep_blobs |= {blob_field(ns, ch, v) for ch, v in cps[c]["blob_fields"]}
-    dropped = {(ns, c) for ns, cids in drop.items() for c in cids}
-    write_ids = [d["_id"] for d in wdocs if (d["checkpoint_ns"], d["checkpoint_id"]) in dropped]
-    return PruneChoice(drop, kept, sorted(all_blobs - keep_blobs), write_ids)
 
 
 def prune_preview_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
@@ -392,7 +317,7 @@ def prune_preview_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *
     cutoff = None if older_than_s is None else ctx.clock.time_ns() / 1e9 - older_than_s
     out: dict[str, PruneChoice | None] = {}
     for tid in thread_ids:
-        out[tid] = yield from _prune_choice_plan(ctx, tid, strategy, keep_last, cutoff,
+        out[tid] = yield from choice_plan(ctx, tid, strategy, keep_last, cutoff,
                                                  preview=True)
     return out
 
@@ -407,62 +332,15 @@ def _collect_items_plan(ctx: Context, thread_id: str, start_ms: int) -> Plan[Non
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     q = {"thread_id": thread_id}
-    bdocs, wdocs, idocs = yield Parallel([
+    bdocs, wdocs, idocs, cdocs = yield Parallel([
         Find(cols.blobs, {**q, "refs": {"$exists": True}}, {"refs": 1}),
         Find(cols.writes, {**q, "refs": {"$exists": True}}, {"refs": 1}),
         Find(cols.items, q, {"d": 1, "refs": 1, "put_ms": 1}),
+        Find(cols.checkpoints, {**q, "vals.refs": {"$exists": True}}, {"vals.refs": 1}),
     ])
-    gone = unreferenced_items([*bdocs, *wdocs], idocs, start_ms)
+    inline = [{"refs": I.inline_refs(d)} for d in cdocs]  # manifests inside checkpoints
+    gone = unreferenced_items([*bdocs, *wdocs, *inline], idocs, start_ms)
     yield from _remove(ctx, thread_id, {}, [], [], gone)
-
-
-def unreferenced_items(kept: Sequence[Doc], item_docs: Sequence[Doc],
-                       before_ms: int) -> list[bytes]:
-    """Digests of the items (``item_docs``) that no kept blob or write document names
-    (``refs``, through nodes too) and that no write stored after ``before_ms`` (a put
-    running during a prune may name an item it sent then)."""
-    nodes = {bytes(d["d"]): [bytes(c) for c in d["refs"]] for d in item_docs if d.get("refs")}
-    todo = [bytes(r) for d in kept for r in d.get("refs") or ()]
-    reached: set[bytes] = set()
-    while todo:
-        d = todo.pop()
-        if d not in reached:
-            reached.add(d)
-            todo += nodes.get(d, ())
-    return sorted(bytes(d["d"]) for d in item_docs
-                  if bytes(d["d"]) not in reached and int(d.get("put_ms") or 0) <= before_ms)
-
-
-def _keep_chains(ctx: Context, ns: str, cps: dict[str, Doc], non_empty: set[str],
-                 heads: set[str]) -> set[str]:
-    """``heads`` plus the DeltaChannel ancestors every kept checkpoint needs: from each
-    (heads, and the ancestors this adds), back to the nearest one holding a stored
-    (non-empty) value of every delta channel its metadata lists
-    (``counters_since_delta_snapshot``), so every kept checkpoint rebuilds as before."""
-    keep = set(heads)
-    todo = sorted(heads, reverse=True)
-    walked: set[tuple[str, frozenset[str]]] = set()
-    done: set[str] = set()
-    while todo:
-        head = todo.pop()
-        if head in done:
-            continue
-        done.add(head)
-        md = ctx.serde.loads_typed((cps[head]["metadata_type"], bytes(cps[head]["metadata"])))
-        delta = set((md or {}).get("counters_since_delta_snapshot") or {})
-        cur: str | None = head
-        while delta and cur in cps:
-            state = (cur, frozenset(delta))
-            if state in walked:  # an earlier walk went on from here with these needs
-                break
-            walked.add(state)
-            if cur not in keep:
-                keep.add(cur)
-                todo.append(cur)
-            fields = {ch: blob_field(ns, ch, v) for ch, v in cps[cur]["blob_fields"]}
-            delta -= {ch for ch in delta if fields.get(ch) in non_empty}
-            cur = cps[cur].get("parent_checkpoint_id")
-    return keep
 
 
 def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:

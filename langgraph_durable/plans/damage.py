@@ -74,6 +74,7 @@ def missing_values(thread_id: str, lost: Sequence[tuple[str, str]]) -> MissingVa
     return MissingValueError(
         f"checkpoint {cid!r} (thread {thread_id!r}, ns {ns!r}) names version "
         f"{version!r} of channel {channel!r}, whose value neither Redis nor MongoDB holds "
-        f"(blobs document {key!r}){more}: the record was lost or deleted by hand",
+        f"(blobs document {key!r}, nor an entry of a checkpoint document's 'vals'){more}: "
+        "the record was lost or deleted by hand",
         tier="durable", thread_id=thread_id, checkpoint_ns=ns,
         checkpoint_id=cid, key=key, channel=channel, version=version)

@@ -20,6 +20,7 @@ from ..core.ops import Find, Parallel, Plan, ask
 from ..core.records import SEP, Typed, WriteRecord, load_value, member, split_field, unpack_blob
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import inline as I
 from ..durable import write_groups as G
 from ..hot.scripts import ChainStatus, chain_op, parts_op
 from .context import Context
@@ -138,10 +139,8 @@ def _history(ctx: Context, thread_id: str, ns: str, checkpoint_id: str | None,
             for row in chain_reply.rows:
                 found = {split_field(f)[1]: unpack_blob(v, "chain") for f, v in row.seeds}
                 if row.missing:
-                    docs = yield from ask(Find(ctx.collections.blobs, {"_id": {"$in": D.blob_ids(
-                        thread_id, [f.decode() for f in row.missing])}}))
-                    docs = yield from C.load_plan(ctx.collections.chunks, docs)
-                    got = dict(map(D.blob_value_of, docs))
+                    got = yield from _values_plan(ctx, thread_id,
+                                                  [f.decode() for f in row.missing])
                     lost = [(_text(row.checkpoint_id), f.decode()) for f in row.missing
                             if f.decode() not in got]
                     if lost:
@@ -166,6 +165,18 @@ def _history(ctx: Context, thread_id: str, ns: str, checkpoint_id: str | None,
     return walk
 
 
+def _values_plan(ctx: Context, thread_id: str, fields: list[str]
+                 ) -> Plan[dict[str, Typed | None]]:
+    """The stored values of the Redis blob ``fields`` that MongoDB holds (in blobs
+    documents or inside checkpoint documents: ``inline.values_op``), by field."""
+    docs = yield from ask(I.values_op(ctx.collections, thread_id, fields))
+    bdocs, got = I.split_values(docs)
+    for d in (yield from C.load_plan(ctx.collections.chunks, bdocs)):
+        f, v = D.blob_value_of(d)
+        got[f] = v
+    return got
+
+
 def _mongo_segment(ctx: Context, thread_id: str, ns: str, cursor: str, skip_cursor: bool,
                    walk: DeltaRecords) -> Plan[str | None]:
     """Walk up to ``MONGO_BATCH`` ancestors from ``cursor`` in MongoDB; return the next id
@@ -188,19 +199,19 @@ def _mongo_segment(ctx: Context, thread_id: str, ns: str, cursor: str, skip_curs
     cids = [c for c, _, _ in chain]
     fields = sorted({f"{ns}{SEP}{ch}{SEP}{ver}" for _, _, bf in chain for ch, ver in bf
                      if ch in walk.open})
-    wdocs, bdocs, parts = yield Parallel([
+    wdocs, vdocs, parts = yield Parallel([
         Find(cols.writes, {"thread_id": thread_id, "checkpoint_ns": ns,
                            "checkpoint_id": {"$in": cids}}),
-        Find(cols.blobs, {"_id": {"$in": D.blob_ids(thread_id, fields)}}),
+        I.values_op(cols, thread_id, fields) if fields else Find(cols.blobs, {"_id": {"$in": []}}),
         parts_op(ctx.keys(thread_id).all, [member(ns, c) for c in cids], fields),
     ])
+    bdocs, blobs = I.split_values(vdocs)
     loaded = yield from C.load_plan(cols.chunks, wdocs + bdocs)  # one query for both
     wdocs, bdocs = loaded[:len(wdocs)], loaded[len(wdocs):]
     writes: dict[str, Writes] = G.pending_by_checkpoint(wdocs, cids)
     for c, raw in zip(cids, parts.write_values):
         merge_writes(writes[c], writes_of(raw, f"redis thread {thread_id!r}"))
     items_of(thread_id, parts.item_digests, parts.item_values, walk.items)
-    blobs: dict[str, Typed | None] = {}
     for d in bdocs:
         f, v = D.blob_value_of(d)
         blobs[f] = v

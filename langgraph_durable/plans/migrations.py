@@ -17,8 +17,13 @@ every read reassembles (``durable/chunks.py``) before decoding. Packages from be
 chunking know only version 1 and refuse such a document with ``SchemaVersionError``
 (never misreading a descriptor as the value); the documents without chunks stay version
 1 and readable by them. ``migrate`` leaves chunked documents as they are, and documents
-holding a manifest (``schema.ITEMS_VERSION``) too. Converting whole-list values to
-manifests is the second pass of ``migrate``: ``item_migration.py``.
+holding a manifest (``schema.ITEMS_VERSION``) or inline channel values
+(``schema.INLINE_VERSION``, ``durable/inline.py``) too. Converting whole-list values to
+manifests is the second pass of ``migrate``: ``item_migration.py``. Channel values in
+blobs documents written before inline values stay there: every read finds a value in
+either place (a checkpoint inherits values from older checkpoints, so reads must look in
+both anyway), and moving them would rewrite every checkpoint document of every thread for
+no read that gets faster (docs/storage.md).
 """
 
 from __future__ import annotations
@@ -28,17 +33,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypedDict
 
-from ..core.items import MANIFEST_TYPE
 from ..core.ops import BulkWrite, Doc, Find, FindOne, FindOneAndUpdate, Mongo, Plan, ReplaceDoc
-from ..core.schema import (
-    CHUNKED_VERSION,
-    ITEMS_VERSION,
-    SCHEMA_VERSION,
-    WRITES_GROUP_VERSION,
-    upgrade_document,
-)
 from ..core.schema import DOCUMENT_STEPS as DOCUMENT_STEPS  # re-exported for compatibility
 from ..core.schema import ENVELOPE_STEPS as ENVELOPE_STEPS
+from ..core.schema import NEWEST_DOCUMENT_VERSION, SCHEMA_VERSION, upgrade_document
 from ..core.schema import upgrade_envelope as upgrade_envelope
 from ..errors import ConfigurationError, SchemaVersionError
 
@@ -130,13 +128,11 @@ def old_query() -> dict[str, object]:
 
 def _newer_query() -> dict[str, object]:
     """MongoDB filter of documents this package cannot read: a version above
-    ``SCHEMA_VERSION`` other than ``CHUNKED_VERSION`` (``SCHEMA_VERSION`` plus chunked
-    fields, which reads reassemble; see ``durable/chunks.py``), other than a manifest
-    (``ITEMS_VERSION`` with ``type`` ``items.MANIFEST_TYPE``) and other than a writes
-    document of one ``put_writes`` call (``WRITES_GROUP_VERSION`` with ``writes``)."""
-    return {"v": {"$gt": SCHEMA_VERSION, "$ne": CHUNKED_VERSION},
-            "$nor": [{"v": ITEMS_VERSION, "type": MANIFEST_TYPE},
-                     {"v": WRITES_GROUP_VERSION, "writes": {"$exists": True}}]}
+    ``schema.NEWEST_DOCUMENT_VERSION`` (the forms up to it, ``CHUNKED_VERSION``,
+    ``ITEMS_VERSION``, ``INLINE_VERSION`` and ``WRITES_GROUP_VERSION``, are the current
+    format with chunked fields, a manifest, inline values or the writes of one call, which
+    reads take as they are)."""
+    return {"v": {"$gt": NEWEST_DOCUMENT_VERSION}}
 
 
 class KindCensus(TypedDict):
@@ -185,7 +181,7 @@ def migrate_plan(ctx: Context, *, batch_size: int = 500,
         if c["newer"]:
             raise SchemaVersionError(
                 f"{c['newer']} {kind} documents (e.g. {c['newer_id']!r}) have schema version "
-                f"{c['newer_v']}, newer than {SCHEMA_VERSION} understood by this "
+                f"{c['newer_v']}, newer than {NEWEST_DOCUMENT_VERSION} understood by this "
                 "langgraph_durable; upgrade the package. Nothing was rewritten.")
     cols = ctx.collections
     done: dict[str, int] = {k: 0 for k in KINDS}

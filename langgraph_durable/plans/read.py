@@ -32,6 +32,7 @@ from ..core.records import (
 )
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import inline as I
 from ..durable import write_groups as G
 from ..errors import CorruptRecordError, MissingValueError
 from ..hot.keys import EPOCH_FIELD
@@ -338,14 +339,18 @@ def _page(ctx: Context, thread_id: str, ns: str, *, before: str | None, exact: s
         return RecordPage(thread_id, [], filter=filter, head=head, hot_items=hot_items)
     hot_writes = {r.checkpoint_id: w for r, w in rows}
     cold_recs = [r for r, hot in merged if not hot]
-    need_blobs = sorted({f for r, _ in merged for f in r.blob_fields if f not in blobs})
-    ops: list[Op[object]] = []
     # one checkpoint: its manifests' items are joined in the same round ($lookup); for a
     # page they are read once each afterwards (the versions of a list share most items)
     join = [_item_lookup(ctx, thread_id)] if len(merged) == 1 else []
-    if need_blobs:
-        ids = D.blob_ids(thread_id, need_blobs)
-        ops.append(Aggregate(cols.blobs, [{"$match": {"_id": {"$in": ids}}}, *join]))
+    if not join:  # the values the page's cold checkpoints hold themselves (inline.py)
+        kept = {r.checkpoint_id for r in cold_recs}
+        for d in docs:
+            if d["checkpoint_id"] in kept:
+                blobs.update((f, v) for f, v in I.inline_values(d).items() if f not in blobs)
+    need_blobs = sorted({f for r, _ in merged for f in r.blob_fields if f not in blobs})
+    ops: list[Op[object]] = []
+    if need_blobs:  # in blobs documents or inside the checkpoint documents of the thread
+        ops.append(I.values_op(cols, thread_id, need_blobs, join))
     if cold_recs:
         cids = [r.checkpoint_id for r in cold_recs]
         ops.append(Aggregate(cols.writes, [{"$match": {
@@ -353,7 +358,9 @@ def _page(ctx: Context, thread_id: str, ns: str, *, before: str | None, exact: s
             *join]))
         ops.append(parts_op(keys.all, [member(ns, c) for c in cids]))
     results: list[OpReply] = (yield Parallel(ops)) if ops else []
-    bdocs, bitems = joined_items(results.pop(0) if need_blobs else [])
+    vdocs, bitems = joined_items(results.pop(0) if need_blobs else [])
+    bdocs, inline = I.split_values(vdocs)
+    blobs.update(inline)
     wdocs, witems = joined_items(results.pop(0) if cold_recs else [])
     loaded = yield from C.load_plan(cols.chunks, bdocs + wdocs)  # one query for both
     bdocs, wdocs = loaded[:len(bdocs)], loaded[len(bdocs):]

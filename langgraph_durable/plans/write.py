@@ -34,6 +34,7 @@ from ..core.records import (
 )
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import inline as I
 from ..durable import write_groups as G
 from ..errors import (
     ConcurrentRunError,
@@ -366,13 +367,13 @@ def put_plan(ctx: Context, put: PreparedPut) -> Plan[RunnableConfig]:
     if ctx.config.durability == "strict":
         cols = ctx.collections
         at = stream_ms(entry)
-        (cp_doc,), cp_chunks = C.split_all("checkpoints",
-                                           [D.checkpoint_doc(tid, put.record, put_ms=at)])
-        blob_docs, blob_chunks = C.split_all(
-            "blobs", (D.blob_doc(tid, f, t, put_ms=at) for f, t in put.blobs))
+        # the small values inside the checkpoint document, as the flusher writes them
+        cp_doc, big_ones = I.checkpoint_docs(tid, put.record, put.blobs, put_ms=at)
+        (cp_doc,), cp_chunks = C.split_all("checkpoints", [cp_doc])
+        blob_docs, blob_chunks = C.split_all("blobs", big_ones)
         yield from _strict_items(ctx, tid, put.args.items, at, cp_chunks + blob_chunks)
-        ops: list[Op[object]] = [BulkWrite(cols.checkpoints, [D.upsert(cp_doc)])]
-        if put.blobs:
+        ops: list[Op[object]] = [BulkWrite(cols.checkpoints, [I.upsert_checkpoint(cp_doc)])]
+        if blob_docs:
             ops.append(BulkWrite(cols.blobs, [D.upsert(d) for d in blob_docs]))
         yield Parallel(ops)
         # a delete that ran since the Redis write must not be undone by this MongoDB write

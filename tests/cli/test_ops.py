@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pymongo
+import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
+from langgraph_durable.durable import inline
 from langgraph_durable.hot.keys import CONSUMER_GROUP, heartbeats_key
 from langgraph_durable.outbox.flusher import dead_letter_key
 from langgraph_durable.testing import wait_for
@@ -324,9 +326,10 @@ def test_migrate_rewrites_old_documents_resumably(cli: Cli, t1: dict) -> None:
     assert cli.json("show", "t1") == before
     with cli.saver(flusher="off") as s:
         db = s.sync_clients.db
-        db[s.context.collections.blobs].update_one({}, {"$set": {"v": 5}})
+        db[s.context.collections.checkpoints].update_one({}, {"$set": {"v": 99}})
     r = cli("migrate", code=1)
-    assert r.stderr.startswith("error: 1 blobs documents (e.g. ") and "version 5" in r.stderr
+    assert r.stderr.startswith("error: 1 checkpoints documents (e.g. ") \
+        and "version 99" in r.stderr
     assert r.stderr.count("\n") == 1
 
 
@@ -391,10 +394,13 @@ def _writes_of(col: Any, *channels: str) -> list[dict]:
     return [w for w in out if not channels or w["channel"] in channels]
 
 
-def test_migrate_converts_whole_lists_to_manifests(cli: Cli) -> None:
+def test_migrate_converts_whole_lists_to_manifests(cli: Cli,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A thread written with whole lists (list_items=False): ``migrate`` stores its list
     values as manifests over items (MongoDB only), reads stay the same, a second run
     converts nothing; ``--dry-run`` counts only."""
+    # written as before inline values (every value a blobs document, which migrate reads)
+    monkeypatch.setattr(inline, "INLINE_MAX_BYTES", -1)
     with cli.saver(list_items=False) as s:
         build_graph(s, ask=True).invoke(first_input(), {"configurable": {"thread_id": "w"}})
         s.flush()

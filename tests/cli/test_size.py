@@ -11,6 +11,7 @@ import bson
 import redis
 
 from langgraph_durable.core.records import blob_field
+from langgraph_durable.durable.inline import split_key
 from langgraph_durable.serde import ExternalRefSerializer, LocalBlobStore
 
 from .clikit import Cli, build_graph, first_input
@@ -43,6 +44,15 @@ def _expected(cli: Cli, thread: str) -> dict[str, Any]:
             row[2] += 1
             if d["version"] == str(latest.get(d["channel"])):
                 row[0] = n
+        for d in db[cols.checkpoints].find({"thread_id": thread, "checkpoint_ns": ""}):
+            for e in d.get("vals", []):  # values inside checkpoint documents: each entry
+                ch, ver = split_key(e["k"])
+                n = len(bson.encode(e))
+                row = cold.setdefault(ch, [0, 0, 0])
+                row[1] += n
+                row[2] += 1
+                if ver == str(latest.get(ch)):
+                    row[0] = n
         writes_hot = [r.hstrlen(keys.w, f) for f in r.hkeys(keys.w)]
         items_hot = [r.hstrlen(keys.it, f) for f in r.hkeys(keys.it)]
         wdocs = list(db[cols.writes].find({"thread_id": thread}))

@@ -95,18 +95,21 @@ def test_a_round_copies_its_own_pending_entries_and_acknowledges_them() -> None:
     tiers.pending = [(EID, tiers.cp_entry), (b"1699999999000-1", tiers.w_entry)]
     done = drive(flush_batch_plan(ctx, "me", block_ms=10, claim=False), tiers)
     # own pending (XREADGROUP 0), the records (HMGET: the entries carry their sizes, so
-    # no HSTRLEN), three bulk writes, the tombstones, the acknowledgement
-    assert done.kinds() == ["Pipeline", "Pipeline", "BulkWrite", "BulkWrite", "BulkWrite",
+    # no HSTRLEN), two bulk writes (the small channel value is inside its checkpoint's
+    # document: no blobs document), the tombstones, the acknowledgement
+    assert done.kinds() == ["Pipeline", "Pipeline", "BulkWrite", "BulkWrite",
                             "Pipeline", "ack_settle"]
     assert [op.commands[0][0] for op in done.ops[:2] if isinstance(op, Pipeline)] == [
         "XREADGROUP", "HMGET"]
-    tomb = done.ops[5]  # the deletes' tombstones, after the writes, before the ack
+    tomb = done.ops[4]  # the deletes' tombstones, after the writes, before the ack
     assert isinstance(tomb, Pipeline) and tomb.commands == [["HGETALL", ctx.keys("t").gone]]
     cols = ctx.collections
     assert [op.collection for op in done.ops if isinstance(op, BulkWrite)] == [
-        cols.blobs, cols.writes, cols.checkpoints]  # blobs and writes before checkpoints
-    for op in done.ops[2:5]:  # new documents are inserted, not upserted
+        cols.writes, cols.checkpoints]  # writes before checkpoints
+    for op in done.ops[2:4]:  # new documents are inserted, not upserted
         assert isinstance(op, BulkWrite) and all(isinstance(r, InsertDoc) for r in op.requests)
+    (cp,) = done.ops[3].requests  # type: ignore[attr-defined]
+    assert cp.doc["v"] == 4 and [e["k"] for e in cp.doc["vals"]] == ["1:v|1:1"]
     ack = done.ops[-1]
     assert isinstance(ack, Script)
     assert list(ack.keys) == [ctx.outbox, *ctx.keys("t").all]
@@ -115,7 +118,7 @@ def test_a_round_copies_its_own_pending_entries_and_acknowledges_them() -> None:
                               ctx.config.hot_max_checkpoints, 2, EID, m, 0,
                               b"1699999999000-1", m, 0]
     stats = done.result
-    assert (stats.entries, stats.documents, stats.dead, stats.outbox_length) == (2, 3, 0, 0)
+    assert (stats.entries, stats.documents, stats.dead, stats.outbox_length) == (2, 2, 0, 0)
     assert stats.lags_s == [1.0, 1.0]  # read from ctx.clock
 
 
@@ -296,7 +299,7 @@ def test_a_thread_whose_settle_failed_is_dead_lettered_after_its_acknowledgement
     letter = dict(zip(done.ops[xadd_at].commands[0][3::2], done.ops[xadd_at].commands[0][4::2]))
     assert (letter[b"step"], letter[b"error"]) == (
         b"settle", b"settle failed: WRONGTYPE Operation against a key")
-    assert done.result.dead == 1 and done.result.documents == 2  # written: cp, blob
+    assert done.result.dead == 1 and done.result.documents == 1  # written: cp (value inside)
 
 
 def test_a_missing_group_is_created_again() -> None:
@@ -371,13 +374,13 @@ def test_entries_without_sizes_are_measured_in_redis_and_grouped_by_bytes(
         ["HSTRLEN", k.cp, member("", IDS[0])],
         *(["HSTRLEN", k.bl, f] for f in ormsgpack.unpackb(old[0][b"p"])[2]),
         ["HSTRLEN", k.w, tiers.wfield]]
-    assert done.result.documents == 3
+    assert done.result.documents == 2  # the checkpoint (its value inside) and the write
     # sizes past the round's bound split the round into groups: two record reads
     monkeypatch.setattr("langgraph_durable.outbox.rounds.ROUND_BYTES", 15)
     tiers.pending = [(EID, tiers.cp_entry), (b"1699999999000-1", tiers.w_entry)]
     again = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
     reads = [op for op in again.ops if isinstance(op, Pipeline) and op.commands[0][0] == "HMGET"]
-    assert len(reads) == 2 and again.result.documents == 3
+    assert len(reads) == 2 and again.result.documents == 2
 
 
 def test_a_round_after_a_clean_one_does_not_ask_for_own_pending_entries() -> None:

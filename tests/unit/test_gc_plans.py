@@ -62,14 +62,15 @@ def test_references_are_read_from_redis_hashes_then_every_mongodb_collection() -
     assert [list(c) for c in hscan.commands] == [  # no index, stream nor foreign key
         ["HSCAN", k, 0, "COUNT", 1000] for k in (t.bl, t.w, t.cp, t.fx)]
     assert [(f.collection, f.filter) for f in finds if isinstance(f, Find)] == [
-        ("checkpoints", {"$or": [{"type": "extref"}, {"metadata_type": "extref"}]}),
+        ("checkpoints", {"$or": [{"type": "extref"}, {"metadata_type": "extref"},
+                                 {"vals.type": "extref"}]}),  # and its inline values
         ("blobs", {"type": "extref"}),
         ("writes", {"$or": [{"type": "extref"}, {"writes.type": "extref"}]}),
         ("items", {"type": "extref"}), ("effects", {"state": "done"})]
     first = finds[0]
     assert isinstance(first, Find) and dict(first.projection or {}) == {
-        "type": 1, "checkpoint": 1, "metadata_type": 1, "metadata": 1, "thread_id": 1,
-        "chunked": 1}
+        "type": 1, "checkpoint": 1, "metadata_type": 1, "metadata": 1, "checkpoint_ns": 1,
+        "vals": 1, "thread_id": 1, "chunked": 1}
     assert (first.sort, first.limit) == ([("_id", 1)], 1000)
 
 

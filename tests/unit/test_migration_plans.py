@@ -20,24 +20,29 @@ from langgraph_durable.core.ops import (
     Op,
     ReplaceDoc,
 )
-from langgraph_durable.core.schema import SCHEMA_VERSION
+from langgraph_durable.core.schema import (
+    INLINE_VERSION,
+    NEWEST_DOCUMENT_VERSION,
+    SCHEMA_VERSION,
+    WRITES_GROUP_VERSION,
+)
 from langgraph_durable.errors import ConfigurationError, SchemaVersionError
 from langgraph_durable.plans import migrations as M
 
 from .stepping import Drive, context, drive
 
 OLD = M.old_query()
-NEWER = {"v": {"$gt": 1, "$ne": 2}, "$nor": [{"v": 3, "type": "lgd.items"},
-                                              {"v": 5, "writes": {"$exists": True}}]}
+NEWER = {"v": {"$gt": NEWEST_DOCUMENT_VERSION}}
 
 
 def test_the_queries_name_the_versions_of_this_package() -> None:
-    # SCHEMA_VERSION 1: a document without v is version 1 (current); chunked (2) and
-    # manifests (3 with the manifest type) and writes documents of one put_writes call
-    # (5 with the array writes) are read, so they are not "newer"
+    # SCHEMA_VERSION 1: a document without v is version 1 (current); chunked (2),
+    # manifests (3), checkpoints with inline values (4) and writes documents of one
+    # put_writes call (5) are read, so not "newer"
     assert SCHEMA_VERSION == 1
+    assert NEWEST_DOCUMENT_VERSION == WRITES_GROUP_VERSION == 5 and INLINE_VERSION == 4
     assert OLD == {"v": {"$lt": 1}}
-    assert M._newer_query() == NEWER
+    assert M._newer_query() == {"v": {"$gt": NEWEST_DOCUMENT_VERSION}}
 
 
 def test_record_version_upserts_the_schema_document_with_this_prefix_as_owner() -> None:
@@ -107,7 +112,7 @@ def _census_answer(counts: dict[tuple[str, str], int]) -> Any:
             which = "old" if op.args[0] == OLD else "newer"
             return counts.get((op.collection, which), 0)
         if isinstance(op, FindOne):
-            return {"_id": f"{op.collection}-first", "v": 5}
+            return {"_id": f"{op.collection}-first", "v": 99}
         raise AssertionError(op)
     return answer
 
@@ -119,7 +124,7 @@ def test_the_census_counts_old_and_newer_documents_per_kind() -> None:
     assert done.result == {
         "checkpoints": {"old": 3, "newer": 0, "newer_id": None, "newer_v": None},
         "blobs": {"old": 0, "newer": 0, "newer_id": None, "newer_v": None},
-        "writes": {"old": 0, "newer": 2, "newer_id": "writes-first", "newer_v": 5},
+        "writes": {"old": 0, "newer": 2, "newer_id": "writes-first", "newer_v": 99},
     }
     # an example of a newer document is read only where there is one
     assert [op for op in done.ops if isinstance(op, FindOne)] == [
@@ -132,8 +137,9 @@ def test_migrate_refuses_newer_documents_and_writes_nothing() -> None:
     with pytest.raises(SchemaVersionError) as err:
         drive(M.migrate_plan(ctx), _census_answer({("blobs", "newer"): 1}), record=record)
     assert str(err.value) == (
-        "1 blobs documents (e.g. 'blobs-first') have schema version 5, newer than 1 "
-        "understood by this langgraph_durable; upgrade the package. Nothing was rewritten.")
+        "1 blobs documents (e.g. 'blobs-first') have schema version 99, newer than "
+        f"{NEWEST_DOCUMENT_VERSION} understood by this langgraph_durable; upgrade the "
+        "package. Nothing was rewritten.")
     assert {type(op).__name__ for op in record.ops} == {"Mongo", "FindOne"}
     assert all(op.method == "count_documents" for op in record.ops if isinstance(op, Mongo))
 

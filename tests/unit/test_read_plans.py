@@ -13,7 +13,9 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_durable.core.items import parse_stored
 from langgraph_durable.core.ops import Aggregate, Find, Op, Script
 from langgraph_durable.core.records import WriteRecord, member, pack_blob, unpack_blob
+from langgraph_durable.core.schema import INLINE_VERSION
 from langgraph_durable.durable import documents as D
+from langgraph_durable.durable import inline as I
 from langgraph_durable.errors import MissingValueError
 from langgraph_durable.hot.scripts import PageReply, PageRow, PartsReply
 from langgraph_durable.plans import read, write
@@ -101,7 +103,8 @@ def test_a_page_redis_answers_partly_reads_the_rest_from_mongodb() -> None:
             return page_reply([hot_row(hot)], [hot], complete=0)
         if isinstance(op, Find) and op.collection == cols.checkpoints:
             return [D.checkpoint_doc("t", cold.record, put_ms=1)]
-        if isinstance(op, Aggregate) and op.collection == cols.blobs:
+        if isinstance(op, Aggregate) and op.collection == cols.checkpoints:
+            # the value is in a blobs document (written before inline values)
             return [D.blob_doc("t", f, v) for f, v in cold.blobs]
         if isinstance(op, Aggregate) and op.collection == cols.writes:
             return [D.write_doc("t", "", IDS[0], w) for w in mongo_w]
@@ -116,9 +119,12 @@ def test_a_page_redis_answers_partly_reads_the_rest_from_mongodb() -> None:
     assert find.filter["$and"][1] == {"checkpoint_id": {"$nin": [IDS[1]]}}
     blobs, cold_writes = done.ops[3], done.ops[4]
     assert isinstance(blobs, Aggregate) and isinstance(cold_writes, Aggregate)
-    # a page of two checkpoints joins no items (read once each afterwards, when needed)
-    assert list(blobs.pipeline) == [
-        {"$match": {"_id": {"$in": D.blob_ids("t", [f for f, _ in cold.blobs])}}}]
+    # the values: inside older checkpoint documents or blobs documents, one aggregate; a
+    # page of two checkpoints joins no items (read once each afterwards, when needed)
+    fields = [f for f, _ in cold.blobs]
+    assert list(blobs.pipeline) == list(I.values_op(cols, "t", fields).pipeline)
+    assert blobs.pipeline[-1] == {"$unionWith": {"coll": cols.blobs, "pipeline": [
+        {"$match": {"_id": {"$in": D.blob_ids("t", fields)}}}]}}
     assert list(cold_writes.pipeline) == [{"$match": {
         "thread_id": "t", "checkpoint_ns": "", "checkpoint_id": {"$in": [IDS[0]]}}}]
     page = read.finish_page(ctx, done.result)
@@ -127,6 +133,31 @@ def test_a_page_redis_answers_partly_reads_the_rest_from_mongodb() -> None:
     assert page.tuples[1].pending_writes == [("task", "__error__", "new"),
                                              ("task", "v", "mongo")]
     assert (page.hot, page.durable, page.cursor) == (1, 1, IDS[0])
+
+
+def test_a_page_reads_the_values_a_cold_checkpoint_holds_inside_its_document() -> None:
+    ctx = context()
+    cold, hot = stored(ctx, 0, "zero"), stored(ctx, 1, "one")
+    cols = ctx.collections
+
+    def answer(op: Op[Any]) -> Any:
+        if isinstance(op, Script) and op.name == "page":
+            return page_reply([hot_row(hot)], [hot], complete=0)
+        if isinstance(op, Find) and op.collection == cols.checkpoints:
+            doc, big = I.checkpoint_docs("t", cold.record, cold.blobs, put_ms=1)
+            assert big == [] and doc["v"] == INLINE_VERSION
+            return [doc]
+        if isinstance(op, Aggregate) and op.collection == cols.writes:
+            return []
+        if isinstance(op, Script) and op.name == "parts":
+            return PartsReply([[]], [], [], [])
+        raise AssertionError(op)
+
+    done = drive(read.page_plan(ctx, "t", "", count=2), answer)
+    # no values aggregate: the cold checkpoint's only value came with its document
+    assert done.kinds() == ["page", "Find", "Parallel", "Aggregate", "parts"]
+    page = read.finish_page(ctx, done.result)
+    assert [t.checkpoint["channel_values"]["v"] for t in page.tuples] == ["one", "zero"]
 
 
 def test_a_trimmed_thread_answers_the_latest_of_an_unseen_namespace_from_redis() -> None:
@@ -187,24 +218,28 @@ def test_one_checkpoint_only_mongodb_holds_joins_its_items_in_the_same_round() -
         if isinstance(op, Script) and op.name == "page":
             return page_reply([], [], complete=0)
         if isinstance(op, Find) and op.collection == cols.checkpoints:
-            return [D.checkpoint_doc("t", cold.record, put_ms=1)]
-        if isinstance(op, Aggregate) and op.collection == cols.blobs:
+            return [doc]
+        if isinstance(op, Aggregate) and op.collection == cols.checkpoints:
+            # its manifest, inside its own document, with the items it names joined
             found = [D.item_doc("t", d, v) for d, v in cold.parts.items()]
-            return [{**D.blob_doc("t", f, v), "found": found} for f, v in cold.blobs]
+            return [{"checkpoint_ns": "", "vals": e, "found": found} for e in doc["vals"]]
         if isinstance(op, Aggregate) and op.collection == cols.writes:
             return []
         if isinstance(op, Script) and op.name == "parts":
             return PartsReply([[]], [], [], [])
         raise AssertionError(op)
 
+    doc, _ = I.checkpoint_docs("t", cold.record, cold.blobs, put_ms=1)
     done = drive(read.get_tuple_plan(ctx, "t", "", None), answer)
     assert done.kinds() == ["page", "Find", "Parallel", "Aggregate", "Aggregate", "parts"]
-    blobs = done.ops[3]
-    assert isinstance(blobs, Aggregate)
-    lookup = blobs.pipeline[1]["$lookup"]
-    assert (lookup["from"], lookup["localField"], lookup["foreignField"], lookup["as"]) == (
-        cols.items, "refs", "d", "found")
-    assert lookup["pipeline"][0] == {"$match": {"thread_id": "t"}}
+    values = done.ops[3]
+    assert isinstance(values, Aggregate)
+    entries = next(s["$lookup"] for s in values.pipeline if "$lookup" in s)
+    union = values.pipeline[-1]["$unionWith"]["pipeline"][1]["$lookup"]
+    for lookup, local in ((entries, "vals.refs"), (union, "refs")):
+        assert (lookup["from"], lookup["localField"], lookup["foreignField"],
+                lookup["as"]) == (cols.items, local, "d", "found")
+        assert lookup["pipeline"][0] == {"$match": {"thread_id": "t"}}
     page = read.finish_page(ctx, done.result)
     assert page.tuples[0].checkpoint["channel_values"] == {"v": ["a", "b"]}
     assert (page.hot, page.durable) == (0, 1)
