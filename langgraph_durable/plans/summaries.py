@@ -1,0 +1,399 @@
+"""The thread summary's plans (``durable/summaries.py`` holds the document): its upkeep by
+the flusher from what a round copies (``round_facts``, ``upkeep_plan``), its refresh
+from a thread's latest checkpoint (deletes, ``copy_thread``, the rebuild command:
+``refresh_plan``), a page of the thread list with the threads MongoDB lacks yet merged
+from Redis (``list_page_plan``) and the changes since a time (``changed_plan``).
+
+Writers never lose each other's changes: each reads the summaries it updates, merges
+(``summaries.merge``) and writes with the ``rev`` it read in the filter; a writer that
+lost the race gets a duplicate key and merges again (``ATTEMPTS`` times)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.checkpoint.base import WRITES_IDX_MAP
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from ..core.items import MANIFEST_TYPE, NODE_TYPE, expand, load_item
+from ..core.ops import (
+    Aggregate,
+    BulkWrite,
+    BulkWriteFailed,
+    DeleteDoc,
+    Find,
+    Parallel,
+    Pipeline,
+    Plan,
+    ReplaceDoc,
+)
+from ..core.outbox_entry import OutboxEntry
+from ..core.records import CheckpointRecord, Typed, WriteRecord, blob_field
+from ..core.thread_summary import (
+    ERROR_CHANNEL,
+    STATUSES,
+    is_message,
+    last_nodes,
+    message_text,
+    next_nodes,
+    short,
+    status_of,
+    values_of,
+)
+from ..durable import summaries as S
+from .context import NO_SERIALIZER, Context
+from .read import finish_page, page_plan
+
+log = logging.getLogger("langgraph_durable.summaries")
+
+ATTEMPTS = 5
+"""Times a summary write that lost a race to another writer is merged and tried again
+(after that the next round's write corrects it)."""
+
+MESSAGES = "messages"
+"""The channel whose messages a summary counts and takes its title and text from."""
+
+_FALLBACK = JsonPlusSerializer()
+
+
+def _serde(ctx: Context) -> Any:
+    """The serializer a summary decodes with: the context's, or LangGraph's default one
+    for a flusher given none (a standalone worker: it decodes checkpoints and messages of
+    the default types; an encrypted value stays undecoded and its fact unknown)."""
+    return _FALLBACK if ctx.serde is NO_SERIALIZER else ctx.serde
+
+
+def _error_text(value: Any) -> str:
+    if isinstance(value, BaseException):
+        return f"{type(value).__name__}: {value}"
+    return str(value)
+
+
+def _message_facts(facts: S.Facts, messages: Sequence[Any], count: int,
+                   first: bool) -> None:
+    """Title (when ``messages`` start the list: ``first``), text and count of a messages
+    value."""
+    facts.messages = count
+    if first:
+        human = next((m for m in messages if is_message(m) and m.type == "human"), None)
+        facts.title = short(message_text(human), S.TITLE_CHARS) if human else None
+    facts.recent = _recent(messages[-S.TEXT_MESSAGES:])
+
+
+def _recent(messages: Sequence[Any]) -> list[list[str]]:
+    return [[str(getattr(m, "id", None) or ""), short(message_text(m), 400)]
+            for m in messages if is_message(m)]
+
+
+def facts_of_tuple(tup: Any) -> S.Facts:
+    """The whole facts of a thread from its latest root checkpoint tuple (LangGraph's
+    ``CheckpointTuple``, values decoded), as the dashboard reads a thread."""
+    cp, md = tup.checkpoint, tup.metadata or {}
+    cid = tup.config["configurable"]["checkpoint_id"]
+    writes: dict[str, dict[str, Any]] = {}
+    for i, (task, channel, value) in enumerate(tup.pending_writes or []):
+        if channel in S.WRITE_CHANNELS:
+            vals = values_of([(task, channel, value)], channel)
+            writes[S.write_key(task, WRITES_IDX_MAP.get(channel, i))] = S.write_fact(
+                channel, vals, _error_text(vals[-1]) if channel == ERROR_CHANNEL and vals
+                else None)
+    facts = S.Facts(cid=cid, ts=cp.get("ts"), step=md.get("step"), source=md.get("source"),
+                    graph=md.get("lgd_graph"), sv=md.get("lgd_state_version"),
+                    md=S.metadata_facts(md), next=next_nodes(cp), last=last_nodes(cp),
+                    writes={cid: writes}, whole=True)
+    value = cp.get("channel_values", {}).get(MESSAGES)
+    if isinstance(value, list):
+        _message_facts(facts, value, len(value), True)
+    return facts
+
+
+def round_facts(ctx: Context, thread_id: str, recs: Iterable[CheckpointRecord],
+                writes: Iterable[tuple[str, WriteRecord]], blobs: Mapping[str, Typed | None],
+                items: Mapping[bytes, Typed]) -> S.Facts | None:
+    """What a flush round's records of ``thread_id`` say of its root namespace: its
+    newest root checkpoint of ``recs`` (checkpoint and metadata decoded), the pending
+    writes ``(checkpoint_id, record)`` on the error and interrupt channels, and, when the
+    round holds that checkpoint's ``messages`` value, its length, title (the round holds
+    the list's first item) and latest messages' text (from the items the round holds).
+    None when nothing is of the root namespace. A value that does not decode leaves its
+    fact unknown (logged by type)."""
+    serde = _serde(ctx)
+    root = [r for r in recs if r.ns == ""]
+    facts = S.Facts()
+    for cid, w in writes:
+        if w.channel in S.WRITE_CHANNELS:
+            vals: list[Any] = [None]
+            text = None
+            try:
+                vals = values_of([("", w.channel, serde.loads_typed(w.value))], w.channel)
+                text = _error_text(vals[-1]) if w.channel == ERROR_CHANNEL else None
+            except Exception as exc:  # by type only: no stored value in the logs
+                log.debug("summary of a thread: a write did not decode: %s",
+                          type(exc).__name__)
+            facts.writes.setdefault(cid, {})[S.write_key(w.task_id, w.idx)] = S.write_fact(
+                w.channel, vals, text if text is not None or w.channel != ERROR_CHANNEL
+                else "(error not decoded)")
+    if not root:
+        return facts if facts.writes else None
+    rec = max(root, key=lambda r: r.checkpoint_id)
+    try:
+        cp = serde.loads_typed(rec.checkpoint)
+        md = dict(rec.md_query) or serde.loads_typed(rec.metadata) or {}
+    except Exception as exc:
+        log.debug("summary of thread %r: checkpoint %r did not decode: %s", thread_id,
+                  rec.checkpoint_id, type(exc).__name__)
+        return facts if facts.writes else None
+    facts.cid, facts.ts = rec.checkpoint_id, cp.get("ts")
+    facts.step, facts.source = md.get("step"), md.get("source")
+    facts.graph, facts.sv = md.get("lgd_graph"), md.get("lgd_state_version")
+    facts.md, facts.next, facts.last = S.metadata_facts(md), next_nodes(cp), last_nodes(cp)
+    version = cp.get("channel_versions", {}).get(MESSAGES)
+    typed = blobs.get(blob_field("", MESSAGES, version)) if version is not None else None
+    if typed is not None:
+        try:
+            _round_messages(facts, serde, typed, items)
+        except Exception as exc:
+            log.debug("summary of thread %r: messages did not decode: %s", thread_id,
+                      type(exc).__name__)
+    return facts
+
+
+def _round_messages(facts: S.Facts, serde: Any, typed: Typed,
+                    items: Mapping[bytes, Typed]) -> None:
+    if typed[0] != MANIFEST_TYPE:
+        value = serde.loads_typed(typed)
+        if isinstance(value, list):
+            _message_facts(facts, value, len(value), True)
+        return
+    refs = typed[1]
+    try:  # every item in the round (a new thread, or nodes all present)
+        found = expand(refs, items, "the summary's messages")
+    except Exception:
+        found = []
+    if found:
+        msgs = [load_item(serde.loads_typed, t) for _d, t in found]
+        _message_facts(facts, msgs, len(msgs), True)
+        return
+    # the round holds the newest items only: the count of top-level digests (exact
+    # without nodes) and the text of the newest items held
+    digests = [refs[i:i + 16] for i in range(0, len(refs), 16)]
+    tail = [load_item(serde.loads_typed, items[d]) for d in digests[-S.TEXT_MESSAGES:]
+            if d in items and items[d][0] != NODE_TYPE]
+    facts.messages = len(digests)
+    if tail:
+        facts.recent, facts.appended = _recent(tail), True
+
+
+def _kept(ctx: Context, facts: S.Facts) -> S.Facts:
+    """``facts`` as the summary may store them: without message text and metadata when
+    the context's metadata is not queryable (an encrypting serializer: no tier holds
+    plaintext)."""
+    if not ctx.queryable:
+        facts.title = None
+        facts.recent = [] if facts.recent is not None or facts.whole else None
+        facts.md = {}
+    return facts
+
+
+def upkeep_plan(ctx: Context, facts: Mapping[str, S.Facts]) -> Plan[int]:
+    """Merge ``facts`` (per thread) into the threads' summaries: one read of them, one
+    bulk write of those that change; a write that lost a race to another writer is read
+    and merged again (``ATTEMPTS``). Without queryable metadata (an encrypting serializer)
+    no message text nor metadata is stored. Returns the summaries written."""
+    todo = {tid: _kept(ctx, f) for tid, f in facts.items()}
+    written = 0
+    cols = ctx.collections
+    for _attempt in range(ATTEMPTS):
+        now_ms = ctx.clock.time_ns() // 1_000_000
+        prevs = yield Find(cols.threads, {"_id": {"$in": [S.summary_id(t) for t in todo]}})
+        by_thread = {d["thread_id"]: d for d in prevs}
+        docs: list[tuple[str, dict[str, Any], Any]] = []
+        for tid, f in todo.items():
+            prev = by_thread.get(tid)
+            doc = S.merge(tid, prev, f, now_ms)
+            if doc is not None:
+                docs.append((tid, doc, prev))
+        if not docs:
+            return written
+        requests = [ReplaceDoc(S.guard(doc, prev), doc, upsert=True) for _t, doc, prev in docs]
+        try:
+            yield BulkWrite(cols.threads, requests)
+            return written + len(docs)
+        except BulkWriteFailed as exc:
+            if not exc.only_duplicates():
+                raise
+            lost = set(exc.duplicates())
+            written += len(docs) - len(lost)
+            todo = {docs[i][0]: todo[docs[i][0]] for i in lost}
+    if todo:  # not reached without a lost race
+        log.warning("thread summaries of %d threads lost %d races in a row; the next "
+                    "write corrects them", len(todo), ATTEMPTS)
+    return written
+
+
+def latest_facts_plan(ctx: Context, thread_id: str) -> Plan[S.Facts | None]:
+    """The whole facts of ``thread_id`` from its latest root checkpoint, both tiers
+    merged (Redis first), its values decoded with ``ctx.serde``; None when it has none."""
+    raw = yield from page_plan(ctx, thread_id, "", count=1, hot_first=True)
+    page = finish_page(ctx if ctx.serde is not NO_SERIALIZER else
+                       dataclasses.replace(ctx, serde=_FALLBACK), raw)
+    return facts_of_tuple(page.tuples[0]) if page.tuples else None
+
+
+def refresh_plan(ctx: Context, thread_ids: Iterable[str]) -> Plan[int]:
+    """Set the summaries of ``thread_ids`` to what their latest root checkpoints say (after
+    a delete, a prune, a copy; the rebuild), deleting those of threads without one.
+    Returns the summaries written or deleted."""
+    found: dict[str, S.Facts] = {}
+    gone: list[str] = []
+    for tid in dict.fromkeys(thread_ids):
+        facts = yield from latest_facts_plan(ctx, tid)
+        if facts is None:
+            gone.append(tid)
+        else:
+            found[tid] = facts
+    n = (yield from upkeep_plan(ctx, found)) if found else 0
+    if gone:
+        yield from delete_plan(ctx, gone)
+    return n + len(gone)
+
+
+def refresh_quietly_plan(ctx: Context, thread_ids: Sequence[str]) -> Plan[None]:
+    """``refresh_plan`` after a change that already succeeded (``delete_for_runs``,
+    ``copy_thread``): a failure is logged by type, not raised (the summary is derived:
+    ``langgraph-durable threads --rebuild-summary`` sets it again)."""
+    try:
+        yield from refresh_plan(ctx, thread_ids)
+    except Exception as exc:
+        log.warning("thread summaries of %d threads not refreshed: %s", len(thread_ids),
+                    type(exc).__name__)
+
+
+def delete_plan(ctx: Context, thread_ids: Sequence[str]) -> Plan[None]:
+    """Delete the summaries of ``thread_ids`` (``delete_thread``)."""
+    if thread_ids:
+        yield BulkWrite(ctx.collections.threads, [
+            DeleteDoc({"_id": S.summary_id(t), "thread_id": t}) for t in thread_ids])
+
+
+# --------------------------------------------------------------------------- the list
+
+
+HOT_SCAN = 2000
+"""Outbox entries per partition a page reads to find the threads MongoDB lacks yet."""
+
+HOT_THREADS = 100
+"""At most this many unflushed threads are merged into a page (the newest entries'); a
+larger backlog shows the rest once flushed."""
+
+
+@dataclass(frozen=True)
+class ListPage:
+    """A page of the thread list: ``rows`` (summary documents, each with its ``status``
+    at the time read), ``total`` (threads matching the query), ``counts`` (threads per
+    status matching the query but its status), ``unflushed`` (threads whose summary was
+    read from Redis, not from MongoDB)."""
+
+    rows: list[dict[str, Any]]
+    total: int
+    counts: dict[str, int]
+    unflushed: int
+
+
+def with_status(doc: dict[str, Any], now: datetime.datetime,
+                running_window_s: float) -> dict[str, Any]:
+    """``doc`` with its ``status`` at ``now`` (``core.thread_summary.status_of``)."""
+    when = doc.get("at")
+    if isinstance(when, datetime.datetime) and when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return {**doc, "at": when,
+            "status": status_of(doc["state"], when, now, running_window_s)
+            if doc.get("state") else "unknown"}
+
+
+def unflushed_threads_plan(ctx: Context) -> Plan[list[str]]:
+    """Threads with checkpoints or writes waiting in the outbox (newest first, at most
+    ``HOT_THREADS``): one ``XREVRANGE`` per partition, in one pipeline."""
+    replies = yield Pipeline([["XREVRANGE", s, "+", "-", "COUNT", HOT_SCAN]
+                              for s in ctx.outboxes], raise_on_error=False)
+    seen: dict[str, None] = {}
+    for reply in replies:
+        if isinstance(reply, Exception):
+            continue
+        for _eid, fields in reply:
+            try:
+                entry = OutboxEntry.of(_fields(fields))
+            except Exception:
+                continue
+            if entry.kind in ("cp", "w") and "\x00" not in entry.thread_id:
+                seen.setdefault(entry.thread_id, None)
+    return list(seen)[:HOT_THREADS]
+
+
+def _fields(raw: Any) -> dict[Any, Any]:
+    if isinstance(raw, dict):
+        return raw
+    return dict(zip(raw[::2], raw[1::2]))
+
+
+def list_page_plan(ctx: Context, query: S.ListQuery, page: int, size: int, *,
+                   now: datetime.datetime, running_window_s: float,
+                   hot: Callable[[str], S.Facts | None] | None = None) -> Plan[ListPage]:
+    """Page ``page`` (from 1) of ``size`` threads answering ``query``: one find on the
+    summaries (its sort and filter on their indexes), one count and one ``$group`` of the
+    statuses, all side by side; then the threads with unflushed entries
+    (``unflushed_threads_plan``) summarised from their latest checkpoint
+    (``latest_facts_plan``, Redis first) and merged in place of MongoDB's rows of them.
+    Rows sort newest first (oldest first for "needs attention")."""
+    cols = ctx.collections
+    flt = S.list_filter(query, now, running_window_s)
+    base = S.list_filter(S.ListQuery(None, query.where, query.search, query.q), now,
+                         running_window_s)
+    pending = yield from unflushed_threads_plan(ctx)
+    hot_docs: list[dict[str, Any]] = []
+    for tid in pending:
+        facts = yield from latest_facts_plan(ctx, tid)
+        if facts is not None:
+            doc = S.merge(tid, None, facts, 0)
+            if doc is not None:
+                hot_docs.append(with_status(doc, now, running_window_s))
+    skip_ids = ({"thread_id": {"$nin": [d["thread_id"] for d in hot_docs]}}
+                if hot_docs else {})
+    shown = [d for d in hot_docs if S.matches(d, query, d["status"])]
+    start = (max(1, page) - 1) * size
+    first = max(0, start - len(shown))
+    rows, total, grouped = yield Parallel([
+        Find(cols.threads, {"$and": [flt, skip_ids]} if skip_ids else flt,
+             {"text": 0, "pw": 0}, S.list_sort(query), size + len(shown), first),
+        Aggregate(cols.threads, [{"$match": {"$and": [flt, skip_ids]} if skip_ids else flt},
+                                 {"$count": "n"}]),
+        Aggregate(cols.threads, [{"$match": {"$and": [base, skip_ids]} if skip_ids
+                                  else base}, *S.counts_pipeline(now, running_window_s)[1:]]),
+    ])
+    counts = {s: 0 for s in STATUSES}
+    for g in grouped:
+        if g["_id"] in counts:
+            counts[g["_id"]] += int(g["n"])
+    for d in hot_docs:
+        if S.matches(d, S.ListQuery(None, query.where, query.search, query.q), d["status"]):
+            counts[d["status"]] = counts.get(d["status"], 0) + 1
+    merged = [with_status(d, now, running_window_s) for d in rows] + shown
+    desc = not query.oldest_first
+    merged.sort(key=lambda d: (d.get("at") or datetime.datetime.min.replace(
+        tzinfo=datetime.timezone.utc), d["thread_id"]), reverse=desc)
+    offset = start - first
+    n = (int(total[0]["n"]) if total else 0) + len(shown)
+    return ListPage(merged[offset:offset + size], n, counts, len(hot_docs))
+
+
+def changed_plan(ctx: Context, since_ms: int) -> Plan[list[dict[str, Any]]]:
+    """The summaries changed after ``since_ms`` (their ``u``; one indexed find, ids and
+    ``u`` only)."""
+    docs: list[dict[str, Any]] = yield Find(ctx.collections.threads,
+                                            {"u": {"$gt": since_ms}}, {"thread_id": 1, "u": 1})
+    return docs
