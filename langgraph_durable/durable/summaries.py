@@ -21,6 +21,8 @@ not count):
 - ``messages`` (count of the ``messages`` channel), ``title`` (the first human message,
   trimmed), ``recent`` (``[id, text]`` of the latest messages), ``text`` (the title and
   their text, lower case, for search);
+- ``stale`` (present when a flush round could not decode the checkpoint: only ``cid``
+  and ``at`` are new; a reader with the serializer refreshes it);
 - ``rev`` (bumped by every change: the writers' optimistic-concurrency guard) and ``u``
   (ms, when it last changed: what a dashboard polls for).
 
@@ -36,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.records import checkpoint_time_s
 from ..core.schema import SCHEMA_VERSION
 from ..core.thread_summary import (
     ACTIVE,
@@ -84,6 +87,10 @@ class Facts:
             newest items alone): ``merge`` appends them to the ones kept, by id.
         whole: the facts are the thread's whole state at ``cid`` (a read of the latest
             checkpoint with its pending writes): ``merge`` replaces, never keeps, writes.
+        stale: the source could not decode what it holds (a flusher without the
+            application's serializer, an encrypted or external value): only ``cid`` is
+            known; the summary is marked ``stale`` until a reader that can decode
+            refreshes it (the thread list does, for the rows it shows).
     """
 
     cid: str | None = None
@@ -101,6 +108,7 @@ class Facts:
     recent: list[list[str]] | None = None
     appended: bool = False
     whole: bool = False
+    stale: bool = False
 
 
 def write_key(task_id: str, idx: int) -> str:
@@ -137,7 +145,14 @@ def merge(thread_id: str, prev: Mapping[str, Any] | None, facts: Facts,
         "_id": summary_id(thread_id), "thread_id": thread_id, "rev": 0, "pw": {},
         "pw_cid": None, "cid": None}
     cur = doc.get("cid") or ""
-    if facts.cid is not None and (facts.whole or facts.cid >= cur):
+    if facts.stale:
+        if facts.cid is not None and facts.cid >= cur and (
+                facts.cid != cur or not doc.get("state")):
+            made = checkpoint_time_s(facts.cid)
+            doc.update(cid=facts.cid, stale=True, at=None if made is None else _bson_time(
+                datetime.datetime.fromtimestamp(made, tz=datetime.timezone.utc)))
+    elif facts.cid is not None and (facts.whole or facts.cid >= cur):
+        doc.pop("stale", None)
         new = facts.cid != doc.get("cid")
         doc.update(cid=facts.cid, ts=facts.ts, at=_bson_time(parse_ts(facts.ts)),
                    step=facts.step,

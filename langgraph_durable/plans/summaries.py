@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,10 +135,13 @@ def round_facts(ctx: Context, thread_id: str, recs: Iterable[CheckpointRecord],
             except Exception as exc:  # by type only: no stored value in the logs
                 log.debug("summary of a thread: a write did not decode: %s",
                           type(exc).__name__)
+                facts.stale = True
             facts.writes.setdefault(cid, {})[S.write_key(w.task_id, w.idx)] = S.write_fact(
                 w.channel, vals, text if text is not None or w.channel != ERROR_CHANNEL
                 else "(error not decoded)")
     if not root:
+        if facts.stale:  # writes it could not read: a reader refreshes the summary
+            facts.cid = max(facts.writes)
         return facts if facts.writes else None
     rec = max(root, key=lambda r: r.checkpoint_id)
     try:
@@ -147,7 +150,10 @@ def round_facts(ctx: Context, thread_id: str, recs: Iterable[CheckpointRecord],
     except Exception as exc:
         log.debug("summary of thread %r: checkpoint %r did not decode: %s", thread_id,
                   rec.checkpoint_id, type(exc).__name__)
-        return facts if facts.writes else None
+        facts.stale = True
+    if facts.stale:
+        facts.cid = max(rec.checkpoint_id, *facts.writes)
+        return facts
     facts.cid, facts.ts = rec.checkpoint_id, cp.get("ts")
     facts.step, facts.source = md.get("step"), md.get("source")
     facts.graph, facts.sv = md.get("lgd_graph"), md.get("lgd_state_version")
@@ -297,12 +303,14 @@ class ListPage:
     """A page of the thread list: ``rows`` (summary documents, each with its ``status``
     at the time read), ``total`` (threads matching the query), ``counts`` (threads per
     status matching the query but its status), ``unflushed`` (threads whose summary was
-    read from Redis, not from MongoDB)."""
+    read from Redis, not from MongoDB), ``versions`` (threads per state version,
+    ``lgd_state_version``, None unversioned, over every thread; when asked)."""
 
     rows: list[dict[str, Any]]
     total: int
     counts: dict[str, int]
     unflushed: int
+    versions: dict[Any, int] | None = None
 
 
 def with_status(doc: dict[str, Any], now: datetime.datetime,
@@ -343,13 +351,15 @@ def _fields(raw: Any) -> dict[Any, Any]:
 
 def list_page_plan(ctx: Context, query: S.ListQuery, page: int, size: int, *,
                    now: datetime.datetime, running_window_s: float,
-                   hot: Callable[[str], S.Facts | None] | None = None) -> Plan[ListPage]:
+                   versions: bool = False) -> Plan[ListPage]:
     """Page ``page`` (from 1) of ``size`` threads answering ``query``: one find on the
     summaries (its sort and filter on their indexes), one count and one ``$group`` of the
     statuses, all side by side; then the threads with unflushed entries
     (``unflushed_threads_plan``) summarised from their latest checkpoint
-    (``latest_facts_plan``, Redis first) and merged in place of MongoDB's rows of them.
-    Rows sort newest first (oldest first for "needs attention")."""
+    (``latest_facts_plan``, Redis first) and merged in place of MongoDB's rows of them;
+    the rows marked ``stale`` (a flush round could not decode them) are summarised with
+    ``ctx.serde`` and written back. Rows sort newest first (oldest first for "needs
+    attention")."""
     cols = ctx.collections
     flt = S.list_filter(query, now, running_window_s)
     base = S.list_filter(S.ListQuery(None, query.where, query.search, query.q), now,
@@ -367,28 +377,68 @@ def list_page_plan(ctx: Context, query: S.ListQuery, page: int, size: int, *,
     shown = [d for d in hot_docs if S.matches(d, query, d["status"])]
     start = (max(1, page) - 1) * size
     first = max(0, start - len(shown))
-    rows, total, grouped = yield Parallel([
-        Find(cols.threads, {"$and": [flt, skip_ids]} if skip_ids else flt,
-             {"text": 0, "pw": 0}, S.list_sort(query), size + len(shown), first),
-        Aggregate(cols.threads, [{"$match": {"$and": [flt, skip_ids]} if skip_ids else flt},
-                                 {"$count": "n"}]),
-        Aggregate(cols.threads, [{"$match": {"$and": [base, skip_ids]} if skip_ids
-                                  else base}, *S.counts_pipeline(now, running_window_s)[1:]]),
-    ])
+    def but_hot(f: dict[str, Any]) -> dict[str, Any]:
+        return {"$and": [f, skip_ids]} if skip_ids else f
+
+    ops: list[Any] = [
+        Find(cols.threads, but_hot(flt), {"text": 0, "pw": 0, "recent": 0},
+             S.list_sort(query), size + len(shown), first),
+        Aggregate(cols.threads, [{"$match": but_hot(flt)}, {"$count": "n"}]),
+        Aggregate(cols.threads, [{"$match": but_hot(base)},
+                                 *S.counts_pipeline(now, running_window_s)[1:]]),
+    ]
+    if versions:
+        ops.append(Aggregate(cols.threads, [{"$match": but_hot({"state": {"$ne": None}})},
+                                            {"$group": {"_id": "$sv", "n": {"$sum": 1}}}]))
+    rows, total, grouped, *by_version = yield Parallel(ops)
+    stale = [d["thread_id"] for d in rows if d.get("stale")]
+    moved: list[tuple[str, dict[str, Any]]] = []
+    if stale:  # rows a flush round could not decode: summarised now, written back
+        fresh: dict[str, S.Facts] = {}
+        for tid in stale:
+            facts = yield from latest_facts_plan(ctx, tid)
+            if facts is not None:
+                fresh[tid] = facts
+        yield from upkeep_plan(ctx, fresh)
+        by_id = {d["thread_id"]: d for d in rows}
+        for tid, facts in fresh.items():
+            doc = S.merge(tid, None, facts, 0)
+            if doc is not None:
+                by_id[tid] = doc
+        moved = [(with_status(d, now, running_window_s)["status"],
+                  with_status(by_id[d["thread_id"]], now, running_window_s))
+                 for d in rows if d["thread_id"] in fresh]
+        rows = [by_id[d["thread_id"]] for d in rows]
     counts = {s: 0 for s in STATUSES}
     for g in grouped:
         if g["_id"] in counts:
             counts[g["_id"]] += int(g["n"])
+    unfiltered = S.ListQuery(None, query.where, query.search, query.q)
     for d in hot_docs:
-        if S.matches(d, S.ListQuery(None, query.where, query.search, query.q), d["status"]):
+        if S.matches(d, unfiltered, d["status"]):
             counts[d["status"]] = counts.get(d["status"], 0) + 1
+    dropped = 0
+    for was, now_doc in moved:
+        counts[was] = max(0, counts.get(was, 0) - 1)
+        if S.matches(now_doc, unfiltered, now_doc["status"]):
+            counts[now_doc["status"]] = counts.get(now_doc["status"], 0) + 1
+        if not S.matches(now_doc, query, now_doc["status"]):  # out of this filter now
+            rows = [d for d in rows if d["thread_id"] != now_doc["thread_id"]]
+            dropped += 1
     merged = [with_status(d, now, running_window_s) for d in rows] + shown
     desc = not query.oldest_first
     merged.sort(key=lambda d: (d.get("at") or datetime.datetime.min.replace(
         tzinfo=datetime.timezone.utc), d["thread_id"]), reverse=desc)
     offset = start - first
-    n = (int(total[0]["n"]) if total else 0) + len(shown)
-    return ListPage(merged[offset:offset + size], n, counts, len(hot_docs))
+    n = (int(total[0]["n"]) if total else 0) + len(shown) - dropped
+    found: dict[Any, int] | None = None
+    if versions:
+        found = {}
+        for g in by_version[0]:
+            found[g["_id"]] = found.get(g["_id"], 0) + int(g["n"])
+        for d in hot_docs:
+            found[d.get("sv")] = found.get(d.get("sv"), 0) + 1
+    return ListPage(merged[offset:offset + size], n, counts, len(hot_docs), found)
 
 
 def changed_plan(ctx: Context, since_ms: int) -> Plan[list[dict[str, Any]]]:

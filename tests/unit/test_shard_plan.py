@@ -21,8 +21,9 @@ NOT_LED_BY_THREAD = {("checkpoints", "run_id"), ("tombstones", "deleted_at_ttl")
 scatter-gather on a sharded cluster, each shard using its own ``run_id`` index; the
 tombstones expire through a TTL index, which MongoDB allows on one field only (see
 docs/operations.md "Sharding"); the thread summaries' list indexes serve queries over
-every thread (the operators' thread list: scatter-gather, documented). The memory store (``store``) holds no thread: its
-indexes serve namespace prefixes and expiry, and it stays unsharded (documented)."""
+every thread (the operators' thread list: scatter-gather, documented). The memory
+store (``store``) holds no thread: its indexes serve namespace prefixes and expiry,
+and it stays unsharded (documented)."""
 
 UNSHARDED = {"store"}
 """Collections with indexes that the documented plan leaves unsharded, with the reason in

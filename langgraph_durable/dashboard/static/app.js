@@ -28,9 +28,34 @@
   var pages = document.getElementById("pages");
   var live = document.getElementById("live");
   var source = new EventSource(table.getAttribute("data-events"));
-  source.addEventListener("rows", function (event) {
+  source.addEventListener("rows", function (event) {  // only changed rows come as HTML
     var data = JSON.parse(event.data);
-    rows.innerHTML = data.html;
+    var kept = {};
+    Array.prototype.forEach.call(rows.querySelectorAll("tr[data-thread]"), function (tr) {
+      kept[tr.getAttribute("data-thread")] = tr;
+    });
+    var next = document.createDocumentFragment();
+    data.order.forEach(function (tid) {
+      var tr = kept[tid];
+      if (Object.prototype.hasOwnProperty.call(data.changed, tid)) {
+        var holder = document.createElement("tbody");
+        holder.innerHTML = data.changed[tid];
+        tr = holder.firstElementChild;
+      }
+      if (tr) { next.appendChild(tr); }
+    });
+    if (data.order.length) {
+      rows.textContent = "";
+      rows.appendChild(next);
+    } else {
+      rows.innerHTML = data.empty;
+    }
+    Object.keys(data.counts || {}).forEach(function (status) {
+      var count = document.querySelector('.count[data-count="' + status + '"]');
+      if (count) { count.textContent = String(data.counts[status]); }
+    });
+    var attention = document.querySelector('.count[data-count="attention"]');
+    if (attention) { attention.textContent = String(data.attention); }
     total.textContent = String(data.total);
     if (pages) { pages.textContent = String(data.pages); }
     var older = document.getElementById("older-count");
