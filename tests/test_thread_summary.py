@@ -10,18 +10,24 @@ import datetime
 from collections.abc import Iterator
 from typing import Annotated, Any
 
+import pymongo
 import pytest
+import redis
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
+from pymongo import monitoring
 from typing_extensions import TypedDict
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.cli import thread_pages
+from langgraph_durable.dashboard import listing
 from langgraph_durable.durable import summaries as S
 from langgraph_durable.inspection import lookup, timeline
 from langgraph_durable.plans import summaries as P
+from langgraph_durable.testing import unique_options
 
 
 class State(TypedDict, total=False):
@@ -161,3 +167,124 @@ def test_deletes_and_copies_keep_the_summary_true(threads: Any) -> None:
     assert same(saver, "t-ask-copy")["status"] == "interrupted"
     saver.prune(["t-fail"], strategy="keep_latest")
     assert same(saver, "t-fail")["status"] == "error"
+
+
+def test_the_rebuild_writes_the_summaries_of_data_written_without_them(
+        threads: Any) -> None:
+    saver = threads
+    col = saver.sync_clients.db[saver.context.collections.threads]
+    col.delete_many({})  # as written by a release without summaries
+    done, last = thread_pages.rebuild(saver, None, batch=2, limit=4)  # stopped after 4
+    assert (done, last) == (4, "t-ready")  # thread_id order
+    assert col.count_documents({}) == 4
+    done, last = thread_pages.rebuild(saver, last, batch=2)  # resumed
+    assert (done, last) == (2, "t-stalled")
+    for tid in ("t-ask", "t-done", "t-fail", "t-ready", "t-running", "t-stalled"):
+        same(saver, tid)
+    assert thread_pages.rebuild(saver, None)[0] == 6  # again: changes nothing
+    assert {d["rev"] for d in col.find()} == {1}
+
+
+def _list(saver: DurableSaver, **args: Any) -> dict[str, Any]:
+    return listing.thread_list(saver, listing.ListArgs(**args),
+                               running_window_s=timeline.RUNNING_WINDOW_S)
+
+
+def test_the_list_filters_by_status_metadata_and_text_with_true_counts(
+        threads: Any) -> None:
+    saver = threads
+    everything = _list(saver)
+    assert [r["thread_id"] for r in everything["rows"]][:1] == ["t-ready"]  # newest first
+    assert everything["counts"] == {"running": 1, "stalled": 1, "interrupted": 1,
+                                    "error": 1, "done": 1, "ready": 1}
+    assert everything["total"] == 6 and everything["attention"] == 3
+    truth_by = {t: truth(saver, t)["status"] for t in
+                ("t-done", "t-ask", "t-fail", "t-stalled", "t-running", "t-ready")}
+    assert {r["thread_id"]: r["status"] for r in everything["rows"]} == truth_by
+    assert [r["thread_id"] for r in _list(saver, status="error")["rows"]] == ["t-fail"]
+    assert _list(saver, status="error")["rows"][0]["detail"] == (
+        "RuntimeError('the tool broke')")
+    assert _list(saver, status="interrupted")["rows"][0]["detail"] == "1 interrupt pending"
+    attention = _list(saver, status="attention")
+    assert [r["thread_id"] for r in attention["rows"]] == ["t-stalled", "t-ask", "t-fail"]
+    red = _list(saver, where=("team=red",))
+    assert sorted(r["thread_id"] for r in red["rows"]) == ["t-done", "t-fail"]
+    assert red["counts"]["done"] == 1 and red["counts"]["interrupted"] == 0
+    assert [r["thread_id"] for r in _list(saver, where=("team=red",), status="done")[
+        "rows"]] == ["t-done"]
+    assert [r["thread_id"] for r in _list(saver, search="DEPLOY")["rows"]] == ["t-ask"]
+    assert [r["thread_id"] for r in _list(saver, search="answer to what")["rows"]] == [
+        "t-done"]
+    assert _list(saver, search="no such words")["rows"] == []
+    assert [r["thread_id"] for r in _list(saver, q="STALL")["rows"]] == ["t-stalled"]
+    with pytest.raises(ValueError, match="key=value"):
+        _list(saver, where=("team",))
+
+
+def test_the_list_merges_threads_not_flushed_yet_from_redis(
+        redis_url: str, mongo_url: str) -> None:
+    opts = unique_options()
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as s:
+        run(s, "flushed", _reply, "first")
+        s.flush()
+    with DurableSaver.from_urls(redis_url, mongo_url, **{**opts, "flusher": "off"}) as s:
+        run(s, "hot-only", _ask, "waiting in redis")  # no flusher: only in Redis
+        run(s, "flushed", _fail, "again")  # newer than its summary in MongoDB
+        page = _list(s)
+        assert {r["thread_id"]: r["status"] for r in page["rows"]} == {
+            "hot-only": "interrupted", "flushed": "error"}
+        assert page["unflushed"] == 2 and page["total"] == 2
+        assert page["counts"]["interrupted"] == 1 and page["counts"]["done"] == 0
+        assert [r["thread_id"] for r in _list(s, status="interrupted")["rows"]] == [
+            "hot-only"]
+        assert summary(s, "hot-only") is None  # nothing written by reading
+
+
+class MongoCounter(monitoring.CommandListener):
+    """Counts the commands PyMongo sends, by name."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        if event.command_name not in {"hello", "isMaster", "ping", "endSessions"}:
+            self.names.append(event.command_name)
+
+    def succeeded(self, event: Any) -> None:
+        pass
+
+    def failed(self, event: Any) -> None:
+        pass
+
+
+def test_a_page_costs_the_same_few_commands_whatever_its_rows(
+        redis_url: str, mongo_url: str) -> None:
+    listener = MongoCounter()
+    r = redis.Redis.from_url(redis_url)
+    m = pymongo.MongoClient(mongo_url, event_listeners=[listener], tz_aware=True)
+    try:
+        saver = DurableSaver(r, m, **unique_options())
+        saver.setup()
+        counts = []
+        for n in (3, 30):
+            for i in range(n - len(counts) * 3):
+                run(saver, f"c-{n}-{i}", _reply, f"question {i}")
+            saver.flush()
+            listener.names.clear()
+            page = _list(saver)
+            counts.append(list(listener.names))
+            assert len(page["rows"]) == (3 if n == 3 else 30)
+        assert counts[0] == counts[1] == ["find", "aggregate", "aggregate"]
+        feed = listing.ListFeed(saver, 1.0)
+        listener.names.clear()
+        assert feed._look() is False  # nothing changed since it started looking
+        assert listener.names == ["find"]
+        run(saver, "c-new", _reply, "one more")
+        saver.flush()
+        listener.names.clear()
+        assert feed._look() is True
+        assert listener.names == ["find"]  # what changed: one indexed find
+        saver.close()
+    finally:
+        r.close()
+        m.close()

@@ -111,12 +111,14 @@ def row_of(doc: Mapping[str, Any], now: datetime.datetime) -> dict[str, Any]:
 def thread_list(saver: Any, args: ListArgs, *,
                 running_window_s: float, state_version: int | None = None,
                 unversioned_as: int = versions.DEFAULT_UNVERSIONED_AS,
-                size: int = PAGE_SIZE) -> dict[str, Any]:
+                size: int | None = None) -> dict[str, Any]:
     """One page of the thread list (``P.list_page_plan``; blocking). Returns ``{"rows"
     (``row_of``), "total", "page", "pages", "counts" (threads per status answering every
     filter but the status), "attention" (interrupted + error + stalled among them),
     "unflushed", "args" (``ListArgs``), "q", "versions"}``: ``versions`` counts the
-    threads older, newer and at ``state_version`` (None without one)."""
+    threads older, newer and at ``state_version`` (None without one). ``size``: threads a
+    page (default ``PAGE_SIZE``)."""
+    size = size or PAGE_SIZE
     now = _now()
     query = args.query()
     result = saver.run(P.list_page_plan(saver.context, query, args.page, size, now=now,
@@ -150,7 +152,7 @@ class ListFeed:
     poll_s: float
     version: int = 0
     polls: int = 0
-    _since_ms: int = 0
+    _since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     _cond: asyncio.Condition | None = None
     _task: asyncio.Task[None] | None = None
     _last_tick: float = field(default_factory=time.monotonic)
@@ -186,7 +188,6 @@ class ListFeed:
         if self._cond is None:
             self._cond = asyncio.Condition()
         if self._task is None or self._task.done():
-            self._since_ms = int(time.time() * 1000)
             self._task = asyncio.ensure_future(self._loop())
         async with self._cond:
             if self.version == seen:
