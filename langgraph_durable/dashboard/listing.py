@@ -91,7 +91,9 @@ def row_of(doc: Mapping[str, Any], now: datetime.datetime) -> dict[str, Any]:
     """One row of the list from a summary (``P.with_status``): ``thread_id``, ``status``,
     ``detail`` (the error's text; the pending interrupts' count), ``last``, ``next``,
     ``step``, ``state_version``, ``age_s`` (seconds since its latest checkpoint),
-    ``title``, ``messages``, ``graph``, ``interrupts``, ``errors``, ``ts``."""
+    ``title``, ``messages``, ``graph``, ``interrupts``, ``errors``, ``ts``, ``at_ms``
+    (its time, ms since the epoch: the page shows the age from it, so that a row's HTML
+    changes only when the thread does)."""
     when = doc.get("at")
     detail = None
     if doc["status"] == "error":
@@ -105,7 +107,8 @@ def row_of(doc: Mapping[str, Any], now: datetime.datetime) -> dict[str, Any]:
             "age_s": None if when is None else max(0.0, (now - when).total_seconds()),
             "title": doc.get("title"), "messages": doc.get("messages"),
             "graph": doc.get("graph"), "interrupts": doc.get("interrupts") or 0,
-            "errors": doc.get("errors") or 0, "ts": doc.get("ts")}
+            "errors": doc.get("errors") or 0, "ts": doc.get("ts"),
+            "at_ms": None if when is None else int(when.timestamp() * 1000)}
 
 
 def thread_list(saver: Any, args: ListArgs, *,
