@@ -14,6 +14,7 @@ from ..dashboard.listing import ListArgs, row_of
 from ..durable.summaries import ListQuery
 from ..inspection import render, timeline, versions
 from ..plans import summaries as P
+from ..plans import thread_list as L
 from .session import console, echo_json
 
 REBUILD_BATCH = 200
@@ -22,11 +23,11 @@ REBUILD_BATCH = 200
 
 def summary_rows(saver: Any, args: ListArgs, limit: int) -> dict[str, Any]:
     """Page ``args.page`` of ``limit`` threads from the summaries
-    (``plans.summaries.list_page_plan``): ``{"threads": rows (``listing.row_of``),
+    (``plans.thread_list.list_page_plan``): ``{"threads": rows (``listing.row_of``),
     "total", "page", "pages", "counts"}``."""
     now = datetime.datetime.now(datetime.timezone.utc)
     query: ListQuery = args.query()
-    found = saver.run(P.list_page_plan(saver.context, query, args.page, limit, now=now,
+    found = saver.run(L.list_page_plan(saver.context, query, args.page, limit, now=now,
                                        running_window_s=timeline.RUNNING_WINDOW_S))
     return {"threads": [row_of(d, now) for d in found.rows], "total": found.total,
             "page": args.page, "pages": max(1, -(-found.total // limit)),

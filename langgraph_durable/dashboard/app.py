@@ -231,7 +231,8 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
 
     def list_of(args: listing.ListArgs) -> dict[str, Any]:
         return listing.thread_list(saver, args, running_window_s=running_window_s,
-                                   state_version=state_version, unversioned_as=unversioned)
+                                   state_version=state_version, unversioned_as=unversioned,
+                                   census=feed.census)
 
     async def threads_page(request: Request) -> Response:
         args = listing.parse_args(request.query_params)

@@ -21,7 +21,7 @@ from typing import Any
 from ..core.thread_summary import STATUSES
 from ..durable import summaries as S
 from ..inspection import render, versions
-from ..plans import summaries as P
+from ..plans import thread_list as L
 
 log = logging.getLogger("langgraph_durable.dashboard")
 
@@ -88,10 +88,11 @@ def _now() -> datetime.datetime:
 
 
 def row_of(doc: Mapping[str, Any], now: datetime.datetime) -> dict[str, Any]:
-    """One row of the list from a summary (``P.with_status``): ``thread_id``, ``status``,
-    ``detail`` (the error's text; the pending interrupts' count), ``last``, ``next``,
-    ``step``, ``state_version``, ``age_s`` (seconds since its latest checkpoint),
-    ``title``, ``messages``, ``graph``, ``interrupts``, ``errors``, ``ts``, ``at_ms``
+    """One row of the list from a summary (``plans.thread_list.with_status``):
+    ``thread_id``, ``status``, ``detail`` (the error's text; the pending interrupts'
+    count), ``last``, ``next``, ``step``, ``state_version``, ``age_s`` (seconds since its
+    latest checkpoint), ``title``, ``messages``, ``graph``, ``interrupts``, ``errors``,
+    ``ts``, ``at_ms``
     (its time, ms since the epoch: the page shows the age from it, so that a row's HTML
     changes only when the thread does)."""
     when = doc.get("at")
@@ -114,8 +115,9 @@ def row_of(doc: Mapping[str, Any], now: datetime.datetime) -> dict[str, Any]:
 def thread_list(saver: Any, args: ListArgs, *,
                 running_window_s: float, state_version: int | None = None,
                 unversioned_as: int = versions.DEFAULT_UNVERSIONED_AS,
-                size: int | None = None) -> dict[str, Any]:
-    """One page of the thread list (``P.list_page_plan``; blocking). Returns ``{"rows"
+                size: int | None = None, census: L.Census | None = None) -> dict[str, Any]:
+    """One page of the thread list (``plans.thread_list.list_page_plan``; blocking; the
+    counts from ``census`` when given, the app's, kept up to date by each read). Returns ``{"rows"
     (``row_of``), "total", "page", "pages", "counts" (threads per status answering every
     filter but the status), "attention" (interrupted + error + stalled among them),
     "unflushed", "args" (``ListArgs``), "q", "versions"}``: ``versions`` counts the
@@ -124,9 +126,9 @@ def thread_list(saver: Any, args: ListArgs, *,
     size = size or PAGE_SIZE
     now = _now()
     query = args.query()
-    result = saver.run(P.list_page_plan(saver.context, query, args.page, size, now=now,
+    result = saver.run(L.list_page_plan(saver.context, query, args.page, size, now=now,
                                         running_window_s=running_window_s,
-                                        versions=state_version is not None))
+                                        versions=state_version is not None, census=census))
     pages = max(1, -(-result.total // size))
     counts = result.counts
     found = None
@@ -145,26 +147,24 @@ def thread_list(saver: Any, args: ListArgs, *,
 @dataclass
 class ListFeed:
     """The one poll loop of an app's open thread lists: every ``poll_s`` seconds it asks
-    MongoDB which summaries changed since its last look (``P.changed_plan``: one indexed
-    find, ids only) and Redis whether entries wait in the outbox (threads not flushed
-    yet, running now); when either says so, or ``TICK_S`` passed, it bumps ``version``
-    and wakes every list waiting in ``wait``. Started by the first list that waits,
-    stopped by ``stop``."""
+    MongoDB which summaries changed since its last look (``census.sync_plan``: one
+    indexed find; the census also gives every page its counts) and Redis whether entries
+    wait in the outbox (threads not flushed yet, running now); when either says so, or
+    ``TICK_S`` passed, it bumps ``version`` and wakes every list waiting in ``wait``.
+    Started by the first list that waits, stopped by ``stop``."""
 
     saver: Any
     poll_s: float
+    census: L.Census = field(default_factory=L.Census)
     version: int = 0
     polls: int = 0
-    _since_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     _cond: asyncio.Condition | None = None
     _task: asyncio.Task[None] | None = None
     _last_tick: float = field(default_factory=time.monotonic)
 
     def _look(self) -> bool:
-        changed = self.saver.run(P.changed_plan(self.saver.context, self._since_ms))
-        if changed:
-            self._since_ms = max(int(d["u"]) for d in changed)
-        waiting = self.saver.run(P.unflushed_threads_plan(self.saver.context))
+        changed = self.saver.run(self.census.sync_plan(self.saver.context))
+        waiting = self.saver.run(L.unflushed_threads_plan(self.saver.context))
         return bool(changed or waiting)
 
     async def _loop(self) -> None:

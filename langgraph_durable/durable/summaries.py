@@ -256,7 +256,7 @@ def status_filter(status: str | None, now: datetime.datetime,
     running = {"state": ACTIVE, "at": {"$gte": edge}}
     stalled = {"state": ACTIVE, "$or": [{"at": {"$lt": edge}}, {"at": None}]}
     if status is None:
-        return {"state": {"$ne": None}}
+        return {}
     if status == "running":
         return running
     if status == "stalled":
@@ -284,10 +284,11 @@ def list_filter(query: ListQuery, now: datetime.datetime,
 
 
 def list_sort(query: ListQuery) -> list[tuple[str, int]]:
-    """The list's order: newest ``at`` first (oldest first for "needs attention"), then
-    ``thread_id``."""
-    d = 1 if query.oldest_first else -1
-    return [("at", d), ("thread_id", d)]
+    """The list's order, the ``at_thread`` index's (forwards or backwards): newest ``at``
+    first, then ``thread_id``; "needs attention" the other way round (oldest first)."""
+    if query.oldest_first:
+        return [("at", 1), ("thread_id", -1)]
+    return [("at", -1), ("thread_id", 1)]
 
 
 def counts_pipeline(now: datetime.datetime, running_window_s: float

@@ -1,8 +1,7 @@
 """The thread summary's plans (``durable/summaries.py`` holds the document): its upkeep by
 the flusher from what a round copies (``round_facts``, ``upkeep_plan``), its refresh
 from a thread's latest checkpoint (deletes, ``copy_thread``, the rebuild command:
-``refresh_plan``), a page of the thread list with the threads MongoDB lacks yet merged
-from Redis (``list_page_plan``) and the changes since a time (``changed_plan``).
+``refresh_plan``). A page of the thread list: ``plans/thread_list.py``.
 
 Writers never lose each other's changes: each reads the summaries it updates, merges
 (``summaries.merge``) and writes with the ``rev`` it read in the filter; a writer that
@@ -11,10 +10,8 @@ lost the race gets a duplicate key and merges again (``ATTEMPTS`` times)."""
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from langgraph.checkpoint.base import WRITES_IDX_MAP
@@ -22,27 +19,21 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ..core.items import MANIFEST_TYPE, NODE_TYPE, expand, load_item
 from ..core.ops import (
-    Aggregate,
     BulkWrite,
     BulkWriteFailed,
     DeleteDoc,
     Find,
-    Parallel,
-    Pipeline,
     Plan,
     ReplaceDoc,
 )
-from ..core.outbox_entry import OutboxEntry
 from ..core.records import CheckpointRecord, Typed, WriteRecord, blob_field
 from ..core.thread_summary import (
     ERROR_CHANNEL,
-    STATUSES,
     is_message,
     last_nodes,
     message_text,
     next_nodes,
     short,
-    status_of,
     values_of,
 )
 from ..durable import summaries as S
@@ -285,165 +276,3 @@ def delete_plan(ctx: Context, thread_ids: Sequence[str]) -> Plan[None]:
     if thread_ids:
         yield BulkWrite(ctx.collections.threads, [
             DeleteDoc({"_id": S.summary_id(t), "thread_id": t}) for t in thread_ids])
-
-
-# --------------------------------------------------------------------------- the list
-
-
-HOT_SCAN = 2000
-"""Outbox entries per partition a page reads to find the threads MongoDB lacks yet."""
-
-HOT_THREADS = 100
-"""At most this many unflushed threads are merged into a page (the newest entries'); a
-larger backlog shows the rest once flushed."""
-
-
-@dataclass(frozen=True)
-class ListPage:
-    """A page of the thread list: ``rows`` (summary documents, each with its ``status``
-    at the time read), ``total`` (threads matching the query), ``counts`` (threads per
-    status matching the query but its status), ``unflushed`` (threads whose summary was
-    read from Redis, not from MongoDB), ``versions`` (threads per state version,
-    ``lgd_state_version``, None unversioned, over every thread; when asked)."""
-
-    rows: list[dict[str, Any]]
-    total: int
-    counts: dict[str, int]
-    unflushed: int
-    versions: dict[Any, int] | None = None
-
-
-def with_status(doc: dict[str, Any], now: datetime.datetime,
-                running_window_s: float) -> dict[str, Any]:
-    """``doc`` with its ``status`` at ``now`` (``core.thread_summary.status_of``)."""
-    when = doc.get("at")
-    if isinstance(when, datetime.datetime) and when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    return {**doc, "at": when,
-            "status": status_of(doc["state"], when, now, running_window_s)
-            if doc.get("state") else "unknown"}
-
-
-def unflushed_threads_plan(ctx: Context) -> Plan[list[str]]:
-    """Threads with checkpoints or writes waiting in the outbox (newest first, at most
-    ``HOT_THREADS``): one ``XREVRANGE`` per partition, in one pipeline."""
-    replies = yield Pipeline([["XREVRANGE", s, "+", "-", "COUNT", HOT_SCAN]
-                              for s in ctx.outboxes], raise_on_error=False)
-    seen: dict[str, None] = {}
-    for reply in replies:
-        if isinstance(reply, Exception):
-            continue
-        for _eid, fields in reply:
-            try:
-                entry = OutboxEntry.of(_fields(fields))
-            except Exception:
-                continue
-            if entry.kind in ("cp", "w") and "\x00" not in entry.thread_id:
-                seen.setdefault(entry.thread_id, None)
-    return list(seen)[:HOT_THREADS]
-
-
-def _fields(raw: Any) -> dict[Any, Any]:
-    if isinstance(raw, dict):
-        return raw
-    return dict(zip(raw[::2], raw[1::2]))
-
-
-def list_page_plan(ctx: Context, query: S.ListQuery, page: int, size: int, *,
-                   now: datetime.datetime, running_window_s: float,
-                   versions: bool = False) -> Plan[ListPage]:
-    """Page ``page`` (from 1) of ``size`` threads answering ``query``: one find on the
-    summaries (its sort and filter on their indexes), one count and one ``$group`` of the
-    statuses, all side by side; then the threads with unflushed entries
-    (``unflushed_threads_plan``) summarised from their latest checkpoint
-    (``latest_facts_plan``, Redis first) and merged in place of MongoDB's rows of them;
-    the rows marked ``stale`` (a flush round could not decode them) are summarised with
-    ``ctx.serde`` and written back. Rows sort newest first (oldest first for "needs
-    attention")."""
-    cols = ctx.collections
-    flt = S.list_filter(query, now, running_window_s)
-    base = S.list_filter(S.ListQuery(None, query.where, query.search, query.q), now,
-                         running_window_s)
-    pending = yield from unflushed_threads_plan(ctx)
-    hot_docs: list[dict[str, Any]] = []
-    for tid in pending:
-        facts = yield from latest_facts_plan(ctx, tid)
-        if facts is not None:
-            doc = S.merge(tid, None, facts, 0)
-            if doc is not None:
-                hot_docs.append(with_status(doc, now, running_window_s))
-    skip_ids = ({"thread_id": {"$nin": [d["thread_id"] for d in hot_docs]}}
-                if hot_docs else {})
-    shown = [d for d in hot_docs if S.matches(d, query, d["status"])]
-    start = (max(1, page) - 1) * size
-    first = max(0, start - len(shown))
-    def but_hot(f: dict[str, Any]) -> dict[str, Any]:
-        return {"$and": [f, skip_ids]} if skip_ids else f
-
-    ops: list[Any] = [
-        Find(cols.threads, but_hot(flt), {"text": 0, "pw": 0, "recent": 0},
-             S.list_sort(query), size + len(shown), first),
-        Aggregate(cols.threads, [{"$match": but_hot(flt)}, {"$count": "n"}]),
-        Aggregate(cols.threads, [{"$match": but_hot(base)},
-                                 *S.counts_pipeline(now, running_window_s)[1:]]),
-    ]
-    if versions:
-        ops.append(Aggregate(cols.threads, [{"$match": but_hot({"state": {"$ne": None}})},
-                                            {"$group": {"_id": "$sv", "n": {"$sum": 1}}}]))
-    rows, total, grouped, *by_version = yield Parallel(ops)
-    stale = [d["thread_id"] for d in rows if d.get("stale")]
-    moved: list[tuple[str, dict[str, Any]]] = []
-    if stale:  # rows a flush round could not decode: summarised now, written back
-        fresh: dict[str, S.Facts] = {}
-        for tid in stale:
-            facts = yield from latest_facts_plan(ctx, tid)
-            if facts is not None:
-                fresh[tid] = facts
-        yield from upkeep_plan(ctx, fresh)
-        by_id = {d["thread_id"]: d for d in rows}
-        for tid, facts in fresh.items():
-            doc = S.merge(tid, None, facts, 0)
-            if doc is not None:
-                by_id[tid] = doc
-        moved = [(with_status(d, now, running_window_s)["status"],
-                  with_status(by_id[d["thread_id"]], now, running_window_s))
-                 for d in rows if d["thread_id"] in fresh]
-        rows = [by_id[d["thread_id"]] for d in rows]
-    counts = {s: 0 for s in STATUSES}
-    for g in grouped:
-        if g["_id"] in counts:
-            counts[g["_id"]] += int(g["n"])
-    unfiltered = S.ListQuery(None, query.where, query.search, query.q)
-    for d in hot_docs:
-        if S.matches(d, unfiltered, d["status"]):
-            counts[d["status"]] = counts.get(d["status"], 0) + 1
-    dropped = 0
-    for was, now_doc in moved:
-        counts[was] = max(0, counts.get(was, 0) - 1)
-        if S.matches(now_doc, unfiltered, now_doc["status"]):
-            counts[now_doc["status"]] = counts.get(now_doc["status"], 0) + 1
-        if not S.matches(now_doc, query, now_doc["status"]):  # out of this filter now
-            rows = [d for d in rows if d["thread_id"] != now_doc["thread_id"]]
-            dropped += 1
-    merged = [with_status(d, now, running_window_s) for d in rows] + shown
-    desc = not query.oldest_first
-    merged.sort(key=lambda d: (d.get("at") or datetime.datetime.min.replace(
-        tzinfo=datetime.timezone.utc), d["thread_id"]), reverse=desc)
-    offset = start - first
-    n = (int(total[0]["n"]) if total else 0) + len(shown) - dropped
-    found: dict[Any, int] | None = None
-    if versions:
-        found = {}
-        for g in by_version[0]:
-            found[g["_id"]] = found.get(g["_id"], 0) + int(g["n"])
-        for d in hot_docs:
-            found[d.get("sv")] = found.get(d.get("sv"), 0) + 1
-    return ListPage(merged[offset:offset + size], n, counts, len(hot_docs), found)
-
-
-def changed_plan(ctx: Context, since_ms: int) -> Plan[list[dict[str, Any]]]:
-    """The summaries changed after ``since_ms`` (their ``u``; one indexed find, ids and
-    ``u`` only)."""
-    docs: list[dict[str, Any]] = yield Find(ctx.collections.threads,
-                                            {"u": {"$gt": since_ms}}, {"thread_id": 1, "u": 1})
-    return docs
