@@ -220,6 +220,17 @@ def test_the_list_filters_by_status_metadata_and_text_with_true_counts(
     assert [r["thread_id"] for r in _list(saver, q="STALL")["rows"]] == ["t-stalled"]
     with pytest.raises(ValueError, match="key=value"):
         _list(saver, where=("team",))
+    # the app's census picks the same pages and counts as MongoDB's filters and $group
+    census = L.Census()
+    for args in ({}, {"status": "attention"}, {"status": "done"}, {"q": "t-"},
+                 {"q": "ASK", "status": "interrupted"}, {"status": "running"}):
+        by_census = listing.thread_list(saver, listing.ListArgs(**args), census=census,
+                                        running_window_s=timeline.RUNNING_WINDOW_S)
+        by_mongodb = _list(saver, **args)
+        for key in ("total", "counts"):
+            assert by_census[key] == by_mongodb[key], (args, key)
+        assert ([r["thread_id"] for r in by_census["rows"]]
+                == [r["thread_id"] for r in by_mongodb["rows"]]), args
 
 
 def test_the_list_merges_threads_not_flushed_yet_from_redis(

@@ -101,10 +101,43 @@ class Census:
                 self._since_ms = max(self._since_ms, int(d.get("u") or 0))
         return changed
 
+    def page_ids(self, query: S.ListQuery, now: datetime.datetime,
+                 running_window_s: float, without: Iterable[str], start: int,
+                 count: int) -> list[str]:
+        """The thread_ids of ``count`` threads from position ``start`` of the list
+        ``query`` asks for (its status and thread_id filters; not its metadata or text
+        ones), in the list's order (``S.list_sort``), leaving out ``without``."""
+        skip = set(without)
+        needle = query.q.strip().lower()
+        with self._lock:
+            rows = list(self.rows.items())
+        chosen = []
+        for tid, (state, at, _sv) in rows:
+            if tid in skip or (needle and needle not in tid.lower()):
+                continue
+            status = status_of(state, at, now, running_window_s) if state else "unknown"
+            if query.status == "attention":
+                if status not in ATTENTION:
+                    continue
+            elif query.status is not None and status != query.status:
+                continue
+            chosen.append({"thread_id": tid, "at": at})
+        chosen.sort(key=_order, reverse=query.oldest_first)
+        return [d["thread_id"] for d in chosen[start:start + count]]
+
+    def forget(self, thread_ids: Iterable[str]) -> None:
+        """Drop threads whose summary is gone (deleted since the census read it)."""
+        with self._lock:
+            for tid in thread_ids:
+                self.rows.pop(tid, None)
+
     def tally(self, now: datetime.datetime, running_window_s: float,
-              without: Iterable[str] = ()) -> tuple[dict[str, int], dict[Any, int], int]:
+              without: Iterable[str] = (), q: str = ""
+              ) -> tuple[dict[str, int], dict[Any, int], int]:
         """``(threads per status, threads per state version, threads with no state)``
-        at ``now``, leaving out the threads ``without``."""
+        at ``now``, of the threads whose thread_id contains ``q`` (case-insensitive),
+        leaving out the threads ``without``."""
+        needle = q.strip().lower()
         skip = set(without)
         counts = {s: 0 for s in STATUSES}
         by_version: dict[Any, int] = {}
@@ -112,7 +145,7 @@ class Census:
         with self._lock:
             rows = list(self.rows.items())
         for tid, (state, at, sv) in rows:
-            if tid in skip:
+            if tid in skip or (needle and needle not in tid.lower()):
                 continue
             if not state:
                 unknown += 1
@@ -185,9 +218,10 @@ def list_page_plan(ctx: Context, query: S.ListQuery, page: int, size: int, *,
     unflushed entries summarised from Redis (``_hot_docs``) in place of MongoDB's rows of
     them; one find on the summaries, sorted on the ``at_thread`` index (newest first;
     "needs attention" oldest first); the counts per status from ``census`` (synced first:
-    one indexed find of what changed) when the query filters by status alone, else from
-    one ``$group``; the rows marked ``stale`` summarised with ``ctx.serde`` and written
-    back."""
+    one indexed find of what changed), which also picks the page's threads when the query
+    filters by status and thread_id alone (then MongoDB reads the page's summaries by
+    ``_id``), else from one ``$group``; the rows marked ``stale`` summarised with
+    ``ctx.serde`` and written back."""
     cols = ctx.collections
     hot = yield from _hot_docs(ctx, now, running_window_s)
     hot_ids = [d["thread_id"] for d in hot]
@@ -196,24 +230,22 @@ def list_page_plan(ctx: Context, query: S.ListQuery, page: int, size: int, *,
     shown = [d for d in hot if S.matches(d, query, d["status"])]
     start = (max(1, page) - 1) * size
     first = max(0, start - len(shown))
-    narrowed = bool(query.where or query.search.strip() or query.q.strip())
-    ops: list[Any] = [Find(cols.threads, {"$and": [flt, not_hot]} if not_hot else flt,
-                           {"text": 0, "pw": 0, "recent": 0}, S.list_sort(query),
-                           size + len(shown), first)]
+    narrowed = bool(query.where or query.search.strip()) or census is None
     unfiltered = S.ListQuery(None, query.where, query.search, query.q)
-    if narrowed or census is None:
+    fields = {"text": 0, "pw": 0, "recent": 0}
+    if narrowed:  # MongoDB filters and counts (one $group)
         base = S.list_filter(unfiltered, now, running_window_s)
-        ops.append(Aggregate(cols.threads, [{"$match": {"$and": [base, not_hot]}
-                                             if not_hot else base},
-                                            *S.counts_pipeline(now, running_window_s)[1:]]))
+        ops: list[Any] = [
+            Find(cols.threads, {"$and": [flt, not_hot]} if not_hot else flt, fields,
+                 S.list_sort(query), size + len(shown), first),
+            Aggregate(cols.threads, [{"$match": {"$and": [base, not_hot]} if not_hot
+                                      else base},
+                                     *S.counts_pipeline(now, running_window_s)[1:]])]
         if versions:
             ops.append(Aggregate(cols.threads, [{"$match": not_hot}, {"$group": {
                 "_id": "$sv", "n": {"$sum": 1}}}]))
-    else:
-        yield from census.sync_plan(ctx)
-    replies = yield Parallel(ops)
-    rows = replies[0]
-    if narrowed or census is None:
+        replies = yield Parallel(ops)
+        rows = replies[0]
         counts = {s: 0 for s in STATUSES}
         for g in replies[1]:
             if g["_id"] in counts:
@@ -222,8 +254,17 @@ def list_page_plan(ctx: Context, query: S.ListQuery, page: int, size: int, *,
         for g in replies[2] if versions else []:
             by_version[g["_id"]] = by_version.get(g["_id"], 0) + int(g["n"])
         unknown = 0
-    else:
-        counts, by_version, unknown = census.tally(now, running_window_s, hot_ids)
+    else:  # the census picks the page's threads and counts: MongoDB reads 50 by _id
+        assert census is not None
+        yield from census.sync_plan(ctx)
+        ids = census.page_ids(query, now, running_window_s, hot_ids, first,
+                              size + len(shown))
+        found = (yield Find(cols.threads, {"_id": {"$in": [S.summary_id(t) for t in ids]}},
+                            fields)) if ids else []
+        by_id = {d["thread_id"]: d for d in found}
+        census.forget(t for t in ids if t not in by_id)  # deleted since it looked
+        rows = [by_id[t] for t in ids if t in by_id]
+        counts, by_version, unknown = census.tally(now, running_window_s, hot_ids, query.q)
     fresh = yield from _refresh_stale(ctx, rows)
     for tid, doc in fresh.items():  # a stale row's count moves to its status now
         old = next(with_status(d, now, running_window_s)["status"] for d in rows
