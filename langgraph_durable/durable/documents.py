@@ -117,11 +117,9 @@ INDEXES: dict[str, list[Index]] = {
         Index((("purge_at", 1),), "purge_at_ttl", sparse=True, expire_after_s=0),
     ],
     "audit": [Index((("thread_id", 1), ("at", -1)), "thread_at")],  # inspection/audit.py
-    "threads": [  # durable/summaries.py: the shard key; the list's order (newest first);
-        # status filters and "needs attention" (oldest first); changes since (the poll)
+    "threads": [  # durable/summaries.py: the shard key; what changed since a time (the
+        # readers' census: plans/thread_list.py)
         Index((("thread_id", 1),), "thread_id"),
-        Index((("at", -1), ("thread_id", 1)), "at_thread"),
-        Index((("state", 1), ("at", 1)), "state_at"),
         Index((("u", 1),), "u"),
     ],
     "tombstones": [

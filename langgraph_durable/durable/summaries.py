@@ -41,7 +41,6 @@ from typing import Any
 from ..core.records import checkpoint_time_s
 from ..core.schema import SCHEMA_VERSION
 from ..core.thread_summary import (
-    ACTIVE,
     ERROR_CHANNEL,
     INTERRUPT_CHANNEL,
     parse_ts,
@@ -243,66 +242,20 @@ class ListQuery:
 
     @property
     def oldest_first(self) -> bool:
-        """The "needs attention" view lists the oldest first."""
+        """The "needs attention" view lists the oldest first (else the newest first; then
+        by thread_id)."""
         return self.status == "attention"
 
 
-def status_filter(status: str | None, now: datetime.datetime,
-                  running_window_s: float) -> dict[str, Any]:
-    """The MongoDB filter of threads with ``status`` at ``now`` (``running`` and
-    ``stalled``: ``state`` active and ``at`` within, or before, ``running_window_s``
-    seconds). Raises ``ValueError`` naming an unknown status."""
-    edge = now - datetime.timedelta(seconds=running_window_s)
-    running = {"state": ACTIVE, "at": {"$gte": edge}}
-    stalled = {"state": ACTIVE, "$or": [{"at": {"$lt": edge}}, {"at": None}]}
-    if status is None:
-        return {}
-    if status == "running":
-        return running
-    if status == "stalled":
-        return stalled
-    if status == "attention":
-        return {"$or": [{"state": {"$in": ["interrupted", "error"]}}, stalled]}
-    if status in ("interrupted", "error", "done", "ready"):
-        return {"state": status}
-    raise ValueError(f"unknown thread status {status!r}: one of running, stalled, "
-                     "interrupted, error, done, ready, attention")
-
-
-def list_filter(query: ListQuery, now: datetime.datetime,
-                running_window_s: float) -> dict[str, Any]:
-    """The MongoDB filter of ``query`` at ``now`` (``status_filter`` and the metadata,
-    search and thread_id conditions, all of them)."""
-    parts: list[dict[str, Any]] = [status_filter(query.status, now, running_window_s)]
-    for key, value in query.where.items():
-        parts.append({f"md.{key}": value})
+def list_filter(query: ListQuery) -> dict[str, Any]:
+    """The MongoDB filter of ``query``'s metadata, text and thread_id conditions (all of
+    them; its status is decided when read, ``plans/thread_list.py``)."""
+    parts: list[dict[str, Any]] = [{f"md.{key}": value} for key, value in query.where.items()]
     if query.search.strip():
         parts.append({"text": {"$regex": re.escape(query.search.strip().lower())}})
     if query.q.strip():
         parts.append({"thread_id": {"$regex": re.escape(query.q.strip()), "$options": "i"}})
-    return parts[0] if len(parts) == 1 else {"$and": parts}
-
-
-def list_sort(query: ListQuery) -> list[tuple[str, int]]:
-    """The list's order, the ``at_thread`` index's (forwards or backwards): newest ``at``
-    first, then ``thread_id``; "needs attention" the other way round (oldest first)."""
-    if query.oldest_first:
-        return [("at", 1), ("thread_id", -1)]
-    return [("at", -1), ("thread_id", 1)]
-
-
-def counts_pipeline(now: datetime.datetime, running_window_s: float
-                    ) -> list[dict[str, Any]]:
-    """One ``$group`` counting threads by status at ``now`` (``running``/``stalled`` by
-    ``at``): the documents ``{"_id": status, "n": count}``."""
-    edge = now - datetime.timedelta(seconds=running_window_s)
-    return [
-        {"$match": {"state": {"$ne": None}}},
-        {"$group": {"_id": {"$cond": [
-            {"$ne": ["$state", ACTIVE]}, "$state",
-            {"$cond": [{"$gte": ["$at", edge]}, "running", "stalled"]}]},
-            "n": {"$sum": 1}}},
-    ]
+    return {} if not parts else parts[0] if len(parts) == 1 else {"$and": parts}
 
 
 def matches(doc: Mapping[str, Any], query: ListQuery, status: str) -> bool:

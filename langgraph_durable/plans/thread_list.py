@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.ops import Aggregate, Find, Parallel, Pipeline, Plan
+from ..core.ops import Find, Pipeline, Plan
 from ..core.outbox_entry import OutboxEntry
 from ..core.thread_summary import ATTENTION, STATUSES, status_of
 from ..durable import summaries as S
@@ -78,17 +78,24 @@ class Census:
         self._loaded = float("-inf")
         self._lock = threading.Lock()
 
+    FIELDS = {"thread_id": 1, "state": 1, "at": 1, "sv": 1, "u": 1}
+    """The summaries' fields a census reads."""
+
     def sync_plan(self, ctx: Context) -> Plan[int]:
         """Bring the census up to date; returns how many summaries changed since the
         last look (all of them at a reload)."""
-        fields = {"thread_id": 1, "state": 1, "at": 1, "sv": 1, "u": 1}
         with self._lock:
             reload = time.monotonic() - self._loaded >= self.reload_s
             since = self._since_ms
         if reload:
-            docs = yield Find(ctx.collections.threads, {}, fields)
+            docs = yield Find(ctx.collections.threads, {}, self.FIELDS)
         else:
-            docs = yield Find(ctx.collections.threads, {"u": {"$gte": since}}, fields)
+            docs = yield Find(ctx.collections.threads, {"u": {"$gte": since}}, self.FIELDS)
+        return self.take(docs, reload)
+
+    def take(self, docs: Iterable[Mapping[str, Any]], reload: bool = False) -> int:
+        """Apply summaries read (``FIELDS``; ``reload``: they are all of them); returns
+        how many differ from what the census held."""
         with self._lock:
             if reload:
                 self.rows, self._loaded = {}, time.monotonic()
@@ -106,7 +113,8 @@ class Census:
                  count: int) -> list[str]:
         """The thread_ids of ``count`` threads from position ``start`` of the list
         ``query`` asks for (its status and thread_id filters; not its metadata or text
-        ones), in the list's order (``S.list_sort``), leaving out ``without``."""
+        ones), newest first (oldest first for "needs attention"), then by thread_id,
+        leaving out ``without``."""
         skip = set(without)
         needle = query.q.strip().lower()
         with self._lock:
@@ -216,44 +224,35 @@ def list_page_plan(ctx: Context, query: S.ListQuery, page: int, size: int, *,
                    versions: bool = False, census: Census | None = None) -> Plan[ListPage]:
     """Page ``page`` (from 1) of ``size`` threads answering ``query``: the threads with
     unflushed entries summarised from Redis (``_hot_docs``) in place of MongoDB's rows of
-    them; one find on the summaries, sorted on the ``at_thread`` index (newest first;
-    "needs attention" oldest first); the counts per status from ``census`` (synced first:
-    one indexed find of what changed), which also picks the page's threads when the query
-    filters by status and thread_id alone (then MongoDB reads the page's summaries by
-    ``_id``), else from one ``$group``; the rows marked ``stale`` summarised with
-    ``ctx.serde`` and written back."""
+    them; the rest chosen, counted per status and ordered (newest first; "needs
+    attention" oldest first; then by thread_id) from ``census`` (synced first: one
+    indexed find of what changed) when the query filters by status and thread_id alone,
+    else from one find of the summaries matching its metadata and text filters (their
+    census fields only); then one find of the page's summaries by ``_id``; the rows marked
+    ``stale`` summarised with ``ctx.serde`` and written back."""
     cols = ctx.collections
     hot = yield from _hot_docs(ctx, now, running_window_s)
     hot_ids = [d["thread_id"] for d in hot]
     not_hot: dict[str, Any] = {"thread_id": {"$nin": hot_ids}} if hot_ids else {}
-    flt = S.list_filter(query, now, running_window_s)
     shown = [d for d in hot if S.matches(d, query, d["status"])]
     start = (max(1, page) - 1) * size
     first = max(0, start - len(shown))
     narrowed = bool(query.where or query.search.strip()) or census is None
     unfiltered = S.ListQuery(None, query.where, query.search, query.q)
     fields = {"text": 0, "pw": 0, "recent": 0}
-    if narrowed:  # MongoDB filters and counts (one $group)
-        base = S.list_filter(unfiltered, now, running_window_s)
-        ops: list[Any] = [
-            Find(cols.threads, {"$and": [flt, not_hot]} if not_hot else flt, fields,
-                 S.list_sort(query), size + len(shown), first),
-            Aggregate(cols.threads, [{"$match": {"$and": [base, not_hot]} if not_hot
-                                      else base},
-                                     *S.counts_pipeline(now, running_window_s)[1:]])]
-        if versions:
-            ops.append(Aggregate(cols.threads, [{"$match": not_hot}, {"$group": {
-                "_id": "$sv", "n": {"$sum": 1}}}]))
-        replies = yield Parallel(ops)
-        rows = replies[0]
-        counts = {s: 0 for s in STATUSES}
-        for g in replies[1]:
-            if g["_id"] in counts:
-                counts[g["_id"]] += int(g["n"])
-        by_version: dict[Any, int] = {}
-        for g in replies[2] if versions else []:
-            by_version[g["_id"]] = by_version.get(g["_id"], 0) + int(g["n"])
-        unknown = 0
+    if narrowed:  # MongoDB filters (one scan, the few fields a census needs), then reads
+        # the page's summaries by _id: the counts and the page from the same answer
+        base = S.list_filter(unfiltered)
+        matched = Census(reload_s=float("inf"))
+        matched.take((yield Find(cols.threads, {"$and": [base, not_hot]} if not_hot
+                                 else base, Census.FIELDS)))
+        ids = matched.page_ids(query, now, running_window_s, hot_ids, first,
+                               size + len(shown))
+        found = (yield Find(cols.threads, {"_id": {"$in": [S.summary_id(t) for t in ids]}},
+                            fields)) if ids else []
+        by_id = {d["thread_id"]: d for d in found}
+        rows = [by_id[t] for t in ids if t in by_id]
+        counts, by_version, unknown = matched.tally(now, running_window_s, hot_ids)
     else:  # the census picks the page's threads and counts: MongoDB reads 50 by _id
         assert census is not None
         yield from census.sync_plan(ctx)

@@ -16,12 +16,12 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 NOT_LED_BY_THREAD = {("checkpoints", "run_id"), ("tombstones", "deleted_at_ttl"),
                      ("store", "ns_key"), ("store", "ns_cseq_key"),
                      ("store", "exp"), ("store", "purge_at_ttl"),
-                     ("threads", "at_thread"), ("threads", "state_at"), ("threads", "u")}
+                     ("threads", "u")}
 """``delete_for_runs(run_ids)`` looks up checkpoints by run id across all threads: a
 scatter-gather on a sharded cluster, each shard using its own ``run_id`` index; the
 tombstones expire through a TTL index, which MongoDB allows on one field only (see
-docs/operations.md "Sharding"); the thread summaries' list indexes serve queries over
-every thread (the operators' thread list: scatter-gather, documented). The memory
+docs/operations.md "Sharding"); the thread summaries' ``u`` serves the readers' census
+over every thread (the operators' thread list: scatter-gather, documented). The memory
 store (``store``) holds no thread: its indexes serve namespace prefixes and expiry,
 and it stays unsharded (documented)."""
 
