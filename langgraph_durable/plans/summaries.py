@@ -23,8 +23,10 @@ from ..core.ops import (
     BulkWriteFailed,
     DeleteDoc,
     Find,
+    InsertDoc,
     Plan,
     ReplaceDoc,
+    WriteModel,
 )
 from ..core.records import CheckpointRecord, Typed, WriteRecord, blob_field
 from ..core.thread_summary import (
@@ -217,7 +219,12 @@ def upkeep_plan(ctx: Context, facts: Mapping[str, S.Facts]) -> Plan[int]:
                 docs.append((tid, doc, prev))
         if not docs:
             return written
-        requests = [ReplaceDoc(S.guard(doc, prev), doc, upsert=True) for _t, doc, prev in docs]
+        # a new summary is an insert (SecantusDB: 4x cheaper than an upsert), a changed one
+        # a replace guarded by the rev read; either fails with a duplicate key when another
+        # writer got there first
+        requests: list[WriteModel] = [
+            InsertDoc(doc) if prev is None else ReplaceDoc(S.guard(doc, prev), doc, upsert=True)
+            for _t, doc, prev in docs]
         try:
             yield BulkWrite(cols.threads, requests)
             return written + len(docs)
