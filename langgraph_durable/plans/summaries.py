@@ -9,12 +9,10 @@ lost the race gets a duplicate key and merges again (``ATTEMPTS`` times)."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from langgraph.checkpoint.base import WRITES_IDX_MAP
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ..core.items import MANIFEST_TYPE, NODE_TYPE, expand, load_item
@@ -40,7 +38,7 @@ from ..core.thread_summary import (
 )
 from ..durable import summaries as S
 from .context import NO_SERIALIZER, Context
-from .read import finish_page, page_plan
+from .read import page_plan
 
 log = logging.getLogger("langgraph_durable.summaries")
 
@@ -81,28 +79,6 @@ def _message_facts(facts: S.Facts, messages: Sequence[Any], count: int,
 def _recent(messages: Sequence[Any]) -> list[list[str]]:
     return [[str(getattr(m, "id", None) or ""), short(message_text(m), 400)]
             for m in messages if is_message(m)]
-
-
-def facts_of_tuple(tup: Any) -> S.Facts:
-    """The whole facts of a thread from its latest root checkpoint tuple (LangGraph's
-    ``CheckpointTuple``, values decoded), as the dashboard reads a thread."""
-    cp, md = tup.checkpoint, tup.metadata or {}
-    cid = tup.config["configurable"]["checkpoint_id"]
-    writes: dict[str, dict[str, Any]] = {}
-    for i, (task, channel, value) in enumerate(tup.pending_writes or []):
-        if channel in S.WRITE_CHANNELS:
-            vals = values_of([(task, channel, value)], channel)
-            writes[S.write_key(task, WRITES_IDX_MAP.get(channel, i))] = S.write_fact(
-                channel, vals, _error_text(vals[-1]) if channel == ERROR_CHANNEL and vals
-                else None)
-    facts = S.Facts(cid=cid, ts=cp.get("ts"), step=md.get("step"), source=md.get("source"),
-                    graph=md.get("lgd_graph"), sv=md.get("lgd_state_version"),
-                    md=S.metadata_facts(md), next=next_nodes(cp), last=last_nodes(cp),
-                    writes={cid: writes}, whole=True)
-    value = cp.get("channel_values", {}).get(MESSAGES)
-    if isinstance(value, list):
-        _message_facts(facts, value, len(value), True)
-    return facts
 
 
 def round_facts(ctx: Context, thread_id: str, recs: Iterable[CheckpointRecord],
@@ -242,11 +218,20 @@ def upkeep_plan(ctx: Context, facts: Mapping[str, S.Facts]) -> Plan[int]:
 
 def latest_facts_plan(ctx: Context, thread_id: str) -> Plan[S.Facts | None]:
     """The whole facts of ``thread_id`` from its latest root checkpoint, both tiers
-    merged (Redis first), its values decoded with ``ctx.serde``; None when it has none."""
+    merged (Redis first): ``round_facts`` of that checkpoint with its pending writes, its
+    ``messages`` value and items (no other channel decoded: a DataFrame is not
+    downloaded); None when it has none."""
     raw = yield from page_plan(ctx, thread_id, "", count=1, hot_first=True)
-    page = finish_page(ctx if ctx.serde is not NO_SERIALIZER else
-                       dataclasses.replace(ctx, serde=_FALLBACK), raw)
-    return facts_of_tuple(page.tuples[0]) if page.tuples else None
+    if not raw.rows:
+        return None
+    rec, writes = raw.rows[0]
+    facts = round_facts(ctx, thread_id, [rec], [(rec.checkpoint_id, w) for w in writes],
+                        raw.blobs, raw.items)
+    if facts is None:
+        return None
+    facts.whole = not facts.stale
+    facts.writes.setdefault(rec.checkpoint_id, {})
+    return facts
 
 
 def refresh_plan(ctx: Context, thread_ids: Iterable[str]) -> Plan[int]:
