@@ -24,7 +24,8 @@ not count):
 - ``stale`` (present when a flush round could not decode the checkpoint: only ``cid``
   and ``at`` are new; a reader with the serializer refreshes it);
 - ``rev`` (bumped by every change: the writers' optimistic-concurrency guard) and ``u``
-  (ms, when it last changed: what a dashboard polls for).
+  (microseconds of the writer's clock, increasing: when it last changed, what a reader's
+  census asks for).
 
 Facts a round cannot know are kept from the document before (``merge``), and a round
 never moves ``cid`` backwards: a round of an older checkpoint leaves it.
@@ -135,11 +136,12 @@ def metadata_facts(md: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def merge(thread_id: str, prev: Mapping[str, Any] | None, facts: Facts,
-          now_ms: int) -> dict[str, Any] | None:
+          stamp: int) -> dict[str, Any] | None:
     """The summary document of ``thread_id`` after ``facts``, from ``prev`` (its document,
     None: none yet); None when nothing changes (a replayed round). A checkpoint older than
     ``prev``'s is ignored (a round of an older checkpoint finishing late); writes of an
-    older checkpoint too. ``rev`` is ``prev``'s plus one, ``u`` is ``now_ms``."""
+    older checkpoint too. ``rev`` is ``prev``'s plus one, ``u`` is ``stamp`` (the writer's
+    clock, microseconds, increasing)."""
     doc: dict[str, Any] = dict(prev) if prev else {
         "_id": summary_id(thread_id), "thread_id": thread_id, "rev": 0, "pw": {},
         "pw_cid": None, "cid": None}
@@ -189,7 +191,7 @@ def merge(thread_id: str, prev: Mapping[str, Any] | None, facts: Facts,
     if prev is not None and _same(prev, doc):
         return None
     doc["rev"] = int(doc.get("rev") or 0) + 1
-    doc["u"] = now_ms
+    doc["u"] = stamp
     return doc
 
 

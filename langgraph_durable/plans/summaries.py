@@ -10,6 +10,7 @@ lost the race gets a duplicate key and merges again (``ATTEMPTS`` times)."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -175,6 +176,20 @@ def _kept(ctx: Context, facts: S.Facts) -> S.Facts:
     return facts
 
 
+_last_stamp = 0
+_stamp_lock = threading.Lock()
+
+
+def _stamp(ctx: Context) -> int:
+    """A summary's ``u``: microseconds of ``ctx.clock``, strictly increasing in this
+    process, so a reader asking for ``u >= its last`` gets back one summary, not a whole
+    round written in the same millisecond."""
+    global _last_stamp
+    with _stamp_lock:
+        _last_stamp = max(ctx.clock.time_ns() // 1000, _last_stamp + 1)
+        return _last_stamp
+
+
 def upkeep_plan(ctx: Context, facts: Mapping[str, S.Facts]) -> Plan[int]:
     """Merge ``facts`` (per thread) into the threads' summaries: one read of them, one
     bulk write of those that change; a write that lost a race to another writer is read
@@ -184,13 +199,12 @@ def upkeep_plan(ctx: Context, facts: Mapping[str, S.Facts]) -> Plan[int]:
     written = 0
     cols = ctx.collections
     for _attempt in range(ATTEMPTS):
-        now_ms = ctx.clock.time_ns() // 1_000_000
         prevs = yield Find(cols.threads, {"_id": {"$in": [S.summary_id(t) for t in todo]}})
         by_thread = {d["thread_id"]: d for d in prevs}
         docs: list[tuple[str, dict[str, Any], Any]] = []
         for tid, f in todo.items():
             prev = by_thread.get(tid)
-            doc = S.merge(tid, prev, f, now_ms)
+            doc = S.merge(tid, prev, f, _stamp(ctx))
             if doc is not None:
                 docs.append((tid, doc, prev))
         if not docs:
