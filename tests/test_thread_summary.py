@@ -307,3 +307,21 @@ def test_a_page_costs_the_same_few_commands_whatever_its_rows(
     finally:
         r.close()
         m.close()
+
+
+def test_delete_for_runs_sets_the_summary_back_to_the_run_before(
+        redis_url: str, mongo_url: str) -> None:
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as saver:
+        g = graph(saver, _reply)
+        g.invoke({"messages": [HumanMessage("first question")]},
+                 {"configurable": {"thread_id": "runs", "run_id": "run-1"}})
+        before = truth(saver, "runs")
+        g = graph(saver, _ask)
+        g.invoke({"messages": [HumanMessage("second question")]},
+                 {"configurable": {"thread_id": "runs", "run_id": "run-2"}})
+        saver.flush()
+        assert same(saver, "runs")["status"] == "interrupted"
+        saver.delete_for_runs(["run-2"])
+        doc = same(saver, "runs")
+        assert (doc["cid"], doc["status"]) == (before["cid"], "done")
+        assert doc["title"] == "first question" and doc["messages"] == 3
