@@ -50,13 +50,17 @@ ATTEMPTS = 5
 MESSAGES = "messages"
 """The channel whose messages a summary counts and takes its title and text from."""
 
-_FALLBACK = JsonPlusSerializer()
+_FALLBACK = JsonPlusSerializer(allowed_msgpack_modules=None)
+"""LangGraph's serializer made strict: only its ``SAFE_MSGPACK_TYPES`` (LangChain
+messages, its own types) are revived, nothing else a stored value names is imported or
+run; no pickle."""
 
 
 def _serde(ctx: Context) -> Any:
-    """The serializer a summary decodes with: the context's, or LangGraph's default one
-    for a flusher given none (a standalone worker: it decodes checkpoints and messages of
-    the default types; an encrypted value stays undecoded and its fact unknown)."""
+    """The serializer a summary decodes with: the context's, or ``_FALLBACK`` for a
+    flusher given none (every flusher: the saver's runtime and a standalone worker copy
+    bytes without the application's serializer; an encrypted or external value stays
+    undecoded and the summary ``stale`` until a reader refreshes it)."""
     return _FALLBACK if ctx.serde is NO_SERIALIZER else ctx.serde
 
 
