@@ -14,6 +14,7 @@ import pymongo
 import pytest
 import redis
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -29,6 +30,8 @@ from langgraph_durable.inspection import lookup, timeline
 from langgraph_durable.plans import summaries as P
 from langgraph_durable.plans import thread_list as L
 from langgraph_durable.testing import unique_options
+
+from .test_tool_safety import payload
 
 
 class State(TypedDict, total=False):
@@ -325,3 +328,19 @@ def test_delete_for_runs_sets_the_summary_back_to_the_run_before(
         doc = same(saver, "runs")
         assert (doc["cid"], doc["status"]) == (before["cid"], "done")
         assert doc["title"] == "first question" and doc["messages"] == 3
+
+
+def test_the_flusher_never_revives_a_type_a_stored_value_names(
+        saver: DurableSaver, tmp_path: Any) -> None:
+    marker = tmp_path / "ran"
+    evil = payload(marker)  # decoded permissively, it runs os.system("touch <marker>")
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"messages": [HumanMessage("hi", id="h-1"), evil]}
+    cp["channel_versions"] = {"messages": "1".zfill(32) + ".0"}
+    cp["updated_channels"] = ["messages", "branch:to:agent"]  # type: ignore[typeddict-unknown-key]
+    cfg = saver.put(_cfg("evil"), cp, {"step": 1, "source": "loop"}, cp["channel_versions"])
+    saver.put_writes(cfg, [("__error__", evil)], "task-1")
+    saver.flush()
+    doc = summary(saver, "evil")
+    assert doc is not None and not marker.exists()
+    assert (doc["status"], doc["title"], doc["messages"]) == ("error", "hi", 2)
