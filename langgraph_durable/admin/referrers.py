@@ -207,6 +207,9 @@ COLLECTIONS_WITHOUT_VALUES: dict[str, str] = {
     "tombstones": "the deletes' tombstones: member -> deletion time",
     "audit": "the operators' actions on threads (inspection/audit.py): JSON text of what "
              "was given and one-line results, no serialized value",
+    "threads": "one summary per thread (durable/summaries.py): status facts, counts, "
+               "and the title and latest messages' text as plain text (none with an "
+               "encrypting serializer), never a serialized value",
     "chunks": "pieces of values over 16 MiB of the referrers' documents, read through "
               "their owner document (durable/chunks.py load_plan), never on their own",
 }

@@ -11,9 +11,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..core.records import metadata_matches
-from ..inspection import effects, lookup, render, storage, timeline, versions
+from ..dashboard.listing import ListArgs
+from ..inspection import effects, lookup, render, storage, versions
 from ..serde.external import EXTREF_TYPE
-from . import runs
+from . import runs, thread_pages
 from .session import CliError, Undecodable, command, console, echo_json, session_of
 
 JSON = typer.Option(False, "--json", help="print JSON instead of a table")
@@ -68,30 +69,66 @@ def threads(ctx: typer.Context,
             status: str = typer.Option(
                 None, "--status", metavar="STATUS",
                 help="keep threads of this status: " + ", ".join(STATUSES)),
+            page: int = typer.Option(None, "--page", min=1,
+                                     help="page N (of --limit threads) of the thread "
+                                          "summaries, newest first"),
+            search: str = typer.Option(None, "--search", metavar="TEXT",
+                                       help="keep threads whose title or latest messages "
+                                            "contain TEXT (case-insensitive)"),
+            attention: bool = typer.Option(False, "--attention",
+                                           help="interrupted, error and stalled threads, "
+                                                "oldest first"),
+            rebuild_summary: bool = typer.Option(
+                False, "--rebuild-summary",
+                help="write the thread summaries of every thread (data written before "
+                     "them), in batches; prints a count"),
+            after: str = typer.Option(None, "--after", metavar="THREAD",
+                                      help="with --rebuild-summary: start after this "
+                                           "thread_id (resume)"),
             as_json: bool = JSON) -> None:
     """Threads in either tier, newest update first: checkpoints, latest step and source,
-    state version, last update (UTC), bytes in Redis and in MongoDB. With --status, their
-    status too (as the dashboard computes it from the latest root checkpoint)."""
+    state version, last update (UTC), bytes in Redis and in MongoDB (every thread's
+    checkpoints are read). With --status, --page, --search or --attention, a page of the
+    thread summaries instead (one indexed query, whatever the number of threads): status
+    (as the dashboard computes it from the latest root checkpoint), step, last node, state
+    version, age, title, messages, and the counts by status. --rebuild-summary writes the
+    summaries of existing data."""
     session = session_of(ctx)
     saver = session.saver(tolerant=True)
+    if rebuild_summary:
+        done, last = thread_pages.rebuild(saver, after)
+        if as_json:
+            echo_json({"summarised": done, "last": last})
+        else:
+            console().print(f"done: {done} thread summar{'y' if done == 1 else 'ies'} "
+                            "written", highlight=False)
+        return
+    if status is not None and status not in STATUSES:
+        raise CliError(f"--status must be one of {', '.join(STATUSES)}, got {status!r}")
+    if status is not None or page is not None or search or attention:
+        if state_version is not None or state_version_below is not None:
+            raise CliError("--state-version and --state-version-below read every thread: "
+                           "give them without --status, --page, --search, --attention")
+        try:
+            args = ListArgs(page=page or 1, status="attention" if attention else status,
+                            where=tuple(where), search=search or "")
+            args.query()
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        thread_pages.print_summary_rows(thread_pages.summary_rows(saver, args, limit),
+                                        as_json)
+        return
     want = render.parse_where(where)
     unversioned = session.config.unversioned_state_version
     try:
         exact = None if state_version is None else versions.parse_filter(state_version)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    if status is not None and status not in STATUSES:
-        raise CliError(f"--status must be one of {', '.join(STATUSES)}, got {status!r}")
     rows = [row for row in storage.thread_rows(saver, session.clients, saver.serde)
             if metadata_matches(row["metadata"], want)
             and (state_version is None or row["state_version"] == exact)
             and (state_version_below is None or versions.compare(
                 row["state_version"], state_version_below, unversioned) == "older")]
-    if status is not None:
-        for row in rows:
-            found = lookup.outline(saver, row["thread_id"], "", limit=1)
-            row["status"] = timeline.status(found[0])["status"] if found else "unknown"
-        rows = [row for row in rows if row["status"] == status]
     total, rows = len(rows), rows[:limit]
     if as_json:
         echo_json({"threads": [{k: render.jsonable(v) for k, v in row.items()} for row in rows],
@@ -100,16 +137,14 @@ def threads(ctx: typer.Context,
     table = Table(title=f"threads ({len(rows)} of {total})")
     for col, just in (("thread", "left"), ("checkpoints", "right"), ("step", "right"),
                       ("source", "left"), ("state", "right"), ("updated (UTC)", "left"),
-                      ("redis", "right"), ("mongodb", "right"),
-                      *((("status", "left"),) if status else ())):
+                      ("redis", "right"), ("mongodb", "right")):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for row in rows:
-        extra = (row["status"],) if status else ()
         table.add_row(row["thread_id"], str(row["checkpoints"]),
                       "-" if row["step"] is None else str(row["step"]), row["source"] or "-",
                       versions.shown(row["state_version"]),
                       render.utc(row["updated"]), render.human_bytes(row["hot_bytes"]),
-                      render.human_bytes(row["durable_bytes"]), *extra)
+                      render.human_bytes(row["durable_bytes"]))
     console().print(table)
 
 

@@ -315,7 +315,8 @@ class MongoOp(Op[T]):
 
 @dataclass(frozen=True)
 class Find(MongoOp[list[Doc]]):
-    """``find(filter, projection, sort, limit)``; every matching document, as a list."""
+    """``find(filter, projection, sort, limit, skip)``; every matching document, as a
+    list (``limit`` 0: no limit; ``skip``: documents passed over first)."""
 
     method: ClassVar[str] = "find"
     cursor: ClassVar[bool] = True
@@ -324,6 +325,7 @@ class Find(MongoOp[list[Doc]]):
     projection: Query | None = None
     sort: Sequence[tuple[str, int]] | None = None
     limit: int = 0
+    skip: int = 0
 
     def call(self) -> CallArgs:
         kw: dict[str, object] = {}
@@ -333,6 +335,8 @@ class Find(MongoOp[list[Doc]]):
             kw["sort"] = list(self.sort)
         if self.limit:
             kw["limit"] = self.limit
+        if self.skip:
+            kw["skip"] = self.skip
         return (dict(self.filter),), kw
 
 

@@ -51,7 +51,7 @@ from ..inspection.health import HealthOptions
 from ..inspection.size import thread_size
 from ..inspection.strict import strict_view
 from ..inspection.timeline import RUNNING_WINDOW_S
-from . import actions, memory, runpage, runs, security, tiers, views
+from . import actions, listing, memory, runpage, runs, security, tiers, views
 
 log = logging.getLogger("langgraph_durable.dashboard")
 HERE = Path(__file__).parent
@@ -126,7 +126,8 @@ def _templates() -> Environment:
     env.filters["seconds"] = lambda s: "-" if s is None else f"{s:.2f} s"
     env.tests["internal_channel"] = runview.is_internal
     env.filters["duration"] = runview.duration_text
-    env.globals["qs"] = lambda **kw: urlencode({k: v for k, v in kw.items() if v is not None})
+    env.globals["qs"] = lambda **kw: urlencode({k: v for k, v in kw.items() if v is not None},
+                                               doseq=True)
     return env
 
 
@@ -153,14 +154,15 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
             ``Authorization: Bearer``) when given; needed for writes.
         allow_writes: enable the time machine (``POST /fork``); needs ``token`` (and the
             saver a running flusher somewhere: a fork flushes first).
-        poll_s: how often (seconds) the live thread list reads the tiers while a browser
-            watches it.
+        poll_s: how often (seconds) the one poll loop of the open thread lists asks
+            MongoDB which thread summaries changed (and Redis whether entries wait),
+            while a browser watches a list; each open list is read again when something
+            changed (at least every ``listing.TICK_S``) and sends only changed rows.
         running_window_s: a thread with nodes still to run is ``running`` while its
             latest checkpoint is younger than this (seconds), ``stalled`` after.
         lag_every_s: seconds between two flush-lag samples for the tiers page's plot.
-        index_ttl_s: the list of every thread (``list_threads``, its cost grows with the
-            number of threads) is read again when older than this (seconds); each
-            shown row's status, step and sizes are read at every refresh.
+        index_ttl_s: unused (the thread list reads the thread summaries, one indexed
+            query a page); kept for callers of earlier releases.
         allowed_hosts: ``Host`` names answered besides localhost, 127.0.0.1 and [::1]
             (any port): the names and addresses browsers reach the dashboard by
             (``"dash.example.com"``, ``"10.0.0.5"``, ``"*.example.com"``); any other
@@ -174,8 +176,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         state_version: the application's current state version: the thread list then
             counts the threads that need migration (their latest root checkpoint is
             older; unversioned ones count as the saver's ``unversioned_state_version``)
-            and those written by newer code, read with
-            the list of threads (one metadata read per thread every ``index_ttl_s``).
+            and those written by newer code (one ``$group`` over the thread summaries).
             None: each thread's version is shown, nothing is counted.
         graphs: ``{name: compiled graph}``: with ``allow_writes`` the thread page answers
             pending interrupts, retries failed or stalled threads and runs forks with
@@ -204,7 +205,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
                                       or state_version < 1):
         raise ConfigurationError(f"state_version must be an int >= 1, got {state_version!r}")
     unversioned = saver.state_versions.unversioned  # the saver's unversioned_state_version
-    index = views.ThreadIndex(saver, index_ttl_s, state_version, unversioned)
+    feed = listing.ListFeed(saver, poll_s)  # one poll loop for every open thread list
     csrf = security.csrf_token(token) if token else ""
 
     def page(name: str, code: int = 200, **data: Any) -> HTMLResponse:
@@ -228,49 +229,31 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
                             message=f"{type(exc).__name__} (see the server's log)")
         return handler
 
-    def _page_args(request: Request) -> tuple[str, int]:
-        q = request.query_params.get("q", "")
-        try:
-            n = int(request.query_params.get("page", "1"))
-        except ValueError:
-            n = 1
-        return q, n
-
-    def listing(q: str, n: int) -> dict[str, Any]:
-        return views.thread_list(saver, q, n, running_window_s=running_window_s, index=index)
+    def list_of(args: listing.ListArgs) -> dict[str, Any]:
+        return listing.thread_list(saver, args, running_window_s=running_window_s,
+                                   state_version=state_version, unversioned_as=unversioned,
+                                   census=feed.census)
 
     async def threads_page(request: Request) -> Response:
-        q, n = _page_args(request)
-        data = await run_in_threadpool(listing, q, n)
-        return page("threads.html", **data)
+        args = listing.parse_args(request.query_params)
+        data = await run_in_threadpool(list_of, args)
+        return page("threads.html", filters=listing.FILTERS, **data)
 
     async def threads_json(request: Request) -> Response:
-        q, n = _page_args(request)
-        return JSONResponse(render.jsonable(await run_in_threadpool(listing, q, n)))
+        args = listing.parse_args(request.query_params)
+        data = await run_in_threadpool(list_of, args)
+        return JSONResponse(render.jsonable({**data, "args": args.params()}))
 
     async def threads_events(request: Request) -> Response:
-        q, n = _page_args(request)
-        rows = env.get_template("_rows.html")
-
-        async def stream() -> AsyncIterator[str]:
-            last = None
-            quiet = 0.0
-            while not await request.is_disconnected():
-                data = await run_in_threadpool(listing, q, n)
-                html = rows.render(current_state_version=state_version,
-                                   unversioned_as=unversioned, **data)
-                body = json.dumps({"html": html, "total": data["total"],
-                                   "pages": data["pages"], "versions": data["versions"]})
-                if body != last:
-                    last, quiet = body, 0.0
-                    yield f"event: rows\ndata: {body}\n\n"
-                elif quiet >= 15:
-                    quiet = 0.0
-                    yield ": ping\n\n"
-                await asyncio.sleep(poll_s)
-                quiet += poll_s
-
-        return StreamingResponse(stream(), media_type="text/event-stream",
+        args = listing.parse_args(request.query_params)
+        row, empty = env.get_template("_row.html"), env.get_template("_empty.html")
+        stream = listing.row_events(
+            request.is_disconnected, feed, lambda: list_of(args),
+            lambda r: row.render(r=r, qs=env.globals["qs"],
+                                 current_state_version=state_version,
+                                 unversioned_as=unversioned),
+            lambda data: empty.render(**data))
+        return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"x-accel-buffering": "no"})
 
     def _thread_args(request: Request) -> tuple[str, str]:
@@ -474,6 +457,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
             yield
         finally:
             task.cancel()
+            feed.stop()
             acts.runs.shutdown()
 
     routes = [

@@ -3,29 +3,19 @@ a worker thread). No HTML here: the templates escape every value they are given.
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime
 import json
 import logging
 import shlex
-import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..inspection import effects, lookup, render, storage, timeline, versions
+from ..inspection import effects, lookup, render, timeline
 from ..inspection.strict import NotDecoded
 from ..inspection.tolerant import Undecodable
 from . import runpage
 
 log = logging.getLogger("langgraph_durable.dashboard")
-
-PAGE_SIZE = 50
-"""Threads per page of the thread list."""
-
-ROW_READERS = 8
-"""Rows of the thread list read side by side (a thread MongoDB alone holds costs a few
-queries)."""
 
 FOLD_CHARS = 600
 """A value whose JSON is longer than this is shown folded (a preview, opened on click)."""
@@ -59,137 +49,6 @@ def human_age(seconds: float | None) -> str:
     if s >= 60:
         return f"{s // 60}m {s % 60}s"
     return f"{s}s"
-
-
-class ThreadIndex:
-    """Every thread of the saver (``storage.all_threads``: ``list_threads``, whose cost
-    grows with the number of threads), shared by every page and live stream of one app.
-    The first ``get`` reads it; later ones answer at once with the last list read and,
-    when that is older than ``ttl_s`` seconds, start reading it again in a background
-    thread (one at a time), so a slow read never holds up a page. Thread-safe.
-
-    With ``state_version`` (the version the application's code runs at), each read also
-    takes the state version of every thread's latest root checkpoint
-    (``lookup.latest_versions``: one metadata read per thread, no channel values),
-    counted by ``version_counts``."""
-
-    def __init__(self, saver: Any, ttl_s: float, state_version: int | None = None,
-                 unversioned_as: int = versions.DEFAULT_UNVERSIONED_AS) -> None:
-        self.saver, self.ttl_s, self.state_version = saver, ttl_s, state_version
-        self.unversioned_as = unversioned_as
-        self._lock = threading.Lock()
-        self._at = float("-inf")
-        self._infos: list[Any] | None = None
-        self._versions: dict[str, int | None] = {}
-        self._reading: threading.Thread | None = None
-
-    def _read(self) -> None:
-        try:
-            infos = storage.all_threads(self.saver)
-            found = (lookup.latest_versions(self.saver, [i.thread_id for i in infos])
-                     if self.state_version is not None else {})
-        except Exception as exc:
-            if self._infos is None:
-                raise
-            log.warning("dashboard: reading the list of threads failed: %s",
-                        type(exc).__name__)  # the last list read stays shown
-            infos, found = self._infos, self._versions
-        finally:
-            with self._lock:
-                self._reading = None
-        with self._lock:
-            self._infos, self._versions, self._at = infos, found, time.monotonic()
-
-    def version_counts(self) -> dict[str, Any] | None:
-        """Without ``state_version``, None; else ``{"current": state_version, "older":
-        threads needing migration, "newer": threads written by
-        newer code, "same": threads at it}`` as of the last read (``get`` reads first;
-        unversioned threads count as ``unversioned_as``, the saver's
-        ``unversioned_state_version``; a thread whose version could not be read, in
-        none)."""
-        if self.state_version is None:
-            return None
-        with self._lock:
-            found = dict(self._versions)
-        counts = versions.needs_migration(found, self.state_version, self.unversioned_as)
-        return {"current": self.state_version, "older": counts["older"],
-                "newer": counts["newer"], "same": counts["current"]}
-
-    def get(self) -> list[Any]:
-        """The threads (``ThreadInfo``): the last list read, at most one read old."""
-        with self._lock:
-            infos, stale = self._infos, time.monotonic() - self._at >= self.ttl_s
-            if infos is not None and stale and self._reading is None:
-                self._reading = threading.Thread(target=self._read, daemon=True,
-                                                 name="lgd-dashboard-index")
-                self._reading.start()
-        if infos is None:  # nothing read yet: read it now
-            self._read()
-            with self._lock:
-                infos = self._infos
-        return list(infos or [])
-
-
-def thread_list(saver: Any, q: str = "", page: int = 1, *,
-                running_window_s: float = timeline.RUNNING_WINDOW_S,
-                index: ThreadIndex | None = None) -> dict[str, Any]:
-    """One page of the thread list: threads whose thread_id contains ``q``
-    (case-insensitive), newest activity first, ``PAGE_SIZE`` a page (``page`` from 1).
-    Each row: ``thread_id``, ``status`` and ``detail`` (``timeline.status``), ``last``
-    (node(s) that ran last), ``step``, ``state_version`` (of its latest root checkpoint;
-    None: unversioned), ``age_s``, ``checkpoints``, ``hot_bytes``, ``durable_bytes``; the
-    rows' own figures are read now, the set of threads and their checkpoint counts come
-    from ``index`` (default: read now). Returns ``{"rows", "total", "page", "pages",
-    "q", "versions"}``: ``versions`` is ``ThreadIndex.version_counts`` over every thread
-    (not only those matching ``q``; None without an index or its ``state_version``)."""
-    infos = index.get() if index is not None else storage.all_threads(saver)
-    counts = index.version_counts() if index is not None else None
-    needle = q.strip().lower()
-    if needle:
-        infos = [i for i in infos if needle in i.thread_id.lower()]
-    infos.sort(key=lambda i: (i.last_checkpoint_id or "", i.thread_id), reverse=True)
-    pages = max(1, -(-len(infos) // PAGE_SIZE))
-    page = min(max(1, page), pages)
-    chosen = infos[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
-    ids = [i.thread_id for i in chosen]
-    clients = saver.sync_clients
-    if not ids:
-        return {"rows": [], "total": len(infos), "page": page, "pages": pages, "q": q,
-                "versions": counts}
-    with concurrent.futures.ThreadPoolExecutor(ROW_READERS) as pool:
-        # the rows' latest checkpoints (no values decoded) and sizes, read side by side
-        durable_f = pool.submit(storage.thread_durable_bytes, saver.context, clients.db, ids)
-        latest = list(pool.map(lambda t: lookup.outline(saver, t, "", limit=1), ids))
-        hot = storage.thread_hot_bytes(saver.context, clients.redis, ids)
-        durable = durable_f.result()
-    now = _now()
-    rows = []
-    for info, found in zip(chosen, latest):
-        tup = found[0] if found else None
-        row: dict[str, Any] = {
-            "thread_id": info.thread_id, "checkpoints": info.checkpoints,
-            "hot_bytes": hot.get(info.thread_id, 0),
-            "durable_bytes": durable.get(info.thread_id, {}).get("bytes", 0),
-            "status": "unknown", "detail": None, "last": [], "step": None,
-            "state_version": None,
-            "age_s": None if info.last_activity is None else
-            max(0.0, (now - info.last_activity).total_seconds()),
-        }
-        if tup is not None:
-            st = timeline.status(tup, now, running_window_s)
-            row.update(status=st["status"], detail=_detail(st["detail"]),
-                       last=timeline.last_nodes(tup.checkpoint), step=tup.metadata.get("step"),
-                       state_version=versions.version_of(tup.metadata),
-                       next=st["next"], age_s=age_s(tup.checkpoint.get("ts"), now))
-        rows.append(row)
-    return {"rows": rows, "total": len(infos), "page": page, "pages": pages, "q": q,
-            "versions": counts}
-
-
-def _detail(detail: Any) -> str | None:
-    if detail is None or isinstance(detail, str):
-        return detail
-    return render.preview(detail, 200)
 
 
 def thread_detail(saver: Any, thread_id: str, ns: str = "", checkpoint: str | None = None,

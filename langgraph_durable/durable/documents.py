@@ -71,7 +71,8 @@ class Collections:
     ``tombstones`` (the deletes' tombstones, ``tombstone_doc``), of ``effects`` (the
     effect journal, ``plans/effects.py``), of ``store`` (the items of the long-term
     memory store, ``durable/store.py``) and of ``audit`` (the operators' actions on
-    threads, ``inspection/audit.py``)."""
+    threads, ``inspection/audit.py``) and of ``threads`` (one summary per thread, what the
+    thread list shows: ``durable/summaries.py``)."""
 
     checkpoints: str
     blobs: str
@@ -83,13 +84,14 @@ class Collections:
     effects: str = "effects"
     store: str = "store"
     audit: str = "audit"
+    threads: str = "threads"
 
     @classmethod
     def with_prefix(cls, prefix: str) -> Collections:
         return cls(f"{prefix}checkpoints", f"{prefix}blobs", f"{prefix}writes",
                    f"{prefix}meta", f"{prefix}chunks", f"{prefix}items",
                    f"{prefix}tombstones", f"{prefix}effects", f"{prefix}store",
-                   f"{prefix}audit")
+                   f"{prefix}audit", f"{prefix}threads")
 
 
 INDEXES: dict[str, list[Index]] = {
@@ -118,6 +120,11 @@ INDEXES: dict[str, list[Index]] = {
         Index((("purge_at", 1),), "purge_at_ttl", sparse=True, expire_after_s=0),
     ],
     "audit": [Index((("thread_id", 1), ("at", -1)), "thread_at")],  # inspection/audit.py
+    "threads": [  # durable/summaries.py: the shard key; what changed since a time (the
+        # readers' census: plans/thread_list.py)
+        Index((("thread_id", 1),), "thread_id"),
+        Index((("u", 1),), "u"),
+    ],
     "tombstones": [
         Index((("thread_id", 1), ("f", 1)), "thread_field"),
         Index((("deleted_at", 1),), TOMBSTONE_TTL_INDEX, expire_after_s=30 * 24 * 3600),

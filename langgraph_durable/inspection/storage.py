@@ -233,7 +233,7 @@ def hot_memory(ctx: Context, r: Any) -> dict[str, Any]:
 
 def durable_sizes(ctx: Context, db: Any) -> dict[str, Any]:
     """Per collection of the deployment (every field of ``Collections``: checkpoints,
-    blobs, writes, meta, chunks, items, tombstones, effects, store, audit), keyed by kind:
+    blobs, writes, meta, chunks, items, tombstones, effects, store, audit, threads), keyed by kind:
     documents, data size, storage size and index size (bytes); ``"total"`` sums them (a figure
     None when collStats was refused for some collection)."""
     cols = ctx.collections

@@ -11,83 +11,27 @@ checkpoint, ``__pregel_tasks`` for ``Send``). Which node ran last is the one who
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..core.thread_summary import (
+    BRANCH,
+    ERROR_CHANNEL,
+    PUSH,
+    RUNNING_WINDOW_S,
+    START,
+    WAITING_SOURCES,
+    last_nodes,
+    next_nodes,
+    parse_ts,
+    state_of,
+    status_of,
+)
+from ..core.thread_summary import values_of as _values
 from . import render
 
-ERROR_CHANNEL = "__error__"
-"""LangGraph's channel of a task's error write."""
-
-BRANCH = "branch:to:"
-START = "__start__"
-PUSH = "__pregel_tasks"
-
-RUNNING_WINDOW_S = 120.0
-"""How recent (seconds) a checkpoint with nodes still to run must be for its thread to be
-``running``; an older one is ``stalled`` (its process stopped mid-run or waits a long
-time on one node)."""
-
-
-WAITING_SOURCES = frozenset({"fork", "update"})
-"""Checkpoint sources no run is working from (``lookup.fork``, ``update_state``): their
-threads are ``ready`` for an ``invoke``, not ``running``."""
-
-
-def next_nodes(checkpoint: Mapping[str, Any]) -> list[str]:
-    """The nodes this checkpoint triggers (LangGraph's ``next``), in name order; ``"Send"``
-    stands for pushed tasks. Empty: the run ended at this checkpoint."""
-    updated = checkpoint.get("updated_channels")
-    if updated is None:  # written by a LangGraph without updated_channels
-        updated = [c for c, v in checkpoint.get("channel_values", {}).items() if v is not None]
-    out = {c[len(BRANCH):] for c in updated if c.startswith(BRANCH)}
-    if START in updated:
-        out.add(START)
-    if PUSH in updated:
-        out.add("Send")
-    return sorted(out)
-
-
-def last_nodes(checkpoint: Mapping[str, Any]) -> list[str]:
-    """The node(s) that ran last before this checkpoint (those whose ``versions_seen``
-    holds the highest version; several for parallel nodes), ``[]`` for none."""
-    best: Any = None
-    names: list[str] = []
-    for node, seen in (checkpoint.get("versions_seen") or {}).items():
-        if not seen or node == "__input__":
-            continue
-        top = max(seen.values(), key=_version_key)
-        if best is None or _version_key(top) > _version_key(best):
-            best, names = top, [node]
-        elif _version_key(top) == _version_key(best):
-            names.append(node)
-    return sorted(names)
-
-
-def _version_key(v: Any) -> tuple[float, str]:
-    if isinstance(v, (int, float)):
-        return (float(v), "")
-    head = str(v).split(".")[0]
-    return (float(head) if head.isdigit() else 0.0, str(v))
-
-
-def parse_ts(ts: str | None) -> datetime.datetime | None:
-    """A checkpoint's ``ts`` as an aware UTC ``datetime`` (None when absent or unreadable)."""
-    if not ts:
-        return None
-    try:
-        when = datetime.datetime.fromisoformat(ts)
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
-
-
-def _values(writes: Sequence[Any], channel: str) -> list[Any]:
-    out: list[Any] = []
-    for _task, ch, value in writes:
-        if ch == channel:
-            out += list(value) if isinstance(value, (list, tuple)) else [value]
-    return out
+__all__ = ["BRANCH", "ERROR_CHANNEL", "PUSH", "RUNNING_WINDOW_S", "START", "WAITING_SOURCES",
+           "last_nodes", "next_nodes", "parse_ts", "status", "timeline"]
 
 
 def status(tup: Any, now: datetime.datetime | None = None,
@@ -98,25 +42,22 @@ def status(tup: Any, now: datetime.datetime | None = None,
     ``"done"`` (no node to run), ``"ready"`` (nodes to run from a checkpoint no run made:
     a fork or an ``update_state``; it waits for an ``invoke``), ``"running"`` (nodes to
     run and the checkpoint younger than ``running_window_s`` seconds) or ``"stalled"``
-    (nodes to run, older)."""
+    (nodes to run, older): the rules of ``core.thread_summary`` (``state_of``,
+    ``status_of``), which the thread summary keeps too."""
     writes = tup.pending_writes or []
     nxt = next_nodes(tup.checkpoint)
     errors = _values(writes, ERROR_CHANNEL)
-    if errors:
-        return {"status": "error", "detail": render.preview(errors[-1], 300), "next": nxt}
     interrupts = _values(writes, render.INTERRUPT_CHANNEL)
-    if interrupts:
+    state = state_of(len(errors), len(interrupts), nxt, (tup.metadata or {}).get("source"))
+    detail: Any = None
+    if errors:
+        detail = render.preview(errors[-1], 300)
+    elif interrupts:
         value = [render.jsonable(getattr(i, "value", i)) for i in interrupts]
-        return {"status": "interrupted", "detail": value[0] if len(value) == 1 else value,
-                "next": nxt}
-    if not nxt:
-        return {"status": "done", "detail": None, "next": nxt}
-    if (tup.metadata or {}).get("source") in WAITING_SOURCES:
-        return {"status": "ready", "detail": None, "next": nxt}
-    when = parse_ts(tup.checkpoint.get("ts"))
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    recent = when is not None and (now - when).total_seconds() <= running_window_s
-    return {"status": "running" if recent else "stalled", "detail": None, "next": nxt}
+        detail = value[0] if len(value) == 1 else value
+    return {"status": status_of(state, parse_ts(tup.checkpoint.get("ts")), now,
+                                running_window_s),
+            "detail": detail, "next": nxt}
 
 
 def timeline(tuples: Iterable[Any]) -> list[dict[str, Any]]:

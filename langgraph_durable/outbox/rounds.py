@@ -10,6 +10,7 @@ which ``flusher.Flusher`` retries.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from typing import Any, NamedTuple
 
 import redis.exceptions
 
+from ..core.items import parse_stored
 from ..core.ops import Pipeline, Plan
 from ..core.outbox_entry import COUNTED_FIELD, OutboxEntry
 from ..core.records import SEP, CheckpointRecord, Typed, WriteRecord, unpack_blob
@@ -26,6 +28,7 @@ from ..durable import chunks as C
 from ..durable import documents as D
 from ..durable import inline as I
 from ..durable import write_groups as G
+from ..plans import summaries
 from ..plans.context import Context
 from ..plans.effects import FX_KIND, flush_effects_plan
 from ..plans.fence import fence_plan, insert_else_upsert, stream_ms
@@ -392,7 +395,9 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
             chunks.extend(more)
         out.append(doc)
 
+    summary: dict[str, Any] = {}
     for tid in want:
+        summary[tid] = _summary_facts(ctx, tid, got)
         for d, raw in got.get((tid, "it"), {}).items():
             if raw is not None and isinstance(d, bytes):  # None: deleted since
                 add("items", D.item_doc(tid, d, raw, put_ms=put_ms[(tid, d)]), raw, items)
@@ -439,7 +444,30 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     yield from insert_else_upsert(cols.blobs, blobs, D.upsert)
     yield from insert_else_upsert(cols.writes, writes, G.upsert_any, ignore_newer=True)
     yield from insert_else_upsert(cols.checkpoints, cps, I.upsert_checkpoint)
+    facts = {tid: f for tid, f in summary.items() if f is not None}
+    if facts:  # after the records: a summary never names a checkpoint MongoDB lacks
+        yield from summaries.upkeep_plan(ctx, facts)
     return Copied(len(cps) + len(blobs) + len(writes) + len(items), nbytes)
+
+
+def _summary_facts(ctx: Context, tid: str, got: dict[tuple[str, str], dict[Any, Any]]
+                   ) -> Any:
+    """What the round's records of ``tid`` say for its thread summary
+    (``plans.summaries.round_facts``; None: nothing of its root namespace)."""
+    cvs = got.get((tid, "cv"), {})
+    recs = [CheckpointRecord.unpack("", m[len(SEP):], raw, cvs[m], tid)
+            for m, raw in got.get((tid, "cp"), {}).items()
+            if raw is not None and m.startswith(SEP) and cvs.get(m)]
+    writes = [(f.split(SEP)[1], WriteRecord.unpack(raw, f"redis write {f!r}"))
+              for f, raw in got.get((tid, "w"), {}).items()
+              if raw is not None and f.startswith(SEP)]
+    if not recs and not writes:
+        return None
+    blobs = {f: unpack_blob(raw, f"redis blob {f!r}") for f, raw in
+             got.get((tid, "bl"), {}).items() if raw is not None and f.startswith(SEP)}
+    items = {d: parse_stored(raw, functools.partial(unpack_blob, where="an item"))
+             for d, raw in got.get((tid, "it"), {}).items() if raw is not None}
+    return summaries.round_facts(ctx, tid, recs, writes, blobs, items)
 
 
 def _broken(parsed: list[Parsed], broken: dict[tuple[str, str], Exception]

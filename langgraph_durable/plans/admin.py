@@ -34,6 +34,7 @@ from ..durable import write_groups as G
 from ..errors import CorruptRecordError, DeadLetteredError, FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S, dead_letter_key
 from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
+from . import summaries
 from .context import Context
 from .effects import copy_effects_plan, delete_thread_effects_plan, remove_effects_plan
 from .fence import insert_else_upsert
@@ -167,6 +168,7 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
         DeleteMany(cols.blobs, before),
         DeleteMany(cols.writes, before),
         DeleteMany(cols.items, before),
+        DeleteMany(cols.threads, q),  # its summary (a put since: the next round's again)
     ])
     # chunks after the documents that refer to them (never a document without its chunks)
     yield DeleteMany(cols.chunks, q)
@@ -250,6 +252,7 @@ def delete_for_runs_plan(ctx: Context, run_ids: Sequence[str]) -> Plan[None]:
         spill[d["thread_id"]] += I.spill_docs(d["thread_id"], d)
     for tid, by_ns in by_thread.items():
         yield from _remove(ctx, tid, by_ns, [], spill=spill[tid])
+    yield from summaries.refresh_quietly_plan(ctx, list(by_thread))
 
 
 STRATEGIES = ("keep_latest", "delete")
@@ -398,6 +401,7 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     yield Parallel(ops)
     yield from copy_effects_plan(ctx, source, target, now_ms)  # the effect journal too
     yield from release_plan(ctx, target)
+    yield from summaries.refresh_quietly_plan(ctx, [target])  # the target's summary
 
 
 def release_plan(ctx: Context, thread_id: str) -> Plan[None]:

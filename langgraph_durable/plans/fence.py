@@ -129,6 +129,8 @@ def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
             "_id": {"$in": [D.doc_id(tid, d.hex()) for d in digests]},
             "put_ms": {"$not": {"$gt": gone["*"]}}}))
     if kind == "cp":
+        if m_gone and not ns:  # the thread summary this entry's round may have set
+            mine.append(DeleteMany(ctx.collections.threads, {"thread_id": tid, "cid": cid}))
         cp = [D.doc_id(tid, ns, cid)] if m_gone else []
         bl = D.blob_ids(tid, [f for f in fields if whole or gone.get(f, 0) > at])
         cps += cp

@@ -83,6 +83,8 @@ class Tiers:
             return [1] * len(op.commands)  # XADD / XACK / XDEL of the dead letters
         if isinstance(op, Find) and op.collection == self.ctx.collections.tombstones:
             return self.mongo_tombstones
+        if isinstance(op, Find) and op.collection == self.ctx.collections.threads:
+            return []  # no thread summary yet
         if isinstance(op, Script) and op.name == "ack_settle":
             n = (len(op.args) - 4) // 2  # one thread: group, ttl, maxhot, k, (id, member)...
             return AckSettleReply([bool(self.acked)] * n, 0)
@@ -96,16 +98,22 @@ def test_a_round_copies_its_own_pending_entries_and_acknowledges_them() -> None:
     done = drive(flush_batch_plan(ctx, "me", block_ms=10, claim=False), tiers)
     # own pending (XREADGROUP 0), the records (HMGET: the entries carry their sizes, so
     # no HSTRLEN), two bulk writes (the small channel value is inside its checkpoint's
-    # document: no blobs document), the tombstones, the acknowledgement
+    # document: no blobs document), the thread summary (read, then one bulk write:
+    # plans/summaries.py), the tombstones, the acknowledgement
     assert done.kinds() == ["Pipeline", "Pipeline", "BulkWrite", "BulkWrite",
-                            "Pipeline", "ack_settle"]
+                            "Find", "BulkWrite", "Pipeline", "ack_settle"]
+    summary = done.ops[5]
+    assert isinstance(summary, BulkWrite) and summary.collection == ctx.collections.threads
+    (doc,) = [r.doc for r in summary.requests]  # type: ignore[union-attr]
+    assert (doc["thread_id"], doc["cid"], doc["state"]) == ("t", IDS[0], "done")
     assert [op.commands[0][0] for op in done.ops[:2] if isinstance(op, Pipeline)] == [
         "XREADGROUP", "HMGET"]
-    tomb = done.ops[4]  # the deletes' tombstones, after the writes, before the ack
+    tomb = done.ops[6]  # the deletes' tombstones, after the writes, before the ack
     assert isinstance(tomb, Pipeline) and tomb.commands == [["HGETALL", ctx.keys("t").gone]]
     cols = ctx.collections
     assert [op.collection for op in done.ops if isinstance(op, BulkWrite)] == [
-        cols.writes, cols.checkpoints]  # writes before checkpoints
+        cols.writes, cols.checkpoints,  # writes before checkpoints
+        cols.threads]  # the summary after the records it names
     for op in done.ops[2:4]:  # new documents are inserted, not upserted
         assert isinstance(op, BulkWrite) and all(isinstance(r, InsertDoc) for r in op.requests)
     (cp,) = done.ops[3].requests  # type: ignore[attr-defined]
@@ -177,7 +185,9 @@ def test_entries_another_consumer_acknowledged_first_are_taken_back_after_a_dele
     done = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
     deletes = [op for op in done.ops if isinstance(op, DeleteMany)]
     cols = ctx.collections
-    assert [op.collection for op in deletes] == [cols.checkpoints, cols.blobs, cols.chunks]
+    # and the summary that round wrote (plans/fence.py)
+    assert [op.collection for op in deletes] == [cols.checkpoints, cols.blobs, cols.threads,
+                                                 cols.chunks]
     assert deletes[0].filter == {"_id": {"$in": [D.doc_id("t", "", IDS[0])]}}
 
 
@@ -207,12 +217,15 @@ def test_a_round_asks_mongodb_for_the_tombstones_redis_does_not_hold_in_full() -
                               {"thread_id": "t", "f": "*", "at_ms": 1699999999500}]
     tiers.pending = [(EID, tiers.cp_entry)]
     done = drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False), tiers)
-    ask = next(op for op in done.ops if isinstance(op, Find))
+    ask = next(op for op in done.ops if isinstance(op, Find)
+               and op.collection != ctx.collections.threads)
     assert (ask.collection, ask.filter) == (ctx.collections.tombstones,
                                             {"thread_id": {"$in": ["t"]}})
     deletes = [op for op in done.ops if isinstance(op, DeleteMany)]
     cols = ctx.collections
-    assert [op.collection for op in deletes] == [cols.checkpoints, cols.blobs, cols.chunks]
+    # and the summary that round wrote (plans/fence.py)
+    assert [op.collection for op in deletes] == [cols.checkpoints, cols.blobs, cols.threads,
+                                                 cols.chunks]
     assert deletes[0].filter == {"_id": {"$in": [D.doc_id("t", "", IDS[0])]}}
     tiers.mongo_tombstones = []  # never deleted: nothing taken back
     assert "DeleteMany" not in drive(flush_batch_plan(ctx, "me", block_ms=0, claim=False),

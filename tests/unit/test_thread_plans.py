@@ -53,9 +53,12 @@ def test_delete_for_runs_removes_each_threads_checkpoints_with_tombstones() -> N
 
     done = drive(admin.delete_for_runs_plan(ctx, ["r1"]), answer)
     scripts = [op for op in done.ops if isinstance(op, Script)]
-    assert [(s.name, s.keys[0], list(s.args[1:])) for s in scripts] == [
+    assert [(s.name, s.keys[0], list(s.args[1:])) for s in scripts
+            if s.name != "page"] == [
         ("delete_parts", ctx.keys("a").cp, [1, member("", IDS[0])]),
         ("delete_parts", ctx.keys("b").cp, [1, member("", IDS[1])])]
+    # then each thread's summary is set again from its latest checkpoint (its page)
+    assert [s.name for s in scripts][2] == "page"
 
 
 def test_list_threads_counts_a_checkpoint_both_tiers_hold_once() -> None:

@@ -20,6 +20,19 @@
     if (activity) { activity.innerHTML = JSON.parse(event.data).html; }
   });
 })();
+function humanAge(ms) {  // as views.human_age: "1m 15s", "2h 3m", "4d 1h"
+  var s = Math.max(0, Math.floor(ms / 1000));
+  if (s >= 86400) { return Math.floor(s / 86400) + "d " + Math.floor(s % 86400 / 3600) + "h"; }
+  if (s >= 3600) { return Math.floor(s / 3600) + "h " + Math.floor(s % 3600 / 60) + "m"; }
+  if (s >= 60) { return Math.floor(s / 60) + "m " + (s % 60) + "s"; }
+  return s + "s";
+}
+function showAges() {  // the rows carry their time; the page shows each row's age
+  var now = Date.now();
+  Array.prototype.forEach.call(document.querySelectorAll("td.age[data-at]"), function (td) {
+    td.textContent = humanAge(now - Number(td.getAttribute("data-at")));
+  });
+}
 (function () {  // the thread list: live rows
   var table = document.getElementById("threads");
   if (!table || !window.EventSource) { return; }
@@ -27,10 +40,38 @@
   var total = document.getElementById("total");
   var pages = document.getElementById("pages");
   var live = document.getElementById("live");
+  showAges();
+  window.setInterval(showAges, 1000);
   var source = new EventSource(table.getAttribute("data-events"));
-  source.addEventListener("rows", function (event) {
+  source.addEventListener("rows", function (event) {  // only changed rows come as HTML
     var data = JSON.parse(event.data);
-    rows.innerHTML = data.html;
+    var kept = {};
+    Array.prototype.forEach.call(rows.querySelectorAll("tr[data-thread]"), function (tr) {
+      kept[tr.getAttribute("data-thread")] = tr;
+    });
+    var next = document.createDocumentFragment();
+    data.order.forEach(function (tid) {
+      var tr = kept[tid];
+      if (Object.prototype.hasOwnProperty.call(data.changed, tid)) {
+        var holder = document.createElement("tbody");
+        holder.innerHTML = data.changed[tid];
+        tr = holder.firstElementChild;
+      }
+      if (tr) { next.appendChild(tr); }
+    });
+    if (data.order.length) {
+      rows.textContent = "";
+      rows.appendChild(next);
+    } else {
+      rows.innerHTML = data.empty;
+    }
+    Object.keys(data.counts || {}).forEach(function (status) {
+      var count = document.querySelector('.count[data-count="' + status + '"]');
+      if (count) { count.textContent = String(data.counts[status]); }
+    });
+    var attention = document.querySelector('.count[data-count="attention"]');
+    if (attention) { attention.textContent = String(data.attention); }
+    showAges();
     total.textContent = String(data.total);
     if (pages) { pages.textContent = String(data.pages); }
     var older = document.getElementById("older-count");

@@ -1,0 +1,288 @@
+"""The thread summary's plans (``durable/summaries.py`` holds the document): its upkeep by
+the flusher from what a round copies (``round_facts``, ``upkeep_plan``), its refresh
+from a thread's latest checkpoint (deletes, ``copy_thread``, the rebuild command:
+``refresh_plan``). A page of the thread list: ``plans/thread_list.py``.
+
+Writers never lose each other's changes: each reads the summaries it updates, merges
+(``summaries.merge``) and writes with the ``rev`` it read in the filter; a writer that
+lost the race gets a duplicate key and merges again (``ATTEMPTS`` times)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from ..core.items import MANIFEST_TYPE, NODE_TYPE, expand, load_item
+from ..core.ops import (
+    BulkWrite,
+    BulkWriteFailed,
+    DeleteDoc,
+    Find,
+    InsertDoc,
+    Plan,
+    ReplaceDoc,
+    WriteModel,
+)
+from ..core.records import CheckpointRecord, Typed, WriteRecord, blob_field
+from ..core.thread_summary import (
+    ERROR_CHANNEL,
+    is_message,
+    last_nodes,
+    message_text,
+    next_nodes,
+    short,
+    values_of,
+)
+from ..durable import summaries as S
+from .context import NO_SERIALIZER, Context
+from .read import page_plan
+
+log = logging.getLogger("langgraph_durable.summaries")
+
+ATTEMPTS = 5
+"""Times a summary write that lost a race to another writer is merged and tried again
+(after that the next round's write corrects it)."""
+
+MESSAGES = "messages"
+"""The channel whose messages a summary counts and takes its title and text from."""
+
+_FALLBACK = JsonPlusSerializer(allowed_msgpack_modules=None)
+"""LangGraph's serializer made strict: only its ``SAFE_MSGPACK_TYPES`` (LangChain
+messages, its own types) are revived, nothing else a stored value names is imported or
+run; no pickle."""
+
+
+def _serde(ctx: Context) -> Any:
+    """The serializer a summary decodes with: the context's, or ``_FALLBACK`` for a
+    flusher given none (every flusher: the saver's runtime and a standalone worker copy
+    bytes without the application's serializer; an encrypted or external value stays
+    undecoded and the summary ``stale`` until a reader refreshes it)."""
+    return _FALLBACK if ctx.serde is NO_SERIALIZER else ctx.serde
+
+
+def _error_text(value: Any) -> str:
+    if isinstance(value, BaseException):
+        return f"{type(value).__name__}: {value}"
+    return str(value)
+
+
+def _message_facts(facts: S.Facts, messages: Sequence[Any], count: int,
+                   first: bool) -> None:
+    """Title (when ``messages`` start the list: ``first``), text and count of a messages
+    value."""
+    facts.messages = count
+    if first:
+        human = next((m for m in messages if is_message(m) and m.type == "human"), None)
+        facts.title = short(message_text(human), S.TITLE_CHARS) if human else None
+    facts.recent = _recent(messages[-S.TEXT_MESSAGES:])
+
+
+def _recent(messages: Sequence[Any]) -> list[list[str]]:
+    return [[str(getattr(m, "id", None) or ""), short(message_text(m), 400)]
+            for m in messages if is_message(m)]
+
+
+def round_facts(ctx: Context, thread_id: str, recs: Iterable[CheckpointRecord],
+                writes: Iterable[tuple[str, WriteRecord]], blobs: Mapping[str, Typed | None],
+                items: Mapping[bytes, Typed]) -> S.Facts | None:
+    """What a flush round's records of ``thread_id`` say of its root namespace: its
+    newest root checkpoint of ``recs`` (checkpoint and metadata decoded), the pending
+    writes ``(checkpoint_id, record)`` on the error and interrupt channels, and, when the
+    round holds that checkpoint's ``messages`` value, its length, title (the round holds
+    the list's first item) and latest messages' text (from the items the round holds).
+    None when nothing is of the root namespace. A value that does not decode leaves its
+    fact unknown (logged by type)."""
+    serde = _serde(ctx)
+    root = [r for r in recs if r.ns == ""]
+    facts = S.Facts()
+    for cid, w in writes:
+        if w.channel in S.WRITE_CHANNELS:
+            vals: list[Any] = [None]
+            text = None
+            try:
+                vals = values_of([("", w.channel, serde.loads_typed(w.value))], w.channel)
+                text = _error_text(vals[-1]) if w.channel == ERROR_CHANNEL else None
+            except Exception as exc:  # by type only: no stored value in the logs
+                log.debug("summary of a thread: a write did not decode: %s",
+                          type(exc).__name__)
+                facts.stale = True
+            facts.writes.setdefault(cid, {})[S.write_key(w.task_id, w.idx)] = S.write_fact(
+                w.channel, vals, text if text is not None or w.channel != ERROR_CHANNEL
+                else "(error not decoded)")
+    if not root:
+        if facts.stale:  # writes it could not read: a reader refreshes the summary
+            facts.cid = max(facts.writes)
+        return facts if facts.writes else None
+    rec = max(root, key=lambda r: r.checkpoint_id)
+    try:
+        cp = serde.loads_typed(rec.checkpoint)
+        md = dict(rec.md_query) or serde.loads_typed(rec.metadata) or {}
+    except Exception as exc:
+        log.debug("summary of thread %r: checkpoint %r did not decode: %s", thread_id,
+                  rec.checkpoint_id, type(exc).__name__)
+        facts.stale = True
+    if facts.stale:
+        facts.cid = max(rec.checkpoint_id, *facts.writes)
+        return facts
+    facts.cid, facts.ts = rec.checkpoint_id, cp.get("ts")
+    facts.step, facts.source = md.get("step"), md.get("source")
+    facts.graph, facts.sv = md.get("lgd_graph"), md.get("lgd_state_version")
+    facts.md, facts.next, facts.last = S.metadata_facts(md), next_nodes(cp), last_nodes(cp)
+    version = cp.get("channel_versions", {}).get(MESSAGES)
+    typed = blobs.get(blob_field("", MESSAGES, version)) if version is not None else None
+    if typed is not None:
+        try:
+            _round_messages(facts, serde, typed, items)
+        except Exception as exc:
+            log.debug("summary of thread %r: messages did not decode: %s", thread_id,
+                      type(exc).__name__)
+    return facts
+
+
+def _round_messages(facts: S.Facts, serde: Any, typed: Typed,
+                    items: Mapping[bytes, Typed]) -> None:
+    if typed[0] != MANIFEST_TYPE:
+        value = serde.loads_typed(typed)
+        if isinstance(value, list):
+            _message_facts(facts, value, len(value), True)
+        return
+    refs = typed[1]
+    try:  # every item in the round (a new thread, or nodes all present)
+        found = expand(refs, items, "the summary's messages")
+    except Exception:
+        found = []
+    if found:
+        msgs = [load_item(serde.loads_typed, t) for _d, t in found]
+        _message_facts(facts, msgs, len(msgs), True)
+        return
+    # the round holds the newest items only: the count of top-level digests (exact
+    # without nodes) and the text of the newest items held
+    digests = [refs[i:i + 16] for i in range(0, len(refs), 16)]
+    tail = [load_item(serde.loads_typed, items[d]) for d in digests[-S.TEXT_MESSAGES:]
+            if d in items and items[d][0] != NODE_TYPE]
+    facts.messages = len(digests)
+    if tail:
+        facts.recent, facts.appended = _recent(tail), True
+
+
+def _kept(ctx: Context, facts: S.Facts) -> S.Facts:
+    """``facts`` as the summary may store them: without message text and metadata when
+    the context's metadata is not queryable (an encrypting serializer: no tier holds
+    plaintext)."""
+    if not ctx.queryable:
+        facts.title = None
+        facts.recent = [] if facts.recent is not None or facts.whole else None
+        facts.md = {}
+    return facts
+
+
+_last_stamp = 0
+_stamp_lock = threading.Lock()
+
+
+def _stamp(ctx: Context) -> int:
+    """A summary's ``u``: microseconds of ``ctx.clock``, strictly increasing in this
+    process, so a reader asking for ``u >= its last`` gets back one summary, not a whole
+    round written in the same millisecond."""
+    global _last_stamp
+    with _stamp_lock:
+        _last_stamp = max(ctx.clock.time_ns() // 1000, _last_stamp + 1)
+        return _last_stamp
+
+
+def upkeep_plan(ctx: Context, facts: Mapping[str, S.Facts]) -> Plan[int]:
+    """Merge ``facts`` (per thread) into the threads' summaries: one read of them, one
+    bulk write of those that change; a write that lost a race to another writer is read
+    and merged again (``ATTEMPTS``). Without queryable metadata (an encrypting serializer)
+    no message text nor metadata is stored. Returns the summaries written."""
+    todo = {tid: _kept(ctx, f) for tid, f in facts.items()}
+    written = 0
+    cols = ctx.collections
+    for _attempt in range(ATTEMPTS):
+        prevs = yield Find(cols.threads, {"_id": {"$in": [S.summary_id(t) for t in todo]}})
+        by_thread = {d["thread_id"]: d for d in prevs}
+        docs: list[tuple[str, dict[str, Any], Any]] = []
+        for tid, f in todo.items():
+            prev = by_thread.get(tid)
+            doc = S.merge(tid, prev, f, _stamp(ctx))
+            if doc is not None:
+                docs.append((tid, doc, prev))
+        if not docs:
+            return written
+        # a new summary is an insert (SecantusDB: 4x cheaper than an upsert), a changed one
+        # a replace guarded by the rev read; either fails with a duplicate key when another
+        # writer got there first
+        requests: list[WriteModel] = [
+            InsertDoc(doc) if prev is None else ReplaceDoc(S.guard(doc, prev), doc, upsert=True)
+            for _t, doc, prev in docs]
+        try:
+            yield BulkWrite(cols.threads, requests)
+            return written + len(docs)
+        except BulkWriteFailed as exc:
+            if not exc.only_duplicates():
+                raise
+            lost = set(exc.duplicates())
+            written += len(docs) - len(lost)
+            todo = {docs[i][0]: todo[docs[i][0]] for i in lost}
+    if todo:  # not reached without a lost race
+        log.warning("thread summaries of %d threads lost %d races in a row; the next "
+                    "write corrects them", len(todo), ATTEMPTS)
+    return written
+
+
+def latest_facts_plan(ctx: Context, thread_id: str) -> Plan[S.Facts | None]:
+    """The whole facts of ``thread_id`` from its latest root checkpoint, both tiers
+    merged (Redis first): ``round_facts`` of that checkpoint with its pending writes, its
+    ``messages`` value and items (no other channel decoded: a DataFrame is not
+    downloaded); None when it has none."""
+    raw = yield from page_plan(ctx, thread_id, "", count=1, hot_first=True)
+    if not raw.rows:
+        return None
+    rec, writes = raw.rows[0]
+    facts = round_facts(ctx, thread_id, [rec], [(rec.checkpoint_id, w) for w in writes],
+                        raw.blobs, raw.items)
+    if facts is None:
+        return None
+    facts.whole = not facts.stale
+    facts.writes.setdefault(rec.checkpoint_id, {})
+    return facts
+
+
+def refresh_plan(ctx: Context, thread_ids: Iterable[str]) -> Plan[int]:
+    """Set the summaries of ``thread_ids`` to what their latest root checkpoints say (after
+    a delete, a prune, a copy; the rebuild), deleting those of threads without one.
+    Returns the summaries written or deleted."""
+    found: dict[str, S.Facts] = {}
+    gone: list[str] = []
+    for tid in dict.fromkeys(thread_ids):
+        facts = yield from latest_facts_plan(ctx, tid)
+        if facts is None:
+            gone.append(tid)
+        else:
+            found[tid] = facts
+    n = (yield from upkeep_plan(ctx, found)) if found else 0
+    if gone:
+        yield from delete_plan(ctx, gone)
+    return n + len(gone)
+
+
+def refresh_quietly_plan(ctx: Context, thread_ids: Sequence[str]) -> Plan[None]:
+    """``refresh_plan`` after a change that already succeeded (``delete_for_runs``,
+    ``copy_thread``): a failure is logged by type, not raised (the summary is derived:
+    ``langgraph-durable threads --rebuild-summary`` sets it again)."""
+    try:
+        yield from refresh_plan(ctx, thread_ids)
+    except Exception as exc:
+        log.warning("thread summaries of %d threads not refreshed: %s", len(thread_ids),
+                    type(exc).__name__)
+
+
+def delete_plan(ctx: Context, thread_ids: Sequence[str]) -> Plan[None]:
+    """Delete the summaries of ``thread_ids`` (``delete_thread``)."""
+    if thread_ids:
+        yield BulkWrite(ctx.collections.threads, [
+            DeleteDoc({"_id": S.summary_id(t), "thread_id": t}) for t in thread_ids])
