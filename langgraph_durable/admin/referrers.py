@@ -186,6 +186,7 @@ COLLECTIONS_WITHOUT_VALUES: dict[str, str] = {
     "tombstones": "the deletes' tombstones: member -> deletion time",
     "audit": "the operators' actions on threads (inspection/audit.py): JSON text of what "
              "was given and one-line results, no serialized value",
+    "retention": "threads' activity and expiry times, TTLs and pins (durable/retention.py)",
     "chunks": "pieces of values over 16 MiB of the referrers' documents, read through "
               "their owner document (durable/chunks.py load_plan), never on their own",
 }
