@@ -36,6 +36,10 @@ class ThreadTTL(BaseModel):
             a time across processes: a lease in MongoDB). Default 5, more than 0.
         sweep_limit: most threads one sweep acts on (default 1000, at least 1); the rest
             wait for the next sweep.
+        lease_s: seconds a sweeper's lease lasts unless renewed (it is renewed before each
+            thread): a sweeper killed mid-sweep is replaced this long after its last
+            renewal at most. Default 60, from 1 to 3600; keep it above the longest delete
+            of one thread.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -44,6 +48,7 @@ class ThreadTTL(BaseModel):
     default_ttl: float | None = Field(default=None, gt=0)
     sweep_interval_minutes: float = Field(default=5.0, gt=0, le=7 * 24 * 60)
     sweep_limit: int = Field(default=1000, ge=1, le=100_000)
+    lease_s: float = Field(default=60.0, ge=1, le=3600)
 
 
 class DurableConfig(BaseModel):

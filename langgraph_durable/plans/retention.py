@@ -34,10 +34,6 @@ RESUME = "__resume__"
 DUPLICATE_KEY = 11000
 """MongoDB's duplicate-key error code: the lease's upsert met a lease it may not take."""
 
-LEASE_S = 60.0
-"""Seconds a sweeper's lease lasts unless renewed (it is renewed before each thread): a
-sweeper killed mid-sweep is replaced this long after its last renewal at most."""
-
 
 def entry_activity(ctx: Context, entries: Sequence[tuple[bytes, str, Any]]
                    ) -> dict[str, R.Activity]:
@@ -155,13 +151,14 @@ def unanswered_interrupt(writes: Sequence[Any]) -> bool:
 
 def sweep_plan(ctx: Context, owner: str, *, now_ms: int | None = None,
                limit: int | None = None, dry_run: bool = False, scheduled: bool = False,
-               lease_s: float = LEASE_S) -> Plan[SweepReport]:
+               lease_s: float | None = None) -> Plan[SweepReport]:
     """One sweep of the threads due at ``now_ms`` (default ``ctx.clock``; the lease and
     the interval always go by ``ctx.clock``), at most
     ``limit`` (default the policy's ``sweep_limit``), soonest expiry first.
 
-    Takes the lease (``owner``: this sweeper's name; ``scheduled``: only once the policy's
-    interval passed since the last sweep) or returns at once with ``skipped`` set; waits
+    Takes the lease for ``lease_s`` seconds (default the policy's; ``owner``: this
+    sweeper's name; ``scheduled``: only once the policy's interval passed since the last
+    sweep) or returns at once with ``skipped`` set; waits
     for the outbox to drain (activity not flushed yet counts), reads the due threads'
     expiries again, and acts on each (renewing the lease first: a lost lease stops the
     sweep): ``delete`` -> ``delete_thread_plan``, ``keep_latest`` -> ``prune_plan``,
@@ -177,7 +174,7 @@ def sweep_plan(ctx: Context, owner: str, *, now_ms: int | None = None,
     clock_ms = ctx.clock.time_ns() // 1_000_000  # the lease's time: never a given now_ms
     now_ms = clock_ms if now_ms is None else now_ms
     limit = policy.sweep_limit if limit is None else limit
-    lease_ms = int(lease_s * 1000)
+    lease_ms = int((policy.lease_s if lease_s is None else lease_s) * 1000)
     if not dry_run:
         if not (yield from _take_lease(ctx, owner, clock_ms, lease_ms, scheduled)):
             report.skipped = ("the interval has not passed, or another sweeper holds the "
