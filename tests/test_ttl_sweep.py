@@ -5,6 +5,7 @@ in-process sweeper, sync and async. Time is given to ``sweep(now=...)`` or set t
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -317,3 +318,30 @@ async def test_async_pin_ttl_and_sweep(redis_url: str, mongo_url: str) -> None:
         assert await s.aget_tuple({"configurable": {"thread_id": "a2"}}) is None
         await s.aunpin_thread("a1")
         assert (await s.asweep()).deleted == ["a1"]
+
+
+async def test_the_sweeper_of_an_asyncio_flusher_task_sweeps(redis_url: str,
+                                                             mongo_url: str) -> None:
+    """Asyncio clients only: the flusher is a task of the loop, and so is its sweeper."""
+    import pymongo
+    import redis.asyncio
+
+    r, m = redis.asyncio.Redis.from_url(redis_url), pymongo.AsyncMongoClient(mongo_url)
+    policy = {**POLICY, "sweep_interval_minutes": 0.002}
+    try:
+        async with DurableSaver(r, m, **unique_options(ttl=policy)) as s:
+            for tid in ("soon", "later"):
+                await s.aput({"configurable": {"thread_id": tid, "checkpoint_ns": ""}},
+                             empty_checkpoint(), {"step": -1}, {})
+            await s.aflush()
+            assert s.runtime.flusher is not None and s.runtime.flusher.sweeper is not None
+            await s.aset_thread_ttl("soon", 0)
+            deadline = time.monotonic() + 20
+            while await s.athread_retention("soon") is not None:
+                assert time.monotonic() < deadline, "the sweeper task did not sweep"
+                await asyncio.sleep(0.05)
+            assert await s.aget_tuple({"configurable": {"thread_id": "soon"}}) is None
+            assert await s.aget_tuple({"configurable": {"thread_id": "later"}}) is not None
+    finally:
+        await r.aclose()
+        await m.close()

@@ -86,6 +86,8 @@ class Flusher:
     first round until the loop ends; each round first takes what the flushers the last
     beat found dead hold (``reaped`` counts them). On stopping it leaves the group and the
     heartbeat registry (``heartbeat.stop_plan``).
+    With a retention policy (``DurableConfig.ttl``) its ``sweeper`` (``sweeper.Sweeper``)
+    runs beside the loop too, as a thread or task of its own.
     Rounds are counted in ``metrics`` (a new ``Metrics`` when not given); a backlog of
     half ``max_outbox`` or a lag over ``BACKLOG_LAG_S`` is logged as a warning.
     """
