@@ -237,8 +237,10 @@ class DurableConfig(BaseModel):
             ``langgraph.json``'s ``checkpointer.ttl``; ``LGD_TTL`` takes the same JSON).
             The flusher records each thread's last activity and expiry in MongoDB
             (``<collection_prefix>retention``) from the outbox entries it copies (no cost
-            on ``put``), and the in-process flusher's sweeper (and each ``langgraph-durable
-            worker``) sweeps expired threads every ``sweep_interval_minutes``. Default
+            on ``put``), and the sweeper beside every flusher (in-process, ``flusher=
+            "process"``, ``langgraph-durable flusher``, ``python -m
+            langgraph_durable.outbox.worker``) sweeps expired threads every
+            ``sweep_interval_minutes``, one at a time. Default
             None: nothing recorded, nothing swept (``plans/retention.py``).
     """
 
