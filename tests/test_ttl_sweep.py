@@ -10,18 +10,21 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import pymongo
 import pytest
+import redis.asyncio
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.types import Command
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.core.outbox_entry import OutboxEntry
 from langgraph_durable.durable import retention as R
 from langgraph_durable.errors import InvalidIdentifierError
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.plans import retention as P
 from langgraph_durable.testing import unique_options, wait_for
 
-from .graphs import build_review
+from .graphs import build_delta, build_review
 from .test_retention import stored, uuid6_at
 
 HOUR = 3600.0
@@ -323,9 +326,6 @@ async def test_async_pin_ttl_and_sweep(redis_url: str, mongo_url: str) -> None:
 async def test_the_sweeper_of_an_asyncio_flusher_task_sweeps(redis_url: str,
                                                              mongo_url: str) -> None:
     """Asyncio clients only: the flusher is a task of the loop, and so is its sweeper."""
-    import pymongo
-    import redis.asyncio
-
     r, m = redis.asyncio.Redis.from_url(redis_url), pymongo.AsyncMongoClient(mongo_url)
     policy = {**POLICY, "sweep_interval_minutes": 0.002}
     try:
@@ -345,3 +345,58 @@ async def test_the_sweeper_of_an_asyncio_flusher_task_sweeps(redis_url: str,
     finally:
         await r.aclose()
         await m.close()
+
+
+@pytest.fixture
+def ksaver(redis_url: str, mongo_url: str) -> Iterator[DurableSaver]:
+    """A saver whose policy prunes expired threads to their newest checkpoint."""
+    policy = {**POLICY, "strategy": "keep_latest"}
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(ttl=policy)) as s:
+        yield s
+
+
+def test_keep_latest_keeps_delta_channel_ancestors(ksaver: DurableSaver) -> None:
+    """A DeltaChannel (snapshot every 3 writes) rebuilt from its ancestors: the pruned
+    thread's state and its next run equal those of a thread never pruned."""
+    graph = build_delta(ksaver)
+    for tid in ("pruned", "kept"):
+        graph.invoke({"n": 0, "log": ["go"]}, {"configurable": {"thread_id": tid}})
+    ksaver.flush()
+    ksaver.pin_thread("kept")
+    before = graph.get_state({"configurable": {"thread_id": "pruned"}}).values
+    assert ksaver.sweep(now=time.time() + 2 * HOUR).pruned == ["pruned"]
+    assert len(ids_of(ksaver, "pruned")) < len(ids_of(ksaver, "kept"))
+    assert graph.get_state({"configurable": {"thread_id": "pruned"}}).values == before
+    for tid in ("pruned", "kept"):
+        graph.invoke({"log": ["again"]}, {"configurable": {"thread_id": tid}})
+    assert graph.get_state({"configurable": {"thread_id": "pruned"}}).values == \
+        graph.get_state({"configurable": {"thread_id": "kept"}}).values
+
+
+def test_keep_latest_prunes_an_interrupted_thread_and_it_still_resumes(
+        ksaver: DurableSaver) -> None:
+    graph = build_review(ksaver)
+    cfg: Any = {"configurable": {"thread_id": "review"}}
+    graph.invoke({"draft": "memo", "log": []}, cfg)
+    ksaver.flush()
+    assert ksaver.sweep(now=time.time() + 2 * HOUR).pruned == ["review"]
+    assert len(ids_of(ksaver, "review")) == 1
+    assert graph.get_state(cfg).interrupts  # still waiting for "edit?"
+    graph.invoke(Command(resume="shorter"), cfg)
+    graph.invoke(Command(resume=True), cfg)
+    assert graph.get_state(cfg).values["log"] == [
+        "write", "review:shorter", "confirm:True"]
+
+
+def test_a_replayed_or_late_entry_leaves_the_retention_document_unchanged(
+        tsaver: DurableSaver) -> None:
+    """Invariant 4 for the retention facts: the flusher's update is a $max, so recording
+    the same activity again, or older activity, changes nothing."""
+    chain(tsaver, "r", 2, lgd_ttl_minutes=30)
+    coll = tsaver.sync_clients.db[tsaver.context.collections.retention]
+    doc = coll.find_one({"_id": "r"})
+    assert doc is not None
+    old = [(f"{doc['at'] - 5000}-0".encode(), "r", OutboxEntry("r", "w", "m", ttl_min=30)),
+           (f"{doc['at']}-0".encode(), "r", OutboxEntry("r", "cp", "m", ttl_min=30))]
+    assert tsaver.run(P.activity_plan(tsaver.context, old)) == 1
+    assert coll.find_one({"_id": "r"}) == doc
