@@ -66,6 +66,8 @@ PLAN: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("9p", {"threads": 200, "step_s": 0.5}, {"threads": 40, "concurrency": 3, "step_s": 0.2}),
     ("10", {"threads": 200, "per_kind": 10, "steps": 3},
      {"threads": 40, "per_kind": 2, "steps": 2}),
+    ("11", {"trials": 2, "expired": 120, "pinned": 10, "asking": 10, "live": 20},
+     {"trials": 1, "expired": 30, "pinned": 4, "asking": 4, "live": 6}),
     ("hostile", {}, {}),
 ]
 ON_CLUSTER = {"1", "2", "5", "5b", "5c", "9", "9p", "10"}
@@ -84,13 +86,14 @@ def _scenario(key: str) -> Callable[..., Result]:
         s8_failover,
         s9_many_processes,
         s10_poison,
+        s11_retention,
     )
 
     return {"1": s1_app_killed.run, "2": s2_flusher_killed.run, "3": s3_mongo_down.run,
             "4": s4_redis_down.run, "5": s5_delete_races.run, "5b": s5_delete_races.run,
             "5c": s5_delete_races.run, "6": s6_concurrent.run, "7": s7_shutdown.run,
             "8": s8_failover.run, "9": s9_many_processes.run, "9p": s9_many_processes.run,
-            "10": s10_poison.run, "hostile": hostile}[key]
+            "10": s10_poison.run, "11": s11_retention.run, "hostile": hostile}[key]
 
 
 def hostile(env: Env) -> Result:
@@ -159,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m faults.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="the short forms (as the tests)")
     p.add_argument("--only", help="comma-separated scenario keys: "
-                   "1,2,3,4,5,5b,5c,6,7,8,9,9p,10,hostile")
+                   "1,2,3,4,5,5b,5c,6,7,8,9,9p,10,11,hostile")
     p.add_argument("--redis", choices=["single", "cluster"], default="single",
                    help="a single Redis (default) or a local 3 + 3 Redis Cluster")
     p.add_argument("--seed", type=int, default=None, help="seed of the random choices")
@@ -182,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             if (wanted and key not in wanted) or (cluster and key not in ON_CLUSTER):
                 continue
             kwargs = dict(quick if args.quick else full)
-            if args.seed is not None and key in ("1", "2", "5", "5b", "5c"):
+            if args.seed is not None and key in ("1", "2", "5", "5b", "5c", "11"):
                 kwargs["seed"] = args.seed
             print(f"scenario {key} {kwargs} ...", flush=True)
             try:
@@ -231,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
 def _keys() -> list[str]:
     """Result keys in table order."""
     keys = ["s1", "s2", "s3", "s4", "s5", "s5b", "s5c", "s6", "s7", "s8", "s9", "s9p",
-            "s10", "hostile"]
+            "s10", "s11", "hostile"]
     return keys + [f"s{k}@cluster" for k in ("1", "2", "5", "5b", "5c", "9", "9p", "10")]
 
 

@@ -7,8 +7,9 @@ returns and moves it to MongoDB (durable tier) through a crash-safe outbox.
 from typing import Any
 
 from . import _moved
-from .config import DurableConfig
+from .config import DurableConfig, ThreadTTL
 from .core.state_versions import STATE_VERSION_KEY, StateMigration
+from .durable.retention import ThreadRetention
 from .errors import (
     CheckpointNotFoundError,
     ConcurrentRunError,
@@ -33,6 +34,7 @@ from .errors import (
     TierUnavailableError,
 )
 from .journal import journaled
+from .plans.retention import SweepReport
 from .plans.threads import ThreadInfo, ThreadPage
 from .saver import DurableSaver
 from .store import DurableStore
@@ -62,10 +64,13 @@ __all__ = [
     "StateMigration",
     "StateMigrationError",
     "StateVersionError",
+    "SweepReport",
     "SyncCallInEventLoopError",
     "ThreadDeletedError",
     "ThreadInfo",
     "ThreadPage",
+    "ThreadRetention",
+    "ThreadTTL",
     "TierUnavailableError",
     "journaled",
 ]

@@ -17,6 +17,40 @@ MAX_STATE_VERSION = 2**63 - 1
 store it."""
 
 
+class ThreadTTL(BaseModel):
+    """Retention by policy (``DurableConfig.ttl``), the Agent Server's ``checkpointer.ttl``
+    of ``langgraph.json``: a thread idle longer than its TTL is swept.
+
+    Attributes:
+        strategy: what a sweep does to an expired thread: ``"delete"`` (default) deletes
+            it in both tiers (``delete_thread``: tombstones, effect journal and all);
+            ``"keep_latest"`` prunes it to each namespace's newest checkpoint
+            (``prune(strategy="keep_latest")``: DeltaChannel ancestors and the newest
+            checkpoint's pending writes stay).
+        default_ttl: minutes a thread lives after its last activity (a ``put`` or
+            ``put_writes``) when its runs name no TTL of their own (``config
+            ["configurable"]["lgd_ttl_minutes"]``); None: such threads never expire.
+            Counts only activity flushed while the option is set (as the Agent Server:
+            threads written before keep no expiry until their next write).
+        sweep_interval_minutes: minutes between two sweeps of a deployment (one sweeper at
+            a time across processes: a lease in MongoDB). Default 5, more than 0.
+        sweep_limit: most threads one sweep acts on (default 1000, at least 1); the rest
+            wait for the next sweep.
+        lease_s: seconds a sweeper's lease lasts unless renewed (it is renewed before each
+            thread): a sweeper killed mid-sweep is replaced this long after its last
+            renewal at most. Default 60, from 1 to 3600; keep it above the longest delete
+            of one thread.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    strategy: Literal["delete", "keep_latest"] = "delete"
+    default_ttl: float | None = Field(default=None, gt=0)
+    sweep_interval_minutes: float = Field(default=5.0, gt=0, le=7 * 24 * 60)
+    sweep_limit: int = Field(default=1000, ge=1, le=100_000)
+    lease_s: float = Field(default=60.0, ge=1, le=3600)
+
+
 class DurableConfig(BaseModel):
     """Options of :class:`~langgraph_durable.DurableSaver`; every unit is in the name.
 
@@ -198,6 +232,16 @@ class DurableConfig(BaseModel):
             newer state version than ``state_version``: ``"raise"`` (default,
             ``StateVersionError``) or ``"read"`` (returned as stored, not migrated).
             ``get_tuple``, the resume path, always raises for one.
+        ttl: retention by policy, a ``ThreadTTL`` (or its dict: ``{"strategy":
+            "delete", "default_ttl": 43200, "sweep_interval_minutes": 60}``, as
+            ``langgraph.json``'s ``checkpointer.ttl``; ``LGD_TTL`` takes the same JSON).
+            The flusher records each thread's last activity and expiry in MongoDB
+            (``<collection_prefix>retention``) from the outbox entries it copies (no cost
+            on ``put``), and the sweeper beside every flusher (in-process, ``flusher=
+            "process"``, ``langgraph-durable flusher``, ``python -m
+            langgraph_durable.outbox.worker``) sweeps expired threads every
+            ``sweep_interval_minutes``, one at a time. Default
+            None: nothing recorded, nothing swept (``plans/retention.py``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -242,6 +286,7 @@ class DurableConfig(BaseModel):
     state_version: int | None = Field(default=None, ge=1)
     unversioned_state_version: int = Field(default=1, ge=1)
     newer_state: Literal["raise", "read"] = "raise"
+    ttl: ThreadTTL | None = None
 
     @field_validator("write_concern_w", mode="before")
     @classmethod

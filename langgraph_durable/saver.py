@@ -30,6 +30,7 @@ from .errors import CorruptRecordError
 from .plans import admin, delta, read, threads, write
 from .plans.threads import ThreadPage
 from .runtime.lifecycle import SaverLifecycle
+from .runtime.retention import RetentionMethods
 from .serde.gc import GcReport
 from .serde.stores import BlobStore
 from .store import DurableStore
@@ -51,7 +52,7 @@ ReadTier = Literal["hot", "durable", "miss"]
 
 _T = TypeVar("_T")
 
-class DurableSaver(SaverLifecycle):
+class DurableSaver(SaverLifecycle, RetentionMethods):
     """A LangGraph checkpointer that survives crashes; a drop-in for ``InMemorySaver``.
 
     Every ``put``/``put_writes`` is committed to Redis (one round trip, one Lua script,
@@ -101,7 +102,9 @@ class DurableSaver(SaverLifecycle):
     ``ConfigurationError``.
 
     Beyond LangGraph's contract: ``flush``, ``setup``, ``check_deployment``, ``close``,
-    ``stats``, ``gc``, ``list_threads`` (each with its ``a*`` twin), ``last_read_tier``,
+    ``stats``, ``gc``, ``list_threads``, retention by policy (``pin_thread``,
+    ``unpin_thread``, ``set_thread_ttl``, ``thread_retention``, ``retention_due``,
+    ``sweep``: ``runtime/retention.py``) (each with its ``a*`` twin), ``last_read_tier``,
     ``config`` and, for tools, ``run``/``arun`` with ``context`` and ``sync_clients``.
 
     Structure: this class turns LangGraph's calls into plans and runs them on its

@@ -362,7 +362,7 @@ def test_the_tiers_page_shows_the_verdict_and_updates_it_without_a_reload(
             cols = off.context.collections
             assert names == [cols.checkpoints, cols.blobs, cols.writes, cols.meta,
                              cols.chunks, cols.items, cols.tombstones, cols.effects, cols.store,
-                             cols.audit, cols.threads,
+                             cols.audit, cols.threads, cols.retention,
                              "total"]
             assert data["durable"]["total"]["documents"] == sum(
                 c["documents"] for k, c in data["durable"].items() if k != "total")

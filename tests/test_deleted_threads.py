@@ -362,7 +362,7 @@ def test_a_new_run_flushed_while_the_delete_runs_is_not_deleted_with_it(
         return sec * 1000 + usec // 1000
 
     def after(op: Any, result: Any, error: Any) -> None:
-        if isinstance(op, Script):
+        if isinstance(op, Script) and op.name == "delete_thread":
             deleted_at.append(result.deleted_at_ms)  # DELETE_THREAD's DeleteThreadReply
 
     def between(op: Any) -> None:

@@ -9,6 +9,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from typer.testing import CliRunner
 
 from langgraph_durable import ConfigurationError, DurableConfig, DurableSaver
+from langgraph_durable.config import ThreadTTL
 from langgraph_durable.settings import env_options
 from langgraph_durable.testing import unique_options
 
@@ -54,6 +55,8 @@ ENV_VALUES: dict[str, tuple[str, object]] = {
     "state_version": ("3", 3),
     "unversioned_state_version": ("2", 2),
     "newer_state": ("read", "read"),
+    "ttl": ('{"strategy": "keep_latest", "default_ttl": 90}',
+            ThreadTTL(strategy="keep_latest", default_ttl=90)),
 }
 
 

@@ -210,6 +210,7 @@ COLLECTIONS_WITHOUT_VALUES: dict[str, str] = {
     "threads": "one summary per thread (durable/summaries.py): status facts, counts, "
                "and the title and latest messages' text as plain text (none with an "
                "encrypting serializer), never a serialized value",
+    "retention": "threads' activity and expiry times, TTLs and pins (durable/retention.py)",
     "chunks": "pieces of values over 16 MiB of the referrers' documents, read through "
               "their owner document (durable/chunks.py load_plan), never on their own",
 }

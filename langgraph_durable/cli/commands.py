@@ -13,7 +13,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand
 
 from ..config import DurableConfig, config_options
-from . import actions, browse, deadletters, ops, size, state, store, transfer
+from . import actions, browse, deadletters, ops, retention, size, state, store, transfer
 from .dashboard import dashboard
 from .session import CliError, Session
 
@@ -206,6 +206,10 @@ app.command("status", cls=_Command)(ops.status)
 app.command("gc", cls=_Command)(ops.gc)
 app.command("prune", cls=_Command)(ops.prune)
 app.command("delete", cls=_Command)(ops.delete)
+app.command("retention", cls=_Command)(retention.retention)
+app.command("sweep", cls=_Command)(retention.sweep)
+app.command("pin", cls=_Command)(retention.pin)
+app.command("unpin", cls=_Command)(retention.unpin)
 app.command("migrate", cls=_Command)(ops.migrate)
 app.command("migrate-state", cls=_Command)(state.migrate_state)
 app.command("dashboard", cls=_Command)(dashboard)

@@ -34,7 +34,10 @@ class OutboxEntry(NamedTuple):
     write fields, an ``fx``'s journal fields); ``digests``: the items sent with it
     (16-byte digests, ``core/items.py``); ``size``: the record bytes it names plus its
     items' (a flusher cuts rounds by it; None in entries of older versions, which it
-    measures in Redis). A ``NamedTuple`` (immutable, compared by value): one is built per
+    measures in Redis); ``ttl_min``: the thread TTL in minutes its run named
+    (``config["configurable"]["lgd_ttl_minutes"]``), None when none (the flusher records
+    it with the thread's activity, ``plans/retention.py``; older releases ignore it). A
+    ``NamedTuple`` (immutable, compared by value): one is built per
     stream entry a flusher reads and per ``put``/``put_writes``, where a frozen dataclass's
     ``__init__`` cost several times as much."""
 
@@ -44,13 +47,17 @@ class OutboxEntry(NamedTuple):
     names: Sequence[str] = ()
     digests: Sequence[bytes] = ()
     size: int | None = None
+    ttl_min: float | None = None
 
     def payload(self) -> bytes:
         """The packed payload (stream field ``p``): msgpack of ``[kind, member, names,
-        digests, size]`` (``size`` left out when None, as older versions wrote it)."""
+        digests, size, ttl_min]`` (``size`` left out when None, as older versions wrote
+        it, and ``ttl_min`` when None)."""
         body: list[object] = [self.kind, self.member, list(self.names), list(self.digests)]
-        if self.size is not None:
+        if self.size is not None or self.ttl_min is not None:
             body.append(self.size)
+        if self.ttl_min is not None:
+            body.append(self.ttl_min)
         return ormsgpack.packb(body)
 
     def fields(self) -> dict[bytes, bytes]:
@@ -75,7 +82,8 @@ class OutboxEntry(NamedTuple):
         size = body[4] if n > 4 and isinstance(body[4], int) else None
         names = body[2] if type(body[2]) is list else list(body[2])  # no copy of a list
         digests = (body[3] if type(body[3]) is list else list(body[3])) if n > 3 else []
-        return cls(thread_id, body[0], body[1], names, digests, size)
+        ttl = body[5] if n > 5 and isinstance(body[5], (int, float)) else None
+        return cls(thread_id, body[0], body[1], names, digests, size, ttl)
 
 
 ORIGINAL = b"f:"

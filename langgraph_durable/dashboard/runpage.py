@@ -1,9 +1,10 @@
-"""The thread page's run view and storage panel (``inspection.runview``,
-``inspection.size``): query arguments, the timeline page and the size report as the
-templates show them."""
+"""The thread page's run view, storage panel and retention line (``inspection.runview``,
+``inspection.size``, ``DurableSaver.thread_retention``): query arguments, the timeline
+page, the size report and the thread's expiry as the templates show them."""
 
 from __future__ import annotations
 
+import datetime
 import logging
 from typing import Any
 
@@ -59,3 +60,35 @@ def size_view(saver: Any, thread_id: str) -> dict[str, Any]:
     except Exception as exc:  # by type only: no stored value in the page or the logs
         log.warning("dashboard: the storage report failed: %s", type(exc).__name__)
         return {"error": type(exc).__name__}
+
+
+def _utc(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    at = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    return at.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def retention_view(saver: Any, thread_id: str) -> dict[str, Any]:
+    """The thread's retention line: ``policy`` (strategy, default TTL and sweep interval
+    in minutes; None without a ``ttl`` option), ``expires`` (UTC text, None: nothing
+    expires it), ``minutes_left`` (negative once due), ``ttl`` (its own, minutes),
+    ``pinned``, ``held`` (``interrupt``/``pruned``), ``recorded`` (False: no facts, e.g.
+    written before the policy); ``{"error": type name}`` on a failure."""
+    policy = saver.config.ttl
+    out: dict[str, Any] = {"policy": None if policy is None else {
+        "strategy": policy.strategy, "default_ttl": policy.default_ttl,
+        "sweep_interval_minutes": policy.sweep_interval_minutes}}
+    try:
+        facts = saver.thread_retention(thread_id)
+    except Exception as exc:  # by type only, as the storage panel
+        log.warning("dashboard: the retention facts failed: %s", type(exc).__name__)
+        return {**out, "error": type(exc).__name__}
+    if facts is None:
+        return {**out, "recorded": False}
+    now_ms = datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000
+    left = None if facts.expires_ms is None else (facts.expires_ms - now_ms) / 60_000
+    return {**out, "recorded": True, "expires": _utc(facts.expires_ms),
+            "minutes_left": None if left is None else round(left, 1),
+            "ttl": facts.ttl_minutes, "pinned": facts.pinned, "held": facts.held,
+            "last_activity": _utc(facts.last_activity_ms)}

@@ -55,9 +55,9 @@ def thread_detail(saver: Any, thread_id: str, ns: str = "", checkpoint: str | No
                   **run: Any) -> dict[str, Any]:
     """The thread page: one page of its run view (``runpage.timeline_page``: ``run`` are
     ``before``, ``step``, ``all_channels``), the state at ``checkpoint`` (default: the
-    latest; ``state_view``), its status (the storage panel is read apart:
-    ``runpage.size_view``). Raises ``LookupFailedError`` when the thread, checkpoint or
-    step is not there."""
+    latest; ``state_view``), its status, its retention facts (``runpage.retention_view``;
+    the storage panel is read apart: ``runpage.size_view``). Raises
+    ``LookupFailedError`` when the thread, checkpoint or step is not there."""
     clients = saver.sync_clients
     tup = lookup.get(saver, clients, thread_id, checkpoint, ns)
     page = runpage.timeline_page(saver, thread_id, ns, tup, **run)
@@ -66,7 +66,8 @@ def thread_detail(saver: Any, thread_id: str, ns: str = "", checkpoint: str | No
     return {"thread_id": thread_id, "ns": ns, **page,
             "status": runpage.status_of(latest, page["timeline"]), "checkpoint_id": chosen,
             "state": state_view(tup), "fork_command": fork_command(thread_id, chosen, ns),
-            "effects": effects_view(saver, tup)}
+            "effects": effects_view(saver, tup),
+            "retention": runpage.retention_view(saver, thread_id)}
 
 
 def effects_view(saver: Any, tup: Any) -> dict[str, Any]:

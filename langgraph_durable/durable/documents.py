@@ -70,9 +70,10 @@ class Collections:
     over ``chunks.THRESHOLD_BYTES``), of ``items`` (items and nodes of list values), of
     ``tombstones`` (the deletes' tombstones, ``tombstone_doc``), of ``effects`` (the
     effect journal, ``plans/effects.py``), of ``store`` (the items of the long-term
-    memory store, ``durable/store.py``) and of ``audit`` (the operators' actions on
-    threads, ``inspection/audit.py``) and of ``threads`` (one summary per thread, what the
-    thread list shows: ``durable/summaries.py``)."""
+    memory store, ``durable/store.py``), of ``audit`` (the operators' actions on
+    threads, ``inspection/audit.py``), of ``threads`` (one summary per thread, what the
+    thread list shows: ``durable/summaries.py``) and of ``retention`` (threads' activity,
+    expiry and pins, ``durable/retention.py``)."""
 
     checkpoints: str
     blobs: str
@@ -85,13 +86,14 @@ class Collections:
     store: str = "store"
     audit: str = "audit"
     threads: str = "threads"
+    retention: str = "retention"
 
     @classmethod
     def with_prefix(cls, prefix: str) -> Collections:
         return cls(f"{prefix}checkpoints", f"{prefix}blobs", f"{prefix}writes",
                    f"{prefix}meta", f"{prefix}chunks", f"{prefix}items",
                    f"{prefix}tombstones", f"{prefix}effects", f"{prefix}store",
-                   f"{prefix}audit", f"{prefix}threads")
+                   f"{prefix}audit", f"{prefix}threads", f"{prefix}retention")
 
 
 INDEXES: dict[str, list[Index]] = {
@@ -125,6 +127,8 @@ INDEXES: dict[str, list[Index]] = {
         Index((("thread_id", 1),), "thread_id"),
         Index((("u", 1),), "u"),
     ],
+    # durable/retention.py: _id is the thread_id; the sweep's due threads by expiry
+    "retention": [Index((("exp", 1),), "exp", sparse=True)],
     "tombstones": [
         Index((("thread_id", 1), ("f", 1)), "thread_field"),
         Index((("deleted_at", 1),), TOMBSTONE_TTL_INDEX, expire_after_s=30 * 24 * 3600),

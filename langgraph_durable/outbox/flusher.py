@@ -38,6 +38,7 @@ from .rounds import ROUND_BYTES as ROUND_BYTES
 from .rounds import BatchStats as BatchStats
 from .rounds import RoundChoice
 from .rounds import flush_batch_plan as flush_batch_plan
+from .sweeper import Sweeper
 from .triage import POISON as POISON
 
 log = logging.getLogger("langgraph_durable.flusher")
@@ -85,6 +86,8 @@ class Flusher:
     first round until the loop ends; each round first takes what the flushers the last
     beat found dead hold (``reaped`` counts them). On stopping it leaves the group and the
     heartbeat registry (``heartbeat.stop_plan``).
+    With a retention policy (``DurableConfig.ttl``) its ``sweeper`` (``sweeper.Sweeper``)
+    runs beside the loop too, as a thread or task of its own.
     Rounds are counted in ``metrics`` (a new ``Metrics`` when not given); a backlog of
     half ``max_outbox`` or a lag over ``BACKLOG_LAG_S`` is logged as a warning.
     """
@@ -116,6 +119,8 @@ class Flusher:
         """What the next round takes besides new entries (``rounds.RoundChoice``)."""
         self._failing_since: float | None = None
         self._quiet_until = 0.0
+        self.sweeper = Sweeper(ctx, self.consumer) if ctx.config.ttl is not None else None
+        """The retention sweeper beside the loop (``sweeper.py``), with a ``ttl`` policy."""
         self.left_group = False
         """True once the loop ended and removed its consumer from the group (it held no
         pending entries; otherwise they stay for another flusher to claim)."""
@@ -258,9 +263,13 @@ class Flusher:
 
     def _loop_sync(self, clients: Clients) -> None:
         self.heartbeat.start_thread(clients)
+        if self.sweeper is not None:
+            self.sweeper.start_thread(clients)
         try:
             self._drive_sync(clients)
         finally:
+            if self.sweeper is not None:
+                self.sweeper.stop()
             self.heartbeat.stop()
         run_sync(self._leave_plan(), clients)
 
@@ -295,9 +304,13 @@ class Flusher:
 
     async def _loop_async(self, clients: Clients) -> None:
         self.heartbeat.start_task(clients)
+        if self.sweeper is not None:
+            self.sweeper.start_task(clients)
         try:
             await self._drive_async(clients)
         finally:
+            if self.sweeper is not None:
+                await self.sweeper.astop()
             await self.heartbeat.astop()
         await run_async(self._leave_plan(), clients)
 

@@ -32,6 +32,7 @@ from ..plans import summaries
 from ..plans.context import Context
 from ..plans.effects import FX_KIND, flush_effects_plan
 from ..plans.fence import fence_plan, insert_else_upsert, stream_ms
+from ..plans.retention import activity_plan
 from ..plans.store import flush_store_plan
 from .dead import Aside, dead_letter_plan
 from .group import dead_letter_key, ensure_group_plan, upkeep_plan
@@ -214,6 +215,10 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
         unfenced = yield from fence_plan(ctx, parsed)
         failed += [(p, "fence", e) for p, e in unfenced]
         parsed = _without(parsed, failed)
+    if parsed:
+        # the threads' activity for retention (plans/retention.py): before the
+        # acknowledgement, so a crash in between writes it again ($max: unchanged)
+        yield from activity_plan(ctx, parsed)
     aside += [Aside(ctx.outbox_of(p[1]), p[0], raw[(ctx.outbox_of(p[1]), p[0])], step, e)
               for p, step, e in failed]
     if parsed:

@@ -33,6 +33,7 @@ from ..durable import inline as I
 from ..durable import write_groups as G
 from ..errors import CorruptRecordError, DeadLetteredError, FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S, dead_letter_key
+from ..hot.registry import forget_op
 from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
 from . import summaries
 from .context import Context
@@ -161,6 +162,11 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
     # answer (it lost its data, its tombstones expired); '*' (the whole thread, as in
     # Redis) lets a flush round fence its blobs and items too (plans/fence.py)
     yield from record_plan(ctx, thread_id, [*durable, *deleted.held, "*"], at_ms)
+    # gone for every reader before MongoDB loses anything: the registry says 'd' (a
+    # complete registry then answers "no such thread" without reading MongoDB), so a
+    # delete killed from here on leaves no partly deleted thread to read; a put since
+    # made keys again and keeps it registered (REGISTRY_FORGET)
+    yield from ask(forget_op(keys.all, ctx.registry_of(thread_id), thread_id))
     # not what a new run on the thread stored since (flushed while this delete ran)
     before = D.stored_before(thread_id, int(at_ms))
     yield Parallel([

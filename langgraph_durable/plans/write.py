@@ -36,6 +36,7 @@ from ..durable import chunks as C
 from ..durable import documents as D
 from ..durable import inline as I
 from ..durable import write_groups as G
+from ..durable.retention import ttl_of_config
 from ..errors import (
     ConcurrentRunError,
     CorruptRecordError,
@@ -146,13 +147,14 @@ def _max_outbox(ctx: Context) -> int:
 
 
 def _payload(tid: str, kind: str, m: str, fields: Sequence[str],
-             items: Mapping[bytes, bytes], size: int) -> bytes:
+             items: Mapping[bytes, bytes], size: int, ttl_min: float | None) -> bytes:
     """The payload of an ``OutboxEntry`` of kind ``"cp"``/``"w"`` naming ``fields`` and
     the digests of ``items``; its size = the record bytes it names (``size``, the record
     and its values) plus the items', so a flusher can cut its rounds by size without
-    asking Redis (entries without it are measured with ``HSTRLEN``)."""
+    asking Redis (entries without it are measured with ``HSTRLEN``); ``ttl_min``: the
+    thread TTL the run named (``durable/retention.ttl_of_config``), for the flusher."""
     size += sum(len(v) for v in items.values())
-    return OutboxEntry(tid, kind, m, list(fields), list(items), size).payload()
+    return OutboxEntry(tid, kind, m, list(fields), list(items), size, ttl_min).payload()
 
 
 def replicated(ctx: Context, op: Script[T]) -> Script[T]:
@@ -248,7 +250,7 @@ def _with_every_item(ctx: Context, args: PutArgs | PutWritesArgs,
     # the entry's bytes: its record's (the total less the items first sent) plus every item's
     record_bytes = (entry.size or 0) - sum(len(args.items.get(d, b"")) for d in entry.digests)
     return args.with_items(every, _payload(args.thread_id, entry.kind, entry.member,
-                                           entry.names, every, record_bytes))
+                                           entry.names, every, record_bytes, entry.ttl_min))
 
 
 def _warn_not_increasing(args: PutArgs | PutWritesArgs, newest: str) -> None:
@@ -348,7 +350,8 @@ def prepare_put(
     keys = ctx.put_keys(tid)  # with the thread's registry: the put registers the thread
     args = PutArgs(
         keys=keys, max_outbox=_max_outbox(ctx), thread_id=tid,
-        payload=_payload(tid, "cp", m, [f for f, _ in blobs], send, size), member=m, ns=ns,
+        payload=_payload(tid, "cp", m, [f for f, _ in blobs], send, size,
+                         ttl_of_config(config["configurable"], tid)), member=m, ns=ns,
         record=record, index=rec.pack_index(), expected_head=expect, new_thread=fresh,
         named=_named(config, ns, parent), checked_through_ms=0,
         blobs=packed_blobs, items=send)
@@ -452,7 +455,8 @@ def prepare_put_writes(
         keys=ctx.put_keys(tid), max_outbox=_max_outbox(ctx),
         thread_id=tid,
         payload=_payload(tid, "w", m, fields, send,
-                         sum(len(b) for _, b, _ in packed_writes)),
+                         sum(len(b) for _, b, _ in packed_writes),
+                         ttl_of_config(config["configurable"], tid)),
         member=m, checked_through_ms=0, writes=packed_writes, items=send)
     return PreparedWrites(tid, ns, cid, recs, args, parts)
 

@@ -16,14 +16,15 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 NOT_LED_BY_THREAD = {("checkpoints", "run_id"), ("tombstones", "deleted_at_ttl"),
                      ("store", "ns_key"), ("store", "ns_cseq_key"),
                      ("store", "exp"), ("store", "purge_at_ttl"),
-                     ("threads", "u")}
+                     ("threads", "u"), ("retention", "exp")}
 """``delete_for_runs(run_ids)`` looks up checkpoints by run id across all threads: a
 scatter-gather on a sharded cluster, each shard using its own ``run_id`` index; the
 tombstones expire through a TTL index, which MongoDB allows on one field only (see
 docs/operations.md "Sharding"); the thread summaries' ``u`` serves the readers' census
 over every thread (the operators' thread list: scatter-gather, documented). The memory
 store (``store``) holds no thread: its indexes serve namespace prefixes and expiry,
-and it stays unsharded (documented)."""
+and it stays unsharded (documented). The retention sweep finds due threads by expiry
+(``retention.exp``: its ``_id`` is the thread_id, the shard key)."""
 
 UNSHARDED = {"store"}
 """Collections with indexes that the documented plan leaves unsharded, with the reason in
@@ -40,7 +41,8 @@ def test_thread_id_leads_every_index_but_the_documented_run_id_one() -> None:
     assert not_led == NOT_LED_BY_THREAD
     assert {col for col, _n, _k in _indexes()} == {"checkpoints", "blobs", "writes", "items",
                                                     "chunks", "tombstones", "effects",
-                                                    "store", "audit", "threads"}
+                                                    "store", "audit", "threads",
+                                                    "retention"}
 
 
 def test_every_index_and_collection_is_in_the_documented_shard_plan() -> None:
