@@ -126,6 +126,9 @@ def _at_commit(rev: str, argv: list[str]) -> int:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (tmp, os.getcwd(),
                                                         env.get("PYTHONPATH")) if p)
+        # without it ``python -m`` puts the working directory first on sys.path, ahead of
+        # PYTHONPATH, and the working tree's package is measured instead (subprocesses too)
+        env["PYTHONSAFEPATH"] = "1"
         env["LANGGRAPH_DURABLE_BENCH_SOURCE"] = f"git archive {rev} ({sha[:12]})"
         rest, skip = [], False
         for a in argv:
