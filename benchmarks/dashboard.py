@@ -33,7 +33,12 @@ from pymongo import monitoring
 
 from langgraph_durable import DurableSaver
 from langgraph_durable.dashboard import create_app, listing
-from langgraph_durable.testing import drop_key_prefix, mongo_server, redis_server
+from langgraph_durable.testing import (
+    MongoCommandCounter,
+    drop_key_prefix,
+    mongo_server,
+    redis_server,
+)
 
 RUNS = 5
 LONG = 1_000
@@ -95,24 +100,9 @@ def report(label: str, name: str, ms: list[float]) -> None:
           f"worst {max(ms):8.1f} ms", flush=True)
 
 
-class Commands(monitoring.CommandListener):
-    """Counts MongoDB commands by name (PyMongo command monitoring)."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        if event.command_name not in {"hello", "isMaster", "ping", "endSessions"}:
-            self.names.append(event.command_name)
-
-    def succeeded(self, event: Any) -> None:
-        pass
-
-    def failed(self, event: Any) -> None:
-        pass
 
 
-COMMANDS = Commands()
+COMMANDS = MongoCommandCounter()
 
 
 async def measure(saver: DurableSaver, label: str) -> None:

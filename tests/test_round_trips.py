@@ -10,10 +10,9 @@ import pymongo
 import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
-from pymongo import monitoring
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.testing import drop_key_prefix, unique_options
+from langgraph_durable.testing import MongoCommandCounter, drop_key_prefix, unique_options
 
 
 class RedisCounter:
@@ -30,27 +29,12 @@ class RedisCounter:
         monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
 
 
-class MongoCounter(monitoring.CommandListener):
-    """Counts commands PyMongo sends (find, bulk write, ...), by name."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        if event.command_name not in {"hello", "isMaster", "ping", "endSessions"}:
-            self.names.append(event.command_name)
-
-    def succeeded(self, event: Any) -> None:
-        pass
-
-    def failed(self, event: Any) -> None:
-        pass
 
 
 @pytest.fixture
 def counted(redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch
-            ) -> Iterator[tuple[DurableSaver, RedisCounter, MongoCounter]]:
-    listener = MongoCounter()
+            ) -> Iterator[tuple[DurableSaver, RedisCounter, MongoCommandCounter]]:
+    listener = MongoCommandCounter()
     r = redis.Redis.from_url(redis_url)
     m = pymongo.MongoClient(mongo_url, event_listeners=[listener])
     saver = DurableSaver(r, m, **unique_options(flusher="off"))

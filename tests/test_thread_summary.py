@@ -19,7 +19,6 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
-from pymongo import monitoring
 from typing_extensions import TypedDict
 
 from langgraph_durable import DurableSaver
@@ -29,7 +28,7 @@ from langgraph_durable.durable import summaries as S
 from langgraph_durable.inspection import lookup, timeline
 from langgraph_durable.plans import summaries as P
 from langgraph_durable.plans import thread_list as L
-from langgraph_durable.testing import unique_options
+from langgraph_durable.testing import MongoCommandCounter, unique_options
 
 from .test_tool_safety import payload
 
@@ -255,26 +254,11 @@ def test_the_list_merges_threads_not_flushed_yet_from_redis(
         assert summary(s, "hot-only") is None  # nothing written by reading
 
 
-class MongoCounter(monitoring.CommandListener):
-    """Counts the commands PyMongo sends, by name."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        if event.command_name not in {"hello", "isMaster", "ping", "endSessions"}:
-            self.names.append(event.command_name)
-
-    def succeeded(self, event: Any) -> None:
-        pass
-
-    def failed(self, event: Any) -> None:
-        pass
 
 
 def test_a_page_costs_the_same_few_commands_whatever_its_rows(
         redis_url: str, mongo_url: str) -> None:
-    listener = MongoCounter()
+    listener = MongoCommandCounter()
     r = redis.Redis.from_url(redis_url)
     m = pymongo.MongoClient(mongo_url, event_listeners=[listener], tz_aware=True)
     try:

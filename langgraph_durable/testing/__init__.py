@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import pymongo
+import pymongo.monitoring
 import redis
 import redis.cluster
 
@@ -541,3 +542,26 @@ if pytest is not None:
         prefix, database = f"clean{tag}", f"clean_{tag}"
         yield prefix, database
         drop_namespace(redis_url, mongo_url, prefix, database)
+
+
+class MongoCommandCounter(pymongo.monitoring.CommandListener):
+    """A PyMongo command listener that records the name of every command a client sends
+    (``find``, ``aggregate``, ``insert``, ...) in ``names``, in order; the handshake and
+    session commands (``hello``, ``isMaster``, ``ping``, ``endSessions``) are left out.
+    Pass it as ``MongoClient(..., event_listeners=[counter])`` or register it with
+    ``pymongo.monitoring.register`` (what tests and benchmarks count round trips with)."""
+
+    IGNORED = frozenset({"hello", "isMaster", "ping", "endSessions"})
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def started(self, event: pymongo.monitoring.CommandStartedEvent) -> None:
+        if event.command_name not in self.IGNORED:
+            self.names.append(event.command_name)
+
+    def succeeded(self, event: pymongo.monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: pymongo.monitoring.CommandFailedEvent) -> None:
+        pass
