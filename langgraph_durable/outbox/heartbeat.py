@@ -26,10 +26,7 @@ plain commands touch it, never a script with a stream.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,7 +34,7 @@ from ..core.ops import Pipeline, Plan
 from ..hot import lua
 from ..hot.keys import CONSUMER_GROUP, heartbeats_key
 from ..io.drivers import Clients, normalise, run_async, run_sync
-from ..io.tasks import cancellable
+from ..io.tasks import Periodic
 from ..plans.context import Context
 from .group import leave_plan
 from .streams import Taken, _share
@@ -109,7 +106,7 @@ def stop_plan(ctx: Context, consumer: str) -> Plan[bool]:
     return left
 
 
-class Heartbeat:
+class Heartbeat(Periodic):
     """The heartbeat of one flusher's consumer, beating beside its flush loop: every third
     of ``heartbeat_ttl_s`` in a daemon thread (``start_thread``, sync clients) or an
     asyncio task (``start_task``, async clients). ``take_dead()`` hands the lapsed members
@@ -118,15 +115,14 @@ class Heartbeat:
     meanwhile too."""
 
     def __init__(self, ctx: Context, consumer: str) -> None:
+        super().__init__()
         self.ctx = ctx
         self.consumer = consumer
+        self.name = f"langgraph-durable-heartbeat-{consumer}"
         self.period_s = ctx.config.heartbeat_ttl_s / 3
         self.beats = 0
         """Heartbeats sent that Redis answered."""
         self._dead: tuple[str, ...] = ()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._task: asyncio.Task[None] | None = None
         self._failing = False
 
     def take_dead(self) -> tuple[str, ...]:
@@ -162,39 +158,8 @@ class Heartbeat:
         except Exception as exc:
             self._missed(exc)
 
-    def start_thread(self, clients: Clients) -> None:
-        """Beat every ``period_s`` in a daemon thread until ``stop()``."""
-        def loop() -> None:
-            while not self._stop.wait(self.period_s):
-                self.beat(clients)
-
-        self._thread = threading.Thread(target=loop, daemon=True,
-                                        name=f"langgraph-durable-heartbeat-{self.consumer}")
-        self._thread.start()
-
-    def start_task(self, clients: Clients) -> None:
-        """Beat every ``period_s`` as an asyncio task of the running loop until
-        ``astop()``."""
-        async def loop() -> None:
-            while True:  # a cancel ends it even if the client swallows it (io/tasks.py)
-                await asyncio.sleep(self.period_s)
-                await cancellable(self.abeat(clients))
-
-        self._task = asyncio.get_running_loop().create_task(loop())
-
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """End the heartbeat thread (waits up to ``timeout_s`` seconds for a beat under
-        way)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-
-    async def astop(self) -> None:
-        """End the heartbeat task."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+    tick = beat
+    atick = abeat
 
 
 def _text(v: Any) -> str:
