@@ -9,10 +9,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pymongo import WriteConcern
 
-from .durable.retention import MAX_TTL_MINUTES
-
 _DATABASE_BAD = frozenset("/\\. \"$\0")
 """Characters MongoDB refuses in a database name."""
+
+MAX_TTL_MINUTES = 100 * 366 * 24 * 60
+"""Longest TTL of retention by policy, in minutes (100 years): an expiry ``at + TTL`` in
+milliseconds stays a 64-bit integer MongoDB stores and a date Python can show. A longer
+TTL is refused where it is given (``lgd_ttl_minutes``, ``set_thread_ttl``,
+``ThreadTTL.default_ttl``); to keep a thread for good, pin it or name no TTL."""
 
 MAX_STATE_VERSION = 2**63 - 1
 """The largest ``state_version``: a 64-bit signed int, as msgpack metadata and MongoDB

@@ -140,8 +140,9 @@ def threads(ctx: typer.Context,
                       ("redis", "right"), ("mongodb", "right")):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for row in rows:
-        table.add_row(row["thread_id"], str(row["checkpoints"]),
-                      "-" if row["step"] is None else str(row["step"]), row["source"] or "-",
+        table.add_row(escape(row["thread_id"]), str(row["checkpoints"]),
+                      "-" if row["step"] is None else str(row["step"]),
+                      escape(str(row["source"] or "-")),
                       versions.shown(row["state_version"]),
                       render.utc(row["updated"]), render.human_bytes(row["hot_bytes"]),
                       render.human_bytes(row["durable_bytes"]))

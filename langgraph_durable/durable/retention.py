@@ -26,6 +26,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple, TypeGuard
 
+from ..config import MAX_TTL_MINUTES as MAX_TTL_MINUTES  # (ThreadTTL's bound too)
 from ..core.ops import DeleteDoc, UpdateDoc
 from ..errors import CorruptRecordError, InvalidIdentifierError
 
@@ -43,11 +44,6 @@ HELD_PRUNED = "pruned"
 
 MINUTE_MS = 60_000
 
-MAX_TTL_MINUTES = 100 * 366 * 24 * 60
-"""Longest TTL, in minutes (100 years): an expiry ``at + TTL`` in milliseconds stays a
-64-bit integer MongoDB stores and a date Python can show. A longer TTL is refused where it
-is given (``lgd_ttl_minutes``, ``set_thread_ttl``, ``ThreadTTL.default_ttl``); to keep a
-thread for good, pin it or name no TTL."""
 
 
 def usable_ttl(ttl: object) -> TypeGuard[int | float]:
