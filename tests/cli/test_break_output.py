@@ -1,6 +1,8 @@
-"""The thread list and the retention table print thread ids and message text as text:
+"""`threads` and `retention` output: thread ids and message text print as text:
 a first message ``[/] ...`` (rich markup a user can type) once made ``threads --page``
-fail for every thread with ``MarkupError``, and ``[x]`` vanished from titles."""
+fail for every thread with ``MarkupError``, and ``[x]`` vanished from titles; options
+``threads`` would ignore (``--attention`` with ``--status``, filters with
+``--rebuild-summary``, ``--after`` alone) are refused."""
 
 from __future__ import annotations
 
@@ -28,3 +30,14 @@ def test_titles_and_thread_ids_that_look_like_markup_print_as_they_are(cli: Cli)
     assert "[/] closing" in page and "a+b=c? [x] [red]hi" in page
     cli.env["LGD_TTL"] = json.dumps(POLICY)
     assert "m[/]" in cli("retention").stdout
+
+
+def test_threads_refuses_options_it_would_ignore(cli: Cli) -> None:
+    for args, said in (
+            (("--attention", "--status", "done"), "give it or --status, not both"),
+            (("--rebuild-summary", "--page", "2"), "give it without --page"),
+            (("--rebuild-summary", "--search", "x", "--where", "a=1"),
+             "give it without --search, --where"),
+            (("--after", "t1"), "--after resumes --rebuild-summary")):
+        result = cli("threads", *args, code=1)
+        assert said in result.output, (args, result.output)
