@@ -12,6 +12,12 @@ from pymongo import WriteConcern
 _DATABASE_BAD = frozenset("/\\. \"$\0")
 """Characters MongoDB refuses in a database name."""
 
+MAX_TTL_MINUTES = 100 * 366 * 24 * 60
+"""Longest TTL of retention by policy, in minutes (100 years): an expiry ``at + TTL`` in
+milliseconds stays a 64-bit integer MongoDB stores and a date Python can show. A longer
+TTL is refused where it is given (``lgd_ttl_minutes``, ``set_thread_ttl``,
+``ThreadTTL.default_ttl``); to keep a thread for good, pin it or name no TTL."""
+
 MAX_STATE_VERSION = 2**63 - 1
 """The largest ``state_version``: a 64-bit signed int, as msgpack metadata and MongoDB
 store it."""
@@ -29,7 +35,8 @@ class ThreadTTL(BaseModel):
             checkpoint's pending writes stay).
         default_ttl: minutes a thread lives after its last activity (a ``put`` or
             ``put_writes``) when its runs name no TTL of their own (``config
-            ["configurable"]["lgd_ttl_minutes"]``); None: such threads never expire.
+            ["configurable"]["lgd_ttl_minutes"]``); None: such threads never expire. More
+            than 0 and at most ``MAX_TTL_MINUTES`` (100 years; a number, not a bool).
             Counts only activity flushed while the option is set (as the Agent Server:
             threads written before keep no expiry until their next write).
         sweep_interval_minutes: minutes between two sweeps of a deployment (one sweeper at
@@ -45,10 +52,18 @@ class ThreadTTL(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     strategy: Literal["delete", "keep_latest"] = "delete"
-    default_ttl: float | None = Field(default=None, gt=0)
+    default_ttl: float | None = Field(default=None, gt=0, le=MAX_TTL_MINUTES)
     sweep_interval_minutes: float = Field(default=5.0, gt=0, le=7 * 24 * 60)
     sweep_limit: int = Field(default=1000, ge=1, le=100_000)
     lease_s: float = Field(default=60.0, ge=1, le=3600)
+
+    @field_validator("default_ttl", "sweep_interval_minutes", "sweep_limit", "lease_s",
+                     mode="before")
+    @classmethod
+    def _no_bool(cls, v: Any) -> Any:
+        if isinstance(v, bool):  # True would be 1 minute (or 1 thread), never meant
+            raise ValueError(f"must be a number, not the bool {v}")
+        return v
 
 
 class DurableConfig(BaseModel):

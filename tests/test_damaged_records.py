@@ -156,6 +156,24 @@ def test_a_damaged_write_document_names_it(saver, redis_client, form) -> None:
         saver.get_tuple(cfg)
 
 
+def test_a_writes_document_repeating_an_idx_is_named_not_read_as_fewer_writes(
+        saver, redis_client) -> None:
+    """One call's document holds each idx once; a second entry with the same idx would
+    hide a pending write silently (the first kept): it is damage, named."""
+    cfg = put(saver, "t", 1, 0)
+    saver.put_writes(cfg, [("v", "w0"), ("v", "w1")], "task-1")
+    put(saver, "other", 1, 0)
+    go_cold(saver, redis_client)
+    writes = saver.sync_clients.db[saver.context.collections.writes]
+    writes.update_one({"thread_id": "t"}, {"$set": {"writes.1.idx": 0}})
+    cid = cfg["configurable"]["checkpoint_id"]
+    with pytest.raises(CorruptRecordError,
+                       match=rf"MongoDB writes document .* checkpoint '{cid}'\) is damaged: "
+                             r"write 1 of field 'writes' repeats idx 0"):
+        saver.get_tuple(cfg)
+    assert saver.get_tuple(thread("other")) is not None
+
+
 # ------------------------------------------------------------------ cold: missing values
 
 

@@ -257,3 +257,34 @@ def test_a_damaged_inline_value_is_named_with_its_checkpoint_on_a_cold_read(
                        match=rf"MongoDB checkpoints document '{re.escape(first['_id'])}' "
                              rf"\(thread 'd', ns '', checkpoint '{first['checkpoint_id']}'\)"):
         saver.get_tuple(cfg("d"))  # the latest inherits user from the first
+
+
+def test_two_different_values_of_one_version_in_a_checkpoint_are_named_not_chosen(
+        saver: DurableSaver, redis_client: Any) -> None:
+    """A second ``vals`` entry of the same version with other bytes: which is the value
+    cannot be told, so the read names the document instead of returning either one (the
+    aggregate returned both and the last one read won, silently)."""
+    thread_of(saver, "d", steps=2)
+    thread_of(saver, "other", steps=1)
+    saver.flush()
+    db, cols = collections(saver)
+    first = db[cols.checkpoints].find_one({"thread_id": "d"}, sort=[("checkpoint_id", 1)])
+    entry = next(e for e in first["vals"] if e["k"].startswith("4:user|"))
+    db[cols.checkpoints].update_one({"_id": first["_id"]}, {"$push": {"vals": {
+        **entry, "data": saver.serde.dumps_typed({"name": "eve", "id": 8})[1]}}})
+    drop_key_prefix(redis_client, saver.config.key_prefix)
+    with pytest.raises(CorruptRecordError,
+                       match=rf"MongoDB checkpoints document '{re.escape(first['_id'])}' .*"
+                             r"is damaged: field 'vals' holds two different values of "
+                             r"'user' version"):
+        saver.get_tuple(cfg("d"))  # the latest inherits user from the first
+    with pytest.raises(CorruptRecordError, match="two different values of 'user'"):
+        inline.inline_values(db[cols.checkpoints].find_one({"_id": first["_id"]}))
+    assert saver.get_tuple(cfg("other")) is not None
+    # the same entry twice (a replayed write adds nothing new) is one value
+    db[cols.checkpoints].update_one({"_id": first["_id"]}, {"$pull": {"vals": {
+        "k": entry["k"]}}})
+    db[cols.checkpoints].update_one({"_id": first["_id"]},
+                                    {"$push": {"vals": {"$each": [entry, entry]}}})
+    assert saver.get_tuple(cfg("d")).checkpoint["channel_values"]["user"] == {
+        "name": "ada", "id": 7}

@@ -94,6 +94,19 @@ def threads(ctx: typer.Context,
     version, age, title, messages, and the counts by status. --rebuild-summary writes the
     summaries of existing data."""
     session = session_of(ctx)
+    filters = [name for name, given in (
+        ("--status", status is not None), ("--page", page is not None),
+        ("--search", bool(search)), ("--attention", attention), ("--where", bool(where)),
+        ("--state-version", state_version is not None),
+        ("--state-version-below", state_version_below is not None)) if given]
+    if rebuild_summary and filters:
+        raise CliError(f"--rebuild-summary writes the summary of every thread: give it "
+                       f"without {', '.join(filters)}")
+    if after is not None and not rebuild_summary:
+        raise CliError("--after resumes --rebuild-summary: give it with --rebuild-summary")
+    if attention and status is not None:
+        raise CliError("--attention lists interrupted, error and stalled threads: give it "
+                       "or --status, not both")
     saver = session.saver(tolerant=True)
     if rebuild_summary:
         done, last = thread_pages.rebuild(saver, after)
@@ -140,8 +153,9 @@ def threads(ctx: typer.Context,
                       ("redis", "right"), ("mongodb", "right")):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
     for row in rows:
-        table.add_row(row["thread_id"], str(row["checkpoints"]),
-                      "-" if row["step"] is None else str(row["step"]), row["source"] or "-",
+        table.add_row(escape(row["thread_id"]), str(row["checkpoints"]),
+                      "-" if row["step"] is None else str(row["step"]),
+                      escape(str(row["source"] or "-")),
                       versions.shown(row["state_version"]),
                       render.utc(row["updated"]), render.human_bytes(row["hot_bytes"]),
                       render.human_bytes(row["durable_bytes"]))

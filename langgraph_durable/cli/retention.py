@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 from pydantic import ValidationError
+from rich.markup import escape
 from rich.table import Table
 
 from ..config import ThreadTTL
@@ -37,10 +38,14 @@ def _policy(text: str | None) -> dict[str, Any]:
 
 
 def when(ms: int | None) -> str:
-    """``ms`` since the epoch as ``YYYY-MM-DD HH:MM:SSZ`` (``-`` for None)."""
+    """``ms`` since the epoch as ``YYYY-MM-DD HH:MM:SSZ`` (``-`` for None; ``<ms> ms``
+    for a time no date holds, e.g. past the year 9999)."""
     if ms is None:
         return "-"
-    at = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    try:
+        at = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    except (ValueError, OverflowError, OSError, TypeError):
+        return f"{ms} ms"
     return at.strftime("%Y-%m-%d %H:%M:%SZ")
 
 
@@ -50,7 +55,7 @@ def _due_table(rows: list[ThreadRetention], now_ms: int) -> Table:
         t.add_column(col, no_wrap=True, overflow="ellipsis")
     for r in rows:
         left = None if r.expires_ms is None else (r.expires_ms - now_ms) / 60_000
-        t.add_row(r.thread_id, when(r.expires_ms),
+        t.add_row(escape(r.thread_id), when(r.expires_ms),
                   "-" if left is None else ("due" if left <= 0 else f"{left:.0f} min"),
                   "default" if r.ttl_minutes is None else f"{r.ttl_minutes:g}",
                   when(r.last_activity_ms))
@@ -119,7 +124,7 @@ def sweep(ctx: typer.Context,
     if as_json:
         echo_json({**report.summary(), "dry_run": dry_run, "deleted": report.deleted,
                    "pruned": report.pruned, "held": report.held, "gone": report.gone,
-                   "moved": report.moved})
+                   "moved": report.moved, "failed": report.failed})
         return
     verb = "would be " if dry_run else ""
     for label, ids in (("deleted", report.deleted), ("pruned", report.pruned),
@@ -127,8 +132,12 @@ def sweep(ctx: typer.Context,
                        ("already gone", report.gone), ("active again, left", report.moved)):
         if ids:
             typer.echo(f"{verb}{label}: {', '.join(ids)}")
+    for tid, error in report.failed.items():
+        typer.echo(f"left (damaged records): {tid}: {error}", err=True)
     typer.echo(f"{'dry run: ' if dry_run else ''}{len(report.deleted)} deleted, "
                f"{len(report.pruned)} pruned, {len(report.held)} held"
+               + (f", {len(report.failed)} left with damaged records" if report.failed
+                  else "")
                + (" (stopped: the lease was lost)" if report.stopped else ""))
 
 

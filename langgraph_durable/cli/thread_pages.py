@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from ..dashboard.listing import ListArgs, row_of
@@ -48,11 +49,13 @@ def print_summary_rows(data: dict[str, Any], as_json: bool) -> None:
                       ("last node", "left"), ("state", "right"), ("age", "right"),
                       ("title", "left"), ("messages", "right")):
         table.add_column(col, justify=just)  # type: ignore[arg-type]
-    for r in rows:
+    for r in rows:  # thread ids, node names, error and message text: never rich markup
         status = r["status"] + (f" ({r['detail']})" if r["detail"] else "")
-        table.add_row(r["thread_id"], status, "-" if r["step"] is None else str(r["step"]),
-                      ", ".join(r["last"]) or "-", versions.shown(r["state_version"]),
-                      _age(r["age_s"]), (r["title"] or "")[:60],
+        table.add_row(escape(r["thread_id"]), escape(status),
+                      "-" if r["step"] is None else escape(str(r["step"])),
+                      escape(", ".join(r["last"]) or "-"),
+                      escape(versions.shown(r["state_version"])), _age(r["age_s"]),
+                      escape((r["title"] or "")[:60]),
                       "-" if r["messages"] is None else str(r["messages"]))
     console().print(table)
     counts = ", ".join(f"{s} {n}" for s, n in data["counts"].items())
@@ -75,7 +78,8 @@ def rebuild(saver: Any, after: str | None, batch: int = REBUILD_BATCH,
     the first), ``batch`` threads at a time (``list_threads`` pages, then
     ``plans.summaries.refresh_plan``), at most ``limit`` threads (None: all); each batch
     prints its count and the last thread_id done (pass it as ``after`` to resume).
-    Returns the threads done and the last thread_id (None: none)."""
+    A thread whose records are damaged keeps its summary and is named on stderr (the
+    others go on). Returns the threads done and the last thread_id (None: none)."""
     done, last, cursor = 0, after, after
     while limit is None or done < limit:
         size = batch if limit is None else min(batch, limit - done)
@@ -83,11 +87,16 @@ def rebuild(saver: Any, after: str | None, batch: int = REBUILD_BATCH,
         ids = [t.thread_id for t in page.threads]
         if not ids:
             break
-        saver.run(P.refresh_plan(saver.context, ids))
+        damaged: dict[str, str] = {}
+        saver.run(P.refresh_plan(saver.context, ids, damaged))
+        for tid, error in damaged.items():
+            console(stderr=True).print(f"not summarised (damaged records): {tid!r}: {error}",
+                                       highlight=False, markup=False)
         done += len(ids)
         last = ids[-1]
         console().print(f"summarised {done} thread(s); last {last!r} "
-                        f"(resume: --rebuild-summary --after {last})", highlight=False)
+                        f"(resume: --rebuild-summary --after {last})", highlight=False,
+                        markup=False)
         if page.next_cursor is None:
             break
         cursor = page.next_cursor

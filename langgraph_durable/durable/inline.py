@@ -179,13 +179,29 @@ def _value(doc: DocView, e: object) -> tuple[str, Typed | None]:
 def inline_values(doc: DocView) -> dict[str, Typed | None]:
     """The values a checkpoint document holds in ``vals``, by Redis blob field (``None``
     = empty); ``{}`` for a document without. ``CorruptRecordError`` naming the document
-    when ``vals`` is not an array of well-formed entries."""
+    when ``vals`` is not an array of well-formed entries, or holds two different values
+    of one version."""
     vals = doc.get(VALS)
     if vals is None:
         return {}
     if not isinstance(vals, list):
         raise damaged(doc, "checkpoints", f"field {VALS!r} is not an array")
-    return dict(_value(doc, e) for e in vals)
+    out: dict[str, Typed | None] = {}
+    for e in vals:
+        f, v = _value(doc, e)
+        _once(doc, out, f, v)
+    return out
+
+
+def _once(doc: DocView, into: dict[str, Typed | None], f: str, v: Typed | None) -> None:
+    """``into[f] = v``; ``CorruptRecordError`` naming ``doc`` when ``into`` holds another
+    value of ``f`` already (two ``vals`` entries of one version that differ: which one is
+    the value cannot be told, and taking either would read a wrong state silently)."""
+    if f in into and into[f] != v:
+        raise damaged(doc, "checkpoints", f"field {VALS!r} holds two different values of "
+                                          f"{split_field(f)[1]!r} version "
+                                          f"{split_field(f)[2]!r}")
+    into[f] = v
 
 
 def inline_refs(doc: DocView) -> list[Any]:
@@ -244,12 +260,16 @@ def _on_vals(stage: Query) -> Query:
 def split_values(docs: Sequence[Doc]) -> tuple[list[Doc], dict[str, Typed | None]]:
     """``values_op``'s answer as ``(blobs documents, {Redis blob field: value of a vals
     entry})``; the blobs documents may be chunked (``chunks.load_plan``, then
-    ``documents.blob_value_of``)."""
+    ``documents.blob_value_of``). ``CorruptRecordError`` naming the checkpoint document
+    when an entry is malformed or one document holds two different values of a
+    version."""
     blobs: list[Doc] = []
     inline: dict[str, Typed | None] = {}
+    by_doc: dict[Any, dict[str, Typed | None]] = {}
     for d in docs:
         if VALS in d and "channel" not in d:
             f, v = _value(d, d[VALS])
+            _once(d, by_doc.setdefault(d.get("_id"), {}), f, v)
             inline[f] = v
         else:
             blobs.append(d)

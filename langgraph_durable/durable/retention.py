@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
+from ..config import MAX_TTL_MINUTES as MAX_TTL_MINUTES  # (ThreadTTL's bound too)
 from ..core.ops import DeleteDoc, UpdateDoc
-from ..errors import InvalidIdentifierError
+from ..errors import CorruptRecordError, InvalidIdentifierError
 
 TTL_KEY = "lgd_ttl_minutes"
 """``config["configurable"]`` key naming a thread's TTL in minutes at run time (a number
@@ -44,18 +45,26 @@ HELD_PRUNED = "pruned"
 MINUTE_MS = 60_000
 
 
+
+def usable_ttl(ttl: object) -> TypeGuard[int | float]:
+    """Whether ``ttl`` is a TTL in minutes the retention documents can hold: a number
+    (not a bool), finite, > 0 and at most ``MAX_TTL_MINUTES``."""
+    return (not isinstance(ttl, bool) and isinstance(ttl, (int, float))
+            and math.isfinite(ttl) and 0 < ttl <= MAX_TTL_MINUTES)
+
+
 def ttl_of_config(configurable: Mapping[str, Any], thread_id: str) -> float | None:
     """The thread TTL (minutes) a run names in ``configurable[TTL_KEY]``, None when it
     names none. Raises ``InvalidIdentifierError`` naming the thread for a value that is
-    not a finite number > 0 (a bool, text, 0, a negative)."""
+    not a finite number > 0 and at most ``MAX_TTL_MINUTES`` (a bool, text, 0, a negative,
+    NaN, infinity, 1e300)."""
     ttl = configurable.get(TTL_KEY)
     if ttl is None:
         return None
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not (
-            math.isfinite(ttl) and ttl > 0):
+    if not usable_ttl(ttl):
         raise InvalidIdentifierError(
             f"config['configurable'][{TTL_KEY!r}] of thread {thread_id!r} must be a number "
-            f"of minutes > 0, got {ttl!r}")
+            f"of minutes > 0 and at most {MAX_TTL_MINUTES} (100 years), got {ttl!r}")
     return float(ttl)
 
 
@@ -78,13 +87,17 @@ def activity_update(thread_id: str, a: Activity, own_ttl_min: float | None,
     """The upsert recording ``a``: ``$max`` of ``at`` and of ``exp`` = ``at`` + the TTL
     (the one ``a`` named, else the thread's own ``own_ttl_min``, else the policy's
     ``default_ttl_min``; no ``exp`` when none), so a replay or a late round changes
-    nothing; ``held`` cleared; ``ttl`` set when ``a`` named one."""
+    nothing; ``held`` cleared; ``ttl`` set when ``a`` named one. A TTL that is no
+    ``usable_ttl`` (a damaged retention document's, a damaged outbox entry's) counts as
+    none: it never makes an expiry MongoDB cannot store, which would fail every flush
+    round."""
     update: dict[str, Any] = {"$max": {"at": a.at_ms}, "$unset": {"held": ""}}
-    ttl = next((t for t in (a.ttl_min, own_ttl_min, default_ttl_min) if t is not None), None)
+    named = a.ttl_min if usable_ttl(a.ttl_min) else None
+    ttl = next((t for t in (named, own_ttl_min, default_ttl_min) if usable_ttl(t)), None)
     if ttl is not None:
         update["$max"]["exp"] = a.at_ms + int(ttl * MINUTE_MS)
-    if a.ttl_min is not None:
-        update["$set"] = {"ttl": a.ttl_min}
+    if named is not None:
+        update["$set"] = {"ttl": named}
     return UpdateDoc({"_id": thread_id}, update, upsert=True)
 
 
@@ -172,10 +185,22 @@ class ThreadRetention(NamedTuple):
 
     @classmethod
     def of(cls, doc: Mapping[str, Any]) -> ThreadRetention:
-        """From a retention document."""
+        """From a retention document. Raises ``CorruptRecordError`` naming the thread and
+        the field when a field holds another type (``at``/``exp`` not an integer of ms,
+        ``ttl`` not a number, ``held`` not text)."""
+        tid = str(doc.get("_id"))
+        for name, kinds in (("at", (int, float)), ("exp", (int, float)),
+                            ("ttl", (int, float)), ("held", (str,))):
+            v = doc.get(name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, kinds) or (
+                    isinstance(v, float) and not math.isfinite(v))):
+                raise CorruptRecordError(
+                    f"MongoDB retention document of thread {tid!r} is damaged: field "
+                    f"{name!r} holds {type(v).__name__} {str(v)[:40]!r}", tier="durable",
+                    thread_id=tid, key=tid)
         at, exp, ttl = doc.get("at"), doc.get("exp"), doc.get("ttl")
-        return cls(str(doc["_id"]), None if at is None else int(at),
-                   None if exp is None else int(exp), None if ttl is None else float(ttl),
+        return cls(tid, None if at is None else int(at), None if exp is None else int(exp),
+                   None if ttl is None else float(ttl),
                    bool(doc.get("pinned")), doc.get("held"))
 
     def as_dict(self) -> dict[str, Any]:
@@ -184,9 +209,11 @@ class ThreadRetention(NamedTuple):
 
 
 def check_minutes(minutes: object, thread_id: str) -> float:
-    """``minutes`` for ``set_thread_ttl``: a finite number >= 0 (0: due now); raises
-    ``ValueError`` naming the thread otherwise."""
-    if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not (
-            math.isfinite(minutes) and minutes >= 0):
-        raise ValueError(f"TTL of thread {thread_id!r} must be minutes >= 0, got {minutes!r}")
-    return float(minutes)
+    """``minutes`` for ``set_thread_ttl``: a finite number >= 0 (0: due now) and at most
+    ``MAX_TTL_MINUTES``; raises ``ValueError`` naming the thread otherwise."""
+    if usable_ttl(minutes):
+        return float(minutes)
+    if isinstance(minutes, (int, float)) and not isinstance(minutes, bool) and minutes == 0:
+        return 0.0
+    raise ValueError(f"TTL of thread {thread_id!r} must be minutes >= 0 and at most "
+                     f"{MAX_TTL_MINUTES} (100 years), got {minutes!r}")

@@ -42,8 +42,10 @@ from typing import Any
 from ..core.records import checkpoint_time_s
 from ..core.schema import SCHEMA_VERSION
 from ..core.thread_summary import (
+    ACTIVE,
     ERROR_CHANNEL,
     INTERRUPT_CHANNEL,
+    STATUSES,
     parse_ts,
     short,
     state_of,
@@ -127,12 +129,81 @@ def _scalar(v: Any) -> bool:
     return v is None or isinstance(v, (str, bool, int, float))
 
 
+def _md_key(key: Any) -> bool:
+    """Whether metadata key ``key`` can be a key of a summary's ``md``."""
+    return (isinstance(key, str) and bool(key) and "." not in key and "\x00" not in key
+            and not key.startswith("$"))
+
+
 def metadata_facts(md: Mapping[str, Any]) -> dict[str, Any]:
     """The top-level scalar entries of checkpoint metadata (what ``key=value`` filters
     match), keys holding no ``.`` nor leading ``$``."""
-    return {k: v for k, v in md.items() if isinstance(k, str) and _scalar(v)
-            and "." not in k and not k.startswith("$") and
+    return {k: v for k, v in md.items() if _md_key(k) and _scalar(v) and
             not (isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 2 ** 63)}
+
+
+def _text(v: Any) -> bool:
+    return v is None or isinstance(v, str)
+
+
+def _int(v: Any) -> bool:
+    return v is None or isinstance(v, int) and not isinstance(v, bool)  # (bson's Int64)
+
+
+def _texts(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _recent_ok(v: Any) -> bool:
+    return v is None or isinstance(v, list) and all(
+        isinstance(r, (list, tuple)) and len(r) == 2 and all(isinstance(x, str) for x in r)
+        for r in v)
+
+
+def _pw_ok(v: Any) -> bool:
+    return isinstance(v, Mapping) and all(
+        isinstance(w, Mapping) and isinstance(w.get("c"), str) and _int(w.get("n"))
+        and w.get("n") is not None and _text(w.get("e")) for w in v.values())
+
+
+_STATES = frozenset({*STATUSES, ACTIVE}) - {"running", "stalled"}
+"""What ``state_of`` answers: the ``state`` a summary may hold."""
+
+_FIELD_CHECKS: dict[str, tuple[Any, Any]] = {
+    # field: (check, the value a damaged field is read as)
+    "cid": (_text, None), "pw_cid": (_text, None), "ts": (_text, None),
+    "title": (_text, None), "error": (_text, None), "text": (_text, ""),
+    "at": (lambda v: v is None or isinstance(v, datetime.datetime), None),
+    "step": (_scalar, None),
+    "source": (_scalar, None), "graph": (_scalar, None), "sv": (_scalar, None),
+    "messages": (_int, None), "errors": (_int, 0), "interrupts": (_int, 0), "u": (_int, 0),
+    "state": (lambda v: v is None or v in _STATES, None),
+    "next": (_texts, []), "last": (_texts, []), "md": (lambda v: isinstance(v, dict), {}),
+    "pw": (_pw_ok, {}), "recent": (_recent_ok, None),
+    "stale": (lambda v: isinstance(v, bool), True),
+}
+"""Each field a reader of a summary relies on: its check and the value of a damaged one."""
+
+
+def readable(doc: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    """``(doc as readers may use it, the fields found damaged)``: each field ``doc``
+    holds (a projection holds a few) that is of another type than a summary's (text,
+    counts, a date, a known ``state``, lists of node names, pending writes of the form
+    ``write_fact`` makes) is read as its empty value, and a damaged document is marked
+    ``stale`` (a reader with the serializer writes it again from the thread's latest
+    checkpoint). ``(None, ["thread_id"])`` when ``thread_id`` is not text: no reader can
+    place it. A summary is derived data: one damaged document never stops the list of the
+    others nor the flush of its thread's records."""
+    if not isinstance(doc.get("thread_id"), str):
+        return None, ["thread_id"]
+    bad = [k for k, (ok, _empty) in _FIELD_CHECKS.items() if k in doc and not ok(doc[k])]
+    if not bad:
+        return dict(doc), []
+    out = dict(doc)
+    for k in bad:
+        out[k] = _FIELD_CHECKS[k][1]
+    out["stale"] = True
+    return out, bad
 
 
 def merge(thread_id: str, prev: Mapping[str, Any] | None, facts: Facts,
@@ -141,10 +212,14 @@ def merge(thread_id: str, prev: Mapping[str, Any] | None, facts: Facts,
     None: none yet); None when nothing changes (a replayed round). A checkpoint older than
     ``prev``'s is ignored (a round of an older checkpoint finishing late); writes of an
     older checkpoint too. ``rev`` is ``prev``'s plus one, ``u`` is ``stamp`` (the writer's
-    clock, microseconds, increasing)."""
-    doc: dict[str, Any] = dict(prev) if prev else {
+    clock, microseconds, increasing). A damaged ``prev`` (``readable``) is merged as its
+    readable fields and stays ``stale`` until ``facts`` are whole; its ``rev`` counts as
+    0 when not an integer."""
+    clean, bad = readable(prev) if prev else (None, [])
+    doc: dict[str, Any] = clean if clean is not None else {
         "_id": summary_id(thread_id), "thread_id": thread_id, "rev": 0, "pw": {},
         "pw_cid": None, "cid": None}
+    doc.setdefault("pw", {})
     cur = doc.get("cid") or ""
     if facts.stale:
         if facts.cid is not None and facts.cid >= cur and (
@@ -153,7 +228,8 @@ def merge(thread_id: str, prev: Mapping[str, Any] | None, facts: Facts,
             doc.update(cid=facts.cid, stale=True, at=None if made is None else _bson_time(
                 datetime.datetime.fromtimestamp(made, tz=datetime.timezone.utc)))
     elif facts.cid is not None and (facts.whole or facts.cid >= cur):
-        doc.pop("stale", None)
+        if facts.whole or not bad:
+            doc.pop("stale", None)
         new = facts.cid != doc.get("cid")
         doc.update(cid=facts.cid, ts=facts.ts, at=_bson_time(parse_ts(facts.ts)),
                    step=facts.step,
@@ -190,7 +266,8 @@ def merge(thread_id: str, prev: Mapping[str, Any] | None, facts: Facts,
     doc["v"] = SCHEMA_VERSION
     if prev is not None and _same(prev, doc):
         return None
-    doc["rev"] = int(doc.get("rev") or 0) + 1
+    rev = doc.get("rev")
+    doc["rev"] = (int(rev) if _int(rev) and rev is not None else 0) + 1
     doc["u"] = stamp
     return doc
 
@@ -224,6 +301,12 @@ def guard(doc: Mapping[str, Any], prev: Mapping[str, Any] | None) -> dict[str, A
 # --------------------------------------------------------------------------- queries
 
 
+SEARCH_MAX_CHARS = 200
+"""Most characters of a thread list's text or thread_id search (a regular expression on
+the summaries: SecantusDB refuses patterns past 1,000 characters; a longer search would be
+a server error, never a match)."""
+
+
 @dataclass(frozen=True)
 class ListQuery:
     """What a page of the thread list asks for.
@@ -232,15 +315,25 @@ class ListQuery:
         status: one of ``core.thread_summary.STATUSES``, ``"attention"`` (interrupted,
             error and stalled, oldest first) or None (every thread, newest first).
         where: metadata ``key=value`` filters (``render.parse_where``'s output): each
-            top-level metadata entry equal to the value.
+            top-level metadata entry equal to the value (compared as a value, never read
+            as a query operator: ``{"$gt": 2}`` matches metadata holding that object,
+            which summaries never do).
         search: text the title or the latest messages contain (case-insensitive).
         q: text the thread_id contains (case-insensitive).
+
+    Raises ``ValueError`` for a ``search`` or ``q`` longer than ``SEARCH_MAX_CHARS``.
     """
 
     status: str | None = None
     where: Mapping[str, Any] = field(default_factory=dict)
     search: str = ""
     q: str = ""
+
+    def __post_init__(self) -> None:
+        for name, text in (("search", self.search), ("thread_id search", self.q)):
+            if len(text.strip()) > SEARCH_MAX_CHARS:
+                raise ValueError(f"the {name} is {len(text.strip())} characters long; at "
+                                 f"most {SEARCH_MAX_CHARS}")
 
     @property
     def oldest_first(self) -> bool:
@@ -252,7 +345,11 @@ class ListQuery:
 def list_filter(query: ListQuery) -> dict[str, Any]:
     """The MongoDB filter of ``query``'s metadata, text and thread_id conditions (all of
     them; its status is decided when read, ``plans/thread_list.py``)."""
-    parts: list[dict[str, Any]] = [{f"md.{key}": value} for key, value in query.where.items()]
+    # $eq: a value given as JSON ({"$ne": null}) is a value to match, never an operator;
+    # a key summaries never hold (metadata_facts: no dot, no leading $) matches nothing
+    parts: list[dict[str, Any]] = [
+        {f"md.{key}": {"$eq": value}} if _md_key(key) else {"_id": {"$in": []}}
+        for key, value in query.where.items()]
     if query.search.strip():
         parts.append({"text": {"$regex": re.escape(query.search.strip().lower())}})
     if query.q.strip():

@@ -135,7 +135,8 @@ _GROUP_FIELDS = (("checkpoint_ns", str, "a string"), ("checkpoint_id", str, "a s
 
 def _checked_group(doc: DocView) -> DocView:
     """``doc`` when it is a readable grouped document; ``SchemaVersionError`` for a newer
-    version, ``CorruptRecordError`` naming the document and the field otherwise."""
+    version, ``CorruptRecordError`` naming the document and the field otherwise (a field
+    of another type, an entry of ``writes`` malformed or repeating an ``idx``)."""
     v = doc["v"]
     if v > NEWEST_DOCUMENT_VERSION:
         raise SchemaVersionError(
@@ -146,10 +147,14 @@ def _checked_group(doc: DocView) -> DocView:
         value = doc.get(name)
         if not isinstance(value, kind) or type(value) is bool:
             raise damaged(doc, "writes", f"field {name!r} holds {short(value)}, not {what}")
+    seen: set[int] = set()
     for n, e in enumerate(doc["writes"]):
         problem = _entry_problem(e)
+        if problem is None and e["idx"] in seen:  # one call writes each idx once: a
+            problem = f"repeats idx {e['idx']}"  # second would hide a write silently
         if problem:
             raise damaged(doc, "writes", f"write {n} of field 'writes' {problem}")
+        seen.add(e["idx"])
     return doc
 
 

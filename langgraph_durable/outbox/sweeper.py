@@ -47,7 +47,7 @@ class Sweeper(Periodic):
             return
         self.last = report
         self.sweeps += 1
-        if report.deleted or report.pruned or report.held or report.stopped:
+        if report.deleted or report.pruned or report.held or report.failed or report.stopped:
             log.info("retention sweep by %s: %s", self.owner, report.summary())
 
     def tick(self, clients: Clients) -> None:

@@ -15,12 +15,14 @@ expiry (the expiry moved). Deletes and prunes are ``delete_thread_plan`` and
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.ops import BulkWrite, CommandFailed, Find, FindOne, FindOneAndUpdate, Plan, ask
 from ..durable import retention as R
+from ..errors import CorruptRecordError
 from .admin import delete_thread_plan, flush_wait_plan, prune_plan
 from .context import Context
 from .fence import stream_ms
@@ -33,6 +35,8 @@ RESUME = "__resume__"
 
 DUPLICATE_KEY = 11000
 """MongoDB's duplicate-key error code: the lease's upsert met a lease it may not take."""
+
+log = logging.getLogger("langgraph_durable.retention")
 
 
 def entry_activity(ctx: Context, entries: Sequence[tuple[bytes, str, Any]]
@@ -54,8 +58,11 @@ def entry_activity(ctx: Context, entries: Sequence[tuple[bytes, str, Any]]
 def activity_plan(ctx: Context, entries: Sequence[tuple[bytes, str, Any]]) -> Plan[int]:
     """Record the activity of a flush round's ``entries`` in the retention collection:
     one query for the TTLs of their threads' own, one unordered bulk write of ``$max``
-    upserts (a replayed entry changes nothing). Returns the threads recorded (0: no
-    policy and no TTL named, nothing read or written)."""
+    upserts (a replayed entry changes nothing). A thread's own TTL that a damaged
+    retention document holds (not a number of minutes ``R.usable_ttl`` takes) is logged,
+    naming the thread, and counts as none: it never fails the round, which would stop the
+    flush of every thread. Returns the threads recorded (0: no policy and no TTL named,
+    nothing read or written)."""
     seen = entry_activity(ctx, entries)
     if not seen:
         return 0
@@ -63,6 +70,11 @@ def activity_plan(ctx: Context, entries: Sequence[tuple[bytes, str, Any]]) -> Pl
     own = {d["_id"]: d.get("ttl") for d in (yield from ask(Find(
         cols.retention, {"_id": {"$in": sorted(seen)}, "ttl": {"$exists": True}},
         {"ttl": 1})))}
+    for tid, ttl in own.items():
+        if ttl is not None and not R.usable_ttl(ttl):
+            log.warning("retention document of thread %r is damaged: its 'ttl' holds %s, "
+                        "not minutes; the policy's default_ttl applies", tid,
+                        type(ttl).__name__)
     default = ctx.config.ttl.default_ttl if ctx.config.ttl is not None else None
     yield BulkWrite(cols.retention, [R.activity_update(t, a, own.get(t), default)
                                      for t, a in sorted(seen.items())])
@@ -102,10 +114,12 @@ class SweepReport:
     """What one sweep did (or, ``dry_run``, would do): thread ids ``deleted``,
     ``pruned`` (``keep_latest``), ``held`` (an unanswered interrupt), ``gone`` (no reader
     found a checkpoint: deleted again, which finishes a delete a killed sweep began),
-    ``moved`` (activity since it was found due: left); ``skipped``: why nothing was
-    swept (another sweeper holds the lease, the interval has not passed, no policy), else
-    ``""``; ``stopped``: the lease was lost mid-sweep (the rest is left to the next
-    sweep)."""
+    ``moved`` (activity since it was found due: left); ``failed``: thread id -> the
+    ``CorruptRecordError`` text of a thread whose records are damaged (left as it is, the
+    sweep goes on with the others; the next sweep tries it again); ``skipped``: why
+    nothing was swept (another sweeper holds the lease, the interval has not passed, no
+    policy), else ``""``; ``stopped``: the lease was lost mid-sweep (the rest is left to
+    the next sweep)."""
 
     strategy: str
     dry_run: bool = False
@@ -114,6 +128,7 @@ class SweepReport:
     held: list[str] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
     moved: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
     skipped: str = ""
     stopped: bool = False
 
@@ -121,7 +136,8 @@ class SweepReport:
         """Counts, as stored in the lease's ``last`` and shown by the CLI."""
         return {"strategy": self.strategy, "deleted": len(self.deleted),
                 "pruned": len(self.pruned), "held": len(self.held), "gone": len(self.gone),
-                "moved": len(self.moved), "stopped": self.stopped}
+                "moved": len(self.moved), "failed": len(self.failed),
+                "stopped": self.stopped}
 
 
 def _take_lease(ctx: Context, owner: str, now_ms: int, lease_ms: int,
@@ -162,7 +178,11 @@ def sweep_plan(ctx: Context, owner: str, *, now_ms: int | None = None,
     for the outbox to drain (activity not flushed yet counts), reads the due threads'
     expiries again, and acts on each (renewing the lease first: a lost lease stops the
     sweep): ``delete`` -> ``delete_thread_plan``, ``keep_latest`` -> ``prune_plan``,
-    except what the module's docstring keeps. ``dry_run``: no lease, no wait, nothing
+    except what the module's docstring keeps. Before acting on a thread it waits for the
+    outbox again and reads that thread's expiry once more: a thread written since the
+    sweep began (activity moved its expiry) is left (``moved``), not deleted with the
+    work it just stored. A thread whose records are damaged (``CorruptRecordError``) is
+    left and named in ``failed``; the sweep goes on. ``dry_run``: no lease, no wait, nothing
     changed; the report says what would be done. Raises ``FlushTimeoutError`` when the
     outbox does not drain within ``delete_flush_timeout_s`` (nothing swept)."""
     policy = ctx.config.ttl
@@ -217,14 +237,26 @@ def _sweep_due(ctx: Context, owner: str, now_ms: int, limit: int, lease_ms: int,
         if not dry_run and not (yield from _renew(ctx, owner, lease_ms)):
             report.stopped = True
             return
-        yield from _sweep_one(ctx, doc, report.strategy, report, dry_run)
+        try:
+            yield from _sweep_one(ctx, doc, report.strategy, report, dry_run)
+        except CorruptRecordError as exc:  # this thread's records only: the others go on
+            log.warning("retention sweep left thread %r: %s", str(doc["_id"]), exc)
+            report.failed[str(doc["_id"])] = str(exc)[:500]
 
 
 def _sweep_one(ctx: Context, doc: dict[str, Any], strategy: str, report: SweepReport,
                dry_run: bool) -> Plan[None]:
-    """Act on one due thread (its retention document ``doc``) and record what was done."""
+    """Act on one due thread (its retention document ``doc``) and record what was done:
+    first (not ``dry_run``) the outbox drained and the thread's expiry read again, so
+    a put made since the sweep began leaves it (``moved``)."""
     tid = str(doc["_id"])
     cols = ctx.collections
+    if not dry_run:
+        yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
+        fresh = yield from ask(FindOne(cols.retention, {"_id": doc["_id"]}))
+        if fresh is None or fresh.get("exp") != doc["exp"] or fresh.get("pinned"):
+            report.moved.append(tid)
+            return
     page = yield from get_tuple_plan(ctx, tid, "", None)
     if not page.rows:
         # no reader finds a root checkpoint: deleted (maybe by a sweep killed before it

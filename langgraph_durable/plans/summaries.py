@@ -38,6 +38,7 @@ from ..core.thread_summary import (
     values_of,
 )
 from ..durable import summaries as S
+from ..errors import CorruptRecordError
 from .context import NO_SERIALIZER, Context
 from .read import page_plan
 
@@ -169,6 +170,23 @@ def _round_messages(facts: S.Facts, serde: Any, typed: Typed,
         facts.recent, facts.appended = _recent(tail), True
 
 
+def readable_docs(docs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Summary documents as readers may use them (``durable.summaries.readable``): a
+    damaged field read as its empty value and the document marked ``stale``, logged
+    (WARNING, naming the thread and the fields); a document whose ``thread_id`` is not
+    text left out (logged)."""
+    out = []
+    for d in docs:
+        clean, bad = S.readable(d)
+        if bad:
+            log.warning("thread summary %r is damaged (fields %s): %s", d.get("_id"),
+                        ", ".join(bad), "read as stale, rewritten from the thread's latest "
+                        "checkpoint when shown" if clean is not None else "left out")
+        if clean is not None:
+            out.append(clean)
+    return out
+
+
 def _kept(ctx: Context, facts: S.Facts) -> S.Facts:
     """``facts`` as the summary may store them: without message text and metadata when
     the context's metadata is not queryable (an encrypting serializer: no tier holds
@@ -204,10 +222,10 @@ def upkeep_plan(ctx: Context, facts: Mapping[str, S.Facts]) -> Plan[int]:
     cols = ctx.collections
     for _attempt in range(ATTEMPTS):
         prevs = yield Find(cols.threads, {"_id": {"$in": [S.summary_id(t) for t in todo]}})
-        by_thread = {d["thread_id"]: d for d in prevs}
+        by_id = {d["_id"]: d for d in prevs}  # (by _id: a damaged thread_id is no key)
         docs: list[tuple[str, dict[str, Any], Any]] = []
         for tid, f in todo.items():
-            prev = by_thread.get(tid)
+            prev = by_id.get(S.summary_id(tid))
             doc = S.merge(tid, prev, f, _stamp(ctx))
             if doc is not None:
                 docs.append((tid, doc, prev))
@@ -252,14 +270,37 @@ def latest_facts_plan(ctx: Context, thread_id: str) -> Plan[S.Facts | None]:
     return facts
 
 
-def refresh_plan(ctx: Context, thread_ids: Iterable[str]) -> Plan[int]:
+def facts_or_damage_plan(ctx: Context, thread_id: str,
+                         damaged: dict[str, str] | None = None) -> Plan[S.Facts | None]:
+    """``latest_facts_plan``, except that a thread whose records are damaged
+    (``CorruptRecordError``) gives None, logged (WARNING, naming it) and, when given,
+    recorded in ``damaged`` (thread_id -> the error's text): one damaged thread never
+    stops the summaries of the others."""
+    try:
+        return (yield from latest_facts_plan(ctx, thread_id))
+    except CorruptRecordError as exc:
+        log.warning("thread summary of %r not refreshed: %s", thread_id, exc)
+        if damaged is not None:
+            damaged[thread_id] = str(exc)[:500]
+        return None
+
+
+def refresh_plan(ctx: Context, thread_ids: Iterable[str],
+                 damaged: dict[str, str] | None = None) -> Plan[int]:
     """Set the summaries of ``thread_ids`` to what their latest root checkpoints say (after
-    a delete, a prune, a copy; the rebuild), deleting those of threads without one.
-    Returns the summaries written or deleted."""
+    a delete, a prune, a copy; the rebuild), deleting those of threads without one. A
+    thread whose records are damaged (``CorruptRecordError``) keeps its summary as it is,
+    is logged and, when ``damaged`` is given, recorded there (thread_id -> the error's
+    text); the others are refreshed. Returns the summaries written or deleted."""
     found: dict[str, S.Facts] = {}
     gone: list[str] = []
     for tid in dict.fromkeys(thread_ids):
-        facts = yield from latest_facts_plan(ctx, tid)
+        mark: dict[str, str] = {}
+        facts = yield from facts_or_damage_plan(ctx, tid, mark)
+        if mark:
+            if damaged is not None:
+                damaged.update(mark)
+            continue
         if facts is None:
             gone.append(tid)
         else:

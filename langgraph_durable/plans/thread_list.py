@@ -18,7 +18,7 @@ from ..core.outbox_entry import OutboxEntry
 from ..core.thread_summary import ATTENTION, STATUSES, status_of
 from ..durable import summaries as S
 from .context import Context
-from .summaries import latest_facts_plan, upkeep_plan
+from .summaries import facts_or_damage_plan, readable_docs, upkeep_plan
 
 HOT_SCAN = 2000
 """Outbox entries per partition a page reads to find the threads MongoDB lacks yet."""
@@ -95,7 +95,9 @@ class Census:
 
     def take(self, docs: Iterable[Mapping[str, Any]], reload: bool = False) -> int:
         """Apply summaries read (``FIELDS``; ``reload``: they are all of them); returns
-        how many differ from what the census held."""
+        how many differ from what the census held. A damaged summary counts with its
+        damaged fields empty (``summaries.readable_docs``)."""
+        docs = readable_docs(docs)
         with self._lock:
             if reload:
                 self.rows, self._loaded = {}, time.monotonic()
@@ -187,10 +189,10 @@ def unflushed_threads_plan(ctx: Context) -> Plan[list[str]]:
 def _hot_docs(ctx: Context, now: datetime.datetime,
               running_window_s: float) -> Plan[list[dict[str, Any]]]:
     """Summaries of the threads with unflushed entries, from their latest checkpoint
-    (Redis first)."""
+    (Redis first); a thread whose records are damaged is left out (logged)."""
     out = []
     for tid in (yield from unflushed_threads_plan(ctx)):
-        facts = yield from latest_facts_plan(ctx, tid)
+        facts = yield from facts_or_damage_plan(ctx, tid)
         doc = S.merge(tid, None, facts, 0) if facts is not None else None
         if doc is not None:
             out.append(with_status(doc, now, running_window_s))
@@ -199,12 +201,13 @@ def _hot_docs(ctx: Context, now: datetime.datetime,
 
 def _refresh_stale(ctx: Context, rows: list[dict[str, Any]]
                    ) -> Plan[dict[str, dict[str, Any]]]:
-    """Summaries of the ``rows`` a flush round could not decode, from their latest
-    checkpoint with ``ctx.serde``, written back: ``{thread_id: new summary}``."""
+    """Summaries of the ``rows`` a flush round could not decode (or found damaged), from
+    their latest checkpoint with ``ctx.serde``, written back: ``{thread_id: new
+    summary}``; a thread whose records are damaged keeps its row (logged)."""
     fresh: dict[str, S.Facts] = {}
     for d in rows:
         if d.get("stale"):
-            facts = yield from latest_facts_plan(ctx, d["thread_id"])
+            facts = yield from facts_or_damage_plan(ctx, d["thread_id"])
             if facts is not None:
                 fresh[d["thread_id"]] = facts
     if not fresh:
@@ -250,7 +253,7 @@ def list_page_plan(ctx: Context, query: S.ListQuery, page: int, size: int, *,
                                size + len(shown))
         found = (yield Find(cols.threads, {"_id": {"$in": [S.summary_id(t) for t in ids]}},
                             fields)) if ids else []
-        by_id = {d["thread_id"]: d for d in found}
+        by_id = {d["thread_id"]: d for d in readable_docs(found)}
         rows = [by_id[t] for t in ids if t in by_id]
         counts, by_version, unknown = matched.tally(now, running_window_s, hot_ids)
     else:  # the census picks the page's threads and counts: MongoDB reads 50 by _id
@@ -260,7 +263,7 @@ def list_page_plan(ctx: Context, query: S.ListQuery, page: int, size: int, *,
                               size + len(shown))
         found = (yield Find(cols.threads, {"_id": {"$in": [S.summary_id(t) for t in ids]}},
                             fields)) if ids else []
-        by_id = {d["thread_id"]: d for d in found}
+        by_id = {d["thread_id"]: d for d in readable_docs(found)}
         census.forget(t for t in ids if t not in by_id)  # deleted since it looked
         rows = [by_id[t] for t in ids if t in by_id]
         counts, by_version, unknown = census.tally(now, running_window_s, hot_ids, query.q)

@@ -5,13 +5,18 @@ twins); the saver inherits them (``saver.py`` keeps LangGraph's contract)."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..core.records import check_id
 from ..durable.retention import ThreadRetention, check_minutes
+from ..errors import CorruptRecordError
 from ..plans import retention as P
 from ..plans.context import Context
 from .base import SaverRuntime
+
+log = logging.getLogger("langgraph_durable.retention")
 
 MANUAL_OWNER = "manual"
 """Lease owner prefix of a sweep asked for by a call (``sweep()``, the CLI)."""
@@ -19,6 +24,18 @@ MANUAL_OWNER = "manual"
 
 def _owner(runtime: SaverRuntime) -> str:
     return f"{MANUAL_OWNER}-{id(runtime):x}"
+
+
+def _readable(docs: Iterable[Mapping[str, Any]]) -> list[ThreadRetention]:
+    """``ThreadRetention`` of each retention document; a damaged one is left out and
+    logged (WARNING, naming its thread and field), so one never hides the others."""
+    out = []
+    for d in docs:
+        try:
+            out.append(ThreadRetention.of(d))
+        except CorruptRecordError as exc:
+            log.warning("retention facts left out: %s", exc)
+    return out
 
 
 class RetentionMethods:
@@ -62,7 +79,9 @@ class RetentionMethods:
 
     def thread_retention(self, thread_id: str) -> ThreadRetention | None:
         """``thread_id``'s retention facts (last activity, expiry, own TTL, pinned, held),
-        None when none were recorded (no policy when it was written, or swept)."""
+        None when none were recorded (no policy when it was written, or swept). Raises
+        ``CorruptRecordError`` naming the thread and the field when its retention document
+        is damaged (a field of another type)."""
         doc = self._runtime.run(P.facts_plan(self._ctx, check_id("thread_id", thread_id)))
         return None if doc is None else ThreadRetention.of(doc)
 
@@ -73,14 +92,14 @@ class RetentionMethods:
         return None if doc is None else ThreadRetention.of(doc)
 
     def retention_due(self, limit: int = 20) -> list[ThreadRetention]:
-        """The ``limit`` unpinned threads that expire soonest (passed expiries first)."""
-        return [ThreadRetention.of(d)
-                for d in self._runtime.run(P.upcoming_plan(self._ctx, limit))]
+        """The ``limit`` unpinned threads that expire soonest (passed expiries first); a
+        thread whose retention document is damaged is left out and logged (WARNING, naming
+        it and the field)."""
+        return _readable(self._runtime.run(P.upcoming_plan(self._ctx, limit)))
 
     async def aretention_due(self, limit: int = 20) -> list[ThreadRetention]:
         """Async ``retention_due``."""
-        return [ThreadRetention.of(d)
-                for d in await self._runtime.arun(P.upcoming_plan(self._ctx, limit))]
+        return _readable(await self._runtime.arun(P.upcoming_plan(self._ctx, limit)))
 
     def sweep(self, *, limit: int | None = None, now: float | None = None,
               dry_run: bool = False) -> P.SweepReport:
