@@ -119,6 +119,8 @@ def test_a_change_of_one_thread_replaces_its_row_only(
     saver, url = served
     page.goto(url)
     expect(page.locator('tr[data-thread="t-ask"] .status')).to_have_text("interrupted")
+    # the stream's first update re-sends every row of the page: mark the rows after it
+    expect(page.locator("#rows")).to_have_attribute("data-updates", "1")
     page.evaluate("""() => document.querySelectorAll('#rows tr[data-thread]')
                      .forEach(tr => { tr.__kept = tr.dataset.thread; })""")
     graph(saver, _ask).invoke(Command(resume=True), {"configurable": {"thread_id": "t-ask"}})

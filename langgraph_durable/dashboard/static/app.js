@@ -81,6 +81,8 @@ function showAges() {  // the rows carry their time; the page shows each row's a
       newer.textContent = String(data.versions.newer);
     }
     live.className = "live on";
+    // how many updates the list took (the first one re-sends every row of the page)
+    rows.setAttribute("data-updates", String(Number(rows.getAttribute("data-updates") || 0) + 1));
   });
   source.onerror = function () { live.className = "live off"; };
   source.onopen = function () { live.className = "live on"; };
