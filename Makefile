@@ -6,6 +6,9 @@
 #   make bench-pinned - issue 35's speed report with the servers on their own CPU
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# pytest-xdist workers for `make test` (each starts its own servers; tests/conftest.py
+# schedules the slowest first): 3 measured fastest on the 2-core machine
+TEST_WORKERS ?= 3
 
 .PHONY: setup test demo lint bench bench-deps bench-speed bench-pinned bench-store
 
@@ -15,7 +18,7 @@ setup:
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy --explicit-package-bases langgraph_durable
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 demo: setup
 	$(PY) examples/crash_demo.py

@@ -35,6 +35,9 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
+    # expect()'s own timeout too (5 s by default): it was 15 s only when
+    # tests/test_dashboard.py's page fixture had set it earlier in the same process
+    expect.set_options(timeout=WAIT_MS)
     context = browser.new_context()
     context.set_default_timeout(WAIT_MS)
     p = context.new_page()

@@ -88,17 +88,20 @@ def _cold(saver: DurableSaver) -> None:
     saver.context.items.forget(THREAD)
 
 
-def _write(saver: DurableSaver, form: str) -> tuple[Any, Any]:
+def _write(saver: DurableSaver, form: str, flush: bool = True) -> tuple[Any, Any]:
     """``CALLS`` stored in MongoDB in ``form``: ``new`` (a document per call), ``old``
     (a document per write), ``mixed`` (the first three calls per write, flushed and
     rewritten before the others are made, so one task and one special channel have
-    documents of both forms)."""
+    documents of both forms). ``flush=False`` (form ``new``, a saver with
+    ``flusher="off"``): the calls stay in the outbox."""
     first, second = _puts(saver)
     for n, (writes, task, path) in enumerate(CALLS):
         saver.put_writes(first, writes, task, path)
         if form == "mixed" and n == 2:
             saver.flush()
             assert ungroup(saver, THREAD) == 3  # a, messages (c stayed out), the error
+    if not flush:
+        return first, second
     saver.flush()
     if form == "old":
         ungroup(saver, THREAD)

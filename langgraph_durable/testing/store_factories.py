@@ -126,8 +126,11 @@ class DurableStoreFactory:
 
     def _new(self, index: dict[str, Any] | None, ttl: dict[str, Any] | None,
              options: dict[str, Any]) -> Any:
+        # close() does not wait for the outbox to drain (up to 10 s after a suite's large
+        # batches): the store's key prefix and database are dropped right after it
         return self.store_class.from_urls(  # type: ignore[attr-defined]
-            self.redis_url, self.mongo_url, index=index, ttl=ttl, **options, **self.options
+            self.redis_url, self.mongo_url, index=index, ttl=ttl,
+            **{"close_drain_timeout_s": 0.0, **options, **self.options}
         )
 
     @contextlib.contextmanager

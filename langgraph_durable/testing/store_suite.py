@@ -26,6 +26,7 @@ in this repository.
 from __future__ import annotations
 
 import ast
+import fcntl
 import importlib.metadata
 import json
 import os
@@ -131,6 +132,17 @@ def ensure_suite(name: str, *, cache: Path | None = None) -> Path:
     folder = (cache or suite_cache_dir()) / f"{suite.dist}-{version}"
     if (folder / ".complete").exists():
         return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    # one process at a time extracts (pytest-xdist's workers share the cache folder): the
+    # others wait here, then find it complete
+    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".complete").exists():
+            _extract_suite(suite, version, folder)
+    return folder
+
+
+def _extract_suite(suite: Suite, version: str, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="lgd-sdist-") as tmp:
         argv = [sys.executable, "-m", "pip", "download", "-q", "--no-deps",
@@ -159,7 +171,6 @@ def ensure_suite(name: str, *, cache: Path | None = None) -> Path:
         conftest.write_text(_CONFTEST.format(vector_types=vector_types))
     (folder / "pytest.ini").write_text(_PYTEST_INI)
     (folder / ".complete").write_text(version)
-    return folder
 
 
 @dataclass(frozen=True)
