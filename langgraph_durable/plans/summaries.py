@@ -16,7 +16,7 @@ from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from ..core.items import MANIFEST_TYPE, NODE_TYPE, expand, load_item
+from ..core.items import MANIFEST_TYPE, NODE_MAGIC, NODE_TYPE, load_item, split_digests
 from ..core.ops import (
     BulkWrite,
     BulkWriteFailed,
@@ -38,6 +38,7 @@ from ..core.thread_summary import (
     values_of,
 )
 from ..durable import summaries as S
+from ..errors import CorruptRecordError
 from .context import NO_SERIALIZER, Context
 from .read import page_plan
 
@@ -151,22 +152,71 @@ def _round_messages(facts: S.Facts, serde: Any, typed: Typed,
             _message_facts(facts, value, len(value), True)
         return
     refs = typed[1]
-    try:  # every item in the round (a new thread, or nodes all present)
-        found = expand(refs, items, "the summary's messages")
-    except Exception:
-        found = []
-    if found:
-        msgs = [load_item(serde.loads_typed, t) for _d, t in found]
-        _message_facts(facts, msgs, len(msgs), True)
+    order = _listed(refs, items)
+    if order is not None:  # every item in the round (a new thread, or nodes all present)
+        _listed_facts(facts, serde, order, items)
         return
     # the round holds the newest items only: the count of top-level digests (exact
     # without nodes) and the text of the newest items held
     digests = [refs[i:i + 16] for i in range(0, len(refs), 16)]
     tail = [load_item(serde.loads_typed, items[d]) for d in digests[-S.TEXT_MESSAGES:]
-            if d in items and items[d][0] != NODE_TYPE]
+            if d in items and _node(items, d) is None]
     facts.messages = len(digests)
     if tail:
         facts.recent, facts.appended = _recent(tail), True
+
+
+def _node(items: Mapping[bytes, Typed], digest: bytes) -> bytes | None:
+    """The item digests of ``digest`` when ``items`` holds it as a node, else None
+    (``items`` holding its stored bytes, ``outbox.rounds``: read from them, nothing
+    decoded)."""
+    raw = getattr(items, "raw", None)
+    if raw is not None:
+        stored = raw(digest)
+        return bytes(stored[2:]) if stored is not None and stored[:2] == NODE_MAGIC else None
+    got = items[digest]
+    return got[1] if got[0] == NODE_TYPE else None
+
+
+def _listed(refs: bytes, items: Mapping[bytes, Typed]) -> list[bytes] | None:
+    """The item digests of the list a manifest names, in order (nodes expanded, as
+    ``expand``), or None when ``items`` lacks one; decodes no item."""
+    out: list[bytes] = []
+    try:
+        for d in split_digests(refs):
+            if d not in items:
+                return None
+            children = _node(items, d)
+            if children is None:
+                out.append(d)
+                continue
+            for c in split_digests(children):
+                if c not in items or _node(items, c) is not None:
+                    return None
+                out.append(c)
+    except CorruptRecordError:
+        return None
+    return out
+
+
+def _listed_facts(facts: S.Facts, serde: Any, order: list[bytes],
+                  items: Mapping[bytes, Typed]) -> None:
+    """``_message_facts`` of the whole list ``order`` names, decoding only the items they
+    read: from the start up to its first human message (the title) and the last
+    ``TEXT_MESSAGES``."""
+    loaded: dict[int, Any] = {}
+
+    def at(i: int) -> Any:
+        if i not in loaded:
+            loaded[i] = load_item(serde.loads_typed, items[order[i]])
+        return loaded[i]
+
+    facts.messages = len(order)
+    human = next((m for m in map(at, range(len(order)))
+                  if is_message(m) and m.type == "human"), None)
+    facts.title = short(message_text(human), S.TITLE_CHARS) if human else None
+    facts.recent = _recent([at(i) for i in range(max(0, len(order) - S.TEXT_MESSAGES),
+                                                 len(order))])
 
 
 def _kept(ctx: Context, facts: S.Facts) -> S.Facts:
