@@ -25,7 +25,9 @@ Workloads (``--workloads``, default ``W3,W1async,lone,read``):
   of the W1 thread (a large reply);
 - ``W1sync``: issue 22's W1 on the sync API, one ``invoke`` of the K-turn conversation;
 - ``W3sync``: T OS threads (a ``ThreadPoolExecutor``) each running the sync loop graph
-  S steps (``invoke``): concurrent calls of the sync API.
+  S steps (``invoke``): concurrent calls of the sync API;
+- ``DOCS``: DOCS' agent loop (4 threads x 50 turns at once) and the outbox drained after
+  it (``aflush``), both timed: CPU per checkpoint of writing and flushing.
 
 Prints, per variant and workload, the median over rounds of checkpoints (or calls) per
 second (wall) and of CPU milliseconds per checkpoint (process CPU, the flusher thread
@@ -79,7 +81,7 @@ CLIENT_VARIANTS = {
     "coalesce+python": (True, _AsyncRESP2Parser),
     "plain+python": (False, _AsyncRESP2Parser),
 }
-WORKLOADS = ("W3", "W3conv", "W1async", "W1dsync", "lone", "read", "W3sync", "W1sync")
+WORKLOADS = ("W3", "W3conv", "W1async", "W1dsync", "lone", "read", "W3sync", "W1sync", "DOCS")
 POOL = 64
 """Connections of each asyncio pool (blocking pool: W3 has many calls in flight)."""
 
@@ -265,7 +267,25 @@ def _w3sync(saver: Any, a: argparse.Namespace, tag: str) -> Result:
         return n / (time.perf_counter() - t0), (time.process_time() - c0) / n * 1e3
 
 
+async def _docs(saver: Any, a: argparse.Namespace, tag: str) -> Result:
+    """DOCS' workload (``mongo_docs.py``: 4 threads x 50 turns of the agent loop at once)
+    and the drain after it (``aflush``), both timed: the process' CPU per checkpoint of
+    writing and flushing it (the in-process flusher's included)."""
+    threads, turns = 4, 50
+    g = graphs.build_conversation(saver, turns, asynchronous=True)
+
+    async def run() -> None:
+        await asyncio.gather(*(g.ainvoke(graphs.conversation_input(i), {
+            "configurable": {"thread_id": f"ab-docs-{tag}-{i}"},
+            "recursion_limit": 4 * turns + 10}) for i in range(threads)))
+        await saver.aflush()
+
+    return await _timed(threads * (2 * turns + 2), run())
+
+
 async def _workload(w: str, saver: Any, a: argparse.Namespace, tag: str) -> Result:
+    if w == "DOCS":
+        return await _docs(saver, a, tag)
     if w == "W3":
         return await _w3(saver, a, tag)
     if w == "W3conv":

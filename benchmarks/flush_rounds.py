@@ -30,14 +30,17 @@ from .profile_target import sampled
 PY_SPY = "/work/main/.venv/bin/py-spy"
 
 
-def fill(saver: DurableSaver, threads: int, turns: int, tag: str) -> int:
-    """Run the agent graph on ``threads`` new threads of ``turns`` turns; returns the outbox
-    length after."""
-    for k in range(threads):
-        g = graphs.build_agent(saver, turns, seed=k)
-        cfg = {"configurable": {"thread_id": f"fr-{tag}-{k}"}}
-        for t in range(turns):
-            g.invoke({"messages": [graphs.human(t, k)]}, cfg)
+def fill(saver: DurableSaver, threads: int, turns: int, tag: str, *,
+         interleave: bool = False) -> int:
+    """Run the agent graph on ``threads`` new threads of ``turns`` turns (thread after
+    thread, or with ``interleave`` turn after turn over all the threads); returns the
+    outbox length after."""
+    agents = [graphs.build_agent(saver, turns, seed=k) for k in range(threads)]
+    cfgs = [{"configurable": {"thread_id": f"fr-{tag}-{k}"}} for k in range(threads)]
+    order = ([(k, t) for t in range(turns) for k in range(threads)] if interleave
+             else [(k, t) for k in range(threads) for t in range(turns)])
+    for k, t in order:
+        agents[k].invoke({"messages": [graphs.human(t, k)]}, cfgs[k])
     return int(saver.stats()["outbox_length"])
 
 

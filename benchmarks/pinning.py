@@ -24,6 +24,10 @@ APP_CPU = 0
 """The CPU the benchmark process runs on in pinned mode."""
 SERVER_CPU = 1
 """The CPU every server process (and the profiler) runs on in pinned mode."""
+PINNED = False
+"""True once ``pin_self`` ran (pinned mode): a flusher worker process the benchmark starts
+goes on ``SERVER_CPU`` with the servers (``savers.DurableWorkerSpec``), as a worker on
+another machine would, so that saver measures the application's cost alone."""
 
 
 class PinningUnavailable(RuntimeError):
@@ -53,6 +57,8 @@ def _tasks(pid: int) -> list[int]:
 
 def pin_self(cpu: int = APP_CPU) -> None:
     """Put every thread of this process on ``cpu`` (new threads and children inherit it)."""
+    global PINNED
+    PINNED = True
     for tid in _tasks(os.getpid()) or [0]:
         try:
             os.sched_setaffinity(tid, {cpu})

@@ -282,7 +282,9 @@ class DurableStrictSpec(DurableSpec):
 
 class DurableWorkerSpec(DurableSpec):
     """Write-behind with ``flusher="off"`` and the outbox drained by a standalone worker
-    process (``python -m langgraph_durable.outbox.worker``), started before each run."""
+    process (``python -m langgraph_durable.outbox.worker``), started before each run; in
+    pinned mode on the servers' CPU (a worker on another machine): the application's own
+    cost."""
 
     name, label = "durable_worker", "DurableSaver (write-behind, worker process)"
     only = frozenset({"W1 sync", "W1 async", "W1 async dsync", "W3", "DOCS"})
@@ -314,6 +316,10 @@ class DurableWorkerSpec(DurableSpec):
         if proc.poll() is not None:
             raise RuntimeError(f"flusher worker exited with {proc.returncode}")
         cpu.SERVERS["flusher worker"] = [proc.pid]
+        from . import pinning
+
+        if pinning.PINNED:  # a worker elsewhere: on the servers' CPU, not the application's
+            pinning.pin_servers({"flusher worker": [proc.pid]})
         return proc
 
     @staticmethod

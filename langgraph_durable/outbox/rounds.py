@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -402,7 +402,8 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
 
     summary: dict[str, Any] = {}
     for tid in want:
-        summary[tid] = _summary_facts(ctx, tid, got)
+        newest: CheckpointRecord | None = None  # of the root namespace: its summary's
+        root_writes: list[tuple[str, WriteRecord]] = []
         for d, raw in got.get((tid, "it"), {}).items():
             if raw is not None and isinstance(d, bytes):  # None: deleted since
                 add("items", D.item_doc(tid, d, raw, put_ms=put_ms[(tid, d)]), raw, items)
@@ -418,6 +419,8 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
                 continue  # deleted since: nothing to write, nothing to resurrect
             ns, cid = m.split(SEP)
             rec = CheckpointRecord.unpack(ns, cid, raw, cvs[m])
+            if not ns and (newest is None or cid > newest.checkpoint_id):
+                newest = rec
             # the values it introduced: the small ones inside its document (inline.py)
             own = [(f, vals.pop(f)) for f in sorted(introduced[(tid, m)]) if f in vals]
             doc, big_ones = I.checkpoint_docs(tid, rec, own, put_ms=put_ms[(tid, m)])
@@ -434,12 +437,16 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
                 ns, cid, _task, _idx = f.split(SEP)
                 w = WriteRecord.unpack(raw, f"redis write {f!r} of thread {tid!r}")
                 by_cp[(ns, cid)].append((w, put_ms[(tid, f)]))
+                if not ns:
+                    root_writes.append((cid, w))
                 nbytes += len(w.value[1])
         for (ns, cid), timed in by_cp.items():  # one document per put_writes call
             wdocs, more = C.split_all("writes", G.write_docs(
                 tid, ns, cid, [w for w, _ in timed], times=[t for _, t in timed]))
             writes += wdocs
             chunks += more
+        summary[tid] = _summary_facts(ctx, tid, newest, root_writes, got) if (
+            newest is not None or root_writes) else None
     del got, replies  # the values now live in the documents: hold them once
     cols = ctx.collections
     # chunks before the documents that refer to them; items before the blobs and writes
@@ -455,24 +462,59 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     return Copied(len(cps) + len(blobs) + len(writes) + len(items), nbytes)
 
 
-def _summary_facts(ctx: Context, tid: str, got: dict[tuple[str, str], dict[Any, Any]]
-                   ) -> Any:
+def _summary_facts(ctx: Context, tid: str, newest: CheckpointRecord | None,
+                   writes: list[tuple[str, WriteRecord]],
+                   got: dict[tuple[str, str], dict[Any, Any]]) -> Any:
     """What the round's records of ``tid`` say for its thread summary
-    (``plans.summaries.round_facts``; None: nothing of its root namespace)."""
-    cvs = got.get((tid, "cv"), {})
-    recs = [CheckpointRecord.unpack("", m[len(SEP):], raw, cvs[m], tid)
-            for m, raw in got.get((tid, "cp"), {}).items()
-            if raw is not None and m.startswith(SEP) and cvs.get(m)]
-    writes = [(f.split(SEP)[1], WriteRecord.unpack(raw, f"redis write {f!r}"))
-              for f, raw in got.get((tid, "w"), {}).items()
-              if raw is not None and f.startswith(SEP)]
-    if not recs and not writes:
-        return None
-    blobs = {f: unpack_blob(raw, f"redis blob {f!r}") for f, raw in
-             got.get((tid, "bl"), {}).items() if raw is not None and f.startswith(SEP)}
-    items = {d: parse_stored(raw, functools.partial(unpack_blob, where="an item"))
-             for d, raw in got.get((tid, "it"), {}).items() if raw is not None}
-    return summaries.round_facts(ctx, tid, recs, writes, blobs, items)
+    (``plans.summaries.round_facts``): its newest root checkpoint and root pending writes,
+    as the copy decoded them; the blobs and items are decoded only where the summary
+    reads them (the ``messages`` value, the few items it takes text from)."""
+    return summaries.round_facts(
+        ctx, tid, [] if newest is None else [newest], writes,
+        _Decoded(got.get((tid, "bl"), {}), _blob), _Decoded(got.get((tid, "it"), {}), _item))
+
+
+def _blob(raw: bytes) -> Typed | None:
+    return unpack_blob(raw, "a redis blob")
+
+
+def _item(raw: bytes) -> Typed:
+    return parse_stored(raw, functools.partial(unpack_blob, where="an item"))
+
+
+class _Decoded(Mapping[Any, Any]):
+    """Stored bytes of a Redis hash read (field -> bytes, None: gone) as the mapping of
+    their decoded values, each decoded when first asked for; ``raw`` gives the bytes."""
+
+    __slots__ = ("_raw", "_decode", "_done")
+
+    def __init__(self, raw: Mapping[Any, bytes | None], decode: Callable[[bytes], Any]
+                 ) -> None:
+        self._raw, self._decode = raw, decode
+        self._done: dict[Any, Any] = {}
+
+    def raw(self, key: Any) -> bytes | None:
+        """The stored bytes of ``key`` (None: not held)."""
+        return self._raw.get(key)
+
+    def __getitem__(self, key: Any) -> Any:
+        try:
+            return self._done[key]
+        except KeyError:
+            raw = self._raw.get(key)
+            if raw is None:
+                raise
+            value = self._done[key] = self._decode(raw)
+            return value
+
+    def __contains__(self, key: object) -> bool:
+        return self._raw.get(key) is not None
+
+    def __iter__(self) -> Iterator[Any]:
+        return (k for k, v in self._raw.items() if v is not None)
+
+    def __len__(self) -> int:
+        return sum(v is not None for v in self._raw.values())
 
 
 def _broken(parsed: list[Parsed], broken: dict[tuple[str, str], Exception]
