@@ -214,6 +214,14 @@ class DurableConfig(BaseModel):
             keywords, ``config=`` or ``LGD_BLOB_TIMEOUT_S``/``LGD_BLOB_RETRIES``), to the
             ``S3BlobStore`` of its ``ExternalRefSerializer`` unless that store was given a
             client or the same argument itself (``S3BlobStore.use_bounds``).
+        effect_checkpoint_wait_s: seconds ``effects.once``/``aonce`` and journaled model
+            calls wait, before calling their function, for the checkpoint their task runs
+            from to be stored (LangGraph's default ``durability="async"`` stores it while
+            the step's tasks already run). Default 60. Waited without I/O when this
+            process stored it; ``EffectCheckpointError`` (function not called) when it is
+            not stored in time or its put failed. Not waited with ``durability="exit"``
+            (the run stores no checkpoint before it ends, so a crash loses the run and
+            ``once`` protects re-executions within it only).
         list_items: store plain non-empty ``list`` values (channel values and pending
             writes, e.g. ``messages``) as content-addressed items (``core/items.py``): each
             element once per thread, the value as a manifest of digests, so a growing
@@ -294,6 +302,7 @@ class DurableConfig(BaseModel):
     server_selection_timeout_s: float = Field(default=5.0, gt=0)
     blob_timeout_s: float = Field(default=10.0, gt=0, le=3600)
     blob_retries: int = Field(default=2, ge=0, le=10)
+    effect_checkpoint_wait_s: float = Field(default=60.0, gt=0, le=3600)
     list_items: bool = True
     item_cache_bytes: int = Field(default=64 * 1024 * 1024, ge=0)
     item_digest_key: str | None = Field(default=None, min_length=16, repr=False)

@@ -48,7 +48,7 @@ from .errors import (
     InvalidIdentifierError,
     SerializationError,
 )
-from .plans.effects import EffectRef, Entry, begin_plan, end_plan
+from .plans.effects import EffectRef, Entry, begin_plan, end_plan, task_checkpoint_plan
 from .plans.write import dumps
 from .saver import DurableSaver
 
@@ -59,6 +59,7 @@ InDoubt = Literal["raise", "retry"]
 _TASK_ID = "__pregel_task_id"
 _CHECKPOINTER = "__pregel_checkpointer"
 _SCRATCHPAD = "__pregel_scratchpad"
+_DURABILITY = "__pregel_durability"  # set when the run was given one; "async" by default
 
 _running: ContextVar[tuple[str, str] | None] = ContextVar("lgd_effect", default=None)
 
@@ -121,7 +122,10 @@ _COUNTERS = _Counters()
 
 @dataclass(frozen=True)
 class _Task:
-    """The running task as its config tells it."""
+    """The running task as its config tells it: ``checkpoint_id`` is the checkpoint it runs
+    from, ``checkpoint_ns`` the namespace storing that checkpoint (its graph's; for a
+    functional API ``@task``, its caller's loop's), ``durability`` LangGraph's mode of the
+    run."""
 
     thread_id: str
     task_ns: str
@@ -130,6 +134,13 @@ class _Task:
     checkpoint_id: str
     owner: object
     checkpointer: Any
+    durability: str = "async"
+
+    @property
+    def stores_checkpoints(self) -> bool:
+        """Whether the run stores its checkpoints as it goes (LangGraph's durability
+        ``"async"`` or ``"sync"``; ``"exit"`` stores one when the run ends)."""
+        return self.durability != "exit"
 
     def ref(self, name: str, kind: str) -> EffectRef:
         """The next effect (``kind`` "fx", counted as running until ``done``) or key
@@ -175,10 +186,16 @@ def _current_task(what: str) -> _Task:
     tid = check_id("thread_id", thread_id)  # the journal's keys hold these (NUL-separated)
     task_ns = check_id("checkpoint_ns", conf.get("checkpoint_ns") or "", thread_id=tid)
     graph_ns = task_ns.rpartition("|")[0]
-    cid = check_id("checkpoint_id", (conf.get("checkpoint_map") or {}).get(graph_ns) or "",
-                   thread_id=tid)
-    return _Task(tid, task_ns, check_id("task_id", task_id, thread_id=tid), graph_ns, cid,
-                 getattr(scratchpad, "interrupt_counter", scratchpad), conf.get(_CHECKPOINTER))
+    checkpoint_map = conf.get("checkpoint_map") or {}
+    cid = check_id("checkpoint_id", checkpoint_map.get(graph_ns) or "", thread_id=tid)
+    # the namespace that stores that checkpoint: a task a node started (a functional
+    # API @task) runs in its caller's loop, whose checkpoint the map repeats under the
+    # caller's namespace; a subgraph's tasks map to its own namespace
+    stored_ns = min((k for k, v in checkpoint_map.items()
+                     if v == cid and graph_ns.startswith(k)), key=len, default=graph_ns)
+    return _Task(tid, task_ns, check_id("task_id", task_id, thread_id=tid), stored_ns, cid,
+                 getattr(scratchpad, "interrupt_counter", scratchpad), conf.get(_CHECKPOINTER),
+                 str(conf.get(_DURABILITY) or "async"))
 
 
 def _key_of(ref: EffectRef) -> str:
@@ -276,6 +293,8 @@ def _journaled(task: _Task, saver: DurableSaver, ref: EffectRef, name: str, in_d
     """The body of ``_steps`` for the effect ``ref``."""
     ctx = saver.context
     key = _key_of(ref)
+    if task.stores_checkpoints:
+        yield _Run(task_checkpoint_plan(ctx, ref))
     started = _entry(ctx, ref, "s")
     found: Entry | None = yield _Run(begin_plan(ctx, ref, started))
     if found is not None and found.state == "d":

@@ -199,6 +199,28 @@ class EffectInDoubtError(DurableSaverError):
         self.idempotency_key = idempotency_key
 
 
+class EffectCheckpointError(DurableSaverError):
+    """``effects.once``/``aonce`` (or a journaled model call) did not call its function
+    because the checkpoint its task runs from was not stored: the put of that checkpoint
+    failed (``reason`` names its error), or was not stored within
+    ``effect_checkpoint_wait_s`` seconds. LangGraph's default durability (``"async"``)
+    stores a step's checkpoint while the step's tasks already run; an effect journaled
+    under a task whose checkpoint a crash then loses would belong to a task the resumed
+    run never makes again (new task ids), and run a second time, with another idempotency
+    key. So an effect waits for its task's checkpoint first (without I/O when this process
+    stored it). Attributes: ``thread_id``, ``checkpoint_ns``, ``checkpoint_id`` (the
+    task's checkpoint), ``effect`` (the name), ``reason``."""
+
+    def __init__(self, message: str, *, thread_id: str, checkpoint_ns: str,
+                 checkpoint_id: str, effect: str, reason: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.checkpoint_id = checkpoint_id
+        self.effect = effect
+        self.reason = reason
+
+
 class EffectFailedError(DurableSaverError):
     """A re-execution of a task reached an effect whose function raised the first time and
     whose error was journaled (``journal_errors=True``): the function is not called again;

@@ -27,6 +27,7 @@ from .admin.extref_gc import acollect_saver_garbage, collect_saver_garbage
 from .core.ops import Plan
 from .core.records import check_id, check_ids
 from .errors import CorruptRecordError
+from .metrics import safe_error
 from .plans import admin, delta, read, threads, write
 from .plans.threads import ThreadPage
 from .runtime.lifecycle import SaverLifecycle
@@ -137,9 +138,21 @@ class DurableSaver(SaverLifecycle, RetentionMethods):
         be stored by the puts of its children (``StateVersions.put_done``)."""
         self._ctx.learn(prepared.thread_id, (prepared.ns, prepared.checkpoint_id),
                         prepared.parts)
+        self._ctx.heads.put_ok(prepared.thread_id, prepared.ns)
         self._state.put_done(config, prepared.thread_id, prepared.ns,
                              prepared.checkpoint_id, checkpoint, marks)
         return result
+
+    def _put_failed(self, config: RunnableConfig, checkpoint: Checkpoint,
+                    exc: Exception) -> None:
+        """Remember that the put of ``checkpoint`` failed, for an effect of one of its
+        tasks waiting for it (``plans/effects.task_checkpoint_plan``)."""
+        try:
+            tid, ns = write.thread_ns(config)
+            cid = str(checkpoint["id"])
+        except Exception:  # a config the put refused: no task of it can be waiting
+            return
+        self._ctx.heads.refused(tid, ns, cid, safe_error(exc))
 
     def _writes_done(self, prepared: write.PreparedWrites | None) -> None:
         """What stored pending writes taught this process: their items are in Redis."""
@@ -215,21 +228,30 @@ class DurableSaver(SaverLifecycle, RetentionMethods):
         checkpoint this process stored already refers to them
         (``core/written_marks.WrittenMarks``)."""
         self._count("puts")
-        metadata, new_versions, marks = self._state.for_put(config, checkpoint, metadata,
-                                                            new_versions)
-        prepared = write.prepare_put(self._ctx, config, checkpoint, metadata, new_versions)
-        done = self._runtime.run(write.put_plan(self._ctx, prepared))
+        try:
+            metadata, new_versions, marks = self._state.for_put(config, checkpoint, metadata,
+                                                                new_versions)
+            prepared = write.prepare_put(self._ctx, config, checkpoint, metadata,
+                                         new_versions)
+            done = self._runtime.run(write.put_plan(self._ctx, prepared))
+        except Exception as exc:
+            self._put_failed(config, checkpoint, exc)
+            raise
         return self._put_done(prepared, done, config, checkpoint, marks)
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
                    metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
         """Async ``put``."""
         self._count("puts")
-        metadata, new_versions, marks = self._state.for_put(config, checkpoint, metadata,
-                                                            new_versions)
-        prepared = await self._off_loop(write.prepare_put, self._ctx, config, checkpoint,
-                                        metadata, new_versions)
-        done = await self._runtime.arun(write.put_plan(self._ctx, prepared))
+        try:
+            metadata, new_versions, marks = self._state.for_put(config, checkpoint, metadata,
+                                                                new_versions)
+            prepared = await self._off_loop(write.prepare_put, self._ctx, config,
+                                            checkpoint, metadata, new_versions)
+            done = await self._runtime.arun(write.put_plan(self._ctx, prepared))
+        except Exception as exc:
+            self._put_failed(config, checkpoint, exc)
+            raise
         return self._put_done(prepared, done, config, checkpoint, marks)
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],

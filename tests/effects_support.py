@@ -197,11 +197,42 @@ CRASH_POINTS = ("started", "called", "journaled")
 the call (before its outcome is journaled), after the outcome is journaled."""
 
 
+def slowed_puts(saver: Any, seconds: float, fail: bool = False) -> Any:
+    """``saver`` whose ``put``/``aput`` of a step's checkpoint (metadata source
+    ``"loop"``) first waits ``seconds``: LangGraph's default durability ("async") runs the
+    step's tasks meanwhile, so every task starts before its checkpoint is stored, the race
+    a busy machine makes now and then. With ``fail`` the saver then refuses that put
+    (``InvalidIdentifierError``: a channel version with a NUL).
+    Returns ``saver``."""
+    import asyncio
+
+    real, areal = saver.put, saver.aput
+
+    def versions(metadata: Any, new_versions: Any) -> Any:
+        return {c: "bad\x00version" for c in new_versions} if fail else new_versions
+
+    def put(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        if metadata.get("source") == "loop":
+            threading.Event().wait(seconds)
+            new_versions = versions(metadata, new_versions)
+        return real(config, checkpoint, metadata, new_versions)
+
+    async def aput(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        if metadata.get("source") == "loop":
+            await asyncio.sleep(seconds)
+            new_versions = versions(metadata, new_versions)
+        return await areal(config, checkpoint, metadata, new_versions)
+
+    saver.put, saver.aput = put, aput
+    return saver
+
+
 def crash_child(redis_url: str, mongo_url: str, options: dict[str, Any], url: str,
-                runs: list[dict[str, str]], ready: str) -> None:
+                runs: list[dict[str, str]], ready: str, slow_put_s: float = 0.0) -> None:
     """Run ``runs`` (``{"thread", "point", "in_doubt"}``) at once, each in its own thread,
     each stopping at its crash point; when all are there, write ``ready`` and SIGKILL
-    this process (no clean-up of any kind)."""
+    this process (no clean-up of any kind). With ``slow_put_s`` each step's checkpoint is
+    stored that many seconds late (``slowed_puts``)."""
     from langgraph_durable import DurableSaver
 
     left = threading.Semaphore(0)
@@ -213,7 +244,7 @@ def crash_child(redis_url: str, mongo_url: str, options: dict[str, Any], url: st
 
     by_thread = {r["thread"]: r["point"] for r in runs}
     effects._crash_hook = hook
-    saver = DurableSaver.from_urls(redis_url, mongo_url, **options)
+    saver = slowed_puts(DurableSaver.from_urls(redis_url, mongo_url, **options), slow_put_s)
     graph = pay_only(saver)
     for r in runs:
         state = {"url": url, "amount": 42, "in_doubt": r["in_doubt"], "keyed": True,

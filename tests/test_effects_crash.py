@@ -2,7 +2,13 @@
 node charges a real local HTTP service through ``once``; each thread stops at one of the
 three crash points (after the started entry, after the call, after the journal), with
 ``in_doubt="raise"`` or ``"retry"``; the child then kills itself with SIGKILL. This
-process resumes every thread with a new saver and counts what the service did."""
+process resumes every thread with a new saver and counts what the service did.
+
+The child stores each step's checkpoint 0.3 s late (``slowed_puts``): under LangGraph's
+default durability the step's task starts before its checkpoint is stored, and ``once``
+must wait for it. Without that wait a kill lost the checkpoint, the resumed step got new
+task ids and the effect ran again with another idempotency key (CI saw it once in a
+while, on a busy machine)."""
 
 from __future__ import annotations
 
@@ -44,7 +50,7 @@ def test_a_sigkilled_run_resumed_in_another_process_never_repeats_an_effect(
     ready = tmp_path / "ready"
     with service() as svc:
         args = {"redis_url": redis_url, "mongo_url": mongo_url, "options": options,
-                "url": svc.url, "runs": runs, "ready": str(ready)}
+                "url": svc.url, "runs": runs, "ready": str(ready), "slow_put_s": 0.3}
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         child = subprocess.run([sys.executable, "-m", "tests.effects_support",
                                 json.dumps(args)], cwd=ROOT, env=env, timeout=120,

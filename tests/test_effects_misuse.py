@@ -159,8 +159,10 @@ def test_in_strict_durability_the_journal_is_in_mongodb_before_once_returns(
 
 def test_in_strict_durability_a_mongodb_down_before_the_call_leaves_the_effect_not_in_doubt(
         redis_url: str) -> None:
+    from langgraph.config import get_config
+
     from langgraph_durable.errors import TierUnavailableError
-    from langgraph_durable.testing import mongo_server, unique_options
+    from langgraph_durable.testing import mongo_server, unique_options, wait_for
 
     calls: list[int] = []
     stopped: list[int] = []
@@ -168,7 +170,14 @@ def test_in_strict_durability_a_mongodb_down_before_the_call_leaves_the_effect_n
         def node(state: State) -> dict[str, Any]:
             if not stopped:
                 stopped.append(1)
-                ms.stop()  # MongoDB goes away between the step's start and the effect
+                conf = get_config()["configurable"]
+                mine = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": "",
+                                         "checkpoint_id": conf["checkpoint_map"][""]}}
+                # the step's checkpoint is stored (both tiers: strict), then MongoDB goes
+                # away between the step's start and the effect (a put failing first would
+                # stop the effect before its own write: test_effects_checkpoint_wait.py)
+                wait_for(lambda: saver.get_tuple(mine), 10, "the step's checkpoint")
+                ms.stop()
             return {"out": effects.once("pay", lambda: (calls.append(1), "receipt-1")[1])}
 
         config = _config()
@@ -200,7 +209,9 @@ def test_with_more_required_replicas_than_confirm_the_outcome_raises_and_is_kept
     options = unique_options(redis_min_replicas=2, redis_wait_timeout_s=0.05)  # 1 exists
     with DurableSaver.from_urls(redis_sentinel_url, mongo_url, **options) as saver:
         with pytest.raises(ReplicationTimeoutError) as caught:
-            _graph(saver, node).invoke({}, config)
+            # durability "exit": no put before the effect (each would raise the same way,
+            # and an effect does not start under a checkpoint whose put failed)
+            _graph(saver, node).invoke({}, config, durability="exit")
         e = caught.value
         assert (e.thread_id, e.wanted, e.replicas) == (tid, 2, 1)
         assert str(e).startswith("the outcome of effect 'pay' (call 0)")

@@ -30,7 +30,7 @@ from ..effects import (
     _Task,
 )
 from ..errors import ConfigurationError, ModelCallChangedError
-from ..plans.effects import MODEL_CALL_PREFIX, begin_plan, end_plan
+from ..plans.effects import MODEL_CALL_PREFIX, begin_plan, end_plan, task_checkpoint_plan
 from ..saver import DurableSaver
 
 EFFECT_PREFIX = MODEL_CALL_PREFIX
@@ -220,6 +220,8 @@ def _steps(task: _Task, saver: DurableSaver, name: str, request: str, on_change:
             "name=...)") from None
     try:
         ctx = saver.context
+        if task.stores_checkpoints:
+            yield _Run(task_checkpoint_plan(ctx, ref))
         found = yield _Run(begin_plan(ctx, ref, _entry(ctx, ref, "s")))
         if found is not None and found.state == "d":
             assert found.value is not None

@@ -35,6 +35,7 @@ class Heads:
 
     def __init__(self, size: int = 10_000) -> None:
         self._heads: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._refused: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
@@ -50,6 +51,30 @@ class Heads:
         """The recorded head of ``(thread_id, ns)``, if any."""
         with self._lock:
             return self._heads.get((thread_id, ns))
+
+    def refused(self, thread_id: str, ns: str, checkpoint_id: str, why: str) -> None:
+        """Record that this process's put of ``checkpoint_id`` in ``(thread_id, ns)``
+        failed (``why``: the error's text). LangGraph then stores no later checkpoint of
+        that run (each put waits for the one before and is skipped when it failed), so an
+        effect waiting for its task's checkpoint (``plans/effects.task_checkpoint_plan``)
+        stops at once. Kept until a put of ``(thread_id, ns)`` succeeds (``put_ok``);
+        bounded like the heads."""
+        with self._lock:
+            self._refused[(thread_id, ns)] = f"its put of checkpoint {checkpoint_id!r} " \
+                                             f"failed: {why}"
+            while len(self._refused) > self._size:
+                self._refused.popitem(last=False)
+
+    def put_ok(self, thread_id: str, ns: str) -> None:
+        """A put of ``(thread_id, ns)`` succeeded: forget its refusal (``refused``)."""
+        with self._lock:
+            self._refused.pop((thread_id, ns), None)
+
+    def refusal(self, thread_id: str, ns: str) -> str | None:
+        """Why the last put of ``(thread_id, ns)`` in this process failed, when no put of
+        it succeeded since (``refused``), else None."""
+        with self._lock:
+            return self._refused.get((thread_id, ns))
 
 
 class Learned(NamedTuple):

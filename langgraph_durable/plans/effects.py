@@ -17,15 +17,17 @@ from dataclasses import dataclass
 
 import ormsgpack
 
-from ..core.ops import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, UpdateDoc, ask
+from ..core.ops import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, Sleep, UpdateDoc, ask
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, Typed, member
 from ..durable import documents as D
 from ..errors import (
     CorruptRecordError,
+    EffectCheckpointError,
     OutboxFullError,
     ReplicationTimeoutError,
     ScriptRefused,
+    TierUnavailableError,
 )
 from ..hot.effects import TRUST_FIELD, begin_op, end_op
 from .context import Context
@@ -135,6 +137,79 @@ def _max_outbox(ctx: Context) -> int:
 
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+MONGODB_AFTER_S = 0.1
+"""Seconds ``task_checkpoint_plan`` waits for this process's put before it asks MongoDB
+too (Redis may have let the checkpoint go: an old one replayed); never when Redis holds
+the whole thread."""
+
+
+def _stored_plan(ctx: Context, ref: EffectRef, durable: bool) -> Plan[bool]:
+    """Is ``ref``'s checkpoint stored? Redis (``HEXISTS`` on the ``cp`` hash; its meta
+    ``complete`` 1 says Redis holds the whole thread), then, with ``durable``, MongoDB (an
+    indexed ``find_one``; unreachable counts as "not known yet")."""
+    keys = ctx.keys(ref.thread_id)
+    hit, complete = yield from ask(Pipeline([
+        ("HEXISTS", keys.cp, member(ref.checkpoint_ns, ref.checkpoint_id)),
+        ("HGET", keys.meta, "complete")]))
+    if hit:
+        return True
+    if not durable or complete in (b"1", "1"):
+        return False
+    try:
+        doc = yield from ask(FindOne(ctx.collections.checkpoints, {
+            "thread_id": ref.thread_id, "checkpoint_ns": ref.checkpoint_ns,
+            "checkpoint_id": ref.checkpoint_id}, projection={"_id": 1}))
+    except TierUnavailableError:
+        return False
+    return doc is not None
+
+
+def task_checkpoint_plan(ctx: Context, ref: EffectRef) -> Plan[None]:
+    """Return once the checkpoint ``ref``'s task runs from is stored: at once, without
+    I/O, when it is this process's newest of its namespace (``ctx.heads``: its own put
+    stored it, or a read found it as the latest); else it asks the tiers
+    (``_stored_plan``) and waits for the put, polling ``ctx.heads`` (1 ms doubling to 20
+    ms) and the tiers (every 0.1 s). LangGraph's default ``durability="async"`` stores a
+    step's checkpoint while its tasks run: a crash between could lose the checkpoint, and
+    the resumed step would make new task ids, so an effect journaled before it is stored
+    would not be found again. Raises ``EffectCheckpointError`` when this process's put of
+    it, or of one before it in the namespace, failed (``Heads.refused``: LangGraph then
+    skips the later puts of the run) or after ``effect_checkpoint_wait_s`` seconds."""
+    heads, clock = ctx.heads, ctx.clock
+    tid, ns, cid = ref.thread_id, ref.checkpoint_ns, ref.checkpoint_id
+    if heads.get(tid, ns) == cid:
+        return
+    wait_s = ctx.config.effect_checkpoint_wait_s
+    start = clock.monotonic()
+    ask_at, delay = start, 0.001
+    while True:
+        if heads.get(tid, ns) == cid:
+            return
+        why = heads.refusal(tid, ns)
+        if why is not None:
+            raise _not_stored(ref, why)
+        now = clock.monotonic()
+        if now >= ask_at:
+            if (yield from _stored_plan(ctx, ref, durable=now - start >= MONGODB_AFTER_S)):
+                return
+            ask_at = max(now, start + MONGODB_AFTER_S) if ask_at == start else now + 0.1
+        if now - start >= wait_s:
+            raise _not_stored(ref, f"it was not stored within effect_checkpoint_wait_s="
+                                   f"{wait_s:g} s")
+        yield Sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+
+def _not_stored(ref: EffectRef, reason: str) -> EffectCheckpointError:
+    return EffectCheckpointError(
+        f"{ref.describe()} was not started: the checkpoint its task runs from "
+        f"({ref.checkpoint_id!r}, checkpoint_ns {ref.checkpoint_ns!r}) is not stored, "
+        f"{reason}. An effect waits for it so that a crash cannot lose the task its "
+        "journal entry belongs to; nothing was called or journaled",
+        thread_id=ref.thread_id, checkpoint_ns=ref.checkpoint_ns,
+        checkpoint_id=ref.checkpoint_id, effect=ref.name, reason=reason)
 
 
 def begin_plan(ctx: Context, ref: EffectRef, started: Entry) -> Plan[Entry | None]:
