@@ -139,10 +139,13 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+REDIS_AFTER_S = 0.002
+"""Seconds ``task_checkpoint_plan`` waits for this process's put (``ctx.heads``, no I/O)
+before it asks Redis: a put in flight as the task starts lands within about a round trip."""
+
 MONGODB_AFTER_S = 0.1
-"""Seconds ``task_checkpoint_plan`` waits for this process's put before it asks MongoDB
-too (Redis may have let the checkpoint go: an old one replayed); never when Redis holds
-the whole thread."""
+"""Seconds it waits before it asks MongoDB too (Redis may have let the checkpoint go: an
+old one replayed); never when Redis holds the whole thread."""
 
 
 def _stored_plan(ctx: Context, ref: EffectRef, durable: bool) -> Plan[bool]:
@@ -169,9 +172,9 @@ def _stored_plan(ctx: Context, ref: EffectRef, durable: bool) -> Plan[bool]:
 def task_checkpoint_plan(ctx: Context, ref: EffectRef) -> Plan[None]:
     """Return once the checkpoint ``ref``'s task runs from is stored: at once, without
     I/O, when it is this process's newest of its namespace (``ctx.heads``: its own put
-    stored it, or a read found it as the latest); else it asks the tiers
-    (``_stored_plan``) and waits for the put, polling ``ctx.heads`` (1 ms doubling to 20
-    ms) and the tiers (every 0.1 s). LangGraph's default ``durability="async"`` stores a
+    stored it, or a read found it as the latest); else it waits for the put, polling
+    ``ctx.heads`` (0.2 ms doubling to 20 ms), and asks the tiers (``_stored_plan``) after
+    ``REDIS_AFTER_S`` and every 0.1 s. LangGraph's default ``durability="async"`` stores a
     step's checkpoint while its tasks run: a crash between could lose the checkpoint, and
     the resumed step would make new task ids, so an effect journaled before it is stored
     would not be found again. Raises ``EffectCheckpointError`` when this process's put of
@@ -183,7 +186,7 @@ def task_checkpoint_plan(ctx: Context, ref: EffectRef) -> Plan[None]:
         return
     wait_s = ctx.config.effect_checkpoint_wait_s
     start = clock.monotonic()
-    ask_at, delay = start, 0.001
+    ask_at, delay = start + REDIS_AFTER_S, 0.0002
     while True:
         if heads.get(tid, ns) == cid:
             return
@@ -194,7 +197,7 @@ def task_checkpoint_plan(ctx: Context, ref: EffectRef) -> Plan[None]:
         if now >= ask_at:
             if (yield from _stored_plan(ctx, ref, durable=now - start >= MONGODB_AFTER_S)):
                 return
-            ask_at = max(now, start + MONGODB_AFTER_S) if ask_at == start else now + 0.1
+            ask_at = now + 0.1
         if now - start >= wait_s:
             raise _not_stored(ref, f"it was not stored within effect_checkpoint_wait_s="
                                    f"{wait_s:g} s")
