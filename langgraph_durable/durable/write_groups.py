@@ -24,7 +24,8 @@ LangGraph's rule holds across documents as each tier applies it (``keep``): a wr
 special channel's (idx < 0: ``WRITES_IDX_MAP``) is overwritten, so the newest ``seq``
 wins. The flusher copies what Redis holds (the first ordinary write, the latest special
 one) under the ``seq`` of the call that wrote it, so a replayed entry makes the same
-documents; a document already stored is never changed (``upsert_group``: insert-once).
+documents; a document already stored only gains the entries it lacked (``upsert_group``:
+an earlier call's entry may have stored part of a later call's document).
 """
 
 from __future__ import annotations
@@ -117,9 +118,22 @@ def is_group(doc: DocView) -> bool:
 
 
 def upsert_group(doc: Doc) -> UpdateDoc:
-    """Insert-once upsert of a grouped writes document (a replayed entry, another
-    flusher's copy: what is stored stays)."""
-    return UpdateDoc(target(doc), {"$setOnInsert": doc}, upsert=True)
+    """Upsert of a grouped writes document that merges: its ``writes`` (and ``refs``)
+    entries are added to the stored document's (``$addToSet``: an entry already there,
+    from a replayed entry or another flusher's copy, is not repeated), ``put_ms`` only
+    grows, the other fields are set on insert. A call's document can be stored from two
+    outbox entries: an earlier call's entry names a special channel's write that this
+    call has overwritten in Redis since, so the flusher copies it under this call's
+    ``seq``, before this call's own entry brings the rest of the call's writes. One
+    call's entry for an ``idx`` is always the same (its ``seq`` names the call), so the
+    merge never holds two entries of one ``idx``."""
+    fixed = {k: v for k, v in doc.items() if k not in ("writes", "refs", "put_ms")}
+    update: dict[str, object] = {
+        "$setOnInsert": fixed,
+        "$addToSet": {"writes": {"$each": doc["writes"]},
+                      **({"refs": {"$each": doc["refs"]}} if doc.get("refs") else {})},
+        "$max": {"put_ms": doc.get("put_ms", 0)}}
+    return UpdateDoc(target(doc), update, upsert=True)
 
 
 def upsert_any(doc: Doc) -> WriteModel:

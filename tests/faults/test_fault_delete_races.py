@@ -174,3 +174,29 @@ def test_a_new_run_starting_as_a_copy_lands_does_not_hide_the_copy(redis_url, mo
               {"v": f"{7:032}.0"})
         assert s.sync_clients.redis.hget(s.context.keys("U").meta, "complete") is None
         assert len(list(s.list({"configurable": {"thread_id": "U"}}))) == 3  # as InMemorySaver
+
+
+def test_a_special_write_overwritten_before_its_entry_flushed_keeps_the_later_call_whole(
+        manual) -> None:
+    # found by scenario 5: call 1 writes __error__; call 2 of the same task writes
+    # __interrupt__ and overwrites __error__ (special channels: the newest wins) before
+    # call 1's outbox entry is flushed. That entry then copies what Redis holds, call 2's
+    # __error__, into call 2's writes document; call 2's own entry must add its
+    # __interrupt__ to that document (it was insert-once, and the interrupt was lost in
+    # MongoDB: the hot window's expiry then dropped it from the thread)
+    import dataclasses
+
+    r = manual.sync_clients.redis
+    cfg = put(manual, "special2")
+    manual.put_writes(cfg, [("__error__", "e1")], "task-a")
+    manual.put_writes(cfg, [("__interrupt__", "i2"), ("__error__", "e2")], "task-a")
+    want = [("task-a", "__error__", "e2"), ("task-a", "__interrupt__", "i2")]
+    assert sorted(manual.get_tuple(cfg).pending_writes) == want
+    one = dataclasses.replace(manual.context, config=manual.context.config.model_copy(
+        update={"flush_batch_size": 1}))
+    for _ in range(3):  # the checkpoint's entry, call 1's, then call 2's, a round each
+        stats = manual.run(flush_batch_plan(one, "one", block_ms=0, claim=False))
+        assert stats.entries == 1
+    assert r.xlen(manual.context.outbox) == 0
+    r.delete(*manual.context.keys("special2").all)  # what the hot window's TTL does
+    assert sorted(manual.get_tuple(cfg).pending_writes) == want  # MongoDB alone
