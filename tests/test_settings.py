@@ -46,6 +46,7 @@ ENV_VALUES: dict[str, tuple[str, object]] = {
     "server_selection_timeout_s": ("1.5", 1.5),
     "blob_timeout_s": ("2.5", 2.5),
     "blob_retries": ("3", 3),
+    "effect_checkpoint_wait_s": ("2.5", 2.5),
     "hot_max_checkpoints": ("7", 7),
     "list_items": ("false", False),
     "item_cache_bytes": ("0", 0),
