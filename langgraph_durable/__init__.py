@@ -10,6 +10,7 @@ from . import _moved
 from .config import DurableConfig, ThreadTTL
 from .core.state_versions import STATE_VERSION_KEY, StateMigration
 from .durable.retention import ThreadRetention
+from .effects import aonce, idempotency_key, once
 from .errors import (
     CheckpointNotFoundError,
     ConcurrentRunError,
@@ -17,6 +18,9 @@ from .errors import (
     CorruptRecordError,
     DeadLetteredError,
     DurableSaverError,
+    EffectCheckpointError,
+    EffectFailedError,
+    EffectInDoubtError,
     EventLoopNotRunningError,
     FlushTimeoutError,
     InvalidIdentifierError,
@@ -37,6 +41,7 @@ from .journal import journaled
 from .plans.retention import SweepReport
 from .plans.threads import ThreadInfo, ThreadPage
 from .saver import DurableSaver
+from .shared import SharedSaver
 from .store import DurableStore
 
 __all__ = [
@@ -49,6 +54,9 @@ __all__ = [
     "DurableSaver",
     "DurableSaverError",
     "DurableStore",
+    "EffectCheckpointError",
+    "EffectFailedError",
+    "EffectInDoubtError",
     "EventLoopNotRunningError",
     "FlushTimeoutError",
     "InvalidIdentifierError",
@@ -61,6 +69,7 @@ __all__ = [
     "SchemaVersionError",
     "STATE_VERSION_KEY",
     "SerializationError",
+    "SharedSaver",
     "StateMigration",
     "StateMigrationError",
     "StateVersionError",
@@ -72,7 +81,10 @@ __all__ = [
     "ThreadRetention",
     "ThreadTTL",
     "TierUnavailableError",
+    "aonce",
+    "idempotency_key",
     "journaled",
+    "once",
 ]
 
 __version__ = "0.1.0"
