@@ -13,10 +13,13 @@ def test_the_root_exports_the_saver_the_effect_helpers_and_their_errors() -> Non
         EffectInDoubtError,
         SharedSaver,
         aonce,
+        effects,
+        errors,
         idempotency_key,
         once,
+        saver,
+        shared,
     )
-    from langgraph_durable import effects, errors, saver, shared
 
     assert (once, aonce, idempotency_key) == (effects.once, effects.aonce,
                                               effects.idempotency_key)
