@@ -120,19 +120,18 @@ def is_group(doc: DocView) -> bool:
 def upsert_group(doc: Doc) -> UpdateDoc:
     """Upsert of a grouped writes document that merges: its ``writes`` (and ``refs``)
     entries are added to the stored document's (``$addToSet``: an entry already there,
-    from a replayed entry or another flusher's copy, is not repeated), ``put_ms`` only
-    grows, the other fields are set on insert. A call's document can be stored from two
-    outbox entries: an earlier call's entry names a special channel's write that this
-    call has overwritten in Redis since, so the flusher copies it under this call's
-    ``seq``, before this call's own entry brings the rest of the call's writes. One
-    call's entry for an ``idx`` is always the same (its ``seq`` names the call), so the
-    merge never holds two entries of one ``idx``."""
-    fixed = {k: v for k, v in doc.items() if k not in ("writes", "refs", "put_ms")}
+    from a replayed entry or another flusher's copy, is not repeated), the other fields
+    (``put_ms`` too: a replay changes nothing) are set on insert. A call's document can
+    be stored from two outbox entries: an earlier call's entry names a special channel's
+    write that this call has overwritten in Redis since, so the flusher copies it under
+    this call's ``seq``, before this call's own entry brings the rest of the call's
+    writes. One call's entry for an ``idx`` is always the same (its ``seq`` names the
+    call), so the merge never holds two entries of one ``idx``."""
+    fixed = {k: v for k, v in doc.items() if k not in ("writes", "refs")}
     update: dict[str, object] = {
         "$setOnInsert": fixed,
         "$addToSet": {"writes": {"$each": doc["writes"]},
-                      **({"refs": {"$each": doc["refs"]}} if doc.get("refs") else {})},
-        "$max": {"put_ms": doc.get("put_ms", 0)}}
+                      **({"refs": {"$each": doc["refs"]}} if doc.get("refs") else {})}}
     return UpdateDoc(target(doc), update, upsert=True)
 
 

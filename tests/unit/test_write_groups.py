@@ -40,11 +40,10 @@ def test_a_call_is_one_document_with_its_writes_in_idx_order_and_their_refs() ->
                          ) == ["", "cp", "t", "call", 7]
     # an upsert merges (a document stored in part from an earlier call's entry gains the
     # entries it lacks); the fields that name the call are set on insert only
-    fixed = {k: v for k, v in doc.items() if k not in ("writes", "refs", "put_ms")}
+    fixed = {k: v for k, v in doc.items() if k not in ("writes", "refs")}
     assert G.upsert_any(doc).update == {
         "$setOnInsert": fixed,
-        "$addToSet": {"writes": {"$each": doc["writes"]}, "refs": {"$each": doc["refs"]}},
-        "$max": {"put_ms": doc["put_ms"]}}
+        "$addToSet": {"writes": {"$each": doc["writes"]}, "refs": {"$each": doc["refs"]}}}
 
 
 def test_calls_of_one_checkpoint_are_one_document_each_and_the_latest_time_is_kept() -> None:
