@@ -102,8 +102,9 @@ def round_facts(ctx: Context, thread_id: str, recs: Iterable[CheckpointRecord],
     newest root checkpoint of ``recs`` (checkpoint and metadata decoded), the pending
     writes ``(checkpoint_id, record)`` on the error and interrupt channels, and, when the
     round holds that checkpoint's ``messages`` value, its length, title (the round holds
-    the list's first item) and latest messages' text (from the items the round holds).
-    None when nothing is of the root namespace. A value that does not decode leaves its
+    the list's first item) and latest messages' text (from ``items``: the round's, and
+    those ``wanted_items`` named, read for it; read from the end of the list up to the
+    first item ``items`` lacks). None when nothing is of the root namespace. A value that does not decode leaves its
     fact unknown (logged by type)."""
     serde = _serde(ctx)
     root = [r for r in recs if r.ns == ""]
