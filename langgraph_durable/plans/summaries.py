@@ -104,8 +104,8 @@ def round_facts(ctx: Context, thread_id: str, recs: Iterable[CheckpointRecord],
     round holds that checkpoint's ``messages`` value, its length, title (the round holds
     the list's first item) and latest messages' text (from ``items``: the round's, and
     those ``wanted_items`` named, read for it; read from the end of the list up to the
-    first item ``items`` lacks). None when nothing is of the root namespace. A value that does not decode leaves its
-    fact unknown (logged by type)."""
+    first item ``items`` lacks). None when nothing is of the root namespace. A value that
+    does not decode leaves its fact unknown (logged by type)."""
     serde = _serde(ctx)
     root = [r for r in recs if r.ns == ""]
     facts = S.Facts()
