@@ -217,13 +217,13 @@ def wanted_items(rec: CheckpointRecord | None, blobs: Mapping[str, Typed | None]
     decoded; ``[]`` when the round holds no new ``messages`` list of ``rec``."""
     if rec is None or rec.ns:
         return []
-    field = next((f for f in rec.blob_fields if f.split(SEP)[1] == MESSAGES), None)
-    typed = blobs.get(field) if field is not None else None
-    if typed is None or typed[0] != MANIFEST_TYPE:
-        return []
     want: list[bytes] = []
     held = 0
-    try:
+    try:  # a damaged record or blob: its round's facts say so (round_facts), never this
+        field = next((f for f in rec.blob_fields if f.split(SEP)[1:2] == [MESSAGES]), None)
+        typed = blobs.get(field) if field is not None else None
+        if typed is None or typed[0] != MANIFEST_TYPE:
+            return []
         for d in reversed(split_digests(typed[1])):
             if held >= S.TEXT_MESSAGES:
                 break
@@ -239,7 +239,8 @@ def wanted_items(rec: CheckpointRecord | None, blobs: Mapping[str, Typed | None]
                 if c not in items:
                     want.append(c)
                 held += 1
-    except CorruptRecordError:
+    except Exception as exc:  # by type only: no stored value in the logs
+        log.debug("summary: the latest messages' items not found: %s", type(exc).__name__)
         return []
     return want
 
