@@ -400,7 +400,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
             chunks.extend(more)
         out.append(doc)
 
-    summary: dict[str, Any] = {}
+    summary: dict[str, tuple[CheckpointRecord | None, list[tuple[str, WriteRecord]]]] = {}
     for tid in want:
         newest: CheckpointRecord | None = None  # of the root namespace: its summary's
         root_writes: list[tuple[str, WriteRecord]] = []
@@ -445,8 +445,9 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
                 tid, ns, cid, [w for w, _ in timed], times=[t for _, t in timed]))
             writes += wdocs
             chunks += more
-        summary[tid] = _summary_facts(ctx, tid, newest, root_writes, got) if (
-            newest is not None or root_writes) else None
+        if newest is not None or root_writes:
+            summary[tid] = (newest, root_writes)
+    facts = yield from _summaries_plan(ctx, summary, got)
     del got, replies  # the values now live in the documents: hold them once
     cols = ctx.collections
     # chunks before the documents that refer to them; items before the blobs and writes
@@ -456,22 +457,57 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     yield from insert_else_upsert(cols.blobs, blobs, D.upsert)
     yield from insert_else_upsert(cols.writes, writes, G.upsert_any, ignore_newer=True)
     yield from insert_else_upsert(cols.checkpoints, cps, I.upsert_checkpoint)
-    facts = {tid: f for tid, f in summary.items() if f is not None}
     if facts:  # after the records: a summary never names a checkpoint MongoDB lacks
         yield from summaries.upkeep_plan(ctx, facts)
     return Copied(len(cps) + len(blobs) + len(writes) + len(items), nbytes)
 
 
+def _summaries_plan(ctx: Context, rounds: Mapping[str, tuple[
+        CheckpointRecord | None, list[tuple[str, WriteRecord]]]],
+                    got: dict[tuple[str, str], dict[Any, Any]]) -> Plan[dict[str, Any]]:
+    """What the round's records say for the thread summaries (``_summary_facts``), per
+    thread with a root checkpoint or root pending writes in the round. The latest
+    messages of a thread's newest root checkpoint whose items the round lacks (they
+    reached Redis with a pending write, or a checkpoint, flushed in an earlier round) are
+    read from Redis first: one pipeline for the round, only when one lacks some
+    (``plans.summaries.wanted_items``), at most ``TEXT_MESSAGES`` items a thread; those
+    items are read, not written again."""
+    more: dict[str, list[bytes]] = {}
+    for tid, (newest, _writes) in rounds.items():
+        want = summaries.wanted_items(
+            newest, _Decoded(got.get((tid, "bl"), {}), _blob),
+            _Decoded(got.get((tid, "it"), {}), _item))
+        if want:
+            more[tid] = want
+    fetched: dict[str, dict[Any, Any]] = {}
+    if more:
+        replies = yield Pipeline([["HMGET", ctx.keys(tid).it, *want]
+                                  for tid, want in more.items()], raise_on_error=False)
+        _raise_tier_errors(replies)
+        for (tid, want), values in zip(more.items(), replies):
+            if not isinstance(values, Exception):  # a damaged key: the round's items only
+                fetched[tid] = {**got.get((tid, "it"), {}), **dict(zip(want, values))}
+    out = {}
+    for tid, (newest, writes) in rounds.items():
+        facts = _summary_facts(ctx, tid, newest, writes, got, fetched.get(tid))
+        if facts is not None:
+            out[tid] = facts
+    return out
+
+
 def _summary_facts(ctx: Context, tid: str, newest: CheckpointRecord | None,
                    writes: list[tuple[str, WriteRecord]],
-                   got: dict[tuple[str, str], dict[Any, Any]]) -> Any:
+                   got: dict[tuple[str, str], dict[Any, Any]],
+                   items: dict[Any, Any] | None = None) -> Any:
     """What the round's records of ``tid`` say for its thread summary
     (``plans.summaries.round_facts``): its newest root checkpoint and root pending writes,
-    as the copy decoded them; the blobs and items are decoded only where the summary
-    reads them (the ``messages`` value, the few items it takes text from)."""
+    as the copy decoded them; the blobs and items (the round's, or ``items``: those and
+    the ones read for the summary) are decoded only where the summary reads them (the
+    ``messages`` value, the few items it takes text from)."""
     return summaries.round_facts(
         ctx, tid, [] if newest is None else [newest], writes,
-        _Decoded(got.get((tid, "bl"), {}), _blob), _Decoded(got.get((tid, "it"), {}), _item))
+        _Decoded(got.get((tid, "bl"), {}), _blob),
+        _Decoded(got.get((tid, "it"), {}) if items is None else items, _item))
 
 
 def _blob(raw: bytes) -> Typed | None:

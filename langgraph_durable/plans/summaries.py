@@ -17,7 +17,14 @@ from typing import Any, NamedTuple
 import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from ..core.items import MANIFEST_TYPE, NODE_MAGIC, NODE_TYPE, load_item, split_digests
+from ..core.items import (
+    MANIFEST_TYPE,
+    NODE_MAGIC,
+    NODE_SIZE,
+    NODE_TYPE,
+    load_item,
+    split_digests,
+)
 from ..core.ops import (
     BulkWrite,
     BulkWriteFailed,
@@ -28,7 +35,7 @@ from ..core.ops import (
     ReplaceDoc,
     WriteModel,
 )
-from ..core.records import CheckpointRecord, Typed, WriteRecord, blob_field
+from ..core.records import SEP, CheckpointRecord, Typed, WriteRecord, blob_field
 from ..core.thread_summary import (
     ERROR_CHANNEL,
     is_message,
@@ -95,9 +102,10 @@ def round_facts(ctx: Context, thread_id: str, recs: Iterable[CheckpointRecord],
     newest root checkpoint of ``recs`` (checkpoint and metadata decoded), the pending
     writes ``(checkpoint_id, record)`` on the error and interrupt channels, and, when the
     round holds that checkpoint's ``messages`` value, its length, title (the round holds
-    the list's first item) and latest messages' text (from the items the round holds).
-    None when nothing is of the root namespace. A value that does not decode leaves its
-    fact unknown (logged by type)."""
+    the list's first item) and latest messages' text (from ``items``: the round's, and
+    those ``wanted_items`` named, read for it; read from the end of the list up to the
+    first item ``items`` lacks). None when nothing is of the root namespace. A value that
+    does not decode leaves its fact unknown (logged by type)."""
     serde = _serde(ctx)
     root = [r for r in recs if r.ns == ""]
     facts = S.Facts()
@@ -157,14 +165,84 @@ def _round_messages(facts: S.Facts, serde: Any, typed: Typed,
     if order is not None:  # every item in the round (a new thread, or nodes all present)
         _listed_facts(facts, serde, order, items)
         return
-    # the round holds the newest items only: the count of top-level digests (exact
-    # without nodes) and the text of the newest items held
+    # the round holds some items only (the others reached MongoDB in earlier rounds;
+    # ``wanted_items`` had the flusher read the latest ones it lacked from Redis)
     digests = [refs[i:i + 16] for i in range(0, len(refs), 16)]
-    tail = [_message(serde, items[d]) for d in digests[-S.TEXT_MESSAGES:]
-            if d in items and _node(items, d) is None]
-    facts.messages = len(digests)
+    tail, nodes = _tail(digests, items)
+    if nodes is not None:  # the full nodes come first: the count is exact
+        facts.messages = nodes * NODE_SIZE + len(digests) - nodes
+    else:  # exact without nodes (the walk reached the start, or the list has none)
+        facts.messages = len(digests)
     if tail:
-        facts.recent, facts.appended = _recent(tail), True
+        # the whole latest TEXT_MESSAGES (or the whole list); else the newest ones, after
+        # a node the round lacks the items of: added to the ones kept
+        facts.recent = _recent([_message(serde, items[d]) for d in tail])
+        facts.appended = len(tail) < min(S.TEXT_MESSAGES, facts.messages)
+
+
+def _tail(digests: Sequence[bytes], items: Mapping[bytes, Typed]
+          ) -> tuple[list[bytes], int | None]:
+    """``(digests of the latest items, in order, up to TEXT_MESSAGES, read from the end
+    of the list and stopping at the first one items lacks; the full nodes in front of
+    the last node met, None: no node met)``."""
+    out: list[bytes] = []
+    nodes = None
+    for i in range(len(digests) - 1, -1, -1):
+        if len(out) >= S.TEXT_MESSAGES:
+            break
+        d = digests[i]
+        if d not in items:
+            break
+        children = _node(items, d)
+        if children is None:
+            out.append(d)
+            continue
+        nodes = i + 1 if nodes is None else nodes
+        for c in reversed(split_digests(children)):
+            if len(out) >= S.TEXT_MESSAGES:
+                break
+            if c not in items or _node(items, c) is not None:
+                return out[::-1], nodes
+            out.append(c)
+    return out[::-1], nodes
+
+
+def wanted_items(rec: CheckpointRecord | None, blobs: Mapping[str, Typed | None],
+                 items: Mapping[bytes, Typed]) -> list[bytes]:
+    """The item digests ``round_facts`` needs for the latest ``TEXT_MESSAGES`` messages of
+    ``rec`` (a root checkpoint) that ``items`` (the round's) lacks: those that reached
+    Redis with a pending write flushed in an earlier round, or with an earlier
+    checkpoint (a node among them: its digest; the items it holds are read when it is in
+    ``items``). Found from the record's blob fields and the manifest's digests, nothing
+    decoded; ``[]`` when the round holds no new ``messages`` list of ``rec``."""
+    if rec is None or rec.ns:
+        return []
+    want: list[bytes] = []
+    held = 0
+    try:  # a damaged record or blob: its round's facts say so (round_facts), never this
+        field = next((f for f in rec.blob_fields if f.split(SEP)[1:2] == [MESSAGES]), None)
+        typed = blobs.get(field) if field is not None else None
+        if typed is None or typed[0] != MANIFEST_TYPE:
+            return []
+        for d in reversed(split_digests(typed[1])):
+            if held >= S.TEXT_MESSAGES:
+                break
+            children = _node(items, d) if d in items else None
+            if children is None:
+                if d not in items:
+                    want.append(d)
+                held += 1
+                continue
+            for c in reversed(split_digests(children)):
+                if held >= S.TEXT_MESSAGES:
+                    break
+                if c not in items:
+                    want.append(c)
+                held += 1
+    except Exception as exc:  # by type only: no stored value in the logs
+        log.debug("summary: the latest messages' items not found: %s", type(exc).__name__)
+        return []
+    return want
 
 
 def readable_docs(docs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
