@@ -190,7 +190,7 @@ def task_checkpoint_plan(ctx: Context, ref: EffectRef) -> Plan[None]:
     while True:
         if heads.get(tid, ns) == cid:
             return
-        why = heads.refusal(tid, ns)
+        why = heads.refusal(tid, ns, cid)
         if why is not None:
             raise _not_stored(ref, why)
         now = clock.monotonic()
