@@ -401,3 +401,87 @@ def test_redis_down_while_an_effect_waits_stops_it_uncalled(
             out = graph.invoke(None, config)
     assert out["stored"] == [True]
     assert svc.calls == 1
+
+
+# ------------------------------------------------------------------ strict durability
+
+
+def _mongo_write_of_puts_held_back(monkeypatch: Any, seconds: float) -> None:
+    """Every strict put's MongoDB part starts ``seconds`` after its Redis part committed."""
+    from langgraph_durable.core.ops import MongoOp, Parallel, Sleep
+    from langgraph_durable.plans import write
+
+    real = write.put_plan
+
+    def held(ctx: Any, put: Any) -> Any:
+        plan = real(ctx, put)
+        op, held_once = next(plan), False
+        while True:
+            if not held_once and isinstance(op, (MongoOp, Parallel)):
+                held_once = True
+                yield Sleep(seconds)
+            try:
+                reply = yield op
+            except BaseException as exc:  # noqa: BLE001 - handed to the plan
+                try:
+                    op = plan.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+                continue
+            try:
+                op = plan.send(reply)
+            except StopIteration as stop:
+                return stop.value
+
+    monkeypatch.setattr(write, "put_plan", held)
+
+
+def test_in_strict_durability_an_effect_waits_for_its_checkpoint_in_mongodb(
+        redis_url: str, mongo_url: str, svc: Any, monkeypatch: Any) -> None:
+    import pymongo
+
+    # strict: a Redis that loses its data must not make the effect run again, so the
+    # task's checkpoint must be in MongoDB before the effect is journaled there
+    _mongo_write_of_puts_held_back(monkeypatch, 0.5)
+    options = unique_options(durability="strict", flusher="off")  # its own write alone
+    seen: list[bool] = []
+    with pymongo.MongoClient(mongo_url) as client, \
+            DurableSaver.from_urls(redis_url, mongo_url, **options) as saver:
+        checkpoints = client[str(options["database"])][saver.context.collections.checkpoints]
+
+        def pay(state: S) -> dict[str, Any]:
+            def call() -> dict[str, Any]:
+                conf = get_config()["configurable"]
+                seen.append(checkpoints.find_one({
+                    "thread_id": conf["thread_id"], "checkpoint_ns": "",
+                    "checkpoint_id": conf["checkpoint_map"][""]}) is not None)
+                return charge(state["url"], 5)
+
+            return {"receipts": [effects.once("pay", call)]}
+
+        _linear(("pay", pay)).compile(checkpointer=saver).invoke({"url": svc.url}, _config())
+    assert seen == [True]
+    assert svc.calls == 1
+
+
+def test_in_strict_durability_mongodb_down_while_an_effect_waits_stops_it_uncalled(
+        redis_url: str, svc: Any) -> None:
+    from langgraph_durable.testing import mongo_server
+
+    config = _config()
+    with mongo_server() as server:
+        options = unique_options(durability="strict", server_selection_timeout_s=0.5)
+        with DurableSaver.from_urls(redis_url, server.url, **options) as saver:
+            slow = slowed_puts(saver, 0.3)
+            inner = _pay_node(slow)
+
+            def node(state: S) -> dict[str, Any]:
+                server.stop()  # before the step's put, held back 0.3 s, is sent
+                return inner(state)
+
+            graph = _linear(("pay", node)).compile(checkpointer=slow)
+            with pytest.raises(EffectCheckpointError) as caught:
+                graph.invoke({"url": svc.url}, config)
+            server.start()
+    assert svc.calls == 0
+    assert "MongoDB" in caught.value.reason
