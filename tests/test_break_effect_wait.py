@@ -40,9 +40,12 @@ def _task_checkpoint_stored(saver: DurableSaver) -> bool:
     """Whether the checkpoint the running task runs from is stored (read back by ns)."""
     conf = get_config()["configurable"]
     graph_ns = conf["checkpoint_ns"].rpartition("|")[0]
+    cid = conf["checkpoint_map"][graph_ns]
+    # a functional @task runs in its caller's loop: the map repeats the caller's
+    # checkpoint under the caller's namespaces, the outermost one stores it
+    ns = min((k for k, v in conf["checkpoint_map"].items() if v == cid), key=len)
     found = saver.get_tuple({"configurable": {
-        "thread_id": conf["thread_id"], "checkpoint_ns": graph_ns,
-        "checkpoint_id": conf["checkpoint_map"][graph_ns]}})
+        "thread_id": conf["thread_id"], "checkpoint_ns": ns, "checkpoint_id": cid}})
     return found is not None
 
 
@@ -485,3 +488,207 @@ def test_in_strict_durability_mongodb_down_while_an_effect_waits_stops_it_uncall
             server.start()
     assert svc.calls == 0
     assert "MongoDB" in caught.value.reason
+
+
+# ------------------------------------------------------------------ functional API, mixes
+
+
+def test_a_functional_task_called_from_a_graph_node_waits_and_runs_once(
+        saver: DurableSaver, svc: Any) -> None:
+    from langgraph.func import task
+
+    slow = slowed_puts(saver, 0.3)
+
+    @task
+    def pay_task(url: str) -> dict[str, Any]:
+        return dict(effects.once("pay", lambda: {"stored": _task_checkpoint_stored(slow),
+                                                  **charge(url, 9)}))
+
+    def node(state: S) -> dict[str, Any]:
+        receipt = pay_task(state["url"]).result()
+        interrupt("approve?")
+        return {"stored": [receipt.pop("stored")], "receipts": [receipt]}
+
+    graph = _linear(("node", node)).compile(checkpointer=slow)
+    config = _config()
+    graph.invoke({"url": svc.url}, config)
+    out = graph.invoke(Command(resume=True), config)
+    assert out["stored"] == [True]
+    assert svc.calls == 1
+
+
+def test_a_functional_task_in_a_subgraph_node_waits_and_runs_once(
+        saver: DurableSaver, svc: Any) -> None:
+    from langgraph.func import task
+
+    slow = slowed_puts(saver, 0.3)
+
+    @task
+    def pay_task(url: str) -> dict[str, Any]:
+        return dict(effects.once("pay", lambda: {"stored": _task_checkpoint_stored(slow),
+                                                  **charge(url, 9)}))
+
+    def node(state: S) -> dict[str, Any]:
+        receipt = pay_task(state["url"]).result()
+        interrupt("approve?")
+        return {"stored": [receipt.pop("stored")], "receipts": [receipt]}
+
+    sub = _linear(("node", node)).compile()
+    graph = _linear(("sub", sub)).compile(checkpointer=slow)
+    config = _config()
+    graph.invoke({"url": svc.url}, config)
+    out = graph.invoke(Command(resume=True), config)
+    assert out["stored"] == [True]
+    assert svc.calls == 1
+
+
+def test_an_entrypoint_resumed_in_a_new_saver_replays_its_tasks_effect(
+        redis_url: str, mongo_url: str, svc: Any) -> None:
+    from langgraph.func import entrypoint, task
+
+    def build(saver: DurableSaver) -> Any:
+        @task
+        def pay_task(url: str) -> dict[str, Any]:
+            return dict(effects.once("pay", lambda: charge(url, 7)))
+
+        @entrypoint(checkpointer=saver)
+        def flow(url: str) -> dict[str, Any]:
+            receipt = pay_task(url).result()
+            interrupt("approve?")
+            return receipt
+
+        return flow
+
+    options, config = unique_options(), _config()
+    with DurableSaver.from_urls(redis_url, mongo_url, **options) as first:
+        build(slowed_puts(first, 0.3)).invoke(svc.url, config)
+    with DurableSaver.from_urls(redis_url, mongo_url, **options,
+                                effect_checkpoint_wait_s=1) as second:
+        out = build(slowed_puts(second, 0.3)).invoke(Command(resume=True), config)
+    assert out == {"id": "ch_1", "amount": 7}
+    assert svc.calls == 1
+
+
+async def test_a_sync_node_of_an_async_run_waits_with_once(
+        asaver: DurableSaver, svc: Any) -> None:
+    slow = slowed_puts(asaver, 0.3)
+
+    def pay(state: S) -> dict[str, Any]:  # a sync node: LangGraph runs it in a thread
+        receipt = dict(effects.once("pay", lambda: charge(state["url"], 4)))
+        return {"receipts": [receipt]}
+
+    def check(state: S) -> dict[str, Any]:
+        return {}
+
+    graph = _linear(("pay", pay), ("check", check)).compile(checkpointer=slow)
+    config = _config()
+    out = await graph.ainvoke({"url": svc.url}, config)
+    assert out["receipts"] == [{"id": "ch_1", "amount": 4}]
+    assert svc.calls == 1
+
+
+async def test_aonce_waiting_does_not_hold_the_event_loop(
+        asaver: DurableSaver, svc: Any) -> None:
+    import asyncio
+
+    slow = slowed_puts(asaver, 0.5)
+    ticks: list[int] = []
+
+    async def pay(state: S) -> dict[str, Any]:
+        async def call() -> dict[str, Any]:
+            return {"amount": 3, "ticks": len(ticks)}
+
+        return {"receipts": [await effects.aonce("pay", call)]}
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(1)
+            await asyncio.sleep(0.01)
+
+    graph = _linear(("pay", pay)).compile(checkpointer=slow)
+    t = asyncio.create_task(ticker())
+    try:
+        out = await graph.ainvoke({"url": svc.url}, _config())
+    finally:
+        t.cancel()
+    # the effect waited for a put held back 0.5 s: the loop ran the ticker meanwhile
+    assert out["receipts"][0]["ticks"] >= 10
+
+
+def test_an_agent_with_the_model_journal_middleware_waits_and_pays_once(
+        saver: DurableSaver) -> None:
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import HumanMessage
+
+    from langgraph_durable import ModelJournalMiddleware
+
+    from .model_journal_support import Counting, calls
+
+    slow = slowed_puts(saver, 0.3)
+    seen: list[bool] = []
+
+    class Review(AgentMiddleware):  # type: ignore[type-arg]
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            response = handler(request)
+            interrupt({"review": [m.content for m in response.result]})
+            return response
+
+    key = f"brk-{uuid.uuid4().hex[:6]}"
+
+    class Checking(Counting):
+        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None,
+                      **kwargs: Any) -> Any:
+            seen.append(_task_checkpoint_stored(saver))
+            return super()._generate(messages, stop, run_manager, **kwargs)
+
+    agent = create_agent(model=Checking(key=key), tools=[], checkpointer=slow,
+                         middleware=[Review(), ModelJournalMiddleware()])
+    config = _config()
+    agent.invoke({"messages": [HumanMessage("hi")]}, config)
+    out = agent.invoke(Command(resume=True), config)
+    assert out["messages"][-1].content == "answer-1"
+    assert calls(key) == 1
+    assert seen == [True]
+
+
+def test_an_effect_in_a_subgraph_that_stores_no_checkpoint_does_not_wait(
+        redis_url: str, mongo_url: str, svc: Any) -> None:
+    # checkpointer=False: the subgraph's loop stores nothing (its tasks still see the
+    # parent's saver); a wait would fail after 1 s (60 s by default)
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(),
+                                effect_checkpoint_wait_s=1) as saver:
+        slow = slowed_puts(saver, 0.3)
+        sub = _linear(("pay", _pay_node(slow))).compile(checkpointer=False)
+        graph = _linear(("sub", sub)).compile(checkpointer=slow)
+        out = graph.invoke({"url": svc.url}, _config())
+    assert out["stored"] == [False]  # never stored
+    assert svc.calls == 1
+
+
+async def test_aonce_in_an_async_subgraph_that_stores_no_checkpoint_does_not_wait(
+        redis_url: str, mongo_url: str) -> None:
+    async with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(),
+                                      effect_checkpoint_wait_s=1) as saver:
+        slow = slowed_puts(saver, 0.3)
+
+        async def pay(state: S) -> dict[str, Any]:
+            async def call() -> dict[str, Any]:
+                return {"amount": 2}
+
+            return {"receipts": [await effects.aonce("pay", call)]}
+
+        sub = _linear(("pay", pay)).compile(checkpointer=False)
+        graph = _linear(("sub", sub)).compile(checkpointer=slow)
+        out = await graph.ainvoke({"url": "-"}, _config())
+    assert out["receipts"] == [{"amount": 2}]
+
+
+def test_a_subgraph_with_a_checkpointer_of_its_own_namespace_waits(
+        saver: DurableSaver, svc: Any) -> None:
+    slow = slowed_puts(saver, 0.3)
+    sub = _linear(("pay", _pay_node(slow))).compile(checkpointer=True)
+    graph = _linear(("sub", sub)).compile(checkpointer=slow)
+    out = graph.invoke({"url": svc.url}, _config())
+    assert out["stored"] == [True]
+    assert svc.calls == 1
