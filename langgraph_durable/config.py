@@ -221,7 +221,8 @@ class DurableConfig(BaseModel):
             process stored it; ``EffectCheckpointError`` (function not called) when it is
             not stored in time or its put failed. Not waited with ``durability="exit"``
             (the run stores no checkpoint before it ends, so a crash loses the run and
-            ``once`` protects re-executions within it only).
+            ``once`` protects re-executions within it only), nor in a subgraph compiled
+            with ``checkpointer=False`` (it stores none).
         list_items: store plain non-empty ``list`` values (channel values and pending
             writes, e.g. ``messages``) as content-addressed items (``core/items.py``): each
             element once per thread, the value as a manifest of digests, so a growing

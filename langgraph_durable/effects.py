@@ -32,7 +32,7 @@ import hashlib
 import inspect
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from contextlib import closing
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -60,6 +60,7 @@ _TASK_ID = "__pregel_task_id"
 _CHECKPOINTER = "__pregel_checkpointer"
 _SCRATCHPAD = "__pregel_scratchpad"
 _DURABILITY = "__pregel_durability"  # set when the run was given one; "async" by default
+_CALL = "__pregel_call"  # binds the running loop's accept_push (``_loop_stores``)
 
 _running: ContextVar[tuple[str, str] | None] = ContextVar("lgd_effect", default=None)
 
@@ -135,12 +136,14 @@ class _Task:
     owner: object
     checkpointer: Any
     durability: str = "async"
+    loop_stores: bool = True
 
     @property
     def stores_checkpoints(self) -> bool:
         """Whether the run stores its checkpoints as it goes (LangGraph's durability
-        ``"async"`` or ``"sync"``; ``"exit"`` stores one when the run ends)."""
-        return self.durability != "exit"
+        ``"async"`` or ``"sync"``; ``"exit"`` stores one when the run ends) and the task's
+        loop stores any (not a subgraph compiled with ``checkpointer=False``)."""
+        return self.durability != "exit" and self.loop_stores
 
     def ref(self, name: str, kind: str) -> EffectRef:
         """The next effect (``kind`` "fx", counted as running until ``done``) or key
@@ -195,7 +198,22 @@ def _current_task(what: str) -> _Task:
                      if v == cid and graph_ns.startswith(k)), key=len, default=graph_ns)
     return _Task(tid, task_ns, check_id("task_id", task_id, thread_id=tid), stored_ns, cid,
                  getattr(scratchpad, "interrupt_counter", scratchpad), conf.get(_CHECKPOINTER),
-                 str(conf.get(_DURABILITY) or "async"))
+                 str(conf.get(_DURABILITY) or "async"), _loop_stores(conf))
+
+
+_NO_LOOP = object()
+
+
+def _loop_stores(conf: Mapping[str, Any]) -> bool:
+    """Whether the LangGraph loop running the task stores checkpoints. A subgraph compiled
+    with ``checkpointer=False`` runs in a loop without a checkpointer (it stores nothing),
+    while its tasks' config still names the parent's (``__pregel_checkpointer``); its loop
+    is the owner of the ``schedule_task`` bound in the task's ``__pregel_call`` (langgraph
+    1.x). True whenever that cannot be told (the wait is then kept)."""
+    call = conf.get(_CALL)
+    schedule = (getattr(call, "keywords", None) or {}).get("schedule_task")
+    loop = getattr(schedule, "__self__", None)
+    return getattr(loop, "checkpointer", _NO_LOOP) is not None
 
 
 def _key_of(ref: EffectRef) -> str:

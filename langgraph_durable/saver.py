@@ -183,6 +183,9 @@ class DurableSaver(SaverLifecycle, RetentionMethods):
 
     def _get_plan(self, config: RunnableConfig) -> Plan:
         tid, ns = write.thread_ns(config)
+        # a LangGraph run starts with this read: a put that failed in an earlier run no
+        # longer stops an effect (``Heads.read``)
+        self._ctx.heads.read(tid, ns)
         cid = get_checkpoint_id(config)
         if cid is not None:
             cid = check_id("checkpoint_id", cid, thread_id=tid)

@@ -35,7 +35,7 @@ class Heads:
 
     def __init__(self, size: int = 10_000) -> None:
         self._heads: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._refused: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._refused: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
@@ -57,11 +57,14 @@ class Heads:
         failed (``why``: the error's text). LangGraph then stores no later checkpoint of
         that run (each put waits for the one before and is skipped when it failed), so an
         effect waiting for its task's checkpoint (``plans/effects.task_checkpoint_plan``)
-        stops at once. Kept until a put of ``(thread_id, ns)`` succeeds (``put_ok``);
+        stops at once. Kept until a put of ``(thread_id, ns)`` succeeds (``put_ok``) or a
+        read of it (``read``: the start of LangGraph's next run of that namespace);
         bounded like the heads."""
         with self._lock:
-            self._refused[(thread_id, ns)] = f"its put of checkpoint {checkpoint_id!r} " \
-                                             f"failed: {why}"
+            key = (thread_id, ns)
+            self._refused[key] = (checkpoint_id, f"its put of checkpoint {checkpoint_id!r} "
+                                                 f"failed: {why}")
+            self._refused.move_to_end(key)
             while len(self._refused) > self._size:
                 self._refused.popitem(last=False)
 
@@ -70,11 +73,25 @@ class Heads:
         with self._lock:
             self._refused.pop((thread_id, ns), None)
 
-    def refusal(self, thread_id: str, ns: str) -> str | None:
-        """Why the last put of ``(thread_id, ns)`` in this process failed, when no put of
-        it succeeded since (``refused``), else None."""
+    def read(self, thread_id: str, ns: str) -> None:
+        """``get_tuple`` read ``(thread_id, ns)``: forget its refusal (``refused``). Every
+        LangGraph run starts by that read, so a put that failed in an earlier run never
+        stops an effect of a later one (whose puts LangGraph makes again); a read by
+        another caller while the failing run goes on leaves that run's effects to their
+        wait (``effect_checkpoint_wait_s``) instead."""
         with self._lock:
-            return self._refused.get((thread_id, ns))
+            if self._refused:
+                self._refused.pop((thread_id, ns), None)
+
+    def refusal(self, thread_id: str, ns: str, checkpoint_id: str) -> str | None:
+        """Why this process's last put of ``(thread_id, ns)`` failed, when no put or read
+        of it came since (``refused``) and ``checkpoint_id`` is that checkpoint or a newer
+        one (an older one was stored before, or by another run: a replay), else None."""
+        with self._lock:
+            found = self._refused.get((thread_id, ns))
+        if found is None or checkpoint_id < found[0]:
+            return None
+        return found[1]
 
 
 class Learned(NamedTuple):

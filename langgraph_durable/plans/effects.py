@@ -151,15 +151,19 @@ old one replayed); never when Redis holds the whole thread."""
 def _stored_plan(ctx: Context, ref: EffectRef, durable: bool) -> Plan[bool]:
     """Is ``ref``'s checkpoint stored? Redis (``HEXISTS`` on the ``cp`` hash; its meta
     ``complete`` 1 says Redis holds the whole thread), then, with ``durable``, MongoDB (an
-    indexed ``find_one``; unreachable counts as "not known yet")."""
-    keys = ctx.keys(ref.thread_id)
-    hit, complete = yield from ask(Pipeline([
-        ("HEXISTS", keys.cp, member(ref.checkpoint_ns, ref.checkpoint_id)),
-        ("HGET", keys.meta, "complete")]))
-    if hit:
-        return True
-    if not durable or complete in (b"1", "1"):
-        return False
+    indexed ``find_one``; unreachable counts as "not known yet"). In strict durability
+    only MongoDB counts: a strict put has stored its checkpoint once MongoDB holds it (the
+    journal's entries are there before ``fn`` is called; a Redis losing its data must not
+    take the task they belong to)."""
+    if ctx.config.durability != "strict":
+        keys = ctx.keys(ref.thread_id)
+        hit, complete = yield from ask(Pipeline([
+            ("HEXISTS", keys.cp, member(ref.checkpoint_ns, ref.checkpoint_id)),
+            ("HGET", keys.meta, "complete")]))
+        if hit:
+            return True
+        if not durable or complete in (b"1", "1"):
+            return False
     try:
         doc = yield from ask(FindOne(ctx.collections.checkpoints, {
             "thread_id": ref.thread_id, "checkpoint_ns": ref.checkpoint_ns,
@@ -190,7 +194,7 @@ def task_checkpoint_plan(ctx: Context, ref: EffectRef) -> Plan[None]:
     while True:
         if heads.get(tid, ns) == cid:
             return
-        why = heads.refusal(tid, ns)
+        why = heads.refusal(tid, ns, cid)
         if why is not None:
             raise _not_stored(ref, why)
         now = clock.monotonic()
