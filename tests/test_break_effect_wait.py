@@ -493,8 +493,9 @@ def test_in_strict_durability_mongodb_down_while_an_effect_waits_stops_it_uncall
 # ------------------------------------------------------------------ functional API, mixes
 
 
-def test_a_functional_task_called_from_a_graph_node_waits_and_runs_once(
-        saver: DurableSaver, svc: Any) -> None:
+@pytest.mark.parametrize("in_subgraph", [False, True], ids=["graph-node", "subgraph-node"])
+def test_a_functional_task_called_from_a_node_waits_and_runs_once(
+        saver: DurableSaver, svc: Any, in_subgraph: bool) -> None:
     from langgraph.func import task
 
     slow = slowed_puts(saver, 0.3)
@@ -509,32 +510,10 @@ def test_a_functional_task_called_from_a_graph_node_waits_and_runs_once(
         interrupt("approve?")
         return {"stored": [receipt.pop("stored")], "receipts": [receipt]}
 
-    graph = _linear(("node", node)).compile(checkpointer=slow)
-    config = _config()
-    graph.invoke({"url": svc.url}, config)
-    out = graph.invoke(Command(resume=True), config)
-    assert out["stored"] == [True]
-    assert svc.calls == 1
-
-
-def test_a_functional_task_in_a_subgraph_node_waits_and_runs_once(
-        saver: DurableSaver, svc: Any) -> None:
-    from langgraph.func import task
-
-    slow = slowed_puts(saver, 0.3)
-
-    @task
-    def pay_task(url: str) -> dict[str, Any]:
-        return dict(effects.once("pay", lambda: {"stored": _task_checkpoint_stored(slow),
-                                                  **charge(url, 9)}))
-
-    def node(state: S) -> dict[str, Any]:
-        receipt = pay_task(state["url"]).result()
-        interrupt("approve?")
-        return {"stored": [receipt.pop("stored")], "receipts": [receipt]}
-
-    sub = _linear(("node", node)).compile()
-    graph = _linear(("sub", sub)).compile(checkpointer=slow)
+    if in_subgraph:
+        graph = _linear(("sub", _linear(("node", node)).compile())).compile(checkpointer=slow)
+    else:
+        graph = _linear(("node", node)).compile(checkpointer=slow)
     config = _config()
     graph.invoke({"url": svc.url}, config)
     out = graph.invoke(Command(resume=True), config)
