@@ -132,7 +132,14 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_a_graph_there(
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     py = env_dir / "bin" / "python"
-    house = request.config.cache.mkdir("wheelhouse")
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
+    house = cache.mkdir("wheelhouse") if cache is not None else tmp_path / "wheelhouse"
+    house.mkdir(exist_ok=True)
+    # the house holds the dependencies' wheels; a copy of this package from an earlier
+    # run has the same file name, and `pip download` would keep it and read ITS metadata,
+    # missing a dependency added since (seen: jsonschema for the cli extra)
+    for stale in house.glob("langgraph_durable-*.whl"):
+        stale.unlink()
     pip = [sys.executable, "-m", "pip", "--python", str(py)]
     target = f"{wheel}[cli]"
     env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
