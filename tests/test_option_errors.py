@@ -109,3 +109,16 @@ def test_a_redis_client_decoding_replies_or_speaking_resp3_is_refused_when_given
         DurableSaver.from_urls(f"{redis_url}?{url_query}", mongo_url)
     assert str(err.value).endswith(message)
     m.close()
+
+
+def test_urls_given_to_the_constructor_name_from_urls(redis_url: str, mongo_url: str) -> None:
+    # the constructor takes clients; a newcomer passing URLs got "string indices must be
+    # integers" from deep inside; the URL (it may hold a password) is not echoed
+    with pytest.raises(ConfigurationError) as caught:
+        DurableSaver(redis_url, mongo_url)
+    assert str(caught.value) == (
+        "DurableSaver(redis=...) takes a client, got a str (a URL?): build the saver from "
+        "URLs with DurableSaver.from_urls(redis_url, mongo_url, ...) or "
+        "DurableSaver.from_conn_string()")
+    with pytest.raises(ConfigurationError, match=r"DurableSaver\(mongo=\.\.\.\)"):
+        DurableSaver(None, mongo_url)

@@ -62,6 +62,13 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
         **options: Any,
     ) -> None:
         super().__init__(serde=serde)
+        for name, given in (("redis", redis), ("mongo", mongo), ("async_redis", async_redis),
+                            ("async_mongo", async_mongo)):
+            if isinstance(given, (str, bytes)):
+                raise ConfigurationError(
+                    f"DurableSaver({name}=...) takes a client, got a {type(given).__name__} "
+                    "(a URL?): build the saver from URLs with DurableSaver.from_urls(redis_url, "
+                    "mongo_url, ...) or DurableSaver.from_conn_string()")
         migrations = as_migrations(state_migrations)  # checked before clients are made
         self._hold(SaverRuntime.from_clients(
             redis, mongo, async_redis=async_redis, async_mongo=async_mongo,
