@@ -17,6 +17,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.core.items import NODE_BYTES
+from langgraph_durable.core.records import pack_blob
 from langgraph_durable.durable import summaries as S
 from langgraph_durable.outbox.flusher import flush_batch_plan
 from langgraph_durable.plans import summaries as P
@@ -117,3 +119,85 @@ def test_the_round_that_makes_a_node_keeps_the_count_and_the_latest_messages(
         assert kept["recent"] == [[m.id, m.content] for m in messages[-S.TEXT_MESSAGES:]], i
         messages.append(AIMessage(f"answer {i}", id=f"a{i}"))
     assert kept == rebuilt(manual, "long")
+
+
+LENGTHS = (31, 32, 33, 37, 38, 64, 65, 100, 200)
+"""Lists around the node boundaries (``NODE_SIZE`` = 32): the summary's count is checked
+at every length up to the last, these also against the rebuild's."""
+
+
+def rebuild_facts(saver: DurableSaver, tid: str) -> Any:
+    """What ``--rebuild-summary`` would write (its facts), written nowhere: the summary the
+    rounds keep is not replaced."""
+    facts = saver.run(P.latest_facts_plan(saver.context, tid))
+    assert facts is not None, tid
+    return facts
+
+
+def check(saver: DurableSaver, tid: str, messages: list[Any]) -> None:
+    kept = summary(saver, tid)
+    n = len(messages)
+    assert kept["messages"] == n, n
+    assert kept["recent"] == [[m.id, m.content] for m in messages[-S.TEXT_MESSAGES:]], n
+    if n in LENGTHS:
+        facts = rebuild_facts(saver, tid)
+        assert (facts.messages, facts.recent) == (kept["messages"], kept["recent"]), n
+
+
+def test_a_long_thread_flushed_one_entry_a_round_keeps_its_count(
+        manual: DurableSaver) -> None:
+    """Each answer reaches Redis with a pending write a round before its checkpoint: from
+    38 messages on the latest six positions of the manifest are single messages and the
+    round holds no node, yet the count is the list's length."""
+    cfg: Any = {"configurable": {"thread_id": "count", "checkpoint_ns": ""}}
+    messages: list[Any] = [HumanMessage("the question", id="h")]
+    cfg = step(manual, cfg, messages, 1)
+    one_a_round(manual)
+    check(manual, "count", messages)
+    for i in range(max(LENGTHS) - 1):
+        answer = AIMessage(f"answer {i}", id=f"a{i}")
+        manual.put_writes(cfg, [("messages", [answer])], f"task-{i}")
+        messages.append(answer)
+        cfg = step(manual, cfg, messages, i + 2)
+        assert one_a_round(manual) == 2
+        check(manual, "count", messages)
+    assert summary(manual, "count") == rebuilt(manual, "count")
+
+
+@pytest.mark.parametrize("every", [3, 10, 40])
+def test_a_long_thread_flushed_in_normal_rounds_keeps_its_count(
+        manual: DurableSaver, every: int) -> None:
+    """Rounds of the saver's batch size, each holding ``every`` steps' entries."""
+    tid = f"normal-{every}"
+    cfg: Any = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
+    messages: list[Any] = [HumanMessage("the question", id="h")]
+    for i in range(max(LENGTHS)):
+        cfg = step(manual, cfg, messages, i + 1)
+        if (i + 1) % every == 0 or len(messages) in LENGTHS:
+            assert manual.run(flush_batch_plan(manual.context, "hand", block_ms=0,
+                                               claim=False)).entries
+            check(manual, tid, messages)
+        messages.append(AIMessage(f"answer {i}", id=f"a{i}"))
+    assert summary(manual, tid) == rebuilt(manual, tid)
+
+
+def test_messages_as_long_as_a_node_are_not_counted_as_nodes(manual: DurableSaver) -> None:
+    """The items after the first node stored in as many bytes as a node (``NODE_BYTES``):
+    where the nodes end is told by a node's first bytes, not by its length."""
+    serde = manual.context.serde
+
+    def node_long(i: int) -> AIMessage:
+        for n in range(NODE_BYTES):
+            m = AIMessage("x" * n, id=f"a{i}")
+            if len(pack_blob(serde.dumps_typed(m))) == NODE_BYTES:
+                return m
+        raise AssertionError("no content gives a message as long as a node")
+
+    cfg: Any = {"configurable": {"thread_id": "sized", "checkpoint_ns": ""}}
+    messages: list[Any] = [HumanMessage("the question", id="h")]
+    for i in range(45):
+        cfg = step(manual, cfg, messages, i + 1)
+        one_a_round(manual)
+        check(manual, "sized", messages)
+        messages.append(node_long(i) if i in (30, 31, 32) else AIMessage(f"{i}", id=f"a{i}"))
+    assert summary(manual, "sized") == rebuilt(manual, "sized")

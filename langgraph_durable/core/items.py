@@ -70,6 +70,8 @@ DIGEST_BYTES = 16
 """Length of a digest (128 bits)."""
 NODE_SIZE = 32
 """Items per node."""
+NODE_BYTES = len(NODE_MAGIC) + NODE_SIZE * DIGEST_BYTES
+"""Length of a stored node (514): an item's stored bytes may have it too."""
 
 
 def split_digests(data: bytes, where: str = "") -> list[bytes]:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import redis.exceptions
 
-from ..core.items import parse_stored
+from ..core.items import NODE_BYTES, NODE_MAGIC, parse_stored
 from ..core.ops import Pipeline, Plan
 from ..core.outbox_entry import COUNTED_FIELD, OutboxEntry
 from ..core.records import SEP, CheckpointRecord, Typed, WriteRecord, unpack_blob
@@ -28,6 +28,7 @@ from ..durable import chunks as C
 from ..durable import documents as D
 from ..durable import inline as I
 from ..durable import write_groups as G
+from ..hot import lua
 from ..plans import summaries
 from ..plans.context import Context
 from ..plans.effects import FX_KIND, flush_effects_plan
@@ -41,6 +42,12 @@ from .streams import Parsed, Taken, ack_plan, claim_plan, counted, read_plan
 from .triage import check_journal, check_records, check_store, of_entry, step_of
 
 log = logging.getLogger("langgraph_durable.flusher")
+
+LAST_NODE = lua.source("last_node")
+"""The Lua of ``hot/lua/last_node.lua``:
+Items hash KEYS[1]: the place among the digests ARGV[3..] (1-based) of the last one
+stored as a node (length ARGV[1], starting with ARGV[2]), read from the end (``HSTRLEN``;
+``HGET`` only of a field as long as a node); 0: none, -1: a field after it is missing."""
 
 
 @dataclass
@@ -466,30 +473,47 @@ def _summaries_plan(ctx: Context, rounds: Mapping[str, tuple[
         CheckpointRecord | None, list[tuple[str, WriteRecord]]]],
                     got: dict[tuple[str, str], dict[Any, Any]]) -> Plan[dict[str, Any]]:
     """What the round's records say for the thread summaries (``_summary_facts``), per
-    thread with a root checkpoint or root pending writes in the round. The latest
-    messages of a thread's newest root checkpoint whose items the round lacks (they
-    reached Redis with a pending write, or a checkpoint, flushed in an earlier round) are
-    read from Redis first: one pipeline for the round, only when one lacks some
-    (``plans.summaries.wanted_items``), at most ``TEXT_MESSAGES`` items a thread; those
-    items are read, not written again."""
-    more: dict[str, list[bytes]] = {}
+    thread with a root checkpoint or root pending writes in the round. What the summary
+    of a thread's newest root checkpoint needs from Redis (``plans.summaries.
+    wanted_items``) is read first, one pipeline for the round, only when a thread needs
+    some: the latest messages whose items the round lacks (they reached Redis with a
+    pending write, or a checkpoint, flushed in an earlier round; ``HMGET``, at most
+    ``TEXT_MESSAGES`` items a thread; read, not written again), and where the list's
+    full nodes end when its latest ``TEXT_MESSAGES`` places do not tell (``LAST_NODE``:
+    up to ``NODE_SIZE`` ``HSTRLEN`` in Redis, no item sent back), so the count is the
+    list's length."""
+    wanted: dict[str, summaries.Wanted] = {}
+    cmds: list[list[Any]] = []
     for tid, (newest, _writes) in rounds.items():
         want = summaries.wanted_items(
             newest, _Decoded(got.get((tid, "bl"), {}), _blob),
             _Decoded(got.get((tid, "it"), {}), _item))
-        if want:
-            more[tid] = want
+        key = ctx.keys(tid).it
+        if want.items:
+            cmds.append(["HMGET", key, *want.items])
+        if want.probe:
+            cmds.append(["EVAL", LAST_NODE, 1, key, NODE_BYTES, NODE_MAGIC, *want.probe])
+        if want.items or want.probe:
+            wanted[tid] = want
+    replies = iter((yield Pipeline(cmds, raise_on_error=False)) if cmds else [])
     fetched: dict[str, dict[Any, Any]] = {}
-    if more:
-        replies = yield Pipeline([["HMGET", ctx.keys(tid).it, *want]
-                                  for tid, want in more.items()], raise_on_error=False)
-        _raise_tier_errors(replies)
-        for (tid, want), values in zip(more.items(), replies):
+    nodes: dict[str, int | None] = {}
+    for tid, want in wanted.items():
+        if want.items:
+            values = next(replies)
+            _raise_tier_errors([values])
             if not isinstance(values, Exception):  # a damaged key: the round's items only
-                fetched[tid] = {**got.get((tid, "it"), {}), **dict(zip(want, values))}
+                fetched[tid] = {**got.get((tid, "it"), {}), **dict(zip(want.items, values))}
+        if want.probe:
+            last = next(replies)
+            if isinstance(last, Exception) and not isinstance(
+                    last, redis.exceptions.ResponseError):
+                raise last  # the tier's; a refused script: the count not known
+            nodes[tid] = want.nodes(last if isinstance(last, int) else None)
     out = {}
     for tid, (newest, writes) in rounds.items():
-        facts = _summary_facts(ctx, tid, newest, writes, got, fetched.get(tid))
+        facts = _summary_facts(ctx, tid, newest, writes, got, fetched.get(tid),
+                               nodes.get(tid))
         if facts is not None:
             out[tid] = facts
     return out
@@ -498,16 +522,17 @@ def _summaries_plan(ctx: Context, rounds: Mapping[str, tuple[
 def _summary_facts(ctx: Context, tid: str, newest: CheckpointRecord | None,
                    writes: list[tuple[str, WriteRecord]],
                    got: dict[tuple[str, str], dict[Any, Any]],
-                   items: dict[Any, Any] | None = None) -> Any:
+                   items: dict[Any, Any] | None = None, nodes: int | None = None) -> Any:
     """What the round's records of ``tid`` say for its thread summary
     (``plans.summaries.round_facts``): its newest root checkpoint and root pending writes,
     as the copy decoded them; the blobs and items (the round's, or ``items``: those and
     the ones read for the summary) are decoded only where the summary reads them (the
-    ``messages`` value, the few items it takes text from)."""
+    ``messages`` value, the few items it takes text from); ``nodes``: the full nodes of
+    its ``messages`` list, when read from Redis."""
     return summaries.round_facts(
         ctx, tid, [] if newest is None else [newest], writes,
         _Decoded(got.get((tid, "bl"), {}), _blob),
-        _Decoded(got.get((tid, "it"), {}) if items is None else items, _item))
+        _Decoded(got.get((tid, "it"), {}) if items is None else items, _item), nodes)
 
 
 def _blob(raw: bytes) -> Typed | None:

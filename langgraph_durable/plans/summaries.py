@@ -97,15 +97,20 @@ def _recent(messages: Sequence[Any]) -> list[list[str]]:
 
 def round_facts(ctx: Context, thread_id: str, recs: Iterable[CheckpointRecord],
                 writes: Iterable[tuple[str, WriteRecord]], blobs: Mapping[str, Typed | None],
-                items: Mapping[bytes, Typed]) -> S.Facts | None:
+                items: Mapping[bytes, Typed], nodes: int | None = None) -> S.Facts | None:
     """What a flush round's records of ``thread_id`` say of its root namespace: its
     newest root checkpoint of ``recs`` (checkpoint and metadata decoded), the pending
     writes ``(checkpoint_id, record)`` on the error and interrupt channels, and, when the
     round holds that checkpoint's ``messages`` value, its length, title (the round holds
     the list's first item) and latest messages' text (from ``items``: the round's, and
     those ``wanted_items`` named, read for it; read from the end of the list up to the
-    first item ``items`` lacks). None when nothing is of the root namespace. A value that
-    does not decode leaves its fact unknown (logged by type)."""
+    first item ``items`` lacks). The length counts the items of the manifest's full
+    nodes (a manifest's digests do not tell a node from an item): told by a node met on
+    that read, by the items ``items`` holds before those (``_held_nodes``), or by
+    ``nodes`` (the full nodes as the flusher found them in Redis: ``wanted_items``'
+    probe), else not known (None: the summary keeps its count). None when nothing is of
+    the root namespace. A value that does not decode
+    leaves its fact unknown (logged by type)."""
     serde = _serde(ctx)
     root = [r for r in recs if r.ns == ""]
     facts = S.Facts()
@@ -146,7 +151,7 @@ def round_facts(ctx: Context, thread_id: str, recs: Iterable[CheckpointRecord],
     typed = blobs.get(blob_field("", MESSAGES, version)) if version is not None else None
     if typed is not None:
         try:
-            _round_messages(facts, serde, typed, items)
+            _round_messages(facts, serde, typed, items, nodes)
         except Exception as exc:
             log.debug("summary of thread %r: messages did not decode: %s", thread_id,
                       type(exc).__name__)
@@ -154,7 +159,7 @@ def round_facts(ctx: Context, thread_id: str, recs: Iterable[CheckpointRecord],
 
 
 def _round_messages(facts: S.Facts, serde: Any, typed: Typed,
-                    items: Mapping[bytes, Typed]) -> None:
+                    items: Mapping[bytes, Typed], nodes: int | None = None) -> None:
     if typed[0] != MANIFEST_TYPE:
         value = serde.loads_typed(typed)
         if isinstance(value, list):
@@ -168,16 +173,20 @@ def _round_messages(facts: S.Facts, serde: Any, typed: Typed,
     # the round holds some items only (the others reached MongoDB in earlier rounds;
     # ``wanted_items`` had the flusher read the latest ones it lacked from Redis)
     digests = [refs[i:i + 16] for i in range(0, len(refs), 16)]
-    tail, nodes = _tail(digests, items)
-    if nodes is not None:  # the full nodes come first: the count is exact
-        facts.messages = nodes * NODE_SIZE + len(digests) - nodes
-    else:  # exact without nodes (the walk reached the start, or the list has none)
-        facts.messages = len(digests)
+    tail, met = _tail(digests, items)
+    if met is not None:  # a node met: the full nodes are those up to it
+        nodes = met
+    else:  # told by the round's items before the latest ones, else as the flusher found
+        held, _ = _held_nodes(digests, items, len(digests) - len(tail))
+        if held is not None:
+            nodes = held
+    if nodes is not None:  # the full nodes come first, NODE_SIZE items each
+        facts.messages = nodes * (NODE_SIZE - 1) + len(digests)
     if tail:
         # the whole latest TEXT_MESSAGES (or the whole list); else the newest ones, after
         # a node the round lacks the items of: added to the ones kept
         facts.recent = _recent([_message(serde, items[d]) for d in tail])
-        facts.appended = len(tail) < min(S.TEXT_MESSAGES, facts.messages)
+        facts.appended = len(tail) < min(S.TEXT_MESSAGES, facts.messages or len(digests))
 
 
 def _tail(digests: Sequence[bytes], items: Mapping[bytes, Typed]
@@ -207,26 +216,73 @@ def _tail(digests: Sequence[bytes], items: Mapping[bytes, Typed]
     return out[::-1], nodes
 
 
+class Wanted(NamedTuple):
+    """What the flusher reads from Redis for a thread's summary (``wanted_items``):
+    ``items``, digests to read (``HMGET``); ``probe``, digests of the manifest from
+    place ``start`` on whose last stored node the flusher finds (the ``LAST_NODE``
+    script), when the count cannot be told otherwise."""
+
+    items: list[bytes]
+    start: int = 0
+    probe: tuple[bytes, ...] = ()
+
+    def nodes(self, last: int | None) -> int | None:
+        """The manifest's full nodes from ``last``, the probe's reply (the place among
+        ``probe``, 1-based, of the last stored node; 0: none; -1 or None: not known):
+        the nodes come first, and a manifest's items after them are fewer than
+        ``NODE_SIZE``, so ``probe`` starts at a node unless it starts the list (a reply
+        of 0 past the start is a manifest not so made: not known)."""
+        if last is None or last < 0 or (last == 0 and self.start > 0):
+            return None
+        return self.start + last
+
+
+def _held_nodes(digests: Sequence[bytes], items: Mapping[bytes, Typed], end: int
+                ) -> tuple[int | None, int]:
+    """``(the full nodes of a manifest, None: not told; the place the read stopped at)``,
+    read from place ``end - 1`` back through the items ``items`` holds: a node held, the
+    list's start. The items after the full nodes are fewer than ``NODE_SIZE``, so the
+    read goes back ``NODE_SIZE`` places from the end at most (a manifest whose items
+    there are no node is not so made: not told)."""
+    start = max(0, len(digests) - NODE_SIZE)
+    i = end
+    while i > start:
+        d = digests[i - 1]
+        if d not in items:
+            return None, i
+        if _node(items, d) is not None:
+            return i, i
+        i -= 1
+    return (0 if i == 0 else None), i
+
+
 def wanted_items(rec: CheckpointRecord | None, blobs: Mapping[str, Typed | None],
-                 items: Mapping[bytes, Typed]) -> list[bytes]:
-    """The item digests ``round_facts`` needs for the latest ``TEXT_MESSAGES`` messages of
-    ``rec`` (a root checkpoint) that ``items`` (the round's) lacks: those that reached
-    Redis with a pending write flushed in an earlier round, or with an earlier
-    checkpoint (a node among them: its digest; the items it holds are read when it is in
-    ``items``). Found from the record's blob fields and the manifest's digests, nothing
-    decoded; ``[]`` when the round holds no new ``messages`` list of ``rec``."""
+                 items: Mapping[bytes, Typed]) -> Wanted:
+    """What ``round_facts`` needs for the ``messages`` of ``rec`` (a root checkpoint) that
+    ``items`` (the round's) lacks. ``Wanted.items``: the digests of the latest
+    ``TEXT_MESSAGES`` messages it lacks (they reached Redis with a pending write flushed
+    in an earlier round, or with an earlier checkpoint; a node among them: its digest,
+    the items it holds are read when it is in ``items``). ``Wanted.probe``: when the
+    latest ``TEXT_MESSAGES`` places of the manifest are not known to hold a node and the
+    round's items before them do not tell where the nodes end (``_held_nodes``), the
+    places where its last node may be (its items after the nodes are fewer than
+    ``NODE_SIZE``: up to ``NODE_SIZE`` places), so the count is exact. Found from
+    the record's blob fields and the manifest's digests, nothing decoded; empty when the
+    round holds no new ``messages`` list of ``rec``."""
     if rec is None or rec.ns:
-        return []
+        return Wanted([])
     want: list[bytes] = []
     held = 0
     try:  # a damaged record or blob: its round's facts say so (round_facts), never this
         field = next((f for f in rec.blob_fields if f.split(SEP)[1:2] == [MESSAGES]), None)
         typed = blobs.get(field) if field is not None else None
-        if typed is None or typed[0] != MANIFEST_TYPE:
-            return []
-        for d in reversed(split_digests(typed[1])):
-            if held >= S.TEXT_MESSAGES:
-                break
+        if typed is None or typed[0] != MANIFEST_TYPE or _listed(typed[1], items) is not None:
+            return Wanted([])  # no list, or the round holds it whole
+        digests = split_digests(typed[1])
+        i = len(digests)
+        while i > 0 and held < S.TEXT_MESSAGES:
+            i -= 1
+            d = digests[i]
             children = _node(items, d) if d in items else None
             if children is None:
                 if d not in items:
@@ -239,10 +295,15 @@ def wanted_items(rec: CheckpointRecord | None, blobs: Mapping[str, Typed | None]
                 if c not in items:
                     want.append(c)
                 held += 1
+            return Wanted(want)  # a node: the count is told by its place
+        # places 0 to i - 1 not read: where the nodes end among them, when the round's
+        # items before the latest ones do not tell
+        nodes, j = _held_nodes(digests, items, i)
+        start = max(0, len(digests) - NODE_SIZE)
+        return Wanted(want, start, () if nodes is not None else tuple(digests[start:j]))
     except Exception as exc:  # by type only: no stored value in the logs
         log.debug("summary: the latest messages' items not found: %s", type(exc).__name__)
-        return []
-    return want
+        return Wanted([])
 
 
 def readable_docs(docs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -11,12 +11,12 @@ import redis.crc
 from langgraph_durable.hot import lua
 from langgraph_durable.hot.keys import key_slot
 from langgraph_durable.hot.scripts import SCRIPTS
-from langgraph_durable.outbox import group, heartbeat
+from langgraph_durable.outbox import group, heartbeat, rounds
 from langgraph_durable.plans.binding import BIND
 
 EVALS = {"bind": BIND, "group_leave": group.LEAVE, "group_upkeep": group.UPKEEP,
          "heartbeat_beat": heartbeat.BEAT, "heartbeat_forget": heartbeat.FORGET,
-         "heartbeat_reap": heartbeat.REAP}
+         "heartbeat_reap": heartbeat.REAP, "last_node": rounds.LAST_NODE}
 """The scripts sent as EVAL (once per start, or by the flusher's upkeep), not registered."""
 
 

@@ -78,10 +78,15 @@ def test_a_round_holding_the_newest_items_only_decodes_those(
     newest = {d: raw for d, raw in parts.items() if d in (refs[-16:], refs[-32:-16])}
     serde = Counting()
     facts = S.Facts()
-    P._round_messages(facts, serde, (MANIFEST_TYPE, refs), _Decoded(newest, _item))
+    # the list's full nodes as the flusher finds them in Redis (``wanted_items``' probe)
+    P._round_messages(facts, serde, (MANIFEST_TYPE, refs), _Decoded(newest, _item), 0)
     assert reads[0] == 2 and serde.loads == 0
     assert facts.messages == 11 and facts.title is None and facts.appended
     assert facts.recent == [["a8", "answer 8"], ["a9", "answer 9"]]
+    # without them 11 digests may be 11 messages or a node and 10 (42): not known
+    unknown = S.Facts()
+    P._round_messages(unknown, serde, (MANIFEST_TYPE, refs), _Decoded(newest, _item))
+    assert unknown.messages is None and unknown.recent == facts.recent
 
 
 def test_a_message_is_read_from_its_bytes_as_the_serializer_reads_it() -> None:
