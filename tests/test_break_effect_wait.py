@@ -410,31 +410,23 @@ def test_redis_down_while_an_effect_waits_stops_it_uncalled(
 
 
 def _mongo_write_of_puts_held_back(monkeypatch: Any, seconds: float) -> None:
-    """Every strict put's MongoDB part starts ``seconds`` after its Redis part committed."""
-    from langgraph_durable.core.ops import MongoOp, Parallel, Sleep
+    """Every strict put's MongoDB part starts ``seconds`` after its Redis part committed
+    (sync puts: the hook waits in the put's own thread)."""
+    from faults.common import tap
+    from langgraph_durable.core.ops import MongoOp, Parallel
     from langgraph_durable.plans import write
 
     real = write.put_plan
 
     def held(ctx: Any, put: Any) -> Any:
-        plan = real(ctx, put)
-        op, held_once = next(plan), False
-        while True:
-            if not held_once and isinstance(op, (MongoOp, Parallel)):
-                held_once = True
-                yield Sleep(seconds)
-            try:
-                reply = yield op
-            except BaseException as exc:  # noqa: BLE001 - handed to the plan
-                try:
-                    op = plan.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-                continue
-            try:
-                op = plan.send(reply)
-            except StopIteration as stop:
-                return stop.value
+        waited: list[bool] = []
+
+        def before(op: Any) -> None:
+            if not waited and isinstance(op, (MongoOp, Parallel)):
+                waited.append(True)
+                threading.Event().wait(seconds)
+
+        return (yield from tap(real(ctx, put), before=before))
 
     monkeypatch.setattr(write, "put_plan", held)
 
