@@ -9,6 +9,7 @@ never from a conftest.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -28,6 +29,16 @@ def saver(redis_url: str, mongo_url: str) -> Iterator[DurableSaver]:
 async def asaver(redis_url: str, mongo_url: str) -> AsyncIterator[DurableSaver]:
     """A saver entered with ``async with`` (asyncio clients for this event loop)."""
     async with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:
+        yield s
+
+
+@pytest.fixture
+def svc() -> Iterator[Any]:
+    """A running ``effects_support.Service``: a local HTTP service that counts the calls
+    and effects of the effect tests."""
+    from .effects_support import service
+
+    with service() as s:
         yield s
 
 

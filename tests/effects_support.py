@@ -91,6 +91,19 @@ def service() -> Iterator[Service]:
         svc.server.server_close()
 
 
+def task_checkpoint_stored(saver: Any) -> bool:
+    """Whether the checkpoint the running task runs from is stored (read back through
+    ``saver``). A functional API ``@task`` runs in its caller's loop: the map repeats the
+    caller's checkpoint under the caller's namespaces, and the outermost one stores it."""
+    from langgraph.config import get_config
+
+    conf = get_config()["configurable"]
+    cid = conf["checkpoint_map"][conf["checkpoint_ns"].rpartition("|")[0]]
+    ns = min((k for k, v in conf["checkpoint_map"].items() if v == cid), key=len)
+    return saver.get_tuple({"configurable": {
+        "thread_id": conf["thread_id"], "checkpoint_ns": ns, "checkpoint_id": cid}}) is not None
+
+
 def charge(url: str, amount: int, key: str | None = None, tag: str | None = None
            ) -> dict[str, Any]:
     """POST a charge of ``amount`` to the service (with ``Idempotency-Key`` ``key``; ``tag``

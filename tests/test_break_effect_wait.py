@@ -9,7 +9,6 @@ from __future__ import annotations
 import operator
 import threading
 import uuid
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 import pytest
@@ -22,7 +21,7 @@ from langgraph_durable import DurableSaver, effects
 from langgraph_durable.errors import EffectCheckpointError
 from langgraph_durable.testing import unique_options
 
-from .effects_support import charge, service, slowed_puts
+from .effects_support import charge, slowed_puts, task_checkpoint_stored
 
 
 class S(TypedDict, total=False):
@@ -36,23 +35,10 @@ def _config() -> dict[str, Any]:
     return {"configurable": {"thread_id": f"brk-{uuid.uuid4().hex[:8]}"}}
 
 
-def _task_checkpoint_stored(saver: DurableSaver) -> bool:
-    """Whether the checkpoint the running task runs from is stored (read back by ns)."""
-    conf = get_config()["configurable"]
-    graph_ns = conf["checkpoint_ns"].rpartition("|")[0]
-    cid = conf["checkpoint_map"][graph_ns]
-    # a functional @task runs in its caller's loop: the map repeats the caller's
-    # checkpoint under the caller's namespaces, the outermost one stores it
-    ns = min((k for k, v in conf["checkpoint_map"].items() if v == cid), key=len)
-    found = saver.get_tuple({"configurable": {
-        "thread_id": conf["thread_id"], "checkpoint_ns": ns, "checkpoint_id": cid}})
-    return found is not None
-
-
 def _pay_node(saver: DurableSaver, name: str = "pay", amount: int = 5) -> Any:
     def pay(state: S) -> dict[str, Any]:
         def call() -> dict[str, Any]:
-            return {"stored": _task_checkpoint_stored(saver), **charge(state["url"], amount)}
+            return {"stored": task_checkpoint_stored(saver), **charge(state["url"], amount)}
 
         receipt = dict(effects.once(name, call))
         return {"stored": [receipt.pop("stored")], "receipts": [receipt]}
@@ -69,12 +55,6 @@ def _linear(*nodes: tuple[str, Any]) -> StateGraph:
         prev = name
     g.add_edge(prev, END)
     return g
-
-
-@pytest.fixture
-def svc() -> Iterator[Any]:
-    with service() as s:
-        yield s
 
 
 # ------------------------------------------------------------------ subgraphs
@@ -138,7 +118,7 @@ def test_send_fan_out_tasks_each_wait_and_each_call_once(
 
     def pay(item: Item) -> dict[str, Any]:
         def call() -> dict[str, Any]:
-            return {"stored": _task_checkpoint_stored(slow), **charge(item["url"], item["i"])}
+            return {"stored": task_checkpoint_stored(slow), **charge(item["url"], item["i"])}
 
         receipt = dict(effects.once("pay", call))
         return {"stored": [receipt.pop("stored")], "receipts": [receipt]}
@@ -494,7 +474,7 @@ def test_a_functional_task_called_from_a_node_waits_and_runs_once(
 
     @task
     def pay_task(url: str) -> dict[str, Any]:
-        return dict(effects.once("pay", lambda: {"stored": _task_checkpoint_stored(slow),
+        return dict(effects.once("pay", lambda: {"stored": task_checkpoint_stored(slow),
                                                   **charge(url, 9)}))
 
     def node(state: S) -> dict[str, Any]:
@@ -610,7 +590,7 @@ def test_an_agent_with_the_model_journal_middleware_waits_and_pays_once(
     class Checking(Counting):
         def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None,
                       **kwargs: Any) -> Any:
-            seen.append(_task_checkpoint_stored(saver))
+            seen.append(task_checkpoint_stored(saver))
             return super()._generate(messages, stop, run_manager, **kwargs)
 
     agent = create_agent(model=Checking(key=key), tools=[], checkpointer=slow,

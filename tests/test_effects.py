@@ -4,7 +4,6 @@ real local HTTP service (``tests/effects_support.py``) that counts what it did."
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,14 +24,7 @@ from .effects_support import (
     pay_in_subgraph,
     pay_then_approve,
     pay_then_fail,
-    service,
 )
-
-
-@pytest.fixture
-def svc() -> Iterator[Any]:
-    with service() as s:
-        yield s
 
 
 def _config() -> dict[str, Any]:

@@ -9,7 +9,6 @@ stored."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from langgraph_durable import DurableSaver, effects, journaled
 from langgraph_durable.errors import EffectCheckpointError
 from langgraph_durable.testing import unique_options
 
-from .effects_support import charge, service, slowed_puts
+from .effects_support import charge, slowed_puts, task_checkpoint_stored
 from .model_journal_support import Counting, calls
 
 
@@ -32,19 +31,10 @@ class S(TypedDict, total=False):
     receipt: Any
 
 
-def _stored_now(saver: DurableSaver) -> bool:
-    """Whether the checkpoint the running task started from is stored (read back)."""
-    conf = get_config()["configurable"]
-    found = saver.get_tuple({"configurable": {
-        "thread_id": conf["thread_id"], "checkpoint_ns": "",
-        "checkpoint_id": conf["checkpoint_map"][""]}})
-    return found is not None
-
-
 def _pay_graph(saver: DurableSaver) -> Any:
     def pay(state: S) -> dict[str, Any]:
         def call() -> dict[str, Any]:
-            return {"stored": _stored_now(saver), **charge(state["url"], 5)}
+            return {"stored": task_checkpoint_stored(saver), **charge(state["url"], 5)}
 
         receipt = effects.once("pay", call)
         return {"stored": receipt.pop("stored"), "receipt": receipt}
@@ -58,12 +48,6 @@ def _pay_graph(saver: DurableSaver) -> Any:
 
 def _config() -> dict[str, Any]:
     return {"configurable": {"thread_id": f"wait-{uuid.uuid4().hex[:8]}"}}
-
-
-@pytest.fixture
-def svc() -> Iterator[Any]:
-    with service() as s:
-        yield s
 
 
 def test_once_calls_its_function_only_after_the_tasks_checkpoint_is_stored(
@@ -103,7 +87,7 @@ def test_a_journaled_model_call_waits_for_its_tasks_checkpoint(saver: DurableSav
     class Checking(Counting):
         def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None,
                       **kwargs: Any) -> Any:
-            seen.append(_stored_now(saver))
+            seen.append(task_checkpoint_stored(saver))
             return super()._generate(messages, stop, run_manager, **kwargs)
 
     model = journaled(Checking(key=key))
@@ -172,7 +156,8 @@ def test_an_effect_of_a_functional_task_waits_and_goes_with_its_callers_checkpoi
 
     @task
     def pay(url: str) -> dict[str, Any]:
-        return effects.once("pay", lambda: {"stored": _stored_now(saver), **charge(url, 8)})
+        return effects.once("pay", lambda: {"stored": task_checkpoint_stored(saver),
+                                            **charge(url, 8)})
 
     @entrypoint(checkpointer=slowed_puts(saver, 0.3))
     def flow(url: str) -> dict[str, Any]:
