@@ -57,6 +57,16 @@ def _linear(*nodes: tuple[str, Any]) -> StateGraph:
     return g
 
 
+def _pay_once(saver: Any, svc: Any, late_s: float, **invoke: Any) -> None:
+    """Run a one-node graph paying through ``once`` on ``saver`` whose step puts land
+    ``late_s`` late: the service is called once, after the task's checkpoint is stored."""
+    slow = slowed_puts(saver, late_s)
+    out = _linear(("pay", _pay_node(slow))).compile(checkpointer=slow).invoke(
+        {"url": svc.url}, _config(), **invoke)
+    assert out["stored"] == [True]
+    assert svc.calls == 1
+
+
 # ------------------------------------------------------------------ subgraphs
 
 
@@ -227,22 +237,14 @@ def test_a_resume_in_a_subgraph_in_a_new_saver(
 
 def test_with_durability_sync_the_effect_runs_once_from_a_stored_checkpoint(
         saver: DurableSaver, svc: Any) -> None:
-    slow = slowed_puts(saver, 0.2)
-    out = _linear(("pay", _pay_node(slow))).compile(checkpointer=slow).invoke(
-        {"url": svc.url}, _config(), durability="sync")
-    assert out["stored"] == [True]
-    assert svc.calls == 1
+    _pay_once(saver, svc, 0.2, durability="sync")
 
 
 def test_a_strict_durability_saver_waits_for_the_checkpoint_in_both_tiers(
         redis_url: str, mongo_url: str, svc: Any) -> None:
     with DurableSaver.from_urls(redis_url, mongo_url,
                                 **unique_options(durability="strict")) as saver:
-        slow = slowed_puts(saver, 0.2)
-        out = _linear(("pay", _pay_node(slow))).compile(checkpointer=slow).invoke(
-            {"url": svc.url}, _config())
-    assert out["stored"] == [True]
-    assert svc.calls == 1
+        _pay_once(saver, svc, 0.2)
 
 
 # ------------------------------------------------------------------ failed puts
@@ -290,11 +292,7 @@ def test_a_new_input_to_a_thread_whose_put_failed_runs_its_effect(
 
 def test_an_allowlist_copy_of_the_saver_waits_like_the_saver(
         saver: DurableSaver, svc: Any) -> None:
-    copy = slowed_puts(saver.with_allowlist([("tests", "x")]), 0.3)
-    out = _linear(("pay", _pay_node(copy))).compile(checkpointer=copy).invoke(
-        {"url": svc.url}, _config())
-    assert out["stored"] == [True]
-    assert svc.calls == 1
+    _pay_once(saver.with_allowlist([("tests", "x")]), svc, 0.3)
 
 
 # ------------------------------------------------------------------ deletion
