@@ -138,7 +138,6 @@ class DurableSaver(SaverLifecycle, RetentionMethods):
         be stored by the puts of its children (``StateVersions.put_done``)."""
         self._ctx.learn(prepared.thread_id, (prepared.ns, prepared.checkpoint_id),
                         prepared.parts)
-        self._ctx.heads.put_ok(prepared.thread_id, prepared.ns)
         self._state.put_done(config, prepared.thread_id, prepared.ns,
                              prepared.checkpoint_id, checkpoint, marks)
         return result

@@ -40,12 +40,15 @@ class Heads:
         self._lock = threading.Lock()
 
     def seen(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
-        """Record ``checkpoint_id`` as the newest known checkpoint of ``(thread_id, ns)``."""
+        """Record ``checkpoint_id`` as the newest known checkpoint of ``(thread_id, ns)``
+        (a put stored it, or a read found it the latest): its refusal, if any, is
+        forgotten (``refused``)."""
         with self._lock:
             self._heads[(thread_id, ns)] = checkpoint_id
             self._heads.move_to_end((thread_id, ns))
             while len(self._heads) > self._size:
                 self._heads.popitem(last=False)
+            self._refused.pop((thread_id, ns), None)
 
     def get(self, thread_id: str, ns: str) -> str | None:
         """The recorded head of ``(thread_id, ns)``, if any."""
@@ -57,7 +60,7 @@ class Heads:
         failed (``why``: the error's text). LangGraph then stores no later checkpoint of
         that run (each put waits for the one before and is skipped when it failed), so an
         effect waiting for its task's checkpoint (``plans/effects.task_checkpoint_plan``)
-        stops at once. Kept until a put of ``(thread_id, ns)`` succeeds (``put_ok``) or a
+        stops at once. Kept until a put of ``(thread_id, ns)`` succeeds (``seen``) or a
         read of it (``read``: the start of LangGraph's next run of that namespace);
         bounded like the heads."""
         with self._lock:
@@ -67,11 +70,6 @@ class Heads:
             self._refused.move_to_end(key)
             while len(self._refused) > self._size:
                 self._refused.popitem(last=False)
-
-    def put_ok(self, thread_id: str, ns: str) -> None:
-        """A put of ``(thread_id, ns)`` succeeded: forget its refusal (``refused``)."""
-        with self._lock:
-            self._refused.pop((thread_id, ns), None)
 
     def read(self, thread_id: str, ns: str) -> None:
         """``get_tuple`` read ``(thread_id, ns)``: forget its refusal (``refused``). Every

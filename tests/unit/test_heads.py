@@ -16,7 +16,7 @@ def test_a_refusal_stops_that_checkpoint_and_newer_ones_until_a_put_or_a_read() 
     heads.read("t", "")  # the next run of the namespace starts
     assert heads.refusal("t", "", "1f0-c") is None
     heads.refused("t", "", "1f0-d", "x")
-    heads.put_ok("t", "")
+    heads.seen("t", "", "1f0-e")  # a put of the namespace succeeded
     assert heads.refusal("t", "", "1f0-d") is None
 
 
