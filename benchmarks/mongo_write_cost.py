@@ -9,7 +9,7 @@ read from ``/proc`` only for one it started). Writes ``--threads`` agent-loop th
 drained documents again, per collection, into fresh collections with every index
 ``setup()`` creates and with ``_id`` alone (and the checkpoints' without each of their
 secondary indexes), 100 per ``insert_many``, repetitions alternated; then times one
-thread summary write (a ``ReplaceOne`` guarded by ``rev``, as ``plans/summaries.py``
+thread summary write (a ``ReplaceOne`` guarded by ``rev``, as ``plans/summary_upkeep.py``
 writes them, 30 a bulk write) with the threads collection's indexes and with ``_id``
 alone. Prints the server's CPU per checkpoint of each insert variant and per summary
 write (medians; the first repetition warms up).

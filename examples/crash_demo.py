@@ -268,11 +268,11 @@ def _kill_mid_node(proc: Any, log_path: Path, kill_after: int, delay_s: float,
 def _kill_after_calls(proc: Any, watcher: Any, calls: int, timeout_s: float
                       ) -> dict[str, Any]:
     """Wait until the model-call journal of thread ``THREAD_ID`` (read through
-    ``watcher``, a saver, decoding strictly; ``inspection.effects.thread_effects``, as
+    ``watcher``, a saver, decoding strictly; ``inspection.effect_view.thread_effects``, as
     ``langgraph-durable show`` reads it) holds ``calls`` answered calls of the ``report``
     node, then SIGKILL ``proc`` at once: it is inside the node's next call (the scripted
     model takes ``--step-s``/2 a call)."""
-    from langgraph_durable.inspection.effects import thread_effects
+    from langgraph_durable.inspection.effect_view import thread_effects
     from langgraph_durable.inspection.strict import strict_view
 
     reader = strict_view(watcher)  # decodes as the operator's tools do: runs no stored data

@@ -28,7 +28,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.durable import retention as R
+from langgraph_durable.durable import retention_docs as R
 
 from . import graphs
 from .common import ROOT, Env, cleanup, clients, names, thread_answers

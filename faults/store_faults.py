@@ -30,7 +30,7 @@ from typing import Any
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable import DurableStore
-from langgraph_durable.durable.store import record_of
+from langgraph_durable.durable.store_docs import record_of
 from langgraph_durable.errors import OutboxFullError
 from langgraph_durable.testing import mongo_server
 

@@ -6,10 +6,9 @@ returns and moves it to MongoDB (durable tier) through a crash-safe outbox.
 
 from typing import Any
 
-from . import _moved
 from .config import DurableConfig, ThreadTTL
 from .core.state_versions import STATE_VERSION_KEY, StateMigration
-from .durable.retention import ThreadRetention
+from .durable.retention_docs import ThreadRetention
 from .effects import aonce, idempotency_key, once
 from .errors import (
     CheckpointNotFoundError,
@@ -38,7 +37,7 @@ from .errors import (
     TierUnavailableError,
 )
 from .journal import journaled
-from .plans.retention import SweepReport
+from .plans.retention_policy import SweepReport
 from .plans.threads import ThreadInfo, ThreadPage
 from .saver import DurableSaver
 from .shared import SharedSaver
@@ -93,10 +92,8 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> Any:
     """``ModelJournalMiddleware`` (it imports ``langchain``, the agents extra) on first use."""
     if name == "ModelJournalMiddleware":
-        from .journal.middleware import ModelJournalMiddleware
+        from .journal.journal_middleware import ModelJournalMiddleware
 
         return ModelJournalMiddleware
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-_moved.install()  # the module names of earlier releases (langgraph_durable.extref_gc, ...)

@@ -265,7 +265,7 @@ class DurableConfig(BaseModel):
             "process"``, ``langgraph-durable flusher``, ``python -m
             langgraph_durable.outbox.worker``) sweeps expired threads every
             ``sweep_interval_minutes``, one at a time. Default
-            None: nothing recorded, nothing swept (``plans/retention.py``).
+            None: nothing recorded, nothing swept (``plans/retention_policy.py``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

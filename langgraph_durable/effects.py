@@ -48,7 +48,7 @@ from .errors import (
     InvalidIdentifierError,
     SerializationError,
 )
-from .plans.effects import EffectRef, Entry, begin_plan, end_plan, task_checkpoint_plan
+from .plans.effect_journal import EffectRef, Entry, begin_plan, end_plan, task_checkpoint_plan
 from .plans.write import dumps
 from .saver import DurableSaver
 

@@ -31,7 +31,7 @@ from .metrics import safe_error
 from .plans import admin, delta, read, threads, write
 from .plans.threads import ThreadPage
 from .runtime.lifecycle import SaverLifecycle
-from .runtime.retention import RetentionMethods
+from .runtime.retention_methods import RetentionMethods
 from .serde.gc import GcReport
 from .serde.stores import BlobStore
 from .store import DurableStore
@@ -105,7 +105,7 @@ class DurableSaver(SaverLifecycle, RetentionMethods):
     Beyond LangGraph's contract: ``flush``, ``setup``, ``check_deployment``, ``close``,
     ``stats``, ``gc``, ``list_threads``, retention by policy (``pin_thread``,
     ``unpin_thread``, ``set_thread_ttl``, ``thread_retention``, ``retention_due``,
-    ``sweep``: ``runtime/retention.py``) (each with its ``a*`` twin), ``last_read_tier``,
+    ``sweep``: ``runtime/retention_methods.py``) (each with its ``a*`` twin), ``last_read_tier``,
     ``config`` and, for tools, ``run``/``arun`` with ``context`` and ``sync_clients``.
 
     Structure: this class turns LangGraph's calls into plans and runs them on its

@@ -108,7 +108,7 @@ def test_an_s3_endpoint_that_answers_a_byte_at_a_time_is_bounded(monkeypatch) ->
     import threading
     import time
 
-    from langgraph_durable.serde.errors import BlobStoreError
+    from langgraph_durable.serde.extref_errors import BlobStoreError
     from langgraph_durable.serde.stores import S3BlobStore
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")

@@ -15,10 +15,10 @@ from pydantic import ValidationError
 from langgraph_durable import CorruptRecordError, DurableSaver
 from langgraph_durable.config import ThreadTTL
 from langgraph_durable.core.ops import DeleteMany
-from langgraph_durable.durable.retention import MAX_TTL_MINUTES
+from langgraph_durable.durable.retention_docs import MAX_TTL_MINUTES
 from langgraph_durable.errors import InvalidIdentifierError
 from langgraph_durable.io.drivers import run_sync
-from langgraph_durable.plans import retention as P
+from langgraph_durable.plans import retention_policy as P
 from langgraph_durable.testing import drop_key_prefix, unique_options
 
 from .test_ttl_sweep import HOUR, POLICY, chain, ids_of

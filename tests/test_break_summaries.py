@@ -16,8 +16,8 @@ from langgraph_durable import DurableSaver
 from langgraph_durable.cli.thread_pages import rebuild
 from langgraph_durable.core.ops import BulkWrite
 from langgraph_durable.dashboard.listing import ListArgs, thread_list
-from langgraph_durable.durable import summaries as S
-from langgraph_durable.durable.summaries import SEARCH_MAX_CHARS, ListQuery
+from langgraph_durable.durable import summary_docs as S
+from langgraph_durable.durable.summary_docs import SEARCH_MAX_CHARS, ListQuery
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox.group import ensure_group_plan
 from langgraph_durable.outbox.rounds import flush_batch_plan

@@ -458,7 +458,7 @@ def test_form_fields_have_labels(finished: dict, writable: str, page: Page) -> N
 
 def test_the_memory_page_says_when_it_counted_only_the_first_items(
         redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from langgraph_durable.dashboard import memory
+    from langgraph_durable.dashboard import memory_page as memory
 
     monkeypatch.setattr(memory, "SCAN_ITEMS", 3)
     with DurableSaver.from_urls(redis_url, mongo_url, flusher="off", **unique_options()) as s:

@@ -14,7 +14,7 @@ from langgraph.types import Command, interrupt
 
 from langgraph_durable import DurableSaver, effects
 from langgraph_durable.errors import ConfigurationError, EffectFailedError
-from langgraph_durable.plans.effects import collection
+from langgraph_durable.plans.effect_journal import collection
 from langgraph_durable.testing import unique_options
 
 from .effects_support import (
@@ -168,7 +168,7 @@ def test_an_error_of_the_effect_is_journaled_only_when_asked(
 
 
 def _journal(saver: DurableSaver, config: dict[str, Any]) -> Any:
-    from langgraph_durable.plans.effects import journal_plan
+    from langgraph_durable.plans.effect_journal import journal_plan
 
     return journal_plan(saver.context, config["configurable"]["thread_id"])
 

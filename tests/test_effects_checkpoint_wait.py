@@ -152,7 +152,7 @@ def test_an_effect_of_a_functional_task_waits_and_goes_with_its_callers_checkpoi
         saver: DurableSaver, svc: Any) -> None:
     from langgraph.func import entrypoint, task
 
-    from langgraph_durable.plans.effects import journal_plan
+    from langgraph_durable.plans.effect_journal import journal_plan
 
     @task
     def pay(url: str) -> dict[str, Any]:

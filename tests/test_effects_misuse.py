@@ -16,7 +16,7 @@ from typing_extensions import TypedDict
 from langgraph_durable import DurableSaver, effects
 from langgraph_durable.errors import EffectFailedError, SerializationError
 from langgraph_durable.outbox.group import dead_letter_key
-from langgraph_durable.plans.effects import collection, journal_plan
+from langgraph_durable.plans.effect_journal import collection, journal_plan
 
 
 class State(TypedDict, total=False):

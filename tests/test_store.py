@@ -15,7 +15,7 @@ from langgraph.store.base import InvalidNamespaceError
 
 from langgraph_durable import DurableStore, TierUnavailableError
 from langgraph_durable.core.store_records import StoreRecord, item_field
-from langgraph_durable.durable.store import store_doc, upsert_record
+from langgraph_durable.durable.store_docs import store_doc, upsert_record
 from langgraph_durable.plans.context import Clock
 from langgraph_durable.plans.fence import bulk_ignoring_newer
 from langgraph_durable.testing import drop_key_prefix, mongo_server, unique_options, wait_for
@@ -450,7 +450,7 @@ def test_the_index_distance_type_sets_the_score(redis_url, mongo_url, distance_t
 def test_entries_of_a_killed_flusher_are_claimed_and_written_once(redis_url, mongo_url) -> None:
     from langgraph_durable.core.outbox_entry import OutboxEntry
     from langgraph_durable.outbox.streams import read_plan
-    from langgraph_durable.plans.store import flush_store_plan
+    from langgraph_durable.plans.store_items import flush_store_plan
 
     opts = unique_options(flusher="off", claim_idle_s=0.5)
     with DurableStore.from_urls(redis_url, mongo_url, **opts) as store:

@@ -36,7 +36,7 @@ from langgraph_durable import (
 from langgraph_durable.cli import store_transfer as T
 from langgraph_durable.core.item_versions import ItemVersions
 from langgraph_durable.core.store_records import HEADER, item_field
-from langgraph_durable.plans import store as P
+from langgraph_durable.plans import store_items as P
 from langgraph_durable.testing import drop_key_prefix, unique_options
 
 NS = ("users", "alice")
@@ -375,7 +375,7 @@ def test_the_store_of_a_saver_takes_its_version_and_registry(redis_url, mongo_ur
         own = saver.store(state_version=1)  # its own options win
         with pytest.raises(StateVersionError):
             own.get(NS, "fresh")
-        # the tools' store (cli/store.py): values as stored, puts still record the version
+        # the tools' store (cli/store_commands.py): values as stored, puts still record the version
         tool = saver.store(read_as_stored=True)
         got = tool.get(NS, "k1")
         assert got is not None and got.value == V1_ITEMS["k1"]

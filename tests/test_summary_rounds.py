@@ -1,4 +1,4 @@
-"""The flusher's thread summary across flush rounds (plans/summaries.py ``round_facts``,
+"""The flusher's thread summary across flush rounds (plans/summary_upkeep.py ``round_facts``,
 outbox/rounds.py ``_summary_facts``): whatever round each outbox entry is flushed in, the
 summary the flusher keeps is the one ``--rebuild-summary`` writes (``refresh_plan``).
 
@@ -19,9 +19,9 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_durable import DurableSaver
 from langgraph_durable.core.items import NODE_BYTES
 from langgraph_durable.core.records import pack_blob
-from langgraph_durable.durable import summaries as S
+from langgraph_durable.durable import summary_docs as S
 from langgraph_durable.outbox.flusher import flush_batch_plan
-from langgraph_durable.plans import summaries as P
+from langgraph_durable.plans import summary_upkeep as P
 from langgraph_durable.testing import unique_options
 
 FIELDS = ("cid", "messages", "title", "recent", "text", "state")

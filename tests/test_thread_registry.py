@@ -17,7 +17,7 @@ from redis.crc import key_slot
 from langgraph_durable import DurableSaver, TierUnavailableError
 from langgraph_durable.config import DurableConfig
 from langgraph_durable.hot.keys import EPOCH_FIELD
-from langgraph_durable.hot.registry import ClaimReply, claim_op, decide_op
+from langgraph_durable.hot.registry_scripts import ClaimReply, claim_op, decide_op
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.io.redis_urls import redis_client_from_url
 from langgraph_durable.testing import drop_key_prefix, mongo_server, unique_options, wait_for
@@ -269,7 +269,7 @@ def test_on_a_cluster_a_new_thread_starts_while_mongodb_is_down(
 
 def test_a_rebuilt_registry_holds_every_thread_of_both_tiers_and_is_trusted(
         redis_url: str, redis_client: redis.Redis) -> None:
-    from langgraph_durable.plans.registry import rebuild_plan, states_plan
+    from langgraph_durable.plans.thread_registry import rebuild_plan, states_plan
 
     _, history = _reference("in-mongodb")
     opts = unique_options(**DOWN)
@@ -300,7 +300,7 @@ def test_a_rebuilt_registry_holds_every_thread_of_both_tiers_and_is_trusted(
 def test_forgetting_keeps_a_thread_registered_while_either_tier_holds_it(
         saver: DurableSaver, redis_client: redis.Redis) -> None:
     # what delete_thread meets when a new run on the thread ran while it deleted
-    from langgraph_durable.plans.registry import forget_plan
+    from langgraph_durable.plans.thread_registry import forget_plan
 
     graph, reg = build_answering(saver), saver.context.registry_of("t")
     _turns(graph, "t")

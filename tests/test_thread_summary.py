@@ -1,4 +1,4 @@
-"""The thread summary (issue 36 item 3; durable/summaries.py, plans/summaries.py): the
+"""The thread summary (issue 36 item 3; durable/summary_docs.py, plans/summary_upkeep.py): the
 flusher keeps one document per thread equal to what the dashboard computes from the
 thread's latest checkpoint, deletes keep it true, the rebuild command sets it for data
 written without one, and the thread list reads pages of it (with threads not flushed yet
@@ -24,9 +24,9 @@ from typing_extensions import TypedDict
 from langgraph_durable import DurableSaver
 from langgraph_durable.cli import thread_pages
 from langgraph_durable.dashboard import listing
-from langgraph_durable.durable import summaries as S
+from langgraph_durable.durable import summary_docs as S
 from langgraph_durable.inspection import lookup, timeline
-from langgraph_durable.plans import summaries as P
+from langgraph_durable.plans import summary_upkeep as P
 from langgraph_durable.plans import thread_list as L
 from langgraph_durable.testing import MongoCommandCounter, unique_options
 

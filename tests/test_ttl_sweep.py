@@ -18,10 +18,10 @@ from langgraph.types import Command
 
 from langgraph_durable import DurableSaver
 from langgraph_durable.core.outbox_entry import OutboxEntry
-from langgraph_durable.durable import retention as R
+from langgraph_durable.durable import retention_docs as R
 from langgraph_durable.errors import InvalidIdentifierError
 from langgraph_durable.io.drivers import run_sync
-from langgraph_durable.plans import retention as P
+from langgraph_durable.plans import retention_policy as P
 from langgraph_durable.testing import unique_options, wait_for
 
 from .graphs import build_delta, build_review

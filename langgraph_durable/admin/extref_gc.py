@@ -1,7 +1,6 @@
 """Garbage collection of external objects (``extref``) for a :class:`DurableSaver`.
 
-(Formerly ``langgraph_durable.blobs`` and ``langgraph_durable.extref_gc``, which still
-import: ``_moved.py``. Here "blob" means an *external object*, an object of the external
+(Here "blob" means an *external object*, an object of the external
 blob store, never a channel value.)
 
 With :class:`~langgraph_durable.serde.ExternalRefSerializer` as the saver's ``serde``,

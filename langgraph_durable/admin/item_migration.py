@@ -39,7 +39,7 @@ from ..durable import chunks as C
 from ..durable import documents as D
 from ..durable import write_groups as G
 from ..errors import CorruptRecordError, TierUnavailableError
-from ..serde.errors import BlobStoreError
+from ..serde.extref_errors import BlobStoreError
 
 if TYPE_CHECKING:
     from ..plans.context import Context

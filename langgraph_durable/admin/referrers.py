@@ -48,11 +48,11 @@ import ormsgpack
 from ..core.items import NODE_MAGIC
 from ..core.records import CheckpointRecord, Typed, WriteRecord, unpack_blob
 from ..durable.inline import inline_values
-from ..hot.effects import TRUST_FIELD
+from ..hot.effect_scripts import TRUST_FIELD
 from ..hot.keys import binding_key, heartbeats_key, thread_keys_of
 from ..outbox.group import dead_letter_key
 from ..plans.context import Context
-from ..plans.effects import STATES, Entry
+from ..plans.effect_journal import STATES, Entry
 from ..serde.external import EXTREF_TYPE
 
 __all__ = [
@@ -207,10 +207,10 @@ COLLECTIONS_WITHOUT_VALUES: dict[str, str] = {
     "tombstones": "the deletes' tombstones: member -> deletion time",
     "audit": "the operators' actions on threads (inspection/audit.py): JSON text of what "
              "was given and one-line results, no serialized value",
-    "threads": "one summary per thread (durable/summaries.py): status facts, counts, "
+    "threads": "one summary per thread (durable/summary_docs.py): status facts, counts, "
                "and the title and latest messages' text as plain text (none with an "
                "encrypting serializer), never a serialized value",
-    "retention": "threads' activity and expiry times, TTLs and pins (durable/retention.py)",
+    "retention": "threads' activity and expiry times, TTLs and pins (durable/retention_docs.py)",
     "chunks": "pieces of values over 16 MiB of the referrers' documents, read through "
               "their owner document (durable/chunks.py load_plan), never on their own",
 }

@@ -12,9 +12,11 @@ from rich.table import Table
 
 from ..core.records import metadata_matches
 from ..dashboard.listing import ListArgs
-from ..inspection import effects, lookup, render, storage, versions
+from ..inspection import effect_view as effects
+from ..inspection import lookup, render, storage, versions
 from ..serde.external import EXTREF_TYPE
-from . import runs, thread_pages
+from . import history_rows as runs
+from . import thread_pages
 from .session import CliError, Undecodable, command, console, echo_json, session_of
 
 JSON = typer.Option(False, "--json", help="print JSON instead of a table")
@@ -196,7 +198,7 @@ def history(ctx: typer.Context, thread: str = THREAD,
 
 
 def _effects(ctx: typer.Context, tup: CheckpointTuple) -> tuple[list[dict[str, Any]], str]:
-    """``inspection.effects.checkpoint_effects`` of the checkpoint of ``tup``: the effect
+    """``inspection.effect_view.checkpoint_effects`` of the checkpoint of ``tup``: the effect
     journal of the tasks that ran from it (model calls summed up), and a note, not empty
     when MongoDB did not answer (Redis's entries alone are shown)."""
     c = tup.config["configurable"]

@@ -13,7 +13,13 @@ import typer
 from typer.core import TyperArgument, TyperCommand
 
 from ..config import DurableConfig, config_options
-from . import actions, browse, deadletters, ops, retention, size, state, store, transfer
+from . import action_commands as actions
+from . import browse, deadletters, transfer
+from . import migrate_state as state
+from . import operating as ops
+from . import retention_commands as retention
+from . import size_command as size
+from . import store_commands as store
 from .dashboard import dashboard
 from .session import CliError, Session
 

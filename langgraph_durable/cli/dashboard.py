@@ -53,7 +53,7 @@ def dashboard(ctx: typer.Context,
         token = security.new_token()
     security.check_bind(host, token, allow_writes)  # before connecting to anything
     security.allowed_host_names(allowed_host)
-    from ..inspection import actions
+    from ..inspection import graph_actions as actions
 
     try:
         graphs = actions.parse_graphs(graph)  # operator-named code, imported before serving

@@ -20,10 +20,10 @@ from ..core.items import DIGEST_BYTES, NODE_TYPE
 from ..core.records import check_id
 from ..core.schema import fits_int64
 from ..errors import InvalidIdentifierError
-from ..plans.effects import Entry
+from ..plans.effect_journal import Entry
 from ..plans.write import check_version
-from ..serde.errors import ExternalRefError
 from ..serde.external import parse_refs
+from ..serde.extref_errors import ExternalRefError
 from ..serde.gc import DEFAULT_KEY_PATTERN
 from .session import CliError
 

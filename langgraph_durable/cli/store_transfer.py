@@ -39,8 +39,8 @@ from typing import Any
 
 from ..core.schema import SCHEMA_VERSION, check_not_newer, fits_int64
 from ..core.store_records import SEP, StoreBody
-from ..durable.store import live_query, prefix_query, record_of
-from ..plans import store as P
+from ..durable.store_docs import live_query, prefix_query, record_of
+from ..plans import store_items as P
 from .session import CliError, confirm
 
 FORMAT = "langgraph-durable-export"

@@ -1,4 +1,4 @@
-"""``langgraph-durable threads`` read from the thread summaries (``durable/summaries.py``):
+"""``langgraph-durable threads`` read from the thread summaries (``durable/summary_docs.py``):
 a page of threads by status, metadata, message text or "needs attention" in one indexed
 query (plus the threads not flushed yet, summarised from Redis), and the rebuild of the
 summaries for data written without them (``--rebuild-summary``)."""
@@ -12,9 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..dashboard.listing import ListArgs, row_of
-from ..durable.summaries import ListQuery
+from ..durable.summary_docs import ListQuery
 from ..inspection import render, timeline, versions
-from ..plans import summaries as P
+from ..plans import summary_upkeep as P
 from ..plans import thread_list as L
 from .session import console, echo_json
 
@@ -76,7 +76,7 @@ def rebuild(saver: Any, after: str | None, batch: int = REBUILD_BATCH,
             limit: int | None = None) -> tuple[int, str | None]:
     """Write the summary of every thread with ``thread_id`` above ``after`` (None: from
     the first), ``batch`` threads at a time (``list_threads`` pages, then
-    ``plans.summaries.refresh_plan``), at most ``limit`` threads (None: all); each batch
+    ``plans.summary_upkeep.refresh_plan``), at most ``limit`` threads (None: all); each batch
     prints its count and the last thread_id done (pass it as ``after`` to resume).
     A thread whose records are damaged keeps its summary and is named on stderr (the
     others go on). Returns the threads done and the last thread_id (None: none)."""

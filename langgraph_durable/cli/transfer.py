@@ -69,13 +69,13 @@ from ..errors import CorruptRecordError, InvalidIdentifierError
 from ..inspection import storage
 from ..io.drivers import run_sync, to_pymongo
 from ..plans.admin import release_plan
-from ..plans.effects import effect_doc
-from ..plans.registry import register_plan
+from ..plans.effect_journal import effect_doc
+from ..plans.thread_registry import register_plan
 from ..serde.external import ExternalRefSerializer, collect_refs
 from . import store_transfer
 from .import_checks import CHECKS, check_thread_id, naming, verify_blobs
 from .session import CliError, command, confirm, session_of
-from .store import parse_namespace
+from .store_commands import parse_namespace
 
 FORMAT = "langgraph-durable-export"
 FORMAT_VERSION = 4

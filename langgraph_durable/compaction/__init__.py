@@ -21,19 +21,19 @@ so this package does not import ``langchain`` until it is used. ``transcript`` a
 from typing import TYPE_CHECKING, Any
 
 from .base import BaseCompactor
-from .sliding import SlidingWindow
-from .state import (
+from .schemas import (
     SUMMARY_MESSAGE_ID,
     CompactionInfo,
     SummaryAgentState,
     SummaryState,
     TokenCounter,
 )
+from .sliding import SlidingWindow
 from .summary import DEFAULT_SUMMARY_MESSAGE, DEFAULT_SUMMARY_PROMPT, NO_SUMMARY, SummaryBuffer
 from .transcript import atranscript, transcript
 
 if TYPE_CHECKING:
-    from .middleware import CompactionAgentState, CompactionMiddleware
+    from .agent_middleware import CompactionAgentState, CompactionMiddleware
 
 _LAZY = {"CompactionMiddleware", "CompactionAgentState"}
 
@@ -41,7 +41,7 @@ _LAZY = {"CompactionMiddleware", "CompactionAgentState"}
 def __getattr__(name: str) -> Any:
     """Import ``CompactionMiddleware``/``CompactionAgentState`` (and ``langchain``) on use."""
     if name in _LAZY:
-        from . import middleware
+        from . import agent_middleware as middleware
 
         return getattr(middleware, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,7 +9,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
-from .state import SUMMARY_MESSAGE_ID, TokenCounter
+from .schemas import SUMMARY_MESSAGE_ID, TokenCounter
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from ._messages import Split, fit_window, pinned_start, split_history, window_start
 from ._options import Clause, clause_met, resolve_start_on
-from .state import CompactionInfo, TokenCounter
+from .schemas import CompactionInfo, TokenCounter
 
 logger = logging.getLogger("langgraph_durable.compaction")
 

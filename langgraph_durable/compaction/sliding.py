@@ -7,7 +7,7 @@ from typing import Any
 from ._messages import Split
 from ._options import TriggerSpec, normalize_trigger
 from .base import BaseCompactor
-from .state import TokenCounter
+from .schemas import TokenCounter
 
 
 class SlidingWindow(BaseCompactor):

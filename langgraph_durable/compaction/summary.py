@@ -16,8 +16,8 @@ from langgraph.errors import GraphBubbleUp
 from ._messages import Split, content_text, render_messages
 from ._options import TriggerSpec, normalize_trigger, profile_limit
 from .base import BaseCompactor, CompactionPlan, _get, logger
-from .memory import MemoryNamespace, aremember, check_namespace, remember
-from .state import SUMMARY_MESSAGE_ID, CompactionInfo, TokenCounter
+from .folded_memory import MemoryNamespace, aremember, check_namespace, remember
+from .schemas import SUMMARY_MESSAGE_ID, CompactionInfo, TokenCounter
 
 DEFAULT_SUMMARY_PROMPT = """\
 You maintain a running summary of a conversation between a user and an AI assistant.
@@ -91,7 +91,7 @@ class SummaryBuffer(BaseCompactor):
             graph's store (``compile(store=...)``) under this namespace: a tuple of
             ``str.format`` templates filled from ``config["configurable"]``
             (``("summaries", "{thread_id}")``) or a function of the run's config. One
-            item per compaction (see ``compaction.memory.memory_item``), written before
+            item per compaction (see ``compaction.folded_memory.memory_item``), written before
             the node returns; a failed put fails the node. ``None`` (default): no writes.
 
     Raises:

@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from ..errors import CheckpointNotFoundError
-from .state import SUMMARY_MESSAGE_ID
+from .schemas import SUMMARY_MESSAGE_ID
 
 
 def _is_summary(message: BaseMessage) -> bool:

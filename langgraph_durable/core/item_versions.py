@@ -52,7 +52,7 @@ class ItemVersions:
     ``state_migrations``, ``unversioned_state_version``, ``newer_state``) and what it does
     with them. ``current`` None: nothing is recorded with puts and nothing is migrated or
     checked on reads. ``as_stored``: puts record ``current`` but reads return values as
-    stored, neither migrated nor checked (the tools: ``cli/store.py``)."""
+    stored, neither migrated nor checked (the tools: ``cli/store_commands.py``)."""
 
     current: int | None = None
     migrations: Mapping[int, StateMigration] = field(default_factory=dict)

@@ -223,8 +223,8 @@ def _as_is(raw: RedisReply) -> RedisReply:
 @dataclass(frozen=True)
 class Script(Op[T]):
     """Run the registered Lua script ``name`` (one round trip; EVALSHA, loaded on demand).
-    Built by the builders of ``hot/scripts.py`` (and ``hot/effects.py``,
-    ``hot/registry.py``), which name every KEYS and ARGV field; the reply is
+    Built by the builders of ``hot/scripts.py`` (and ``hot/effect_scripts.py``,
+    ``hot/registry_scripts.py``), which name every KEYS and ARGV field; the reply is
     ``decode(raw reply)``, typed ``T`` (``PageReply.of`` for PAGE...): the drivers call
     ``reply_of`` once, so a plan reads fields, never positions. An error reply whose first
     word is one of ``refusals`` (the codes the script's Lua header names) is raised as

@@ -36,7 +36,7 @@ class OutboxEntry(NamedTuple):
     items' (a flusher cuts rounds by it; None in entries of older versions, which it
     measures in Redis); ``ttl_min``: the thread TTL in minutes its run named
     (``config["configurable"]["lgd_ttl_minutes"]``), None when none (the flusher records
-    it with the thread's activity, ``plans/retention.py``; older releases ignore it). A
+    it with the thread's activity, ``plans/retention_policy.py``; older releases ignore it). A
     ``NamedTuple`` (immutable, compared by value): one is built per
     stream entry a flusher reads and per ``put``/``put_writes``, where a frozen dataclass's
     ``__init__`` cost several times as much."""

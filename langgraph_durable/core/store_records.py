@@ -6,7 +6,7 @@ nor NUL, LangGraph's rule) and its key. Its *field* ``"<label>.<label>...\\0<key
 names it in Redis (the item's key, the partition's unflushed index) and in the outbox
 entry; its namespace's *tid* ``"\\0s<labels joined by .>"`` is the outbox entry's thread
 field (``t``): no thread_id holds a NUL, so no thread's keys are ever touched by a store
-entry, and every item of a namespace shares its outbox partition (``hot/store.py``).
+entry, and every item of a namespace shares its outbox partition (``hot/store_scripts.py``).
 
 A stored *record* is a fixed header written by the Lua script (``hot/lua/store_put.lua``)
 followed by the body the client packed (``StoreBody``):

@@ -1,6 +1,6 @@
 """A thread's status facts, read from its latest root checkpoint alone (no graph, no I/O):
 the rules the dashboard's status uses (``inspection/timeline.py`` calls them) and the
-facts the thread summary keeps (``durable/summaries.py``, kept by the flusher).
+facts the thread summary keeps (``durable/summary_docs.py``, kept by the flusher).
 
 Which nodes a checkpoint triggers (LangGraph's ``StateSnapshot.next``) is read from the
 channels the step that made it updated (``checkpoint["updated_channels"]``): LangGraph

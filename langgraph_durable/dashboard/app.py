@@ -7,7 +7,7 @@ Routes (GET unless said): ``/`` the thread list, ``/events/threads`` its live ro
 after it is shown), ``/diff``,
 ``/tiers`` and ``/events/tiers`` (its figures and health verdict, live), ``/memory``
 (the long-term memory store's namespaces and a namespace's items, ``?ns=a.b``); JSON:
-``/api/threads``, ``/api/thread``, ``/api/thread/<thread_id>/size`` (``inspection.size``),
+``/api/threads``, ``/api/thread``, ``/api/thread/<thread_id>/size`` (``inspection.thread_size``),
 ``/api/tiers``, ``/api/audit``; POST ``/fork`` and
 ``/act`` (answer an interrupt, retry, run, cancel a queued run; only with
 ``allow_writes``, ``/act`` with ``graphs``); ``/static/*``. Every value from state goes
@@ -45,13 +45,16 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import ConfigurationError
-from ..inspection import actions as actions_mod
 from ..inspection import audit, lookup, render, runview, timeline, versions
+from ..inspection import graph_actions as actions_mod
 from ..inspection.health import HealthOptions
-from ..inspection.size import thread_size
 from ..inspection.strict import strict_view
+from ..inspection.thread_size import thread_size
 from ..inspection.timeline import RUNNING_WINDOW_S
-from . import actions, listing, memory, runpage, runs, security, tiers, views
+from . import action_routes as actions
+from . import listing, runpage, security, tiers, views
+from . import memory_page as memory
+from . import run_executor as runs
 
 log = logging.getLogger("langgraph_durable.dashboard")
 HERE = Path(__file__).parent
@@ -180,7 +183,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
             None: each thread's version is shown, nothing is counted.
         graphs: ``{name: compiled graph}``: with ``allow_writes`` the thread page answers
             pending interrupts, retries failed or stalled threads and runs forks with
-            them (``dashboard.actions``; the graph's own checkpointer is not used: runs
+            them (``dashboard.action_routes``; the graph's own checkpointer is not used: runs
             read and write through a strict copy of ``saver`` that keeps its state
             versions). A thread's graph is its metadata's ``lgd_graph``, else the only
             one given, else the operator's choice on the page.

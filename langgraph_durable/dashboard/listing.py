@@ -1,5 +1,5 @@
-"""The thread list read from the thread summaries (``durable/summaries.py``): a page is one
-indexed query, one count and one ``$group`` of the statuses (``plans.summaries.
+"""The thread list read from the thread summaries (``durable/summary_docs.py``): a page is one
+indexed query, one count and one ``$group`` of the statuses (``plans.summary_upkeep.
 list_page_plan``), plus the threads not flushed yet, summarised from Redis; filters by
 status (with counts), metadata ``key=value`` (the CLI's ``--where``), message text and
 thread_id, and the "needs attention" view. One poll loop per app (``ListFeed``) serves
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.thread_summary import STATUSES
-from ..durable import summaries as S
+from ..durable import summary_docs as S
 from ..inspection import render, versions
 from ..plans import thread_list as L
 

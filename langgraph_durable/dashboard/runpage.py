@@ -1,5 +1,5 @@
 """The thread page's run view, storage panel and retention line (``inspection.runview``,
-``inspection.size``, ``DurableSaver.thread_retention``): query arguments, the timeline
+``inspection.thread_size``, ``DurableSaver.thread_retention``): query arguments, the timeline
 page, the size report and the thread's expiry as the templates show them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import logging
 from typing import Any
 
 from ..inspection import runview, timeline
-from ..inspection.size import thread_size
+from ..inspection.thread_size import thread_size
 
 log = logging.getLogger("langgraph_durable.dashboard")
 
@@ -53,7 +53,7 @@ def status_of(latest: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def size_view(saver: Any, thread_id: str) -> dict[str, Any]:
-    """``inspection.size.thread_size`` as JSON data for the storage panel; on a failure,
+    """``inspection.thread_size.thread_size`` as JSON data for the storage panel; on a failure,
     ``{"error": type name}`` (the rest of the page is still shown)."""
     try:
         return thread_size(saver, thread_id).as_dict()

@@ -10,7 +10,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from ..inspection import effects, lookup, render, timeline
+from ..inspection import effect_view as effects
+from ..inspection import lookup, render, timeline
 from ..inspection.strict import NotDecoded
 from ..inspection.tolerant import Undecodable
 from . import runpage
@@ -72,7 +73,7 @@ def thread_detail(saver: Any, thread_id: str, ns: str = "", checkpoint: str | No
 
 def effects_view(saver: Any, tup: Any) -> dict[str, Any]:
     """The effect journal of the tasks that ran from the checkpoint of ``tup``
-    (``inspection.effects.checkpoint_effects``, as ``langgraph-durable show`` lists it):
+    (``inspection.effect_view.checkpoint_effects``, as ``langgraph-durable show`` lists it):
     ``rows`` (each row's ``view`` is its result or error as a value view; a model call's
     ``model_call`` summary), ``model_calls`` and ``tokens`` (how many rows are journaled
     model calls and their total tokens), ``note`` (MongoDB did not answer, or the journal

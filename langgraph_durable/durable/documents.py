@@ -69,11 +69,11 @@ class Collections:
     deployed schema version and migration cursors), of ``chunks`` (pieces of values
     over ``chunks.THRESHOLD_BYTES``), of ``items`` (items and nodes of list values), of
     ``tombstones`` (the deletes' tombstones, ``tombstone_doc``), of ``effects`` (the
-    effect journal, ``plans/effects.py``), of ``store`` (the items of the long-term
-    memory store, ``durable/store.py``), of ``audit`` (the operators' actions on
+    effect journal, ``plans/effect_journal.py``), of ``store`` (the items of the long-term
+    memory store, ``durable/store_docs.py``), of ``audit`` (the operators' actions on
     threads, ``inspection/audit.py``), of ``threads`` (one summary per thread, what the
-    thread list shows: ``durable/summaries.py``) and of ``retention`` (threads' activity,
-    expiry and pins, ``durable/retention.py``)."""
+    thread list shows: ``durable/summary_docs.py``) and of ``retention`` (threads' activity,
+    expiry and pins, ``durable/retention_docs.py``)."""
 
     checkpoints: str
     blobs: str
@@ -115,19 +115,19 @@ INDEXES: dict[str, list[Index]] = {
               "thread_ns_checkpoint_owner"),
     ],
     "effects": [Index((("thread_id", 1), ("member", 1)), "thread_checkpoint")],
-    "store": [  # durable/store.py: namespace prefixes, the TTL sweep, tombstones' expiry
+    "store": [  # durable/store_docs.py: namespace prefixes, the TTL sweep, tombstones' expiry
         Index((("ns", 1), ("key", 1)), "ns_key"),
         Index((("ns", 1), ("cseq", 1), ("key", 1)), "ns_cseq_key"),
         Index((("exp", 1),), "exp", sparse=True),
         Index((("purge_at", 1),), "purge_at_ttl", sparse=True, expire_after_s=0),
     ],
     "audit": [Index((("thread_id", 1), ("at", -1)), "thread_at")],  # inspection/audit.py
-    "threads": [  # durable/summaries.py: the shard key; what changed since a time (the
+    "threads": [  # durable/summary_docs.py: the shard key; what changed since a time (the
         # readers' census: plans/thread_list.py)
         Index((("thread_id", 1),), "thread_id"),
         Index((("u", 1),), "u"),
     ],
-    # durable/retention.py: _id is the thread_id; the sweep's due threads by expiry
+    # durable/retention_docs.py: _id is the thread_id; the sweep's due threads by expiry
     "retention": [Index((("exp", 1),), "exp", sparse=True)],
     "tombstones": [
         Index((("thread_id", 1), ("f", 1)), "thread_field"),

@@ -44,7 +44,7 @@ suffix    holds
           ``items.py``)
 ``gone``  tombstones of deletes (hash: field -> deletion time in ms)
 ``fx``    the *effect journal* (hash: effect field -> journal entry, see
-          ``hot/effects.py``); not in ``all``
+          ``hot/effect_scripts.py``); not in ``all``
 ========  ===========================================================================
 
 Keys of the whole prefix, not of a thread: the outbox streams (``outbox_key``), the dead
@@ -54,7 +54,7 @@ letters (``{<prefix>:outbox:dead}``) and the *binding* ``{<prefix>:binding}``
 Besides the threads' keys and the outbox streams, each partition has a *thread registry*
 (``registry_key``): a hash of every thread_id Redis has stored a checkpoint of (field
 thread_id -> ``1``), plus the field ``EPOCH_FIELD`` saying whether the registry is
-*complete* (see ``plans/registry.py``). It has no TTL and lives as long as the key prefix.
+*complete* (see ``plans/thread_registry.py``). It has no TTL and lives as long as the key prefix.
 
 ``meta`` fields: ``dirty`` = the thread's *unflushed count* (outbox entries not yet
 acknowledged as written to MongoDB); ``born`` = the keys' *generation* (creation time in
@@ -120,7 +120,7 @@ class ThreadKeys:
     - ``gone``: tombstones of deletes (field -> deletion time, ms; ``*`` = whole thread;
       ``!`` = it holds every tombstone of the thread, loaded from MongoDB),
       kept ``TOMBSTONE_TTL_S``; not in ``all`` (it outlives the thread's data)
-    - ``fx``: the effect journal of ``langgraph_durable.effects`` (``hot/effects.py``);
+    - ``fx``: the effect journal of ``langgraph_durable.effects`` (``hot/effect_scripts.py``);
       not in ``all`` (the scripts of checkpoints never touch it)
     """
 

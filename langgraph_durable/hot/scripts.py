@@ -5,7 +5,7 @@ KEYS always start with the nine thread keys in ``ThreadKeys.all`` order
 thread's tombstones (``gone``) and the thread's outbox stream as KEYS[11], in the same
 slot (``hot/keys.py``), so a checkpoint and its outbox entry are one atomic step on a
 Redis Cluster too. PUT also takes the partition's thread registry as KEYS[12] (registering
-the thread), PAGE optionally as KEYS[10] (answering "no such thread"; ``hot/registry.py``).
+the thread), PAGE optionally as KEYS[10] (answering "no such thread"; ``hot/registry_scripts.py``).
 
 Plans never build KEYS/ARGV themselves: each script has an argument class below with
 named fields, whose ``op()`` encodes them in the order the Lua source reads them (the one
@@ -26,9 +26,9 @@ from typing import NamedTuple
 
 from ..core.ops import RedisReply, Script
 from . import lua
-from .effects import EFFECT_SCRIPTS
-from .registry import REGISTRY_SCRIPTS
-from .store import STORE_SCRIPTS
+from .effect_scripts import EFFECT_SCRIPTS
+from .registry_scripts import REGISTRY_SCRIPTS
+from .store_scripts import STORE_SCRIPTS
 
 WRITE_REFUSALS = frozenset({"OUTBOX_FULL", "DELETED", "UNKNOWN", "STALE_HEAD", "MISSING_ITEMS"})
 """The codes PUT and PUT_WRITES refuse with (``put.lua``'s header): raised as

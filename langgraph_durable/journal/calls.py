@@ -30,12 +30,12 @@ from ..effects import (
     _Task,
 )
 from ..errors import ConfigurationError, ModelCallChangedError
-from ..plans.effects import MODEL_CALL_PREFIX, begin_plan, end_plan, task_checkpoint_plan
+from ..plans.effect_journal import MODEL_CALL_PREFIX, begin_plan, end_plan, task_checkpoint_plan
 from ..saver import DurableSaver
 
 EFFECT_PREFIX = MODEL_CALL_PREFIX
 """The effect journal's names of journaled model calls: ``"model:" + name``
-(``plans.effects.MODEL_CALL_PREFIX``, which the operator's tools read too)."""
+(``plans.effect_journal.MODEL_CALL_PREFIX``, which the operator's tools read too)."""
 
 OnChange = Literal["call", "raise"]
 """What a journaled call does when the recorded request differs from this one."""

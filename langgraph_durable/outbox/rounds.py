@@ -29,12 +29,12 @@ from ..durable import documents as D
 from ..durable import inline as I
 from ..durable import write_groups as G
 from ..hot import lua
-from ..plans import summaries
+from ..plans import summary_upkeep as summaries
 from ..plans.context import Context
-from ..plans.effects import FX_KIND, flush_effects_plan
+from ..plans.effect_journal import FX_KIND, flush_effects_plan
 from ..plans.fence import fence_plan, insert_else_upsert, stream_ms
-from ..plans.retention import activity_plan
-from ..plans.store import flush_store_plan
+from ..plans.retention_policy import activity_plan
+from ..plans.store_items import flush_store_plan
 from .dead import Aside, dead_letter_plan
 from .group import dead_letter_key, ensure_group_plan, upkeep_plan
 from .heartbeat import reap_plan
@@ -223,7 +223,7 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
         failed += [(p, "fence", e) for p, e in unfenced]
         parsed = _without(parsed, failed)
     if parsed:
-        # the threads' activity for retention (plans/retention.py): before the
+        # the threads' activity for retention (plans/retention_policy.py): before the
         # acknowledgement, so a crash in between writes it again ($max: unchanged)
         yield from activity_plan(ctx, parsed)
     aside += [Aside(ctx.outbox_of(p[1]), p[0], raw[(ctx.outbox_of(p[1]), p[0])], step, e)
@@ -313,8 +313,8 @@ def _groups(parsed: list[Parsed], sizes: list[int]) -> list[list[Parsed]]:
 def _copy(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     """Write what ``parsed`` names to MongoDB: the entries of each copy plan of ``KINDS``
     together (records: ``_copy_records``; the effect journal's:
-    ``plans.effects.flush_effects_plan``; the memory store's:
-    ``plans.store.flush_store_plan``). Returns the documents and record bytes written
+    ``plans.effect_journal.flush_effects_plan``; the memory store's:
+    ``plans.store_items.flush_store_plan``). Returns the documents and record bytes written
     and the entries set aside."""
     by_copy: dict[Callable[[Context, list[Parsed]], Plan[Copied]], list[Parsed]] = {}
     for p in parsed:
@@ -330,12 +330,12 @@ def _copy(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
 
 
 def _copy_journal(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
-    """The effect journal's entries (``plans.effects.flush_effects_plan``)."""
+    """The effect journal's entries (``plans.effect_journal.flush_effects_plan``)."""
     return Copied((yield from flush_effects_plan(ctx, parsed)), 0)
 
 
 def _copy_store(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
-    """The memory store's entries (``plans.store.flush_store_plan``)."""
+    """The memory store's entries (``plans.store_items.flush_store_plan``)."""
     return Copied((yield from flush_store_plan(ctx, parsed)), 0)
 
 
@@ -474,7 +474,7 @@ def _summaries_plan(ctx: Context, rounds: Mapping[str, tuple[
                     got: dict[tuple[str, str], dict[Any, Any]]) -> Plan[dict[str, Any]]:
     """What the round's records say for the thread summaries (``_summary_facts``), per
     thread with a root checkpoint or root pending writes in the round. What the summary
-    of a thread's newest root checkpoint needs from Redis (``plans.summaries.
+    of a thread's newest root checkpoint needs from Redis (``plans.summary_upkeep.
     wanted_items``) is read first, one pipeline for the round, only when a thread needs
     some: the latest messages whose items the round lacks (they reached Redis with a
     pending write, or a checkpoint, flushed in an earlier round; ``HMGET``, at most
@@ -524,7 +524,7 @@ def _summary_facts(ctx: Context, tid: str, newest: CheckpointRecord | None,
                    got: dict[tuple[str, str], dict[Any, Any]],
                    items: dict[Any, Any] | None = None, nodes: int | None = None) -> Any:
     """What the round's records of ``tid`` say for its thread summary
-    (``plans.summaries.round_facts``): its newest root checkpoint and root pending writes,
+    (``plans.summary_upkeep.round_facts``): its newest root checkpoint and root pending writes,
     as the copy decoded them; the blobs and items (the round's, or ``items``: those and
     the ones read for the summary) are decoded only where the summary reads them (the
     ``messages`` value, the few items it takes text from); ``nodes``: the full nodes of

@@ -1,7 +1,7 @@
 """The retention sweeper beside a flusher's loop (``DurableConfig.ttl``): every flusher
 (the in-process thread or task, the supervised process, each ``langgraph-durable flusher``
 or ``python -m langgraph_durable.outbox.worker``) runs one, and the lease of
-``plans/retention.py`` lets one sweep run at a time across processes, once per
+``plans/retention_policy.py`` lets one sweep run at a time across processes, once per
 ``sweep_interval_minutes``. It is a thread (or task) of its
 own, not a step of the flush loop: a sweep waits for the outbox to drain, which needs the
 flush loop running.
@@ -15,7 +15,7 @@ from ..io.drivers import Clients, run_async, run_sync
 from ..io.tasks import Periodic
 from ..metrics import safe_error
 from ..plans.context import Context
-from ..plans.retention import SweepReport, sweep_plan
+from ..plans.retention_policy import SweepReport, sweep_plan
 
 log = logging.getLogger("langgraph_durable.retention")
 

@@ -33,14 +33,14 @@ from ..durable import inline as I
 from ..durable import write_groups as G
 from ..errors import CorruptRecordError, DeadLetteredError, FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S, dead_letter_key
-from ..hot.registry import forget_op
+from ..hot.registry_scripts import forget_op
 from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
-from . import summaries
+from . import summary_upkeep as summaries
 from .context import Context
-from .effects import copy_effects_plan, delete_thread_effects_plan, remove_effects_plan
+from .effect_journal import copy_effects_plan, delete_thread_effects_plan, remove_effects_plan
 from .fence import insert_else_upsert
 from .prune_choice import PruneChoice, choice_plan, unreferenced_items
-from .registry import forget_plan, register_plan
+from .thread_registry import forget_plan, register_plan
 from .tombstones import record_plan
 
 
@@ -144,7 +144,7 @@ def _id(entry_id: str) -> tuple[int, int]:
 
 def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
     """Remove every checkpoint, blob and write of ``thread_id`` from both tiers, then the
-    thread from its registry (``plans/registry.py``)."""
+    thread from its registry (``plans/thread_registry.py``)."""
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     q = {"thread_id": thread_id}
@@ -374,7 +374,7 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
         for d in docs:  # a damaged document raises CorruptRecordError: nothing copied
             if not C.has_chunks(d):
                 G.check_document(d, kind)  # (writes of either form)
-    yield from register_plan(ctx, target)  # before MongoDB holds it (plans/registry.py)
+    yield from register_plan(ctx, target)  # before MongoDB holds it (plans/thread_registry.py)
     for d in (*cps, *blobs, *writes, *items):
         d["put_ms"] = now_ms
     ops: list[Op[object]] = []

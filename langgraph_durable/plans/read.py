@@ -36,7 +36,7 @@ from ..durable import inline as I
 from ..durable import write_groups as G
 from ..errors import CorruptRecordError, MissingValueError
 from ..hot.keys import EPOCH_FIELD
-from ..hot.registry import epoch_complete
+from ..hot.registry_scripts import epoch_complete
 from ..hot.scripts import PageReply, PartsReply, page_op, parts_op
 from .context import Context, Learned
 from .damage import about, damaged_keys_plan, hot_checked, missing_values
@@ -273,7 +273,7 @@ def page_plan(
     whole thread (its meta ``complete`` flag, set by the put of a new thread's first input
     checkpoint, and gone with the hot keys when they expire or are deleted), nor when
     Redis holds nothing of it and its partition's complete thread registry lacks it (no
-    tier holds it: ``plans/registry.py``). ``head`` becomes the page's ``RecordPage.head``
+    tier holds it: ``plans/thread_registry.py``). ``head`` becomes the page's ``RecordPage.head``
     (``(thread_id, ns)`` when the page answers "the latest": ``get_tuple_plan``).
 
     Damaged records raise ``CorruptRecordError`` naming the thread and the key or

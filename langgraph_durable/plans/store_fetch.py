@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ..core.ops import Find, Plan, ask
 from ..core.store_records import StoreRecord, item_field
-from ..durable import store as S
+from ..durable import store_docs as S
 from .context import Context
 
 

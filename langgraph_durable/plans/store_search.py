@@ -5,7 +5,7 @@ the caller took enough; ``scored_plan`` (a query: vector search) ranks the candi
 the page only.
 
 Search order: ``(ns, cseq, key)``, ``ns`` being the namespace's labels joined by ``.``
-with a final ``.`` (``durable/store.py``), compared as text (code points: MongoDB's
+with a final ``.`` (``durable/store_docs.py``), compared as text (code points: MongoDB's
 binary UTF-8 order is the same). It equals the order of namespace tuples except where a
 label holds a character below ``.`` (``"a-b."`` sorts before ``"a.b."``); InMemoryStore
 answers in insertion order, so the order is DurableStore's to define, and this is the
@@ -23,8 +23,8 @@ find's whole index range before the limit (its ``find_matching``), so there a se
 a broad prefix costs a scan of the range's documents per find (0.45 s at 10,000),
 however small the page; a search within one namespace costs that namespace's range.
 
-The unflushed index (``plans/store.py``'s ``unflushed_raw``) is read FIRST, MongoDB second
-(the read-order argument of ``plans/store.py``'s module docstring): an item settled in
+The unflushed index (``plans/store_items.py``'s ``unflushed_raw``) is read FIRST, MongoDB second
+(the read-order argument of ``plans/store_items.py``'s module docstring): an item settled in
 between is in MongoDB's pages. An item the unflushed index holds is taken from it and
 its MongoDB document is skipped: the unflushed record was the item's newest when read
 (MongoDB can hold a newer one only for a write that started after this read began, a
@@ -39,10 +39,10 @@ from typing import NamedTuple
 
 from ..core.ops import Doc, Find, Pipeline, Plan, Query, ask
 from ..core.store_records import SEP, StoreBody, StoreRecord, item_field, ns_text
-from ..durable import store as S
-from ..hot.store import dirty_keys
+from ..durable import store_docs as S
+from ..hot.store_scripts import dirty_keys
 from .context import Context
-from .store import get_plan, unflushed_raw
+from .store_items import get_plan, unflushed_raw
 
 Order = tuple[str, int, str]
 """A record's place in the search order: ``(ns text + ".", cseq, key)``; ``cseq`` -1
@@ -222,7 +222,7 @@ def candidates_plan(ctx: Context, prefix: tuple[str, ...], now_ms: int,
 def values_plan(ctx: Context, recs: Sequence[StoreRecord],
                 now_ms: int) -> Plan[list[StoreRecord | None]]:
     """``recs`` with their values: those named by an index (``candidate``) read as a get
-    reads them (``plans/store.py``'s ``get_plan``: Redis first, one pipeline; MongoDB
+    reads them (``plans/store_items.py``'s ``get_plan``: Redis first, one pipeline; MongoDB
     for what Redis does not hold, one find), None for one deleted or expired since; the
     others as they are."""
     named = [r for r in recs if value_missing(r)]

@@ -54,9 +54,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.ops import Aggregate, CommandFailed, Find, Pipeline, Plan, ask
 from ..core.store_records import StoreRecord, item_field, ns_text, split_field, store_tid
-from ..durable import store as S
+from ..durable import store_docs as S
 from ..errors import ConfigurationError
-from ..hot.store import StoreKeys, dirty_keys, store_tag
+from ..hot.store_scripts import StoreKeys, dirty_keys, store_tag
 from ..hot.vector_index import (
     VectorIndexSpec,
     detect_query_engine,

@@ -1,4 +1,4 @@
-"""A page of the thread list from the thread summaries (``durable/summaries.py``): one
+"""A page of the thread list from the thread summaries (``durable/summary_docs.py``): one
 find on their indexes, the threads not flushed yet merged from Redis, the statuses'
 counts from a ``Census`` the reader keeps up to date with the summaries changed since its
 last look (an indexed find of ``u``), or, for a page filtered by metadata, text or
@@ -16,9 +16,9 @@ from typing import Any
 from ..core.ops import Find, Pipeline, Plan
 from ..core.outbox_entry import OutboxEntry
 from ..core.thread_summary import ATTENTION, STATUSES, status_of
-from ..durable import summaries as S
+from ..durable import summary_docs as S
 from .context import Context
-from .summaries import facts_or_damage_plan, readable_docs, upkeep_plan
+from .summary_upkeep import facts_or_damage_plan, readable_docs, upkeep_plan
 
 HOT_SCAN = 2000
 """Outbox entries per partition a page reads to find the threads MongoDB lacks yet."""

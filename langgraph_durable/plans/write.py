@@ -36,7 +36,7 @@ from ..durable import chunks as C
 from ..durable import documents as D
 from ..durable import inline as I
 from ..durable import write_groups as G
-from ..durable.retention import ttl_of_config
+from ..durable.retention_docs import ttl_of_config
 from ..errors import (
     ConcurrentRunError,
     CorruptRecordError,
@@ -47,7 +47,7 @@ from ..errors import (
     SerializationError,
 )
 from ..hot.scripts import PutArgs, PutWritesArgs
-from ..serde.errors import BlobStoreError
+from ..serde.extref_errors import BlobStoreError
 from .context import Context
 from .fence import bulk_ignoring_newer, fence_plan, stream_ms
 from .tombstones import check_deleted_plan, check_unknown_plan

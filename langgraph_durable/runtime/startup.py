@@ -20,7 +20,8 @@ from ..durable.documents import INDEXES
 from ..errors import TierUnavailableError
 from ..hot.scripts import SCRIPTS
 from ..outbox.group import ensure_group_plan
-from ..plans import binding, registry, tombstones
+from ..plans import binding, tombstones
+from ..plans import thread_registry as registry
 from ..plans.context import Context
 from ..plans.migrations import check_owner_plan, record_version_plan
 
@@ -120,7 +121,7 @@ def mongo_setup_plan(ctx: Context) -> Plan[None]:
     """The MongoDB part of the set-up: the indexes (the tombstones' TTL index with the
     configured ``tombstone_ttl_s``), the ``meta`` record (schema
     version; the owning key prefix, checked: ``migrations.record_version_plan``), then
-    the thread registries, decided with both tiers answering (``plans/registry.py``;
+    the thread registries, decided with both tiers answering (``plans/thread_registry.py``;
     retried with the rest of this part when MongoDB did not answer)."""
     cols = ctx.collections
     yield Parallel([CreateIndexes(getattr(cols, kind), models)

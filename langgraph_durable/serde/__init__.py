@@ -11,19 +11,19 @@ Typical use::
 """
 
 from langgraph_durable.serde.codecs import Codec, NumpyCodec, PolarsCodec, default_codecs
-from langgraph_durable.serde.errors import (
-    BlobIntegrityError,
-    BlobNotFoundError,
-    BlobStoreError,
-    ExternalRefError,
-    UnsupportedValueError,
-)
 from langgraph_durable.serde.external import (
     EXTREF_TYPE,
     ExternalRefSerializer,
     collect_refs,
     parse_refs,
     refs_in,
+)
+from langgraph_durable.serde.extref_errors import (
+    BlobIntegrityError,
+    BlobNotFoundError,
+    BlobStoreError,
+    ExternalRefError,
+    UnsupportedValueError,
 )
 from langgraph_durable.serde.gc import (
     DEFAULT_KEY_PATTERN,

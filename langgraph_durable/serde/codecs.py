@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from langgraph_durable.serde.errors import UnsupportedValueError
+from langgraph_durable.serde.extref_errors import UnsupportedValueError
 
 __all__ = ["Codec", "NumpyCodec", "PolarsCodec", "default_codecs"]
 

@@ -48,7 +48,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable.serde.codecs import Codec, codecs_by_format, default_codecs
-from langgraph_durable.serde.errors import BlobIntegrityError, ExternalRefError
+from langgraph_durable.serde.extref_errors import BlobIntegrityError, ExternalRefError
 from langgraph_durable.serde.stores import BlobStore, _ensure_store, default_local_store
 
 __all__ = ["EXTREF_TYPE", "ExternalRefSerializer", "collect_refs", "parse_refs", "refs_in"]

@@ -27,7 +27,7 @@ import math
 import sys
 from typing import Any
 
-from langgraph_durable.serde.errors import UnsupportedValueError
+from langgraph_durable.serde.extref_errors import UnsupportedValueError
 
 __all__ = ["PandasCodec"]
 

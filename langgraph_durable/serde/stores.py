@@ -25,7 +25,11 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from langgraph_durable.serde.deadline import CallBound, DeadlinePassed
-from langgraph_durable.serde.errors import BlobNotFoundError, BlobStoreError, ExternalRefError
+from langgraph_durable.serde.extref_errors import (
+    BlobNotFoundError,
+    BlobStoreError,
+    ExternalRefError,
+)
 
 __all__ = ["BaseBlobStore", "BlobInfo", "BlobStore", "LocalBlobStore", "S3BlobStore"]
 

@@ -2,7 +2,7 @@
 
 A put returns once Redis holds the item and its outbox entry (one STORE_PUT script, one
 round trip, one hash slot); the flusher carries it to MongoDB; reads see every write that
-returned, flushed or not (``plans/store.py``); Redis keeps a bounded hot window, MongoDB
+returned, flushed or not (``plans/store_items.py``); Redis keeps a bounded hot window, MongoDB
 all. Answers equal ``InMemoryStore``'s (``store/batch.py``). It runs on a ``SaverRuntime``:
 its own (``from_urls``, ``from_conn_string``) or a running saver's (``DurableStore(saver)``
 or ``saver.store()``: one set of connections, one outbox, one flusher).
@@ -42,7 +42,7 @@ from ..core.item_versions import ItemVersions, store_item_versions
 from ..core.ops import Plan
 from ..core.state_versions import as_migrations
 from ..errors import ConfigurationError
-from ..plans import store as P
+from ..plans import store_items as P
 from ..plans.context import Clock, Context
 from ..plans.store_match import ExactScorer, VectorScorer
 from ..runtime.base import SET_UP, SaverRuntime

@@ -1,6 +1,6 @@
 """One ``batch`` of the memory store as a sans-I/O plan (``batch_plan``): LangGraph's
 operations (``GetOp``, ``SearchOp``, ``ListNamespacesOp``, ``PutOp``) answered as
-``InMemoryStore`` answers them, on the plans of ``plans/store.py``; and what a put sends
+``InMemoryStore`` answers them, on the plans of ``plans/store_items.py``; and what a put sends
 (``prepare_put``: the serialized value and its embeddings, computed by the caller, which
 owns the sync or async embedding call).
 
@@ -32,7 +32,7 @@ from ..core.ops import Op as IoOp
 from ..core.ops import Plan
 from ..core.store_records import SEP, StoreRecord
 from ..errors import InvalidIdentifierError
-from ..plans import store as P
+from ..plans import store_items as P
 from ..plans import store_search as Q
 from ..plans.context import Context
 from ..plans.store_match import (

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from langgraph.store.base import GetOp, Op, PutOp, Result
 
 from ..core.ops import Plan
-from ..plans import store as P
+from ..plans import store_items as P
 from ..plans.context import Context
 from .batch import Answers, Prepared
 

@@ -167,7 +167,7 @@ def test_the_run_executor_is_bounded_refuses_a_busy_thread_and_cancels_queued_ru
         ) -> None:
     import threading
 
-    from langgraph_durable.dashboard.runs import QueueFullError, Runs, ThreadBusyError
+    from langgraph_durable.dashboard.run_executor import QueueFullError, Runs, ThreadBusyError
 
     runs = Runs(workers=1, max_queued=1)
     gate, ended = threading.Event(), []

@@ -11,7 +11,7 @@ import redis
 from langgraph.types import Command
 
 from langgraph_durable import journaled
-from langgraph_durable.hot.effects import TRUST_FIELD
+from langgraph_durable.hot.effect_scripts import TRUST_FIELD
 from langgraph_durable.testing import mongo_server
 
 from ..effects_support import pay_then_approve, service

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from langgraph_durable.durable.retention import TTL_KEY
+from langgraph_durable.durable.retention_docs import TTL_KEY
 
 from .clikit import Cli, build_graph, first_input
 

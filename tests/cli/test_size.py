@@ -1,4 +1,4 @@
-"""``size THREAD`` and ``inspection.size.thread_size``: the bytes of one thread per
+"""``size THREAD`` and ``inspection.thread_size.thread_size``: the bytes of one thread per
 channel, kind of record and tier, checked against lengths measured here independently
 (HSTRLEN of each Redis field, ``bson.encode`` of each MongoDB document)."""
 

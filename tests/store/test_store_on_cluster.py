@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from langgraph_durable import DurableStore
 from langgraph_durable.config import DurableConfig
-from langgraph_durable.hot.store import dirty_keys
+from langgraph_durable.hot.store_scripts import dirty_keys
 from langgraph_durable.io.redis_urls import redis_client_from_url
 from langgraph_durable.testing import unique_options
 

@@ -91,12 +91,12 @@ def test_delete_thread_tombstones_in_redis_before_deleting_in_mongodb() -> None:
                             # gone for readers before MongoDB loses anything (registry 'd')
                             "registry_forget", "Parallel",
                             "DeleteMany", "DeleteMany", "DeleteMany", "DeleteMany",
-                            "DeleteMany",  # the thread summary (durable/summaries.py)
+                            "DeleteMany",  # the thread summary (durable/summary_docs.py)
                             "DeleteMany",
-                            # the effect journal: Redis, then MongoDB (plans/effects.py)
+                            # the effect journal: Redis, then MongoDB (plans/effect_journal.py)
                             "Pipeline", "DeleteMany",
                             # then the thread registry: MongoDB holds none of it, so marked
-                            # deleted if Redis holds no key of it (plans/registry.py)
+                            # deleted if Redis holds no key of it (plans/thread_registry.py)
                             "FindOne", "registry_forget"]
     script = done.ops[2]
     assert isinstance(script, Script)

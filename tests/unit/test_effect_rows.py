@@ -1,4 +1,4 @@
-"""``inspection.effects.model_call``: how the tools (``show``, the dashboard) sum up a
+"""``inspection.effect_view.model_call``: how the tools (``show``, the dashboard) sum up a
 model-call journal entry, decoded strictly as they decode it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from langgraph_durable.inspection.effects import JOURNALED_NOTE, STARTED_NOTE, model_call
+from langgraph_durable.inspection.effect_view import JOURNALED_NOTE, STARTED_NOTE, model_call
 from langgraph_durable.inspection.strict import NotDecoded, strict_serde
 from langgraph_durable.journal.calls import kinds
 

@@ -99,7 +99,7 @@ def test_a_round_copies_its_own_pending_entries_and_acknowledges_them() -> None:
     # own pending (XREADGROUP 0), the records (HMGET: the entries carry their sizes, so
     # no HSTRLEN), two bulk writes (the small channel value is inside its checkpoint's
     # document: no blobs document), the thread summary (read, then one bulk write:
-    # plans/summaries.py), the tombstones, the acknowledgement
+    # plans/summary_upkeep.py), the tombstones, the acknowledgement
     assert done.kinds() == ["Pipeline", "Pipeline", "BulkWrite", "BulkWrite",
                             "Find", "BulkWrite", "Pipeline", "ack_settle"]
     summary = done.ops[5]

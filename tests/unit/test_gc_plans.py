@@ -13,8 +13,8 @@ import pytest
 from langgraph_durable.admin import extref_gc as G
 from langgraph_durable.core.ops import Aggregate, Find, Op, Pipeline, Scan
 from langgraph_durable.core.records import WriteRecord, pack_blob
-from langgraph_durable.plans.effects import Entry
-from langgraph_durable.serde.errors import ExternalRefError
+from langgraph_durable.plans.effect_journal import Entry
+from langgraph_durable.serde.extref_errors import ExternalRefError
 
 from .stepping import context, drive
 

@@ -44,8 +44,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     # folder) or a top-level module of langgraph_durable; "__init__" is the package's
     # own __init__.py (its public names). A unit may import itself and the units of
     # lower rows, never a unit of its own row or of a row above.
-    ("base", ("errors", "config", "_moved"),
-     "the error hierarchy, DurableConfig, the old module names"),
+    ("base", ("errors", "config"),
+     "the error hierarchy, DurableConfig"),
     ("foundations", ("settings", "core", "compaction"),
      "environment settings; operation types, schema, records, items; compaction"),
     ("stores", ("serde", "hot", "durable"),
@@ -75,7 +75,7 @@ DEFERRED_IMPORTS: dict[tuple[str, str], str] = {
     # only read by the type checker (TYPE_CHECKING). "" is the package itself. Anything
     # else of the package is imported at module level. Those marked "redundant" name a
     # module the importer imports at module level already (left to the module's owner).
-    ("", "journal.middleware"): "langchain's agent middleware is the agents extra: "
+    ("", "journal.journal_middleware"): "langchain's agent middleware is the agents extra: "
                                 "ModelJournalMiddleware is imported on first use",
     ("admin.extref_gc", "serde.stores"): "type hint only (BlobStore)",
     ("admin.item_migration", "plans.context"): "type hint only (Context)",
@@ -88,13 +88,13 @@ DEFERRED_IMPORTS: dict[tuple[str, str], str] = {
     ("cli.dashboard", "dashboard.app"): "the dashboard extra (starlette, uvicorn, "
                                         "jinja2) only for the dashboard command",
     ("cli.dashboard", "dashboard.security"): "the same optional extra",
-    ("cli.dashboard", "inspection.actions"): "the graphs' actions only for the dashboard "
+    ("cli.dashboard", "inspection.graph_actions"): "the graphs' actions only for the dashboard "
                                              "command (and after the extra's check)",
-    ("cli.ops", "outbox.worker"): "the worker only for `langgraph-durable flusher`",
-    ("cli.ops", "plans.admin"): "check_prune only for `langgraph-durable prune`",
+    ("cli.operating", "outbox.worker"): "the worker only for `langgraph-durable flusher`",
+    ("cli.operating", "plans.admin"): "check_prune only for `langgraph-durable prune`",
     ("cli.session", "serde"): "a blob store only when a session builds one",
     ("cli.session", "errors"): "only on the error path (an invalid option's message)",
-    ("compaction", "compaction.middleware"):
+    ("compaction", "compaction.agent_middleware"):
         "langchain's agent middleware is the agents extra: imported on first use "
         "(module __getattr__) and for the type checker",
     ("dashboard", "dashboard.app"): "starlette only when the app is built",

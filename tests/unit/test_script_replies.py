@@ -7,8 +7,8 @@ import pytest
 
 from langgraph_durable.core.outbox_entry import OutboxEntry
 from langgraph_durable.errors import ScriptRefused
-from langgraph_durable.hot.effects import BeginReply
-from langgraph_durable.hot.registry import ClaimReply
+from langgraph_durable.hot.effect_scripts import BeginReply
+from langgraph_durable.hot.registry_scripts import ClaimReply
 from langgraph_durable.hot.scripts import (
     AckSettleReply,
     ChainReply,

@@ -1,5 +1,5 @@
-"""The thread summary's merge and its writers' guard (durable/summaries.py,
-plans/summaries.py), without servers: a round of an older checkpoint never moves a
+"""The thread summary's merge and its writers' guard (durable/summary_docs.py,
+plans/summary_upkeep.py), without servers: a round of an older checkpoint never moves a
 summary back, writes that arrive before their checkpoint are kept for it, a replay
 changes nothing, and a writer that lost a race to another reads and merges again."""
 
@@ -9,8 +9,8 @@ import datetime
 from typing import Any
 
 from langgraph_durable.core.ops import BulkWrite, BulkWriteFailed, Find, Op, WriteFailure
-from langgraph_durable.durable import summaries as S
-from langgraph_durable.plans import summaries as P
+from langgraph_durable.durable import summary_docs as S
+from langgraph_durable.plans import summary_upkeep as P
 from langgraph_durable.plans.thread_list import with_status
 
 from .stepping import context, drive

@@ -13,9 +13,9 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable.core.items import MANIFEST_TYPE, Items, packed, parse_stored
 from langgraph_durable.core.records import pack_blob, unpack_blob
-from langgraph_durable.durable import summaries as S
+from langgraph_durable.durable import summary_docs as S
 from langgraph_durable.outbox.rounds import _Decoded, _item
-from langgraph_durable.plans import summaries as P
+from langgraph_durable.plans import summary_upkeep as P
 
 
 class Counting:
@@ -36,7 +36,7 @@ def _stored(messages: list[Any]) -> tuple[bytes, dict[bytes, bytes]]:
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Count the items the summary reads (``plans.summaries._message``)."""
+    """Count the items the summary reads (``plans.summary_upkeep._message``)."""
     reads = [0]
     read = P._message
 

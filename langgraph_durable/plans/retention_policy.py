@@ -2,7 +2,7 @@
 flusher records threads' activity (``activity_plan``, from the outbox entries a round
 copies: no cost on ``put``), operators pin threads and set TTLs, and a bounded sweep
 deletes or prunes the threads whose expiry passed (``sweep_plan``), one sweeper at a time
-across processes. The documents and queries are ``durable/retention.py``'s.
+across processes. The documents and queries are ``durable/retention_docs.py``'s.
 
 What a sweep never takes: a pinned thread; a thread whose newest root checkpoint has an
 unanswered interrupt (an ``__interrupt__`` pending write and no ``__resume__``), with
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.ops import BulkWrite, CommandFailed, Find, FindOne, FindOneAndUpdate, Plan, ask
-from ..durable import retention as R
+from ..durable import retention_docs as R
 from ..errors import CorruptRecordError
 from .admin import delete_thread_plan, flush_wait_plan, prune_plan
 from .context import Context
@@ -94,7 +94,7 @@ def pin_plan(ctx: Context, thread_id: str, pinned: bool) -> Plan[None]:
 
 
 def facts_plan(ctx: Context, thread_id: str) -> Plan[dict[str, Any] | None]:
-    """The thread's retention document (``durable/retention.py``), None when it has none."""
+    """The thread's retention document (``durable/retention_docs.py``), None when it has none."""
     return (yield from ask(FindOne(ctx.collections.retention, {"_id": thread_id})))
 
 

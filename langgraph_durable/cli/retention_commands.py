@@ -1,4 +1,4 @@
-"""Retention by policy from the command line (``DurableConfig.ttl``, ``plans/retention.py``):
+"""Retention by policy from the command line (``DurableConfig.ttl``, ``plans/retention_policy.py``):
 ``retention`` (the policy, the last sweep, the threads due next), ``sweep`` (now, or
 ``--dry-run``), ``pin`` and ``unpin``. The policy comes from ``LGD_TTL`` (JSON, as
 ``langgraph.json``'s ``checkpointer.ttl``) or ``--policy``."""
@@ -15,8 +15,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..config import ThreadTTL
-from ..durable.retention import ThreadRetention
-from ..plans.retention import lease_plan
+from ..durable.retention_docs import ThreadRetention
+from ..plans.retention_policy import lease_plan
 from .browse import JSON
 from .session import CliError, command, confirm, console, echo_json, session_of
 

@@ -1,4 +1,4 @@
-"""The thread summary's plans (``durable/summaries.py`` holds the document): its upkeep by
+"""The thread summary's plans (``durable/summary_docs.py`` holds the document): its upkeep by
 the flusher from what a round copies (``round_facts``, ``upkeep_plan``), its refresh
 from a thread's latest checkpoint (deletes, ``copy_thread``, the rebuild command:
 ``refresh_plan``). A page of the thread list: ``plans/thread_list.py``.
@@ -45,7 +45,7 @@ from ..core.thread_summary import (
     short,
     values_of,
 )
-from ..durable import summaries as S
+from ..durable import summary_docs as S
 from ..errors import CorruptRecordError
 from .context import NO_SERIALIZER, Context
 from .read import page_plan
@@ -307,7 +307,7 @@ def wanted_items(rec: CheckpointRecord | None, blobs: Mapping[str, Typed | None]
 
 
 def readable_docs(docs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Summary documents as readers may use them (``durable.summaries.readable``): a
+    """Summary documents as readers may use them (``durable.summary_docs.readable``): a
     damaged field read as its empty value and the document marked ``stale``, logged
     (WARNING, naming the thread and the fields); a document whose ``thread_id`` is not
     text left out (logged)."""

@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from ..hot.vector_index import VectorIndexSpec, detect_query_engine
-from ..inspection import store as store_info
+from ..inspection import store_view as store_info
 from ..io.drivers import run_sync
 from ..plans.store_vectors import METRICS, IndexState, rebuild_plan, state_key
 from ..store import DurableStore
@@ -33,7 +33,7 @@ NAMESPACE = typer.Argument(..., metavar="NAMESPACE", show_default=False,
 
 def parse_namespace(text: str, *, what: str = "namespace", empty: bool = False
                     ) -> tuple[str, ...]:
-    """``inspection.store.parse_namespace``, its ``ValueError`` as a ``CliError``."""
+    """``inspection.store_view.parse_namespace``, its ``ValueError`` as a ``CliError``."""
     try:
         return store_info.parse_namespace(text, what=what, empty=empty)
     except ValueError as exc:

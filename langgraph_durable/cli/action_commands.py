@@ -11,7 +11,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from ..inspection import actions, audit, render
+from ..inspection import audit, render
+from ..inspection import graph_actions as actions
 from .session import CliError, command, console, echo_json, session_of
 
 GRAPH = typer.Option(..., "--graph", metavar="MODULE:ATTR",

@@ -1,6 +1,6 @@
 """Plans of the thread registry: deciding whether it is complete, registering, forgetting.
 
-A *complete* registry (``hot/registry.py``) lets a read of a thread that Redis holds no
+A *complete* registry (``hot/registry_scripts.py``) lets a read of a thread that Redis holds no
 checkpoint of answer "no such thread" without MongoDB, so a new conversation starts while
 MongoDB is down. The invariant that makes this safe: **every thread either tier holds a
 checkpoint of is a field of its partition's registry, once that registry is complete.**
@@ -42,7 +42,7 @@ from collections import defaultdict
 
 from ..core.ops import Aggregate, FindOne, Parallel, Pipeline, Plan, Scan, ask
 from ..hot.keys import EPOCH_FIELD
-from ..hot.registry import COMPLETE, PARTIAL, claim_op, decide_op, forget_op
+from ..hot.registry_scripts import COMPLETE, PARTIAL, claim_op, decide_op, forget_op
 from .context import Context
 from .threads import hot_thread_ids, hot_thread_pattern
 

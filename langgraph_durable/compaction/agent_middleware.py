@@ -30,9 +30,9 @@ from ._options import (
     token_threshold,
 )
 from .base import BaseCompactor, logger
-from .memory import MemoryNamespace
+from .folded_memory import MemoryNamespace
+from .schemas import CompactionInfo, TokenCounter
 from .sliding import SlidingWindow
-from .state import CompactionInfo, TokenCounter
 from .summary import DEFAULT_SUMMARY_MESSAGE, DEFAULT_SUMMARY_PROMPT, SummaryBuffer
 
 

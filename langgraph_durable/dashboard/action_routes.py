@@ -11,9 +11,10 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from ..inspection import actions, audit, lookup, render, timeline
+from ..inspection import audit, lookup, render, timeline
+from ..inspection import graph_actions as actions
 from ..inspection.timeline import RUNNING_WINDOW_S
-from . import runs
+from . import run_executor as runs
 
 log = logging.getLogger("langgraph_durable.dashboard")
 

@@ -1,11 +1,11 @@
-"""``size THREAD``: how many bytes one thread takes in each tier (``inspection.size``)."""
+"""``size THREAD``: how many bytes one thread takes in each tier (``inspection.thread_size``)."""
 
 from __future__ import annotations
 
 import typer
 from rich.table import Table
 
-from ..inspection.size import ThreadSize, thread_size
+from ..inspection.thread_size import ThreadSize, thread_size
 from .browse import JSON, THREAD
 from .session import command, console, echo_json, session_of
 

@@ -5,7 +5,7 @@ answers), copy them to MongoDB (the flusher, ``outbox/rounds.py``) and sweep exp
 ones.
 
 Read-your-writes: every record MongoDB may lack is in its partition's unflushed index
-(``hot/store.py``) from the put until the flusher wrote it to MongoDB, and is taken out
+(``hot/store_scripts.py``) from the put until the flusher wrote it to MongoDB, and is taken out
 only after that write (STORE_SETTLE). A read of many items (search:
 ``plans/store_search.py``; list_namespaces) reads the unflushed index first and MongoDB
 second, so an item settled in between is in MongoDB's answer; an item the unflushed
@@ -32,9 +32,9 @@ from ..core.store_records import (
     split_field,
     store_tid,
 )
-from ..durable import store as S
+from ..durable import store_docs as S
 from ..errors import OutboxFullError, ScriptRefused
-from ..hot.store import (
+from ..hot.store_scripts import (
     StoreKeys,
     StorePutArgs,
     dirty_keys,

@@ -1,7 +1,7 @@
 """The dashboard's Memory page as plain data: the long-term memory store's
 (``DurableStore``) namespaces with their item counts, and one namespace's items (key,
 value, created and updated), read through LangGraph's ``BaseStore`` API (both tiers:
-unflushed items too) with the tools' strict decoding (``inspection.store``). Blocking
+unflushed items too) with the tools' strict decoding (``inspection.store_view``). Blocking
 reads: the app runs them in a worker thread. No HTML here: the templates escape it all."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..inspection.store import parse_namespace, tool_store_serde
+from ..inspection.store_view import parse_namespace, tool_store_serde
 from ..store import DurableStore
 from .views import value_view
 

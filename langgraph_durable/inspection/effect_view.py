@@ -6,7 +6,7 @@ the model-call journal (``langgraph_durable.journal``) recognised and summed up:
 call number, tokens, a preview of the answer, instead of the raw record.
 
 What is not known at rest: whether, or how often, an entry was replayed. A replay reads the
-entry and writes nothing (``plans.effects.begin_plan``: one round trip); only the process
+entry and writes nothing (``plans.effect_journal.begin_plan``: one round trip); only the process
 metrics count replays (``saver.stats()["model_calls"]``, the OpenTelemetry counter
 ``langgraph_durable.model_calls.replayed``). A journaled model call is shown as what it
 is: an answer a re-execution of its task returns without calling the model.
@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import TierUnavailableError
-from ..plans.effects import MODEL_CALL_PREFIX as EFFECT_PREFIX
-from ..plans.effects import Entry, journal_plan
+from ..plans.effect_journal import MODEL_CALL_PREFIX as EFFECT_PREFIX
+from ..plans.effect_journal import Entry, journal_plan
 from . import render
 from .strict import NotDecoded
 from .tolerant import Undecodable

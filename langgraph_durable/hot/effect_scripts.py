@@ -3,7 +3,7 @@
 The journal of a thread is the hash ``ThreadKeys.fx`` (``<tag>:fx``, in the thread's slot):
 field ``task_ns NUL task_id NUL name NUL n`` (``n`` = the call number of ``name`` within
 the task's execution) -> *entry*: 8 decimal digits of version (1, 2, ... per write of the
-field), one state letter, then a msgpack body (``plans/effects.py``):
+field), one state letter, then a msgpack body (``plans/effect_journal.py``):
 
 =====  ==============================================================================
 state  meaning

@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 from ..core.store_records import SEP
-from ..durable.store import live_query
-from ..hot.store import dirty_keys
+from ..durable.store_docs import live_query
+from ..hot.store_scripts import dirty_keys
 from ..plans.context import Context
 from ..plans.store_vectors import IndexState, state_key
 from ..serde.external import ExternalRefSerializer

@@ -15,10 +15,10 @@ from ..admin.extref_gc import collect_saver_garbage
 from ..core.records import SCHEMA_VERSION
 from ..errors import TierUnavailableError
 from ..inspection import health, lookup, render, storage
-from ..inspection import store as store_info
+from ..inspection import store_view as store_info
 from ..io.drivers import run_sync
 from ..plans import binding, migrations
-from ..plans import registry as registry_plans
+from ..plans import thread_registry as registry_plans
 from ..plans.migrations import check_owner_plan, deployed_version_plan
 from ..runtime.startup import WHO
 from . import migrate_passes

@@ -1,6 +1,6 @@
 """The retention methods of a ``DurableSaver`` (``DurableConfig.ttl``): pin and unpin a
 thread, set its TTL, read its facts, list the threads due next, sweep now. Each is one
-delegation to a plan of ``plans/retention.py`` on the saver's runtime (sync and async
+delegation to a plan of ``plans/retention_policy.py`` on the saver's runtime (sync and async
 twins); the saver inherits them (``saver.py`` keeps LangGraph's contract)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..core.records import check_id
-from ..durable.retention import ThreadRetention, check_minutes
+from ..durable.retention_docs import ThreadRetention, check_minutes
 from ..errors import CorruptRecordError
-from ..plans import retention as P
+from ..plans import retention_policy as P
 from ..plans.context import Context
 from .base import SaverRuntime
 
@@ -39,7 +39,7 @@ def _readable(docs: Iterable[Mapping[str, Any]]) -> list[ThreadRetention]:
 
 
 class RetentionMethods:
-    """Retention by policy on the saver (see ``plans/retention.py`` for what a sweep
+    """Retention by policy on the saver (see ``plans/retention_policy.py`` for what a sweep
     takes and keeps)."""
 
     _runtime: SaverRuntime

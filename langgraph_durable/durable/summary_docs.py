@@ -1,6 +1,6 @@
 """The thread summary (sans-I/O): one document per thread in ``<collection_prefix>threads``
 holding what the thread list shows and filters on, so a page of it is one indexed query
-whatever the tier. Kept by the flusher (``plans/summaries.py``), refreshed by deletes,
+whatever the tier. Kept by the flusher (``plans/summary_upkeep.py``), refreshed by deletes,
 rebuilt by ``langgraph-durable threads --rebuild-summary``.
 
 The document of a thread (its root namespace's latest checkpoint; subgraph namespaces do

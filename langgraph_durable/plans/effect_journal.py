@@ -2,7 +2,7 @@
 an effect, journal its outcome, copy journal entries to MongoDB (the flusher), and the
 journal's part of ``delete_thread``, ``delete_for_runs``/``prune`` and ``copy_thread``.
 
-Redis holds a thread's journal in its ``fx`` hash (format in ``hot/effects.py``); MongoDB
+Redis holds a thread's journal in its ``fx`` hash (format in ``hot/effect_scripts.py``); MongoDB
 in the collection ``<collection_prefix>effects``, one document per effect with ``_id`` =
 ``doc_id(thread_id, task_ns, task_id, name, n)`` and the entry's version ``v``: an upsert
 replaces only an older version, so replaying an outbox entry, or a stalled flusher
@@ -29,7 +29,7 @@ from ..errors import (
     ScriptRefused,
     TierUnavailableError,
 )
-from ..hot.effects import TRUST_FIELD, begin_op, end_op
+from ..hot.effect_scripts import TRUST_FIELD, begin_op, end_op
 from .context import Context
 from .fence import bulk_ignoring_newer, stream_ms
 from .write import replicated
@@ -38,12 +38,12 @@ FX_KIND = "fx"
 """Kind of the outbox entries of the journal (beside ``"cp"`` and ``"w"``)."""
 
 STATES = {"s": "started", "d": "done", "e": "failed", "c": "cleared"}
-"""Entry state letter -> name (``hot/effects.py``)."""
+"""Entry state letter -> name (``hot/effect_scripts.py``)."""
 
 MODEL_CALL_PREFIX = "model:"
 """The journal's names of journaled model calls (``langgraph_durable.journal``): ``"model:"
 + name`` (the name given to ``journaled``/``ModelJournalMiddleware``, else the model's
-identity). The operator's tools (``inspection.effects``) tell model-call entries by it."""
+identity). The operator's tools (``inspection.effect_view``) tell model-call entries by it."""
 
 
 def collection(ctx: Context) -> str:

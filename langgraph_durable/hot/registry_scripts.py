@@ -8,7 +8,7 @@ field ``EPOCH_FIELD`` -> ``"<state> <nonce>"``. Only a registry whose state is
 registry lacks is in neither tier, so a read of it needs no MongoDB.
 The epoch lives in the same hash as the thread_ids, so a Redis that lost its data (or
 evicted the hash) loses both together: the hash PUT then recreates has no epoch, and a miss
-asks MongoDB again. How a registry becomes complete is ``plans/registry.py``.
+asks MongoDB again. How a registry becomes complete is ``plans/thread_registry.py``.
 """
 
 from __future__ import annotations
