@@ -6,9 +6,10 @@ Read through pydantic-settings:
   URLs, ``langgraph-durable``, ``python -m langgraph_durable.outbox.worker``);
 - ``S3_ENDPOINT_URL``: the endpoint of every ``S3BlobStore`` built without a client or an
   explicit ``endpoint_url`` (then boto3's own ``AWS_ENDPOINT_URL*`` rules apply);
-- ``LGD_<FIELD>`` for every ``DurableConfig`` field (``LGD_KEY_PREFIX``,
-  ``LGD_FLUSH_INTERVAL_S``, ``LGD_WRITE_CONCERN_W``, ...); an ``S3BlobStore`` reads two
-  of them itself, ``LGD_BLOB_TIMEOUT_S`` and ``LGD_BLOB_RETRIES`` (``blob_bounds``).
+- ``LGD_<FIELD>`` for every ``DurableConfig`` field, i.e. every keyword option of
+  ``config/options.py``, whatever its group (``LGD_KEY_PREFIX``, ``LGD_FLUSH_INTERVAL_S``,
+  ``LGD_WRITE_CONCERN_W``, ``LGD_TTL`` as JSON, ...); an ``S3BlobStore`` reads two of them
+  itself, ``LGD_BLOB_TIMEOUT_S`` and ``LGD_BLOB_RETRIES`` (``blob_bounds``).
 
 How a saver's configuration is chosen (``resolve_config``), one rule everywhere:
 
@@ -27,12 +28,14 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .config import DurableConfig
+from .config.options import CLIENT_OPTIONS
 from .errors import ConfigurationError
 
 
@@ -117,7 +120,8 @@ def env_options() -> dict[str, Any]:
     return {name: getattr(env, name) for name in env.model_fields_set}
 
 
-def resolve_config(config: DurableConfig | None, options: dict[str, Any]) -> DurableConfig:
+def resolve_config(config: DurableConfig | None,
+                   options: Mapping[str, Any]) -> DurableConfig:
     """The configuration a saver uses (the module docstring has the rule). Raises
     ``ConfigurationError`` for ``config=`` together with keyword options and for a bad
     ``LGD_*`` variable, pydantic's ``ValidationError`` for an invalid keyword option."""
@@ -131,12 +135,28 @@ def resolve_config(config: DurableConfig | None, options: dict[str, Any]) -> Dur
     return DurableConfig(**{**env_options(), **options})
 
 
-def saver_config(config: DurableConfig | None, options: dict[str, Any]) -> DurableConfig:
+def saver_config(config: DurableConfig | None, options: Mapping[str, Any], *,
+                 builds_clients: bool = True) -> DurableConfig:
     """``resolve_config`` for the library's constructors (``DurableSaver(...)``,
     ``from_urls``): an unknown or invalid keyword option raises ``ConfigurationError``
     naming it, with the closest option name for a misspelling (``flush_intervl_s=1``: did
     you mean ``flush_interval_s``?) and the allowed form of a bad ``key_prefix``, as for
-    ``LGD_*`` variables (the CLI and the worker report pydantic's errors as flags)."""
+    ``LGD_*`` variables (the CLI and the worker report pydantic's errors as flags).
+
+    ``builds_clients=False`` (``DurableSaver(redis, mongo, ...)``, given clients): a
+    keyword option of ``ClientOptions`` (``redis_max_connections``, ``socket_timeout_s``,
+    ``server_selection_timeout_s``) raises ``ConfigurationError`` too, since it would
+    configure nothing. Set in ``config=`` or ``LGD_*`` it is accepted (and unused), as
+    before: one environment serves every saver of a process."""
+    if not builds_clients:
+        unused = sorted(CLIENT_OPTIONS & set(options))
+        if unused:
+            raise ConfigurationError(
+                f"option(s) {', '.join(f'{n}={options[n]!r}' for n in unused)} only "
+                "configure the clients DurableSaver.from_urls builds: DurableSaver(redis, "
+                "mongo, ...) uses the clients given, so set them there (redis.Redis("
+                "socket_timeout=..., max_connections=...), MongoClient("
+                "serverSelectionTimeoutMS=...)) or use DurableSaver.from_urls")
     try:
         return resolve_config(config, options)
     except ValidationError as exc:

@@ -15,9 +15,10 @@ from typing import Any, TypeVar
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
-from typing_extensions import Self
+from typing_extensions import Self, Unpack
 
 from ..config import DurableConfig
+from ..config.options import FromUrlsOptions, SaverOptions
 from ..core.items import items_for
 from ..core.state_versions import StateMigration, StateVersions, as_migrations
 from ..errors import ConfigurationError
@@ -59,7 +60,7 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
         config: DurableConfig | None = None,
         meter_provider: Any = None,
         state_migrations: Mapping[int, Any] | None = None,
-        **options: Any,
+        **options: Unpack[SaverOptions],
     ) -> None:
         super().__init__(serde=serde)
         for name, given in (("redis", redis), ("mongo", mongo), ("async_redis", async_redis),
@@ -72,7 +73,8 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
         migrations = as_migrations(state_migrations)  # checked before clients are made
         self._hold(SaverRuntime.from_clients(
             redis, mongo, async_redis=async_redis, async_mongo=async_mongo,
-            config=saver_config(config, options), meter_provider=meter_provider), migrations)
+            config=saver_config(config, options, builds_clients=False),
+            meter_provider=meter_provider), migrations)
 
     def _hold(self, runtime: SaverRuntime,
               migrations: Mapping[int, StateMigration] | None = None) -> None:
@@ -140,7 +142,8 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
     def from_urls(
         cls, redis_url: str, mongo_url: str, *, serde: SerializerProtocol | None = None,
         config: DurableConfig | None = None, meter_provider: Any = None,
-        state_migrations: Mapping[int, Any] | None = None, **options: Any,
+        state_migrations: Mapping[int, Any] | None = None,
+        **options: Unpack[FromUrlsOptions],
     ) -> Self:
         """A saver with its own clients for ``redis_url`` and ``mongo_url``: sync clients
         now, asyncio clients made on first async use in each event loop. Use it as a
@@ -170,7 +173,7 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
         cls, redis_url: str | None = None, mongo_url: str | None = None, *,
         serde: SerializerProtocol | None = None, config: DurableConfig | None = None,
         meter_provider: Any = None, state_migrations: Mapping[int, Any] | None = None,
-        **options: Any,
+        **options: Unpack[FromUrlsOptions],
     ) -> Self:
         """The ``from_conn_string`` of LangGraph's savers (``PostgresSaver``,
         ``RedisSaver``, ``MongoDBSaver``), for both APIs in one: use it as

@@ -35,9 +35,9 @@ from langgraph.store.base import (
     tokenize_path,
     validate_op_namespace,
 )
-from typing_extensions import Self
+from typing_extensions import Self, Unpack
 
-from ..config import DurableConfig
+from ..config import DurableConfig, StoreFromUrlsOptions
 from ..core.item_versions import ItemVersions, store_item_versions
 from ..core.ops import Plan
 from ..core.state_versions import as_migrations
@@ -217,7 +217,7 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
                   config: DurableConfig | None = None, meter_provider: Any = None,
                   clock: Clock | None = None, vector_algorithm: str = "FLAT",
                   state_migrations: Mapping[int, Any] | None = None,
-                  **options: Any) -> Self:
+                  **options: Unpack[StoreFromUrlsOptions]) -> Self:
         """A store with its own clients and flusher for ``redis_url`` and ``mongo_url``,
         configured as ``DurableSaver.from_urls`` is (``config`` or keyword ``options``
         over ``LGD_*`` variables; the database from the URL). Use it with ``with`` or
