@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -221,3 +222,14 @@ def test_mypy_rejects_a_misspelt_option_and_a_wrong_type(tmp_path: pathlib.Path)
     assert 'Unexpected keyword argument "socket_timeout_s"' in lines[6]
     assert '"durability"' in lines[7] and "Literal['write_behind', 'strict']" in lines[7]
     assert '"hot_ttl_s"' in lines[8] and 'type "float"; expected "int"' in lines[8]
+
+
+def test_readme_lists_every_option_under_its_group() -> None:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    for group in O.OPTION_GROUPS:
+        head = f" (`{group.__name__}`)\n"
+        assert section.count(head) == 1, group.__name__
+        table = section.split(head, 1)[1].strip("\n").split("\n\n", 1)[0]
+        listed = re.findall(r"^\| `([a-z_]+)` \|", table, flags=re.MULTILINE)
+        assert listed == list(group.__annotations__), group.__name__
