@@ -17,8 +17,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from typing_extensions import Self, Unpack
 
-from ..config import DurableConfig
-from ..config.options import FromUrlsOptions, SaverOptions
+from ..config import DurableConfig, FromUrlsOptions, SaverOptions
 from ..core.items import items_for
 from ..core.state_versions import StateMigration, StateVersions, as_migrations
 from ..errors import ConfigurationError
@@ -43,7 +42,13 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
     """Construction, serializer and lifecycle of a ``DurableSaver`` (see there for the
     arguments): it holds a ``SaverRuntime`` (``runtime``, shared with its
     ``with_allowlist`` copies) and its own ``context`` (the runtime's with this saver's
-    serializer)."""
+    serializer).
+
+    The keyword ``options`` are typed (``config/options.py``, where each is documented):
+    ``SaverOptions`` for ``DurableSaver(redis, mongo, ...)``, whose ``ClientOptions``
+    (``redis_max_connections``, ``socket_timeout_s``, ``server_selection_timeout_s``)
+    would configure nothing and raise ``ConfigurationError``; ``FromUrlsOptions`` for
+    ``from_urls`` and ``from_conn_string``."""
 
     _runtime: SaverRuntime
     _ctx: Context
@@ -152,8 +157,9 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
         ``InMemorySaver()`` is), it sets itself up on its first call the same way, and
         ``close()`` drains and closes.
 
-        The configuration is ``config`` or the keyword ``options`` over ``LGD_*``
-        environment variables (``langgraph_durable.settings``); the database is the one in
+        The configuration is ``config`` or the keyword ``options`` (``FromUrlsOptions``,
+        every ``DurableConfig`` field) over ``LGD_*`` environment variables
+        (``langgraph_durable.settings``); the database is the one in
         ``mongo_url`` (``mongodb://h:p/myappdb``) unless ``database`` is given. Raises
         ``ConfigurationError`` for ``config`` together with ``options``, for an unknown
         or invalid option (naming it, with the closest option name), for a ``mongo_url``
