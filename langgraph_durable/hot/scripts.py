@@ -24,13 +24,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from ..core.ops import RedisReply, Script
+from ..core.ops import RedisReply, Refusal, Script
 from . import lua
 from .effect_scripts import EFFECT_SCRIPTS
 from .registry_scripts import REGISTRY_SCRIPTS
 from .store_scripts import STORE_SCRIPTS
 
-WRITE_REFUSALS = frozenset({"OUTBOX_FULL", "DELETED", "UNKNOWN", "STALE_HEAD", "MISSING_ITEMS"})
+WRITE_REFUSALS = frozenset({Refusal.OUTBOX_FULL, Refusal.DELETED, Refusal.UNKNOWN,
+                            Refusal.STALE_HEAD, Refusal.MISSING_ITEMS})
 """The codes PUT and PUT_WRITES refuse with (``put.lua``'s header): raised as
 ``errors.ScriptRefused`` whose ``detail`` is the checkpoint_id (UNKNOWN, STALE_HEAD), the
 deletion time in ms (DELETED), the count of missing items (MISSING_ITEMS) or empty."""

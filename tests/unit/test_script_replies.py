@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
 import ormsgpack
 import pytest
 
+from langgraph_durable.core.ops import Refusal
 from langgraph_durable.core.outbox_entry import OutboxEntry
 from langgraph_durable.errors import ScriptRefused
 from langgraph_durable.hot.effect_scripts import BeginReply
 from langgraph_durable.hot.registry_scripts import ClaimReply
 from langgraph_durable.hot.scripts import (
+    SCRIPTS,
+    WRITE_REFUSALS,
     AckSettleReply,
     ChainReply,
     ChainRow,
@@ -70,6 +75,17 @@ def test_a_refusal_splits_its_code_from_its_detail() -> None:
     assert (r.script, r.code, r.detail) == ("put", "STALE_HEAD", "1ef-cid")
     assert (ScriptRefused.parse("put", "OUTBOX_FULL").code,
             ScriptRefused.parse("put", "OUTBOX_FULL").detail) == ("OUTBOX_FULL", "")
+
+
+def test_a_refusal_code_is_its_enum_member_and_the_lua_refuses_with_no_other() -> None:
+    code = ScriptRefused.parse("put", "STALE_HEAD 1ef-cid").code
+    assert code == Refusal.STALE_HEAD
+    assert code in WRITE_REFUSALS and "OUTBOX_FULL" in frozenset({Refusal.OUTBOX_FULL})
+    assert [m.name for m in Refusal] == [m.value for m in Refusal] == [
+        "OUTBOX_FULL", "DELETED", "UNKNOWN", "STALE_HEAD", "MISSING_ITEMS"]
+    in_lua = {c for src in SCRIPTS.values()
+              for c in re.findall(r"redis\.error_reply\('([A-Z_]+)", src)}
+    assert in_lua == {m.value for m in Refusal}
 
 
 def test_an_outbox_entry_packs_to_the_bytes_earlier_versions_wrote() -> None:
