@@ -26,7 +26,9 @@ from typing import NamedTuple
 
 from ..core.ops import RedisReply, Refusal, Script
 from . import lua
+from .binding_scripts import BINDING_SCRIPTS
 from .effect_scripts import EFFECT_SCRIPTS
+from .flusher_scripts import FLUSHER_SCRIPTS
 from .registry_scripts import REGISTRY_SCRIPTS
 from .store_scripts import STORE_SCRIPTS
 
@@ -45,8 +47,13 @@ SCRIPTS = {
     **REGISTRY_SCRIPTS,
     **EFFECT_SCRIPTS,
     **STORE_SCRIPTS,
+    **FLUSHER_SCRIPTS,
+    **BINDING_SCRIPTS,
 }
-"""Script name -> final Lua source (``hot.lua.source``), registered once per client."""
+"""Script name -> final Lua source (``hot.lua.source``), registered once per client: every
+script of ``hot/lua`` (the thread registry's, the effect journal's, the memory store's,
+the flusher's (``flusher_scripts.py``) and the key prefix's binding
+(``binding_scripts.py``) besides this module's)."""
 
 
 # --------------------------------------------------------------------------- arguments
