@@ -17,7 +17,18 @@ from dataclasses import dataclass
 
 import ormsgpack
 
-from ..core.ops import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, Sleep, UpdateDoc, ask
+from ..core.ops import (
+    DeleteMany,
+    Doc,
+    Find,
+    FindOne,
+    Pipeline,
+    Plan,
+    Refusal,
+    Sleep,
+    UpdateDoc,
+    ask,
+)
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, Typed, member
 from ..durable import documents as D
@@ -243,7 +254,7 @@ def begin_plan(ctx: Context, ref: EffectRef, started: Entry) -> Plan[Entry | Non
                 floor=int(doc["v"]) if doc else 0, checked=True, known=live,
                 hot_ttl_s=ctx.config.hot_ttl_s))
     except ScriptRefused as refusal:
-        if refusal.code != "OUTBOX_FULL":
+        if refusal.code != Refusal.OUTBOX_FULL:
             raise
         raise OutboxFullError(
             f"outbox {ctx.outbox_of(ref.thread_id)!r} holds its share of max_outbox="
