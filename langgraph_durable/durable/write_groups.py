@@ -135,6 +135,16 @@ def upsert_group(doc: Doc) -> UpdateDoc:
     return UpdateDoc(target(doc), update, upsert=True)
 
 
+def calls_stored_before(thread_id: str, ns: str, checkpoint_id: str, task_ids: Sequence[str],
+                        at_ms: int) -> dict[str, object]:
+    """Filter of the call documents (``WRITES_GROUP_VERSION``) of the tasks ``task_ids``
+    on checkpoint ``(thread_id, ns, checkpoint_id)`` stored at or before ``at_ms``
+    (``put_ms``)."""
+    return {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id,
+            "task_id": {"$in": task_ids}, "v": WRITES_GROUP_VERSION,
+            "put_ms": {"$not": {"$gt": at_ms}}}
+
+
 def upsert_any(doc: Doc) -> WriteModel:
     """The upsert of a writes document of either form (``upsert_group`` or
     ``documents.upsert_write``)."""

@@ -455,7 +455,7 @@ def upkeep_plan(ctx: Context, facts: Mapping[str, S.Facts]) -> Plan[int]:
     written = 0
     cols = ctx.collections
     for _attempt in range(ATTEMPTS):
-        prevs = yield Find(cols.threads, {"_id": {"$in": [S.summary_id(t) for t in todo]}})
+        prevs = yield Find(cols.threads, S.summaries_of(todo))
         by_id = {d["_id"]: d for d in prevs}  # (by _id: a damaged thread_id is no key)
         docs: list[tuple[str, dict[str, Any], Any]] = []
         for tid, f in todo.items():
