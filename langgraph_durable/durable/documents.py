@@ -182,6 +182,12 @@ def ids_in(ids: Sequence[object]) -> dict[str, object]:
     return {"_id": {"$in": ids}}
 
 
+def after_id(query: Mapping[str, object], after: object) -> dict[str, object]:
+    """``query`` of the documents with ``_id`` above ``after`` (a scan's or a migration's
+    cursor, in ``_id`` order): ``{"$and": [query, {"_id": {"$gt": after}}]}``."""
+    return {"$and": [query, {"_id": {"$gt": after}}]}
+
+
 # ------------------------------------------------------------------------ to documents
 
 

@@ -51,12 +51,6 @@ def newer_query() -> dict[str, object]:
     return {"v": {"$gt": NEWEST_DOCUMENT_VERSION}}
 
 
-def after_id(query: dict[str, object], after: object) -> dict[str, object]:
-    """``query`` of the documents with ``_id`` above ``after`` (a migration's cursor):
-    ``{"$and": [query, {"_id": {"$gt": after}}]}``."""
-    return {"$and": [query, {"_id": {"$gt": after}}]}
-
-
 def cursor_saved(after: object, now: datetime.datetime,
                  target: int | None = None) -> dict[str, object]:
     """Update of a migration's cursor document: ``after`` (the last ``_id`` done), the

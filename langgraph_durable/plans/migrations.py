@@ -38,6 +38,7 @@ from ..core.schema import DOCUMENT_STEPS as DOCUMENT_STEPS  # re-exported for co
 from ..core.schema import ENVELOPE_STEPS as ENVELOPE_STEPS
 from ..core.schema import NEWEST_DOCUMENT_VERSION, SCHEMA_VERSION, upgrade_document
 from ..core.schema import upgrade_envelope as upgrade_envelope
+from ..durable import documents as D
 from ..durable import meta_docs as Meta
 from ..durable.meta_docs import SCHEMA_DOC_ID as SCHEMA_DOC_ID  # (inspection/health.py)
 from ..errors import ConfigurationError, SchemaVersionError
@@ -176,7 +177,7 @@ def migrate_plan(ctx: Context, *, batch_size: int = 500,
                 return done
             q = Meta.old_query()
             if after is not None:
-                q = Meta.after_id(q, after)
+                q = D.after_id(q, after)
             docs = yield Find(name, q, sort=[("_id", 1)], limit=batch_size)
             if not docs:
                 yield Mongo(cols.meta, "delete_one", ({"_id": _cursor_id(kind)},))

@@ -135,7 +135,7 @@ def test_the_other_documents_queries() -> None:
     now = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
     assert Meta.cursor_saved("x", now, 1) == {"$set": {"after": "x", "target": 1, "at": now}}
     assert Meta.cursor_saved("x", now) == {"$set": {"after": "x", "at": now}}
-    assert Meta.after_id({"v": 1}, "x") == {"$and": [{"v": 1}, {"_id": {"$gt": "x"}}]}
+    assert D.after_id({"v": 1}, "x") == {"$and": [{"v": 1}, {"_id": {"$gt": "x"}}]}
 
 
 def _operator_literals(path: Path) -> list[str]:
