@@ -12,6 +12,7 @@ from pathlib import Path
 from langgraph_durable.durable import checkpoint_queries as Q
 from langgraph_durable.durable import documents as D
 from langgraph_durable.durable import effect_docs as F
+from langgraph_durable.durable import footprint_queries as Size
 from langgraph_durable.durable import meta_docs as Meta
 from langgraph_durable.durable import retention_docs as R
 from langgraph_durable.durable import store_docs as S
@@ -136,6 +137,20 @@ def test_the_other_documents_queries() -> None:
     assert Meta.cursor_saved("x", now, 1) == {"$set": {"after": "x", "target": 1, "at": now}}
     assert Meta.cursor_saved("x", now) == {"$set": {"after": "x", "at": now}}
     assert D.after_id({"v": 1}, "x") == {"$and": [{"v": 1}, {"_id": {"$gt": "x"}}]}
+
+
+def test_the_admin_passes_and_the_storage_figures_queries() -> None:
+    assert G.per_write_docs() == {"idx": {"$exists": True}, "chunked": {"$exists": False},
+                                  "v": {"$in": [1, 3]}}
+    assert G.per_write_docs("x")["_id"] == {"$gt": "x"}
+    assert Size.collection_size() == [{"$group": {
+        "_id": None, "n": {"$sum": 1}, "b": {"$sum": {"$bsonSize": "$$ROOT"}}}}]
+    assert Size.size_per_thread(["t"]) == [
+        {"$match": {"thread_id": {"$in": ["t"]}}},
+        {"$group": {"_id": "$thread_id", "n": {"$sum": 1},
+                    "bytes": {"$sum": {"$bsonSize": "$$ROOT"}}}}]
+    assert Size.thread_size("t", writes=True)[1]["$group"]["n"] == {
+        "$sum": {"$cond": [{"$isArray": "$writes"}, {"$size": "$writes"}, 1]}}
 
 
 def _operator_literals(path: Path) -> list[str]:
