@@ -17,21 +17,11 @@ from dataclasses import dataclass
 
 import ormsgpack
 
-from ..core.ops import (
-    DeleteMany,
-    Doc,
-    Find,
-    FindOne,
-    Pipeline,
-    Plan,
-    Refusal,
-    Sleep,
-    UpdateDoc,
-    ask,
-)
+from ..core.ops import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, Refusal, Sleep, ask
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, Typed, member
 from ..durable import documents as D
+from ..durable import effect_docs as F
 from ..errors import (
     CorruptRecordError,
     EffectCheckpointError,
@@ -305,7 +295,7 @@ def _strict_plan(ctx: Context, ref: EffectRef, stored: bytes, at_ms: int) -> Pla
     if ctx.config.durability != "strict":
         return
     doc = effect_doc(ref.thread_id, ref.field, stored, at_ms)
-    yield from bulk_ignoring_newer(collection(ctx), [effect_upsert(doc)])
+    yield from bulk_ignoring_newer(collection(ctx), [F.effect_upsert(doc)])
 
 
 def effect_doc(thread_id: str, field: str, raw: bytes, put_ms: int) -> Doc:
@@ -321,15 +311,6 @@ def effect_doc(thread_id: str, field: str, raw: bytes, put_ms: int) -> Doc:
         "state": STATES[entry.state], "v": entry.version, "raw": raw, "at_ms": entry.at_ms,
         "put_ms": put_ms,
     }
-
-
-def effect_upsert(doc: Doc) -> UpdateDoc:
-    """Upsert of a journal document replacing only an older version (a newer one stored:
-    duplicate key error, ignored by ``bulk_ignoring_newer``); its filter holds
-    ``thread_id``, the shard key."""
-    fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
-    return UpdateDoc({"_id": doc["_id"], "thread_id": doc["thread_id"], "v": {"$lt": doc["v"]}},
-                     {"$set": fields, "$setOnInsert": {"put_ms": doc["put_ms"]}}, upsert=True)
 
 
 def flush_effects_plan(ctx: Context, entries: Sequence[tuple[bytes, str, OutboxEntry]]
@@ -354,7 +335,7 @@ def flush_effects_plan(ctx: Context, entries: Sequence[tuple[bytes, str, OutboxE
             if raw is not None:  # None: deleted since
                 docs.append(effect_doc(tid, f, bytes(raw), at[(tid, f)]))
     if docs:
-        yield from bulk_ignoring_newer(collection(ctx), [effect_upsert(d) for d in docs])
+        yield from bulk_ignoring_newer(collection(ctx), [F.effect_upsert(d) for d in docs])
     ttl = ctx.config.hot_ttl_s
     cmds: list[list[object]] = [["HGETALL", ctx.keys(t).gone] for t in threads]
     if ttl > 0:
@@ -365,7 +346,7 @@ def flush_effects_plan(ctx: Context, entries: Sequence[tuple[bytes, str, OutboxE
             if max(gone[d["thread_id"]].get("*", 0), gone[d["thread_id"]].get(d["member"], 0))
             > at[(d["thread_id"], _field_of(d))]]
     if back:
-        yield DeleteMany(collection(ctx), {"_id": {"$in": back}})
+        yield DeleteMany(collection(ctx), D.ids_in(back))
     return len(docs)
 
 
@@ -393,7 +374,7 @@ def remove_effects_plan(ctx: Context, thread_id: str, members: Sequence[str]) ->
             and member(*_checkpoint_of(bytes(raw))) in gone]
     if drop:
         yield Pipeline([["HDEL", fx, *drop]])
-    yield DeleteMany(collection(ctx), {"thread_id": thread_id, "member": {"$in": list(gone)}})
+    yield DeleteMany(collection(ctx), F.effects_of_members(thread_id, gone))
 
 
 def _checkpoint_of(raw: bytes) -> tuple[str, str]:
@@ -411,7 +392,7 @@ def copy_effects_plan(ctx: Context, source: str, target: str, now_ms: int) -> Pl
         d["_id"] = D.doc_id(target, d["task_ns"], d["task_id"], d["name"], d["n"])
         d["put_ms"] = now_ms
     if docs:
-        yield from bulk_ignoring_newer(collection(ctx), [effect_upsert(d) for d in docs])
+        yield from bulk_ignoring_newer(collection(ctx), [F.effect_upsert(d) for d in docs])
     yield Pipeline([["DEL", ctx.keys(target).fx]])
     return len(docs)
 
