@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import (
 from langgraph.store.base import IndexConfig, TTLConfig
 
 from .admin.extref_gc import acollect_saver_garbage, collect_saver_garbage
+from .core.drive import Steps
 from .core.ops import Plan
 from .core.records import check_id, check_ids
 from .errors import CorruptRecordError
@@ -354,51 +355,37 @@ class DurableSaver(SaverLifecycle, RetentionMethods):
         one raises ``StateVersionError`` unless ``newer_state="read"`` (then yielded as
         stored)."""
         running = self._state.running(config)
-        steps = self._list_steps(config, filter, before, limit)
-        send: Any = None
-        error: CorruptRecordError | None = None
-        while True:
-            try:
-                step = steps.throw(error) if error is not None else steps.send(send)
-            except StopIteration:
-                return
-            error = None
+        steps = Steps(self._list_steps(config, filter, before, limit))
+        for step in steps:
             if isinstance(step, CheckpointTuple):
-                send = None
                 yield self._state.migrate_tuple(step, running, resume=False)
                 continue
             try:
-                send = self.run(step)
-                if isinstance(send, read.RecordPage):
-                    send = self._finished(read.finish_page(self._ctx, send))
+                page = self.run(step)
+                if isinstance(page, read.RecordPage):
+                    page = self._finished(read.finish_page(self._ctx, page))
+                steps.send(page)
             except CorruptRecordError as exc:  # to _list_steps: skips the thread or raises
-                send, error = None, exc
+                steps.throw(exc)
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None,
                     ) -> AsyncIterator[CheckpointTuple]:
         """Async ``list`` (damaged records and state versions as there)."""
         running = self._state.running(config)
-        steps = self._list_steps(config, filter, before, limit)
-        send: Any = None
-        error: CorruptRecordError | None = None
-        while True:
-            try:
-                step = steps.throw(error) if error is not None else steps.send(send)
-            except StopIteration:
-                return
-            error = None
+        steps = Steps(self._list_steps(config, filter, before, limit))
+        for step in steps:
             if isinstance(step, CheckpointTuple):
-                send = None
                 yield self._state.migrate_tuple(step, running, resume=False)
                 continue
             try:
-                send = await self.arun(step)
-                if isinstance(send, read.RecordPage):
-                    send = self._finished(
-                        await self._off_loop(read.finish_page, self._ctx, send))
+                page = await self.arun(step)
+                if isinstance(page, read.RecordPage):
+                    page = self._finished(
+                        await self._off_loop(read.finish_page, self._ctx, page))
+                steps.send(page)
             except CorruptRecordError as exc:  # to _list_steps: skips the thread or raises
-                send, error = None, exc
+                steps.throw(exc)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, blob and write of ``thread_id`` in both tiers, after the
