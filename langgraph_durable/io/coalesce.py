@@ -63,6 +63,14 @@ SHARED_READS = frozenset({"GET", "MGET", "HGET", "HMGET", "HGETALL", "HLEN", "XL
 that never block and whose raw reply is the one redis-py gives (no response callback), or
 one ``redis_replies.normalise`` reads in either shape (``HGETALL``, ``XRANGE``, ``XREVRANGE``)."""
 
+
+def shareable(commands: Sequence[Sequence[Any]]) -> bool:
+    """Whether a ``Pipeline`` of ``commands`` may go in a shared batch: every command one
+    of ``SHARED_READS`` (reads that never block: a blocking read would hold every call of
+    its batch)."""
+    return all(str(cmd[0]).upper() in SHARED_READS for cmd in commands)
+
+
 DEFAULT_IN_FLIGHT = 32
 """Most batches on the wire at once when the client's pool names no limit."""
 

@@ -44,7 +44,7 @@ from ..core.ops import (
     T,
 )
 from .client_set import Clients as Clients
-from .coalesce import SHARED_READS
+from .coalesce import shareable
 from .mongo_calls import bulk_write_failed as bulk_write_failed
 from .mongo_calls import is_cursor, mongo_call, mongo_reply
 from .mongo_calls import to_pymongo as to_pymongo
@@ -56,10 +56,9 @@ from .replication import ReloadSlots, ToPrimary, on_node_async, on_node_sync, re
 R = TypeVar("R")
 
 Handler = Callable[[Any, Clients, "_Api"], Generator[Any, Any, Any]]
-"""How one operation type is carried out, written once for both APIs: a generator that
-yields each client call's result and is sent back its value. With blocking clients the
-result *is* the value (sent straight back); with asyncio clients it is an awaitable (the
-value is what awaiting it gives, an error is thrown in where it was yielded)."""
+"""How one operation type is carried out, for both APIs: a generator yielding each client
+call's result (blocking: the value, sent straight back; asyncio: an awaitable, awaited
+and its value sent back or its error thrown in)."""
 
 
 @dataclass(frozen=True)
@@ -218,18 +217,12 @@ async def _scan_list(keys: Any) -> list[Any]:
     return [k async for k in keys]
 
 
-def _shared(op: Pipeline) -> bool:
-    """Whether ``op`` may go in the asyncio batcher's shared batch: every command one of
-    ``coalesce.SHARED_READS`` (reads that never block: a blocking read would hold every
-    call of its batch)."""
-    return all(str(cmd[0]).upper() in SHARED_READS for cmd in op.commands)
-
-
 _SYNC = _Api(batcher=lambda c: c.sync_batcher(), shared=lambda c, op: None, cursor=list,
              scan=list, parallel=_parallel_sync, sleep=time.sleep, on_node=on_node_sync)
 _ASYNC = _Api(
     batcher=lambda c: c.batcher() if c.coalesce else None,
-    shared=lambda c, op: c.batcher() if c.coalesce and not c.cluster and _shared(op) else None,
+    shared=lambda c, op: (c.batcher() if c.coalesce and not c.cluster and shareable(op.commands)
+                          else None),
     cursor=_cursor_list, scan=_scan_list, sleep=asyncio.sleep, on_node=on_node_async,
     parallel=lambda ops, c: asyncio.gather(*(execute_async(o, c) for o in ops)))
 
@@ -240,8 +233,8 @@ def _given(result: Any) -> Any:
     return result
 
 
-def _timed(op: Op[Any]) -> bool:
-    return isinstance(op, (Script, Pipeline, LoadScripts, MongoOp))
+_TIMED = (Script, Pipeline, LoadScripts, MongoOp)
+"""The operations ``Clients.observer`` is told about."""
 
 
 def _execute(op: Op[Any], c: Clients, api: _Api) -> Generator[Any, Any, Any]:
@@ -253,13 +246,13 @@ def _execute(op: Op[Any], c: Clients, api: _Api) -> Generator[Any, Any, Any]:
         raw = yield from _handler(op)(op, c, api)
         result = op.reply_of(raw) if isinstance(op, Script) else raw
     except Exception as exc:
-        if c.observer is not None and _timed(op):
+        if c.observer is not None and isinstance(op, _TIMED):
             c.observer(op, time.perf_counter() - t0, False)
         wrapped = wrap(exc, op, c.redis_name, c.mongo_name)
         if wrapped is exc:
             raise
         raise wrapped from exc
-    if c.observer is not None and _timed(op):
+    if c.observer is not None and isinstance(op, _TIMED):
         c.observer(op, time.perf_counter() - t0, True)
     return result
 
