@@ -67,22 +67,30 @@ def drive(gen: Generator[S, Any, R], step: Callable[[S], Any],
     """Run ``gen`` to its end, ``step(op)`` giving each step's reply; an error of a type
     in ``throws`` is thrown into ``gen``, any other propagates. Returns ``gen``'s return
     value."""
-    run = Steps(gen)
-    for op in run:
+    reply: Any = None
+    error: BaseException | None = None
+    while True:  # ``Steps`` written out: this loop runs every operation of every plan
         try:
-            run.send(step(op))
+            op = gen.send(reply) if error is None else gen.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        try:
+            reply, error = step(op), None
         except throws as exc:
-            run.throw(exc)
-    return run.value  # type: ignore[return-value]
+            reply, error = None, exc
 
 
 async def adrive(gen: Generator[S, Any, R], astep: Callable[[S], Awaitable[Any]],
                  throws: tuple[type[BaseException], ...] = (Exception,)) -> R:
     """``drive`` under asyncio: ``await astep(op)`` gives each step's reply."""
-    run = Steps(gen)
-    for op in run:
+    reply: Any = None
+    error: BaseException | None = None
+    while True:
         try:
-            run.send(await astep(op))
+            op = gen.send(reply) if error is None else gen.throw(error)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        try:
+            reply, error = await astep(op), None
         except throws as exc:
-            run.throw(exc)
-    return run.value  # type: ignore[return-value]
+            reply, error = None, exc
