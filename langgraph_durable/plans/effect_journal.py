@@ -17,7 +17,18 @@ from dataclasses import dataclass
 
 import ormsgpack
 
-from ..core.ops import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, Sleep, UpdateDoc, ask
+from ..core.ops import (
+    DeleteMany,
+    Doc,
+    Find,
+    FindOne,
+    Pipeline,
+    Plan,
+    Refusal,
+    Sleep,
+    UpdateDoc,
+    ask,
+)
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, Typed, member
 from ..durable import documents as D
@@ -243,7 +254,7 @@ def begin_plan(ctx: Context, ref: EffectRef, started: Entry) -> Plan[Entry | Non
                 floor=int(doc["v"]) if doc else 0, checked=True, known=live,
                 hot_ttl_s=ctx.config.hot_ttl_s))
     except ScriptRefused as refusal:
-        if refusal.code != "OUTBOX_FULL":
+        if refusal.code != Refusal.OUTBOX_FULL:
             raise
         raise OutboxFullError(
             f"outbox {ctx.outbox_of(ref.thread_id)!r} holds its share of max_outbox="
@@ -289,8 +300,8 @@ def _strict_plan(ctx: Context, ref: EffectRef, stored: bytes, at_ms: int) -> Pla
     """In ``durability="strict"``, upsert the entry just stored in Redis (``stored``:
     version and body) into MongoDB before ``once`` goes on, as a strict ``put`` does: a
     Redis that loses its data then cannot make a re-execution call ``fn`` again. The
-    outbox entry stays for the flusher (the same version: an idempotent repeat that also
-    takes back what a delete overtook)."""
+    outbox entry stays for the flusher (the same version: an idempotent repeat that is also
+    fenced: what a delete overtook is deleted again)."""
     if ctx.config.durability != "strict":
         return
     doc = effect_doc(ref.thread_id, ref.field, stored, at_ms)
@@ -325,9 +336,9 @@ def flush_effects_plan(ctx: Context, entries: Sequence[tuple[bytes, str, OutboxE
                        ) -> Plan[int]:
     """The flusher's part for the journal's outbox entries (``(entry id, thread_id,
     payload)`` of kind ``fx``): read the entries they name from Redis (one pipeline),
-    upsert them into MongoDB, then take back what a delete overtook (a tombstone of the
-    whole thread or of the effect's checkpoint newer than the entry) and give each
-    journal the ``hot_ttl_s`` of flushed keys. Returns the documents written."""
+    upsert them into MongoDB, then fence them: delete again what a delete overtook (a
+    tombstone of the whole thread or of the effect's checkpoint newer than the entry) and
+    give each journal the ``hot_ttl_s`` of flushed keys. Returns the documents written."""
     at: dict[tuple[str, str], int] = {}
     for eid, tid, entry in entries:
         for f in entry.names:
@@ -365,7 +376,7 @@ def _field_of(doc: Doc) -> str:
 def delete_thread_effects_plan(ctx: Context, thread_id: str, at_ms: int) -> Plan[None]:
     """``delete_thread``'s part: the thread's journal out of Redis, then its documents
     stored at or before ``at_ms`` (the delete's time) out of MongoDB. Runs after the
-    delete's tombstones are written, so a late flush of an older entry is taken back."""
+    delete's tombstones are written, so what a late flush of an older entry writes is fenced."""
     yield Pipeline([["DEL", ctx.keys(thread_id).fx]])
     yield DeleteMany(collection(ctx), D.stored_before(thread_id, at_ms))
 

@@ -118,7 +118,7 @@ def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
     kind, m, fields, digests = entry.kind, entry.member, entry.names, entry.digests
     gone = stones.get(tid) or {}
     if not gone or kind not in ("cp", "w"):  # other kinds' copy plans fence their own
-        return  # (the effect journal's: plans/effect_journal.py takes back)
+        return  # (the effect journal's: plans/effect_journal.py fences its own)
     at = stream_ms(eid)
     whole = gone.get("*", 0) > at
     m_gone = whole or gone.get(m, 0) > at

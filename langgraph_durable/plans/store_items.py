@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..core.ops import Aggregate, Find, Op, Parallel, Pipeline, Plan, ask
+from ..core.ops import Aggregate, Find, Op, Parallel, Pipeline, Plan, Refusal, ask
 from ..core.outbox_entry import OutboxEntry
 from ..core.store_records import (
     STORE_KIND,
@@ -112,7 +112,7 @@ def write_plan(ctx: Context, ops: Sequence[Op[Any]]) -> Plan[list[Any]]:
         replies: list[Any] = yield Parallel(list(ops))
         return replies
     except ScriptRefused as refusal:
-        if refusal.code != "OUTBOX_FULL":
+        if refusal.code != Refusal.OUTBOX_FULL:
             raise
         raise OutboxFullError(
             f"the store's outbox partition holds its share of max_outbox="
