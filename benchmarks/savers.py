@@ -202,7 +202,7 @@ async def durable_async(redis_url: str, mongo_url: str, *, pkg: Any = None, **op
 
     if pkg is None:
         pkg = importlib.import_module("langgraph_durable")
-    clients = importlib.import_module(pkg.__name__ + ".clients")
+    clients = importlib.import_module(pkg.__name__ + ".io.clients")
     mongo_from_url, redis_from_url = clients.mongo_from_url, clients.redis_from_url
     cfg = pkg.DurableConfig(**options)
     r = redis_from_url(redis_url, cfg, asyncio=False)

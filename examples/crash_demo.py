@@ -382,8 +382,7 @@ def _table(rows: list[dict[str, Any]], acked: set[tuple[str, int]]) -> str:
 
 def _blob_inventory(args: argparse.Namespace, urls: tuple[str, str]) -> dict[str, Any]:
     """What the blob store holds after the run, and which of it the saver references."""
-    from langgraph_durable import DurableSaver
-    from langgraph_durable.admin.extref_gc import referenced_blob_keys
+    from langgraph_durable import DurableSaver, referenced_blob_keys
 
     store = store_from_name(args.blob_store)
     objects = sorted((i.key, i.size) for i in store.list_keys())

@@ -190,8 +190,7 @@ def main() -> int:
 
     import uvicorn
 
-    from langgraph_durable.dashboard import create_app
-    from langgraph_durable.dashboard.security import check_bind, new_token
+    from langgraph_durable.dashboard import check_bind, create_app, new_token
 
     with contextlib.ExitStack() as stack:
         redis_url, mongo_url = os.environ.get("REDIS_URL"), os.environ.get("MONGODB_URL")

@@ -2,7 +2,7 @@
 
 Runs a graph whose state holds a ``rows``-row pandas DataFrame through 20 super-steps with
 ``DurableSaver`` and ``ExternalRefSerializer`` and measures what each tier stores
-(``langgraph_durable.admin.extref_gc.storage_footprint``): Redis (``MEMORY USAGE`` of the saver's
+(``langgraph_durable.storage_footprint``): Redis (``MEMORY USAGE`` of the saver's
 keys), MongoDB (BSON size of its documents, i.e. ``dbStats`` ``dataSize``) and the blob store
 (object sizes and count). Two variants:
 
@@ -87,9 +87,9 @@ def build(checkpointer: Any, frame: pd.DataFrame, *, rewrite: bool) -> Any:
 def measure(urls: tuple[str, str], frame: pd.DataFrame, *, rewrite: bool) -> dict[str, Any]:
     import redis
 
-    from langgraph_durable import DurableSaver
-    from langgraph_durable.admin.extref_gc import scan_pattern, storage_footprint
+    from langgraph_durable import DurableSaver, storage_footprint
     from langgraph_durable.serde import ExternalRefSerializer
+    from langgraph_durable.testing import drop_key_prefix
 
     tag = uuid.uuid4().hex[:8]
     options = {"key_prefix": f"dfs{tag}", "database": f"dfs_{tag}"}
@@ -103,9 +103,7 @@ def measure(urls: tuple[str, str], frame: pd.DataFrame, *, rewrite: bool) -> dic
         saver.flush()
         fp = storage_footprint(saver)
     with redis.Redis.from_url(urls[0]) as r:
-        keys = list(r.scan_iter(match=scan_pattern(options["key_prefix"]), count=1000))
-        if keys:
-            r.delete(*keys)
+        drop_key_prefix(r, options["key_prefix"])
     t0 = time.perf_counter()
     with DurableSaver.from_urls(*urls, serde=ExternalRefSerializer(store=store),
                                 **options) as saver:

@@ -393,7 +393,7 @@ def build_agent(checkpointer: Any = None, *, step_s: float | None = None,
     """The compiled agent. ``step_s``/``log_path`` default to the environment variables;
     ``model="env"`` reads ``LANGGRAPH_DURABLE_DEMO_MODEL`` (None = scripted). ``smtp``
     (``host:port``, needs a ``DurableSaver``): a last node, ``mail``, e-mails the report
-    once (``langgraph_durable.effects.once``), then waits ``step_s`` (room for a kill
+    once (``langgraph_durable.once``), then waits ``step_s`` (room for a kill
     after the send). ``journal`` (default: when ``checkpointer`` is a ``DurableSaver``):
     every model call goes through ``journaled``, so a re-executed node does not call the
     model again for the answers its earlier execution journaled."""
@@ -502,15 +502,15 @@ def build_agent(checkpointer: Any = None, *, step_s: float | None = None,
 
     @node("mail")
     def mail(state: PenguinState, config: RunnableConfig) -> dict[str, Any]:
-        from langgraph_durable import effects
+        from langgraph_durable import idempotency_key, once
 
         def send() -> dict[str, Any]:
             return send_report_mail(smtp, state["report"],
-                                    effects.idempotency_key("mail the report"))
+                                    idempotency_key("mail the report"))
 
         # in doubt (killed between the send and its journal): send again with the same
         # Message-ID, which the receiving side deduplicates
-        sent = effects.once("mail the report", send, in_doubt="retry")
+        sent = once("mail the report", send, in_doubt="retry")
         if delay > 0:
             time.sleep(delay)
         return {"mailed": sent}

@@ -6,6 +6,14 @@ returns and moves it to MongoDB (durable tier) through a crash-safe outbox.
 
 from typing import Any
 
+from .admin.extref_gc import (
+    StorageFootprint,
+    acollect_saver_garbage,
+    areferenced_blob_keys,
+    collect_saver_garbage,
+    referenced_blob_keys,
+    storage_footprint,
+)
 from .config import DurableConfig, ThreadTTL
 from .core.state_versions import STATE_VERSION_KEY, StateMigration
 from .durable.retention_docs import ThreadRetention
@@ -37,10 +45,11 @@ from .errors import (
     TierUnavailableError,
 )
 from .journal import journaled
+from .metrics import INSTRUMENTS
 from .plans.retention_policy import SweepReport
 from .plans.threads import ThreadInfo, ThreadPage
 from .saver import DurableSaver
-from .shared import SharedSaver
+from .shared import SharedSaver, SharedSaverEntry, env_saver
 from .store import DurableStore
 
 __all__ = [
@@ -58,20 +67,23 @@ __all__ = [
     "EffectInDoubtError",
     "EventLoopNotRunningError",
     "FlushTimeoutError",
+    "INSTRUMENTS",
     "InvalidIdentifierError",
     "MissingValueError",
     "ModelCallChangedError",
     "ModelJournalMiddleware",
     "OutboxFullError",
     "ReplicationTimeoutError",
+    "STATE_VERSION_KEY",
     "SaverClosedError",
     "SchemaVersionError",
-    "STATE_VERSION_KEY",
     "SerializationError",
     "SharedSaver",
+    "SharedSaverEntry",
     "StateMigration",
     "StateMigrationError",
     "StateVersionError",
+    "StorageFootprint",
     "SweepReport",
     "SyncCallInEventLoopError",
     "ThreadDeletedError",
@@ -80,10 +92,16 @@ __all__ = [
     "ThreadRetention",
     "ThreadTTL",
     "TierUnavailableError",
+    "acollect_saver_garbage",
     "aonce",
+    "areferenced_blob_keys",
+    "collect_saver_garbage",
+    "env_saver",
     "idempotency_key",
     "journaled",
     "once",
+    "referenced_blob_keys",
+    "storage_footprint",
 ]
 
 __version__ = "0.1.0"

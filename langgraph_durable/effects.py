@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from langgraph.config import get_config
 
+from .core.drive import Steps
 from .core.records import check_id
 from .errors import (
     ConfigurationError,
@@ -424,26 +425,23 @@ def once(name: str, fn: Callable[..., Any], /, *args: Any, in_doubt: InDoubt = "
                         "coroutine function; use await aonce(...) in an async node")
     task, saver = _journal_task(name, in_doubt)
     # closed on every way out: the effect stops counting as running (_Task.done)
-    with closing(_steps(task, saver, name, in_doubt, journal_errors)) as steps:
-        reply: Any = None
-        while True:
-            try:
-                step = steps.send(reply)
-            except StopIteration as stop:
-                return stop.value
+    with closing(_steps(task, saver, name, in_doubt, journal_errors)) as gen:
+        steps = Steps(gen)
+        for step in steps:
             if isinstance(step, _Run):
-                reply = saver.run(step.plan)
+                steps.send(saver.run(step.plan))
             elif isinstance(step, _Dump):
-                reply = _dump(saver, step.ref, step.value)
+                steps.send(_dump(saver, step.ref, step.value))
             else:
                 try:
                     result = fn(*args, **kwargs)
                     if inspect.isawaitable(result):
-                        reply = (False, _returned_awaitable(name, result))
+                        steps.send((False, _returned_awaitable(name, result)))
                     else:
-                        reply = (True, result)
+                        steps.send((True, result))
                 except BaseException as exc:
-                    reply = (False, exc)
+                    steps.send((False, exc))
+        return steps.value
 
 
 async def aonce(name: str, fn: Callable[..., Any], /, *args: Any,
@@ -454,23 +452,20 @@ async def aonce(name: str, fn: Callable[..., Any], /, *args: Any,
     API. Arguments, result and errors as ``once``."""
     task, saver = _journal_task(name, in_doubt)
     # closed on every way out: the effect stops counting as running (_Task.done)
-    with closing(_steps(task, saver, name, in_doubt, journal_errors)) as steps:
-        reply: Any = None
-        while True:
-            try:
-                step = steps.send(reply)
-            except StopIteration as stop:
-                return stop.value
+    with closing(_steps(task, saver, name, in_doubt, journal_errors)) as gen:
+        steps = Steps(gen)
+        for step in steps:
             if isinstance(step, _Run):
-                reply = await saver.arun(step.plan)
+                steps.send(await saver.arun(step.plan))
             elif isinstance(step, _Dump):
-                reply = await _adump(saver, step.ref, step.value)
+                steps.send(await _adump(saver, step.ref, step.value))
             else:
                 try:
                     result = fn(*args, **kwargs)
                     if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
                         result = await result
-                    reply = (True, result)
+                    steps.send((True, result))
                 except BaseException as exc:
-                    reply = (False, exc)
+                    steps.send((False, exc))
+        return steps.value
 

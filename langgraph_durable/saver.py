@@ -1,7 +1,8 @@
 """DurableSaver: LangGraph's checkpointer contract over a Redis hot tier and a MongoDB
 durable tier. This module is the contract: it validates LangGraph's calls, turns them into
 the plans of ``plans/`` (written once for both APIs) and runs them on the saver's runtime
-(``runtime/base.py``; construction and lifecycle: ``runtime/lifecycle.py``)."""
+(``runtime/base.py``; construction and lifecycle: ``runtime/lifecycle.py``; deleting,
+copying, pruning and listing whole threads: ``runtime/thread_methods.py``)."""
 
 from __future__ import annotations
 
@@ -24,14 +25,15 @@ from langgraph.checkpoint.base import (
 from langgraph.store.base import IndexConfig, TTLConfig
 
 from .admin.extref_gc import acollect_saver_garbage, collect_saver_garbage
+from .core.drive import Steps
 from .core.ops import Plan
-from .core.records import check_id, check_ids
+from .core.records import check_id
 from .errors import CorruptRecordError
 from .metrics import safe_error
-from .plans import admin, delta, read, threads, write
-from .plans.threads import ThreadPage
+from .plans import admin, delta, read, write
 from .runtime.lifecycle import SaverLifecycle
 from .runtime.retention_methods import RetentionMethods
+from .runtime.thread_methods import ThreadMethods
 from .serde.gc import GcReport
 from .serde.stores import BlobStore
 from .store import DurableStore
@@ -40,20 +42,12 @@ PAGE_SIZE = 64
 """Checkpoints fetched per round trip by ``list``."""
 log = logging.getLogger(__name__)
 
-def _run_ids(run_ids: Sequence[str]) -> list[str]:
-    """``run_ids`` as a list; a lone string is refused (``InvalidIdentifierError``), as
-    ``check_ids`` does for thread ids."""
-    if isinstance(run_ids, (str, bytes)):
-        check_ids("run_id", run_ids)
-    return list(run_ids)
-
-
 ReadTier = Literal["hot", "durable", "miss"]
 """Which tier answered a ``get_tuple``: Redis, MongoDB, or neither."""
 
 _T = TypeVar("_T")
 
-class DurableSaver(SaverLifecycle, RetentionMethods):
+class DurableSaver(ThreadMethods, SaverLifecycle, RetentionMethods):
     """A LangGraph checkpointer that survives crashes; a drop-in for ``InMemorySaver``.
 
     Every ``put``/``put_writes`` is committed to Redis (one round trip, one Lua script,
@@ -354,134 +348,37 @@ class DurableSaver(SaverLifecycle, RetentionMethods):
         one raises ``StateVersionError`` unless ``newer_state="read"`` (then yielded as
         stored)."""
         running = self._state.running(config)
-        steps = self._list_steps(config, filter, before, limit)
-        send: Any = None
-        error: CorruptRecordError | None = None
-        while True:
-            try:
-                step = steps.throw(error) if error is not None else steps.send(send)
-            except StopIteration:
-                return
-            error = None
+        steps = Steps(self._list_steps(config, filter, before, limit))
+        for step in steps:
             if isinstance(step, CheckpointTuple):
-                send = None
                 yield self._state.migrate_tuple(step, running, resume=False)
                 continue
             try:
-                send = self.run(step)
-                if isinstance(send, read.RecordPage):
-                    send = self._finished(read.finish_page(self._ctx, send))
+                page = self.run(step)
+                if isinstance(page, read.RecordPage):
+                    page = self._finished(read.finish_page(self._ctx, page))
+                steps.send(page)
             except CorruptRecordError as exc:  # to _list_steps: skips the thread or raises
-                send, error = None, exc
+                steps.throw(exc)
 
     async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
                     before: RunnableConfig | None = None, limit: int | None = None,
                     ) -> AsyncIterator[CheckpointTuple]:
         """Async ``list`` (damaged records and state versions as there)."""
         running = self._state.running(config)
-        steps = self._list_steps(config, filter, before, limit)
-        send: Any = None
-        error: CorruptRecordError | None = None
-        while True:
-            try:
-                step = steps.throw(error) if error is not None else steps.send(send)
-            except StopIteration:
-                return
-            error = None
+        steps = Steps(self._list_steps(config, filter, before, limit))
+        for step in steps:
             if isinstance(step, CheckpointTuple):
-                send = None
                 yield self._state.migrate_tuple(step, running, resume=False)
                 continue
             try:
-                send = await self.arun(step)
-                if isinstance(send, read.RecordPage):
-                    send = self._finished(
-                        await self._off_loop(read.finish_page, self._ctx, send))
+                page = await self.arun(step)
+                if isinstance(page, read.RecordPage):
+                    page = self._finished(
+                        await self._off_loop(read.finish_page, self._ctx, page))
+                steps.send(page)
             except CorruptRecordError as exc:  # to _list_steps: skips the thread or raises
-                send, error = None, exc
-
-    def delete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint, blob and write of ``thread_id`` in both tiers, after the
-        outbox drained (so no late flush brings any of it back)."""
-        self.run(admin.delete_thread_plan(self._ctx, check_id("thread_id", thread_id)))
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        """Async ``delete_thread``."""
-        await self.arun(admin.delete_thread_plan(self._ctx, check_id("thread_id", thread_id)))
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the checkpoints whose metadata ``run_id`` is in ``run_ids``, with their
-        writes, in both tiers. Blobs stay (other checkpoints may share them)."""
-        self.run(admin.delete_for_runs_plan(self._ctx, _run_ids(run_ids)))
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Async ``delete_for_runs``."""
-        await self.arun(admin.delete_for_runs_plan(self._ctx, _run_ids(run_ids)))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint, blob and write (the whole parent chain) of one thread to
-        another; the source is unchanged."""
-        self.run(admin.copy_thread_plan(self._ctx, check_id("thread_id", source_thread_id),
-                                         check_id("thread_id", target_thread_id)))
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Async ``copy_thread``."""
-        await self.arun(admin.copy_thread_plan(
-            self._ctx, check_id("thread_id", source_thread_id),
-            check_id("thread_id", target_thread_id)))
-
-    def _prune_plan(self, thread_ids: Sequence[str], strategy: str, keep_last: int | None,
-                    older_than_s: float | None) -> Plan:
-        admin.check_prune(strategy, keep_last, older_than_s)
-        ids = check_ids("thread_id", thread_ids)
-        return admin.prune_plan(self._ctx, ids, strategy, keep_last=keep_last,
-                                older_than_s=older_than_s)
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
-              keep_last: int | None = None, older_than_s: float | None = None) -> None:
-        """Retention for ``thread_ids`` in both tiers; LangGraph's ``prune(thread_ids, *,
-        strategy)`` plus two keyword options.
-
-        Args:
-            thread_ids: threads to prune (unknown ones are left alone).
-            strategy: ``"keep_latest"`` keeps each namespace's newest checkpoint;
-                ``"delete"`` removes the threads.
-            keep_last: with ``keep_latest``, keep the newest ``keep_last`` checkpoints of
-                each namespace instead of one (``keep_last=1`` is ``keep_latest``).
-            older_than_s: with ``keep_latest``, also keep every checkpoint younger than
-                this many seconds (so only older ones go; the newest always stays); with
-                ``delete``, remove only threads whose newest checkpoint is older. A
-                checkpoint's time is read from its uuid6 ``checkpoint_id``; a custom id
-                counts as young.
-
-        Kept checkpoints keep the DeltaChannel ancestors they need (back to a stored value
-        of each delta channel) and the blobs they refer to; dropped ones go with their
-        pending writes, after the outbox drained (no late flush brings them back). One
-        read round, one Redis script and one bulk delete per collection per thread.
-        Raises ``ValueError`` for another strategy, ``keep_last`` < 1 or with
-        ``delete``, or a negative ``older_than_s``; ``FlushTimeoutError`` when the outbox
-        does not drain within ``delete_flush_timeout_s``."""
-        self.run(self._prune_plan(thread_ids, strategy, keep_last, older_than_s))
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
-                     keep_last: int | None = None, older_than_s: float | None = None) -> None:
-        """Async ``prune``."""
-        await self.arun(self._prune_plan(thread_ids, strategy, keep_last, older_than_s))
-
-    def list_threads(self, *, limit: int = 100, cursor: str | None = None) -> ThreadPage:
-        """A page of the threads either tier holds, in ``thread_id`` order: for each, its
-        checkpoint count (every namespace, both tiers merged, each checkpoint once), newest
-        ``checkpoint_id`` and last activity (UTC ``datetime`` read from that uuid6 id), and
-        which tiers hold it. ``limit``: most threads in the page (>= 1, else
-        ``ValueError``); ``cursor``: the ``next_cursor`` of the previous page. Returns a
-        ``ThreadPage``; its ``next_cursor`` is ``None`` on the last page. Costs a SCAN of
-        this key prefix in Redis and two or three MongoDB queries per page."""
-        return self.run(threads.list_threads_plan(self._ctx, limit, cursor))
-
-    async def alist_threads(self, *, limit: int = 100, cursor: str | None = None
-                            ) -> ThreadPage:
-        """Async ``list_threads``."""
-        return await self.arun(threads.list_threads_plan(self._ctx, limit, cursor))
+                steps.throw(exc)
 
     def _delta_plan(self, config: RunnableConfig, channels: Sequence[str]
                     ) -> Plan[delta.VersionedRecords]:

@@ -107,7 +107,7 @@ keys), MongoDB (BSON size of its documents) and the blob store."""),
     ("code", """import uuid
 
 from langgraph_durable import DurableSaver
-from langgraph_durable.admin.extref_gc import storage_footprint
+from langgraph_durable import storage_footprint
 
 tag = uuid.uuid4().hex[:6]  # this notebook's own key prefix and database
 options = {"key_prefix": "nb-df-" + tag, "database": "nb_dataframes_" + tag}
@@ -132,12 +132,11 @@ deleted (only this notebook's, by key prefix), and a new saver with a new serial
 same MongoDB database and the same blob folder, as another process on another machine would."""),
     ("code", """import redis
 
-from langgraph_durable.admin.extref_gc import scan_pattern
+from langgraph_durable.testing import drop_key_prefix
 
 with redis.Redis.from_url(redis_srv.url) as r:
-    keys = list(r.scan_iter(match=scan_pattern(options["key_prefix"])))
-    r.delete(*keys)
-print(f"deleted {len(keys)} Redis keys")
+    deleted = drop_key_prefix(r, options["key_prefix"])
+print(f"deleted {deleted} Redis keys")
 
 with DurableSaver.from_urls(redis_srv.url, mongo_srv.url,
                             serde=ExternalRefSerializer(store=LocalBlobStore(blob_dir)),
@@ -160,8 +159,7 @@ Three DataFrames were produced (`sales`, `clean`, `summary`): three Parquet blob
 stored once however many checkpoints refer to it. `referenced_blob_keys` reads only the small
 references in Redis and MongoDB; `collect_saver_garbage` would delete blobs nothing references
 any more once they are older than its grace period (here: a dry run)."""),
-    ("code", """from langgraph_durable.admin.extref_gc import (collect_saver_garbage,
-                                               referenced_blob_keys)
+    ("code", """from langgraph_durable import collect_saver_garbage, referenced_blob_keys
 
 with DurableSaver.from_urls(redis_srv.url, mongo_srv.url,
                             serde=ExternalRefSerializer(store=store), **options) as saver:

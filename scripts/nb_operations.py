@@ -39,7 +39,7 @@ saver keeps only `stats()`). Pass `meter_provider=` or configure the global one.
     ("code", """from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
-from langgraph_durable.metrics import INSTRUMENTS
+from langgraph_durable import INSTRUMENTS
 
 reader = InMemoryMetricReader()
 provider = MeterProvider(metric_readers=[reader])

@@ -18,7 +18,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_durable import DurableConfig, DurableSaver
 from langgraph_durable.core.ops import Pipeline, Script
 from langgraph_durable.errors import TierUnavailableError
-from langgraph_durable.io import coalesce, coalesce_sync
+from langgraph_durable.io import coalesce_sync, wire
 from langgraph_durable.io.clients import redis_from_url
 from langgraph_durable.io.coalesce import ScriptBatcher
 from langgraph_durable.io.coalesce_sync import SyncScriptBatcher
@@ -40,13 +40,13 @@ class Packets:
 
         monkeypatch.setattr(redis.asyncio.connection.AbstractConnection,
                             "send_packed_command", counting)
-        direct = coalesce._write  # the batcher's own write to a connection's stream
+        direct = wire._write  # the batcher's own write to a connection's stream
 
         def counting_direct(conn: Any, writer: Any, packed: bytes) -> None:
             self.sent += 1
             direct(conn, writer, packed)
 
-        monkeypatch.setattr(coalesce, "_write", counting_direct)
+        monkeypatch.setattr(wire, "_write", counting_direct)
 
 
 def _cfg(thread: str) -> dict[str, Any]:

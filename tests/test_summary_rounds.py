@@ -1,5 +1,5 @@
 """The flusher's thread summary across flush rounds (plans/summary_upkeep.py ``round_facts``,
-outbox/rounds.py ``_summary_facts``): whatever round each outbox entry is flushed in, the
+outbox/round_summaries.py ``_summary_facts``): whatever round each outbox entry is flushed in, the
 summary the flusher keeps is the one ``--rebuild-summary`` writes (``refresh_plan``).
 
 Rounds are driven by hand (``flusher="off"``, ``flush_batch_size=1``: one entry a round),

@@ -20,7 +20,7 @@ No ``await saver.setup()`` is needed: entering the saver sets it up.
 
 from __future__ import annotations
 
-from langgraph_durable.shared import SharedSaverEntry, env_saver
+from langgraph_durable import SharedSaverEntry, env_saver
 
 
 def make_saver() -> SharedSaverEntry:

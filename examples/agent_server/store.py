@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 
-from langgraph_durable.shared import env_saver
-from langgraph_durable.store import DurableStore
+from langgraph_durable import DurableStore, env_saver
 
 
 def make_store() -> AbstractAsyncContextManager[DurableStore]:

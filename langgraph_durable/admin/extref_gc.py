@@ -60,6 +60,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..core.ops import Aggregate, Find, Pipeline, Plan, Scan
 from ..durable.chunks import load_plan
+from ..durable.documents import after_id
+from ..durable.footprint_queries import collection_size
 from ..hot.keys import prefix_pattern, thread_keys_of
 from ..plans.context import Context
 from ..serde.external import refs_in
@@ -172,7 +174,7 @@ def _mongo_plan(collection: str, ref: Referrer, found: set[str], chunks: str) ->
     query = dict(ref.query)
     last: Any = None
     while True:
-        q = query if last is None else {"$and": [query, {"_id": {"$gt": last}}]}
+        q = query if last is None else after_id(query, last)
         page = yield Find(collection, q, projection, sort=[("_id", 1)], limit=SCAN_COUNT)
         docs = yield from load_plan(chunks, page)
         for doc in docs:
@@ -338,8 +340,7 @@ def footprint_plan(ctx: Any) -> Plan:
     docs: dict[str, int] = {}
     cols = ctx.collections
     for kind in collections_of_threads():  # the referrers' collections and the chunks
-        rows = yield Aggregate(getattr(cols, kind), [{"$group": {
-            "_id": None, "n": {"$sum": 1}, "b": {"$sum": {"$bsonSize": "$$ROOT"}}}}])
+        rows = yield Aggregate(getattr(cols, kind), collection_size())
         docs[kind] = int(rows[0]["n"]) if rows else 0
         mongo_bytes += int(rows[0]["b"]) if rows else 0
     return redis_bytes, len(keys), mongo_bytes, docs

@@ -37,6 +37,7 @@ from ..core.ops import BulkWrite, BulkWriteFailed, Find, FindOne, Mongo, Plan, R
 from ..core.records import Typed, pack_blob
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import meta_docs as Meta
 from ..durable import write_groups as G
 from ..errors import CorruptRecordError, TierUnavailableError
 from ..serde.extref_errors import BlobStoreError
@@ -247,8 +248,7 @@ def convert_lists_plan(ctx: Context, *, batch_size: int = 200,
                     out.converted[kind] += result.modified
                 yield Mongo(cols.meta, "update_one", (
                     {"_id": cursor_id(kind)},
-                    {"$set": {"after": after,
-                              "at": datetime.datetime.now(datetime.timezone.utc)}},
+                    Meta.cursor_saved(after, datetime.datetime.now(datetime.timezone.utc)),
                 ), {"upsert": True})
             rounds += 1
             if on_batch is not None:

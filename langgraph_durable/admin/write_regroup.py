@@ -42,9 +42,10 @@ from ..core.ops import (
     ask,
 )
 from ..core.records import WriteRecord, member
-from ..core.schema import ITEMS_VERSION, SCHEMA_VERSION, WRITES_GROUP_VERSION
+from ..core.schema import WRITES_GROUP_VERSION
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import meta_docs as Meta
 from ..durable import write_groups as G
 from ..plans.context import Context
 
@@ -56,16 +57,6 @@ CURSOR_ID = "migration:writes-per-call"
 Key = tuple[str, str, str, str]
 """A task's writes of one checkpoint: ``(thread_id, checkpoint_ns, checkpoint_id,
 task_id)``."""
-
-
-def per_write_query(after: Any = None) -> dict[str, Any]:
-    """MongoDB filter of the per-write documents the regrouping reads (``_id`` above
-    ``after``)."""
-    q: dict[str, Any] = {"idx": {"$exists": True}, "chunked": {"$exists": False},
-                         "v": {"$in": [SCHEMA_VERSION, ITEMS_VERSION]}}
-    if after is not None:
-        q["_id"] = {"$gt": after}
-    return q
 
 
 @dataclass
@@ -120,7 +111,7 @@ def _round_plan(ctx: Context, docs: list[Doc], dry_run: bool) -> Plan[tuple[int,
             raise
         dup = set(exc.duplicates())
         stored -= len(dup)
-        have = yield from ask(Find(col, {"_id": {"$in": [calls[i][0]["_id"] for i in dup]}}))
+        have = yield from ask(Find(col, D.ids_in([calls[i][0]["_id"] for i in dup])))
         held = {d["_id"]: {w.idx for w in G.records_of(d)} for d in have}
         for i in dup:  # delete only the per-write documents the stored call holds
             g, ds = calls[i]
@@ -140,7 +131,7 @@ def _fence_plan(ctx: Context, groups: list[Doc]) -> Plan[None]:
     for g in groups:
         by_thread.setdefault(g["thread_id"], []).append(g)
     stones = yield from ask(Find(ctx.collections.tombstones,
-                                 {"thread_id": {"$in": sorted(by_thread)}},
+                                 D.tombstones_of_threads(sorted(by_thread)),
                                  {"_id": 0, "thread_id": 1, "f": 1, "at_ms": 1}))
     gone: dict[tuple[str, str], int] = {}
     for s in stones:
@@ -152,7 +143,7 @@ def _fence_plan(ctx: Context, groups: list[Doc]) -> Plan[None]:
     if undo:
         log.warning("%d regrouped writes documents belong to deleted checkpoints; removed",
                     len(undo))
-        yield DeleteMany(ctx.collections.writes, {"_id": {"$in": undo}})
+        yield DeleteMany(ctx.collections.writes, D.ids_in(undo))
 
 
 def remaining_plan(ctx: Context) -> Plan[int]:
@@ -161,7 +152,7 @@ def remaining_plan(ctx: Context) -> Plan[int]:
     saved = yield FindOne(ctx.collections.meta, {"_id": CURSOR_ID})
     after = saved.get("after") if saved else None
     n: int = yield Mongo(ctx.collections.writes, "count_documents",
-                         (per_write_query(after),))
+                         (G.per_write_docs(after),))
     return n
 
 
@@ -184,14 +175,14 @@ def regroup_writes_plan(ctx: Context, *, batch_size: int = 500,
         if max_batches is not None and rounds >= max_batches:
             out.finished = False
             return out
-        docs = yield from ask(Find(cols.writes, per_write_query(after), sort=[("_id", 1)],
+        docs = yield from ask(Find(cols.writes, G.per_write_docs(after), sort=[("_id", 1)],
                                    limit=batch_size))
         if not docs:
             break
         if len(docs) == batch_size:  # the last task may go on: read it whole
             tid, ns, cid, task = _key(docs[-1])
             rest = yield from ask(Find(cols.writes, {
-                **per_write_query(docs[-1]["_id"]), "thread_id": tid, "checkpoint_ns": ns,
+                **G.per_write_docs(docs[-1]["_id"]), "thread_id": tid, "checkpoint_ns": ns,
                 "checkpoint_id": cid, "task_id": task}))
             docs += rest
         stored, removed = yield from _round_plan(ctx, docs, dry_run)
@@ -202,8 +193,8 @@ def regroup_writes_plan(ctx: Context, *, batch_size: int = 500,
         if not dry_run:
             yield Mongo(cols.meta, "update_one", (
                 {"_id": CURSOR_ID},
-                {"$set": {"after": after, "target": WRITES_GROUP_VERSION,
-                          "at": datetime.datetime.now(datetime.timezone.utc)}},
+                Meta.cursor_saved(after, datetime.datetime.now(datetime.timezone.utc),
+                                  WRITES_GROUP_VERSION),
             ), {"upsert": True})
         rounds += 1
         if on_batch is not None:

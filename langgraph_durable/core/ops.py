@@ -15,6 +15,7 @@ pair. ``ask(op)`` gives a plan the reply with its type (``x = yield from ask(op)
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
@@ -220,6 +221,28 @@ def _as_is(raw: RedisReply) -> RedisReply:
     return raw
 
 
+class Refusal(str, enum.Enum):
+    """The codes a Lua script of the hot tier refuses a call with (the first word of its
+    ``redis.error_reply``, as its Lua header names it): ``Script.refusals`` declares them
+    and plans compare ``errors.ScriptRefused.code`` with them. A ``str``: a member equals
+    (and hashes as) its value, so ``"OUTBOX_FULL" in frozenset({Refusal.OUTBOX_FULL})``;
+    each member's name is its value."""
+
+    OUTBOX_FULL = "OUTBOX_FULL"
+    """The thread's outbox partition holds its share of ``max_outbox`` entries: nothing
+    was written (detail empty)."""
+    DELETED = "DELETED"
+    """The checkpoint the call names was deleted (detail: the deletion time, ms)."""
+    UNKNOWN = "UNKNOWN"
+    """Redis cannot tell whether the named checkpoint was deleted: MongoDB's tombstones
+    can (detail: the checkpoint_id)."""
+    STALE_HEAD = "STALE_HEAD"
+    """The namespace's latest checkpoint is no longer the one the run started from
+    (detail: the latest checkpoint_id)."""
+    MISSING_ITEMS = "MISSING_ITEMS"
+    """Redis lacks items the call took as held (detail: how many)."""
+
+
 @dataclass(frozen=True)
 class Script(Op[T]):
     """Run the registered Lua script ``name`` (one round trip; EVALSHA, loaded on demand).
@@ -227,8 +250,8 @@ class Script(Op[T]):
     ``hot/registry_scripts.py``), which name every KEYS and ARGV field; the reply is
     ``decode(raw reply)``, typed ``T`` (``PageReply.of`` for PAGE...): the drivers call
     ``reply_of`` once, so a plan reads fields, never positions. An error reply whose first
-    word is one of ``refusals`` (the codes the script's Lua header names) is raised as
-    ``errors.ScriptRefused`` (any other error as the client raised it).
+    word is one of ``refusals`` (the ``Refusal`` codes the script's Lua header names) is
+    raised as ``errors.ScriptRefused`` (any other error as the client raised it).
 
     With ``wait_replicas`` = n > 0 the script call and ``WAIT n wait_timeout_ms`` are sent
     in one pipeline on one connection (still one round trip): on a Redis Cluster that of
@@ -245,7 +268,7 @@ class Script(Op[T]):
     wait_replicas: int = 0
     wait_timeout_ms: int = 0
     decode: Callable[[RedisReply], T] = field(default=_as_is, compare=False, repr=False)
-    refusals: frozenset[str] = frozenset()
+    refusals: frozenset[Refusal] = frozenset()
 
     def reply_of(self, raw: RedisReply) -> T:
         """The typed reply of the script's raw reply (as the Redis client returned it)."""

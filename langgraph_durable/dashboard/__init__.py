@@ -5,14 +5,18 @@ diffs, the time machine (fork at a checkpoint), and the tiers' figures.
 ``serve(saver, host=..., port=...)`` runs it with uvicorn (``langgraph-durable
 dashboard`` does that). Both need the ``dashboard`` extra (``pip install
 'langgraph-durable[dashboard]'``: starlette, uvicorn, jinja2); without it they raise
-``ImportError`` naming the extra. See docs/dashboard.md.
+``ImportError`` naming the extra. ``new_token()`` and ``check_bind(host, token,
+allow_writes)`` (what ``serve`` checks before it binds) need no extra: for serving
+``create_app`` with your own server. See docs/dashboard.md.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["create_app", "serve"]
+from .security import check_bind, new_token
+
+__all__ = ["check_bind", "create_app", "new_token", "serve"]
 
 
 def _app_module() -> Any:

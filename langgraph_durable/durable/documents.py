@@ -15,7 +15,7 @@ and the tombstones' TTL index (``indexes``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -170,6 +170,22 @@ def tombstone_query(thread_id: str, member: str) -> dict[str, object]:
     """Filter of the tombstone of checkpoint ``member`` of ``thread_id`` (``_id`` and the
     shard key)."""
     return {"_id": doc_id(thread_id, member), "thread_id": thread_id}
+
+
+def tombstones_of_threads(thread_ids: Sequence[str]) -> dict[str, object]:
+    """Filter of every tombstone of the threads ``thread_ids``."""
+    return {"thread_id": {"$in": thread_ids}}
+
+
+def ids_in(ids: Sequence[object]) -> dict[str, object]:
+    """Filter of the documents whose ``_id`` is one of ``ids``: ``{"_id": {"$in": ids}}``."""
+    return {"_id": {"$in": ids}}
+
+
+def after_id(query: Mapping[str, object], after: object) -> dict[str, object]:
+    """``query`` of the documents with ``_id`` above ``after`` (a scan's or a migration's
+    cursor, in ``_id`` order): ``{"$and": [query, {"_id": {"$gt": after}}]}``."""
+    return {"$and": [query, {"_id": {"$gt": after}}]}
 
 
 # ------------------------------------------------------------------------ to documents

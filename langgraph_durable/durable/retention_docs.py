@@ -23,7 +23,7 @@ sets ``next_at`` (ms): no scheduled sweep of any process starts before it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeGuard
 
 from ..config import MAX_TTL_MINUTES as MAX_TTL_MINUTES  # (ThreadTTL's bound too)
@@ -161,6 +161,17 @@ def lease_release(owner: str, next_at_ms: int, last: Mapping[str, Any]) -> Updat
     what this sweep did (``last``)."""
     return UpdateDoc({"_id": LEASE_ID, "owner": owner},
                      {"$set": {"until": 0, "next_at": next_at_ms, "last": dict(last)}})
+
+
+def retention_of(thread_ids: Sequence[str]) -> dict[str, Any]:
+    """Filter of the retention documents of ``thread_ids`` (``_id``)."""
+    return {"_id": {"$in": thread_ids}}
+
+
+def own_ttls_of(thread_ids: Iterable[str]) -> dict[str, Any]:
+    """Filter of the retention documents of ``thread_ids`` holding a TTL of their own
+    (``ttl``; ``_id``s sorted)."""
+    return {"_id": {"$in": sorted(thread_ids)}, "ttl": {"$exists": True}}
 
 
 def thread_ids(docs: Iterable[Mapping[str, Any]]) -> list[str]:

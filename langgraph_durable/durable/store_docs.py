@@ -22,6 +22,7 @@ cluster shard it by ``ns``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from ..core.ops import Doc, DocView, Query, ReplaceDoc
@@ -103,6 +104,58 @@ def prefix_query(prefix: tuple[str, ...]) -> dict[str, object]:
 def live_query(now_ms: int) -> dict[str, object]:
     """The live documents: not deleted, not expired at ``now_ms``."""
     return {"dead": {"$exists": False}, "$or": [{"exp": 0}, {"exp": {"$gt": now_ms}}]}
+
+
+def items_named(ids: Sequence[str]) -> dict[str, object]:
+    """Filter of the documents of the items whose ``_id``s (``store_id``) are ``ids``."""
+    return {"_id": {"$in": ids}}
+
+
+def live_items_named(ids: Sequence[str], now_ms: int) -> dict[str, object]:
+    """``items_named`` of those live at ``now_ms`` (``live_query``)."""
+    return {"_id": {"$in": ids}, **live_query(now_ms)}
+
+
+def live_per_namespace(now_ms: int) -> list[Query]:
+    """Pipeline counting the documents live at ``now_ms`` per namespace, ``{_id: ns, n}``
+    (``ns`` as stored: the namespace's text and a final ``.``)."""
+    return [{"$match": live_query(now_ms)}, {"$group": {"_id": "$ns", "n": {"$sum": 1}}}]
+
+
+def page_query(rng: Mapping[str, str], last: tuple[str, int, str] | None,
+               stage: str) -> Query:
+    """Filter of the next page of a keyset scan of the namespace range ``rng``
+    (``prefix_range``; ``{}``: every namespace) in ``SEARCH_SORT`` order after the
+    document ordered ``last`` (``(ns, cseq, key)``; None: the first page). ``stage``
+    ``"tombstones"``: the rest of ``ns``'s tombstones (``cseq`` None) after ``key``;
+    ``"values"``: ``ns``'s values from ``cseq`` on (``$gte``: the reader drops those
+    read); else the namespaces after ``ns`` in the range."""
+    if last is None:
+        return {"ns": rng} if rng else {}
+    ns, cseq, key = last
+    if stage == "tombstones":
+        return {"ns": ns, "cseq": None, "key": {"$gt": key}}
+    if stage == "values":
+        return {"ns": ns, "cseq": {"$gte": cseq}}
+    after: dict[str, object] = {"$gt": ns}
+    if "$lt" in rng:
+        after["$lt"] = rng["$lt"]
+    return {"ns": after}
+
+
+def vectors_after(last: object | None) -> dict[str, object]:
+    """Filter of the live documents holding embeddings (``vec``), with ``_id`` above
+    ``last`` (None: from the first): a rebuild of the vector index reads them by
+    ``_id``."""
+    query: dict[str, object] = {"vec": {"$ne": None}, "dead": {"$exists": False}}
+    return dict(query, _id={"$gt": last}) if last is not None else query
+
+
+def vector_search_probe(dims: int) -> list[Query]:
+    """Pipeline of one ``$vectorSearch`` stage over the index ``vec`` (a zero vector of
+    ``dims``, one hit): whether the server runs the stage at all."""
+    return [{"$vectorSearch": {"index": "vec", "path": "vec", "limit": 1,
+                               "numCandidates": 10, "queryVector": [0.0] * dims}}]
 
 
 WITHOUT_VECTORS: Query = {"vec": 0}

@@ -73,6 +73,28 @@ def summary_id(thread_id: str) -> str:
     return doc_id(thread_id)
 
 
+def summaries_of(thread_ids: Iterable[str]) -> dict[str, Any]:
+    """Filter of the summaries of ``thread_ids`` (by ``_id``)."""
+    return {"_id": {"$in": [summary_id(t) for t in thread_ids]}}
+
+
+def summaries_changed_since(u: int) -> dict[str, Any]:
+    """Filter of the summaries written at or after ``u`` (their ``u``, the index ``u``)."""
+    return {"u": {"$gte": u}}
+
+
+def summary_on(thread_id: str, checkpoint_id: str) -> dict[str, Any]:
+    """Filter of the summary of ``thread_id`` while it stands on ``checkpoint_id``."""
+    return {"thread_id": thread_id, "cid": checkpoint_id}
+
+
+def summary_on_writes_of(thread_id: str, checkpoint_id: str) -> dict[str, Any]:
+    """Filter of the summary of ``thread_id`` standing on ``checkpoint_id``, or made of
+    pending writes on it alone (``cid`` None, ``pw_cid`` it)."""
+    return {"thread_id": thread_id, "$or": [
+        {"cid": checkpoint_id}, {"cid": None, "pw_cid": checkpoint_id}]}
+
+
 @dataclass
 class Facts:
     """What one source (a flush round, or a read of the thread's latest checkpoint) knows
@@ -355,6 +377,14 @@ def list_filter(query: ListQuery) -> dict[str, Any]:
     if query.q.strip():
         parts.append({"thread_id": {"$regex": re.escape(query.q.strip()), "$options": "i"}})
     return {} if not parts else parts[0] if len(parts) == 1 else {"$and": parts}
+
+
+def list_filter_without(query: ListQuery, thread_ids: list[str]) -> dict[str, Any]:
+    """``list_filter(query)`` leaving out the threads ``thread_ids`` (those summarised
+    from Redis instead): ``{"$and": [filter, {"thread_id": {"$nin": ids}}]}``, the
+    filter alone when there are none."""
+    base = list_filter(query)
+    return {"$and": [base, {"thread_id": {"$nin": thread_ids}}]} if thread_ids else base
 
 
 def matches(doc: Mapping[str, Any], query: ListQuery, status: str) -> bool:

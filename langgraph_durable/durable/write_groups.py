@@ -35,7 +35,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from ..core.items import MANIFEST_TYPE, split_digests
 from ..core.ops import Doc, DocView, UpdateDoc, WriteModel
 from ..core.records import Typed, WriteRecord
-from ..core.schema import NEWEST_DOCUMENT_VERSION, WRITES_GROUP_VERSION
+from ..core.schema import (
+    ITEMS_VERSION,
+    NEWEST_DOCUMENT_VERSION,
+    SCHEMA_VERSION,
+    WRITES_GROUP_VERSION,
+)
 from ..errors import SchemaVersionError
 from . import chunks as C
 from .checks import damaged, short
@@ -133,6 +138,27 @@ def upsert_group(doc: Doc) -> UpdateDoc:
         "$addToSet": {"writes": {"$each": doc["writes"]},
                       **({"refs": {"$each": doc["refs"]}} if doc.get("refs") else {})}}
     return UpdateDoc(target(doc), update, upsert=True)
+
+
+def per_write_docs(after: object = None) -> dict[str, object]:
+    """Filter of the per-write documents (``documents.write_doc``, not chunked, of the
+    versions before calls were grouped) with ``_id`` above ``after`` (None: from the
+    first): what ``admin/write_regroup.py`` regroups."""
+    q: dict[str, object] = {"idx": {"$exists": True}, "chunked": {"$exists": False},
+                            "v": {"$in": [SCHEMA_VERSION, ITEMS_VERSION]}}
+    if after is not None:
+        q["_id"] = {"$gt": after}
+    return q
+
+
+def calls_stored_before(thread_id: str, ns: str, checkpoint_id: str, task_ids: Sequence[str],
+                        at_ms: int) -> dict[str, object]:
+    """Filter of the call documents (``WRITES_GROUP_VERSION``) of the tasks ``task_ids``
+    on checkpoint ``(thread_id, ns, checkpoint_id)`` stored at or before ``at_ms``
+    (``put_ms``)."""
+    return {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id,
+            "task_id": {"$in": task_ids}, "v": WRITES_GROUP_VERSION,
+            "put_ms": {"$not": {"$gt": at_ms}}}
 
 
 def upsert_any(doc: Doc) -> WriteModel:

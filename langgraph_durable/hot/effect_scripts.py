@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..core.ops import RedisReply, Script
+from ..core.ops import RedisReply, Refusal, Script
 from . import lua
 
 TRUST_FIELD = "!"
@@ -65,7 +65,7 @@ def begin_op(keys: Sequence[str], thread_id: str, field: str, body: bytes, paylo
     with ``OUTBOX_FULL`` (``errors.ScriptRefused``)."""
     return Script("effect_begin", list(keys), [
         field, body, payload, max_outbox, floor, thread_id, "1" if checked else "0", known,
-        hot_ttl_s], decode=BeginReply.of, refusals=frozenset({"OUTBOX_FULL"}))
+        hot_ttl_s], decode=BeginReply.of, refusals=frozenset({Refusal.OUTBOX_FULL}))
 
 
 def end_op(keys: Sequence[str], thread_id: str, field: str, body: bytes,

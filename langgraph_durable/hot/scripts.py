@@ -24,13 +24,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from ..core.ops import RedisReply, Script
+from ..core.ops import RedisReply, Refusal, Script
 from . import lua
+from .binding_scripts import BINDING_SCRIPTS
 from .effect_scripts import EFFECT_SCRIPTS
+from .flusher_scripts import FLUSHER_SCRIPTS
 from .registry_scripts import REGISTRY_SCRIPTS
 from .store_scripts import STORE_SCRIPTS
 
-WRITE_REFUSALS = frozenset({"OUTBOX_FULL", "DELETED", "UNKNOWN", "STALE_HEAD", "MISSING_ITEMS"})
+WRITE_REFUSALS = frozenset({Refusal.OUTBOX_FULL, Refusal.DELETED, Refusal.UNKNOWN,
+                            Refusal.STALE_HEAD, Refusal.MISSING_ITEMS})
 """The codes PUT and PUT_WRITES refuse with (``put.lua``'s header): raised as
 ``errors.ScriptRefused`` whose ``detail`` is the checkpoint_id (UNKNOWN, STALE_HEAD), the
 deletion time in ms (DELETED), the count of missing items (MISSING_ITEMS) or empty."""
@@ -44,8 +47,13 @@ SCRIPTS = {
     **REGISTRY_SCRIPTS,
     **EFFECT_SCRIPTS,
     **STORE_SCRIPTS,
+    **FLUSHER_SCRIPTS,
+    **BINDING_SCRIPTS,
 }
-"""Script name -> final Lua source (``hot.lua.source``), registered once per client."""
+"""Script name -> final Lua source (``hot.lua.source``), registered once per client: every
+script of ``hot/lua`` (the thread registry's, the effect journal's, the memory store's,
+the flusher's (``flusher_scripts.py``) and the key prefix's binding
+(``binding_scripts.py``) besides this module's)."""
 
 
 # --------------------------------------------------------------------------- arguments

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..core.ops import RedisReply, Script
+from ..core.ops import RedisReply, Refusal, Script
 from . import lua
 from .keys import partition_of, partition_tag
 
@@ -36,7 +36,7 @@ STORE_SCRIPT_NAMES = ("store_put", "store_settle", "store_get")
 STORE_SCRIPTS = lua.sources(STORE_SCRIPT_NAMES)
 """Script name -> final Lua source, registered with the package's others."""
 
-STORE_REFUSALS = frozenset({"OUTBOX_FULL"})
+STORE_REFUSALS = frozenset({Refusal.OUTBOX_FULL})
 """The code STORE_PUT refuses with (raised as ``errors.ScriptRefused``)."""
 
 

@@ -15,6 +15,7 @@ from ..admin.referrers import collections_of_threads
 from ..core.records import SEP, CheckpointRecord
 from ..durable.chunks import load_plan
 from ..durable.documents import Collections, record_of
+from ..durable.footprint_queries import size_per_thread
 from ..hot.keys import CONSUMER_GROUP, heartbeats_key, prefix_pattern, thread_keys_of
 from ..io.drivers import Clients, run_sync
 from ..outbox.flusher import dead_letter_key
@@ -46,11 +47,8 @@ def thread_durable_bytes(ctx: Context, db: Any, thread_ids: list[str] | None = N
     blobs, writes, items, effects; and chunks), bytes."""
     cols = ctx.collections
     out: dict[str, dict[str, int]] = {}
-    match = [] if thread_ids is None else [{"$match": {"thread_id": {"$in": thread_ids}}}]
     for name in (getattr(cols, kind) for kind in collections_of_threads()):
-        for d in db[name].aggregate([*match, {"$group": {
-                "_id": "$thread_id", "n": {"$sum": 1},
-                "bytes": {"$sum": {"$bsonSize": "$$ROOT"}}}}]):
+        for d in db[name].aggregate(size_per_thread(thread_ids)):
             row = out.setdefault(d["_id"], {"checkpoints": 0, "bytes": 0})
             row["bytes"] += int(d["bytes"])
             if name == cols.checkpoints:

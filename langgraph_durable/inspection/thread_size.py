@@ -29,6 +29,7 @@ import ormsgpack
 
 from ..admin.referrers import REFERRERS
 from ..core.records import SEP, split_field
+from ..durable import footprint_queries as Size
 from ..durable.documents import blob_ids
 from ..durable.inline import split_key
 from ..serde.external import parse_refs
@@ -180,12 +181,8 @@ def mongo_size(ctx: Any, db: Any, thread_id: str, found: dict[str, BlobRef]) -> 
     in its documents are added to ``found``."""
     cols = ctx.collections
     out = TierSize("mongodb", "BSON document size ($bsonSize)")
-    size = {"$sum": {"$bsonSize": "$$ROOT"}}
-    match = {"$match": {"thread_id": thread_id}}
     rows: dict[tuple[str, str], ChannelSize] = {}
-    for d in db[cols.blobs].aggregate([match, {"$group": {
-            "_id": {"ns": "$checkpoint_ns", "ch": "$channel"}, "n": {"$sum": 1},
-            "bytes": size}}]):
+    for d in db[cols.blobs].aggregate(Size.channel_sizes(thread_id)):
         row = _channel(rows, d["_id"]["ns"], d["_id"]["ch"])
         row.versions, row.all_bytes = int(d["n"]), int(d["bytes"])
     latest: set[str] = set()
@@ -195,19 +192,15 @@ def mongo_size(ctx: Any, db: Any, thread_id: str, found: dict[str, BlobRef]) -> 
         if doc is not None:
             latest.update(f"{ns}{SEP}{ch}{SEP}{ver}" for ch, ver in doc["blob_fields"])
     if latest:
-        for d in db[cols.blobs].aggregate([
-                {"$match": {"_id": {"$in": blob_ids(thread_id, sorted(latest))}}},
-                {"$group": {"_id": {"ns": "$checkpoint_ns", "ch": "$channel"},
-                            "bytes": size}}]):
+        for d in db[cols.blobs].aggregate(
+                Size.blob_sizes(blob_ids(thread_id, sorted(latest)))):
             _channel(rows, d["_id"]["ns"], d["_id"]["ch"]).latest_bytes = int(d["bytes"])
     inline = _inline_sizes(db[cols.checkpoints], thread_id, rows, latest)
     out.channels = sorted(rows.values(), key=lambda c: (c.ns, c.channel))
     for kind in (*PER_KIND, "chunks"):
         # writes count one each, also inside a document of one put_writes call
-        n = {"$cond": [{"$isArray": "$writes"}, {"$size": "$writes"}, 1]} \
-            if kind == "writes" else 1
-        got = list(db[getattr(cols, kind)].aggregate([match, {"$group": {
-            "_id": None, "n": {"$sum": n}, "bytes": size}}]))
+        got = list(db[getattr(cols, kind)].aggregate(
+            Size.thread_size(thread_id, writes=kind == "writes")))
         out.kinds[kind] = Kind(int(got[0]["n"]), int(got[0]["bytes"])) if got else Kind()
     if "checkpoints" in out.kinds:  # the values inside them are counted as channels
         k = out.kinds["checkpoints"]
@@ -218,7 +211,7 @@ def mongo_size(ctx: Any, db: Any, thread_id: str, found: dict[str, BlobRef]) -> 
         projection = {name: 1 for name in ref.projection}
         projection["chunked"] = 1
         docs = list(db[getattr(cols, ref.collection)].find(
-            {"$and": [{"thread_id": thread_id}, dict(ref.query)]}, projection))
+            Size.of_thread(thread_id, ref.query), projection))
         docs = storage.loaded(db, cols, docs)
         _refs((t for doc in docs for t in ref.of_document(doc)), found, "mongodb")
     return out
@@ -229,11 +222,7 @@ def _inline_sizes(checkpoints: Any, thread_id: str, rows: dict[tuple[str, str], 
     """Add to ``rows`` the channel values inside the thread's checkpoint documents
     (``vals``: ``durable/inline.py``; each entry's ``$bsonSize``); returns their bytes."""
     total = 0
-    for d in checkpoints.aggregate([
-            {"$match": {"thread_id": thread_id, "vals": {"$exists": True}}},
-            {"$project": {"_id": 0, "checkpoint_ns": 1, "vals": 1}}, {"$unwind": "$vals"},
-            {"$project": {"ns": "$checkpoint_ns", "k": "$vals.k",
-                          "bytes": {"$bsonSize": "$vals"}}}]):
+    for d in checkpoints.aggregate(Size.inline_value_sizes(thread_id)):
         try:
             ch, ver = split_key(d["k"])
         except (TypeError, ValueError):

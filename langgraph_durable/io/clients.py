@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Callable
@@ -23,6 +22,7 @@ from ..hot.scripts import SCRIPTS
 from ..settings import check_mongo_url, hide_password
 from .drivers import Clients
 from .redis_urls import redis_client_from_url
+from .wire import pooled_connections, raw_socket
 
 
 def is_async_redis(client: Any) -> bool:
@@ -392,12 +392,9 @@ def _drop_sockets(clients: Clients) -> None:
     through the client needs their loop). redis-py's pooled connections of a single
     server client are reached; others (a cluster client's, MongoDB's) are closed when the
     garbage collector takes their transports."""
-    pool = getattr(clients.redis, "connection_pool", None)
-    held = [*getattr(pool, "_available_connections", ()), *getattr(pool, "_in_use_connections", ())]
-    for conn in held:
-        transport = getattr(getattr(conn, "_writer", None), "transport", None)
-        sock = getattr(transport, "_sock", None)
-        if isinstance(sock, socket.socket):
+    for conn in pooled_connections(getattr(clients.redis, "connection_pool", None)):
+        sock = raw_socket(conn)
+        if sock is not None:
             with contextlib.suppress(OSError):
                 sock.close()
 

@@ -1,5 +1,5 @@
-"""Auto-pipelining of Lua script calls under asyncio (the io layer; used by
-``io/drivers.py`` ``_exec_async``).
+"""Auto-pipelining of Lua script calls under asyncio (the io layer; used by the asyncio
+handlers of ``io/drivers.py``).
 
 Many LangGraph threads driven by one event loop (``ainvoke``/``astream`` in an ASGI app)
 call ``put``/``put_writes`` at nearly the same moment. Each call is one ``EVALSHA``; sent
@@ -29,7 +29,8 @@ no ``MULTI``), as ioredis' auto-pipelining does:
 
 Off a cluster the commands are packed by hiredis' C packer (``hiredis.pack_command``) and
 written to a connection taken from the client's pool (retried as redis-py retries a
-pipeline, the connection closed on any error so no reply is left unread): redis-py's
+pipeline, the connection closed on any error so no reply is left unread; the private
+redis-py internals this reads are in ``wire.py``, each with its fallback): redis-py's
 asyncio command path packs every argument in Python and wraps each command in its own
 bookkeeping, which cost more CPU than the rest of a ``put``'s driver. A client redis-py
 would pack otherwise (a single-connection client, an encoding other than UTF-8, no
@@ -53,25 +54,22 @@ from typing import Any
 import redis.asyncio.cluster
 import redis.exceptions
 
-_pack: Any
-try:
-    from hiredis import pack_command as _pack
-except ImportError:  # pragma: no cover - hiredis is a default dependency
-    _pack = None
-
-_HiredisParser: Any
-_NOT_ENOUGH: Any
-try:
-    from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH
-    from redis._parsers.hiredis import _AsyncHiredisParser as _HiredisParser
-except ImportError:  # pragma: no cover - another redis-py layout: replies read one by one
-    _HiredisParser = _NOT_ENOUGH = None
+from .wire import pack as _pack
+from .wire import send_read
 
 SHARED_READS = frozenset({"GET", "MGET", "HGET", "HMGET", "HGETALL", "HLEN", "XLEN",
                           "XRANGE", "XREVRANGE", "EXISTS"})
 """Commands a ``Pipeline`` may send in a shared batch (``ScriptBatcher.commands``): reads
 that never block and whose raw reply is the one redis-py gives (no response callback), or
-one ``drivers.normalise`` reads in either shape (``HGETALL``, ``XRANGE``, ``XREVRANGE``)."""
+one ``redis_replies.normalise`` reads in either shape (``HGETALL``, ``XRANGE``, ``XREVRANGE``)."""
+
+
+def shareable(commands: Sequence[Sequence[Any]]) -> bool:
+    """Whether a ``Pipeline`` of ``commands`` may go in a shared batch: every command one
+    of ``SHARED_READS`` (reads that never block: a blocking read would hold every call of
+    its batch)."""
+    return all(str(cmd[0]).upper() in SHARED_READS for cmd in commands)
+
 
 DEFAULT_IN_FLIGHT = 32
 """Most batches on the wire at once when the client's pool names no limit."""
@@ -374,84 +372,10 @@ class ScriptBatcher:
         conn = await pool.get_connection()
         try:
             return await conn.retry.call_with_retry(
-                lambda: _send_read(conn, packed, len(commands)),
+                lambda: send_read(conn, packed, len(commands)),
                 lambda _error: conn.disconnect())  # type: ignore[no-any-return]
         finally:
             await pool.release(conn)
-
-
-async def _send_read(conn: Any, packed: bytes, n: int) -> list[Any]:
-    """One write of ``packed`` (``n`` commands) on ``conn``, then its ``n`` replies.
-
-    On a connected connection without health checks the bytes go straight to its stream
-    writer (waiting, under the socket timeout, only when the transport buffers them):
-    redis-py's ``send_packed_command`` runs every write in a task of its own
-    (``asyncio.wait_for``), one more event-loop turn per call."""
-    try:
-        writer = getattr(conn, "_writer", None)
-        if writer is None or conn.health_check_interval or not conn.is_connected:
-            await conn.send_packed_command(packed)
-        else:
-            _write(conn, writer, packed)
-            if writer.transport.get_write_buffer_size():
-                await _drain(conn, writer)
-        replies: list[Any] = []
-        reader = _buffered_reader(conn)
-        while len(replies) < n:
-            reply = reader.gets() if reader is not None else _NOT_ENOUGH
-            if reply is _NOT_ENOUGH:  # not yet received: read it under the socket timeout
-                try:
-                    replies.append(await conn.read_response())
-                except redis.exceptions.ResponseError as exc:
-                    replies.append(exc)
-                continue
-            push = conn._parser._hiredis_PushNotificationType
-            if push is not None and isinstance(reply, push):  # RESP3: not a reply
-                await conn._parser.handle_push_response(reply)
-                continue
-            if isinstance(reply, redis.exceptions.ConnectionError):
-                raise reply  # as the parser raises it (``LOADING``...)
-            if (isinstance(reply, list) and reply
-                    and isinstance(reply[0], redis.exceptions.ConnectionError)):
-                raise reply[0]
-            replies.append(reply)
-        return replies
-    except BaseException:
-        await conn.disconnect(nowait=True)  # replies may be left unread: never reuse it
-        raise
-
-
-def _buffered_reader(conn: Any) -> Any:
-    """The hiredis reader of ``conn``'s parser when a reply it already holds can be taken
-    from it directly, as ``conn.read_response()`` would return it: redis-py's hiredis
-    parser and no health checks (whose next time a read sets); else None. A reply read
-    that way skips redis-py's per-read timeout context, which cost a batch's call more
-    CPU than reading its reply: the first reply of a batch, and any not yet received, is
-    still read by ``conn.read_response()``. A RESP3 push message met there is handed to
-    the parser's push handler, as the parser hands it."""
-    parser = getattr(conn, "_parser", None)
-    if (_HiredisParser is None or type(parser) is not _HiredisParser
-            or conn.health_check_interval):
-        return None
-    return getattr(parser, "_reader", None)
-
-
-def _write(conn: Any, writer: Any, packed: bytes) -> None:
-    try:
-        writer.write(packed)
-    except OSError as exc:
-        raise redis.exceptions.ConnectionError(f"Error while writing to socket: {exc}") from exc
-
-
-async def _drain(conn: Any, writer: Any) -> None:
-    """Wait until the transport took the buffered bytes (rare: a large batch), within the
-    connection's socket timeout."""
-    try:
-        await asyncio.wait_for(writer.drain(), conn.socket_timeout or None)
-    except asyncio.TimeoutError:
-        raise redis.exceptions.TimeoutError("Timeout writing to socket") from None
-    except OSError as exc:
-        raise redis.exceptions.ConnectionError(f"Error while writing to socket: {exc}") from exc
 
 
 def _in_flight_cap(client: Any) -> int:

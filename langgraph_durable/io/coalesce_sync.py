@@ -18,7 +18,8 @@ import redis
 import redis.cluster
 import redis.exceptions
 
-from .coalesce import _own_command_path, _pack
+from .coalesce import _own_command_path
+from .wire import pack as _pack
 
 HOLD_MIN_POOL = 8
 """A ``SyncScriptBatcher`` on a pool of at least this many connections keeps one of them

@@ -18,6 +18,7 @@ from langchain_core.messages.utils import convert_to_messages, message_chunk_to_
 from langchain_core.prompt_values import PromptValue
 from langchain_core.runnables import RunnableBinding, RunnableSequence
 
+from ..core.drive import Steps
 from ..effects import (
     _adump,
     _Call,
@@ -294,26 +295,24 @@ def drive(steps: Generator[Any, Any, tuple[bool, Any]], saver: DurableSaver,
     """Run ``steps`` on ``saver``; ``_Call`` iterates ``call()``, yielding its chunks on
     (the answer is their sum). Returns ``(replayed, response)``."""
     with closing(steps):
-        reply: Any = None
-        while True:
-            try:
-                step = steps.send(reply)
-            except StopIteration as stop:
-                _counted(saver, *stop.value)
-                return stop.value  # type: ignore[no-any-return]
+        run = Steps(steps)
+        for step in run:
             if isinstance(step, _Run):
-                reply = saver.run(step.plan)
+                run.send(saver.run(step.plan))
             elif isinstance(step, _Dump):
-                reply = _dump(saver, step.ref, step.value)
+                run.send(_dump(saver, step.ref, step.value))
             else:
                 acc = _NOTHING
                 try:
                     for chunk in call():
                         yield chunk
                         acc = _merge(acc, chunk)
-                    reply = (True, _final(acc))
+                    run.send((True, _final(acc)))
                 except BaseException as exc:
-                    reply = (False, exc)
+                    run.send((False, exc))
+        assert run.value is not None
+        _counted(saver, *run.value)
+        return run.value
 
 
 async def adrive(steps: Generator[Any, Any, tuple[bool, Any]], saver: DurableSaver,
@@ -321,27 +320,24 @@ async def adrive(steps: Generator[Any, Any, tuple[bool, Any]], saver: DurableSav
                  ) -> AsyncIterator[Any]:
     """Async ``drive``: ``(replayed, response)`` is appended to ``out``."""
     with closing(steps):
-        reply: Any = None
-        while True:
-            try:
-                step = steps.send(reply)
-            except StopIteration as stop:
-                _counted(saver, *stop.value)
-                out.append(stop.value)
-                return
+        run = Steps(steps)
+        for step in run:
             if isinstance(step, _Run):
-                reply = await saver.arun(step.plan)
+                run.send(await saver.arun(step.plan))
             elif isinstance(step, _Dump):
-                reply = await _adump(saver, step.ref, step.value)
+                run.send(await _adump(saver, step.ref, step.value))
             else:
                 acc = _NOTHING
                 try:
                     async for chunk in call():
                         yield chunk
                         acc = _merge(acc, chunk)
-                    reply = (True, _final(acc))
+                    run.send((True, _final(acc)))
                 except BaseException as exc:
-                    reply = (False, exc)
+                    run.send((False, exc))
+        assert run.value is not None
+        _counted(saver, *run.value)
+        out.append(run.value)
 
 
 def run_sync(what: str, name: str, request: str, on_change: str, strict: bool,
@@ -379,11 +375,10 @@ async def run_async(what: str, name: str, request: str, on_change: str, strict: 
 
 def complete(gen: Generator[Any, None, Any]) -> Any:
     """The return value of ``gen`` (its chunks dropped)."""
-    while True:
-        try:
-            next(gen)
-        except StopIteration as stop:
-            return stop.value
+    run = Steps(gen)
+    for _ in run:
+        pass
+    return run.value
 
 
 def as_chunk(value: Any) -> Any:

@@ -7,6 +7,7 @@ from typing import Any
 
 from langchain_core.runnables import Runnable, RunnableConfig
 
+from ..core.drive import Steps
 from .calls import (
     EFFECT_PREFIX,
     OnChange,
@@ -75,14 +76,12 @@ class JournaledModel(Runnable[Any, Any]):
         gen = run_sync(self._what(), self.effect, self._request(input, kwargs),
                        self.on_change, self.strict,
                        lambda: self.inner.stream(input, config, **kwargs))
-        while True:
-            try:
-                yield next(gen)
-            except StopIteration as stop:
-                replayed, response = stop.value
-                if replayed:
-                    yield as_chunk(response)
-                return
+        run = Steps(gen)
+        yield from run  # a plain iterator: a throw() or close() does not reach gen
+        assert run.value is not None
+        replayed, response = run.value
+        if replayed:
+            yield as_chunk(response)
 
     async def astream(self, input: Any, config: RunnableConfig | None = None,
                       **kwargs: Any | None) -> AsyncIterator[Any]:

@@ -26,6 +26,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.drive import Steps
 from ..core.ops import Plan
 from ..io.drivers import Clients, run_async, run_sync
 from ..io.tasks import cancellable
@@ -54,16 +55,6 @@ class _Wait:
 
 
 _Step = Plan[BatchStats] | _Wait
-
-
-def _advance(steps: Generator[_Step, Any, None], sent: Any, error: Exception | None
-             ) -> _Step | None:
-    """The loop's next step after sending it ``sent`` (or throwing ``error`` into it);
-    None once it ended."""
-    try:
-        return steps.send(sent) if error is None else steps.throw(error)
-    except StopIteration:
-        return None
 
 
 def consumer_name() -> str:
@@ -276,11 +267,8 @@ class Flusher:
     def _drive_sync(self, clients: Clients) -> None:
         """Run ``_steps`` in this thread: plans with ``run_sync``; a wait ends early at
         ``request_stop()`` (a linger: at ``wake()``)."""
-        steps = self._steps()
-        step = _advance(steps, None, None)
-        while step is not None:
-            sent: Any = None
-            error: Exception | None = None
+        steps = Steps(self._steps())
+        for step in steps:
             if isinstance(step, _Wait):
                 if step.linger:
                     self._nudge.wait(step.seconds)
@@ -289,10 +277,9 @@ class Flusher:
                     self._stop.wait(step.seconds)
             else:
                 try:
-                    sent = run_sync(step, clients)
+                    steps.send(run_sync(step, clients))
                 except Exception as exc:
-                    error = exc
-            step = _advance(steps, sent, error)
+                    steps.throw(exc)
 
     async def start_task(self, clients: Clients) -> None:
         """Start the flush loop as an asyncio task on the running loop using async clients."""
@@ -319,11 +306,8 @@ class Flusher:
         ``wake()``; cancelling the task ends it at once (plans and lingers run through
         ``io.tasks.cancellable``: a cancel a client library swallows still ends it, so
         ``asyncio.run`` returns)."""
-        steps = self._steps()
-        step = _advance(steps, None, None)
-        while step is not None:
-            sent: Any = None
-            error: Exception | None = None
+        steps = Steps(self._steps())
+        for step in steps:
             if isinstance(step, _Wait):
                 if not step.linger:
                     await asyncio.sleep(step.seconds)
@@ -332,10 +316,9 @@ class Flusher:
                     self._anudge.clear()
             else:
                 try:
-                    sent = await cancellable(run_async(step, clients))
+                    steps.send(await cancellable(run_async(step, clients)))
                 except Exception as exc:  # asyncio.CancelledError is none: it ends the task
-                    error = exc
-            step = _advance(steps, sent, error)
+                    steps.throw(exc)
 
     @property
     def running(self) -> bool:

@@ -2,37 +2,24 @@
 no pending entries), live flushers remove consumers long gone, and entries the group's
 last-delivered id has passed without being pending at any consumer are delivered again.
 
-Each step is one small Lua script, so it reads and changes the group atomically.
+Each step is one small Lua script (GROUP_LEAVE, GROUP_UPKEEP: ``hot/flusher_scripts.py``),
+so it reads and changes the group atomically.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import redis.exceptions
 
-from ..core.ops import Pipeline, Plan
-from ..hot import lua
+from ..core.ops import Pipeline, Plan, ask
+from ..errors import CorruptRecordError
+from ..hot.flusher_scripts import LeaveArgs, UpkeepArgs
 from ..hot.keys import CONSUMER_GROUP
 from ..hot.keys import dead_letter_key as keys_dead_letter_key
 from ..plans.context import Context
 
 log = logging.getLogger("langgraph_durable.flusher")
-
-LEAVE = lua.source("group_leave")
-"""The Lua of ``hot/lua/group_leave.lua``:
-Delete consumer ARGV[2] of group ARGV[1] of stream KEYS[1] unless it holds pending entries
-(``XGROUP DELCONSUMER`` would drop them from the group's pending list). 1 if deleted."""
-
-UPKEEP = lua.source("group_upkeep")
-"""The Lua of ``hot/lua/group_upkeep.lua``:
-Remove consumers of group ARGV[1] idle over ARGV[2] ms holding nothing; then, when the
-stream's oldest entry is at or before the group's last-delivered id and no consumer holds it
-(delivered to a consumer since deleted, or the group's id moved past it), set the group's
-id back to 0 so ``XREADGROUP >`` delivers it (and what follows) again. Returns
-``{consumers removed, 1 if rewound, oldest id}``."""
-
 
 def ensure_group_plan(ctx: Context) -> Plan[None]:
     """Create every outbox stream and its consumer group if missing (idempotent)."""
@@ -63,34 +50,33 @@ def leave_plan(ctx: Context, consumer: str) -> Plan[bool]:
     left = True
     for stream in ctx.outboxes:
         try:
-            (done,) = yield Pipeline([["EVAL", LEAVE, 1, stream, CONSUMER_GROUP, consumer]])
-        except redis.exceptions.ResponseError:  # no stream or no group: nothing to leave
-            continue
-        left = left and bool(done)
+            done = yield from ask(LeaveArgs(stream, CONSUMER_GROUP, consumer).op())
+        except (redis.exceptions.ResponseError, CorruptRecordError):
+            continue  # no stream or no group (or not a stream: WRONGTYPE): nothing to leave
+        left = left and done
     return left
 
 
 def upkeep_plan(ctx: Context) -> Plan[tuple[int, bool]]:
-    """Run ``UPKEEP`` (see there) on every outbox stream; logs what it changed. Returns
-    ``(consumers removed, whether any stream was rewound)``."""
+    """Run GROUP_UPKEEP (``hot.flusher_scripts.UpkeepArgs``) on every outbox stream; logs
+    what it changed. Returns ``(consumers removed, whether any stream was rewound)``."""
     removed, rewound = 0, False
     for stream in ctx.outboxes:
         try:
-            (reply,) = yield Pipeline([["EVAL", UPKEEP, 1, stream, CONSUMER_GROUP,
-                                        stale_consumer_ms(ctx)]])
+            reply = yield from ask(UpkeepArgs(stream, CONSUMER_GROUP,
+                                              stale_consumer_ms(ctx)).op())
         except redis.exceptions.ResponseError as exc:
             if "NOGROUP" in str(exc) or "no such key" in str(exc).lower():
                 continue
             raise
-        removed += int(reply[0])
-        if int(reply[0]):
+        removed += reply.removed
+        if reply.removed:
             log.info("removed %d consumers of %s idle over %.0f s with nothing pending",
-                     int(reply[0]), stream, stale_consumer_ms(ctx) / 1000)
-        if reply[1]:
+                     reply.removed, stream, stale_consumer_ms(ctx) / 1000)
+        if reply.rewound:
             rewound = True
-            oldest: Any = reply[2]
             log.warning("outbox %s held entries from %s on that no consumer held although "
                         "the group had delivered them (a consumer deleted with its pending "
                         "entries, or the group's id moved); delivering them again", stream,
-                        oldest.decode() if isinstance(oldest, bytes) else oldest)
+                        reply.oldest)
     return removed, rewound

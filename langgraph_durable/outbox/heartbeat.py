@@ -5,14 +5,15 @@ Every flusher (in-process thread or task, standalone worker) is a member of the
 *heartbeat registry* of its key prefix, one sorted set (``hot.keys.heartbeats_key``):
 member = consumer name, score = when its heartbeat lapses, in the Redis server's clock
 (ms). Beside the flush loop, not in it, a heartbeat thread (or asyncio task) refreshes it
-every third of ``heartbeat_ttl_s`` (``BEAT``), so a round stalled in MongoDB or on a slow
-network keeps its consumer alive; the same script answers which members have lapsed.
+every third of ``heartbeat_ttl_s`` (HEARTBEAT_BEAT; the scripts are
+``hot/flusher_scripts.py``), so a round stalled in MongoDB or on a slow network keeps its
+consumer alive; the same script answers which members have lapsed.
 
 A lapsed member is dead (killed, or frozen for ``heartbeat_ttl_s``). The next round of a
 live flusher claims the entries it holds that are idle for ``heartbeat_ttl_s`` too
-(``REAP``: ``XPENDING ... consumer`` then ``XCLAIM``, one script per outbox stream),
-removes it from the consumer group of every stream where it holds nothing more, and from
-the registry once it holds nothing anywhere (``FORGET``).
+(HEARTBEAT_REAP: ``XPENDING ... consumer`` then ``XCLAIM``, one script per outbox
+stream), removes it from the consumer group of every stream where it holds nothing more,
+and from the registry once it holds nothing anywhere (HEARTBEAT_FORGET).
 
 A consumer that is not a member (made by an older version, by hand, or with a registry
 lost with Redis's data) was never seen to beat: it is not taken for dead, and its entries
@@ -28,12 +29,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
 
-from ..core.ops import Pipeline, Plan
-from ..hot import lua
+from ..core.ops import Pipeline, Plan, ask
+from ..hot.flusher_scripts import BeatArgs, ForgetArgs, ReapArgs
 from ..hot.keys import CONSUMER_GROUP, heartbeats_key
-from ..io.drivers import Clients, normalise, run_async, run_sync
+from ..hot.lua import eval_command
+from ..io.drivers import Clients, run_async, run_sync
 from ..io.tasks import Periodic
 from ..plans.context import Context
 from .group import leave_plan
@@ -47,30 +48,12 @@ REGISTRY_TTL_S = 7 * 24 * 3600
 LAPSED_PER_BEAT = 100
 """Most lapsed members one heartbeat reports (the rest at the next ones)."""
 
-BEAT = lua.source("heartbeat_beat")
-"""The Lua of ``hot/lua/heartbeat_beat.lua``:
-Registry KEYS[1]: member ARGV[1]'s heartbeat lapses ARGV[2] ms from now (server time);
-the registry lives ARGV[3] ms more. Returns up to ARGV[4] members already lapsed."""
-
-FORGET = lua.source("heartbeat_forget")
-"""The Lua of ``hot/lua/heartbeat_forget.lua``:
-Remove the members ARGV of registry KEYS[1] that are still lapsed (one that came back
-to life and beat since keeps its place). Returns how many were removed."""
-
-REAP = lua.source("heartbeat_reap")
-"""The Lua of ``hot/lua/heartbeat_reap.lua``:
-Stream KEYS[1], group ARGV[1]: consumer ARGV[2] claims up to ARGV[4] entries idle over
-ARGV[3] ms that the dead consumers ARGV[5..] hold; each dead consumer holding nothing
-more is deleted from the group. Returns ``{claimed entries, consumers deleted}``."""
-
-
 def beat_plan(ctx: Context, consumer: str) -> Plan[list[str]]:
-    """Refresh ``consumer``'s heartbeat for ``heartbeat_ttl_s`` (``BEAT``, one round trip);
-    returns the other members whose heartbeat has lapsed (dead flushers)."""
+    """Refresh ``consumer``'s heartbeat for ``heartbeat_ttl_s`` (HEARTBEAT_BEAT, one round
+    trip); returns the other members whose heartbeat has lapsed (dead flushers)."""
     ttl_ms = max(1, int(ctx.config.heartbeat_ttl_s * 1000))
-    (lapsed,) = yield Pipeline([["EVAL", BEAT, 1, heartbeats_key(ctx.config.key_prefix),
-                                 consumer, ttl_ms, REGISTRY_TTL_S * 1000, LAPSED_PER_BEAT]])
-    return [_text(m) for m in lapsed or []]
+    return (yield from ask(BeatArgs(heartbeats_key(ctx.config.key_prefix), consumer, ttl_ms,
+                                    REGISTRY_TTL_S * 1000, LAPSED_PER_BEAT).op()))
 
 
 def reap_plan(ctx: Context, consumer: str, dead: Sequence[str], n: int
@@ -78,21 +61,24 @@ def reap_plan(ctx: Context, consumer: str, dead: Sequence[str], n: int
     """Claim for ``consumer`` the entries the ``dead`` consumers hold in every outbox
     stream (up to ``n``, idle over ``heartbeat_ttl_s``), delete them from the group where
     they hold nothing more, and forget those holding nothing anywhere (one pipeline of one
-    ``REAP`` per stream, then one ``FORGET`` if any holds nothing). Returns the entries
-    taken, as ``streams.read_plan`` does."""
+    HEARTBEAT_REAP per stream (``eval_command``: one round trip for them all), then one
+    HEARTBEAT_FORGET if any holds nothing). Returns the entries taken, as
+    ``streams.read_plan`` does."""
     idle_ms = max(1, int(ctx.config.heartbeat_ttl_s * 1000))
     streams = ctx.outboxes
-    replies = yield Pipeline([["EVAL", REAP, 1, s, CONSUMER_GROUP, consumer, idle_ms,
-                               _share(ctx, n), *dead] for s in streams])
+    reaps = [ReapArgs(s, CONSUMER_GROUP, consumer, idle_ms, _share(ctx, n), dead).op()
+             for s in streams]
+    replies = yield Pipeline([eval_command(op) for op in reaps])
     taken: list[Taken] = []
     emptied = {c: 0 for c in dead}
-    for s, (entries, empty) in zip(streams, replies):
-        taken += [(s, e) for e in normalise("XRANGE", entries)]
-        for c in empty:
-            emptied[_text(c)] = emptied.get(_text(c), 0) + 1
+    for s, op, raw in zip(streams, reaps, replies):
+        reply = op.reply_of(raw)
+        taken += [(s, e) for e in reply.claimed]
+        for c in reply.deleted:
+            emptied[c] = emptied.get(c, 0) + 1
     gone = [c for c, k in emptied.items() if k == len(streams)]
     if gone:
-        yield Pipeline([["EVAL", FORGET, 1, heartbeats_key(ctx.config.key_prefix), *gone]])
+        yield from ask(ForgetArgs(heartbeats_key(ctx.config.key_prefix), gone).op())
     return taken
 
 
@@ -160,7 +146,3 @@ class Heartbeat(Periodic):
 
     tick = beat
     atick = abeat
-
-
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)

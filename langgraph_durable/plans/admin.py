@@ -27,6 +27,7 @@ from ..core.ops import (
 )
 from ..core.outbox_entry import DeadLetter
 from ..core.records import member
+from ..durable import checkpoint_queries as Q
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..durable import inline as I
@@ -231,13 +232,12 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
                         for i in range(0, len(items), 1000)])
     yield Parallel(ops)
     # their chunks after the documents that refer to them (rarely any: few queries)
-    chunk_ops: list[Op[object]] = [DeleteMany(cols.chunks, {
-        "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}})
+    chunk_ops: list[Op[object]] = [
+        DeleteMany(cols.chunks, Q.chunks_of_checkpoints(thread_id, ns, cids))
         for ns, cids in by_ns.items() if cids]
     owners = D.blob_ids(thread_id, blob_fields) + [D.doc_id(thread_id, d.hex()) for d in items]
     if owners:
-        chunk_ops.append(DeleteMany(cols.chunks, {"thread_id": thread_id,
-                                                  "owner": {"$in": owners}}))
+        chunk_ops.append(DeleteMany(cols.chunks, Q.chunks_of_owners(thread_id, owners)))
     yield Parallel(chunk_ops)
 
 
@@ -246,8 +246,7 @@ def delete_for_runs_plan(ctx: Context, run_ids: Sequence[str]) -> Plan[None]:
     if not run_ids:
         return
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
-    docs = yield from ask(Find(ctx.collections.checkpoints,
-                               {"run_id": {"$in": [str(r) for r in run_ids]}},
+    docs = yield from ask(Find(ctx.collections.checkpoints, Q.checkpoints_of_runs(run_ids),
                                {"thread_id": 1, "checkpoint_ns": 1, "checkpoint_id": 1,
                                 "vals": 1, "put_ms": 1}))
     by_thread: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
@@ -340,12 +339,11 @@ def _collect_items_plan(ctx: Context, thread_id: str, start_ms: int) -> Plan[Non
     and are never collected."""
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
-    q = {"thread_id": thread_id}
     bdocs, wdocs, idocs, cdocs = yield Parallel([
-        Find(cols.blobs, {**q, "refs": {"$exists": True}}, {"refs": 1}),
-        Find(cols.writes, {**q, "refs": {"$exists": True}}, {"refs": 1}),
-        Find(cols.items, q, {"d": 1, "refs": 1, "put_ms": 1}),
-        Find(cols.checkpoints, {**q, "vals.refs": {"$exists": True}}, {"vals.refs": 1}),
+        Find(cols.blobs, Q.manifests_of(thread_id), {"refs": 1}),
+        Find(cols.writes, Q.manifests_of(thread_id), {"refs": 1}),
+        Find(cols.items, {"thread_id": thread_id}, {"d": 1, "refs": 1, "put_ms": 1}),
+        Find(cols.checkpoints, Q.inline_manifests_of(thread_id), {"vals.refs": 1}),
     ])
     inline = [{"refs": I.inline_refs(d)} for d in cdocs]  # manifests inside checkpoints
     gone = unreferenced_items([*bdocs, *wdocs, *inline], idocs, start_ms)

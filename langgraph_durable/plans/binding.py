@@ -13,7 +13,8 @@ recorded where every saver and flusher worker of the prefix meets them, in Redis
 refuses to start with ``ConfigurationError``.
 
 ``check_plan`` reads the binding (writes nothing); ``bind_plan`` records it when absent
-(one atomic script: the first process wins) and compares. The other direction (the
+(BIND, ``hot/binding_scripts.py``: one atomic script, the first process wins) and
+compares. The other direction (the
 collections of a database belong to one key prefix) is the owner recorded in MongoDB's
 ``meta`` document (``migrations.record_version_plan``).
 """
@@ -23,61 +24,28 @@ from __future__ import annotations
 import datetime
 import os
 import socket
-from dataclasses import dataclass
 
-from ..core.ops import Pipeline, Plan, RedisReply
+from ..core.ops import Pipeline, Plan, ask
 from ..errors import ConfigurationError
-from ..hot import lua
+from ..hot.binding_scripts import BINDING_FIELDS, BindArgs, Binding
 from ..hot.keys import binding_key
 from .context import Context
 
-FIELDS = ("database", "collection_prefix", "by", "at", "partitions")
-"""The fields of the binding hash, in the order ``BIND`` returns them."""
-
-BIND = lua.source("bind")
-"""Record the binding unless one exists; reply the stored ``FIELDS`` (``hot/lua/bind.lua``
-names its KEYS and ARGV). Sent as ``EVAL`` (once per process start: not registered)."""
+FIELDS = BINDING_FIELDS
+"""The fields of the binding hash, in the order ``BIND`` returns them
+(``hot.binding_scripts.BINDING_FIELDS``)."""
 
 
-@dataclass(frozen=True)
-class Binding:
-    """A key prefix's recorded binding: ``database`` and ``collection_prefix`` (None when
-    the hash lacks the field), ``by`` (the process that recorded it, e.g. ``saver pid 12 on
-    host app-1``), ``at_ms`` (when, ms since the epoch) and ``partitions`` (the number of
-    outbox partitions; None in a binding an older version recorded)."""
-
-    database: str | None
-    collection_prefix: str | None
-    by: str | None
-    at_ms: int | None
-    partitions: int | None = None
-
-    def matches(self, ctx: Context) -> bool:
-        """True when it names the database, collection_prefix and (when recorded) the
-        number of outbox partitions of ``ctx``."""
-        c = ctx.config
-        return (self.database == c.database and self.collection_prefix == c.collection_prefix
-                and self.partitions in (None, ctx.partitions))
+def _matches(found: Binding, ctx: Context) -> bool:
+    """True when ``found`` names the database, collection_prefix and (when recorded) the
+    number of outbox partitions of ``ctx``."""
+    c = ctx.config
+    return found.matches(c.database, c.collection_prefix, ctx.partitions)
 
 
 def describe_process(role: str) -> str:
     """``"<role> pid <pid> on host <hostname>"``: what ``bind_plan`` records as ``by``."""
     return f"{role} pid {os.getpid()} on host {socket.gethostname()}"
-
-
-def _text(v: object) -> str | None:
-    if v is None:
-        return None
-    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
-
-
-def _number(text: str | None) -> int | None:
-    return int(text) if text is not None and text.isdigit() else None
-
-
-def _binding(values: list[RedisReply]) -> Binding:
-    database, collection_prefix, by, at, partitions = (_text(v) for v in values)
-    return Binding(database, collection_prefix, by, _number(at), _number(partitions))
 
 
 def mismatch_error(ctx: Context, found: Binding, who: str) -> ConfigurationError:
@@ -119,8 +87,8 @@ def check_plan(ctx: Context, who: str) -> Plan[Binding | None]:
     (values,) = yield Pipeline([["HMGET", binding_key(ctx.config.key_prefix), *FIELDS]])
     if all(v is None for v in values):
         return None
-    found = _binding(values)
-    if not found.matches(ctx):
+    found = Binding.of(values)
+    if not _matches(found, ctx):
         raise mismatch_error(ctx, found, who)
     return found
 
@@ -133,10 +101,9 @@ def bind_plan(ctx: Context, who: str, by: str) -> Plan[Binding]:
     ``ConfigurationError`` (``mismatch_error``) when it is bound to another pair. Returns
     the binding."""
     c = ctx.config
-    (values,) = yield Pipeline([["EVAL", BIND, 1, binding_key(c.key_prefix), c.database,
-                                 c.collection_prefix, by, ctx.clock.time_ns() // 1_000_000,
-                                 ctx.partitions]])
-    found = _binding(values)
-    if not found.matches(ctx):
+    found = yield from ask(BindArgs(
+        binding_key(c.key_prefix), c.database, c.collection_prefix, by,
+        ctx.clock.time_ns() // 1_000_000, ctx.partitions).op())
+    if not _matches(found, ctx):
         raise mismatch_error(ctx, found, who)
     return found

@@ -18,6 +18,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..core.ops import Find, Parallel, Plan, ask
 from ..core.records import SEP, Typed, WriteRecord, load_value, member, split_field, unpack_blob
+from ..durable import checkpoint_queries as Q
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..durable import inline as I
@@ -184,7 +185,7 @@ def _mongo_segment(ctx: Context, thread_id: str, ns: str, cursor: str, skip_curs
     cols = ctx.collections
     docs = yield from ask(Find(
         cols.checkpoints,
-        {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$lte": cursor}},
+        Q.checkpoints_up_to(thread_id, ns, cursor),
         projection={"checkpoint_id": 1, "parent_checkpoint_id": 1, "blob_fields": 1},
         sort=[("checkpoint_id", -1)], limit=MONGO_BATCH + 1))
     by_id = {link[0]: link for link in map(D.chain_link_of, docs)}
@@ -200,9 +201,8 @@ def _mongo_segment(ctx: Context, thread_id: str, ns: str, cursor: str, skip_curs
     fields = sorted({f"{ns}{SEP}{ch}{SEP}{ver}" for _, _, bf in chain for ch, ver in bf
                      if ch in walk.open})
     wdocs, vdocs, parts = yield Parallel([
-        Find(cols.writes, {"thread_id": thread_id, "checkpoint_ns": ns,
-                           "checkpoint_id": {"$in": cids}}),
-        I.values_op(cols, thread_id, fields) if fields else Find(cols.blobs, {"_id": {"$in": []}}),
+        Find(cols.writes, Q.writes_of(thread_id, ns, cids)),
+        I.values_op(cols, thread_id, fields) if fields else Find(cols.blobs, D.ids_in([])),
         parts_op(ctx.keys(thread_id).all, [member(ns, c) for c in cids], fields),
     ])
     bdocs, blobs = I.split_values(vdocs)

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import ormsgpack
 
-from ..core.ops import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, Sleep, UpdateDoc, ask
+from ..core.ops import DeleteMany, Doc, Find, FindOne, Pipeline, Plan, Refusal, Sleep, ask
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, Typed, member
 from ..durable import documents as D
+from ..durable import effect_docs as F
 from ..errors import (
     CorruptRecordError,
     EffectCheckpointError,
@@ -243,7 +244,7 @@ def begin_plan(ctx: Context, ref: EffectRef, started: Entry) -> Plan[Entry | Non
                 floor=int(doc["v"]) if doc else 0, checked=True, known=live,
                 hot_ttl_s=ctx.config.hot_ttl_s))
     except ScriptRefused as refusal:
-        if refusal.code != "OUTBOX_FULL":
+        if refusal.code != Refusal.OUTBOX_FULL:
             raise
         raise OutboxFullError(
             f"outbox {ctx.outbox_of(ref.thread_id)!r} holds its share of max_outbox="
@@ -289,12 +290,12 @@ def _strict_plan(ctx: Context, ref: EffectRef, stored: bytes, at_ms: int) -> Pla
     """In ``durability="strict"``, upsert the entry just stored in Redis (``stored``:
     version and body) into MongoDB before ``once`` goes on, as a strict ``put`` does: a
     Redis that loses its data then cannot make a re-execution call ``fn`` again. The
-    outbox entry stays for the flusher (the same version: an idempotent repeat that also
-    takes back what a delete overtook)."""
+    outbox entry stays for the flusher (the same version: an idempotent repeat that is also
+    fenced: what a delete overtook is deleted again)."""
     if ctx.config.durability != "strict":
         return
     doc = effect_doc(ref.thread_id, ref.field, stored, at_ms)
-    yield from bulk_ignoring_newer(collection(ctx), [effect_upsert(doc)])
+    yield from bulk_ignoring_newer(collection(ctx), [F.effect_upsert(doc)])
 
 
 def effect_doc(thread_id: str, field: str, raw: bytes, put_ms: int) -> Doc:
@@ -312,22 +313,13 @@ def effect_doc(thread_id: str, field: str, raw: bytes, put_ms: int) -> Doc:
     }
 
 
-def effect_upsert(doc: Doc) -> UpdateDoc:
-    """Upsert of a journal document replacing only an older version (a newer one stored:
-    duplicate key error, ignored by ``bulk_ignoring_newer``); its filter holds
-    ``thread_id``, the shard key."""
-    fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
-    return UpdateDoc({"_id": doc["_id"], "thread_id": doc["thread_id"], "v": {"$lt": doc["v"]}},
-                     {"$set": fields, "$setOnInsert": {"put_ms": doc["put_ms"]}}, upsert=True)
-
-
 def flush_effects_plan(ctx: Context, entries: Sequence[tuple[bytes, str, OutboxEntry]]
                        ) -> Plan[int]:
     """The flusher's part for the journal's outbox entries (``(entry id, thread_id,
     payload)`` of kind ``fx``): read the entries they name from Redis (one pipeline),
-    upsert them into MongoDB, then take back what a delete overtook (a tombstone of the
-    whole thread or of the effect's checkpoint newer than the entry) and give each
-    journal the ``hot_ttl_s`` of flushed keys. Returns the documents written."""
+    upsert them into MongoDB, then fence them: delete again what a delete overtook (a
+    tombstone of the whole thread or of the effect's checkpoint newer than the entry) and
+    give each journal the ``hot_ttl_s`` of flushed keys. Returns the documents written."""
     at: dict[tuple[str, str], int] = {}
     for eid, tid, entry in entries:
         for f in entry.names:
@@ -343,7 +335,7 @@ def flush_effects_plan(ctx: Context, entries: Sequence[tuple[bytes, str, OutboxE
             if raw is not None:  # None: deleted since
                 docs.append(effect_doc(tid, f, bytes(raw), at[(tid, f)]))
     if docs:
-        yield from bulk_ignoring_newer(collection(ctx), [effect_upsert(d) for d in docs])
+        yield from bulk_ignoring_newer(collection(ctx), [F.effect_upsert(d) for d in docs])
     ttl = ctx.config.hot_ttl_s
     cmds: list[list[object]] = [["HGETALL", ctx.keys(t).gone] for t in threads]
     if ttl > 0:
@@ -354,7 +346,7 @@ def flush_effects_plan(ctx: Context, entries: Sequence[tuple[bytes, str, OutboxE
             if max(gone[d["thread_id"]].get("*", 0), gone[d["thread_id"]].get(d["member"], 0))
             > at[(d["thread_id"], _field_of(d))]]
     if back:
-        yield DeleteMany(collection(ctx), {"_id": {"$in": back}})
+        yield DeleteMany(collection(ctx), D.ids_in(back))
     return len(docs)
 
 
@@ -365,7 +357,7 @@ def _field_of(doc: Doc) -> str:
 def delete_thread_effects_plan(ctx: Context, thread_id: str, at_ms: int) -> Plan[None]:
     """``delete_thread``'s part: the thread's journal out of Redis, then its documents
     stored at or before ``at_ms`` (the delete's time) out of MongoDB. Runs after the
-    delete's tombstones are written, so a late flush of an older entry is taken back."""
+    delete's tombstones are written, so what a late flush of an older entry writes is fenced."""
     yield Pipeline([["DEL", ctx.keys(thread_id).fx]])
     yield DeleteMany(collection(ctx), D.stored_before(thread_id, at_ms))
 
@@ -382,7 +374,7 @@ def remove_effects_plan(ctx: Context, thread_id: str, members: Sequence[str]) ->
             and member(*_checkpoint_of(bytes(raw))) in gone]
     if drop:
         yield Pipeline([["HDEL", fx, *drop]])
-    yield DeleteMany(collection(ctx), {"thread_id": thread_id, "member": {"$in": list(gone)}})
+    yield DeleteMany(collection(ctx), F.effects_of_members(thread_id, gone))
 
 
 def _checkpoint_of(raw: bytes) -> tuple[str, str]:
@@ -400,7 +392,7 @@ def copy_effects_plan(ctx: Context, source: str, target: str, now_ms: int) -> Pl
         d["_id"] = D.doc_id(target, d["task_ns"], d["task_id"], d["name"], d["n"])
         d["put_ms"] = now_ms
     if docs:
-        yield from bulk_ignoring_newer(collection(ctx), [effect_upsert(d) for d in docs])
+        yield from bulk_ignoring_newer(collection(ctx), [F.effect_upsert(d) for d in docs])
     yield Pipeline([["DEL", ctx.keys(target).fx]])
     return len(docs)
 

@@ -25,9 +25,11 @@ from ..core.ops import (
 )
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import SEP, split_field
-from ..core.schema import WRITES_GROUP_VERSION
 from ..core.store_records import STORE_KIND
+from ..durable import checkpoint_queries as Q
 from ..durable import documents as D
+from ..durable import summary_docs as S
+from ..durable import write_groups as G
 from .context import Context
 
 log = logging.getLogger("langgraph_durable.flusher")
@@ -77,7 +79,7 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
             stones[t] = {}
     unsure = [t for t in threads if "!" not in stones[t]]
     if unsure:
-        docs = yield from ask(Find(ctx.collections.tombstones, {"thread_id": {"$in": unsure}},
+        docs = yield from ask(Find(ctx.collections.tombstones, D.tombstones_of_threads(unsure),
                                    {"_id": 0, "thread_id": 1, "f": 1, "at_ms": 1}))
         for d in docs:
             mine = stones[str(d["thread_id"])]
@@ -95,7 +97,7 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
             failed.append((e, exc))
     cols = ctx.collections
     ops: list[Op[object]] = [
-        DeleteMany(name, {"_id": {"$in": ids}})
+        DeleteMany(name, D.ids_in(ids))
         for name, ids in ((cols.checkpoints, cps), (cols.blobs, blobs), (cols.writes, writes))
            if ids] + items
     if ops:
@@ -103,8 +105,7 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
                     "removed again", len(cps) + len(blobs) + len(writes))
         yield Parallel(ops)
         # their chunks after them (a document is never visible without its chunks)
-        yield DeleteMany(cols.chunks, {"thread_id": {"$in": threads},
-                                       "owner": {"$in": cps + blobs + writes}})
+        yield DeleteMany(cols.chunks, Q.chunks_of_threads(threads, cps + blobs + writes))
     return failed
 
 
@@ -118,19 +119,18 @@ def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
     kind, m, fields, digests = entry.kind, entry.member, entry.names, entry.digests
     gone = stones.get(tid) or {}
     if not gone or kind not in ("cp", "w"):  # other kinds' copy plans fence their own
-        return  # (the effect journal's: plans/effect_journal.py takes back)
+        return  # (the effect journal's: plans/effect_journal.py fences its own)
     at = stream_ms(eid)
     whole = gone.get("*", 0) > at
     m_gone = whole or gone.get(m, 0) > at
     ns, cid = m.split(SEP)
     mine: list[Op[object]] = []
     if whole and digests:  # items are shared: only those no write stored since
-        mine.append(DeleteMany(ctx.collections.items, {
-            "_id": {"$in": [D.doc_id(tid, d.hex()) for d in digests]},
-            "put_ms": {"$not": {"$gt": gone["*"]}}}))
+        mine.append(DeleteMany(ctx.collections.items,
+                               Q.items_stored_before(tid, digests, gone["*"])))
     if kind == "cp":
         if m_gone and not ns:  # the thread summary this entry's round may have set
-            mine.append(DeleteMany(ctx.collections.threads, {"thread_id": tid, "cid": cid}))
+            mine.append(DeleteMany(ctx.collections.threads, S.summary_on(tid, cid)))
         cp = [D.doc_id(tid, ns, cid)] if m_gone else []
         bl = D.blob_ids(tid, [f for f in fields if whole or gone.get(f, 0) > at])
         cps += cp
@@ -138,16 +138,13 @@ def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
     elif m_gone:
         if not ns:  # the summary this entry's round may have made (its writes alone: no
             # checkpoint, cid None) or set back on the deleted checkpoint
-            mine.append(DeleteMany(ctx.collections.threads, {"thread_id": tid, "$or": [
-                {"cid": cid}, {"cid": None, "pw_cid": cid}]}))
+            mine.append(DeleteMany(ctx.collections.threads, S.summary_on_writes_of(tid, cid)))
         writes += [D.doc_id(tid, *split_field(f)) for f in fields]  # per-write documents
         # and the entry's call documents (durable/write_groups.py), whose _id holds the
         # call's seq: those of the deleted checkpoint's tasks stored before the delete
         tasks = sorted({split_field(f)[2] for f in fields})
-        mine.append(DeleteMany(ctx.collections.writes, {
-            "thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": cid,
-            "task_id": {"$in": tasks}, "v": WRITES_GROUP_VERSION,
-            "put_ms": {"$not": {"$gt": max(gone.get("*", 0), gone.get(m, 0))}}}))
+        mine.append(DeleteMany(ctx.collections.writes, G.calls_stored_before(
+            tid, ns, cid, tasks, max(gone.get("*", 0), gone.get(m, 0)))))
     items += mine
 
 

@@ -38,15 +38,15 @@ from ..core.schema import DOCUMENT_STEPS as DOCUMENT_STEPS  # re-exported for co
 from ..core.schema import ENVELOPE_STEPS as ENVELOPE_STEPS
 from ..core.schema import NEWEST_DOCUMENT_VERSION, SCHEMA_VERSION, upgrade_document
 from ..core.schema import upgrade_envelope as upgrade_envelope
+from ..durable import documents as D
+from ..durable import meta_docs as Meta
+from ..durable.meta_docs import SCHEMA_DOC_ID as SCHEMA_DOC_ID  # (inspection/health.py)
 from ..errors import ConfigurationError, SchemaVersionError
 
 if TYPE_CHECKING:
     from .context import Context
 
 log = logging.getLogger("langgraph_durable.plans.migrations")
-
-SCHEMA_DOC_ID = "schema"
-"""``_id`` of the ``meta`` document recording the deployed schema version."""
 
 KINDS = ("checkpoints", "blobs", "writes")
 """Collection kinds that hold versioned documents."""
@@ -68,14 +68,11 @@ def record_version_plan(ctx: Context) -> Plan[Doc | None]:
     process removed it between this plan's two reads)."""
     doc: Doc | None = yield FindOneAndUpdate(
         ctx.collections.meta, {"_id": SCHEMA_DOC_ID},
-        {"$max": {"v": SCHEMA_VERSION},
-         "$setOnInsert": {"created_at": _now(), "key_prefix": ctx.config.key_prefix},
-         "$set": {f"seen.{SCHEMA_VERSION}": _now()}}, upsert=True)
+        Meta.version_seen(ctx.config.key_prefix, _now()), upsert=True)
     prefix = ctx.config.key_prefix
     if doc is not None and "key_prefix" not in doc:  # set up before owners were recorded
         yield Mongo(ctx.collections.meta, "update_one", (
-            {"_id": SCHEMA_DOC_ID, "key_prefix": {"$exists": False}},
-            {"$set": {"key_prefix": prefix}}))
+            Meta.without_owner(), Meta.owner_set(prefix)))
         doc = yield FindOne(ctx.collections.meta, {"_id": SCHEMA_DOC_ID})
     owner = (doc or {}).get("key_prefix", prefix)
     if owner != prefix:
@@ -120,21 +117,6 @@ def deployed_version_plan(ctx: Context) -> Plan[int | None]:
 # --------------------------------------------------------------------------- bulk migration
 
 
-def old_query() -> dict[str, object]:
-    """MongoDB filter of documents older than ``SCHEMA_VERSION`` (no ``v`` means 1)."""
-    q: dict[str, object] = {"v": {"$lt": SCHEMA_VERSION}}
-    return {"$or": [q, {"v": {"$exists": False}}]} if SCHEMA_VERSION > 1 else q
-
-
-def _newer_query() -> dict[str, object]:
-    """MongoDB filter of documents this package cannot read: a version above
-    ``schema.NEWEST_DOCUMENT_VERSION`` (the forms up to it, ``CHUNKED_VERSION``,
-    ``ITEMS_VERSION``, ``INLINE_VERSION`` and ``WRITES_GROUP_VERSION``, are the current
-    format with chunked fields, a manifest, inline values or the writes of one call, which
-    reads take as they are)."""
-    return {"v": {"$gt": NEWEST_DOCUMENT_VERSION}}
-
-
 class KindCensus(TypedDict):
     """What ``census_plan`` counts in one collection kind: documents ``old``er than
     ``SCHEMA_VERSION`` and ``newer`` than this package reads, and for a newer one an
@@ -152,9 +134,9 @@ def census_plan(ctx: Context) -> Plan[dict[str, KindCensus]]:
     out: dict[str, KindCensus] = {}
     for kind in KINDS:
         name = getattr(cols, kind)
-        old = yield Mongo(name, "count_documents", (old_query(),))
-        newer = yield Mongo(name, "count_documents", (_newer_query(),))
-        first = (yield FindOne(name, _newer_query(), {"_id": 1, "v": 1})) if newer else None
+        old = yield Mongo(name, "count_documents", (Meta.old_query(),))
+        newer = yield Mongo(name, "count_documents", (Meta.newer_query(),))
+        first = (yield FindOne(name, Meta.newer_query(), {"_id": 1, "v": 1})) if newer else None
         out[kind] = {"old": old, "newer": newer, "newer_id": first and first["_id"],
                      "newer_v": first and first.get("v")}
     return out
@@ -193,9 +175,9 @@ def migrate_plan(ctx: Context, *, batch_size: int = 500,
         while True:
             if max_batches is not None and batches >= max_batches:
                 return done
-            q = old_query()
+            q = Meta.old_query()
             if after is not None:
-                q = {"$and": [q, {"_id": {"$gt": after}}]}
+                q = D.after_id(q, after)
             docs = yield Find(name, q, sort=[("_id", 1)], limit=batch_size)
             if not docs:
                 yield Mongo(cols.meta, "delete_one", ({"_id": _cursor_id(kind)},))
@@ -205,8 +187,7 @@ def migrate_plan(ctx: Context, *, batch_size: int = 500,
             result = yield BulkWrite(name, reqs)
             after = docs[-1]["_id"]
             yield Mongo(cols.meta, "update_one", (
-                {"_id": _cursor_id(kind)},
-                {"$set": {"after": after, "target": SCHEMA_VERSION, "at": _now()}},
+                {"_id": _cursor_id(kind)}, Meta.cursor_saved(after, _now(), SCHEMA_VERSION),
             ), {"upsert": True})
             done[kind] += result.modified
             batches += 1

@@ -30,6 +30,7 @@ from ..core.records import (
     metadata_matches,
     unpack_blob,
 )
+from ..durable import checkpoint_queries as Q
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..durable import inline as I
@@ -149,22 +150,9 @@ def missing_items(values: Sequence[Typed | None], items: Mapping[bytes, Typed]) 
     return sorted(d for d in refs if d not in items)
 
 
-def _item_lookup(ctx: Context, thread_id: str, nested: bool = True
-                 ) -> dict[str, dict[str, object]]:
-    """``$lookup`` stage joining the items a document's ``refs`` name (and, ``nested``,
-    the items of those that are nodes) as ``found`` (each with ``sub``)."""
-    pipeline: list[Query] = [{"$match": {"thread_id": thread_id}}]
-    stage: dict[str, object] = {"from": ctx.collections.items, "localField": "refs",
-                                "foreignField": "d", "as": "found", "pipeline": pipeline}
-    if nested:
-        inner = _item_lookup(ctx, thread_id, nested=False)["$lookup"]
-        pipeline.append({"$lookup": {**inner, "as": "sub"}})
-    return {"$lookup": stage}
-
-
 def joined_items(docs: Sequence[Doc]) -> tuple[list[Doc], list[Doc]]:
     """``(docs without the joined items, the joined item documents)`` of an aggregate
-    using ``_item_lookup``."""
+    using ``Q.item_lookup``."""
     plain: list[Doc] = []
     items: list[Doc] = []
     for d in docs:
@@ -182,10 +170,8 @@ def items_plan(ctx: Context, thread_id: str, digests: Sequence[bytes],
     (one aggregate; chunked items reassembled)."""
     if not digests:
         return None
-    docs = yield from ask(Aggregate(ctx.collections.items, [
-        {"$match": {"thread_id": thread_id, "d": {"$in": [bytes(d) for d in digests]}}},
-        {"$lookup": {**_item_lookup(ctx, thread_id, nested=False)["$lookup"], "as": "sub"}},
-    ]))
+    items = ctx.collections.items
+    docs = yield from ask(Aggregate(items, Q.items_pipeline(items, thread_id, digests)))
     flat: list[Doc] = []
     for d in docs:
         flat += d.pop("sub", None) or []
@@ -300,12 +286,8 @@ def _page(ctx: Context, thread_id: str, ns: str, *, before: str | None, exact: s
     keys = ctx.keys(thread_id)
     cols = ctx.collections
     hi, lo = _lex(ns, before, exact)
-    q: dict[str, object] = {"thread_id": thread_id, "checkpoint_ns": ns}
-    if exact:
-        q["checkpoint_id"] = exact
-    elif before:
-        q["checkpoint_id"] = {"$lt": before}
-    q.update(D.metadata_query(filter, ctx.queryable))
+    q: Query = Q.checkpoints_page(thread_id, ns, exact=exact, before=before,
+                                  metadata=D.metadata_query(filter, ctx.queryable))
     cached = ctx.items.cached(thread_id)  # items this process can rebuild: not read again
     reply = yield from ask(page_op(keys.all, hi, lo, count, cached,
                                    (ctx.registry_of(thread_id), thread_id)))
@@ -326,7 +308,7 @@ def _page(ctx: Context, thread_id: str, ns: str, *, before: str | None, exact: s
     if not (complete or newest or (hot_first and len(rows) >= count)):
         # only what Redis did not answer: the top `count` of the union is in the two answers
         if hot_ids and not exact:
-            q = {"$and": [q, {"checkpoint_id": {"$nin": sorted(hot_ids)}}]}
+            q = Q.excluding(q, hot_ids)
         docs = yield from ask(Find(cols.checkpoints, q, sort=[("checkpoint_id", -1)],
                                    limit=count))
         docs = yield from C.load_plan(cols.chunks, docs)
@@ -341,7 +323,7 @@ def _page(ctx: Context, thread_id: str, ns: str, *, before: str | None, exact: s
     cold_recs = [r for r, hot in merged if not hot]
     # one checkpoint: its manifests' items are joined in the same round ($lookup); for a
     # page they are read once each afterwards (the versions of a list share most items)
-    join = [_item_lookup(ctx, thread_id)] if len(merged) == 1 else []
+    join = [Q.item_lookup(cols.items, thread_id)] if len(merged) == 1 else []
     if not join:  # the values the page's cold checkpoints hold themselves (inline.py)
         kept = {r.checkpoint_id for r in cold_recs}
         for d in docs:
@@ -353,9 +335,7 @@ def _page(ctx: Context, thread_id: str, ns: str, *, before: str | None, exact: s
         ops.append(I.values_op(cols, thread_id, need_blobs, join))
     if cold_recs:
         cids = [r.checkpoint_id for r in cold_recs]
-        ops.append(Aggregate(cols.writes, [{"$match": {
-            "thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": {"$in": cids}}},
-            *join]))
+        ops.append(Aggregate(cols.writes, Q.writes_pipeline(thread_id, ns, cids, join)))
         ops.append(parts_op(keys.all, [member(ns, c) for c in cids]))
     results: list[OpReply] = (yield Parallel(ops)) if ops else []
     vdocs, bitems = joined_items(results.pop(0) if need_blobs else [])
@@ -418,10 +398,8 @@ def namespaces_plan(ctx: Context, thread_id: str) -> Plan[list[str]]:
     cold: list[Doc] = []
     # (the ns hash is never trimmed)
     if not (complete in (b"1", "1", b"2", "2") and exists) and not absent:
-        cold = yield from ask(Aggregate(ctx.collections.checkpoints, [
-            {"$match": {"thread_id": thread_id}},
-            {"$group": {"_id": "$checkpoint_ns", "first": {"$min": "$checkpoint_id"}}},
-        ]))
+        cold = yield from ask(Aggregate(ctx.collections.checkpoints,
+                                        Q.first_per_namespace(thread_id)))
     first: dict[str, str] = {}
     for k, m in hot.items():  # HGETALL (a dict): ns -> the member first put
         ns, cid = k.decode(), m.decode().split(SEP)[-1]
@@ -440,9 +418,7 @@ def threads_plan(ctx: Context) -> Plan[tuple[list[str], list[CorruptRecordError]
     """Every thread in MongoDB, in order of its first checkpoint (call after a flush),
     and a ``CorruptRecordError`` for each group of checkpoints documents whose
     ``thread_id`` is missing or not a string (no thread's read finds them)."""
-    docs = yield from ask(Aggregate(ctx.collections.checkpoints, [
-        {"$group": {"_id": "$thread_id", "first": {"$min": "$checkpoint_id"}}},
-    ]))
+    docs = yield from ask(Aggregate(ctx.collections.checkpoints, Q.first_per_thread()))
     good = [d for d in docs if isinstance(d["_id"], str)]
     bad = [CorruptRecordError(
         f"MongoDB checkpoints documents with thread_id {d['_id']!r} (not a string; the "

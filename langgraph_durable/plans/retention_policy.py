@@ -68,7 +68,7 @@ def activity_plan(ctx: Context, entries: Sequence[tuple[bytes, str, Any]]) -> Pl
         return 0
     cols = ctx.collections
     own = {d["_id"]: d.get("ttl") for d in (yield from ask(Find(
-        cols.retention, {"_id": {"$in": sorted(seen)}, "ttl": {"$exists": True}},
+        cols.retention, R.own_ttls_of(seen),
         {"ttl": 1})))}
     for tid, ttl in own.items():
         if ttl is not None and not R.usable_ttl(ttl):
@@ -226,7 +226,7 @@ def _sweep_due(ctx: Context, owner: str, now_ms: int, limit: int, lease_ms: int,
                               sort=[("exp", 1)], limit=limit))
     if due and not dry_run:
         yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
-        again = yield from ask(Find(cols.retention, {"_id": {"$in": R.thread_ids(due)}}))
+        again = yield from ask(Find(cols.retention, R.retention_of(R.thread_ids(due))))
         now_docs = {d["_id"]: d for d in again}
         for d in due:
             fresh = now_docs.get(d["_id"])

@@ -20,7 +20,7 @@ def live_records_plan(ctx: Context, items: Sequence[tuple[tuple[str, ...], str]]
     fields = [item_field(ns, k) for ns, k in items]
     missing = [S.store_id(ns, k) for (ns, k), f in zip(items, fields) if f not in found]
     if missing:
-        docs = yield from ask(Find(ctx.collections.store, {"_id": {"$in": missing}}))
+        docs = yield from ask(Find(ctx.collections.store, S.items_named(missing)))
         for doc in docs:
             rec = S.record_of(doc)
             found[rec.field] = rec

@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..core.ops import Aggregate, Find, Op, Parallel, Pipeline, Plan, ask
+from ..core.ops import Aggregate, Find, Op, Parallel, Pipeline, Plan, Refusal, ask
 from ..core.outbox_entry import OutboxEntry
 from ..core.store_records import (
     STORE_KIND,
@@ -112,7 +112,7 @@ def write_plan(ctx: Context, ops: Sequence[Op[Any]]) -> Plan[list[Any]]:
         replies: list[Any] = yield Parallel(list(ops))
         return replies
     except ScriptRefused as refusal:
-        if refusal.code != "OUTBOX_FULL":
+        if refusal.code != Refusal.OUTBOX_FULL:
             raise
         raise OutboxFullError(
             f"the store's outbox partition holds its share of max_outbox="
@@ -133,7 +133,7 @@ def touch_plan(ctx: Context, records: Iterable[StoreRecord],
     full: dict[str, StoreRecord] = {}
     if partial:
         ids = [S.store_id(r.namespace, r.key) for r in partial]
-        docs = yield from ask(Find(ctx.collections.store, {"_id": {"$in": ids}}))
+        docs = yield from ask(Find(ctx.collections.store, S.items_named(ids)))
         for doc in docs:
             rec = S.record_of(doc)
             full[rec.field] = rec
@@ -197,16 +197,14 @@ def namespaces_plan(ctx: Context, now_ms: int) -> Plan[set[tuple[str, ...]]]:
                               dirty_keys(ctx.config.key_prefix, ctx.partitions)])
     overlay = list(unflushed(replies))
     col = ctx.collections.store
-    live = S.live_query(now_ms)
-    counted = yield from ask(Aggregate(col, [{"$match": live},
-                                             {"$group": {"_id": "$ns", "n": {"$sum": 1}}}]))
+    counted = yield from ask(Aggregate(col, S.live_per_namespace(now_ms)))
     counts = {str(d["_id"]): int(d["n"]) for d in counted}
     found = {ns_text(r.namespace) + "." for r in overlay if r.live(now_ms)}
     gone = [r for r in overlay if not r.live(now_ms)
             and ns_text(r.namespace) + "." in counts]
     if gone:
         ids = [S.store_id(r.namespace, r.key) for r in gone]
-        killed = yield from ask(Find(col, {"_id": {"$in": ids}, **live}, {"ns": 1}))
+        killed = yield from ask(Find(col, S.live_items_named(ids, now_ms), {"ns": 1}))
         for d in killed:
             counts[str(d["ns"])] -= 1
     found.update(ns for ns, n in counts.items() if n > 0)
@@ -265,7 +263,7 @@ def _held_plan(ctx: Context, records: list[StoreRecord]) -> Plan[dict[str, Any]]
     if not records:
         return {}
     ids = [S.store_id(r.namespace, r.key) for r in records]
-    docs = yield from ask(Find(ctx.collections.store, {"_id": {"$in": ids}},
+    docs = yield from ask(Find(ctx.collections.store, S.items_named(ids),
                                {"cseq": 1, "dead": 1, "exp": 1}))
     return {str(d["_id"]): d for d in docs}
 

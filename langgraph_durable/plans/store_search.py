@@ -156,17 +156,7 @@ class _Pages:
 
     def query(self) -> Query:
         """The filter of the next page."""
-        if self.last is None:
-            return {"ns": self.range} if self.range else {}
-        ns, cseq, key = self.last
-        if self.stage == "tombstones":
-            return {"ns": ns, "cseq": None, "key": {"$gt": key}}
-        if self.stage == "values":
-            return {"ns": ns, "cseq": {"$gte": cseq}}
-        after: dict[str, object] = {"$gt": ns}
-        if "$lt" in self.range:
-            after["$lt"] = self.range["$lt"]
-        return {"ns": after}
+        return S.page_query(self.range, self.last, self.stage)
 
     def took(self, docs: list[Doc]) -> list[Doc]:
         """The documents of the page just read that are new (a ``$gte`` page repeats

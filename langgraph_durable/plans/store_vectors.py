@@ -178,10 +178,8 @@ def mongodb_refusal_plan(ctx: Context, spec: VectorIndexSpec,
     without it: MongoDB Community before 8.2 without mongot, SecantusDB, refuses the
     stage). The store does not search through it even where it runs: its ``vec`` field
     holds float32 rows as plain bytes, which a vector search index does not read."""
-    stage = {"$vectorSearch": {"index": "vec", "path": "vec", "limit": 1,
-                               "numCandidates": 10, "queryVector": [0.0] * spec.dims}}
     try:
-        yield from ask(Aggregate(ctx.collections.store, [stage]))
+        yield from ask(Aggregate(ctx.collections.store, S.vector_search_probe(spec.dims)))
     except CommandFailed as exc:
         raise ConfigurationError(
             f"vector_search='mongodb': MongoDB {mongo_name} cannot run $vectorSearch "
@@ -235,12 +233,10 @@ def rebuild_plan(ctx: Context, spec: VectorIndexSpec, batch: int = REBUILD_BATCH
     building = _state(spec, ready=False).dumps()
     yield from ask(Pipeline([["SET", key, building, "EX", BUILDING_TTL_S]]))
     yield from ensure_index(spec)
-    query: dict[str, Any] = {"vec": {"$ne": None}, "dead": {"$exists": False}}
     written = 0
     last: Any = None
     while True:
-        find = dict(query, _id={"$gt": last}) if last is not None else query
-        docs = yield from ask(Find(ctx.collections.store, find,
+        docs = yield from ask(Find(ctx.collections.store, S.vectors_after(last),
                                    {"namespace": 1, "key": 1, "vec": 1, "paths": 1,
                                     "seq": 1}, sort=[("_id", 1)], limit=batch))
         items, seqs = [], []

@@ -1,7 +1,8 @@
 """The thread summary's plans (``durable/summary_docs.py`` holds the document): its upkeep by
 the flusher from what a round copies (``round_facts``, ``upkeep_plan``), its refresh
 from a thread's latest checkpoint (deletes, ``copy_thread``, the rebuild command:
-``refresh_plan``). A page of the thread list: ``plans/thread_list.py``.
+``refresh_plan``). Where a ``messages`` list's latest items and nodes are, read from its
+manifest: ``plans/summary_lists.py``. A page of the thread list: ``plans/thread_list.py``.
 
 Writers never lose each other's changes: each reads the summaries it updates, merges
 (``summaries.merge``) and writes with the ``rev`` it read in the filter; a writer that
@@ -17,14 +18,7 @@ from typing import Any, NamedTuple
 import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from ..core.items import (
-    MANIFEST_TYPE,
-    NODE_MAGIC,
-    NODE_SIZE,
-    NODE_TYPE,
-    load_item,
-    split_digests,
-)
+from ..core.items import MANIFEST_TYPE, NODE_SIZE, load_item
 from ..core.ops import (
     BulkWrite,
     BulkWriteFailed,
@@ -35,7 +29,7 @@ from ..core.ops import (
     ReplaceDoc,
     WriteModel,
 )
-from ..core.records import SEP, CheckpointRecord, Typed, WriteRecord, blob_field
+from ..core.records import CheckpointRecord, Typed, WriteRecord, blob_field
 from ..core.thread_summary import (
     ERROR_CHANNEL,
     is_message,
@@ -47,17 +41,18 @@ from ..core.thread_summary import (
 )
 from ..durable import summary_docs as S
 from ..errors import CorruptRecordError
+from . import summary_lists as L
 from .context import NO_SERIALIZER, Context
 from .read import page_plan
+from .summary_lists import MESSAGES
+from .summary_lists import Wanted as Wanted  # re-exported (outbox/rounds.py)
+from .summary_lists import wanted_items as wanted_items
 
 log = logging.getLogger("langgraph_durable.summaries")
 
 ATTEMPTS = 5
 """Times a summary write that lost a race to another writer is merged and tried again
 (after that the next round's write corrects it)."""
-
-MESSAGES = "messages"
-"""The channel whose messages a summary counts and takes its title and text from."""
 
 _FALLBACK = JsonPlusSerializer(allowed_msgpack_modules=None)
 """LangGraph's serializer made strict: only its ``SAFE_MSGPACK_TYPES`` (LangChain
@@ -106,7 +101,7 @@ def round_facts(ctx: Context, thread_id: str, recs: Iterable[CheckpointRecord],
     those ``wanted_items`` named, read for it; read from the end of the list up to the
     first item ``items`` lacks). The length counts the items of the manifest's full
     nodes (a manifest's digests do not tell a node from an item): told by a node met on
-    that read, by the items ``items`` holds before those (``_held_nodes``), or by
+    that read, by the items ``items`` holds before those (``summary_lists.held_nodes``), or by
     ``nodes`` (the full nodes as the flusher found them in Redis: ``wanted_items``'
     probe), else not known (None: the summary keeps its count). None when nothing is of
     the root namespace. A value that does not decode
@@ -166,18 +161,18 @@ def _round_messages(facts: S.Facts, serde: Any, typed: Typed,
             _message_facts(facts, value, len(value), True)
         return
     refs = typed[1]
-    order = _listed(refs, items)
+    order = L.listed(refs, items)
     if order is not None:  # every item in the round (a new thread, or nodes all present)
         _listed_facts(facts, serde, order, items)
         return
     # the round holds some items only (the others reached MongoDB in earlier rounds;
     # ``wanted_items`` had the flusher read the latest ones it lacked from Redis)
     digests = [refs[i:i + 16] for i in range(0, len(refs), 16)]
-    tail, met = _tail(digests, items)
+    tail, met = L.tail(digests, items)
     if met is not None:  # a node met: the full nodes are those up to it
         nodes = met
     else:  # told by the round's items before the latest ones, else as the flusher found
-        held, _ = _held_nodes(digests, items, len(digests) - len(tail))
+        held, _ = L.held_nodes(digests, items, len(digests) - len(tail))
         if held is not None:
             nodes = held
     if nodes is not None:  # the full nodes come first, NODE_SIZE items each
@@ -187,123 +182,6 @@ def _round_messages(facts: S.Facts, serde: Any, typed: Typed,
         # a node the round lacks the items of: added to the ones kept
         facts.recent = _recent([_message(serde, items[d]) for d in tail])
         facts.appended = len(tail) < min(S.TEXT_MESSAGES, facts.messages or len(digests))
-
-
-def _tail(digests: Sequence[bytes], items: Mapping[bytes, Typed]
-          ) -> tuple[list[bytes], int | None]:
-    """``(digests of the latest items, in order, up to TEXT_MESSAGES, read from the end
-    of the list and stopping at the first one items lacks; the full nodes in front of
-    the last node met, None: no node met)``."""
-    out: list[bytes] = []
-    nodes = None
-    for i in range(len(digests) - 1, -1, -1):
-        if len(out) >= S.TEXT_MESSAGES:
-            break
-        d = digests[i]
-        if d not in items:
-            break
-        children = _node(items, d)
-        if children is None:
-            out.append(d)
-            continue
-        nodes = i + 1 if nodes is None else nodes
-        for c in reversed(split_digests(children)):
-            if len(out) >= S.TEXT_MESSAGES:
-                break
-            if c not in items or _node(items, c) is not None:
-                return out[::-1], nodes
-            out.append(c)
-    return out[::-1], nodes
-
-
-class Wanted(NamedTuple):
-    """What the flusher reads from Redis for a thread's summary (``wanted_items``):
-    ``items``, digests to read (``HMGET``); ``probe``, digests of the manifest from
-    place ``start`` on whose last stored node the flusher finds (the ``LAST_NODE``
-    script), when the count cannot be told otherwise."""
-
-    items: list[bytes]
-    start: int = 0
-    probe: tuple[bytes, ...] = ()
-
-    def nodes(self, last: int | None) -> int | None:
-        """The manifest's full nodes from ``last``, the probe's reply (the place among
-        ``probe``, 1-based, of the last stored node; 0: none; -1 or None: not known):
-        the nodes come first, and a manifest's items after them are fewer than
-        ``NODE_SIZE``, so ``probe`` starts at a node unless it starts the list (a reply
-        of 0 past the start is a manifest not so made: not known)."""
-        if last is None or last < 0 or (last == 0 and self.start > 0):
-            return None
-        return self.start + last
-
-
-def _held_nodes(digests: Sequence[bytes], items: Mapping[bytes, Typed], end: int
-                ) -> tuple[int | None, int]:
-    """``(the full nodes of a manifest, None: not told; the place the read stopped at)``,
-    read from place ``end - 1`` back through the items ``items`` holds: a node held, the
-    list's start. The items after the full nodes are fewer than ``NODE_SIZE``, so the
-    read goes back ``NODE_SIZE`` places from the end at most (a manifest whose items
-    there are no node is not so made: not told)."""
-    start = max(0, len(digests) - NODE_SIZE)
-    i = end
-    while i > start:
-        d = digests[i - 1]
-        if d not in items:
-            return None, i
-        if _node(items, d) is not None:
-            return i, i
-        i -= 1
-    return (0 if i == 0 else None), i
-
-
-def wanted_items(rec: CheckpointRecord | None, blobs: Mapping[str, Typed | None],
-                 items: Mapping[bytes, Typed]) -> Wanted:
-    """What ``round_facts`` needs for the ``messages`` of ``rec`` (a root checkpoint) that
-    ``items`` (the round's) lacks. ``Wanted.items``: the digests of the latest
-    ``TEXT_MESSAGES`` messages it lacks (they reached Redis with a pending write flushed
-    in an earlier round, or with an earlier checkpoint; a node among them: its digest,
-    the items it holds are read when it is in ``items``). ``Wanted.probe``: when the
-    latest ``TEXT_MESSAGES`` places of the manifest are not known to hold a node and the
-    round's items before them do not tell where the nodes end (``_held_nodes``), the
-    places where its last node may be (its items after the nodes are fewer than
-    ``NODE_SIZE``: up to ``NODE_SIZE`` places), so the count is exact. Found from
-    the record's blob fields and the manifest's digests, nothing decoded; empty when the
-    round holds no new ``messages`` list of ``rec``."""
-    if rec is None or rec.ns:
-        return Wanted([])
-    want: list[bytes] = []
-    held = 0
-    try:  # a damaged record or blob: its round's facts say so (round_facts), never this
-        field = next((f for f in rec.blob_fields if f.split(SEP)[1:2] == [MESSAGES]), None)
-        typed = blobs.get(field) if field is not None else None
-        if typed is None or typed[0] != MANIFEST_TYPE or _listed(typed[1], items) is not None:
-            return Wanted([])  # no list, or the round holds it whole
-        digests = split_digests(typed[1])
-        i = len(digests)
-        while i > 0 and held < S.TEXT_MESSAGES:
-            i -= 1
-            d = digests[i]
-            children = _node(items, d) if d in items else None
-            if children is None:
-                if d not in items:
-                    want.append(d)
-                held += 1
-                continue
-            for c in reversed(split_digests(children)):
-                if held >= S.TEXT_MESSAGES:
-                    break
-                if c not in items:
-                    want.append(c)
-                held += 1
-            return Wanted(want)  # a node: the count is told by its place
-        # places 0 to i - 1 not read: where the nodes end among them, when the round's
-        # items before the latest ones do not tell
-        nodes, j = _held_nodes(digests, items, i)
-        start = max(0, len(digests) - NODE_SIZE)
-        return Wanted(want, start, () if nodes is not None else tuple(digests[start:j]))
-    except Exception as exc:  # by type only: no stored value in the logs
-        log.debug("summary: the latest messages' items not found: %s", type(exc).__name__)
-        return Wanted([])
 
 
 def readable_docs(docs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -368,39 +246,6 @@ def _message(serde: Any, typed: Typed) -> Any:
     return load_item(serde.loads_typed, typed)
 
 
-def _node(items: Mapping[bytes, Typed], digest: bytes) -> bytes | None:
-    """The item digests of ``digest`` when ``items`` holds it as a node, else None
-    (``items`` holding its stored bytes, ``outbox.rounds``: read from them, nothing
-    decoded)."""
-    raw = getattr(items, "raw", None)
-    if raw is not None:
-        stored = raw(digest)
-        return bytes(stored[2:]) if stored is not None and stored[:2] == NODE_MAGIC else None
-    got = items[digest]
-    return got[1] if got[0] == NODE_TYPE else None
-
-
-def _listed(refs: bytes, items: Mapping[bytes, Typed]) -> list[bytes] | None:
-    """The item digests of the list a manifest names, in order (nodes expanded, as
-    ``expand``), or None when ``items`` lacks one; decodes no item."""
-    out: list[bytes] = []
-    try:
-        for d in split_digests(refs):
-            if d not in items:
-                return None
-            children = _node(items, d)
-            if children is None:
-                out.append(d)
-                continue
-            for c in split_digests(children):
-                if c not in items or _node(items, c) is not None:
-                    return None
-                out.append(c)
-    except CorruptRecordError:
-        return None
-    return out
-
-
 def _listed_facts(facts: S.Facts, serde: Any, order: list[bytes],
                   items: Mapping[bytes, Typed]) -> None:
     """``_message_facts`` of the whole list ``order`` names, decoding only the items they
@@ -455,7 +300,7 @@ def upkeep_plan(ctx: Context, facts: Mapping[str, S.Facts]) -> Plan[int]:
     written = 0
     cols = ctx.collections
     for _attempt in range(ATTEMPTS):
-        prevs = yield Find(cols.threads, {"_id": {"$in": [S.summary_id(t) for t in todo]}})
+        prevs = yield Find(cols.threads, S.summaries_of(todo))
         by_id = {d["_id"]: d for d in prevs}  # (by _id: a damaged thread_id is no key)
         docs: list[tuple[str, dict[str, Any], Any]] = []
         for tid, f in todo.items():

@@ -90,7 +90,8 @@ class Census:
         if reload:
             docs = yield Find(ctx.collections.threads, {}, self.FIELDS)
         else:
-            docs = yield Find(ctx.collections.threads, {"u": {"$gte": since}}, self.FIELDS)
+            docs = yield Find(ctx.collections.threads, S.summaries_changed_since(since),
+                              self.FIELDS)
         return self.take(docs, reload)
 
     def take(self, docs: Iterable[Mapping[str, Any]], reload: bool = False) -> int:
@@ -236,7 +237,6 @@ def list_page_plan(ctx: Context, query: S.ListQuery, page: int, size: int, *,
     cols = ctx.collections
     hot = yield from _hot_docs(ctx, now, running_window_s)
     hot_ids = [d["thread_id"] for d in hot]
-    not_hot: dict[str, Any] = {"thread_id": {"$nin": hot_ids}} if hot_ids else {}
     shown = [d for d in hot if S.matches(d, query, d["status"])]
     start = (max(1, page) - 1) * size
     first = max(0, start - len(shown))
@@ -245,14 +245,12 @@ def list_page_plan(ctx: Context, query: S.ListQuery, page: int, size: int, *,
     fields = {"text": 0, "pw": 0, "recent": 0}
     if narrowed:  # MongoDB filters (one scan, the few fields a census needs), then reads
         # the page's summaries by _id: the counts and the page from the same answer
-        base = S.list_filter(unfiltered)
         matched = Census(reload_s=float("inf"))
-        matched.take((yield Find(cols.threads, {"$and": [base, not_hot]} if not_hot
-                                 else base, Census.FIELDS)))
+        matched.take((yield Find(cols.threads, S.list_filter_without(unfiltered, hot_ids),
+                                 Census.FIELDS)))
         ids = matched.page_ids(query, now, running_window_s, hot_ids, first,
                                size + len(shown))
-        found = (yield Find(cols.threads, {"_id": {"$in": [S.summary_id(t) for t in ids]}},
-                            fields)) if ids else []
+        found = (yield Find(cols.threads, S.summaries_of(ids), fields)) if ids else []
         by_id = {d["thread_id"]: d for d in readable_docs(found)}
         rows = [by_id[t] for t in ids if t in by_id]
         counts, by_version, unknown = matched.tally(now, running_window_s, hot_ids)
@@ -261,8 +259,7 @@ def list_page_plan(ctx: Context, query: S.ListQuery, page: int, size: int, *,
         yield from census.sync_plan(ctx)
         ids = census.page_ids(query, now, running_window_s, hot_ids, first,
                               size + len(shown))
-        found = (yield Find(cols.threads, {"_id": {"$in": [S.summary_id(t) for t in ids]}},
-                            fields)) if ids else []
+        found = (yield Find(cols.threads, S.summaries_of(ids), fields)) if ids else []
         by_id = {d["thread_id"]: d for d in readable_docs(found)}
         census.forget(t for t in ids if t not in by_id)  # deleted since it looked
         rows = [by_id[t] for t in ids if t in by_id]

@@ -41,6 +41,7 @@ import uuid
 from collections import defaultdict
 
 from ..core.ops import Aggregate, FindOne, Parallel, Pipeline, Plan, Scan, ask
+from ..durable import checkpoint_queries as Q
 from ..hot.keys import EPOCH_FIELD
 from ..hot.registry_scripts import COMPLETE, PARTIAL, claim_op, decide_op, forget_op
 from .context import Context
@@ -111,13 +112,11 @@ def rebuild_plan(ctx: Context) -> Plan[int]:
     yield Parallel([claim_op(reg, out, nonce, force=True)
                     for reg, out in zip(ctx.registries, ctx.outboxes)])
     threads = hot_thread_ids(ctx, (yield Scan(hot_thread_pattern(ctx))))
-    docs = yield from ask(Aggregate(ctx.collections.checkpoints,
-                                    [{"$group": {"_id": "$thread_id"}}]))
+    docs = yield from ask(Aggregate(ctx.collections.checkpoints, Q.each_thread()))
     threads |= {str(d["_id"]) for d in docs}
     # threads deleted before, with tombstones in MongoDB: marked 'd' (a write naming one
     # of their checkpoints asks for the tombstones; a thread the registry lacks has none)
-    gone = yield from ask(Aggregate(ctx.collections.tombstones,
-                                    [{"$group": {"_id": "$thread_id"}}]))
+    gone = yield from ask(Aggregate(ctx.collections.tombstones, Q.each_thread()))
     by_registry: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for t in sorted(threads):
         by_registry[ctx.registry_of(t)].append((t, "1"))

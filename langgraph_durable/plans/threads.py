@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ..core.ops import Aggregate, Doc, Find, Op, Parallel, Pipeline, Plan, Scan
 from ..core.records import SEP, checkpoint_time_s
+from ..durable import checkpoint_queries as Q
 from ..hot.keys import prefix_pattern, thread_keys_of
 from .context import Context
 
@@ -81,12 +82,9 @@ def list_threads_plan(ctx: Context, limit: int, cursor: str | None) -> Plan[Thre
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError(f"list_threads limit must be an int >= 1, got {limit!r}")
     cols = ctx.collections
-    above: dict[str, object] = {"thread_id": {"$gt": cursor}} if cursor is not None else {}
     keys, docs = yield Parallel([
         Scan(hot_thread_pattern(ctx)),
-        Aggregate(cols.checkpoints, [
-            {"$match": above}, {"$group": {"_id": "$thread_id"}}, {"$sort": {"_id": 1}},
-            {"$limit": limit + 1}]),
+        Aggregate(cols.checkpoints, Q.thread_ids_after(cursor, limit + 1)),
     ])
     hot = {t for t in hot_thread_ids(ctx, keys) if cursor is None or t > cursor}
     durable_ids = [d["_id"] for d in docs]
@@ -96,11 +94,7 @@ def list_threads_plan(ctx: Context, limit: int, cursor: str | None) -> Plan[Thre
         return ThreadPage([], None)
     more = len(union) > limit
     hot_page = [t for t in page if t in hot]
-    span = {"$lte": page[-1], **({"$gt": cursor} if cursor is not None else {})}
-    ops: list[Op[object]] = [Aggregate(cols.checkpoints, [
-        {"$match": {"thread_id": span}},
-        {"$group": {"_id": {"t": "$thread_id", "ns": "$checkpoint_ns"}, "n": {"$sum": 1},
-                    "last": {"$max": "$checkpoint_id"}}}])]
+    ops: list[Op[object]] = [Aggregate(cols.checkpoints, Q.namespace_counts(cursor, page[-1]))]
     if hot_page:
         ops.append(Pipeline([["ZRANGE", ctx.keys(t).idx, 0, -1] for t in hot_page]))
     results = yield Parallel(ops)
@@ -119,9 +113,8 @@ def list_threads_plan(ctx: Context, limit: int, cursor: str | None) -> Plan[Thre
               if ns in durable[tid] and any(c <= durable[tid][ns][1] for c in cids)]
     found: list[list[Doc]] = []
     if checks:
-        found = yield Parallel([Find(cols.checkpoints, {
-            "thread_id": tid, "checkpoint_ns": ns, "checkpoint_id": {"$gte": lo, "$lte": hi}},
-            {"checkpoint_id": 1}) for tid, ns, lo, hi in checks])
+        found = yield Parallel([Find(cols.checkpoints, Q.checkpoints_between(tid, ns, lo, hi),
+                                     {"checkpoint_id": 1}) for tid, ns, lo, hi in checks])
     flushed: dict[tuple[str, str], set[str]] = {
         (tid, ns): {d["checkpoint_id"] for d in docs_}
         for (tid, ns, _lo, _hi), docs_ in zip(checks, found)}

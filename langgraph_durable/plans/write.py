@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ..core.items import MANIFEST_TYPE, Stored, packed
-from ..core.ops import BulkWrite, Doc, Op, Parallel, Plan, Script, Sleep, T, ask
+from ..core.ops import BulkWrite, Doc, Op, Parallel, Plan, Refusal, Script, Sleep, T, ask
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import (
     SEP,
@@ -200,25 +200,25 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
             reply = yield from ask(replicated(ctx, args.op()))
             break
         except ScriptRefused as refusal:
-            if refusal.code == "MISSING_ITEMS":
+            if refusal.code == Refusal.MISSING_ITEMS:
                 if len(args.items) == len(parts):
                     raise CorruptRecordError(
                         f"Redis refused the items of thread {args.thread_id!r} it was sent "
                         f"({refusal.detail} missing)") from None
                 args = _with_every_item(ctx, args, parts)
                 continue
-            if refusal.code == "DELETED":
+            if refusal.code == Refusal.DELETED:
                 deleted_at = int(refusal.detail)
                 yield from check_deleted_plan(ctx, args.thread_id, args.named, deleted_at)
                 args = args.checked_through(deleted_at)  # stored again since: refused
                 continue                                  # only by a later delete
-            if refusal.code == "UNKNOWN":  # Redis cannot tell: MongoDB's tombstones can
+            if refusal.code == Refusal.UNKNOWN:  # Redis cannot tell: MongoDB's tombstones can
                 checked = yield from check_unknown_plan(ctx, args.thread_id, args.named)
                 args = args.checked_through(checked)
                 if len(args.items) < len(parts):  # Redis lost the checkpoint: its items
                     args = _with_every_item(ctx, args, parts)  # too, most likely
                 continue
-            if refusal.code == "STALE_HEAD":
+            if refusal.code == Refusal.STALE_HEAD:
                 assert isinstance(args, PutArgs)
                 raise ConcurrentRunError(
                     f"thread {args.thread_id!r} (ns {args.ns!r}) was extended by another "

@@ -9,7 +9,7 @@ from pymongo import InsertOne, ReplaceOne
 from langgraph_durable.core.ops import BulkWrite, InsertDoc, ReplaceDoc
 from langgraph_durable.core.outbox_entry import OutboxEntry
 from langgraph_durable.durable.documents import doc_id
-from langgraph_durable.io.drivers import _mongo_call, to_pymongo
+from langgraph_durable.io.mongo_calls import mongo_call, to_pymongo
 
 
 def test_a_document_id_is_the_length_prefixed_join_of_its_parts_whatever_their_types(
@@ -36,7 +36,7 @@ def test_a_bulk_of_inserts_and_replaces_reaches_pymongo_as_the_same_models_in_or
     a, b = {"_id": "1:a", "thread_id": "a"}, {"_id": "1:b", "thread_id": "b"}
     op = BulkWrite("blobs", [InsertDoc(a), ReplaceDoc({"_id": "1:b"}, b, upsert=True),
                              InsertDoc(b)])
-    (requests,), kwargs = _mongo_call(op)
+    (requests,), kwargs = mongo_call(op)
     assert requests == [InsertOne(a), ReplaceOne({"_id": "1:b"}, b, upsert=True),
                         InsertOne(b)]
     assert kwargs == {"ordered": False}

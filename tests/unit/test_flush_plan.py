@@ -72,8 +72,6 @@ class Tiers:
                 return [self.pending if op.commands[0][-1] == "0" else self.new]
             if name == "XAUTOCLAIM":
                 return [self.claimable]
-            if name == "EVAL":  # group upkeep: nothing removed or rewound
-                return [[0, 0]]
             if name == "HSTRLEN":
                 return [10] * len(op.commands)
             if name == "HMGET":
@@ -85,6 +83,8 @@ class Tiers:
             return self.mongo_tombstones
         if isinstance(op, Find) and op.collection == self.ctx.collections.threads:
             return []  # no thread summary yet
+        if isinstance(op, Script) and op.name == "group_upkeep":
+            return [0, 0]  # nothing removed or rewound
         if isinstance(op, Script) and op.name == "ack_settle":
             n = (len(op.args) - 4) // 2  # one thread: group, ttl, maxhot, k, (id, member)...
             return AckSettleReply([bool(self.acked)] * n, 0)
@@ -135,9 +135,13 @@ def test_with_nothing_pending_a_claiming_round_tends_the_group_and_claims_idle_e
     tiers = Tiers(ctx)
     tiers.claimable = [(EID, tiers.cp_entry)]
     done = drive(flush_batch_plan(ctx, "me", block_ms=10, claim=True), tiers)
-    first = [op.commands[0] for op in done.ops[:3] if isinstance(op, Pipeline)]
-    assert [c[0] for c in first] == ["XREADGROUP", "EVAL", "XAUTOCLAIM"]
-    assert list(first[2][:6]) == ["XAUTOCLAIM", ctx.outbox, CONSUMER_GROUP, "me", 2000, "0-0"]
+    first = [op.name if isinstance(op, Script) else op.commands[0][0]
+             for op in done.ops[:3]]
+    assert first == ["XREADGROUP", "group_upkeep", "XAUTOCLAIM"]
+    claim = done.ops[2]
+    assert isinstance(claim, Pipeline)
+    assert list(claim.commands[0][:6]) == [
+        "XAUTOCLAIM", ctx.outbox, CONSUMER_GROUP, "me", 2000, "0-0"]
     assert done.result.entries == 1
 
 

@@ -11,13 +11,6 @@ import redis.crc
 from langgraph_durable.hot import lua
 from langgraph_durable.hot.keys import key_slot
 from langgraph_durable.hot.scripts import SCRIPTS
-from langgraph_durable.outbox import group, heartbeat, rounds
-from langgraph_durable.plans.binding import BIND
-
-EVALS = {"bind": BIND, "group_leave": group.LEAVE, "group_upkeep": group.UPKEEP,
-         "heartbeat_beat": heartbeat.BEAT, "heartbeat_forget": heartbeat.FORGET,
-         "heartbeat_reap": heartbeat.REAP, "last_node": rounds.LAST_NODE}
-"""The scripts sent as EVAL (once per start, or by the flusher's upkeep), not registered."""
 
 
 def _files(files: dict[str, str]):
@@ -60,7 +53,7 @@ def test_put_includes_the_registry_once_though_deleted_ref_includes_it_too() -> 
 
 def test_every_script_is_final_lua_with_a_header_naming_its_keys_argv_reply_and_errors(
         ) -> None:
-    for name, src in {**SCRIPTS, **EVALS}.items():
+    for name, src in SCRIPTS.items():
         assert "@include" not in src, name
         assert src.startswith("--[[\n"), name
         header = src[:src.index("]]")]
@@ -79,7 +72,7 @@ def test_every_script_is_final_lua_with_a_header_naming_its_keys_argv_reply_and_
 def test_every_lua_file_is_package_data_the_loader_reads() -> None:
     root = resources.files("langgraph_durable.hot.lua")
     scripts = sorted(p.name[:-4] for p in root.iterdir() if p.name.endswith(".lua"))
-    assert scripts == sorted([*SCRIPTS, *EVALS])
+    assert scripts == sorted(SCRIPTS)
 
 
 def test_the_cluster_hash_slot_is_crc16_xmodem_of_the_hash_tag_as_redis_py_computes_it(

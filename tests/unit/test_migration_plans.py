@@ -26,12 +26,13 @@ from langgraph_durable.core.schema import (
     SCHEMA_VERSION,
     WRITES_GROUP_VERSION,
 )
+from langgraph_durable.durable import meta_docs as Meta
 from langgraph_durable.errors import ConfigurationError, SchemaVersionError
 from langgraph_durable.plans import migrations as M
 
 from .stepping import Drive, context, drive
 
-OLD = M.old_query()
+OLD = Meta.old_query()
 NEWER = {"v": {"$gt": NEWEST_DOCUMENT_VERSION}}
 
 
@@ -42,7 +43,7 @@ def test_the_queries_name_the_versions_of_this_package() -> None:
     assert SCHEMA_VERSION == 1
     assert NEWEST_DOCUMENT_VERSION == WRITES_GROUP_VERSION == 5 and INLINE_VERSION == 4
     assert OLD == {"v": {"$lt": 1}}
-    assert M._newer_query() == {"v": {"$gt": NEWEST_DOCUMENT_VERSION}}
+    assert Meta.newer_query() == {"v": {"$gt": NEWEST_DOCUMENT_VERSION}}
 
 
 def test_record_version_upserts_the_schema_document_with_this_prefix_as_owner() -> None:

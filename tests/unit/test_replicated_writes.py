@@ -13,13 +13,8 @@ import redis.exceptions
 
 from langgraph_durable.core.ops import Op, Script
 from langgraph_durable.errors import ReplicationTimeoutError
-from langgraph_durable.io.drivers import (
-    Clients,
-    _ReloadSlots,
-    _replicated,
-    _ToPrimary,
-    run_with,
-)
+from langgraph_durable.io.drivers import Clients, run_with
+from langgraph_durable.io.replication import ReloadSlots, ToPrimary, replicated
 from langgraph_durable.plans import write
 
 from .stepping import context, drive
@@ -95,7 +90,7 @@ OP = Script("put", ["{k}:a", "{k}:b"], ["x", 1], wait_replicas=1, wait_timeout_m
 
 
 def run(c: Clients, *replies: Any) -> tuple[Any, list[Op[Any]]]:
-    """Drive ``_replicated(OP)`` giving ``replies`` in turn (an exception is raised)."""
+    """Drive ``replicated(OP)`` giving ``replies`` in turn (an exception is raised)."""
     steps: list[Op[Any]] = []
     queue = list(replies)
 
@@ -107,7 +102,7 @@ def run(c: Clients, *replies: Any) -> tuple[Any, list[Op[Any]]]:
         return reply
 
     try:
-        return run_with(_replicated(OP, c), answer), steps
+        return run_with(replicated(OP, c), answer), steps
     except Exception as exc:
         return exc, steps
 
@@ -124,7 +119,7 @@ def test_the_script_and_wait_are_one_pipeline_to_the_primary_of_the_first_key() 
     c = clients()
     result, steps = run(c, [ENTRY, 1])
     assert result == ENTRY
-    assert steps == [_ToPrimary("{k}:a", [["EVALSHA", sha(c), *EVALSHA_TAIL], WAIT])]
+    assert steps == [ToPrimary("{k}:a", [["EVALSHA", sha(c), *EVALSHA_TAIL], WAIT])]
 
 
 def test_wait_counting_too_few_replicas_raises_with_the_count() -> None:
@@ -139,7 +134,7 @@ def test_noscript_sends_the_source_with_eval() -> None:
     c = clients()
     result, steps = run(c, [redis.exceptions.NoScriptError("NOSCRIPT"), 0], [ENTRY, 1])
     assert result == ENTRY
-    assert steps[1] == _ToPrimary("{k}:a", [["EVAL", SOURCE, *EVALSHA_TAIL], WAIT])
+    assert steps[1] == ToPrimary("{k}:a", [["EVAL", SOURCE, *EVALSHA_TAIL], WAIT])
 
 
 def test_a_script_refusal_is_raised_unchanged_whatever_wait_counted() -> None:
@@ -153,8 +148,8 @@ def test_moved_reloads_the_slot_map_and_sends_once_more() -> None:
     c = clients(cluster=True)
     result, steps = run(c, [moved, 0], None, [ENTRY, 1])
     assert result == ENTRY
-    call = _ToPrimary("{k}:a", [["EVALSHA", sha(c), *EVALSHA_TAIL], WAIT])
-    assert steps == [call, _ReloadSlots(), call]
+    call = ToPrimary("{k}:a", [["EVALSHA", sha(c), *EVALSHA_TAIL], WAIT])
+    assert steps == [call, ReloadSlots(), call]
 
 
 def test_a_second_moved_is_raised() -> None:
@@ -168,7 +163,7 @@ def test_ask_sends_once_more_to_the_named_node_after_asking() -> None:
     result, steps = run(c, [redis.exceptions.AskError("1234 127.0.0.1:7002"), 0],
                         ["OK", ENTRY, 1])
     assert result == ENTRY
-    assert steps[1] == _ToPrimary(
+    assert steps[1] == ToPrimary(
         "{k}:a", [["ASKING"], ["EVALSHA", sha(c), *EVALSHA_TAIL], WAIT], ("127.0.0.1", 7002))
 
 
@@ -176,7 +171,7 @@ def test_a_lost_cluster_node_reloads_the_slot_map_then_raises() -> None:
     lost = redis.exceptions.ConnectionError("Connection refused")
     result, steps = run(clients(cluster=True), lost, None)
     assert result is lost
-    assert isinstance(steps[1], _ReloadSlots) and len(steps) == 2
+    assert isinstance(steps[1], ReloadSlots) and len(steps) == 2
 
 
 def test_a_lost_single_server_raises_without_reloading() -> None:

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
 import ormsgpack
 import pytest
 
+from langgraph_durable.core.ops import Refusal
 from langgraph_durable.core.outbox_entry import OutboxEntry
 from langgraph_durable.errors import ScriptRefused
+from langgraph_durable.hot import lua
+from langgraph_durable.hot.binding_scripts import BindArgs, Binding
 from langgraph_durable.hot.effect_scripts import BeginReply
+from langgraph_durable.hot.flusher_scripts import (
+    BeatArgs,
+    LastNodeArgs,
+    ReapArgs,
+    ReapReply,
+    UpkeepReply,
+)
 from langgraph_durable.hot.registry_scripts import ClaimReply
 from langgraph_durable.hot.scripts import (
+    SCRIPTS,
+    WRITE_REFUSALS,
     AckSettleReply,
     ChainReply,
     ChainRow,
@@ -72,6 +86,17 @@ def test_a_refusal_splits_its_code_from_its_detail() -> None:
             ScriptRefused.parse("put", "OUTBOX_FULL").detail) == ("OUTBOX_FULL", "")
 
 
+def test_a_refusal_code_is_its_enum_member_and_the_lua_refuses_with_no_other() -> None:
+    code = ScriptRefused.parse("put", "STALE_HEAD 1ef-cid").code
+    assert code == Refusal.STALE_HEAD
+    assert code in WRITE_REFUSALS and "OUTBOX_FULL" in frozenset({Refusal.OUTBOX_FULL})
+    assert [m.name for m in Refusal] == [m.value for m in Refusal] == [
+        "OUTBOX_FULL", "DELETED", "UNKNOWN", "STALE_HEAD", "MISSING_ITEMS"]
+    in_lua = {c for src in SCRIPTS.values()
+              for c in re.findall(r"redis\.error_reply\('([A-Z_]+)", src)}
+    assert in_lua == {m.value for m in Refusal}
+
+
 def test_an_outbox_entry_packs_to_the_bytes_earlier_versions_wrote() -> None:
     entry = OutboxEntry("t-1", "cp", "\x00c1", ["\x00ch\x001"], [b"d" * 16], 42)
     assert entry.payload() == ormsgpack.packb(["cp", "\x00c1", ["\x00ch\x001"], [b"d" * 16], 42])
@@ -103,3 +128,30 @@ def test_ack_settle_names_the_failed_threads_whose_counts_were_lowered() -> None
 def test_dead_replay_reply_names_its_status_and_new_entry() -> None:
     assert DeadReplayReply.of([b"ADDED", b"1-0"]) == DeadReplayReply("ADDED", "1-0")
     assert DeadReplayReply.of([b"REPLAYED", b""]) == DeadReplayReply("REPLAYED", "")
+
+
+def test_the_flusher_scripts_name_their_keys_and_argv_and_decode_their_replies() -> None:
+    beat = BeatArgs("{p:heartbeats}", "c1", 3000, 604_800_000, 100).op()
+    assert (beat.name, list(beat.keys), list(beat.args)) == (
+        "heartbeat_beat", ["{p:heartbeats}"], ["c1", 3000, 604_800_000, 100])
+    assert beat.reply_of([b"c2", b"c3"]) == ["c2", "c3"]
+    reap = ReapArgs("{p:p0.1}:outbox", "g", "me", 3000, 10, ["d1", "d2"]).op()
+    assert list(reap.args) == ["g", "me", 3000, 10, "d1", "d2"]
+    assert reap.reply_of([[[b"1-0", [b"t", b"x", b"p", b"y"]]], [b"d1"]]) == ReapReply(
+        [(b"1-0", {b"t": b"x", b"p": b"y"})], ["d1"])
+    assert ReapReply.of([[], []]) == ReapReply([], [])
+    assert UpkeepReply.of([2, 0]) == UpkeepReply(2, False, None)
+    assert UpkeepReply.of([0, 1, b"5-1"]) == UpkeepReply(0, True, "5-1")
+    probe = LastNodeArgs("{t}:it", 1026, b"\xc1N", [b"a", b"b"]).op()
+    assert lua.eval_command(probe) == [
+        "EVAL", lua.source("last_node"), 1, "{t}:it", 1026, b"\xc1N", b"a", b"b"]
+    assert probe.reply_of(-1) == -1
+
+
+def test_bind_names_its_argv_and_its_reply_is_the_stored_binding() -> None:
+    op = BindArgs("{p:binding}", "db", "lgd_", "saver pid 1 on host h", 1700, 4).op()
+    assert (op.name, list(op.keys), list(op.args)) == (
+        "bind", ["{p:binding}"], ["db", "lgd_", "saver pid 1 on host h", 1700, 4])
+    found = op.reply_of([b"db", b"lgd_", b"saver pid 1 on host h", b"1700", None])
+    assert found == Binding("db", "lgd_", "saver pid 1 on host h", 1700, None)
+    assert found.matches("db", "lgd_", 4) and not found.matches("db", "other_", 4)

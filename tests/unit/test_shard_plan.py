@@ -9,7 +9,7 @@ from pathlib import Path
 
 from langgraph_durable.durable import chunks as C
 from langgraph_durable.durable import documents as D
-from langgraph_durable.plans import effect_journal as E
+from langgraph_durable.durable import effect_docs as E
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 

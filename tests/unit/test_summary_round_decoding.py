@@ -14,7 +14,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph_durable.core.items import MANIFEST_TYPE, Items, packed, parse_stored
 from langgraph_durable.core.records import pack_blob, unpack_blob
 from langgraph_durable.durable import summary_docs as S
-from langgraph_durable.outbox.rounds import _Decoded, _item
+from langgraph_durable.outbox.round_summaries import _Decoded, _item
 from langgraph_durable.plans import summary_upkeep as P
 
 

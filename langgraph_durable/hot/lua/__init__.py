@@ -11,7 +11,9 @@ however many lines name it (the later lines are dropped); a cycle of includes ra
 ARGV offset or a key takes it as a function parameter.
 
 ``source(name)`` is the text Redis runs (its SHA1 is what EVALSHA sends); sources are
-read once, from the package data (``importlib.resources``).
+read once, from the package data (``importlib.resources``). ``eval_command(op)`` is a
+``Script`` operation as a command of a ``Pipeline`` (``EVAL``), for the few scripts sent
+many to one round trip beside other commands.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ import functools
 import re
 from collections.abc import Callable, Sequence
 from importlib import resources
+from typing import Any
+
+from ...core.ops import Script
 
 _INCLUDE = re.compile(r'^--- @include "([A-Za-z0-9_]+)"\s*$')
 
@@ -75,3 +80,11 @@ def source(name: str) -> str:
 def sources(names: Sequence[str]) -> dict[str, str]:
     """Script name -> final source, for each of ``names``."""
     return {n: source(n) for n in names}
+
+
+def eval_command(op: Script[Any]) -> list[object]:
+    """``op`` as a command of a ``Pipeline``: ``EVAL`` of its script's final source with its
+    KEYS and ARGV (the source sent each time, as ``EVAL`` does: the pipeline needs no
+    loaded script). The pipeline's reply in its place is the raw reply: ``op.reply_of``
+    types it. ``op``'s ``refusals`` and ``wait_replicas`` do not apply there."""
+    return ["EVAL", source(op.name), len(op.keys), *op.keys, *op.args]

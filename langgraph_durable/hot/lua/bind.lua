@@ -1,7 +1,8 @@
 --[[
   BIND: record the binding of a key prefix to one MongoDB database, collection_prefix
   and number of outbox partitions unless one exists (a binding an older version recorded
-  without 'partitions' gets it now). (plans/binding.py: bind_plan, Binding.)
+  without 'partitions' gets it now). (hot/binding_scripts.py: BindArgs,
+  Binding; plans/binding.py: bind_plan.)
 
   Input:
     KEYS[1]  binding_key      {<prefix>:binding}

@@ -1,7 +1,7 @@
 --[[
   GROUP_LEAVE: delete a consumer of an outbox stream's group unless it holds pending
   entries (XGROUP DELCONSUMER would drop them from the group's pending list).
-  (outbox/group.py: leave_plan; sent as EVAL.)
+  (hot/flusher_scripts.py: LeaveArgs; outbox/group.py: leave_plan.)
 
   Input:
     KEYS[1]  stream_key       an outbox stream

@@ -3,7 +3,7 @@
   then, when the stream's oldest entry is at or before the group's last-delivered id and
   no consumer holds it (delivered to a consumer since deleted, or the group's id moved
   past it), set the group's id back to 0 so XREADGROUP > delivers it (and what follows)
-  again. (outbox/group.py: upkeep_plan; sent as EVAL.)
+  again. (hot/flusher_scripts.py: UpkeepArgs; outbox/group.py: upkeep_plan.)
 
   Input:
     KEYS[1]  stream_key       an outbox stream

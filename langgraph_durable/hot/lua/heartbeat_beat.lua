@@ -1,7 +1,7 @@
 --[[
   HEARTBEAT_BEAT: refresh a flusher's heartbeat in the key prefix's heartbeat registry
   and report the members whose heartbeat has lapsed (dead flushers).
-  (outbox/heartbeat.py: beat_plan; sent as EVAL.)
+  (hot/flusher_scripts.py: BeatArgs; outbox/heartbeat.py: beat_plan.)
 
   Input:
     KEYS[1]  heartbeats_key   sorted set: consumer -> lapse time (ms, Redis clock)

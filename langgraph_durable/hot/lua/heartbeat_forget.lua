@@ -1,7 +1,7 @@
 --[[
   HEARTBEAT_FORGET: remove members of the heartbeat registry that are still lapsed (one
   that came back to life and beat since keeps its place).
-  (outbox/heartbeat.py: reap_plan; sent as EVAL.)
+  (hot/flusher_scripts.py: ForgetArgs; outbox/heartbeat.py: reap_plan.)
 
   Input:
     KEYS[1]  heartbeats_key   sorted set: consumer -> lapse time (ms, Redis clock)

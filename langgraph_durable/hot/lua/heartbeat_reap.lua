@@ -1,7 +1,8 @@
 --[[
   HEARTBEAT_REAP: a consumer claims the entries idle over idle ms that dead consumers
   hold in an outbox stream; each dead consumer holding nothing more is deleted from the
-  group. (outbox/heartbeat.py: reap_plan; sent as EVAL.)
+  group. (hot/flusher_scripts.py: ReapArgs; outbox/heartbeat.py: reap_plan, one
+  per stream in one pipeline, as EVAL.)
 
   Input:
     KEYS[1]  stream_key       an outbox stream

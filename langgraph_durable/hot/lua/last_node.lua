@@ -1,7 +1,8 @@
 --[[
   LAST_NODE: the last of some digests that is a stored node, read from the end; a field
   is read (HGET) only when its length is a node's.
-  (outbox/rounds.py: _summaries_plan; sent as EVAL.)
+  (hot/flusher_scripts.py: LastNodeArgs; outbox/round_summaries.py:
+  summary_facts_plan, in a pipeline as EVAL.)
 
   Input:
     KEYS[1]  items_key        hash: digest -> stored item or node

@@ -1,0 +1,76 @@
+"""What a server's error becomes for the plan that ran the operation (the sync and the
+async driver alike): a script's declared refusal -> ``ScriptRefused``; its ``WRONGTYPE``
+-> ``CorruptRecordError``; a server that does not answer -> ``TierUnavailableError``; a
+MongoDB command's failure -> ``CommandFailed``/``BulkWriteFailed``; anything else as the
+client raised it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.exceptions
+from pymongo.errors import BulkWriteError, OperationFailure, PyMongoError
+
+from ..core.ops import CommandFailed, MongoOp, Script
+from ..errors import CorruptRecordError, ScriptRefused, TierUnavailableError
+from .mongo_calls import bulk_write_failed
+
+_UNANSWERED_MONGO = frozenset({
+    "ServerSelectionTimeoutError", "AutoReconnect", "NetworkTimeout", "ConnectionFailure",
+})
+"""PyMongo's errors (by class name) that mean MongoDB did not answer."""
+
+
+def what(op: Any) -> str:
+    """How an error names ``op``: a script's name, else the operation's class in lower case."""
+    return op.name if isinstance(op, Script) else type(op).__name__.lower()
+
+
+def _refusal(exc: Exception, op: Any) -> ScriptRefused | None:
+    """The ``ScriptRefused`` that a script's error reply ``exc`` stands for: a Redis
+    ``ResponseError`` whose first word is one of the op's ``refusals``; else None."""
+    if not isinstance(op, Script) or not op.refusals or not isinstance(
+            exc, redis.exceptions.ResponseError):
+        return None
+    refused = ScriptRefused.parse(op.name, str(exc))
+    return refused if refused.code in op.refusals else None
+
+
+def _wrong_type(exc: Exception, op: Any) -> CorruptRecordError | None:
+    """The ``CorruptRecordError`` that a script's ``WRONGTYPE`` error reply stands for (a
+    key among the script's KEYS holds another type than the script reads: a damaged or
+    foreign key; the plan running the script names which one, ``plans/read.py``
+    ``damaged_keys_plan``); else None. Only that reply of a ``Script``: any other error
+    (NOSCRIPT, OOM, a lost connection) keeps its own type."""
+    if not isinstance(op, Script) or type(exc) is not redis.exceptions.ResponseError:
+        return None
+    text = str(exc)
+    if not text.startswith("WRONGTYPE"):
+        return None
+    return CorruptRecordError(
+        f"Redis script {op.name!r} met a key of the wrong type among {list(op.keys)!r}: "
+        f"{text}", tier="hot")
+
+
+def wrap(exc: Exception, op: Any, redis_name: str, mongo_name: str) -> Exception:
+    """The error a plan receives for ``exc``, raised by ``op`` on the servers named
+    ``redis_name``/``mongo_name`` (``Clients``' names, quoted in the message); ``exc``
+    itself when the package has no type of its own for it."""
+    refused = _refusal(exc, op) or _wrong_type(exc, op)
+    if refused is not None:
+        return refused
+    if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
+        return TierUnavailableError(
+            f"Redis {redis_name} did not answer ({what(op)}): {exc}", tier="hot",
+            server=redis_name, operation=what(op), reason=str(exc))
+    if isinstance(exc, PyMongoError) and type(exc).__name__ in _UNANSWERED_MONGO:
+        where = f"{op.collection}.{op.method}" if isinstance(op, MongoOp) else what(op)
+        return TierUnavailableError(
+            f"MongoDB {mongo_name} did not answer ({where}): {exc}", tier="durable",
+            server=mongo_name, operation=where, reason=str(exc))
+    if isinstance(exc, OperationFailure) and isinstance(op, MongoOp):
+        if isinstance(exc, BulkWriteError):
+            return bulk_write_failed(op.collection, exc)
+        message = (exc.details or {}).get("errmsg") or str(exc)
+        return CommandFailed(op.collection, op.method, int(exc.code or 0), str(message))
+    return exc
