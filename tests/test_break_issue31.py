@@ -109,7 +109,7 @@ def test_an_s3_endpoint_that_answers_a_byte_at_a_time_is_bounded(monkeypatch) ->
     import time
 
     from langgraph_durable.serde.extref_errors import BlobStoreError
-    from langgraph_durable.serde.stores import S3BlobStore
+    from langgraph_durable.serde.s3_store import S3BlobStore
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")

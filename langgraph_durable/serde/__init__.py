@@ -32,12 +32,12 @@ from langgraph_durable.serde.gc import (
     collect_garbage,
 )
 from langgraph_durable.serde.pandas_codec import PandasCodec
+from langgraph_durable.serde.s3_store import S3BlobStore
 from langgraph_durable.serde.stores import (
     BaseBlobStore,
     BlobInfo,
     BlobStore,
     LocalBlobStore,
-    S3BlobStore,
 )
 
 __all__ = [

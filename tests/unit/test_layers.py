@@ -101,7 +101,7 @@ DEFERRED_IMPORTS: dict[tuple[str, str], str] = {
     ("durable.documents", "core.records"): "redundant (unpack_blob)",
     ("inspection.tolerant", "serde.external"): "only when a value failed to decode",
     ("serde.codecs", "serde.pandas_codec"): "pandas and pyarrow are optional",
-    ("serde.stores", "settings"): "settings only when an S3 client is built (with boto3)",
+    ("serde.s3_store", "settings"): "settings only when an S3 client is built (with boto3)",
     ("testing", "config"): "drop_namespace only: the servers' module starts servers "
                            "without the package's configuration",
     ("testing", "io.redis_urls"): "the same",
