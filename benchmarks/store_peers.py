@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import redis
 
-from langgraph_durable.testing import _running, drop_namespace, unique_options
+from langgraph_durable.testing import drop_namespace, unique_options
+from langgraph_durable.testing.launchers import _running
 from langgraph_durable.testing.stack import RedisStackServer
 
 DIMS = 256

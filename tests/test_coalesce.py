@@ -23,7 +23,8 @@ from langgraph_durable.io.clients import redis_from_url
 from langgraph_durable.io.coalesce import ScriptBatcher
 from langgraph_durable.io.coalesce_sync import SyncScriptBatcher
 from langgraph_durable.io.drivers import Clients, execute_async, execute_sync
-from langgraph_durable.testing import _free_port, unique_options
+from langgraph_durable.testing import unique_options
+from langgraph_durable.testing.launchers import _free_port
 
 
 class Packets:

@@ -237,7 +237,7 @@ def test_savers_of_two_key_prefixes_cannot_share_collections(redis_url, mongo_ur
 
 def test_test_servers_from_a_mongodb_url_with_a_database_leave_the_database_choice_to_tools(
 ) -> None:
-    from langgraph_durable.testing import without_database
+    from langgraph_durable.testing.launchers import without_database
 
     assert without_database("mongodb://h:1/mydb?x=1") == "mongodb://h:1/?authSource=mydb&x=1"
     assert without_database("mongodb://u:p@h:1/mydb?authSource=admin") == \

@@ -43,7 +43,8 @@ from typing import Any
 import redis
 
 from ..io.redis_urls import parse_redis_url
-from . import START_TIMEOUT, RedisServer, ServerError, _free_port, _Server, mongo_server, wait_for
+from . import wait_for
+from .launchers import START_TIMEOUT, RedisServer, ServerError, _free_port, _Server, mongo_server
 
 try:
     import pytest

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 
 import redis
 
-from . import RedisServer, ServerError, _running
+from .launchers import RedisServer, ServerError, _running
 
 try:
     import pytest
