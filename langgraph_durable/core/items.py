@@ -30,7 +30,8 @@ plaintext is ever stored. Without a key for an encrypting serializer, lists are 
 whole as before (``Items.enabled`` is False).
 
 Serialization cost: ``Items`` remembers, per object, the digest and stored bytes of the
-LangChain messages (pydantic models) it serialized, with a deep copy taken at that time.
+LangChain messages (pydantic models) it serialized, with a deep copy taken at that time
+(``core/model_copies.py``).
 The same object met again is not serialized again when its fields still equal the copy's
 (``==`` of ``__dict__`` and the extra fields, what ``model_dump`` serializes), so a step
 serializes only the messages it added or changed. A field changed in place to a value that
@@ -40,21 +41,17 @@ its earlier bytes: set ``item_cache_bytes=0`` to serialize every item at every s
 
 from __future__ import annotations
 
-import copy
-import functools
 import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeGuard, overload
+from typing import Literal
 
 from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
 
 from ..errors import ConfigurationError, CorruptRecordError
-
-if TYPE_CHECKING:
-    from pydantic import BaseModel
+from .model_copies import ModelTemplate, Snapshot, is_model, snapshot_of, unchanged
 
 Typed = tuple[str, bytes]
 
@@ -168,10 +165,6 @@ def packed(parts: Mapping[bytes, Stored], pack: Callable[[Typed], bytes]) -> dic
     return {d: v if isinstance(v, bytes) else pack(v) for d, v in parts.items()}
 
 
-Snapshot = tuple["type[BaseModel]", dict[str, object], object]
-"""A pydantic model as ``_snapshot`` copies it: its type, its fields, its extra fields."""
-
-
 class _Entry:
     __slots__ = ("obj", "snapshot", "digest", "stored", "size")
 
@@ -179,93 +172,6 @@ class _Entry:
                  ) -> None:
         self.obj, self.snapshot, self.digest, self.stored = obj, snapshot, digest, stored
         self.size = len(stored) if isinstance(stored, bytes) else len(stored[1])
-
-
-def _is_model(value: object) -> TypeGuard[BaseModel]:
-    return isinstance(value, _base_model())
-
-
-@functools.lru_cache(maxsize=1)
-def _base_model() -> type:
-    from pydantic import BaseModel
-
-    return BaseModel
-
-
-_SCALARS = frozenset({str, int, float, bool, type(None), bytes})
-
-
-@overload
-def _copy(value: dict[str, object]) -> dict[str, object]: ...
-@overload
-def _copy(value: object) -> object: ...
-def _copy(value: object) -> object:
-    """A deep copy of plain data (scalars shared, dicts/lists/tuples copied), else
-    ``copy.deepcopy``. Scalars are tested inline: a message's fields are mostly scalars,
-    and a snapshot is taken of every message a read decodes."""
-    if type(value) is dict:
-        return {k: v if type(v) in _SCALARS else _copy(v) for k, v in value.items()}
-    if type(value) is list:
-        return [v if type(v) in _SCALARS else _copy(v) for v in value]
-    if type(value) in _SCALARS:
-        return value
-    if type(value) is tuple:
-        return tuple(v if type(v) in _SCALARS else _copy(v) for v in value)
-    return copy.deepcopy(value)
-
-
-def _snapshot(item: BaseModel) -> Snapshot:
-    """What a pydantic model's serialization holds (``model_dump``): its type, a copy of
-    its fields (``__dict__``) and of its extra fields."""
-    return type(item), _copy(item.__dict__), _copy(getattr(item, "__pydantic_extra__", None))
-
-
-class _Template:
-    """How to make a fresh object equal to what decoding one stored item gave: the
-    decoded model's snapshot (``_snapshot``), its set fields and private attributes,
-    taken before anyone else saw the object."""
-
-    __slots__ = ("snapshot", "fields_set", "private", "typed", "base", "containers")
-
-    def __init__(self, obj: BaseModel, typed: Typed) -> None:
-        self.typed = typed  # the stored item it was decoded from
-        self.snapshot = _snapshot(obj)
-        self.fields_set = frozenset(obj.__pydantic_fields_set__)
-        self.private = copy.deepcopy(getattr(obj, "__pydantic_private__", None))
-        fields = self.snapshot[1]
-        # most fields are scalars (shared) or empty dicts/lists (made anew): a build
-        # copies the dict (keeping the field order: repr and model_dump follow it) and
-        # replaces its containers with copies
-        self.base = fields  # never changed: only copied
-        self.containers = [(k, v, not v and type(v) in (dict, list))
-                           for k, v in fields.items() if type(v) not in _SCALARS]
-
-    def build(self) -> BaseModel:
-        """A new model equal to the decoded one, sharing no mutable data with it (what
-        pydantic's ``model_copy(deep=True)`` makes, from the snapshot)."""
-        cls = self.snapshot[0]
-        extra = self.snapshot[2]
-        fields = self.base.copy()
-        for k, v, empty in self.containers:
-            fields[k] = type(v)() if empty else _copy(v)
-        obj = cls.__new__(cls)
-        object.__setattr__(obj, "__dict__", fields)
-        if extra is not None:  # a dict (LangChain's messages allow extra fields)
-            extra = _copy(extra) if extra else {}
-        object.__setattr__(obj, "__pydantic_extra__", extra)
-        object.__setattr__(obj, "__pydantic_fields_set__", set(self.fields_set))
-        object.__setattr__(obj, "__pydantic_private__", None if self.private is None
-                           else copy.deepcopy(self.private))
-        return obj
-
-
-def _unchanged(snapshot: Snapshot, item: object) -> bool:
-    """Whether a pydantic model still equals its snapshot (``==`` field by field)."""
-    try:
-        return (snapshot[0] is type(item) and snapshot[1] == item.__dict__
-                and snapshot[2] == getattr(item, "__pydantic_extra__", None))
-    except Exception:
-        return False
 
 
 class Items:
@@ -288,7 +194,7 @@ class Items:
         # per thread, object id -> entry; threads least recently used first
         self._cache: OrderedDict[str, dict[int, _Entry]] = OrderedDict()
         # per thread, digest -> how to rebuild what decoding that item gave (same LRU)
-        self._templates: dict[str, dict[bytes, _Template]] = {}
+        self._templates: dict[str, dict[bytes, ModelTemplate]] = {}
         self._cache_bytes = cache_bytes
         self._cached_bytes = 0
         self._known: OrderedDict[str, set[bytes]] = OrderedDict()
@@ -330,7 +236,7 @@ class Items:
                     entries = [cache.get(id(item)) for item in value]
         for pos, (item, entry) in enumerate(zip(value, entries)):
             stored: Stored
-            if entry is None or entry.obj is not item or not _unchanged(entry.snapshot, item):
+            if entry is None or entry.obj is not item or not unchanged(entry.snapshot, item):
                 typed = dumps(item, pos)
                 stored = pack(typed)
                 d = self.digest(typed)
@@ -350,7 +256,7 @@ class Items:
         return SplitList(b"".join(refs), parts)
 
     def _remember(self, thread_id: str, found: Iterable[tuple[object, bytes, Stored]],
-                  fresh: bool = False, templates: Mapping[bytes, _Template] | None = None
+                  fresh: bool = False, templates: Mapping[bytes, ModelTemplate] | None = None
                   ) -> None:
         """Add entries (and ``templates``) to ``thread_id``'s cache (``fresh``: replacing
         what it held), then drop the least recently used threads' entries while over
@@ -362,10 +268,10 @@ class Items:
             if isinstance(item, _Entry):
                 entries.append(item)
                 continue
-            if not _is_model(item):
+            if not is_model(item):
                 continue
             try:
-                entries.append(_Entry(item, _snapshot(item), digest, stored))
+                entries.append(_Entry(item, snapshot_of(item), digest, stored))
             except Exception:
                 continue
         with self._lock:
@@ -422,7 +328,7 @@ class Items:
             got = [held.get(d) for d, _ in found]
         out: list[object] = []
         entries: list[tuple[object, bytes, Stored]] = []
-        made: dict[bytes, _Template] = {}
+        made: dict[bytes, ModelTemplate] = {}
         for (d, typed), t in zip(found, got):
             obj: object = None
             if t is not None:
@@ -432,9 +338,9 @@ class Items:
                     t, obj = None, None
             if t is None:
                 obj = load_item(loads, typed)
-                if _is_model(obj):
+                if is_model(obj):
                     try:
-                        t = _Template(obj, typed)
+                        t = ModelTemplate(obj, typed)
                     except Exception:
                         t = None
             if t is not None:
