@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
-import threading
 from collections.abc import Awaitable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -28,11 +26,7 @@ from langgraph.store.base import (
     Op,
     PutOp,
     Result,
-    SearchOp,
     TTLConfig,
-    ensure_embeddings,
-    get_text_at_path,
-    tokenize_path,
     validate_op_namespace,
 )
 from typing_extensions import Self, Unpack
@@ -56,11 +50,11 @@ from ..settings import (
     with_database,
 )
 from .admission import Admission
-from .batch import Answers, Prepared, batch_plan, check_op, prepare_put
+from .batch import Answers, batch_plan, check_op, prepare_put
+from .embedding import as_floats, index_config, prepared_puts, queries_of, texts_of
 from .single import get_one_plan, lone, put_one_plan
+from .ttl_sweeper import TtlSweeper
 from .vectors import StoreVectors
-
-log = logging.getLogger("langgraph_durable.store")
 
 SWEEP_LIMIT = 1000
 """Most expired items one TTL sweep deletes (bounded work per sweep)."""
@@ -189,21 +183,8 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         self.index_config: dict[str, Any] | None = None
         self.embeddings: Embeddings | None = None
         if index:
-            if not index.get("dims") or not index.get("embed"):
-                raise ConfigurationError("DurableStore index needs 'dims' and 'embed'")
-            try:
-                import numpy  # noqa: F401  (the vector step: plans/store_match.py)
-            except ImportError:
-                raise ConfigurationError(
-                    "DurableStore's semantic search (index=...) needs NumPy: pip install "
-                    "'langgraph-durable[memory]'") from None
-            cfg: dict[str, Any] = dict(index)
-            cfg["__tokenized_fields"] = [(p, tokenize_path(p)) if p != "$" else (p, p)
-                                         for p in (cfg.get("fields") or ["$"])]
-            self.index_config = cfg
-            self.embeddings = ensure_embeddings(cfg["embed"])
-        self._sweeper: threading.Thread | None = None
-        self._stop = threading.Event()
+            self.index_config, self.embeddings = index_config(index)
+        self._sweeper = TtlSweeper(self.sweep_ttl)
         self._admission = Admission()
         self._vectors = StoreVectors(self._runtime, self.index_config, self._scorer,
                                      vector_search or self._runtime.config.vector_search,
@@ -344,13 +325,13 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
     def close(self) -> None:
         """Stop the TTL sweeper; close the runtime (drain the outbox, close the clients)
         when the store made it, else leave the saver's running."""
-        self._stop_sweeper()
+        self._sweeper.stop()
         if self._owns:
             self._runtime.close()
 
     async def aclose(self) -> None:
         """Async ``close``."""
-        self._stop_sweeper()
+        self._sweeper.stop()
         if self._owns:
             await self._runtime.aclose()
 
@@ -376,33 +357,12 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper thread; True once it stopped (within ``timeout`` seconds)."""
-        return self._stop_sweeper(timeout)
+        return self._sweeper.stop(timeout)
 
     def _start_sweeper(self, minutes: float | None = None) -> None:
         minutes = minutes or (self.ttl_config or {}).get("sweep_interval_minutes")
-        if not minutes or self._sweeper is not None or self._runtime.clients.sync is None:
-            return
-        self._stop.clear()
-
-        def loop() -> None:
-            while not self._stop.wait(minutes * 60):
-                try:
-                    self.sweep_ttl()
-                except Exception as exc:  # the next sweep tries again
-                    log.warning("TTL sweep of the memory store failed: %s", exc)
-
-        self._sweeper = threading.Thread(target=loop, name="langgraph-durable-store-sweep",
-                                         daemon=True)
-        self._sweeper.start()
-
-    def _stop_sweeper(self, timeout: float | None = 5) -> bool:
-        sweeper = self._sweeper
-        if sweeper is None:
-            return True
-        self._stop.set()
-        sweeper.join(timeout=timeout)
-        self._sweeper = None
-        return not sweeper.is_alive()
+        if minutes and self._runtime.clients.sync is not None:
+            self._sweeper.start(minutes)
 
     # ------------------------------------------------------------------ batches
 
@@ -431,50 +391,6 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         return put_one_plan(self._ctx, prepare_put(op, self._answers.serde, now,
                                                    state_version=self.state_version), now)
 
-    def _texts(self, puts: Iterable[PutOp]) -> list[tuple[PutOp, list[str], list[str]]]:
-        """Per put to embed: the op, its paths (``text``, ``tags.0``...) and texts."""
-        if self.index_config is None:
-            return []
-        out = []
-        for op in puts:
-            if op.value is None or op.index is False:
-                continue
-            fields = (self.index_config["__tokenized_fields"] if op.index is None
-                      else [(p, tokenize_path(p)) for p in op.index])
-            paths, texts = [], []
-            for path, tokens in fields:
-                found = get_text_at_path(op.value, tokens)
-                if len(found) > 1:
-                    paths += [f"{path}.{i}" for i in range(len(found))]
-                else:
-                    paths += [path] * len(found)
-                texts += found
-            if texts:
-                out.append((op, paths, texts))
-        return out
-
-    def _prepare(self, puts: dict[tuple[tuple[str, ...], str], PutOp],
-                 embedded: list[tuple[PutOp, list[str], list[str]]],
-                 vectors: list[list[float]], now_ms: int) -> list[Prepared]:
-        import numpy as np  # only with an index (semantic search)
-
-        rows: dict[int, tuple[np.ndarray, list[str]]] = {}
-        at = 0
-        for op, paths, texts in embedded:
-            rows[id(op)] = (np.asarray(vectors[at:at + len(texts)], dtype=np.float32), paths)
-            at += len(texts)
-        out = []
-        for op in puts.values():
-            vec, paths = rows.get(id(op), (None, []))
-            out.append(prepare_put(op, self._answers.serde, now_ms, vec, paths,
-                                   self.state_version))
-        return out
-
-    def _queries(self, ops: list[Op]) -> list[str]:
-        if self.embeddings is None:
-            return []
-        return sorted({op.query for op in ops if isinstance(op, SearchOp) and op.query})
-
     def _dims(self) -> int:
         return int(self.index_config["dims"]) if self.index_config else 0
 
@@ -491,12 +407,13 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
             return self._runtime.run(self._one_plan(one))
         listed, puts = self._split(listed)
         now = self._now_ms()
-        embedded = self._texts(puts.values())
+        embedded = texts_of(self.index_config, puts.values())
         texts = [t for _, _, ts in embedded for t in ts]
         vectors = self.embeddings.embed_documents(texts) if texts and self.embeddings else []
-        queries = {q: _floats(self.embeddings.embed_query(q))
-                   for q in self._queries(listed)} if self.embeddings else {}
-        prepared = self._prepare(puts, embedded, vectors, now)
+        queries = {q: as_floats(self.embeddings.embed_query(q))
+                   for q in queries_of(self.embeddings, listed)} if self.embeddings else {}
+        prepared = prepared_puts(puts, embedded, vectors, now, self._answers.serde,
+                                 self.state_version)
         scorer = self._vectors.resolve() if queries else self._scorer
         return self._runtime.run(batch_plan(self._ctx, self._answers, listed, prepared,
                                             queries, scorer, self._dims(), now))
@@ -514,26 +431,20 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
             return await self._runtime.arun(self._one_plan(one))
         listed, puts = self._split(listed)
         now = self._now_ms()
-        embedded = self._texts(puts.values())
+        embedded = texts_of(self.index_config, puts.values())
         texts = [t for _, _, ts in embedded for t in ts]
         vectors = (await self.embeddings.aembed_documents(texts)
                    if texts and self.embeddings else [])
         queries: dict[str, np.ndarray] = {}
         if self.embeddings is not None:
-            for q in self._queries(listed):
-                queries[q] = _floats(await self.embeddings.aembed_query(q))
-        prepared = self._prepare(puts, embedded, vectors, now)
+            for q in queries_of(self.embeddings, listed):
+                queries[q] = as_floats(await self.embeddings.aembed_query(q))
+        prepared = prepared_puts(puts, embedded, vectors, now, self._answers.serde,
+                                 self.state_version)
         scorer = await self._vectors.aresolve() if queries else self._scorer
         return await self._runtime.arun(batch_plan(self._ctx, self._answers, listed,
                                                    prepared, queries, scorer,
                                                    self._dims(), now))
-
-
-def _floats(vector: list[float]) -> np.ndarray:
-    """An embedding as a float32 array."""
-    import numpy as np
-
-    return np.asarray(vector, dtype=np.float32)
 
 
 __all__ = ["DurableStore"]
