@@ -25,18 +25,15 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import (
     HTMLResponse,
     JSONResponse,
-    PlainTextResponse,
     RedirectResponse,
     Response,
     StreamingResponse,
@@ -45,93 +42,20 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..errors import ConfigurationError
-from ..inspection import audit, lookup, render, runview, timeline, versions
+from ..inspection import audit, lookup, render, timeline, versions
 from ..inspection import graph_actions as actions_mod
 from ..inspection.health import HealthOptions
 from ..inspection.strict import strict_view
 from ..inspection.thread_size import thread_size
 from ..inspection.timeline import RUNNING_WINDOW_S
 from . import action_routes as actions
-from . import listing, runpage, security, tiers, views
+from . import listing, page_templates, runpage, security, tiers, views
 from . import memory_page as memory
 from . import run_executor as runs
+from .guard_middleware import GuardMiddleware
+from .page_templates import HERE
 
 log = logging.getLogger("langgraph_durable.dashboard")
-HERE = Path(__file__).parent
-
-
-HOST_REFUSED = ("this dashboard does not answer to this host name: start it with "
-                "--allowed-host NAME (create_app(allowed_hosts=[...])) to reach it by that name\n")
-"""The body of the 400 answer to a request whose ``Host`` is not allowed."""
-
-
-class _Guard:
-    """ASGI middleware: the ``Host`` check (``security.host_ok``: 400 for a name not in
-    ``hosts``), the token check (``security.token_ok``; a first visit to a page with
-    ``?token=`` sets the cookie and is redirected, to the same path of this app, without
-    it; JSON and event streams just take it) and the security headers on every
-    response."""
-
-    def __init__(self, app: Any, token: str | None, hosts: frozenset[str]) -> None:
-        self.app, self.token, self.hosts = app, token, hosts
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request = Request(scope)
-        headers = dict(request.headers)
-        if not security.host_ok(headers.get("host"), self.hosts):
-            refused = PlainTextResponse(HOST_REFUSED, status_code=400,
-                                        headers=security.HEADERS)
-            await refused(scope, receive, send)
-            return
-        if not security.token_ok(self.token, headers, request.cookies,
-                                 dict(request.query_params)):
-            response: Response = HTMLResponse(
-                "<!doctype html><title>token required</title><h1>token required</h1><p>"
-                "This dashboard needs its token: open it with ?token=... once, or send "
-                "Authorization: Bearer ...</p>", status_code=401, headers=security.HEADERS)
-            await response(scope, receive, send)
-            return
-        page = "/api/" not in request.url.path and "/events/" not in request.url.path
-        if self.token and page and "token" in request.query_params:
-            rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
-            root = security.safe_redirect((scope.get("root_path") or "") + "/")
-            path = request.url.path  # percent-encoded; the decoded path is checked too
-            if not security.safe_redirect(scope.get("path") or "", ""):
-                path = root
-            path = security.safe_redirect(path, root)
-            kept = rest and path == request.url.path  # a path refused: its query too
-            url = path + ("?" + urlencode(rest) if kept else "")
-            response = RedirectResponse(url, status_code=303, headers=security.HEADERS)
-            response.set_cookie(security.COOKIE, self.token, httponly=True, samesite="strict")
-            await response(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [
-                    *message.get("headers", []),
-                    *((k.encode(), v.encode()) for k, v in security.HEADERS.items())]}
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
-
-
-def _templates() -> Environment:
-    env = Environment(loader=FileSystemLoader(HERE / "templates"),
-                      autoescape=select_autoescape(default=True, default_for_string=True))
-    env.filters["bytes"] = render.human_bytes
-    env.filters["age"] = views.human_age
-    env.filters["utc"] = render.utc
-    env.filters["short"] = lambda cid: (cid or "-")[:13]
-    env.filters["seconds"] = lambda s: "-" if s is None else f"{s:.2f} s"
-    env.tests["internal_channel"] = runview.is_internal
-    env.filters["duration"] = runview.duration_text
-    env.globals["qs"] = lambda **kw: urlencode({k: v for k, v in kw.items() if v is not None},
-                                               doseq=True)
-    return env
 
 
 def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = False,
@@ -201,7 +125,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
     acts = actions.Actions(saver, runner, graphs or {}, audit.who_of_token(token),
                            workers=run_workers, max_queued=run_queue,
                            running_window_s=running_window_s)
-    env = _templates()
+    env = page_templates.templates()
     samples = tiers.LagSamples(every_s=lag_every_s)
     if state_version is not None and (isinstance(state_version, bool)
                                       or not isinstance(state_version, int)
@@ -482,7 +406,7 @@ def create_app(saver: Any, *, token: str | None = None, allow_writes: bool = Fal
         Route("/act", guarded(act), methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    return _Guard(Starlette(routes=routes, lifespan=lifespan), token, hosts)
+    return GuardMiddleware(Starlette(routes=routes, lifespan=lifespan), token, hosts)
 
 
 def serve(saver: Any, *, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
