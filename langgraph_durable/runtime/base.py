@@ -1,8 +1,8 @@
 """The saver's runtime: its clients (``clients.ClientSet``), the running of plans
 (``run``/``arun``), set-up (on first use, on entering, or asked for), the in-process
-flusher's lifecycle, flush, close and stats. It knows nothing of LangGraph: a
-``DurableSaver`` holds one (``saver.runtime``), turns LangGraph's calls into plans and runs
-them here; the saver's ``with_allowlist`` copies share it."""
+flusher's lifecycle, flush, close (``runtime/closing.py``) and stats. It knows nothing of
+LangGraph: a ``DurableSaver`` holds one (``saver.runtime``), turns LangGraph's calls into
+plans and runs them here; the saver's ``with_allowlist`` copies share it."""
 
 from __future__ import annotations
 
@@ -10,19 +10,14 @@ import asyncio
 import contextvars
 import functools
 import logging
-import shlex
 import threading
 from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any, TypeVar
 
 from ..config import DurableConfig
-from ..core.ops import Pipeline, Plan
 from ..errors import (
     ConfigurationError,
-    CorruptRecordError,
-    DeadLetteredError,
     EventLoopNotRunningError,
-    FlushTimeoutError,
     SaverClosedError,
     SyncCallInEventLoopError,
     TierUnavailableError,
@@ -35,6 +30,7 @@ from ..outbox.process import FlusherProcess
 from ..plans import admin
 from ..plans.context import NO_SERIALIZER, Context, partitions_for
 from ..settings import with_database
+from .closing import RuntimeClosing, outbox_length_plan
 from .deferred import DeferredSetup
 from .startup import SetupGate, check_plan, mongo_setup_plan, start_plan
 
@@ -59,7 +55,7 @@ SET_UP: Awaitable[None] = _SetUp()
 """The done awaitable ``setup()`` returns when it set the saver up before returning."""
 
 
-class SaverRuntime:
+class SaverRuntime(RuntimeClosing):
     """What a ``DurableSaver`` runs on: its configuration, clients and ``context`` (for
     the plans of set-up, flush and the flusher: no serializer), the set-up gate, the
     in-process flusher, the deferred MongoDB set-up and the metrics. Built with
@@ -404,85 +400,13 @@ class SaverRuntime:
         self.flushed_since_ms = await self.arun(admin.flush_plan(
             self.context, timeout_s, self.flushed_since_ms))
 
-    def close(self, drain_timeout_s: float | None = None) -> None:
-        """``DurableSaver.close``: drain (up to ``drain_timeout_s``, default
-        ``close_drain_timeout_s``), stop the flusher and the deferred set-up, close the
-        clients made here; later calls raise ``SaverClosedError``."""
-        if self.closed:
-            return
-        try:
-            if self.flusher is not None and self.flusher.running:
-                self.flush(self._drain_s(drain_timeout_s))
-            elif self.config.flusher == "off":
-                n = self._run_plain(_xlen_plan(self.context))
-                if n:
-                    log.info("closing with %d entries in the outbox %s for the flushers; %s",
-                             n, self.context.outbox, self._drain_hint())
-        except (FlushTimeoutError, TierUnavailableError, DeadLetteredError,
-                CorruptRecordError) as exc:
-            self._log_close_failure(exc)
-        finally:
-            self.closed = True
-            if self.deferred is not None:
-                self.deferred.stop()
-            if self.flusher is not None:
-                self.flusher.stop()
-            self.clients.close()
-
-    def _drain_hint(self) -> str:
-        """What drains a leftover outbox, for the log line of ``close``."""
-        c = self.config
-        where = self.clients.describe()
-        return ("they stay in Redis, and the next saver (flusher='auto') or flusher worker "
-                f"with key_prefix={c.key_prefix!r} on this Redis drains them; to drain them "
-                f"now run: langgraph-durable --key-prefix {shlex.quote(c.key_prefix)} "
-                f"--database {shlex.quote(c.database)} flush  (with REDIS_URL and "
-                f"MONGODB_URL set to this saver's servers{where})")
-
-    def _drain_s(self, given: float | None) -> float:
-        return self.config.close_drain_timeout_s if given is None else given
-
-    def _log_close_failure(self, exc: Exception) -> None:
-        if isinstance(exc, DeadLetteredError):
-            log.error("closing with dead letters: %s", exc)
-        elif isinstance(exc, FlushTimeoutError):
-            log.warning("closing with entries still in the outbox: %s; %s", exc,
-                        self._drain_hint())
-        else:  # nothing is known about the outbox: say so, not that entries are left
-            log.warning("closing without checking the outbox: %s; anything this process "
-                        "wrote and MongoDB lacks stays in Redis for the next flusher (%s)",
-                        exc, self._drain_hint())
-
-    async def aclose(self, drain_timeout_s: float | None = None) -> None:
-        """Async ``close``; also closes the asyncio clients made for this event loop."""
-        if self.closed:
-            return
-        try:
-            if self.flusher is not None and self.flusher.running:
-                await self.aflush(self._drain_s(drain_timeout_s))
-            elif self.config.flusher == "off":
-                n = await self._arun_plain(_xlen_plan(self.context))
-                if n:
-                    log.info("closing with %d entries in the outbox %s for the flushers; %s",
-                             n, self.context.outbox, self._drain_hint())
-        except (FlushTimeoutError, TierUnavailableError, DeadLetteredError,
-                CorruptRecordError) as exc:
-            self._log_close_failure(exc)
-        finally:
-            self.closed = True
-            if self.deferred is not None:
-                self.deferred.stop()
-            if self.flusher is not None:
-                await self.flusher.astop()
-            await self.clients.aclose()
-
     def stats(self) -> dict[str, Any]:
         """``DurableSaver.stats``: ``metrics.stats_dict`` with ``outbox_length`` read now
         (None when it cannot be read)."""
         live: int | None = None
         if not self.closed:
             try:
-                live = self._run_plain(_xlen_plan(self.context))
+                live = self._run_plain(outbox_length_plan(self.context))
             except (TierUnavailableError, SyncCallInEventLoopError, EventLoopNotRunningError):
                 live = None
         return self._stats(live)
@@ -492,17 +416,10 @@ class SaverRuntime:
         live: int | None = None
         if not self.closed:
             try:
-                live = await self._arun_plain(_xlen_plan(self.context))
+                live = await self._arun_plain(outbox_length_plan(self.context))
             except TierUnavailableError:
                 live = None
         return self._stats(live)
 
     def _stats(self, live: int | None) -> dict[str, Any]:
         return stats_dict(self.metrics, self.flusher, live)
-
-
-def _xlen_plan(ctx: Context) -> Plan[int]:
-    sizes = yield Pipeline([["XLEN", s] for s in ctx.outboxes])
-    return sum(int(n) for n in sizes)
-
-
