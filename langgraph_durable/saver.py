@@ -30,7 +30,7 @@ from .core.ops import Plan
 from .core.records import check_id
 from .errors import CorruptRecordError
 from .metrics import safe_error
-from .plans import admin, delta, read, write
+from .plans import delta, history_edits, read, write
 from .runtime.lifecycle import SaverLifecycle
 from .runtime.retention_methods import RetentionMethods
 from .runtime.thread_methods import ThreadMethods
@@ -275,7 +275,7 @@ class DurableSaver(ThreadMethods, SaverLifecycle, RetentionMethods):
         before_id = get_checkpoint_id(before) if before else None
         damaged: list[CorruptRecordError] = []
         if config is None:
-            yield admin.flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
+            yield history_edits.flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
             threads, damaged = yield read.threads_plan(ctx)
             conf_ns, exact = None, None
         else:

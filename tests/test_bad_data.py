@@ -18,7 +18,7 @@ from langgraph_durable.core.outbox_entry import DeadLetter, OutboxEntry
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox import dead
 from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
-from langgraph_durable.plans import admin
+from langgraph_durable.plans import history_edits
 from langgraph_durable.testing import unique_options
 
 from .test_outbox import write_history
@@ -181,13 +181,13 @@ def test_flush_names_dead_lettered_entries_until_they_are_replayed_or_dropped(
                 app.flush(timeout_s=20)
             # a saver made after the entry was written and set aside (past the clock-skew
             # margin) is not failed by it: its flush is green
-            skew = admin.CLOCK_SKEW_MS
+            skew = history_edits.CLOCK_SKEW_MS
             since = int(d.entry_id.split("-")[0]) + skew + 1
             later = replace(ctx, clock=FakeClock(wall_ns=(int(d.id.split("-")[0]) + skew + 1)
                                                  * 1_000_000))
-            assert run_sync(admin.flush_plan(later, 20, since), app.sync_clients) > since
+            assert run_sync(history_edits.flush_plan(later, 20, since), app.sync_clients) > since
             with pytest.raises(DeadLetteredError):  # its entry is newer than the mark
-                run_sync(admin.flush_plan(later, 20, since - 1), app.sync_clients)
+                run_sync(history_edits.flush_plan(later, 20, since - 1), app.sync_clients)
             # repaired and replayed: the flusher takes it, the checkpoint reaches MongoDB
             r.delete(k.cp)
             r.rename(backup, k.cp)
@@ -248,12 +248,12 @@ def test_flush_names_an_entry_written_before_the_saver_that_it_waited_for(
     r.delete(ctx.keys("bad").cp)
     r.set(ctx.keys("bad").cp, "damaged")
     (entry_id,) = [i for i, _ in r.xrange(ctx.outbox)]
-    since = int(entry_id.split(b"-")[0]) + 10 * admin.CLOCK_SKEW_MS
+    since = int(entry_id.split(b"-")[0]) + 10 * history_edits.CLOCK_SKEW_MS
     outcome: list[BaseException] = []
 
     def flush() -> None:
         try:
-            run_sync(admin.flush_plan(ctx, 20, since), manual.sync_clients)
+            run_sync(history_edits.flush_plan(ctx, 20, since), manual.sync_clients)
         except BaseException as exc:
             outcome.append(exc)
 

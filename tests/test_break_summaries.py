@@ -21,7 +21,7 @@ from langgraph_durable.durable.summary_docs import SEARCH_MAX_CHARS, ListQuery
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox.group import ensure_group_plan
 from langgraph_durable.outbox.rounds import flush_batch_plan
-from langgraph_durable.plans import admin
+from langgraph_durable.plans import history_edits
 from langgraph_durable.plans.thread_list import Census
 from langgraph_durable.testing import drop_key_prefix, unique_options
 
@@ -141,8 +141,8 @@ def test_a_stalled_round_of_pending_writes_leaves_no_summary_of_a_deleted_thread
             def drained(ctx: Any, timeout_s: float) -> Any:  # another consumer flushed
                 return 0
                 yield
-            with mock.patch.object(admin, "flush_wait_plan", drained):
-                s.run(admin.delete_thread_plan(s.context, "T"))
+            with mock.patch.object(history_edits, "flush_wait_plan", drained):
+                s.run(history_edits.delete_thread_plan(s.context, "T"))
 
         one_round(deleted_meanwhile)
         assert threads_col(s).find_one({"thread_id": "T"}) is None

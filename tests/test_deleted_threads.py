@@ -25,7 +25,7 @@ from faults.common import tap
 from langgraph_durable import DurableSaver, ThreadDeletedError
 from langgraph_durable.core.ops import FindOne, MongoOp, Parallel, Script
 from langgraph_durable.io.drivers import run_sync
-from langgraph_durable.plans import admin, write
+from langgraph_durable.plans import history_edits, write
 from langgraph_durable.testing import unique_options
 
 
@@ -375,7 +375,8 @@ def test_a_new_run_flushed_while_the_delete_runs_is_not_deleted_with_it(
                                                 "run_id": "new"}, {"v": "1.5"}))
             saver.flush()
 
-    run_sync(tap(admin.delete_thread_plan(saver.context, "t"), between, after), saver.sync_clients)
+    plan = history_edits.delete_thread_plan(saver.context, "t")
+    run_sync(tap(plan, between, after), saver.sync_clients)
     saver.flush()
     redis_client.delete(*saver.context.keys("t").all)  # hot_ttl_s later: MongoDB alone
     assert [t.config for t in saver.list(cfg("t"))] == new

@@ -27,7 +27,7 @@ from langgraph.types import Command
 from langgraph_durable import DurableSaver
 from langgraph_durable.errors import ThreadDeletedError
 from langgraph_durable.io.drivers import run_sync
-from langgraph_durable.plans.admin import release_plan
+from langgraph_durable.plans.history_edits import release_plan
 from langgraph_durable.plans.migrations import migrate_plan
 from langgraph_durable.testing import drop_namespace, unique_options
 

@@ -10,7 +10,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from langgraph_durable import DurableConfig, DurableSaver, SaverClosedError
 from langgraph_durable.core.records import pack_blob
-from langgraph_durable.plans import admin, write
+from langgraph_durable.plans import history_edits, write
 from langgraph_durable.runtime.base import SaverRuntime
 from langgraph_durable.testing import unique_options
 
@@ -32,7 +32,7 @@ def test_a_runtime_without_a_saver_sets_up_flushes_a_savers_writes_and_closes(
     assert stats["flusher"]["entries"] == 1
     runtime.close()
     assert runtime.closed is True
-    plan = admin.flush_wait_plan(runtime.context, 1.0)
+    plan = history_edits.flush_wait_plan(runtime.context, 1.0)
     with pytest.raises(SaverClosedError):
         runtime.run(plan)
 

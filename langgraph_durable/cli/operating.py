@@ -353,7 +353,7 @@ def prune(ctx: typer.Context,
     --older-than; or delete whole threads (--strategy delete, with --older-than only the
     inactive ones: a retention job for cron). Unknown threads are an error. --dry-run
     lists what would go, as MongoDB holds it, and changes nothing."""
-    from ..plans.admin import check_prune
+    from ..plans.history_edits import check_prune
 
     try:
         older_than_s = None if older_than is None else render.parse_duration(older_than)

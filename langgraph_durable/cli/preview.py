@@ -9,7 +9,7 @@ import typer
 
 from ..inspection import storage
 from ..io.drivers import run_sync
-from ..plans.admin import prune_preview_plan
+from ..plans.history_edits import prune_preview_plan
 from ..plans.threads import list_threads_plan
 
 
@@ -28,7 +28,7 @@ class NoSetup:
 def prune_preview(session: Any, ids: list[str], strategy: str, keep_last: int | None,
                   older_than_s: float | None, what: str) -> None:
     """Print, per thread of ``ids``, what ``prune`` with these arguments would remove
-    (``plans.admin.prune_preview_plan``), a total (``what`` describes the arguments),
+    (``plans.history_edits.prune_preview_plan``), a total (``what`` describes the arguments),
     and the outbox entries not counted; writes nothing. ``session``: the CLI's
     ``Session``, its saver opened without a flusher."""
     saver = session.saver()

@@ -68,8 +68,8 @@ from ..durable.write_groups import pending_of, write_docs
 from ..errors import CorruptRecordError, InvalidIdentifierError
 from ..inspection import storage
 from ..io.drivers import run_sync, to_pymongo
-from ..plans.admin import release_plan
 from ..plans.effect_journal import effect_doc
+from ..plans.history_edits import release_plan
 from ..plans.thread_registry import register_plan
 from ..serde.external import ExternalRefSerializer, collect_refs
 from . import store_transfer

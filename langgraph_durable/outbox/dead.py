@@ -7,7 +7,7 @@ and payload), its stream and id, the step that failed and the error
 (``core.outbox_entry.DeadLetter``), so it never blocks the other entries. Operators list,
 replay (after a fix: the entry goes back to its thread's outbox partition) and drop them
 (``langgraph-durable dead-letters``); ``flush()`` raises ``DeadLetteredError`` for those
-it waited for (``plans.admin.flush_plan``).
+it waited for (``plans.history_edits.flush_plan``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What ``prune`` removes of one thread, read from MongoDB and changing nothing
-(``choice_plan``, the ``PruneChoice``; ``plans/admin.py`` ``prune_plan`` and
+(``choice_plan``, the ``PruneChoice``; ``plans/history_edits.py`` ``prune_plan`` and
 ``prune_preview_plan`` act on it): the checkpoints kept (the newest, the young, and the
 DeltaChannel ancestors they need), the values no kept checkpoint names, the values inside
 dropped checkpoint documents that kept ones name (written as blobs documents first:

@@ -23,9 +23,9 @@ from typing import Any
 from ..core.ops import BulkWrite, CommandFailed, Find, FindOne, FindOneAndUpdate, Plan, ask
 from ..durable import retention_docs as R
 from ..errors import CorruptRecordError
-from .admin import delete_thread_plan, flush_wait_plan, prune_plan
 from .context import Context
 from .fence import stream_ms
+from .history_edits import delete_thread_plan, flush_wait_plan, prune_plan
 from .read import get_tuple_plan
 
 INTERRUPT = "__interrupt__"

@@ -27,7 +27,7 @@ from ..io.drivers import Clients, run_async, run_sync
 from ..metrics import Metrics, stats_dict
 from ..outbox.flusher import Flusher
 from ..outbox.process import FlusherProcess
-from ..plans import admin
+from ..plans import history_edits
 from ..plans.context import NO_SERIALIZER, Context, partitions_for
 from ..settings import with_database
 from .closing import RuntimeClosing, outbox_length_plan
@@ -93,7 +93,7 @@ class SaverRuntime(RuntimeClosing):
         self.closed = False
         """True once ``close()``/``aclose()`` began."""
         self.flushed_since_ms = self.context.clock.time_ns() // 1_000_000
-        """Where ``flush()`` starts looking for dead letters (``admin.flush_plan``): the
+        """Where ``flush()`` starts looking for dead letters (``history_edits.flush_plan``): the
         start of its last flush that returned, at first the runtime's creation (ms)."""
         # per thread / asyncio task: what one caller's get_tuple met is not another's
         self.read_tier: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -390,14 +390,14 @@ class SaverRuntime(RuntimeClosing):
         (``FlushTimeoutError`` after ``timeout_s`` seconds)."""
         if self.flusher is not None:
             self.flusher.wake()
-        self.flushed_since_ms = self.run(admin.flush_plan(self.context, timeout_s,
+        self.flushed_since_ms = self.run(history_edits.flush_plan(self.context, timeout_s,
                                                           self.flushed_since_ms))
 
     async def aflush(self, timeout_s: float = 30.0) -> None:
         """Async ``flush``."""
         if self.flusher is not None:
             self.flusher.wake()
-        self.flushed_since_ms = await self.arun(admin.flush_plan(
+        self.flushed_since_ms = await self.arun(history_edits.flush_plan(
             self.context, timeout_s, self.flushed_since_ms))
 
     def stats(self) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The thread-wide methods of a ``DurableSaver`` (LangGraph's ``delete_thread``,
 ``delete_for_runs``, ``copy_thread``, ``prune``, and ``list_threads``): each validates its
-identifiers and runs one plan of ``plans/admin.py`` or ``plans/threads.py`` on the saver's
+identifiers and runs one plan of ``plans/history_edits.py`` or ``plans/threads.py`` on the saver's
 runtime; the saver inherits them (``saver.py`` keeps reading, writing and listing
 checkpoints)."""
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ..core.ops import Plan
 from ..core.records import check_id, check_ids
-from ..plans import admin, threads
+from ..plans import history_edits, threads
 from ..plans.context import Context
 from ..plans.threads import ThreadPage
 from .base import SaverRuntime
@@ -33,40 +33,41 @@ class ThreadMethods:
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, blob and write of ``thread_id`` in both tiers, after the
         outbox drained (so no late flush brings any of it back)."""
-        self._runtime.run(admin.delete_thread_plan(self._ctx, check_id("thread_id", thread_id)))
+        thread_id = check_id("thread_id", thread_id)
+        self._runtime.run(history_edits.delete_thread_plan(self._ctx, thread_id))
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async ``delete_thread``."""
-        await self._runtime.arun(admin.delete_thread_plan(self._ctx,
+        await self._runtime.arun(history_edits.delete_thread_plan(self._ctx,
                                                           check_id("thread_id", thread_id)))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints whose metadata ``run_id`` is in ``run_ids``, with their
         writes, in both tiers. Blobs stay (other checkpoints may share them)."""
-        self._runtime.run(admin.delete_for_runs_plan(self._ctx, _run_ids(run_ids)))
+        self._runtime.run(history_edits.delete_for_runs_plan(self._ctx, _run_ids(run_ids)))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Async ``delete_for_runs``."""
-        await self._runtime.arun(admin.delete_for_runs_plan(self._ctx, _run_ids(run_ids)))
+        await self._runtime.arun(history_edits.delete_for_runs_plan(self._ctx, _run_ids(run_ids)))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, blob and write (the whole parent chain) of one thread to
         another; the source is unchanged."""
-        self._runtime.run(admin.copy_thread_plan(
+        self._runtime.run(history_edits.copy_thread_plan(
             self._ctx, check_id("thread_id", source_thread_id),
             check_id("thread_id", target_thread_id)))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async ``copy_thread``."""
-        await self._runtime.arun(admin.copy_thread_plan(
+        await self._runtime.arun(history_edits.copy_thread_plan(
             self._ctx, check_id("thread_id", source_thread_id),
             check_id("thread_id", target_thread_id)))
 
     def _prune_plan(self, thread_ids: Sequence[str], strategy: str, keep_last: int | None,
                     older_than_s: float | None) -> Plan:
-        admin.check_prune(strategy, keep_last, older_than_s)
+        history_edits.check_prune(strategy, keep_last, older_than_s)
         ids = check_ids("thread_id", thread_ids)
-        return admin.prune_plan(self._ctx, ids, strategy, keep_last=keep_last,
+        return history_edits.prune_plan(self._ctx, ids, strategy, keep_last=keep_last,
                                 older_than_s=older_than_s)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest",

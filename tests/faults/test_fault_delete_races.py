@@ -135,7 +135,7 @@ def test_a_put_landing_during_copy_thread_is_kept(redis_url, mongo_url) -> None:
     # another process puts on the target after copy_thread's flush-wait, before it drops
     # the target's hot keys: the put must survive (it used to be deleted from Redis before
     # any flusher copied it), and the next new-thread put must not mark the target complete
-    from langgraph_durable.plans import admin
+    from langgraph_durable.plans import history_edits
 
     with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:
         put(s, "S", 3)
@@ -149,7 +149,7 @@ def test_a_put_landing_during_copy_thread_is_kept(redis_url, mongo_url) -> None:
                 cp["channel_versions"] = {"v": f"{9:032}.0"}
                 landed.update(s.put(head, cp, {"step": 9}, {"v": f"{9:032}.0"}))
 
-        s.run(tap(admin.copy_thread_plan(s.context, "S", "T"), before=put_before_release))
+        s.run(tap(history_edits.copy_thread_plan(s.context, "S", "T"), before=put_before_release))
         s.flush()
         cid = landed["configurable"]["checkpoint_id"]
         assert s.get_tuple(landed).checkpoint["channel_values"] == {"v": "landed"}

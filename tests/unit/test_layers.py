@@ -91,7 +91,7 @@ DEFERRED_IMPORTS: dict[tuple[str, str], str] = {
     ("cli.dashboard", "inspection.graph_actions"): "the graphs' actions only for the dashboard "
                                              "command (and after the extra's check)",
     ("cli.operating", "outbox.worker"): "the worker only for `langgraph-durable flusher`",
-    ("cli.operating", "plans.admin"): "check_prune only for `langgraph-durable prune`",
+    ("cli.operating", "plans.history_edits"): "check_prune only for `langgraph-durable prune`",
     ("cli.session", "serde"): "a blob store only when a session builds one",
     ("cli.session", "errors"): "only on the error path (an invalid option's message)",
     ("compaction", "compaction.agent_middleware"):

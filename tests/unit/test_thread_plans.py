@@ -8,7 +8,7 @@ from typing import Any
 
 from langgraph_durable.core.ops import Aggregate, Find, Op, Pipeline, Scan, Script
 from langgraph_durable.core.records import member
-from langgraph_durable.plans import admin, read, threads
+from langgraph_durable.plans import history_edits, read, threads
 
 from .stepping import context, drive
 from .test_read_plans import IDS
@@ -51,7 +51,7 @@ def test_delete_for_runs_removes_each_threads_checkpoints_with_tombstones() -> N
             return []
         return 1 if isinstance(op, Script) else None
 
-    done = drive(admin.delete_for_runs_plan(ctx, ["r1"]), answer)
+    done = drive(history_edits.delete_for_runs_plan(ctx, ["r1"]), answer)
     scripts = [op for op in done.ops if isinstance(op, Script)]
     assert [(s.name, s.keys[0], list(s.args[1:])) for s in scripts
             if s.name != "page"] == [

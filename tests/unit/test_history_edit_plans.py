@@ -21,7 +21,7 @@ from langgraph_durable.durable import documents as D
 from langgraph_durable.errors import FlushTimeoutError
 from langgraph_durable.hot.keys import TOMBSTONE_TTL_S
 from langgraph_durable.hot.scripts import DeleteThreadReply
-from langgraph_durable.plans import admin
+from langgraph_durable.plans import history_edits
 
 from .stepping import Drive, FakeClock, context, drive
 from .test_read_plans import IDS, stored
@@ -51,13 +51,13 @@ def test_flush_wait_returns_once_the_entries_seen_at_the_start_are_gone() -> Non
         calls["n"] += 1
         return outbox(left=calls["n"] < 4)(op)
 
-    done = drive(admin.flush_wait_plan(ctx, 5.0), answer, ctx.clock)  # type: ignore[arg-type]
+    done = drive(history_edits.flush_wait_plan(ctx, 5.0), answer, ctx.clock)  # type: ignore[arg-type]
     assert done.kinds() == ["Pipeline", "Pipeline", "Sleep", "Pipeline", "Sleep", "Pipeline"]
     assert done.result == 1
 
 
 def test_flush_wait_on_an_empty_outbox_returns_at_once() -> None:
-    done = drive(admin.flush_wait_plan(context(), 5.0), lambda op: [[]])
+    done = drive(history_edits.flush_wait_plan(context(), 5.0), lambda op: [[]])
     assert (done.kinds(), done.result) == (["Pipeline"], 0)
 
 
@@ -68,7 +68,7 @@ def test_flush_wait_times_out_on_the_controlled_clock() -> None:
     start = clock.now_s
     record = Drive()
     with pytest.raises(FlushTimeoutError, match="still holds 7 entries after 0.5 s"):
-        drive(admin.flush_wait_plan(ctx, 0.5), outbox(left=True), clock, record)
+        drive(history_edits.flush_wait_plan(ctx, 0.5), outbox(left=True), clock, record)
     assert 0.5 <= clock.now_s - start < 0.6  # slept in growing pauses, up to the deadline
     assert record.kinds()[-1] == "Pipeline" and record.ops[-1].commands[0][0] == "XLEN"  # type: ignore[attr-defined]
 
@@ -86,7 +86,7 @@ def test_delete_thread_tombstones_in_redis_before_deleting_in_mongodb() -> None:
             return DeleteThreadReply(1700000000123, [member("", IDS[1])])
         return None
 
-    done = drive(admin.delete_thread_plan(ctx, "t"), answer)
+    done = drive(history_edits.delete_thread_plan(ctx, "t"), answer)
     assert done.kinds() == ["Pipeline", "Find", "delete_thread", "BulkWrite",
                             # gone for readers before MongoDB loses anything (registry 'd')
                             "registry_forget", "Parallel",
@@ -136,7 +136,7 @@ def test_prune_keep_latest_drops_older_checkpoints_with_their_writes_and_blobs()
             return []  # no list values: no items
         return 1 if isinstance(op, Script) else None
 
-    done = drive(admin.prune_plan(ctx, ["t"], "keep_latest"), answer)
+    done = drive(history_edits.prune_plan(ctx, ["t"], "keep_latest"), answer)
     assert done.kinds()[:2] == ["Pipeline", "Pipeline"]  # TIME, then the flush-wait
     assert list(done.ops[0].commands) == [["TIME"]]  # type: ignore[attr-defined]
     script = next(op for op in done.ops if isinstance(op, Script))
@@ -154,7 +154,8 @@ def test_prune_keep_latest_drops_older_checkpoints_with_their_writes_and_blobs()
 
 def test_prune_checks_its_arguments_before_any_operation() -> None:
     with pytest.raises(ValueError, match="keep_last must be an int >= 1"):
-        drive(admin.prune_plan(context(), ["t"], "keep_latest", keep_last=0), lambda op: None)
+        plan = history_edits.prune_plan(context(), ["t"], "keep_latest", keep_last=0)
+        drive(plan, lambda op: None)
 
 
 def test_copy_thread_stamps_the_copies_with_redis_time_and_drops_stale_hot_keys() -> None:
@@ -172,7 +173,7 @@ def test_copy_thread_stamps_the_copies_with_redis_time_and_drops_stale_hot_keys(
             return 0  # released
         return None
 
-    done = drive(admin.copy_thread_plan(ctx, "src", "dst"), answer)
+    done = drive(history_edits.copy_thread_plan(ctx, "src", "dst"), answer)
     (copy,) = [op for op in done.ops if isinstance(op, BulkWrite)]
     first = copy.requests[0]
     assert isinstance(first, UpdateDoc)
@@ -192,5 +193,5 @@ def test_release_gives_up_at_the_deadline_keeping_the_hot_keys() -> None:
         return 3 if isinstance(op, Script) else outbox(left=True)(op)
 
     with pytest.raises(FlushTimeoutError):
-        drive(admin.release_plan(ctx, "t"), answer, clock)
+        drive(history_edits.release_plan(ctx, "t"), answer, clock)
     assert clock.now_s - 1000.0 >= 1.0
