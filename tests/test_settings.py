@@ -9,58 +9,12 @@ from langgraph.checkpoint.base import empty_checkpoint
 from typer.testing import CliRunner
 
 from langgraph_durable import ConfigurationError, DurableConfig, DurableSaver
-from langgraph_durable.config import ThreadTTL
 from langgraph_durable.settings import env_options
 from langgraph_durable.testing import unique_options
 
+
 # a value different from the default for every DurableConfig field, as an environment
 # variable would give it, and as the field holds it once validated
-ENV_VALUES: dict[str, tuple[str, object]] = {
-    "key_prefix": ("envpfx", "envpfx"),
-    "database": ("env_db", "env_db"),
-    "collection_prefix": ("c_", "c_"),
-    "durability": ("strict", "strict"),
-    "flusher": ("off", "off"),
-    "flush_interval_s": ("0.2", 0.2),
-    "flush_batch_size": ("7", 7),
-    "flush_linger_s": ("0.25", 0.25),
-    "claim_idle_s": ("3.5", 3.5),
-    "heartbeat_ttl_s": ("0.75", 0.75),
-    "max_outbox": ("99", 99),
-    "outbox_partitions": ("4", 4),
-    "on_outbox_full": ("raise", "raise"),
-    "outbox_full_timeout_s": ("1.5", 1.5),
-    "hot_ttl_s": ("60", 60),
-    "delete_flush_timeout_s": ("4", 4.0),
-    "close_drain_timeout_s": ("2", 2.0),
-    "max_value_bytes": ("1000", 1000),
-    "queryable_metadata": ("false", False),
-    "on_concurrent_run": ("fork", "fork"),
-    "write_concern_w": ("1", 1),
-    "write_concern_j": ("false", False),
-    "write_concern_timeout_s": ("3", 3.0),
-    "redis_max_connections": ("9", 9),
-    "socket_timeout_s": ("2.5", 2.5),
-    "redis_min_replicas": ("1", 1),
-    "redis_wait_timeout_s": ("0.25", 0.25),
-    "server_selection_timeout_s": ("1.5", 1.5),
-    "blob_timeout_s": ("2.5", 2.5),
-    "blob_retries": ("3", 3),
-    "effect_checkpoint_wait_s": ("2.5", 2.5),
-    "hot_max_checkpoints": ("7", 7),
-    "list_items": ("false", False),
-    "item_cache_bytes": ("0", 0),
-    "item_digest_key": ("0123456789abcdef-key", "0123456789abcdef-key"),
-    "tombstone_ttl_s": ("86400", 86400),
-    "vector_search": ("exact", "exact"),
-    "state_version": ("3", 3),
-    "unversioned_state_version": ("2", 2),
-    "newer_state": ("read", "read"),
-    "ttl": ('{"strategy": "keep_latest", "default_ttl": 90}',
-            ThreadTTL(strategy="keep_latest", default_ttl=90)),
-}
-
-
 def with_db(mongo_url: str, name: str) -> str:
     """``mongodb://h:p/?opts`` -> ``mongodb://h:p/<name>?opts``."""
     base, _, query = mongo_url.partition("?")
@@ -70,14 +24,6 @@ def with_db(mongo_url: str, name: str) -> str:
 def _put(saver: DurableSaver, thread: str) -> None:
     saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
               empty_checkpoint(), {"step": -1}, {})
-
-
-def test_every_config_field_is_read_from_lgd_variables(monkeypatch) -> None:
-    assert set(ENV_VALUES) == set(DurableConfig.model_fields)
-    for name, (text, _) in ENV_VALUES.items():
-        monkeypatch.setenv(f"LGD_{name.upper()}", text)
-    monkeypatch.setenv("LGD_SERDE", "not:a-field")  # a CLI variable, not a config field
-    assert env_options() == {name: value for name, (_, value) in ENV_VALUES.items()}
 
 
 def test_keyword_options_win_over_lgd_variables(redis_url, mongo_url, monkeypatch) -> None:

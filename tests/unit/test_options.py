@@ -124,6 +124,7 @@ def test_every_option_is_read_from_its_lgd_variable(monkeypatch: pytest.MonkeyPa
     assert set(ENV) == set(DurableConfig.model_fields)
     for name, (text, _) in ENV.items():
         monkeypatch.setenv(f"LGD_{name.upper()}", text)
+    monkeypatch.setenv("LGD_SERDE", "not:a-field")  # a CLI variable, not a config field
     config = resolve_config(None, {})
     hints = typing.get_type_hints(O.FromUrlsOptions)
     for name, (text, value) in ENV.items():
