@@ -61,6 +61,30 @@ SWEEP_LIMIT = 1000
 
 _TTL_KEYS = frozenset({"default_ttl", "refresh_on_read", "sweep_interval_minutes"})
 
+
+def checked_ttl(ttl: object) -> TTLConfig | None:
+    """``DurableStore``'s ``ttl`` as given (a copy), or None for none or ``{}``. Raises
+    ``ConfigurationError`` naming the key when ``ttl`` is not a mapping, names a key other
+    than ``default_ttl`` (minutes), ``refresh_on_read`` (bool) and ``sweep_interval_minutes``,
+    or gives one a value of another type."""
+    if ttl is None:
+        return None
+    if not isinstance(ttl, Mapping):
+        raise ConfigurationError(
+            f"DurableStore ttl={ttl!r}: a TTLConfig mapping of default_ttl (minutes), "
+            f"refresh_on_read and sweep_interval_minutes, e.g. {{'default_ttl': 60}}")
+    unknown = set(ttl) - _TTL_KEYS
+    if unknown:
+        raise ConfigurationError(f"DurableStore ttl: unknown key(s) {sorted(unknown)} "
+                                 f"(known: {sorted(_TTL_KEYS)})")
+    for key, value in ttl.items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (isinstance(value, bool) if key == "refresh_on_read"
+                else value is None or number):
+            want = "True or False" if key == "refresh_on_read" else "minutes, a number"
+            raise ConfigurationError(f"DurableStore ttl: {key}={value!r} ({want})")
+    return dict(ttl) if ttl else None  # type: ignore[return-value]
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -175,11 +199,7 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         self._answers = Answers(serde or JsonPlusSerializer(), versions)
         self._scorer: VectorScorer = scorer or ExactScorer(
             str((index or {}).get("distance_type") or "cosine"))
-        unknown = set(ttl or {}) - _TTL_KEYS
-        if unknown:
-            raise ConfigurationError(f"DurableStore ttl: unknown key(s) {sorted(unknown)} "
-                                     f"(known: {sorted(_TTL_KEYS)})")
-        self.ttl_config: TTLConfig | None = dict(ttl) if ttl else None  # type: ignore[assignment]
+        self.ttl_config: TTLConfig | None = checked_ttl(ttl)
         self.index_config: dict[str, Any] | None = None
         self.embeddings: Embeddings | None = None
         if index:
@@ -207,6 +227,7 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         and ``newer_state`` are options; ``state_migrations`` as ``DurableStore``'s.
         Raises ``ConfigurationError`` as ``DurableSaver.from_urls`` does."""
         migrations = as_migrations(state_migrations)  # checked before clients are made
+        ttl = checked_ttl(ttl)
         cfg = with_database(saver_config(config, options),
                             database_of_url(check_mongo_url(mongo_url)),
                             f"MongoDB URL {hide_password(mongo_url)!r}")
