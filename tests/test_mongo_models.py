@@ -1,5 +1,5 @@
 """The package's own MongoDB models (``core/ops.py``) against a real server, through the
-one translation in ``io/drivers.py``: write models, index specs, ``BulkResult`` and the
+one translation in ``io/mongo_calls.py``: write models, index specs, ``BulkResult`` and the
 deleted count in; ``BulkWriteFailed`` and ``CommandFailed`` out; the same with blocking
 PyMongo, asyncio PyMongo and Motor clients."""
 

@@ -1,6 +1,6 @@
 """Group commit of Lua script calls made by several OS threads at once on one blocking
-Redis client (the io layer; used by ``io/drivers.py`` ``_exec_sync``): the blocking twin
-of ``coalesce.ScriptBatcher``. A call made while no batch is on the wire goes at once,
+Redis client (the io layer; used by ``io/drivers.py``'s blocking handlers): the blocking
+twin of ``coalesce.ScriptBatcher``. A call made while no batch is on the wire goes at once,
 alone; calls made while one is on the wire go together as the next one, each with its
 own reply or error. Commands are packed by hiredis and written to a pooled connection
 when the client allows it (``_packs_direct_sync``), else sent through redis-py.

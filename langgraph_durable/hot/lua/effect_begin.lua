@@ -1,6 +1,6 @@
 --[[
   EFFECT_BEGIN: look up an effect in the thread's journal and, when Redis can tell it has
-  none, mark it started (hot/effects.py: begin_op, BeginReply).
+  none, mark it started (hot/effect_scripts.py: begin_op, BeginReply).
 
   Input:
     KEYS[1]  journal_key      the thread's effect journal (ThreadKeys.fx)

@@ -1,6 +1,6 @@
 --[[
   EFFECT_END: journal an effect's outcome (done, failed or cleared) over its started
-  entry (hot/effects.py: end_op).
+  entry (hot/effect_scripts.py: end_op).
 
   Input:
     KEYS[1]  journal_key      the thread's effect journal (ThreadKeys.fx)

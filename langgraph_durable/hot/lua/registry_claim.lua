@@ -2,7 +2,7 @@
   REGISTRY_CLAIM: start deciding a thread registry that has no epoch, or only a pending
   one (a decision that never finished, or another saver's still under way: taking it over
   defeats that one, never the answer), or any with force = '1' (a rebuild): mark it
-  'pending <nonce>'. (hot/registry.py: claim_op, ClaimReply.)
+  'pending <nonce>'. (hot/registry_scripts.py: claim_op, ClaimReply.)
 
   Input:
     KEYS[1]  registry_key     the partition's thread registry (field '\0epoch')

@@ -1,7 +1,7 @@
 --[[
   REGISTRY_DECIDE: finish a decision: set the registry's epoch to '<state> <nonce>' only
   if it is still 'pending <nonce>' (this claim's): the hash was neither lost nor claimed
-  again since. (hot/registry.py: decide_op.)
+  again since. (hot/registry_scripts.py: decide_op.)
 
   Input:
     KEYS[1]  registry_key     the partition's thread registry (field '\0epoch')

@@ -3,7 +3,7 @@
   it: after delete_thread removed both tiers. A read takes it for absent (no tier holds
   it), a write naming a checkpoint Redis lacks still asks for its tombstones (the field is
   kept: a thread the registry never saw has none). A put that ran since made keys again
-  and keeps it registered. (hot/registry.py: forget_op.)
+  and keeps it registered. (hot/registry_scripts.py: forget_op.)
 
   Input:
     KEYS[1..9]                the nine thread keys (ThreadKeys.all)

@@ -1,5 +1,5 @@
 --[[
-  STORE_GET: the record of one memory-store item (hot/store.py: store_get_op). A script,
+  STORE_GET: the record of one memory-store item (hot/store_scripts.py: store_get_op). A script,
   not a GET, so that the reads of many asyncio tasks share one pipeline with the other
   scripts of the same loop turn (io/coalesce.py), as the saver's reads do.
 

@@ -1,8 +1,8 @@
 --[[
   STORE_PUT: write one version of a memory-store item (a value, a delete, a TTL refresh
-  or a sweep's expiry) and its outbox entry, all or nothing (hot/store.py: StorePutArgs,
+  or a sweep's expiry) and its outbox entry, all or nothing (hot/store_scripts.py: StorePutArgs,
   StorePutReply; the record format: core/store_records.py). The item key, the partition's
-  unflushed index, its clock and its outbox stream share one hash tag (hot/store.py), so
+  unflushed index, its clock and its outbox stream share one hash tag (hot/store_scripts.py), so
   the script is legal on a Redis Cluster.
 
   Input:
@@ -31,7 +31,7 @@
 
   A 'put' of an item Redis holds no record of is written with dead = '2' (a value whose
   incarnation Redis cannot tell): MongoDB may hold a live version (flushed, then out of
-  the hot window), whose cseq the flusher keeps (plans/store.py: flush_store_plan).
+  the hot window), whose cseq the flusher keeps (plans/store_items.py: flush_store_plan).
 
   Output:
     {seq, cseq, useq} of the version written (as strings), or {} when a 'touch' or an

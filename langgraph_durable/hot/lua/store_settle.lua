@@ -1,6 +1,6 @@
 --[[
   STORE_SETTLE: after the flusher wrote records to MongoDB, take them out of the
-  partition's unflushed index and start their hot window (hot/store.py: store_settle_op).
+  partition's unflushed index and start their hot window (hot/store_scripts.py: store_settle_op).
   A record is settled only where Redis still holds exactly the bytes written: a newer
   version stays unflushed. A settled value expires after the hot TTL (or at its own
   expiry, when sooner); a settled delete leaves Redis (MongoDB holds its tombstone).

@@ -1,6 +1,6 @@
 -- The thread registry of the thread's partition (hot/keys.py: registry_key; field
 -- thread_id -> '1', 'd' once delete_thread removed it from both tiers: its tombstones may
--- still refuse late writes; field '\0epoch' -> '<state> <nonce>', hot/registry.py).
+-- still refuse late writes; field '\0epoch' -> '<state> <nonce>', hot/registry_scripts.py).
 -- registry_key may be nil (a caller that passes no registry): both functions say false.
 -- never_stored(registry_key, thread_id): a complete registry has no field for the
 --   thread, so no tier holds a checkpoint or a tombstone of it.
