@@ -241,7 +241,7 @@ class EffectFailedError(DurableSaverError):
 
 class ScriptRefused(DurableSaverError):
     """A Lua script of the hot tier refused its call (``redis.error_reply``): nothing of
-    the call was written. Raised by the drivers (``io/op_errors.py``: ``wrap``) in place of the Redis
+    the call was written. Raised by the drivers (``io/op_errors.wrap``) in place of the Redis
     client's error for the codes the script's operation declares (``Script.refusals``),
     and handled by the plans (``plans/write.py`` turns ``OUTBOX_FULL`` into
     ``OutboxFullError``, ``STALE_HEAD`` into ``ConcurrentRunError``...). Attributes:

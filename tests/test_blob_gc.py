@@ -1,5 +1,5 @@
-"""Saver-level blob garbage collection (langgraph_durable/admin/extref_gc.py) on real servers: Redis,
-the MongoDB-wire server and moto's S3 (``s3_endpoint_url``) or a local folder.
+"""Saver-level blob garbage collection (langgraph_durable/admin/extref_gc.py) on real servers:
+Redis, the MongoDB-wire server and moto's S3 (``s3_endpoint_url``) or a local folder.
 
 The clock is injected (``now``) past the grace period instead of sleeping."""
 
