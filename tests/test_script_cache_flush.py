@@ -12,10 +12,13 @@ import time
 
 import pymongo
 import redis
+import redis.cluster
 from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.config import DurableConfig
 from langgraph_durable.hot.keys import heartbeats_key
+from langgraph_durable.io.clients import redis_from_url
 from langgraph_durable.testing import unique_options, wait_for
 
 
@@ -75,3 +78,30 @@ async def test_a_flushed_script_cache_is_loaded_again_by_an_async_saver_and_its_
     assert beat_scores(redis_client, prefix) == []
     docs = pymongo.MongoClient(mongo_url)[database]["checkpoints"]
     assert docs.count_documents({"thread_id": "th"}) == 2
+
+
+def test_a_flushed_script_cache_on_every_cluster_primary_is_loaded_again(
+        redis_cluster_url: str, mongo_url: str) -> None:
+    client = redis_from_url(redis_cluster_url, DurableConfig(), asyncio=False)
+    opts = unique_options(heartbeat_ttl_s=0.3)
+    prefix, database = opts["key_prefix"], opts["database"]
+    threads = [f"th{n}" for n in range(8)]  # over several slots, so several primaries
+    try:
+        with DurableSaver.from_urls(redis_cluster_url, mongo_url, **opts) as saver:
+            cfgs = {t: saver.put({"configurable": {"thread_id": t, "checkpoint_ns": ""}},
+                                 *checkpoint(0)) for t in threads}
+            saver.flush()
+            client.execute_command("SCRIPT", "FLUSH",
+                                   target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+            for t in threads:
+                saver.put(cfgs[t], *checkpoint(1))
+            saver.flush()
+            before = max(beat_scores(client, prefix))
+            client.execute_command("SCRIPT", "FLUSH",
+                                   target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+            wait_for(lambda: max(beat_scores(client, prefix) or [0]) > before, 10,
+                     "a heartbeat after SCRIPT FLUSH")
+        docs = pymongo.MongoClient(mongo_url)[database]["checkpoints"]
+        assert docs.count_documents({}) == 2 * len(threads)
+    finally:
+        client.close()
