@@ -139,7 +139,7 @@ class DurableSaver(ThreadMethods, SaverLifecycle, RetentionMethods):
     def _put_failed(self, config: RunnableConfig, checkpoint: Checkpoint,
                     exc: Exception) -> None:
         """Remember that the put of ``checkpoint`` failed, for an effect of one of its
-        tasks waiting for it (``plans/effects.task_checkpoint_plan``)."""
+        tasks waiting for it (``plans/effect_journal.task_checkpoint_plan``)."""
         try:
             tid, ns = write.thread_ns(config)
             cid = str(checkpoint["id"])

@@ -1,5 +1,5 @@
 """The passes of ``langgraph-durable migrate`` after the rewrite of older document versions
-(``ops.migrate``): whole-list values to manifests of items (``admin/item_migration.py``),
+(``cli/operating.migrate``): whole-list values to manifests of items (``admin/item_migration.py``),
 then pending writes regrouped into one document per ``put_writes`` call
 (``admin/write_regroup.py``), each with a progress bar and a line of what it did."""
 

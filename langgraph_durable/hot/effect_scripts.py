@@ -21,7 +21,7 @@ MongoDB (``<collection_prefix>effects``) before anything is called.
 
 Each write adds an outbox entry ``[ "fx", "", [field], [], bytes ]`` and raises the
 thread's unflushed count (``meta.dirty``) like a checkpoint's, so the flusher copies it
-(``plans/effects.copy_effects_plan``) and ACK_SETTLE lowers the count again. The journal
+(``plans/effect_journal.copy_effects_plan``) and ACK_SETTLE lowers the count again. The journal
 key never expires while it holds unflushed entries (PERSIST); the flusher gives it the
 thread's ``hot_ttl_s`` once it copied them.
 """

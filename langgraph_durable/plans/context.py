@@ -59,7 +59,7 @@ class Heads:
         """Record that this process's put of ``checkpoint_id`` in ``(thread_id, ns)``
         failed (``why``: the error's text). LangGraph then stores no later checkpoint of
         that run (each put waits for the one before and is skipped when it failed), so an
-        effect waiting for its task's checkpoint (``plans/effects.task_checkpoint_plan``)
+        effect waiting for its task's checkpoint (``plans/effect_journal.task_checkpoint_plan``)
         stops at once. Kept until a put of ``(thread_id, ns)`` succeeds (``seen``) or a
         read of it (``read``: the start of LangGraph's next run of that namespace);
         bounded like the heads."""
@@ -170,7 +170,7 @@ class Context:
     returned, plans read when prepared), excluded from equality and ``repr``; so is
     ``items``, the item store's digests, serialization cache and the items known to be in
     Redis (``items.Items``), and ``store_keys``, the memory store's keys of the last
-    ``PUT_KEYS_CACHE`` namespaces written or read (``plans/store.keys_of``)."""
+    ``PUT_KEYS_CACHE`` namespaces written or read (``plans/store_items.keys_of``)."""
 
     config: DurableConfig
     serde: SerializerProtocol

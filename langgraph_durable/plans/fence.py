@@ -61,7 +61,7 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
     Returns the entries it could not fence, each with its error (an entry whose member or
     fields do not split as they should): the caller sets them aside instead of
     acknowledging them; the others are fenced."""
-    entries = [e for e in entries if e[2].kind != STORE_KIND]  # seq-guarded: plans/store
+    entries = [e for e in entries if e[2].kind != STORE_KIND]  # seq-guarded: plans/store_items
     if not entries:
         return []
     threads = sorted({tid for _, tid, _ in entries})

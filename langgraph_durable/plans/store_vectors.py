@@ -17,7 +17,7 @@ chooses at set-up (``resolve_plan``):
 **What the index holds.** Every flushed item's vectors (not only Redis's hot window), in
 hashes without TTL, written by the flusher once MongoDB holds the version and before the
 record leaves the unflushed index (``index_flushed_plan``, called by
-``plans/store.flush_store_plan``): a put's own STORE_PUT cannot write them (another hash
+``plans/store_items.flush_store_plan``): a put's own STORE_PUT cannot write them (another hash
 slot on a Redis Cluster). A delete or an expiry removes them when its tombstone is
 flushed.
 
@@ -370,7 +370,7 @@ def _keep(found: dict[str, tuple[StoreRecord, dict[str, Any] | None]], rec: Stor
 
 def _records_plan(ctx: Context, items: Sequence[tuple[tuple[str, ...], str]],
                   now_ms: int) -> Plan[list[StoreRecord | None]]:
-    """The live records of ``items``, as ``plans/store.get_plan`` reads them (Redis's
+    """The live records of ``items``, as ``plans/store_items.get_plan`` reads them (Redis's
     copy, else MongoDB's; None for an item deleted, expired or gone) but with Redis's
     copies read by one pipeline of GETs (what STORE_GET does), not one script each."""
     fields = [item_field(ns, k) for ns, k in items]

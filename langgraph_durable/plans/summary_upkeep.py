@@ -5,7 +5,7 @@ from a thread's latest checkpoint (deletes, ``copy_thread``, the rebuild command
 manifest: ``plans/summary_lists.py``. A page of the thread list: ``plans/thread_list.py``.
 
 Writers never lose each other's changes: each reads the summaries it updates, merges
-(``summaries.merge``) and writes with the ``rev`` it read in the filter; a writer that
+(``durable/summary_docs.merge``) and writes with the ``rev`` it read in the filter; a writer that
 lost the race gets a duplicate key and merges again (``ATTEMPTS`` times)."""
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ class Census:
     def take(self, docs: Iterable[Mapping[str, Any]], reload: bool = False) -> int:
         """Apply summaries read (``FIELDS``; ``reload``: they are all of them); returns
         how many differ from what the census held. A damaged summary counts with its
-        damaged fields empty (``summaries.readable_docs``)."""
+        damaged fields empty (``summary_upkeep.readable_docs``)."""
         docs = readable_docs(docs)
         with self._lock:
             if reload:

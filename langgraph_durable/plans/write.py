@@ -152,7 +152,7 @@ def _payload(tid: str, kind: str, m: str, fields: Sequence[str],
     the digests of ``items``; its size = the record bytes it names (``size``, the record
     and its values) plus the items', so a flusher can cut its rounds by size without
     asking Redis (entries without it are measured with ``HSTRLEN``); ``ttl_min``: the
-    thread TTL the run named (``durable/retention.ttl_of_config``), for the flusher."""
+    thread TTL the run named (``durable/retention_docs.ttl_of_config``), for the flusher."""
     size += sum(len(v) for v in items.values())
     return OutboxEntry(tid, kind, m, list(fields), list(items), size, ttl_min).payload()
 
