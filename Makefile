@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # pytest-xdist workers for `make test` (each starts its own servers; tests/conftest.py
 # schedules the slowest first): 3 measured fastest on the 2-core machine
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 
 .PHONY: setup test demo lint bench bench-deps bench-speed bench-pinned bench-store
 

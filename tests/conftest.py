@@ -50,7 +50,7 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client.close()
 
 
-# --- parallel runs: `make test` runs pytest with `-n 3` (pytest-xdist) ---------------------
+# --- parallel runs: `make test` runs pytest with `-n 4` (pytest-xdist) ---------------------
 # Each worker is its own pytest session: the session fixtures of langgraph_durable.testing
 # start a Redis, a SecantusDB, a moto, a cluster... per worker, and every saver has its own
 # key prefix and database, so tests do not see each other across workers either.
