@@ -5,6 +5,7 @@ and the flusher goes on moving every thread's checkpoints to MongoDB, sync and a
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pymongo
 import pytest
@@ -28,13 +29,21 @@ def heartbeat_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
             if r.name == "langgraph_durable.flusher" and "heartbeat failed" in r.getMessage()]
 
 
+def string_registry(redis_client: redis.Redis,
+                    caplog: pytest.LogCaptureFixture) -> tuple[dict[str, Any], str]:
+    """Options of a fresh key prefix whose heartbeat registry is a string, not a sorted
+    set, and the registry's key; flusher warnings captured."""
+    opts = unique_options(heartbeat_ttl_s=0.3)
+    key = heartbeats_key(str(opts["key_prefix"]))
+    redis_client.set(key, "not a sorted set")
+    caplog.set_level(logging.WARNING, "langgraph_durable.flusher")
+    return opts, key
+
+
 def test_a_string_heartbeat_registry_is_named_and_threads_still_reach_mongodb(
         redis_url: str, mongo_url: str, redis_client: redis.Redis,
         caplog: pytest.LogCaptureFixture) -> None:
-    opts = unique_options(heartbeat_ttl_s=0.3)
-    key = heartbeats_key(opts["key_prefix"])
-    redis_client.set(key, "not a sorted set")
-    caplog.set_level(logging.WARNING, "langgraph_durable.flusher")
+    opts, key = string_registry(redis_client, caplog)
     with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
         for thread in ("a", "b"):
             saver.put({"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
@@ -50,10 +59,7 @@ def test_a_string_heartbeat_registry_is_named_and_threads_still_reach_mongodb(
 async def test_a_string_heartbeat_registry_does_not_stop_an_async_flusher(
         redis_url: str, mongo_url: str, redis_client: redis.Redis,
         caplog: pytest.LogCaptureFixture) -> None:
-    opts = unique_options(heartbeat_ttl_s=0.3)
-    key = heartbeats_key(opts["key_prefix"])
-    redis_client.set(key, "not a sorted set")
-    caplog.set_level(logging.WARNING, "langgraph_durable.flusher")
+    opts, key = string_registry(redis_client, caplog)
     async with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
         for thread in ("a", "b"):
             await saver.aput({"configurable": {"thread_id": thread, "checkpoint_ns": ""}},
