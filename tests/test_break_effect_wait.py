@@ -67,6 +67,23 @@ def _pay_once(saver: Any, svc: Any, late_s: float, **invoke: Any) -> None:
     assert svc.calls == 1
 
 
+class Item(TypedDict):
+    """One ``Send`` of ``_fan_out``: the service's URL and the item's number."""
+
+    url: str
+    i: int
+
+
+def _fan_out(pay: Any) -> StateGraph:
+    """``START`` -> one ``pay`` task per entry of ``items`` (``Send``) -> ``END``."""
+    g = StateGraph(S)
+    g.add_node("pay", pay)
+    g.add_conditional_edges(START, lambda s: [Send("pay", {"url": s["url"], "i": i})
+                                              for i in s["items"]], ["pay"])
+    g.add_edge("pay", END)
+    return g
+
+
 # ------------------------------------------------------------------ subgraphs
 
 
@@ -122,10 +139,6 @@ def test_send_fan_out_tasks_each_wait_and_each_call_once(
         saver: DurableSaver, svc: Any) -> None:
     slow = slowed_puts(saver, 0.3)
 
-    class Item(TypedDict):
-        url: str
-        i: int
-
     def pay(item: Item) -> dict[str, Any]:
         def call() -> dict[str, Any]:
             return {"stored": task_checkpoint_stored(slow), **charge(item["url"], item["i"])}
@@ -133,11 +146,7 @@ def test_send_fan_out_tasks_each_wait_and_each_call_once(
         receipt = dict(effects.once("pay", call))
         return {"stored": [receipt.pop("stored")], "receipts": [receipt]}
 
-    g = StateGraph(S)
-    g.add_node("pay", pay)
-    g.add_conditional_edges(START, lambda s: [Send("pay", {"url": s["url"], "i": i})
-                                              for i in s["items"]], ["pay"])
-    g.add_edge("pay", END)
+    g = _fan_out(pay)
     config = _config()
     graph = g.compile(checkpointer=slow)
     out = graph.invoke({"url": svc.url, "items": [1, 2, 3, 4]}, config)
@@ -148,10 +157,6 @@ def test_send_fan_out_tasks_each_wait_and_each_call_once(
 async def test_async_fan_out_with_aonce_on_a_saver_entered_with_async_with(
         asaver: DurableSaver, svc: Any) -> None:
     slow = slowed_puts(asaver, 0.3)
-
-    class Item(TypedDict):
-        url: str
-        i: int
 
     async def pay(item: Item) -> dict[str, Any]:
         async def call() -> dict[str, Any]:
@@ -164,11 +169,7 @@ async def test_async_fan_out_with_aonce_on_a_saver_entered_with_async_with(
         receipt = dict(await effects.aonce("pay", call))
         return {"stored": [receipt.pop("stored")], "receipts": [receipt]}
 
-    g = StateGraph(S)
-    g.add_node("pay", pay)
-    g.add_conditional_edges(START, lambda s: [Send("pay", {"url": s["url"], "i": i})
-                                              for i in s["items"]], ["pay"])
-    g.add_edge("pay", END)
+    g = _fan_out(pay)
     out = await g.compile(checkpointer=slow).ainvoke(
         {"url": svc.url, "items": [1, 2, 3]}, _config())
     assert out["stored"] == [True] * 3
