@@ -12,6 +12,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..config import DurableConfig
+from ..core.drive import adrive, drive
 from ..core.ops import Pipeline, Plan
 from ..errors import (
     CorruptRecordError,
@@ -28,6 +29,9 @@ from .deferred import DeferredSetup
 log = logging.getLogger("langgraph_durable.saver")
 
 T = TypeVar("T")
+
+_Step = tuple[str, Any]
+"""A step of ``_closing``: ``("flush", seconds)`` or ``("count", outbox-length plan)``."""
 
 
 def outbox_length_plan(ctx: Context) -> Plan[int]:
@@ -59,10 +63,25 @@ class RuntimeClosing:
         if self.closed:
             return
         try:
+            drive(self._closing(drain_timeout_s),
+                  lambda step: self.flush(step[1]) if step[0] == "flush"
+                  else self._run_plain(step[1]), throws=(BaseException,))
+        finally:
+            if self.flusher is not None:
+                self.flusher.stop()
+            self.clients.close()
+
+    def _closing(self, drain_timeout_s: float | None) -> Generator[_Step, Any, None]:
+        """What ``close`` and ``aclose`` do, written once: yields ``("flush", seconds)``
+        (drain through the running flusher) or ``("count", plan)`` (run the outbox-length
+        plan; its reply is sent back); logs what is left, or why the outbox was not
+        checked, instead of raising; always marks the runtime closed and stops the
+        deferred set-up. The caller then stops the flusher and closes the clients."""
+        try:
             if self.flusher is not None and self.flusher.running:
-                self.flush(self._drain_s(drain_timeout_s))
+                yield "flush", self._drain_s(drain_timeout_s)
             elif self.config.flusher == "off":
-                n = self._run_plain(outbox_length_plan(self.context))
+                n = yield "count", outbox_length_plan(self.context)
                 if n:
                     log.info("closing with %d entries in the outbox %s for the flushers; %s",
                              n, self.context.outbox, self._drain_hint())
@@ -73,9 +92,6 @@ class RuntimeClosing:
             self.closed = True
             if self.deferred is not None:
                 self.deferred.stop()
-            if self.flusher is not None:
-                self.flusher.stop()
-            self.clients.close()
 
     def _drain_hint(self) -> str:
         """What drains a leftover outbox, for the log line of ``close``."""
@@ -105,21 +121,15 @@ class RuntimeClosing:
         """Async ``close``; also closes the asyncio clients made for this event loop."""
         if self.closed:
             return
+
+        async def step(step: _Step) -> Any:
+            if step[0] == "flush":
+                return await self.aflush(step[1])
+            return await self._arun_plain(step[1])
+
         try:
-            if self.flusher is not None and self.flusher.running:
-                await self.aflush(self._drain_s(drain_timeout_s))
-            elif self.config.flusher == "off":
-                n = await self._arun_plain(outbox_length_plan(self.context))
-                if n:
-                    log.info("closing with %d entries in the outbox %s for the flushers; %s",
-                             n, self.context.outbox, self._drain_hint())
-        except (FlushTimeoutError, TierUnavailableError, DeadLetteredError,
-                CorruptRecordError) as exc:
-            self._log_close_failure(exc)
+            await adrive(self._closing(drain_timeout_s), step, throws=(BaseException,))
         finally:
-            self.closed = True
-            if self.deferred is not None:
-                self.deferred.stop()
             if self.flusher is not None:
                 await self.flusher.astop()
             await self.clients.aclose()
