@@ -15,6 +15,12 @@ TEST_WORKERS ?= 4
 setup:
 	@bash scripts/setup.sh
 
+# every process of the run (pytest's workers, the CLI, notebook kernels and suite
+# subprocesses it starts) reuses the bytecode of the first to import a module, kept out of
+# the source tree in $(VENV)/pycache: a PYTHONDONTWRITEBYTECODE=1 environment otherwise
+# compiles every module (and rewrites every test module's asserts) again in each process
+test: export PYTHONDONTWRITEBYTECODE :=
+test: export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy --explicit-package-bases langgraph_durable
