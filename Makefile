@@ -7,7 +7,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # pytest-xdist workers for `make test` (each starts its own servers; tests/conftest.py
-# schedules the slowest first): 3 measured fastest on the 2-core machine
+# schedules the slowest first): 4 measured fastest on the 2-core machine
 TEST_WORKERS ?= 4
 
 .PHONY: setup test demo lint bench bench-deps bench-speed bench-pinned bench-store
@@ -15,12 +15,11 @@ TEST_WORKERS ?= 4
 setup:
 	@bash scripts/setup.sh
 
-# every process of the run (pytest's workers, the CLI, notebook kernels and suite
-# subprocesses it starts) reuses the bytecode of the first to import a module, kept out of
-# the source tree in $(VENV)/pycache: a PYTHONDONTWRITEBYTECODE=1 environment otherwise
-# compiles every module (and rewrites every test module's asserts) again in each process
+# bytecode written beside the sources (__pycache__, ignored by git) even where the
+# environment sets PYTHONDONTWRITEBYTECODE=1: a later run's pytest workers then collect in
+# 4 s, not 12.5 s, each (pytest keeps its rewritten test modules there), and the CLI,
+# notebook kernels and suite subprocesses a run starts import compiled modules
 test: export PYTHONDONTWRITEBYTECODE :=
-test: export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 test: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy --explicit-package-bases langgraph_durable
