@@ -375,6 +375,52 @@ def test_sync_calls_queued_behind_a_batch_in_flight_go_as_one_pipeline_with_own_
     r.close()
 
 
+def test_sync_calls_queued_behind_a_batch_redis_does_not_answer_fail_unsent() -> None:
+    # Redis stopped (SIGSTOP: connections open, nothing answers) while a call is on the
+    # wire: the call queued behind it fails with the same TimeoutError without being
+    # sent (it would wait a whole socket timeout more), and the batcher is usable after
+    import os
+    import signal
+    import threading
+
+    from langgraph_durable.testing import redis_server
+
+    with redis_server() as rs:
+        r = redis.Redis.from_url(rs.url, socket_timeout=2.0)
+        batcher = SyncScriptBatcher(r)
+        sha, source = _script("return ARGV[1]")
+        assert batcher.call(sha, source, [], ["before"]) == b"before"
+        assert (batcher.batches, batcher.calls) == (1, 1)
+        pid = rs._proc.pid if rs._proc else None
+        assert pid is not None
+        got: dict[str, Any] = {}
+
+        def one(name: str) -> None:
+            try:
+                got[name] = batcher.call(sha, source, [], [name])
+            except Exception as exc:
+                got[name] = exc
+
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            first = threading.Thread(target=one, args=("first",))
+            first.start()
+            _wait_until(lambda: batcher._busy, "the first call to be on the wire")
+            queued = threading.Thread(target=one, args=("queued",))
+            queued.start()
+            _wait_until(lambda: len(batcher._queue) == 1, "the second call to queue")
+            first.join(10)
+            queued.join(10)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert isinstance(got["first"], redis.exceptions.TimeoutError)
+        assert got["queued"] is got["first"]
+        assert (batcher.batches, batcher.calls) == (2, 2)  # the queued call was not sent
+        assert not batcher._busy
+        assert batcher.call(sha, source, [], ["after"]) == b"after"
+        r.close()
+
+
 def test_sync_puts_of_threads_at_once_are_each_stored_and_a_lost_connection_fails_them(
         redis_url: str, mongo_url: str) -> None:
     from concurrent.futures import ThreadPoolExecutor

@@ -111,18 +111,31 @@ class SyncScriptBatcher:
 
     def _send_then_hand_over(self, batch: list[_Pending]) -> None:
         """Send ``batch``, then wake the first call queued meanwhile to send the next
-        batch (or mark the batcher idle) and wake the batch's waiting callers."""
+        batch (or mark the batcher idle) and wake the batch's waiting callers. When Redis
+        did not answer ``batch`` (a ``TimeoutError``: the socket timeout passed), the calls
+        queued behind it fail with that error, unsent: they have waited that long already,
+        and sending them would make each wait a timeout more (a call is bounded by about
+        one ``socket_timeout``, not by one per batch ahead of it)."""
+        stranded: list[_Pending] = []
         try:
             self._send(batch)
         finally:
+            unanswered = batch[0].reply if batch else None
             with self._lock:
-                if self._queue:
+                if self._queue and isinstance(unanswered, redis.exceptions.TimeoutError):
+                    stranded, self._queue = self._queue, []
+                    self._busy = False
+                elif self._queue:
                     self._queue[0].lead = True
                     nxt = self._queue[0].done
                     assert nxt is not None
                     nxt.set()
                 else:
                     self._busy = False
+            for p in stranded:
+                p.reply = unanswered
+                assert p.done is not None
+                p.done.set()
             for p in batch:
                 if p.done is not None and not p.lead:
                     p.done.set()
