@@ -276,6 +276,41 @@ async def test_a_pipeline_of_other_commands_is_sent_on_its_own(redis_url: str) -
     await r.aclose()
 
 
+async def test_calls_in_the_backlog_behind_a_batch_redis_does_not_answer_fail_unsent() -> None:
+    # the asyncio twin of the sync case below: Redis stopped while the only batch the
+    # wire may hold (max_in_flight 1) is on it; the call waiting in the backlog fails with
+    # that batch's TimeoutError without being sent; the batcher is usable after
+    import os
+    import signal
+
+    from langgraph_durable.testing import redis_server
+
+    with redis_server() as rs:
+        r = redis.asyncio.Redis.from_url(rs.url, socket_timeout=2.0)
+        batcher = ScriptBatcher(r, max_in_flight=1)
+        sha, source = _script("return ARGV[1]")
+        assert await batcher.call(sha, source, [], ["before"]) == b"before"
+        pid = rs._proc.pid if rs._proc else None
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            first = asyncio.ensure_future(batcher.call(sha, source, [], ["first"]))
+            while batcher.in_flight == 0:
+                await asyncio.sleep(0.001)
+            backlog = asyncio.ensure_future(batcher.call(sha, source, [], ["backlog"]))
+            while not batcher._backlog:
+                await asyncio.sleep(0.001)
+            got = await asyncio.gather(first, backlog, return_exceptions=True)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert isinstance(got[0], redis.exceptions.TimeoutError)
+        assert got[1] is got[0]
+        assert (batcher.batches, batcher.calls) == (2, 2)  # the backlog was not sent
+        assert batcher.in_flight == 0 and not batcher._backlog
+        assert await batcher.call(sha, source, [], ["after"]) == b"after"
+        await r.aclose()
+
+
 async def test_a_burst_holds_at_most_max_in_flight_connections_and_never_waits_for_the_pool(
         redis_url: str) -> None:
     """300 tasks x 10 calls each, paced differently so that calls keep arriving while a

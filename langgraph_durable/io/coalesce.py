@@ -181,9 +181,15 @@ class ScriptBatcher:
         self.calls += 1
         self._enter()
         try:
-            return await self._lone(call)
-        finally:
+            reply = await self._lone(call)
+        except redis.exceptions.TimeoutError as exc:
+            self._leave(cancelled=False, unanswered=exc)
+            raise
+        except BaseException:
             self._leave(cancelled=False)
+            raise
+        self._leave(cancelled=False)
+        return reply
 
     def _send_queued(self, first: _Call | None) -> asyncio.Future[Any] | None:
         """Send the queued calls (and ``first``, ahead of them) in a task, or put them in
@@ -206,17 +212,26 @@ class ScriptBatcher:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
 
-    def _leave(self, *, cancelled: bool) -> None:
+    def _leave(self, *, cancelled: bool,
+               unanswered: redis.exceptions.TimeoutError | None = None) -> None:
         """A batch left the wire: send the backlog (its callers not cancelled meanwhile)
-        as the next batch; ``cancelled`` (the loop is shutting down): cancel it."""
+        as the next batch; ``cancelled`` (the loop is shutting down): cancel it;
+        ``unanswered`` (Redis did not answer the batch within the socket timeout): fail
+        it with that error, unsent, as ``SyncScriptBatcher`` does (each call waits about
+        one socket timeout, not one per batch ahead of it)."""
         self.in_flight -= 1
         if not self._backlog:
             return
         waiting, self._backlog = self._backlog, []
-        if cancelled:
+        if cancelled or unanswered is not None:
             for call in waiting:
                 assert call.future is not None
-                call.future.cancel()
+                if call.future.done():
+                    continue
+                if unanswered is not None:
+                    call.future.set_exception(unanswered)
+                else:
+                    call.future.cancel()
             return
         batch = [c for c in waiting if c.future is not None and not c.future.done()]
         if batch:
@@ -248,10 +263,12 @@ class ScriptBatcher:
                 else:  # cancelled (the loop is shutting down): so are its callers
                     call.future.cancel()
             if cancelled:
+                self._leave(cancelled=True)
                 raise
+            unanswered = exc if isinstance(exc, redis.exceptions.TimeoutError) else None
+            self._leave(cancelled=False, unanswered=unanswered)
             return
-        finally:
-            self._leave(cancelled=cancelled)
+        self._leave(cancelled=False)
         for call, reply in zip(batch, replies):
             assert call.future is not None
             if call.future.done():  # its caller was cancelled
