@@ -7,7 +7,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # pytest-xdist workers for `make test` (each starts its own servers; tests/conftest.py
-# schedules the slowest first): 4 measured fastest on the 2-core machine
+# schedules the slowest first): 4; -n 5 measured slower here (627 s against 583-586 s)
 TEST_WORKERS ?= 4
 
 .PHONY: setup test demo lint bench bench-deps bench-speed bench-pinned bench-store

@@ -180,16 +180,14 @@ class ScriptBatcher:
         self.batches += 1
         self.calls += 1
         self._enter()
+        unanswered: redis.exceptions.TimeoutError | None = None
         try:
-            reply = await self._lone(call)
+            return await self._lone(call)
         except redis.exceptions.TimeoutError as exc:
-            self._leave(cancelled=False, unanswered=exc)
+            unanswered = exc
             raise
-        except BaseException:
-            self._leave(cancelled=False)
-            raise
-        self._leave(cancelled=False)
-        return reply
+        finally:
+            self._leave(cancelled=False, unanswered=unanswered)
 
     def _send_queued(self, first: _Call | None) -> asyncio.Future[Any] | None:
         """Send the queued calls (and ``first``, ahead of them) in a task, or put them in
@@ -247,6 +245,7 @@ class ScriptBatcher:
         self.batches += 1
         self.calls += len(batch)
         cancelled = False
+        unanswered: redis.exceptions.TimeoutError | None = None
         try:
             if len(batch) == 1:
                 replies = [await self._lone(batch[0])]
@@ -254,6 +253,8 @@ class ScriptBatcher:
                 replies = await self._pipelined(batch)
         except BaseException as exc:  # the batch's connection failed: every call fails
             cancelled = not isinstance(exc, Exception)
+            if isinstance(exc, redis.exceptions.TimeoutError):
+                unanswered = exc
             for call in batch:
                 assert call.future is not None
                 if call.future.done():
@@ -263,12 +264,10 @@ class ScriptBatcher:
                 else:  # cancelled (the loop is shutting down): so are its callers
                     call.future.cancel()
             if cancelled:
-                self._leave(cancelled=True)
                 raise
-            unanswered = exc if isinstance(exc, redis.exceptions.TimeoutError) else None
-            self._leave(cancelled=False, unanswered=unanswered)
             return
-        self._leave(cancelled=False)
+        finally:
+            self._leave(cancelled=cancelled, unanswered=unanswered)
         for call, reply in zip(batch, replies):
             assert call.future is not None
             if call.future.done():  # its caller was cancelled
