@@ -20,10 +20,11 @@ import asyncio
 import contextlib
 import importlib
 import os
-from collections.abc import AsyncIterator, Iterator
+import threading
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
-from langgraph.store.base import BaseStore
+from langgraph.store.base import BaseStore, Op, Result
 from langgraph.store.memory import InMemoryStore
 
 from ..config import DurableConfig
@@ -31,7 +32,7 @@ from ..io.redis_urls import redis_client_from_url
 from . import drop_key_prefix, drop_namespace, unique_options
 
 __all__ = ["DurableStoreFactory", "InMemoryStoreFactory", "durable", "durable_store_class"]
-__all__ += ["durable_redis_index", "inmemory"]
+__all__ += ["ThreadSafeInMemoryStore", "durable_redis_index", "inmemory"]
 
 
 _LABELS = "InMemoryStore.batch/abatch take ops as given: no namespace label check"
@@ -62,24 +63,50 @@ node id pattern, reason). Deselected only when the store under test is InMemoryS
 DurableStore runs them all."""
 
 
-class InMemoryStoreFactory:
-    """``InMemoryStore`` for the suites; it has no tiers, so no cold mode."""
+class ThreadSafeInMemoryStore(InMemoryStore):
+    """``InMemoryStore`` whose sync :meth:`batch` holds a lock.
 
-    store_class: type[BaseStore] = InMemoryStore
+    ``InMemoryStore`` is not thread-safe: the Postgres suite's ``test_large_batches`` calls
+    ``put`` and ``search`` from 10 threads at once, and a search iterating a namespace's
+    dict while another thread inserts into it raises ``RuntimeError: dictionary changed
+    size during iteration`` (seen in CI). The SQL stores serialise on their connection;
+    this does the same, so the reference run tests the harness, not that race. ``abatch``
+    is left as it is: it runs on the event loop's thread, and no suite test calls it from
+    two threads.
+    """
+
+    __slots__ = ("_batch_lock",)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._batch_lock = threading.Lock()
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """``InMemoryStore.batch`` under this store's lock."""
+        with self._batch_lock:
+            return super().batch(ops)
+
+
+class InMemoryStoreFactory:
+    """``InMemoryStore`` (:class:`ThreadSafeInMemoryStore`) for the suites; it has no tiers,
+    so no cold mode."""
+
+    store_class: type[BaseStore] = ThreadSafeInMemoryStore
     missing: tuple[str, ...] = ("ttl",)
     excluded: tuple[tuple[str, str, str], ...] = INMEMORY_DIFFERENCES
 
     @contextlib.contextmanager
     def open(self, *, index: dict[str, Any] | None,
              ttl: dict[str, Any] | None) -> Iterator[BaseStore]:
-        """A fresh ``InMemoryStore(index=index)``; ``ttl`` is ignored (none supported)."""
-        yield InMemoryStore(index=index)  # type: ignore[arg-type]
+        """A fresh ``ThreadSafeInMemoryStore(index=index)``; ``ttl`` is ignored (none
+        supported)."""
+        yield ThreadSafeInMemoryStore(index=index)
 
     @contextlib.asynccontextmanager
     async def aopen(self, *, index: dict[str, Any] | None,
                     ttl: dict[str, Any] | None) -> AsyncIterator[BaseStore]:
         """The same as :meth:`open`."""
-        yield InMemoryStore(index=index)  # type: ignore[arg-type]
+        yield ThreadSafeInMemoryStore(index=index)
 
     def make_cold(self, store: BaseStore) -> None:
         """Never called: :func:`inmemory` refuses cold mode."""

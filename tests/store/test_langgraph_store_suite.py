@@ -28,12 +28,17 @@ their reasons in ``langgraph_suite_excluded.txt`` beside this file.
 from __future__ import annotations
 
 import os
+import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from langgraph_durable.testing.store_factories import durable_store_class
+from langgraph_durable.testing.store_factories import (
+    InMemoryStoreFactory,
+    durable_store_class,
+)
 from langgraph_durable.testing.store_suite import (
     SUITES,
     SuiteResult,
@@ -85,6 +90,31 @@ def test_inmemory_store_passes_every_langgraph_store_test_it_can(suite: str) -> 
     result = run_suite(suite, INMEMORY, "hot")
     _assert_clean(result)
     assert len(result.passed) >= MIN_PASSED_INMEMORY[suite]
+
+
+def test_the_reference_inmemory_store_takes_puts_and_searches_from_many_threads() -> None:
+    """The Postgres suite's ``test_large_batches`` puts and searches from 10 threads; plain
+    ``InMemoryStore`` raised ``dictionary changed size during iteration`` there in CI, and
+    raises it at once here without the lock (3 runs of 3 measured)."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        with InMemoryStoreFactory().open(index=None, ttl=None) as store:
+            def write(t: int) -> None:
+                for i in range(400):
+                    store.put(("ns",), f"{t}-{i}", {"v": i})
+
+            def read(_: int) -> int:
+                return max(len(store.search(("ns",), limit=10_000)) for _ in range(100))
+
+            with ThreadPoolExecutor(8) as pool:
+                writes = [pool.submit(write, t) for t in range(4)]
+                reads = [pool.submit(read, t) for t in range(4)]
+                errors = [f.exception() for f in writes + reads]
+            assert errors == [None] * 8
+            assert len(store.search(("ns",), limit=10_000)) == 1_600
+    finally:
+        sys.setswitchinterval(old)
 
 
 def test_a_store_that_forgets_deletes_fails_the_suite(tmp_path: Path) -> None:
