@@ -101,6 +101,20 @@ def prefix_query(prefix: tuple[str, ...]) -> dict[str, object]:
     return {"ns": rng} if rng else {}
 
 
+VALUES: dict[str, int] = {"$gte": 0}
+"""The ``cseq`` condition of the documents holding a value: a tombstone has no ``cseq``
+(every ``cseq`` is a time in microseconds, >= 0), so an index range on it leaves the
+tombstones out at the server (MongoDB's index bounds skip them)."""
+
+
+def values_under(prefix: tuple[str, ...]) -> dict[str, object]:
+    """The documents holding a value (expired ones too: the reader drops them) under the
+    namespace ``prefix`` (every namespace for ``()``): fields of the index
+    ``ns_cseq_key`` only, ``ns`` first (SecantusDB walks its ``ns`` range and filters;
+    MongoDB bounds both fields)."""
+    return {"ns": prefix_range(prefix) or {"$gte": ""}, "cseq": VALUES}
+
+
 def live_query(now_ms: int) -> dict[str, object]:
     """The live documents: not deleted, not expired at ``now_ms``."""
     return {"dead": {"$exists": False}, "$or": [{"exp": 0}, {"exp": {"$gt": now_ms}}]}
@@ -111,9 +125,16 @@ def items_named(ids: Sequence[str]) -> dict[str, object]:
     return {"_id": {"$in": ids}}
 
 
-def live_items_named(ids: Sequence[str], now_ms: int) -> dict[str, object]:
-    """``items_named`` of those live at ``now_ms`` (``live_query``)."""
-    return {"_id": {"$in": ids}, **live_query(now_ms)}
+LIVENESS: Query = {"ns": 1, "dead": 1, "exp": 1}
+"""The projection ``is_live`` needs."""
+
+
+def is_live(doc: Doc, now_ms: int) -> bool:
+    """Whether ``doc`` is live at ``now_ms``: what ``live_query`` matches, decided here
+    (a filter of ``_id`` alone is answered from the ``_id`` index by every server;
+    SecantusDB scans the collection for one that adds ``live_query``)."""
+    exp = doc.get("exp")
+    return "dead" not in doc and exp is not None and (exp == 0 or exp > now_ms)
 
 
 def live_per_namespace(now_ms: int) -> list[Query]:
@@ -124,23 +145,21 @@ def live_per_namespace(now_ms: int) -> list[Query]:
 
 def page_query(rng: Mapping[str, str], last: tuple[str, int, str] | None,
                stage: str) -> Query:
-    """Filter of the next page of a keyset scan of the namespace range ``rng``
-    (``prefix_range``; ``{}``: every namespace) in ``SEARCH_SORT`` order after the
-    document ordered ``last`` (``(ns, cseq, key)``; None: the first page). ``stage``
-    ``"tombstones"``: the rest of ``ns``'s tombstones (``cseq`` None) after ``key``;
-    ``"values"``: ``ns``'s values from ``cseq`` on (``$gte``: the reader drops those
-    read); else the namespaces after ``ns`` in the range."""
+    """Filter of the next page of a keyset scan of the values (no tombstones:
+    ``VALUES``) in the namespace range ``rng`` (``prefix_range``; ``{}``: every
+    namespace), in ``SEARCH_SORT`` order, after the document ordered ``last`` (``(ns,
+    cseq, key)``; None: the first page). ``stage`` ``"values"``: ``ns``'s values from
+    ``cseq`` on (``$gte``: the reader drops those read); else the namespaces after ``ns``
+    in the range."""
     if last is None:
-        return {"ns": rng} if rng else {}
+        return {"ns": dict(rng) or {"$gte": ""}, "cseq": VALUES}
     ns, cseq, key = last
-    if stage == "tombstones":
-        return {"ns": ns, "cseq": None, "key": {"$gt": key}}
     if stage == "values":
         return {"ns": ns, "cseq": {"$gte": cseq}}
     after: dict[str, object] = {"$gt": ns}
     if "$lt" in rng:
         after["$lt"] = rng["$lt"]
-    return {"ns": after}
+    return {"ns": after, "cseq": VALUES}
 
 
 def vectors_after(last: object | None) -> dict[str, object]:

@@ -204,9 +204,10 @@ def namespaces_plan(ctx: Context, now_ms: int) -> Plan[set[tuple[str, ...]]]:
             and ns_text(r.namespace) + "." in counts]
     if gone:
         ids = [S.store_id(r.namespace, r.key) for r in gone]
-        killed = yield from ask(Find(col, S.live_items_named(ids, now_ms), {"ns": 1}))
-        for d in killed:
-            counts[str(d["ns"])] -= 1
+        docs = yield from ask(Find(col, S.items_named(ids), S.LIVENESS))
+        for d in docs:
+            if S.is_live(d, now_ms):
+                counts[str(d["ns"])] -= 1
     found.update(ns for ns, n in counts.items() if n > 0)
     return {ns_of(ns[:-1]) for ns in found}
 

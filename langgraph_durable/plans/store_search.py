@@ -15,9 +15,11 @@ MongoDB is read in pages of that order (sorted finds with a limit; each page twi
 previous one) resuming after the last document read (keyset pagination). Each page's
 filter names only fields of the index, so every server answers it from the index
 (SecantusDB routes a filter with any other field to a collection scan): within the
-namespace of the last document, ``{ns, cseq: {$gte}}`` (tombstones, which have no
-``cseq``, sort first: ``{ns, cseq: null, key: {$gt}}``), then the namespaces after it,
-``{ns: {$gt, $lt}}``. Tombstones and expired values are dropped here, not by MongoDB.
+namespace of the last document, ``{ns, cseq: {$gte}}``, then the namespaces after it,
+``{ns: {$gt, $lt}, cseq: {$gte: 0}}``. Tombstones (no ``cseq``) are left out by MongoDB:
+every page asks for a ``cseq`` (a tombstone in MongoDB hides nothing a search could
+return: the item's one document is the tombstone, and an unflushed record of the item
+comes from the unflushed index). Expired values are dropped here, not by MongoDB.
 MongoDB stops each find at its limit; SecantusDB (the test server) reads and sorts a
 find's whole index range before the limit (its ``find_matching``), so there a search of
 a broad prefix costs a scan of the range's documents per find (0.45 s at 10,000),
@@ -58,8 +60,7 @@ def order_of(rec: StoreRecord) -> Order:
 
 
 def _doc_order(doc: Doc) -> Order:
-    cseq = doc.get("cseq")
-    return (str(doc["ns"]), -1 if cseq is None else int(cseq), str(doc["key"]))
+    return (str(doc["ns"]), int(doc["cseq"]), str(doc["key"]))
 
 
 class Pending(NamedTuple):
@@ -151,7 +152,7 @@ class _Pages:
         self.range = S.prefix_range(prefix)
         self.limit = first
         self.last: Order | None = None
-        self.stage = "start"  # start | tombstones | values | after
+        self.stage = "start"  # start | values | after
         self.done = False
 
     def query(self) -> Query:
@@ -171,11 +172,7 @@ class _Pages:
         if docs:
             self.last = _doc_order(docs[-1])
         if full:
-            assert self.last is not None
-            self.stage = "tombstones" if self.last[1] < 0 else "values"
-        elif self.stage == "tombstones":
-            self.stage = "values"  # the namespace's values after its tombstones
-            self.last = (self.last[0], -(2 ** 63), "") if self.last else None
+            self.stage = "values"
         elif self.stage == "values":
             self.stage = "after"
         else:
@@ -195,14 +192,14 @@ def candidates_plan(ctx: Context, prefix: tuple[str, ...], now_ms: int,
                     score: Callable[[Sequence[StoreRecord]], list[float | None]]
                     ) -> Plan[list[Scored]]:
     """Every live item under ``prefix`` scored by ``score`` (the exact path: one find of
-    the documents under the prefix, whole: projecting the values out costs SecantusDB
-    more than sending them, measured, and embeddings are most of a document; values are
-    decoded for the page only), in search order; unflushed records (read first) replace
-    MongoDB's as in ``ordered_plan``. A server-side index (Redis Query Engine) returns
-    the same shape for its k nearest (``candidate``)."""
+    the documents holding a value under the prefix, whole: projecting the values out
+    costs SecantusDB more than sending them, measured, and embeddings are most of a
+    document; values are decoded for the page only), in search order; unflushed records
+    (read first) replace MongoDB's as in ``ordered_plan``. A server-side index (Redis
+    Query Engine) returns the same shape for its k nearest (``candidate``)."""
     overlay = yield from overlay_plan(ctx, prefix)
     held = {r.field for r in overlay}
-    docs = yield from ask(Find(ctx.collections.store, S.prefix_query(prefix)))
+    docs = yield from ask(Find(ctx.collections.store, S.values_under(prefix)))
     recs = [r for r in (S.record_of(d) for d in docs) if r.field not in held]
     recs += [p.record() for p in overlay]
     recs = sorted((r for r in recs if r.live(now_ms)), key=order_of)

@@ -107,12 +107,18 @@ def test_a_fenced_write_is_removed_only_as_stored_before_the_delete() -> None:
 
 def test_the_memory_store_pages_a_prefix_by_keyset() -> None:
     rng = S.prefix_range(("a",))
-    assert S.page_query(rng, None, "start") == {"ns": {"$gte": "a.", "$lt": "a/"}}
-    assert S.page_query({}, None, "start") == {}
-    assert S.page_query(rng, ("a.", -1, "k"), "tombstones") == {
-        "ns": "a.", "cseq": None, "key": {"$gt": "k"}}
+    # every page asks for a cseq: MongoDB leaves the tombstones (no cseq) out
+    assert S.page_query(rng, None, "start") == {"ns": {"$gte": "a.", "$lt": "a/"},
+                                                "cseq": {"$gte": 0}}
+    assert S.page_query({}, None, "start") == {"ns": {"$gte": ""}, "cseq": {"$gte": 0}}
     assert S.page_query(rng, ("a.", 4, "k"), "values") == {"ns": "a.", "cseq": {"$gte": 4}}
-    assert S.page_query(rng, ("a.", 4, "k"), "after") == {"ns": {"$gt": "a.", "$lt": "a/"}}
+    assert S.page_query(rng, ("a.", 4, "k"), "after") == {"ns": {"$gt": "a.", "$lt": "a/"},
+                                                          "cseq": {"$gte": 0}}
+    assert S.values_under(("a",)) == {"ns": {"$gte": "a.", "$lt": "a/"}, "cseq": {"$gte": 0}}
+    assert S.values_under(()) == {"ns": {"$gte": ""}, "cseq": {"$gte": 0}}
+    assert [S.is_live(d, 5) for d in (
+        {"exp": 0}, {"exp": 6}, {"exp": 5}, {"dead": True, "exp": 0}, {})] == [
+        True, True, False, False, False]  # what live_query(5) matches
     assert S.live_per_namespace(5) == [
         {"$match": {"dead": {"$exists": False}, "$or": [{"exp": 0}, {"exp": {"$gt": 5}}]}},
         {"$group": {"_id": "$ns", "n": {"$sum": 1}}}]
