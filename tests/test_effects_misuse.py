@@ -171,12 +171,15 @@ def test_in_strict_durability_a_mongodb_down_before_the_call_leaves_the_effect_n
             if not stopped:
                 stopped.append(1)
                 conf = get_config()["configurable"]
-                mine = {"configurable": {"thread_id": conf["thread_id"], "checkpoint_ns": "",
-                                         "checkpoint_id": conf["checkpoint_map"][""]}}
-                # the step's checkpoint is stored (both tiers: strict), then MongoDB goes
-                # away between the step's start and the effect (a put failing first would
-                # stop the effect before its own write: test_effects_checkpoint_wait.py)
-                wait_for(lambda: saver.get_tuple(mine), 10, "the step's checkpoint")
+                tid, cid = conf["thread_id"], conf["checkpoint_map"][""]
+                # the step's checkpoint is stored (its put returned: both tiers, strict),
+                # then MongoDB goes away between the step's start and the effect (a put
+                # failing first would stop the effect before its own write:
+                # test_effects_checkpoint_wait.py). Waiting for a read of the checkpoint
+                # was not enough: Redis answers it while the put's MongoDB write is still
+                # under way, and stopping MongoDB then failed the put (seen in CI)
+                wait_for(lambda: saver.context.heads.get(tid, "") == cid, 10,
+                         "the step's put to return")
                 ms.stop()
             return {"out": effects.once("pay", lambda: (calls.append(1), "receipt-1")[1])}
 
