@@ -125,6 +125,51 @@ def test_one_thread_with_damaged_records_never_stops_the_sweep_of_the_others(
         assert list(s.sweep(now=later).failed) == ["a"]
 
 
+def test_prune_leaves_a_thread_with_damaged_records_and_prunes_the_others(
+        redis_url: str, mongo_url: str, redis_client: Any) -> None:
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:
+        for tid in ("a", "b", "c"):
+            chain(s, tid, 2)
+        _damage_latest(s, redis_client, "b")
+        with pytest.raises(CorruptRecordError, match="prune did every other thread but "
+                                                     "left 1 thread") as info:
+            s.prune(["a", "b", "c"])
+        assert [e.thread_id for e in info.value.damaged] == ["b"]
+        assert info.value.thread_id == "b" and "'vals'" in str(info.value)
+        assert len(ids_of(s, "a")) == len(ids_of(s, "c")) == 1  # pruned
+        cps = s.sync_clients.db[s.context.collections.checkpoints]
+        assert cps.count_documents({"thread_id": "b"}) == 2  # left as it was
+
+
+def _runs(saver: DurableSaver, thread: str, run_ids: list[str]) -> None:
+    """One checkpoint per run of ``run_ids`` (metadata ``run_id``) in ``thread``, each
+    with a value of its own, flushed."""
+    cfg: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    for i, run in enumerate(run_ids):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"v": f"{thread}{i}"}
+        cp["channel_versions"] = {"v": f"{i + 1:032}.0"}
+        cfg = saver.put(cfg, cp, {"step": i, "run_id": run}, {"v": f"{i + 1:032}.0"})
+    saver.flush()
+
+
+def test_delete_for_runs_leaves_a_thread_with_damaged_records_and_does_the_others(
+        redis_url: str, mongo_url: str, redis_client: Any) -> None:
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:
+        for tid in ("a", "b", "c"):
+            _runs(s, tid, ["r2", "r1"])
+        _damage_latest(s, redis_client, "b")  # b's r1 checkpoint
+        with pytest.raises(CorruptRecordError, match="delete_for_runs did every other "
+                                                     "thread but left 1 thread") as info:
+            s.delete_for_runs(["r1"])
+        assert [e.thread_id for e in info.value.damaged] == ["b"]
+        cps = s.sync_clients.db[s.context.collections.checkpoints]
+        assert {t: cps.count_documents({"thread_id": t}) for t in "abc"} == {
+            "a": 1, "b": 2, "c": 1}  # r1's gone from a and c; b left as it was
+        assert [t.metadata["run_id"] for t in s.list({"configurable": {"thread_id": "a"}})
+                ] == ["r2"]
+
+
 def test_a_put_made_while_the_sweep_runs_is_not_swept_away(tsaver: DurableSaver) -> None:
     """Two threads due; while the sweep deletes the first, a run writes to the second:
     the sweep leaves the second (``moved``) with the checkpoint the run stored."""

@@ -9,6 +9,7 @@ Redis and then in MongoDB (``tombstones.record_plan``), before it deletes from M
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -43,6 +44,8 @@ from .fence import insert_else_upsert
 from .prune_choice import PruneChoice, choice_plan, unreferenced_items
 from .thread_registry import forget_plan, register_plan
 from .tombstones import record_plan
+
+log = logging.getLogger("langgraph_durable.saver")
 
 
 def flush_wait_plan(ctx: Context, timeout_s: float) -> Plan[int]:
@@ -242,7 +245,10 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
 
 
 def delete_for_runs_plan(ctx: Context, run_ids: Sequence[str]) -> Plan[None]:
-    """Remove the checkpoints (and their writes) whose metadata ``run_id`` is listed."""
+    """Remove the checkpoints (and their writes) whose metadata ``run_id`` is listed.
+    A thread whose found documents are damaged (``CorruptRecordError``) is left as it
+    was, the other threads' checkpoints are removed, and then one ``CorruptRecordError``
+    names each such thread (``.damaged``: their errors)."""
     if not run_ids:
         return
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
@@ -251,13 +257,37 @@ def delete_for_runs_plan(ctx: Context, run_ids: Sequence[str]) -> Plan[None]:
                                 "vals": 1, "put_ms": 1}))
     by_thread: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     spill: dict[str, list[Doc]] = defaultdict(list)
+    damaged: dict[str, CorruptRecordError] = {}
     for d in docs:
-        by_thread[d["thread_id"]][d["checkpoint_ns"]].append(d["checkpoint_id"])
-        # their values stay, as blobs documents (other runs' checkpoints may name them)
-        spill[d["thread_id"]] += I.spill_docs(d["thread_id"], d)
-    for tid, by_ns in by_thread.items():
-        yield from _remove(ctx, tid, by_ns, [], spill=spill[tid])
-    yield from summaries.refresh_quietly_plan(ctx, list(by_thread))
+        tid = d["thread_id"]
+        by_thread[tid][d["checkpoint_ns"]].append(d["checkpoint_id"])
+        if tid in damaged:
+            continue
+        try:  # their values stay, as blobs documents (other runs' checkpoints may name them)
+            spill[tid] += I.spill_docs(tid, d)
+        except CorruptRecordError as exc:
+            damaged[tid] = exc
+    done = [tid for tid in by_thread if tid not in damaged]
+    for tid in done:
+        yield from _remove(ctx, tid, by_thread[tid], [], spill=spill[tid])
+    yield from summaries.refresh_quietly_plan(ctx, done)
+    _raise_damaged("delete_for_runs", list(damaged.values()))
+
+
+def _raise_damaged(what: str, damaged: list[CorruptRecordError]) -> None:
+    """One ``CorruptRecordError`` naming each thread ``what`` left for its damaged
+    records (``.damaged``), when there is any; a lone one keeps its attributes."""
+    if not damaged:
+        return
+    for exc in damaged:
+        log.warning("%s left thread %r as it was: %s", what, exc.thread_id, exc)
+    shown = "; ".join(str(e) for e in damaged[:3]) + (" ..." if len(damaged) > 3 else "")
+    one = damaged[0] if len(damaged) == 1 else None
+    raise CorruptRecordError(
+        f"{what} did every other thread but left {len(damaged)} thread(s) with damaged "
+        f"records as they were (see .damaged): {shown}", damaged=damaged,
+        tier=one and one.tier, thread_id=one and one.thread_id, key=one and one.key,
+        checkpoint_ns=one and one.checkpoint_ns, checkpoint_id=one and one.checkpoint_id)
 
 
 STRATEGIES = ("keep_latest", "delete")
@@ -292,6 +322,9 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
 
     Each thread costs one read round (checkpoints without their values, blob and write
     identities), one Redis script and one bulk delete per collection, whatever its size.
+    A thread whose records are damaged (``CorruptRecordError``, met in its read round,
+    before anything of it is removed) is left as it was and the others are pruned; then
+    one ``CorruptRecordError`` names each such thread (``.damaged``: their errors).
     """
     check_prune(strategy, keep_last, older_than_s)
     if not thread_ids:
@@ -300,8 +333,13 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
     (clock,) = yield Pipeline([["TIME"]])  # items stored after this are never collected
     start_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
+    damaged: list[CorruptRecordError] = []
     for tid in thread_ids:
-        chosen = yield from choice_plan(ctx, tid, strategy, keep_last, cutoff)
+        try:
+            chosen = yield from choice_plan(ctx, tid, strategy, keep_last, cutoff)
+        except CorruptRecordError as exc:  # this thread's records only: the others go on
+            damaged.append(exc)
+            continue
         if chosen is None:
             continue
         if strategy == "delete":
@@ -310,6 +348,7 @@ def prune_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,
         yield from _remove(ctx, tid, chosen.checkpoints, chosen.blob_fields,
                            chosen.write_ids, spill=chosen.spill)
         yield from _collect_items_plan(ctx, tid, start_ms)
+    _raise_damaged("prune", damaged)
 
 
 def prune_preview_plan(ctx: Context, thread_ids: Sequence[str], strategy: str, *,

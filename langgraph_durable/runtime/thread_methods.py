@@ -43,7 +43,9 @@ class ThreadMethods:
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints whose metadata ``run_id`` is in ``run_ids``, with their
-        writes, in both tiers. Blobs stay (other checkpoints may share them)."""
+        writes, in both tiers. Blobs stay (other checkpoints may share them). A thread
+        whose found documents are damaged is left as it was and the others are done; then
+        ``CorruptRecordError`` names each such thread (``.damaged``: their errors)."""
         self._runtime.run(history_edits.delete_for_runs_plan(self._ctx, _run_ids(run_ids)))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -93,7 +95,9 @@ class ThreadMethods:
         read round, one Redis script and one bulk delete per collection per thread.
         Raises ``ValueError`` for another strategy, ``keep_last`` < 1 or with
         ``delete``, or a negative ``older_than_s``; ``FlushTimeoutError`` when the outbox
-        does not drain within ``delete_flush_timeout_s``."""
+        does not drain within ``delete_flush_timeout_s``; ``CorruptRecordError`` after
+        pruning every other thread, naming each thread whose records are damaged (met in
+        its read round, so left as it was; ``.damaged``: their errors)."""
         self._runtime.run(self._prune_plan(thread_ids, strategy, keep_last, older_than_s))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
