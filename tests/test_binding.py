@@ -15,7 +15,7 @@ import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
-from langgraph_durable import ConfigurationError, DurableSaver
+from langgraph_durable import ConfigurationError, CorruptRecordError, DurableSaver
 from langgraph_durable.hot.keys import binding_key, prefix_pattern, thread_keys_of
 from langgraph_durable.testing import unique_options, wait_for
 
@@ -111,6 +111,23 @@ def test_a_second_saver_with_the_key_prefix_on_another_database_refuses_to_start
             assert other_db not in m.list_database_names()  # no index, no meta, nothing
             assert "b_checkpoints" not in m[opts["database"]].list_collection_names()
         assert first.get_tuple({"configurable": {"thread_id": "t"}}) is not None
+
+
+def test_a_binding_key_of_another_type_is_named_and_nothing_is_written(
+        redis_url: str, mongo_url: str) -> None:
+    opts = unique_options()
+    key = binding_key(opts["key_prefix"])
+    with redis.Redis.from_url(redis_url) as r:
+        r.set(key, "not a hash")
+        with pytest.raises(CorruptRecordError, match=f"the binding of key_prefix "
+                           f"'{opts['key_prefix']}' \\(Redis key '{{{opts['key_prefix']}:"
+                           "binding}'\\) holds another type than a hash") as err:
+            with DurableSaver.from_urls(redis_url, mongo_url, **opts):
+                pass
+        assert (err.value.tier, err.value.key) == ("hot", key)
+        assert r.get(key) == b"not a hash"  # left for the operator, as the message says
+    with pymongo.MongoClient(mongo_url) as m:
+        assert opts["database"] not in m.list_database_names()
 
 
 def test_set_up_records_the_binding_under_the_key_prefix_and_no_thread_sees_it(

@@ -26,7 +26,7 @@ import os
 import socket
 
 from ..core.ops import Pipeline, Plan, ask
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, CorruptRecordError
 from ..hot.binding_scripts import BINDING_FIELDS, BindArgs, Binding
 from ..hot.keys import binding_key
 from .context import Context
@@ -82,9 +82,18 @@ def mismatch_error(ctx: Context, found: Binding, who: str) -> ConfigurationError
 def check_plan(ctx: Context, who: str) -> Plan[Binding | None]:
     """Read the binding of ``ctx``'s key prefix (one round trip, nothing written); raises
     ``ConfigurationError`` (``mismatch_error``) when it names another database,
-    collection_prefix or number of outbox partitions. Returns it, or None when the prefix
-    is not bound yet."""
-    (values,) = yield Pipeline([["HMGET", binding_key(ctx.config.key_prefix), *FIELDS]])
+    collection_prefix or number of outbox partitions, ``CorruptRecordError`` naming the
+    key when it is not a hash. Returns it, or None when the prefix is not bound yet."""
+    key = binding_key(ctx.config.key_prefix)
+    (values,) = yield Pipeline([["HMGET", key, *FIELDS]], raise_on_error=False)
+    if isinstance(values, Exception):
+        if not str(values).startswith("WRONGTYPE"):
+            raise values
+        raise CorruptRecordError(
+            f"the binding of key_prefix {ctx.config.key_prefix!r} (Redis key {key!r}) holds "
+            "another type than a hash, so which MongoDB database the prefix's threads "
+            f"belong to cannot be read: delete the Redis key {key!r} while no process uses "
+            "the key prefix (the next one to start binds it again)", tier="hot", key=key)
     if all(v is None for v in values):
         return None
     found = Binding.of(values)

@@ -282,12 +282,14 @@ def _raise_damaged(what: str, damaged: list[CorruptRecordError]) -> None:
     for exc in damaged:
         log.warning("%s left thread %r as it was: %s", what, exc.thread_id, exc)
     shown = "; ".join(str(e) for e in damaged[:3]) + (" ..." if len(damaged) > 3 else "")
-    one = damaged[0] if len(damaged) == 1 else None
-    raise CorruptRecordError(
-        f"{what} did every other thread but left {len(damaged)} thread(s) with damaged "
-        f"records as they were (see .damaged): {shown}", damaged=damaged,
-        tier=one and one.tier, thread_id=one and one.thread_id, key=one and one.key,
-        checkpoint_ns=one and one.checkpoint_ns, checkpoint_id=one and one.checkpoint_id)
+    message = (f"{what} did every other thread but left {len(damaged)} thread(s) with "
+               f"damaged records as they were (see .damaged): {shown}")
+    if len(damaged) > 1:
+        raise CorruptRecordError(message, damaged=damaged)
+    (one,) = damaged
+    raise CorruptRecordError(message, damaged=damaged, tier=one.tier,
+                             thread_id=one.thread_id, key=one.key,
+                             checkpoint_ns=one.checkpoint_ns, checkpoint_id=one.checkpoint_id)
 
 
 STRATEGIES = ("keep_latest", "delete")
