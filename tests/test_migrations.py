@@ -17,7 +17,7 @@ from langgraph_durable import DurableSaver
 from langgraph_durable.core import schema
 from langgraph_durable.core.records import SCHEMA_VERSION
 from langgraph_durable.durable import inline
-from langgraph_durable.errors import SchemaVersionError
+from langgraph_durable.errors import CorruptRecordError, SchemaVersionError
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.plans import (
     migrations as M,  # lines shared with part B (_sync): rename M later
@@ -114,6 +114,32 @@ def test_documents_of_an_older_version_are_read_and_migrated_in_bulk(
         again = run_sync(M.migrate_plan(saver.context), clients)
         assert again == {"checkpoints": 0, "blobs": 0, "writes": 0}  # idempotent
         saver.delete_thread("old")
+
+
+def test_a_damaged_old_document_is_left_and_every_other_one_is_migrated(
+    redis_url: str, mongo_url: str
+) -> None:
+    with DurableSaver.from_urls(redis_url, mongo_url, list_items=False,
+                                **unique_options()) as saver:
+        _fill(saver)
+        saver.flush()
+        clients = saver.sync_clients
+        cols = saver.context.collections
+        _to_v0(saver)
+        first = clients.db[cols.checkpoints].find_one(sort=[("_id", 1)])
+        clients.db[cols.checkpoints].update_one({"_id": first["_id"]},
+                                                {"$unset": {"checkpoint_bytes": ""}})
+        with pytest.raises(CorruptRecordError, match="migrate rewrote every other document "
+                           r"\(checkpoints 2, blobs 6, writes 6\) but left 1 damaged") as err:
+            run_sync(M.migrate_plan(saver.context, batch_size=2), clients)
+        assert [str(first["_id"]) in str(e) for e in err.value.damaged] == [True]
+        versions = {k: sorted((str(d["_id"]) == str(first["_id"]), d["v"]) for d in docs)
+                    for k, docs in _docs(saver).items()}
+        assert versions["checkpoints"] == [(False, SCHEMA_VERSION)] * 2 + [(True, 0)]
+        assert {v for _, v in versions["blobs"] + versions["writes"]} == {SCHEMA_VERSION}
+        # a later run finds it again, and only it
+        with pytest.raises(CorruptRecordError, match=r"\(checkpoints 0, blobs 0, writes 0\)"):
+            run_sync(M.migrate_plan(saver.context), clients)
 
 
 def test_redis_envelopes_of_an_older_version_are_read_and_flushed_upgraded(

@@ -41,7 +41,7 @@ from ..core.schema import upgrade_envelope as upgrade_envelope
 from ..durable import documents as D
 from ..durable import meta_docs as Meta
 from ..durable.meta_docs import SCHEMA_DOC_ID as SCHEMA_DOC_ID  # (inspection/health.py)
-from ..errors import ConfigurationError, SchemaVersionError
+from ..errors import ConfigurationError, CorruptRecordError, SchemaVersionError
 
 if TYPE_CHECKING:
     from .context import Context
@@ -146,6 +146,17 @@ def _cursor_id(kind: str) -> str:
     return f"migration:{kind}"
 
 
+def _done(done: dict[str, int], damaged: list[CorruptRecordError]) -> dict[str, int]:
+    """``done``, or the ``CorruptRecordError`` naming the ``damaged`` documents left."""
+    if not damaged:
+        return done
+    shown = "; ".join(str(e) for e in damaged[:3]) + (" ..." if len(damaged) > 3 else "")
+    counts = ", ".join(f"{k} {n}" for k, n in done.items())
+    raise CorruptRecordError(
+        f"migrate rewrote every other document ({counts}) but left {len(damaged)} damaged "
+        f"document(s) as they were (see .damaged): {shown}", tier="durable", damaged=damaged)
+
+
 def migrate_plan(ctx: Context, *, batch_size: int = 500,
                  on_batch: Callable[[str, int], None] | None = None,
                  max_batches: int | None = None) -> Plan[dict[str, int]]:
@@ -156,7 +167,10 @@ def migrate_plan(ctx: Context, *, batch_size: int = 500,
     a round: upgrade, replace each only if its ``v`` is unchanged (idempotent, safe beside
     running flushers), save the cursor. ``on_batch(kind, n)`` is called after each batch
     of ``n`` documents; ``max_batches`` stops early (the cursor stays for the next run).
-    Returns ``{kind: documents rewritten}``.
+    Returns ``{kind: documents rewritten}``. A document that cannot be upgraded
+    (``CorruptRecordError``: damaged) is left as it is and the others are rewritten; then
+    one ``CorruptRecordError`` names each such document (``.damaged``) with the counts
+    (a later run finds them again among the older documents).
     """
     census = yield from census_plan(ctx)
     for kind, c in census.items():
@@ -167,6 +181,7 @@ def migrate_plan(ctx: Context, *, batch_size: int = 500,
                 "langgraph_durable; upgrade the package. Nothing was rewritten.")
     cols = ctx.collections
     done: dict[str, int] = {k: 0 for k in KINDS}
+    damaged: list[CorruptRecordError] = []
     batches = 0
     for kind in KINDS:
         name = getattr(cols, kind)
@@ -174,7 +189,7 @@ def migrate_plan(ctx: Context, *, batch_size: int = 500,
         after = saved.get("after") if saved and saved.get("target") == SCHEMA_VERSION else None
         while True:
             if max_batches is not None and batches >= max_batches:
-                return done
+                return _done(done, damaged)
             q = Meta.old_query()
             if after is not None:
                 q = D.after_id(q, after)
@@ -182,15 +197,23 @@ def migrate_plan(ctx: Context, *, batch_size: int = 500,
             if not docs:
                 yield Mongo(cols.meta, "delete_one", ({"_id": _cursor_id(kind)},))
                 break
-            reqs = [ReplaceDoc({"_id": d["_id"], "v": d.get("v")}, upgrade_document(kind, d))
-                    for d in docs]
-            result = yield BulkWrite(name, reqs)
+            reqs = []
+            for d in docs:
+                try:
+                    reqs.append(ReplaceDoc({"_id": d["_id"], "v": d.get("v")},
+                                           upgrade_document(kind, d)))
+                except SchemaVersionError:
+                    raise
+                except CorruptRecordError as exc:  # left as it is; the others go on
+                    damaged.append(exc)
+            if reqs:
+                result = yield BulkWrite(name, reqs)
+                done[kind] += result.modified
             after = docs[-1]["_id"]
             yield Mongo(cols.meta, "update_one", (
                 {"_id": _cursor_id(kind)}, Meta.cursor_saved(after, _now(), SCHEMA_VERSION),
             ), {"upsert": True})
-            done[kind] += result.modified
             batches += 1
             if on_batch is not None:
                 on_batch(kind, len(docs))
-    return done
+    return _done(done, damaged)
