@@ -215,10 +215,13 @@ def _drop(redis_url: str, opts: dict[str, object]) -> None:
         drop_key_prefix(r, str(opts["key_prefix"]))
 
 
-def test_an_item_expires_ttl_minutes_after_its_put_hot_and_cold(redis_url, mongo_url) -> None:
+@pytest.mark.parametrize("omit", [{}, {"omit_expired": True}, {"omit_expired": False}])
+def test_an_item_expires_ttl_minutes_after_its_put_hot_and_cold(redis_url, mongo_url,
+                                                                 omit) -> None:
+    """With LangGraph's ``omit_expired`` either way, no read returns an expired item."""
     clock, opts = StepClock(), unique_options()
     with DurableStore.from_urls(redis_url, mongo_url, clock=clock,
-                                ttl={"refresh_on_read": False}, **opts) as store:
+                                ttl={"refresh_on_read": False, **omit}, **opts) as store:
         store.put(("t",), "short", {"v": 1}, ttl=1)
         store.put(("t",), "long", {"v": 2}, ttl=10)
         store.put(("u",), "short", {"v": 3}, ttl=1)

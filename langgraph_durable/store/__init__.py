@@ -59,14 +59,17 @@ from .vectors import StoreVectors
 SWEEP_LIMIT = 1000
 """Most expired items one TTL sweep deletes (bounded work per sweep)."""
 
-_TTL_KEYS = frozenset({"default_ttl", "refresh_on_read", "sweep_interval_minutes"})
+_TTL_KEYS = frozenset({"default_ttl", "refresh_on_read", "omit_expired",
+                       "sweep_interval_minutes"})
+_TTL_FLAGS = frozenset({"refresh_on_read", "omit_expired"})
 
 
 def checked_ttl(ttl: object) -> TTLConfig | None:
     """``DurableStore``'s ``ttl`` as given (a copy), or None for none or ``{}``. Raises
     ``ConfigurationError`` naming the key when ``ttl`` is not a mapping, names a key other
-    than ``default_ttl`` (minutes), ``refresh_on_read`` (bool) and ``sweep_interval_minutes``,
-    or gives one a value of another type."""
+    than LangGraph's ``TTLConfig`` keys ``default_ttl`` (minutes), ``refresh_on_read``
+    (bool), ``omit_expired`` (bool) and ``sweep_interval_minutes``, or gives one a value
+    of another type."""
     if ttl is None:
         return None
     if not isinstance(ttl, Mapping):
@@ -79,9 +82,8 @@ def checked_ttl(ttl: object) -> TTLConfig | None:
                                  f"(known: {sorted(_TTL_KEYS)})")
     for key, value in ttl.items():
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not (isinstance(value, bool) if key == "refresh_on_read"
-                else value is None or number):
-            want = "True or False" if key == "refresh_on_read" else "minutes, a number"
+        if not (isinstance(value, bool) if key in _TTL_FLAGS else value is None or number):
+            want = "True or False" if key in _TTL_FLAGS else "minutes, a number"
             raise ConfigurationError(f"DurableStore ttl: {key}={value!r} ({want})")
     return dict(ttl) if ttl else None  # type: ignore[return-value]
 
@@ -114,7 +116,10 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
             score is the negated distance), as PostgresStore's.
         ttl: ``TTLConfig``: ``default_ttl`` (minutes, for puts that give none),
             ``refresh_on_read`` (default True) and ``sweep_interval_minutes`` (a sweeper
-            thread deletes expired items every so often while the store is entered).
+            thread deletes expired items every so often while the store is entered);
+            ``omit_expired`` is accepted with either value: reads never return an
+            expired item, swept or not (what LangGraph's ``omit_expired=True`` asks;
+            ``False`` only allows a store to return them).
         serde: the serializer of values (default LangGraph's ``JsonPlusSerializer``; an
             ``EncryptedSerializer`` works; not an ``ExternalRefSerializer``: the
             collector of external objects does not read the store).

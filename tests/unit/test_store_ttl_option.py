@@ -18,6 +18,7 @@ UNUSED_URLS = ("redis://127.0.0.1:1/0", "mongodb://127.0.0.1:1/brk_db")  # never
     ({"default_ttl": "x"}, "default_ttl='x'"),
     ({"sweep_interval_minutes": [1]}, "sweep_interval_minutes=[1]"),
     ({"refresh_on_read": "no"}, "refresh_on_read='no'"),
+    ({"omit_expired": 1}, "omit_expired=1"),
     ({"defualt_ttl": 5}, "defualt_ttl"),
 ])
 def test_store_from_urls_names_a_bad_ttl_before_making_clients(ttl: Any, named: str) -> None:
@@ -27,7 +28,8 @@ def test_store_from_urls_names_a_bad_ttl_before_making_clients(ttl: Any, named: 
 
 
 def test_a_ttl_config_is_kept_as_given() -> None:
-    ttl = {"default_ttl": 90.0, "refresh_on_read": False, "sweep_interval_minutes": 30}
+    ttl = {"default_ttl": 90.0, "refresh_on_read": False, "omit_expired": False,
+           "sweep_interval_minutes": 30}
     assert checked_ttl(ttl) == ttl
     assert checked_ttl(None) is None
     assert checked_ttl({}) is None
