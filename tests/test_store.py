@@ -13,7 +13,7 @@ import pytest
 import redis
 from langgraph.store.base import InvalidNamespaceError
 
-from langgraph_durable import DurableStore, TierUnavailableError
+from langgraph_durable import ConfigurationError, DurableStore, TierUnavailableError
 from langgraph_durable.core.store_records import StoreRecord, item_field
 from langgraph_durable.durable.store_docs import store_doc, upsert_record
 from langgraph_durable.plans.context import Clock
@@ -541,3 +541,17 @@ def test_a_filter_key_with_dots_reads_a_nested_path_unless_the_value_has_that_ke
     assert [i.key for i in store.search(("f",), filter={"user.123abc": "literal"})] == [
         "dotted"]
     assert store.search(("f",), filter={"user.123abc.x": "ok2"}) == []
+
+
+def test_from_conn_string_reads_the_urls_it_is_not_given_from_the_environment(
+        redis_url, mongo_url, monkeypatch) -> None:
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("MONGODB_URL", mongo_url)
+    opts = unique_options()
+    with DurableStore.from_conn_string(ttl={"default_ttl": 5}, **opts) as store:
+        store.put(("env",), "k", {"v": 1})
+        got = store.get(("env",), "k")
+        assert got is not None and got.value == {"v": 1}
+    monkeypatch.delenv("MONGODB_URL")
+    with pytest.raises(ConfigurationError, match="needs a Redis URL and a MongoDB URL"):
+        DurableStore.from_conn_string(**opts)

@@ -243,16 +243,25 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
 
     @classmethod
     def from_conn_string(cls, redis_url: str | None = None, mongo_url: str | None = None,
-                         **kwargs: Any) -> Self:
-        """``from_urls`` with URLs left out read from ``REDIS_URL``/``MONGODB_URL``, for
-        ``with DurableStore.from_conn_string(...) as store`` (or ``async with``). Raises
-        ``ConfigurationError`` when a URL is given neither way."""
+                         *, index: IndexConfig | None = None, ttl: TTLConfig | None = None,
+                         serde: SerializerProtocol | None = None,
+                         config: DurableConfig | None = None, meter_provider: Any = None,
+                         clock: Clock | None = None, vector_algorithm: str = "FLAT",
+                         state_migrations: Mapping[int, Any] | None = None,
+                         **options: Unpack[StoreFromUrlsOptions]) -> Self:
+        """``from_urls`` (the same keywords) with URLs left out read from
+        ``REDIS_URL``/``MONGODB_URL``, for ``with DurableStore.from_conn_string(...) as
+        store`` (or ``async with``). Raises ``ConfigurationError`` when a URL is given
+        neither way."""
         env = server_settings()
         redis_url, mongo_url = redis_url or env.redis_url, mongo_url or env.mongodb_url
         if not redis_url or not mongo_url:
             raise ConfigurationError("DurableStore.from_conn_string needs a Redis URL and a "
                                      "MongoDB URL: pass them or set REDIS_URL and MONGODB_URL")
-        return cls.from_urls(redis_url, mongo_url, **kwargs)
+        return cls.from_urls(redis_url, mongo_url, index=index, ttl=ttl, serde=serde,
+                             config=config, meter_provider=meter_provider, clock=clock,
+                             vector_algorithm=vector_algorithm,
+                             state_migrations=state_migrations, **options)
 
     @property
     def vector_search(self) -> str | None:

@@ -188,6 +188,7 @@ MYPY_BAD = """
     DurableSaver(None, None, socket_timeout_s=1.0)
     DurableSaver.from_conn_string(durability="eventually")
     DurableStore.from_urls("redis://h", "mongodb://h", hot_ttl_s=1.5)
+    DurableStore.from_conn_string(flush_intervl_s=0.1)
 """
 
 MYPY_GOOD = """
@@ -203,6 +204,8 @@ MYPY_GOOD = """
     DurableSaver(None, None, key_prefix="app", flush_linger_s=0, state_version=2)
     DurableStore.from_urls("redis://h", "mongodb://h", vector_search="exact",
                            ttl={"refresh_on_read": True}, redis_max_connections=4)
+    DurableStore.from_conn_string(ttl={"default_ttl": 5, "omit_expired": True},
+                                  key_prefix="app", vector_search="exact")
 """
 
 
@@ -220,12 +223,13 @@ def test_mypy_rejects_a_misspelt_option_and_a_wrong_type(tmp_path: pathlib.Path)
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
     assert not [e for e in errors if e.startswith("good_options.py")], done.stdout
     lines = {int(e.split(":")[1]): e for e in errors if e.startswith("bad_options.py")}
-    assert sorted(lines) == [4, 5, 6, 7, 8], done.stdout + done.stderr
+    assert sorted(lines) == [4, 5, 6, 7, 8, 9], done.stdout + done.stderr
     assert 'Unexpected keyword argument "flush_intervl_s"' in lines[4]
     assert '"flush_batch_size"' in lines[5] and 'type "str"; expected "int"' in lines[5]
     assert 'Unexpected keyword argument "socket_timeout_s"' in lines[6]
     assert '"durability"' in lines[7] and "Literal['write_behind', 'strict']" in lines[7]
     assert '"hot_ttl_s"' in lines[8] and 'type "float"; expected "int"' in lines[8]
+    assert 'Unexpected keyword argument "flush_intervl_s"' in lines[9]  # typed as from_urls
 
 
 def test_readme_lists_every_option_under_its_group() -> None:
