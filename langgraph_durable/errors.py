@@ -43,6 +43,16 @@ class CorruptRecordError(DurableSaverError, ValueError):
         self.channel, self.version = channel, version
         self.damaged = damaged or []
 
+    @classmethod
+    def gathered(cls, head: str, damaged: list[CorruptRecordError],
+                 **attrs: str | None) -> CorruptRecordError:
+        """One error for the ``damaged`` records an operation went past (``list(None)``,
+        ``prune``, ``delete_for_runs``, ``migrate``): ``"<head> (see .damaged): "`` and
+        the first three errors' texts (``" ..."`` when there are more); ``attrs`` as the
+        constructor's (``tier``, ``thread_id``...)."""
+        shown = "; ".join(str(e) for e in damaged[:3]) + (" ..." if len(damaged) > 3 else "")
+        return cls(f"{head} (see .damaged): {shown}", damaged=damaged, **attrs)
+
 
 class SchemaVersionError(CorruptRecordError):
     """A stored record carries a schema version newer than this package understands."""

@@ -296,11 +296,9 @@ class DurableSaver(ThreadMethods, SaverLifecycle, RetentionMethods):
                 log.warning("list(None) skips the rest of thread %r: %s", tid, exc)
                 damaged.append(exc)
         if damaged:
-            shown = "; ".join(str(e) for e in damaged[:3])
-            raise CorruptRecordError(
+            raise CorruptRecordError.gathered(
                 f"list(None) yielded every other checkpoint but could not list "
-                f"{len(damaged)} thread(s) with damaged records (see .damaged): {shown}"
-                + (" ..." if len(damaged) > 3 else ""), damaged=damaged)
+                f"{len(damaged)} thread(s) with damaged records", damaged)
 
     def _thread_steps(self, tid: str, conf_ns: str | None, exact: str | None,
                       before_id: str | None, filter: Mapping[str, Any] | None,

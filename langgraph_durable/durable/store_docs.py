@@ -109,10 +109,15 @@ tombstones out at the server (MongoDB's index bounds skip them)."""
 
 def values_under(prefix: tuple[str, ...]) -> dict[str, object]:
     """The documents holding a value (expired ones too: the reader drops them) under the
-    namespace ``prefix`` (every namespace for ``()``): fields of the index
-    ``ns_cseq_key`` only, ``ns`` first (SecantusDB walks its ``ns`` range and filters;
-    MongoDB bounds both fields)."""
-    return {"ns": prefix_range(prefix) or {"$gte": ""}, "cseq": VALUES}
+    namespace ``prefix`` (every namespace for ``()``): ``_values_in`` its range."""
+    return _values_in(prefix_range(prefix))
+
+
+def _values_in(ns: Mapping[str, str]) -> dict[str, object]:
+    """The documents holding a value whose ``ns`` is in the range ``ns`` (``{}``: any):
+    fields of the index ``ns_cseq_key`` only, ``ns`` first (SecantusDB walks its ``ns``
+    range and filters; MongoDB bounds both fields)."""
+    return {"ns": dict(ns) or {"$gte": ""}, "cseq": dict(VALUES)}
 
 
 def live_query(now_ms: int) -> dict[str, object]:
@@ -152,14 +157,14 @@ def page_query(rng: Mapping[str, str], last: tuple[str, int, str] | None,
     ``cseq`` on (``$gte``: the reader drops those read); else the namespaces after ``ns``
     in the range."""
     if last is None:
-        return {"ns": dict(rng) or {"$gte": ""}, "cseq": VALUES}
+        return _values_in(rng)
     ns, cseq, key = last
     if stage == "values":
         return {"ns": ns, "cseq": {"$gte": cseq}}
-    after: dict[str, object] = {"$gt": ns}
+    after = {"$gt": ns}
     if "$lt" in rng:
         after["$lt"] = rng["$lt"]
-    return {"ns": after, "cseq": VALUES}
+    return _values_in(after)
 
 
 def vectors_after(last: object | None) -> dict[str, object]:

@@ -281,15 +281,14 @@ def _raise_damaged(what: str, damaged: list[CorruptRecordError]) -> None:
         return
     for exc in damaged:
         log.warning("%s left thread %r as it was: %s", what, exc.thread_id, exc)
-    shown = "; ".join(str(e) for e in damaged[:3]) + (" ..." if len(damaged) > 3 else "")
-    message = (f"{what} did every other thread but left {len(damaged)} thread(s) with "
-               f"damaged records as they were (see .damaged): {shown}")
-    if len(damaged) > 1:
-        raise CorruptRecordError(message, damaged=damaged)
-    (one,) = damaged
-    raise CorruptRecordError(message, damaged=damaged, tier=one.tier,
-                             thread_id=one.thread_id, key=one.key,
-                             checkpoint_ns=one.checkpoint_ns, checkpoint_id=one.checkpoint_id)
+    lone: dict[str, str | None] = {}
+    if len(damaged) == 1:
+        e = damaged[0]
+        lone = {"tier": e.tier, "thread_id": e.thread_id, "key": e.key,
+                "checkpoint_ns": e.checkpoint_ns, "checkpoint_id": e.checkpoint_id}
+    raise CorruptRecordError.gathered(
+        f"{what} did every other thread but left {len(damaged)} thread(s) with damaged "
+        "records as they were", damaged, **lone)
 
 
 STRATEGIES = ("keep_latest", "delete")

@@ -150,11 +150,10 @@ def _done(done: dict[str, int], damaged: list[CorruptRecordError]) -> dict[str, 
     """``done``, or the ``CorruptRecordError`` naming the ``damaged`` documents left."""
     if not damaged:
         return done
-    shown = "; ".join(str(e) for e in damaged[:3]) + (" ..." if len(damaged) > 3 else "")
     counts = ", ".join(f"{k} {n}" for k, n in done.items())
-    raise CorruptRecordError(
+    raise CorruptRecordError.gathered(
         f"migrate rewrote every other document ({counts}) but left {len(damaged)} damaged "
-        f"document(s) as they were (see .damaged): {shown}", tier="durable", damaged=damaged)
+        "document(s) as they were", damaged, tier="durable")
 
 
 def migrate_plan(ctx: Context, *, batch_size: int = 500,
