@@ -152,11 +152,14 @@ async def test_scripts_the_server_has_not_cached_are_sent_again_with_their_sourc
 async def test_a_lost_connection_fails_every_call_of_its_batch_as_tier_unavailable() -> None:
     r = redis.asyncio.Redis(port=_free_port(), socket_connect_timeout=1, retry=None)
     sha, source = _script("return 1")
-    clients = Clients(redis=r, db=None, scripts={"probe": source}, redis_name="down:1")
+    observed: list[tuple[str, bool]] = []
+    clients = Clients(redis=r, db=None, scripts={"probe": source}, redis_name="down:1",
+                      observer=lambda op, seconds, ok: observed.append((op.name, ok)))
     got = await asyncio.gather(*(execute_async(Script("probe", [f"k{i}"], []), clients)
                                  for i in range(3)), return_exceptions=True)
     assert [type(g) for g in got] == [TierUnavailableError] * 3
     assert all(str(g).startswith("Redis down:1 did not answer (probe)") for g in got)
+    assert observed == [("probe", False)] * 3  # each failed call timed as failed
     assert (clients.batcher().batches, clients.batcher().calls) == (1, 3)
     await r.aclose()
 

@@ -37,6 +37,9 @@ class Clients:
     wire go together as the next one (``coalesce_sync.SyncScriptBatcher``). False sends each
     on its own."""
     _batcher: ScriptBatcher | None = None
+    async_step: Callable[[Any], Any] | None = None
+    """``io.drivers.run_async``'s step (``execute_async`` bound to these clients), made
+    on first use."""
     _sync_batcher: SyncScriptBatcher | None = None
 
     def script(self, name: str) -> Any:

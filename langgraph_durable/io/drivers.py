@@ -22,6 +22,7 @@ pair. ``ask(op)`` gives a plan the reply with its type (``x = yield from ask(op)
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
@@ -246,14 +247,42 @@ def _execute(op: Op[Any], c: Clients, api: _Api) -> Generator[Any, Any, Any]:
         raw = yield from _handler(op)(op, c, api)
         result = op.reply_of(raw) if isinstance(op, Script) else raw
     except Exception as exc:
-        if c.observer is not None and isinstance(op, _TIMED):
-            c.observer(op, time.perf_counter() - t0, False)
-        wrapped = wrap(exc, op, c.redis_name, c.mongo_name)
-        if wrapped is exc:
+        failed = _failed(op, c, t0, exc)
+        if failed is exc:
             raise
-        raise wrapped from exc
+        raise failed from exc
+    _observe(op, c, t0, True)
+    return result
+
+
+def _observe(op: Op[Any], c: Clients, t0: float, ok: bool) -> None:
+    """Tell ``c.observer`` (if any) how ``op`` (one of ``_TIMED``) went since ``t0``."""
     if c.observer is not None and isinstance(op, _TIMED):
-        c.observer(op, time.perf_counter() - t0, True)
+        c.observer(op, time.perf_counter() - t0, ok)
+
+
+def _failed(op: Op[Any], c: Clients, t0: float, exc: Exception) -> Exception:
+    """The error to raise for ``op`` failing with ``exc`` (``op_errors.wrap``: ``exc``
+    itself, or one raised ``from`` it), told to the observer."""
+    _observe(op, c, t0, False)
+    return wrap(exc, op, c.redis_name, c.mongo_name)
+
+
+async def _batched_script(op: Script[T], c: Clients) -> T:
+    """``_execute`` of a ``Script`` sent through the asyncio batcher (every ``put`` and
+    ``put_writes``), written out: what a call holds while its reply is awaited is this
+    coroutine and the batcher's, not the handler generators' (fewer young objects for
+    the garbage collector; docs/speed.md, "The garbage collector")."""
+    t0 = time.perf_counter()
+    try:
+        result = op.reply_of(await c.batcher().call(c.script(op.name).sha,
+                                                    c.scripts[op.name], op.keys, op.args))
+    except Exception as exc:
+        failed = _failed(op, c, t0, exc)
+        if failed is exc:
+            raise
+        raise failed from exc
+    _observe(op, c, t0, True)
     return result
 
 
@@ -266,6 +295,8 @@ def execute_sync(op: Op[T], clients: Clients) -> T:
 
 async def execute_async(op: Op[T], clients: Clients) -> T:
     """``execute_sync`` with asyncio ``clients``."""
+    if type(op) is Script and not op.wait_replicas and clients.coalesce:
+        return await _batched_script(op, clients)
     return await adrive(_execute(op, clients, _ASYNC), _given)
 
 
@@ -293,4 +324,7 @@ async def run_async(plan: Plan[R], clients: Clients) -> R:
 
     Plans never block (they do no I/O of their own: values are serialized before a plan
     is made and decoded after it returns), so every step runs on the event loop."""
-    return await run_with_async(plan, lambda op: execute_async(op, clients))
+    step = clients.async_step
+    if step is None:  # made once per clients: one object less alive per call
+        step = clients.async_step = functools.partial(execute_async, clients=clients)
+    return await adrive(plan, step)
