@@ -1,11 +1,32 @@
 """CPU seconds used by the benchmark process and by each server process tree (Linux
-/proc), so a run's cost on a shared 2-core machine can be told apart from its wall time."""
+/proc), so a run's cost on a shared 2-core machine can be told apart from its wall time;
+and the part of the benchmark process' CPU spent in Python's cyclic garbage collector
+(``gc.callbacks``, every thread), which the savers' allocations drive (docs/speed.md,
+"The garbage collector")."""
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
+import time
 from typing import Any
+
+GC_KEY = "client gc"
+"""``snapshot``'s key for the CPU seconds the collector took so far (part of ``client``)."""
+_gc = {"s": 0.0, "t0": 0.0}
+
+
+def _on_gc(phase: str, info: dict[str, Any]) -> None:
+    """Time each collection with the collecting thread's CPU clock (collections never
+    overlap: they hold the GIL)."""
+    if phase == "start":
+        _gc["t0"] = time.thread_time()
+    else:
+        _gc["s"] += time.thread_time() - _gc["t0"]
+
+
+gc.callbacks.append(_on_gc)
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 SERVERS: dict[str, list[int]] = {}
@@ -77,10 +98,11 @@ def machine_busy() -> float:
 
 
 def snapshot() -> dict[str, float]:
-    """CPU seconds so far: ``client`` (this process, all threads), each server tree and
+    """CPU seconds so far: ``client`` (this process, all threads), ``GC_KEY`` (of it, in
+    the garbage collector), each server tree and
     ``machine`` (everything on the machine, to tell other users' jobs apart)."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    out = {"client": ru.ru_utime + ru.ru_stime, "machine": machine_busy()}
+    out = {"client": ru.ru_utime + ru.ru_stime, GC_KEY: _gc["s"], "machine": machine_busy()}
     if SERVERS:
         procs = _procs()
         for name, roots in SERVERS.items():

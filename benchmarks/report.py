@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from . import report_lean, report_speed, report_w7  # noqa: E402
+from .cpu import GC_KEY  # noqa: E402
 
 # (workload, metric, label, unit, higher_is_better)
 METRICS = [
@@ -401,13 +402,15 @@ def _w1_notes(L: list[str], records: list[dict[str, Any]], spt: int, params: Any
 def _cpu_section(L: list[str], records: list[dict[str, Any]], names: list[str]) -> None:
     """CPU seconds per run (median), client process and each server."""
     keys = sorted({k for r in records for k in r if k.startswith("cpu_") and k.endswith("_s")
-                   and k != "cpu_machine_s"}, key=lambda k: (k != "cpu_client_s", k))
+                   and k != "cpu_machine_s"},
+                  key=lambda k: (k != "cpu_client_s", k != f"cpu_{GC_KEY}_s", k))
     if not keys:
         return
     for r in records:
         if "cpu_machine_s" in r:
             ours = sum(v for k, v in r.items() if k.startswith("cpu_") and k.endswith("_s")
-                       and k not in ("cpu_machine_s", "cpu_other processes_s"))
+                       and k not in ("cpu_machine_s", "cpu_other processes_s",
+                                     f"cpu_{GC_KEY}_s"))
             r["cpu_other processes_s"] = max(0.0, r["cpu_machine_s"] - ours)
     keys.append("cpu_other processes_s")
     L.append("### CPU seconds per run (median; the timed part plus the drain to the durable "
@@ -431,7 +434,11 @@ def _cpu_section(L: list[str], records: list[dict[str, Any]], names: list[str]) 
     L.append("The machine has 2 cores: the benchmark process (graph, saver, DurableSaver's "
              "flusher thread) and the servers share them. `other processes` = CPU the machine "
              "spent outside the benchmark and its servers during the run (other jobs on the "
-             "machine, kernel; from /proc/stat): large values mean the run was disturbed.")
+             "machine, kernel; from /proc/stat): large values mean the run was disturbed. "
+             f"`{GC_KEY}` = the part of `client` spent in Python's cyclic garbage collector "
+             "(every thread; `gc.callbacks`): it grows with the objects a saver allocates "
+             "that outlive a few hundred allocations (docs/speed.md, \"The garbage "
+             "collector\").")
     L.append("")
 
 

@@ -4,6 +4,7 @@
                                        [--savers inmemory,durable,...] [--reps N]
                                        [--workloads W1,W1L,...,W7,DOCS,RT] [--no-profile]
                                        [--cpu-mode shared|pinned] [--no-sweep]
+                                       [--gc-threshold N]
 
 Starts the servers it needs (Redis and SecantusDB as the tests do, PostgreSQL from
 Debian's package with initdb/pg_ctl), runs W1-W7 with repetitions interleaved round robin
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import gc
 import json
 import os
 import sys
@@ -103,6 +105,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                     help="benchmark langgraph_durable as committed at REV (e.g. HEAD), "
                          "extracted with `git archive` to a temporary folder, instead of the "
                          "working tree")
+    ap.add_argument("--gc-threshold", type=int, default=None, metavar="N",
+                    help="the benchmark process' gc.set_threshold(N) for every saver alike "
+                         "(Python's default is 700; many services raise it, e.g. 50000: "
+                         "docs/speed.md, 'The garbage collector'); the machine section says it")
     ap.add_argument("--docs-img", default=os.path.join("docs", "img"), metavar="DIR",
                     help="copy the W3 sweep plot (w3_sweep.png) into DIR after a full run "
                          "(not with --quick); '' not to copy")
@@ -178,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         pinning.pin_self()
         log(f"pinned mode: this process on CPU {pinning.APP_CPU}, the servers on CPU "
             f"{pinning.SERVER_CPU}")
+    if args.gc_threshold is not None:
+        gc.set_threshold(args.gc_threshold)
     started = time.perf_counter()
     load_start = _loadavg()
 
@@ -223,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
         machine = describe(env.redis_url, env.mongo_url, env.postgres_url, env.redis_stack_url)
         machine["load average at start (1/5/15 min)"] = load_start
         machine.update(pinning.describe(args.cpu_mode, servers))
+        machine["Python gc thresholds (benchmark process)"] = (
+            f"{gc.get_threshold()}" + (" (--gc-threshold)" if args.gc_threshold is not None
+                                       else " (Python's default)"))
         rec = Recorder(repin)
         spt = workloads.steps_per_turn()
         log(f"savers: {[s.name for s in specs]}; {spt} checkpoints per agent turn; "

@@ -43,11 +43,14 @@ def test_quick_run_writes_report_and_plots(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks.run", "--quick", "--no-profile", "--out", str(out),
          "--savers", "reference,inmemory,durable,durable_strict,sqlite",
-         "--docs-img", str(tmp_path / "img")],
+         "--docs-img", str(tmp_path / "img"), "--gc-threshold", "5000"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = (out / "report.md").read_text()
+    assert "| Python gc thresholds (benchmark process) | (5000, 10, 10) (--gc-threshold) |" \
+        in report
+    assert "| workload | saver | wall | client | client gc |" in report
     for name, row in WORKLOAD_ROWS.items():
         assert row in report, f"no {name} row in report.md"
     assert "## Targets" in report and "## Machine" in report
@@ -74,6 +77,8 @@ def test_quick_run_writes_report_and_plots(tmp_path: Path) -> None:
     assert {"reference", "inmemory", "durable", "durable_strict", "sqlite"} <= savers
     errors = [r for r in data["records"] if "error" in r]
     assert not errors, errors
+    w3 = [r for r in data["records"] if r["workload"] == "W3"]
+    assert w3 and all(0 <= r["cpu_client gc_s"] <= r["cpu_client_s"] for r in w3)
     w1 = [r for r in data["records"] if r["workload"].startswith("W1")
           and "@" not in r["workload"]]
     assert {r["steps"] for r in w1} == {2 * 4 + 2}  # one invoke of the 4-turn agent loop
