@@ -52,6 +52,7 @@ from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
 
 from ..errors import ConfigurationError, CorruptRecordError
 from .model_copies import ModelTemplate, Snapshot, is_model, snapshot_of, unchanged
+from .split_memo import MIN_ITEMS, LastSplit, full_nodes
 
 Typed = tuple[str, bytes]
 
@@ -195,6 +196,8 @@ class Items:
         self._cache: OrderedDict[str, dict[int, _Entry]] = OrderedDict()
         # per thread, digest -> how to rebuild what decoding that item gave (same LRU)
         self._templates: dict[str, dict[bytes, ModelTemplate]] = {}
+        # per thread and list name, the list last split (split_memo.py; same LRU)
+        self._last: dict[str, dict[str, LastSplit]] = {}
         self._cache_bytes = cache_bytes
         self._cached_bytes = 0
         self._known: OrderedDict[str, set[bytes]] = OrderedDict()
@@ -221,39 +224,89 @@ class Items:
     # ------------------------------------------------------------------ splitting
 
     def split(self, value: list[object], dumps: Callable[[object, int], Typed],
-              pack: Callable[[Typed], bytes], thread_id: str = "") -> SplitList:
+              pack: Callable[[Typed], bytes], thread_id: str = "",
+              reuse: str | None = None) -> SplitList:
         """Split a list of ``thread_id`` into items and nodes. ``dumps(item, position)``
         serializes one item (raising the caller's errors); ``pack`` makes its stored
-        envelope."""
+        envelope. ``reuse``: a name for this list among the thread's (a channel): when
+        the list starts with the objects of the one last split under that name and none of
+        them changed, their digests and nodes are reused as they are (``split_memo.py``)."""
         digests: list[bytes] = []
+        stored_all: list[Stored] = []
         parts: dict[bytes, Stored] = {}
         entries: list[_Entry | None] = [None] * len(value)
+        last: LastSplit | None = None
+        start = 0
         if self._cache_bytes:
             with self._lock:
                 cache = self._cache.get(thread_id)
                 if cache is not None:
                     self._cache.move_to_end(thread_id)
-                    entries = [cache.get(id(item)) for item in value]
-        for pos, (item, entry) in enumerate(zip(value, entries)):
+                    if reuse:
+                        last = (self._last.get(thread_id) or {}).get(reuse)
+                    if last is None:
+                        entries = [cache.get(id(item)) for item in value]
+            if last is not None and cache is not None:
+                start = last.prefix_of(value)
+                if start:
+                    digests, stored_all = last.digests[:start], last.stored[:start]
+                    parts = dict(zip(digests, stored_all))
+                with self._lock:
+                    entries[start:] = [cache.get(id(item)) for item in value[start:]]
+        snaps: list[Snapshot] | None = (
+            [] if reuse and self._cache_bytes and len(value) >= MIN_ITEMS else None)
+        for pos in range(start, len(value)):
+            item, entry = value[pos], entries[pos]
             stored: Stored
             if entry is None or entry.obj is not item or not unchanged(entry.snapshot, item):
                 typed = dumps(item, pos)
                 stored = pack(typed)
                 d = self.digest(typed)
-                self._remember(thread_id, [(item, d, stored)])
+                entry = self._remember_one(thread_id, item, d, stored)
             else:
                 d, stored = entry.digest, entry.stored
+            if snaps is not None:
+                if entry is None:  # not a model: nothing to compare it with next time
+                    snaps = None
+                else:
+                    snaps.append(entry.snapshot)
+                    stored_all.append(stored)
             digests.append(d)
             parts[d] = stored
-        full = len(digests) // NODE_SIZE * NODE_SIZE
-        refs: list[bytes] = []
-        for start in range(0, full, NODE_SIZE):
-            children = b"".join(digests[start:start + NODE_SIZE])
-            n = self.node_digest(children)
-            parts[n] = NODE_MAGIC + children
-            refs.append(n)
-        refs += digests[full:]
-        return SplitList(b"".join(refs), parts)
+        full = len(digests) // NODE_SIZE
+        nodes, node_bytes = full_nodes(digests, last if start else None, self.node_digest,
+                                       NODE_SIZE, NODE_MAGIC)
+        parts.update(zip(nodes, node_bytes))
+        if snaps is not None:
+            self._memo(thread_id, reuse, (
+                last.extended(value, snaps, start, digests, stored_all, nodes, node_bytes)
+                if start and last is not None else
+                LastSplit(list(value), snaps, digests, stored_all, nodes, node_bytes)))
+        elif last is not None:
+            self._memo(thread_id, reuse, None)
+        return SplitList(b"".join(nodes) + b"".join(digests[full * NODE_SIZE:]), parts)
+
+    def _remember_one(self, thread_id: str, item: object, digest: bytes,
+                      stored: Stored) -> _Entry | None:
+        """Remember ``item`` (a pydantic model) just serialized as ``digest``/``stored``;
+        its entry, or None for an object that is not a model or cannot be copied."""
+        if not self._cache_bytes or not is_model(item):
+            return None
+        try:
+            entry = _Entry(item, snapshot_of(item), digest, stored)
+        except Exception:
+            return None
+        self._remember(thread_id, [(entry, digest, stored)])
+        return entry
+
+    def _memo(self, thread_id: str, reuse: str | None, memo: LastSplit | None) -> None:
+        """Keep ``memo`` as ``thread_id``'s last split named ``reuse`` while the thread's
+        entries are kept (``_drop`` drops both); None forgets the one kept."""
+        with self._lock:
+            if memo is None:
+                self._last.get(thread_id, {}).pop(reuse or "", None)
+            elif reuse and thread_id in self._cache:
+                self._last.setdefault(thread_id, {})[reuse] = memo
 
     def _remember(self, thread_id: str, found: Iterable[tuple[object, bytes, Stored]],
                   fresh: bool = False, templates: Mapping[bytes, ModelTemplate] | None = None
@@ -298,7 +351,8 @@ class Items:
                 self._drop(next(iter(self._cache)))
 
     def _drop(self, thread_id: str) -> None:
-        """Forget ``thread_id``'s entries and templates (lock held)."""
+        """Forget ``thread_id``'s entries, templates and last splits (lock held)."""
+        self._last.pop(thread_id, None)
         cache = self._cache.pop(thread_id, None)
         if cache is not None:
             self._cached_bytes -= sum(e.size for e in cache.values())

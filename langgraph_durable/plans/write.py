@@ -127,15 +127,18 @@ def dumps(ctx: Context, value: object, *, thread_id: str, what: str) -> Typed:
 
 
 def value_typed(ctx: Context, value: object, parts: dict[bytes, Stored], *, thread_id: str,
-                what: str) -> Typed:
+                what: str, reuse: str | None = None) -> Typed:
     """The typed value to store for ``value``: a plain non-empty ``list`` becomes a
     manifest (``items.py``) whose items and nodes are added to ``parts``; anything else
-    ``dumps``. Raises ``SerializationError`` naming the item's position."""
+    ``dumps``. ``reuse``: the list's name among the thread's (a channel value: the next
+    put of the channel reuses the digests of the items it still starts with,
+    ``Items.split``). Raises ``SerializationError`` naming the item's position."""
     if type(value) is not list or not value or not ctx.items.enabled:
         return dumps(ctx, value, thread_id=thread_id, what=what)
     split = ctx.items.split(
         value, lambda item, pos: dumps(ctx, item, thread_id=thread_id,
-                                       what=f"item {pos} of {what}"), pack_blob, thread_id)
+                                       what=f"item {pos} of {what}"), pack_blob, thread_id,
+        reuse)
     parts.update(split.parts)
     return MANIFEST_TYPE, split.refs
 
@@ -320,7 +323,8 @@ def prepare_put(
     for ch, ver in new_versions.items():
         typed = (
             value_typed(ctx, values[ch], parts, thread_id=tid,
-                        what=f"channel {ch!r} (ns {ns!r})")
+                        what=f"channel {ch!r} (ns {ns!r})",
+                        reuse=f"{ns}\x00{ch}" if type(values[ch]) is list else None)
             if ch in values else None
         )
         blobs.append((blob_field(ns, ch, ver), typed))
