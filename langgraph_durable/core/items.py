@@ -31,12 +31,13 @@ whole as before (``Items.enabled`` is False).
 
 Serialization cost: ``Items`` remembers, per object, the digest and stored bytes of the
 LangChain messages (pydantic models) it serialized, with a deep copy taken at that time
-(``core/model_copies.py``).
-The same object met again is not serialized again when its fields still equal the copy's
-(``==`` of ``__dict__`` and the extra fields, what ``model_dump`` serializes), so a step
-serializes only the messages it added or changed. A field changed in place to a value that
-compares equal under ``==`` but serializes differently (``1`` to ``1.0`` or ``True``) keeps
-its earlier bytes: set ``item_cache_bytes=0`` to serialize every item at every step.
+(``core/model_copies.py``). The same object met again is not serialized again when its
+fields still equal the copy's (``==`` of ``__dict__`` and the extra fields, what
+``model_dump`` serializes), so a step serializes only the messages it added or changed (a
+channel's list of 32 items or more is compared as a whole with the one split last:
+``split_memo.py``). A field changed in place to a value that compares equal under ``==``
+but serializes differently (``1`` to ``1.0`` or ``True``) keeps its earlier bytes: set
+``item_cache_bytes=0`` to serialize every item at every step.
 """
 
 from __future__ import annotations

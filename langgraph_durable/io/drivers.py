@@ -28,7 +28,7 @@ import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from ..core.drive import Steps, adrive, drive
 from ..core.ops import BulkWrite as BulkWrite  # tools import it from here
@@ -247,10 +247,7 @@ def _execute(op: Op[Any], c: Clients, api: _Api) -> Generator[Any, Any, Any]:
         raw = yield from _handler(op)(op, c, api)
         result = op.reply_of(raw) if isinstance(op, Script) else raw
     except Exception as exc:
-        failed = _failed(op, c, t0, exc)
-        if failed is exc:
-            raise
-        raise failed from exc
+        _raise_failed(op, c, t0, exc)
     _observe(op, c, t0, True)
     return result
 
@@ -261,11 +258,14 @@ def _observe(op: Op[Any], c: Clients, t0: float, ok: bool) -> None:
         c.observer(op, time.perf_counter() - t0, ok)
 
 
-def _failed(op: Op[Any], c: Clients, t0: float, exc: Exception) -> Exception:
-    """The error to raise for ``op`` failing with ``exc`` (``op_errors.wrap``: ``exc``
-    itself, or one raised ``from`` it), told to the observer."""
+def _raise_failed(op: Op[Any], c: Clients, t0: float, exc: Exception) -> NoReturn:
+    """Tell the observer that ``op`` failed with ``exc`` and raise what ``op_errors.wrap``
+    makes of it (``exc`` itself, or an error raised ``from`` it)."""
     _observe(op, c, t0, False)
-    return wrap(exc, op, c.redis_name, c.mongo_name)
+    wrapped = wrap(exc, op, c.redis_name, c.mongo_name)
+    if wrapped is exc:
+        raise exc
+    raise wrapped from exc
 
 
 async def _batched_script(op: Script[T], c: Clients) -> T:
@@ -278,10 +278,7 @@ async def _batched_script(op: Script[T], c: Clients) -> T:
         result = op.reply_of(await c.batcher().call(c.script(op.name).sha,
                                                     c.scripts[op.name], op.keys, op.args))
     except Exception as exc:
-        failed = _failed(op, c, t0, exc)
-        if failed is exc:
-            raise
-        raise failed from exc
+        _raise_failed(op, c, t0, exc)
     _observe(op, c, t0, True)
     return result
 
