@@ -18,7 +18,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph_durable import DurableConfig, DurableSaver
 from langgraph_durable.core.ops import Pipeline, Script
 from langgraph_durable.errors import TierUnavailableError
-from langgraph_durable.io import coalesce_sync, wire
+from langgraph_durable.io import coalesce_sync, drivers, wire
 from langgraph_durable.io.clients import redis_from_url
 from langgraph_durable.io.coalesce import ScriptBatcher
 from langgraph_durable.io.coalesce_sync import SyncScriptBatcher
@@ -161,6 +161,31 @@ async def test_a_lost_connection_fails_every_call_of_its_batch_as_tier_unavailab
     assert all(str(g).startswith("Redis down:1 did not answer (probe)") for g in got)
     assert observed == [("probe", False)] * 3  # each failed call timed as failed
     assert (clients.batcher().batches, clients.batcher().calls) == (1, 3)
+    await r.aclose()
+
+
+async def test_a_plan_run_again_goes_through_a_hook_on_execute_async_set_since(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fault children hook drivers.execute_async(op, clients) (faults/store_child.py):
+    # run_async's step, made once per clients, must look it up at each call
+    r = redis.asyncio.Redis.from_url(redis_url)
+    sha, source = _script("return 7")
+    clients = Clients(redis=r, db=None, scripts={"seven": source})
+
+    def plan() -> Any:
+        return (yield Script("seven", [f"lgd-test-coalesce-{uuid.uuid4().hex}"], []))
+
+    assert await drivers.run_async(plan(), clients) == 7  # its first use makes the step
+    seen: list[str] = []
+    original = drivers.execute_async
+
+    async def hooked(op: Any, c: Any) -> Any:
+        seen.append(op.name)
+        return await original(op, c)
+
+    monkeypatch.setattr(drivers, "execute_async", hooked)
+    assert await drivers.run_async(plan(), clients) == 7
+    assert seen == ["seven"]
     await r.aclose()
 
 

@@ -22,7 +22,6 @@ pair. ``ask(op)`` gives a plan the reply with its type (``x = yield from ask(op)
 from __future__ import annotations
 
 import asyncio
-import functools
 import threading
 import time
 from collections.abc import Awaitable, Callable, Generator, Sequence
@@ -323,5 +322,9 @@ async def run_async(plan: Plan[R], clients: Clients) -> R:
     is made and decoded after it returns), so every step runs on the event loop."""
     step = clients.async_step
     if step is None:  # made once per clients: one object less alive per call
-        step = clients.async_step = functools.partial(execute_async, clients=clients)
+
+        def step(op: Op[Any], clients: Clients = clients) -> Awaitable[Any]:
+            return execute_async(op, clients)  # looked up at each call: tools hook it
+
+        clients.async_step = step
     return await adrive(plan, step)
