@@ -52,7 +52,7 @@ from typing import Literal
 from langgraph.checkpoint.serde.base import CipherProtocol, SerializerProtocol
 
 from ..errors import ConfigurationError, CorruptRecordError
-from .model_copies import ModelTemplate, Snapshot, is_model, snapshot_of, unchanged
+from .model_copies import ModelTemplate, Snapshot, is_model, model_snapshot, unchanged
 from .split_memo import MIN_ITEMS, LastSplit, full_nodes
 
 Typed = tuple[str, bytes]
@@ -260,10 +260,11 @@ class Items:
             item, entry = value[pos], entries[pos]
             stored: Stored
             if entry is None or entry.obj is not item or not unchanged(entry.snapshot, item):
-                typed = dumps(item, pos)
+                snap = model_snapshot(item) if self._cache_bytes else None  # before: a
+                typed = dumps(item, pos)  # change while serialized is seen by the next put
                 stored = pack(typed)
                 d = self.digest(typed)
-                entry = self._remember_one(thread_id, item, d, stored)
+                entry = self._remember_one(thread_id, item, d, stored, snap)
             else:
                 d, stored = entry.digest, entry.stored
             if snaps is not None:
@@ -287,16 +288,13 @@ class Items:
             self._memo(thread_id, reuse, None)
         return SplitList(b"".join(nodes) + b"".join(digests[full * NODE_SIZE:]), parts)
 
-    def _remember_one(self, thread_id: str, item: object, digest: bytes,
-                      stored: Stored) -> _Entry | None:
-        """Remember ``item`` (a pydantic model) just serialized as ``digest``/``stored``;
-        its entry, or None for an object that is not a model or cannot be copied."""
-        if not self._cache_bytes or not is_model(item):
+    def _remember_one(self, thread_id: str, item: object, digest: bytes, stored: Stored,
+                      snap: Snapshot | None) -> _Entry | None:
+        """Remember ``item`` serialized as ``digest``/``stored`` with ``snap``, its snapshot
+        taken before it was serialized; its entry, or None without a snapshot."""
+        if snap is None:
             return None
-        try:
-            entry = _Entry(item, snapshot_of(item), digest, stored)
-        except Exception:
-            return None
+        entry = _Entry(item, snap, digest, stored)
         self._remember(thread_id, [(entry, digest, stored)])
         return entry
 
@@ -321,13 +319,8 @@ class Items:
         for item, digest, stored in found:
             if isinstance(item, _Entry):
                 entries.append(item)
-                continue
-            if not is_model(item):
-                continue
-            try:
-                entries.append(_Entry(item, snapshot_of(item), digest, stored))
-            except Exception:
-                continue
+            elif (snap := model_snapshot(item)) is not None:
+                entries.append(_Entry(item, snap, digest, stored))
         with self._lock:
             cache = self._cache.get(thread_id)
             held = self._templates.get(thread_id)

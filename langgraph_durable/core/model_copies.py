@@ -61,6 +61,17 @@ def snapshot_of(item: BaseModel) -> Snapshot:
     return type(item), _copy(item.__dict__), _copy(getattr(item, "__pydantic_extra__", None))
 
 
+def model_snapshot(item: object) -> Snapshot | None:
+    """``snapshot_of(item)`` for a pydantic model; None for anything else or a model whose
+    fields cannot be copied."""
+    if not is_model(item):
+        return None
+    try:
+        return snapshot_of(item)
+    except Exception:
+        return None
+
+
 class ModelTemplate:
     """How to make a fresh object equal to what decoding one stored item gave: the
     decoded model's snapshot (``snapshot_of``), its set fields and private attributes,

@@ -178,3 +178,23 @@ def test_without_a_cache_nothing_is_remembered() -> None:
     got, serialized = _split(items, msgs + _turn(1), "m")
     _same(got, _reference(msgs + _turn(1)))
     assert serialized == list(range(len(msgs) + 2))
+
+
+def test_a_message_changed_while_it_is_serialized_is_serialized_again_next_time() -> None:
+    # LangGraph's durability="async" serializes a put in the background while the next
+    # node runs: a change made meanwhile must not be taken as what was stored
+    for length in (3, 40):  # without and with the memo
+        items = Items()
+        msgs = _base(1 if length == 3 else 20)[:length]
+        late = msgs[-1]
+
+        def changing(item: object, pos: int) -> tuple[str, bytes]:
+            typed = SERDE.dumps_typed(item)
+            if item is late:
+                late.content = "changed while it was serialized"  # type: ignore[attr-defined]
+            return typed
+
+        items.split(msgs, changing, pack_blob, "t", "m")
+        got, serialized = _split(items, msgs, "m")
+        _same(got, _reference(msgs))  # the change is stored now
+        assert serialized == [length - 1]
