@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -180,21 +181,22 @@ def test_without_a_cache_nothing_is_remembered() -> None:
     assert serialized == list(range(len(msgs) + 2))
 
 
-def test_a_message_changed_while_it_is_serialized_is_serialized_again_next_time() -> None:
+@pytest.mark.parametrize("length", [3, 40])  # without and with the memo
+def test_a_message_changed_while_it_is_serialized_is_serialized_again_next_time(
+        length: int) -> None:
     # LangGraph's durability="async" serializes a put in the background while the next
     # node runs: a change made meanwhile must not be taken as what was stored
-    for length in (3, 40):  # without and with the memo
-        items = Items()
-        msgs = _base(1 if length == 3 else 20)[:length]
-        late = msgs[-1]
+    items = Items()
+    msgs = _base(1 if length == 3 else 20)[:length]
+    late = msgs[-1]
 
-        def changing(item: object, pos: int) -> tuple[str, bytes]:
-            typed = SERDE.dumps_typed(item)
-            if item is late:
-                late.content = "changed while it was serialized"  # type: ignore[attr-defined]
-            return typed
+    def changing(item: object, pos: int) -> tuple[str, bytes]:
+        typed = SERDE.dumps_typed(item)
+        if item is late:
+            late.content = "changed while it was serialized"
+        return typed
 
-        items.split(msgs, changing, pack_blob, "t", "m")
-        got, serialized = _split(items, msgs, "m")
-        _same(got, _reference(msgs))  # the change is stored now
-        assert serialized == [length - 1]
+    items.split(msgs, changing, pack_blob, "t", "m")
+    got, serialized = _split(items, msgs, "m")
+    _same(got, _reference(msgs))  # the change is stored now
+    assert serialized == [length - 1]
