@@ -275,7 +275,6 @@ class Items:
                     stored_all.append(stored)
             digests.append(d)
             parts[d] = stored
-        full = len(digests) // NODE_SIZE
         nodes, node_bytes = full_nodes(digests, last if start else None, self.node_digest,
                                        NODE_SIZE, NODE_MAGIC)
         parts.update(zip(nodes, node_bytes))
@@ -286,7 +285,7 @@ class Items:
                 LastSplit(list(value), snaps, digests, stored_all, nodes, node_bytes)))
         elif last is not None:
             self._memo(thread_id, reuse, None)
-        return SplitList(b"".join(nodes) + b"".join(digests[full * NODE_SIZE:]), parts)
+        return SplitList(b"".join(nodes) + b"".join(digests[len(nodes) * NODE_SIZE:]), parts)
 
     def _remember_one(self, thread_id: str, item: object, digest: bytes, stored: Stored,
                       snap: Snapshot | None) -> _Entry | None:
