@@ -4,7 +4,7 @@
 returns and moves it to MongoDB (durable tier) through a crash-safe outbox.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .admin.extref_gc import (
     StorageFootprint,
@@ -44,7 +44,6 @@ from .errors import (
     ThreadDeletedError,
     TierUnavailableError,
 )
-from .journal import journaled
 from .metrics import INSTRUMENTS
 from .plans.retention_policy import SweepReport
 from .plans.threads import ThreadInfo, ThreadPage
@@ -106,9 +105,19 @@ __all__ = [
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:  # imported on first use (``__getattr__``), typed for editors here
+    from .journal import journaled
+
 
 def __getattr__(name: str) -> Any:
-    """``ModelJournalMiddleware`` (it imports ``langchain``, the agents extra) on first use."""
+    """``journaled`` and ``ModelJournalMiddleware`` on first use: they import LangChain's
+    chat-model classes (with its tracers and LangSmith, about 1 s of CPU) and ``langchain``
+    (the agents extra), which a process of the package without a model (the CLI, a flusher
+    worker) never needs."""
+    if name == "journaled":
+        from .journal import journaled
+
+        return journaled
     if name == "ModelJournalMiddleware":
         from .journal.journal_middleware import ModelJournalMiddleware
 

@@ -38,8 +38,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from langgraph.config import get_config
-
 from .core.drive import Steps
 from .core.records import check_id
 from .errors import (
@@ -170,6 +168,11 @@ class _Task:
 def _current_task(what: str) -> _Task:
     """The task running ``what`` (``ConfigurationError`` outside a node or task of a graph
     run with a checkpointer and a thread_id)."""
+    # imported here: langgraph.config loads langgraph.types, LangChain's tracers and
+    # LangSmith (1 s), which a process using the package without a graph (the CLI, a
+    # flusher worker) never needs; a graph's process has them loaded already
+    from langgraph.config import get_config
+
     try:
         config = get_config()
     except RuntimeError:

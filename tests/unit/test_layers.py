@@ -77,6 +77,9 @@ DEFERRED_IMPORTS: dict[tuple[str, str], str] = {
     # module the importer imports at module level already (left to the module's owner).
     ("", "journal.journal_middleware"): "langchain's agent middleware is the agents extra: "
                                 "ModelJournalMiddleware is imported on first use",
+    ("", "journal"): "journaled loads LangChain's chat-model classes, tracers and "
+                     "LangSmith (0.7 s of CPU): imported on first use, so the CLI and "
+                     "flusher workers start without them (tests/unit/test_import_cost.py)",
     ("admin.extref_gc", "serde.stores"): "type hint only (BlobStore)",
     ("admin.item_migration", "plans.context"): "type hint only (Context)",
     ("admin.item_migration", "plans.write"):
