@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..core.ops import Query
-from .documents import doc_id
+from .documents import and_field, doc_id
 
 # ------------------------------------------------------------------------ checkpoints
 
@@ -43,8 +43,8 @@ def checkpoints_before(thread_id: str, ns: str, before_id: str) -> dict[str, obj
 
 def excluding(query: Query, checkpoint_ids: Iterable[str]) -> dict[str, object]:
     """``query`` without the checkpoints ``checkpoint_ids`` (those Redis answered):
-    ``{"$and": [query, {"checkpoint_id": {"$nin": sorted ids}}]}``."""
-    return {"$and": [query, {"checkpoint_id": {"$nin": sorted(checkpoint_ids)}}]}
+    ``and_field(query, "checkpoint_id", {"$nin": sorted ids})``."""
+    return and_field(query, "checkpoint_id", {"$nin": sorted(checkpoint_ids)})
 
 
 def checkpoints_up_to(thread_id: str, ns: str, checkpoint_id: str) -> dict[str, object]:

@@ -182,10 +182,29 @@ def ids_in(ids: Sequence[object]) -> dict[str, object]:
     return {"_id": {"$in": ids}}
 
 
+def and_field(query: Mapping[str, object], field: str,
+              condition: object) -> dict[str, object]:
+    """``query`` and ``{field: condition}`` (both must hold), as one flat filter where it
+    can be: ``field`` added beside ``query``'s fields, or its operators (``{"$nin": ...}``)
+    merged into ``query``'s operators on ``field``; ``{"$and": [query, {field:
+    condition}]}`` only where they would collide (a value, or the same operator on both
+    sides). The same documents either way; SecantusDB, the test suite's MongoDB-wire
+    server, scans the whole collection for a top-level ``$and`` where it walks an index
+    for the flat filter (a hot ``list``'s ``$nin`` find: 50 ms against 5 ms)."""
+    current = query.get(field)
+    if current is None and field not in query:
+        return {**query, field: condition}
+    if (isinstance(current, Mapping) and isinstance(condition, Mapping)
+            and all(str(k).startswith("$") for k in [*current, *condition])
+            and not set(current) & set(condition)):
+        return {**query, field: {**current, **condition}}
+    return {"$and": [dict(query), {field: condition}]}
+
+
 def after_id(query: Mapping[str, object], after: object) -> dict[str, object]:
     """``query`` of the documents with ``_id`` above ``after`` (a scan's or a migration's
-    cursor, in ``_id`` order): ``{"$and": [query, {"_id": {"$gt": after}}]}``."""
-    return {"$and": [query, {"_id": {"$gt": after}}]}
+    cursor, in ``_id`` order): ``and_field(query, "_id", {"$gt": after})``."""
+    return and_field(query, "_id", {"$gt": after})
 
 
 # ------------------------------------------------------------------------ to documents

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..core.ops import Query
+from .documents import and_field
 
 
 def _bson_bytes() -> dict[str, object]:
@@ -67,5 +68,5 @@ def inline_value_sizes(thread_id: str) -> list[Query]:
 
 def of_thread(thread_id: str, query: Mapping[str, object]) -> dict[str, object]:
     """``query`` (a referrer's, ``admin/referrers.py``) of the documents of
-    ``thread_id``: ``{"$and": [{"thread_id": thread_id}, query]}``."""
-    return {"$and": [{"thread_id": thread_id}, dict(query)]}
+    ``thread_id``: ``and_field(query, "thread_id", thread_id)``."""
+    return and_field(query, "thread_id", thread_id)

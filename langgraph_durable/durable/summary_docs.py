@@ -50,7 +50,7 @@ from ..core.thread_summary import (
     short,
     state_of,
 )
-from .documents import doc_id
+from .documents import and_field, doc_id
 
 TITLE_CHARS = 120
 """Characters of the first human message kept as a thread's title."""
@@ -381,10 +381,10 @@ def list_filter(query: ListQuery) -> dict[str, Any]:
 
 def list_filter_without(query: ListQuery, thread_ids: list[str]) -> dict[str, Any]:
     """``list_filter(query)`` leaving out the threads ``thread_ids`` (those summarised
-    from Redis instead): ``{"$and": [filter, {"thread_id": {"$nin": ids}}]}``, the
-    filter alone when there are none."""
+    from Redis instead): ``and_field(filter, "thread_id", {"$nin": ids})``, the filter
+    alone when there are none."""
     base = list_filter(query)
-    return {"$and": [base, {"thread_id": {"$nin": thread_ids}}]} if thread_ids else base
+    return and_field(base, "thread_id", {"$nin": thread_ids}) if thread_ids else base
 
 
 def matches(doc: Mapping[str, Any], query: ListQuery, status: str) -> bool:

@@ -165,7 +165,7 @@ class _Collections:
         if isinstance(op, FindOne):
             return self.cursors.get(op.filter["_id"])
         if isinstance(op, Find):
-            after = op.filter["$and"][1]["_id"]["$gt"] if "$and" in op.filter else None
+            after = op.filter.get("_id", {}).get("$gt")
             rows = [d for d in self.docs.get(op.collection, [])
                     if after is None or d["_id"] > after]
             return rows[:op.limit]
@@ -183,7 +183,7 @@ def test_migrate_rewrites_old_documents_in_batches_saving_the_cursor() -> None:
     assert done.result == {"checkpoints": 3, "blobs": 0, "writes": 0}
     finds = [op for op in done.ops if isinstance(op, Find) and op.collection == "checkpoints"]
     assert [op.filter for op in finds] == [
-        OLD, {"$and": [OLD, {"_id": {"$gt": "b"}}]}, {"$and": [OLD, {"_id": {"$gt": "c"}}]}]
+        OLD, {**OLD, "_id": {"$gt": "b"}}, {**OLD, "_id": {"$gt": "c"}}]
     assert {(tuple(op.sort or ()), op.limit) for op in finds} == {((("_id", 1),), 2)}
     first, second = [op for op in done.ops if isinstance(op, BulkWrite)]
     assert (first.collection, first.ordered) == ("checkpoints", False)
@@ -212,7 +212,7 @@ def test_migrate_resumes_after_its_saved_cursor_and_stops_at_max_batches() -> No
                  _Collections(docs, cursors))
     assert done.result == {"checkpoints": 1, "blobs": 0, "writes": 0}
     (find,) = [op for op in done.ops if isinstance(op, Find)]
-    assert find.filter == {"$and": [OLD, {"_id": {"$gt": "b"}}]}
+    assert find.filter == {**OLD, "_id": {"$gt": "b"}}
     (bulk,) = [op for op in done.ops if isinstance(op, BulkWrite)]
     assert [r.filter for r in bulk.requests] == [{"_id": "c", "v": 0}]
     # stopped early: the cursor moved to c and stays for the next run

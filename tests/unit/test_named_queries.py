@@ -37,9 +37,12 @@ def test_a_list_page_reads_the_checkpoints_below_the_cursor_with_the_metadata_fi
     assert list(q) == ["thread_id", "checkpoint_ns", "checkpoint_id", "$nor"]
     assert Q.checkpoints_before("t", "sub", "c5") == {
         "thread_id": "t", "checkpoint_ns": "sub", "checkpoint_id": {"$lt": "c5"}}
-    # what Redis answered is left out (sorted, whatever order it comes in)
+    # what Redis answered is left out (sorted, whatever order it comes in), merged into
+    # the page's own range on checkpoint_id: one flat filter
     assert Q.excluding(q, {"c4", "c2"}) == {
-        "$and": [q, {"checkpoint_id": {"$nin": ["c2", "c4"]}}]}
+        **q, "checkpoint_id": {"$lt": "c5", "$nin": ["c2", "c4"]}}
+    assert Q.excluding(Q.checkpoints_up_to("t", "", "c5"), {"c2"})["checkpoint_id"] == {
+        "$lte": "c5", "$nin": ["c2"]}
 
 
 def test_a_cold_get_tuple_reads_one_checkpoint_its_writes_and_their_items() -> None:
@@ -137,12 +140,27 @@ def test_the_other_documents_queries() -> None:
     assert R.own_ttls_of({"b", "a"}) == {"_id": {"$in": ["a", "b"]}, "ttl": {"$exists": True}}
     assert Summary.summaries_of(["t"]) == {"_id": {"$in": [Summary.summary_id("t")]}}
     assert Summary.list_filter_without(Summary.ListQuery(), []) == {}
-    assert Summary.list_filter_without(Summary.ListQuery(q="x"), ["h"]) == {"$and": [
-        {"thread_id": {"$regex": "x", "$options": "i"}}, {"thread_id": {"$nin": ["h"]}}]}
+    assert Summary.list_filter_without(Summary.ListQuery(q="x"), ["h"]) == {
+        "thread_id": {"$regex": "x", "$options": "i", "$nin": ["h"]}}
     now = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
     assert Meta.cursor_saved("x", now, 1) == {"$set": {"after": "x", "target": 1, "at": now}}
     assert Meta.cursor_saved("x", now) == {"$set": {"after": "x", "at": now}}
-    assert D.after_id({"v": 1}, "x") == {"$and": [{"v": 1}, {"_id": {"$gt": "x"}}]}
+    assert D.after_id({"v": 1}, "x") == {"v": 1, "_id": {"$gt": "x"}}
+
+
+def test_and_field_is_flat_where_it_can_be_and_an_and_where_conditions_collide() -> None:
+    """``documents.and_field``: the same documents as ``{"$and": [query, {field: cond}]}``,
+    written flat unless the field already has a value or the same operator."""
+    assert D.and_field({"a": 1}, "b", {"$gt": 2}) == {"a": 1, "b": {"$gt": 2}}
+    assert D.and_field({"b": {"$lt": 9}}, "b", {"$gt": 2}) == {"b": {"$lt": 9, "$gt": 2}}
+    assert D.and_field({"b": 5}, "b", {"$gt": 2}) == {"$and": [{"b": 5}, {"b": {"$gt": 2}}]}
+    assert D.and_field({"b": {"$gt": 1}}, "b", {"$gt": 2}) == {
+        "$and": [{"b": {"$gt": 1}}, {"b": {"$gt": 2}}]}
+    assert D.and_field({"b": None}, "b", {"$ne": 1}) == {"$and": [{"b": None}, {"b": {"$ne": 1}}]}
+    assert D.and_field({"b": {"x": 1}}, "b", {"$ne": 1}) == {  # an embedded document
+        "$and": [{"b": {"x": 1}}, {"b": {"$ne": 1}}]}
+    assert D.and_field({"$or": [{"a": 1}]}, "t", "x") == {"$or": [{"a": 1}], "t": "x"}
+    assert D.and_field({"t": "y"}, "t", "x") == {"$and": [{"t": "y"}, {"t": "x"}]}
 
 
 def test_the_admin_passes_and_the_storage_figures_queries() -> None:

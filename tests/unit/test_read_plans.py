@@ -116,7 +116,7 @@ def test_a_page_redis_answers_partly_reads_the_rest_from_mongodb() -> None:
     assert done.kinds() == ["page", "Find", "Parallel", "Aggregate", "Aggregate", "parts"]
     find = done.ops[1]
     assert isinstance(find, Find) and find.limit == 2
-    assert find.filter["$and"][1] == {"checkpoint_id": {"$nin": [IDS[1]]}}
+    assert find.filter["checkpoint_id"] == {"$nin": [IDS[1]]}
     blobs, cold_writes = done.ops[3], done.ops[4]
     assert isinstance(blobs, Aggregate) and isinstance(cold_writes, Aggregate)
     # the values: inside older checkpoint documents or blobs documents, one aggregate; a
