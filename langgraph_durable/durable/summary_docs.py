@@ -366,7 +366,8 @@ class ListQuery:
 
 def list_filter(query: ListQuery) -> dict[str, Any]:
     """The MongoDB filter of ``query``'s metadata, text and thread_id conditions (all of
-    them; its status is decided when read, ``plans/thread_list.py``)."""
+    them, one flat filter: ``and_field``; its status is decided when read,
+    ``plans/thread_list.py``)."""
     # $eq: a value given as JSON ({"$ne": null}) is a value to match, never an operator;
     # a key summaries never hold (metadata_facts: no dot, no leading $) matches nothing
     parts: list[dict[str, Any]] = [
@@ -376,7 +377,11 @@ def list_filter(query: ListQuery) -> dict[str, Any]:
         parts.append({"text": {"$regex": re.escape(query.search.strip().lower())}})
     if query.q.strip():
         parts.append({"thread_id": {"$regex": re.escape(query.q.strip()), "$options": "i"}})
-    return {} if not parts else parts[0] if len(parts) == 1 else {"$and": parts}
+    combined: dict[str, Any] = {}
+    for part in parts:
+        ((field, condition),) = part.items()
+        combined = and_field(combined, field, condition)
+    return combined
 
 
 def list_filter_without(query: ListQuery, thread_ids: list[str]) -> dict[str, Any]:

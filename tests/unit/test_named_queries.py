@@ -142,6 +142,14 @@ def test_the_other_documents_queries() -> None:
     assert Summary.list_filter_without(Summary.ListQuery(), []) == {}
     assert Summary.list_filter_without(Summary.ListQuery(q="x"), ["h"]) == {
         "thread_id": {"$regex": "x", "$options": "i", "$nin": ["h"]}}
+    # several conditions: one flat filter (SecantusDB scans the collection for an $and)
+    assert Summary.list_filter(Summary.ListQuery(where={"user": "u1", "step": 3},
+                                                 search="Hi", q="t")) == {
+        "md.user": {"$eq": "u1"}, "md.step": {"$eq": 3}, "text": {"$regex": "hi"},
+        "thread_id": {"$regex": "t", "$options": "i"}}
+    # keys no summary holds match nothing, together as well
+    assert Summary.list_filter(Summary.ListQuery(where={"a.b": 1, "$x": 2})) == {
+        "$and": [{"_id": {"$in": []}}, {"_id": {"$in": []}}]}
     now = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
     assert Meta.cursor_saved("x", now, 1) == {"$set": {"after": "x", "target": 1, "at": now}}
     assert Meta.cursor_saved("x", now) == {"$set": {"after": "x", "at": now}}
