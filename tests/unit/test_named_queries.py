@@ -169,6 +169,8 @@ def test_and_field_is_flat_where_it_can_be_and_an_and_where_conditions_collide()
         "$and": [{"b": {"x": 1}}, {"b": {"$ne": 1}}]}
     assert D.and_field({"$or": [{"a": 1}]}, "t", "x") == {"$or": [{"a": 1}], "t": "x"}
     assert D.and_field({"t": "y"}, "t", "x") == {"$and": [{"t": "y"}, {"t": "x"}]}
+    assert D.and_field({"t": {"$regex": "a"}}, "t", {"$options": "i"}) == {
+        "$and": [{"t": {"$regex": "a"}}, {"t": {"$options": "i"}}]}
 
 
 def test_the_admin_passes_and_the_storage_figures_queries() -> None:
