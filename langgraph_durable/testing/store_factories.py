@@ -149,6 +149,8 @@ class DurableStoreFactory:
         self.redis_url, self.mongo_url, self.options = redis_url, mongo_url, options
         self.store_class = durable_store_class()
         self._prefixes: dict[int, str] = {}
+        self._hot_clients: dict[int, Any] = {}  # per open store: cold mode's Redis client
+        self._hot_lock = threading.Lock()
         self._cold_rounds: dict[int, _ColdRounds] = {}
 
     def _new(self, index: dict[str, Any] | None, ttl: dict[str, Any] | None,
@@ -168,10 +170,19 @@ class DurableStoreFactory:
         try:
             with self._new(index, ttl, options) as store:
                 self._prefixes[id(store)] = str(options["key_prefix"])
-                yield store
-                self._prefixes.pop(id(store), None)
+                try:
+                    yield store
+                finally:
+                    self._forget(store)
         finally:
             self._drop(options)
+
+    def _forget(self, store: BaseStore) -> None:
+        self._prefixes.pop(id(store), None)
+        self._cold_rounds.pop(id(store), None)
+        client = self._hot_clients.pop(id(store), None)
+        if client is not None:
+            client.close()
 
     def _drop(self, options: dict[str, Any]) -> None:
         prefix = str(options["key_prefix"])
@@ -191,20 +202,25 @@ class DurableStoreFactory:
         try:
             async with self._new(index, ttl, options) as store:
                 self._prefixes[id(store)] = str(options["key_prefix"])
-                yield store
-                self._prefixes.pop(id(store), None)
-                self._cold_rounds.pop(id(store), None)
+                try:
+                    yield store
+                finally:
+                    self._forget(store)
         finally:
             self._drop(options)
 
     def _drop_hot(self, store: BaseStore) -> None:
-        prefix = self._prefixes[id(store)]  # a cluster's URL gives a cluster client
-        with redis_client_from_url(self.redis_url, DurableConfig(), asyncio=False) as client:
-            drop_key_prefix(client, prefix)  # the saver's layout: "{<prefix>:..."
-            # and keys without a hash tag, e.g. the vector index's "<prefix>:vec:..."
-            stale = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-            for i in range(0, len(stale), 500):
-                client.delete(*stale[i:i + 500])
+        prefix = self._prefixes[id(store)]
+        with self._hot_lock:  # one client per open store (thread-safe), made at first use:
+            client = self._hot_clients.get(id(store))  # 4 ms to build, 3,000 rounds a suite
+            if client is None:  # a cluster's URL gives a cluster client
+                client = redis_client_from_url(self.redis_url, DurableConfig(), asyncio=False)
+                self._hot_clients[id(store)] = client
+        drop_key_prefix(client, prefix)  # the saver's layout: "{<prefix>:..."
+        # and keys without a hash tag, e.g. the vector index's "<prefix>:vec:..."
+        stale = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        for i in range(0, len(stale), 500):
+            client.delete(*stale[i:i + 500])
 
     def make_cold(self, store: BaseStore) -> None:
         """Flush ``store`` to MongoDB, then delete its Redis keys."""
