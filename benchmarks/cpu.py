@@ -58,7 +58,7 @@ def find_servers(redis_port: int | None, mongo_port: int | None,
     for pid, (_ppid, cmd) in _procs().items():
         if redis_port and "redis-server" in cmd and f":{redis_port}" in cmd:
             SERVERS.setdefault("redis-server", []).append(pid)
-        elif mongo_port and "secantusd" in cmd and f"--port {mongo_port}" in cmd:
+        elif mongo_port and "secantus" in cmd and f"--port {mongo_port}" in cmd:
             SERVERS.setdefault("SecantusDB", []).append(pid)
         elif postgres_port and cmd.split(" ", 1)[0].endswith("/postgres") \
                 and f"-p {postgres_port}" in cmd:

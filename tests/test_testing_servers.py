@@ -150,3 +150,40 @@ def test_startup_times_recorded(
     for server in (redis_server_proc, mongo_server_proc, s3_server_proc):
         assert 0 < server.startup_seconds < 30
         print(f"{server.kind}: started in {server.startup_seconds:.3f} s")
+
+
+def test_the_local_mongodb_server_answers_in_of_strings_as_secantusdb_does() -> None:
+    """``secantus_daemon.string_in_by_set`` (the local server's ``$in`` of strings by a
+    set) gives SecantusDB's own answer in every case, the ones it leaves to SecantusDB
+    (numbers, arrays, regexes, null, missing, a collation) included."""
+    from bson import Int64, Regex
+    from secantus import query
+    from secantus.collation import Collation
+
+    from langgraph_durable.testing.secantus_daemon import string_in_by_set
+
+    own = query._op_matches
+    by_set = string_in_by_set(own)
+    missing = query.MISSING
+    args: list[list[Any]] = [[], ["a"], ["a", "b", "c"], ["b", 1], ["A"], [None],
+                             [Regex("^a")], [["a", "b"]], [1.0], [Int64(1)], ["", "a"]]
+    values: list[list[Any]] = [["a"], ["b"], ["z"], [""], ["a", "z"], [missing], [None],
+                               [["a", "b"]], [1], [True], [["z"]], ["A"]]
+    answers = [(v, a, by_set(v, "$in", a)) for a in args for v in values]
+    assert answers == [(v, a, own(v, "$in", a)) for a in args for v in values]
+    assert [by_set(["a"], "$in", ["a", "b"]), by_set(["c"], "$in", ["a", "b"])] == [True, False]
+    caseless = Collation(strength=2)
+    assert by_set(["A"], "$in", ["a"], caseless) is own(["A"], "$in", ["a"], caseless) is True
+    assert by_set(["a"], "$nin", ["a"]) is own(["a"], "$nin", ["a"]) is False
+
+
+def test_the_local_mongodb_server_finds_by_in_of_many_ids(mongo_url: str,
+                                                         clean_servers: tuple[str, str]) -> None:
+    with pymongo.MongoClient[dict[str, Any]](mongo_url) as client:
+        coll = client[clean_servers[1]]["docs"]
+        coll.insert_many([{"_id": f"k{i}", "tags": [f"t{i}", "all"]} for i in range(2_000)]
+                         + [{"_id": 7, "tags": "seven"}])
+        ids: list[Any] = [f"k{i}" for i in range(0, 2_000, 2)] + ["absent", 7]
+        assert len(list(coll.find({"_id": {"$in": ids}}))) == 1_001
+        assert coll.count_documents({"tags": {"$in": ["t3", "seven"]}}) == 2
+        assert coll.count_documents({"tags": {"$in": ["all"]}}) == 2_000
