@@ -28,12 +28,10 @@ from typing import Any
 
 
 def patch() -> None:
-    """Apply both changes to the imported ``secantus`` modules (once per process)."""
+    """Apply both changes to the ``secantus`` modules (once, before the daemon starts)."""
     import secantus.query as query
     import secantus.server as server
 
-    if getattr(query, "_lgd_patched", False):
-        return
     init = server.SecantusDBServer.__init__
 
     def no_ttl_sweeper(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -42,7 +40,6 @@ def patch() -> None:
 
     server.SecantusDBServer.__init__ = no_ttl_sweeper  # type: ignore[method-assign]
     query._op_matches = string_in_by_set(query._op_matches)
-    query._lgd_patched = True
 
 
 def string_in_by_set(op_matches: Any) -> Any:
