@@ -35,11 +35,12 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["SUITES", "Exclusion", "Suite", "SuiteResult", "ensure_suite", "load_exclusions"]
-__all__ += ["run_suite", "suite_cache_dir"]
+__all__ += ["TTL_BESIDE", "run_suite", "suite_cache_dir"]
 
 
 @dataclass(frozen=True)
@@ -227,6 +228,13 @@ class SuiteResult:
     output: str = ""
 
 
+TTL_BESIDE = frozenset({"sqlite", "postgres"})
+"""Suites whose TTL tests mostly sleep (about 40 s in SQLite's, 34 s in Postgres's):
+:func:`run_suite` runs them in a subprocess of their own beside the rest of the suite, so
+the sleeps overlap the other tests' work (the ``ttl`` and ``rest`` parts of
+``--store-part``)."""
+
+
 def run_suite(
     name: str,
     factory: str,
@@ -236,35 +244,66 @@ def run_suite(
     env: dict[str, str] | None = None,
     extra_args: tuple[str, ...] = (),
     timeout_s: float = 1800.0,
+    split_ttl: bool | None = None,
 ) -> SuiteResult:
     """Run suite ``name`` with its stores built by ``factory`` (``"module:callable"``, see
     :mod:`~langgraph_durable.testing.store_suite_plugin`) in ``mode`` (``"hot"`` or
-    ``"cold"``: Redis emptied after a flush before every read), in a pytest subprocess;
-    ``env`` is added to this process's environment (e.g. ``REDIS_URL``; its ``PYTHONPATH``
-    comes after the repository's), ``extra_args``
-    to pytest's arguments (``-k ...``). Returns the outcome of every test; raises
-    ``subprocess.TimeoutExpired`` after ``timeout_s`` seconds."""
+    ``"cold"``: Redis emptied after a flush before every read), in a pytest subprocess
+    (two at once when ``split_ttl``, by default for a suite of ``TTL_BESIDE`` run
+    without ``extra_args``: its TTL tests and the rest, their outcomes merged); ``env``
+    is added to this process's environment (e.g. ``REDIS_URL``; its ``PYTHONPATH`` comes
+    after the repository's), ``extra_args`` to pytest's arguments (``-k ...``). Returns
+    the outcome of every test; raises ``subprocess.TimeoutExpired`` after ``timeout_s``
+    seconds."""
     folder = ensure_suite(name)
+    full_env = {**os.environ, **(env or {})}
+    paths = [str(REPO_ROOT), *full_env.get("PYTHONPATH", "").split(os.pathsep)]
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    if split_ttl is None:
+        split_ttl = name in TTL_BESIDE and not extra_args
+    parts = ("ttl", "rest") if split_ttl else ("all",)
     with tempfile.TemporaryDirectory(prefix="lgd-suite-") as tmp:
-        report = Path(tmp) / "report.json"
-        argv = [
-            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-            "-p", "langgraph_durable.testing.store_suite_plugin",
-            f"--store-suite={name}", f"--store-factory={factory}", f"--store-mode={mode}",
-            f"--store-exclusions={exclusions or DEFAULT_EXCLUSIONS}",
-            f"--store-report={report}", "tests", *extra_args,
-        ]
-        full_env = {**os.environ, **(env or {})}
-        paths = [str(REPO_ROOT), *full_env.get("PYTHONPATH", "").split(os.pathsep)]
-        full_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-        done = subprocess.run(argv, cwd=folder, env=full_env, capture_output=True,
-                              text=True, timeout=timeout_s)  # fmt: skip
-        result = SuiteResult(exit_code=done.returncode, output=(done.stdout + done.stderr))
-        if report.exists():
-            data = json.loads(report.read_text())
-            result.passed = data["passed"]
-            result.failed = data["failed"]
-            result.skipped = data["skipped"]
-            result.deselected = data["deselected"]
-            result.unmatched_exclusions = data["unmatched_exclusions"]
-        return result
+
+        def run_part(part: str) -> SuiteResult:
+            report = Path(tmp) / f"report-{part}.json"
+            argv = [
+                sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                "-p", "langgraph_durable.testing.store_suite_plugin",
+                f"--store-suite={name}", f"--store-factory={factory}", f"--store-mode={mode}",
+                f"--store-exclusions={exclusions or DEFAULT_EXCLUSIONS}",
+                f"--store-report={report}", f"--store-part={part}", "tests", *extra_args,
+            ]  # fmt: skip
+            done = subprocess.run(argv, cwd=folder, env=full_env, capture_output=True,
+                                  text=True, timeout=timeout_s)  # fmt: skip
+            # 5: no test ran; a part may have none (a store without TTL has no TTL tests)
+            code = 0 if done.returncode == 5 and part != "all" else done.returncode
+            result = SuiteResult(exit_code=code, output=done.stdout + done.stderr)
+            if report.exists():
+                data = json.loads(report.read_text())
+                result.passed = data["passed"]
+                result.failed = data["failed"]
+                result.skipped = data["skipped"]
+                result.deselected = data["deselected"]
+                result.unmatched_exclusions = data["unmatched_exclusions"]
+            return result
+
+        with ThreadPoolExecutor(len(parts)) as pool:
+            results = list(pool.map(run_part, parts))
+    return _merged(results)
+
+
+def _merged(results: list[SuiteResult]) -> SuiteResult:
+    """One result of the parts' results: outcomes together, the first non-zero exit code,
+    the exclusions every part found stale (each part matches them against every test)."""
+    merged = SuiteResult(
+        exit_code=next((r.exit_code for r in results if r.exit_code), 0),
+        output="\n".join(r.output for r in results),
+        unmatched_exclusions=[e for e in results[0].unmatched_exclusions
+                              if all(e in r.unmatched_exclusions for r in results)],
+    )  # fmt: skip
+    for r in results:
+        merged.passed += r.passed
+        merged.failed.update(r.failed)
+        merged.skipped.update(r.skipped)
+        merged.deselected.update(r.deselected)
+    return merged

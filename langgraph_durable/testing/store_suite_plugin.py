@@ -4,8 +4,10 @@ Loaded by :func:`langgraph_durable.testing.store_suite.run_suite` in a pytest su
 (``-p langgraph_durable.testing.store_suite_plugin``) whose working directory is an
 extracted suite. Options: ``--store-suite`` (``checkpoint``, ``sqlite``, ``postgres``),
 ``--store-factory`` (``module:callable``), ``--store-mode`` (``hot`` or ``cold``),
-``--store-exclusions`` (the file of excluded tests) and ``--store-report`` (a JSON file
-this plugin writes with every test's outcome).
+``--store-exclusions`` (the file of excluded tests), ``--store-report`` (a JSON file
+this plugin writes with every test's outcome) and ``--store-part`` (``all``; ``ttl``: only
+the tests whose node id names TTL; ``rest``: the others; exclusions are matched against
+every test either way, so each part reports the same stale ones).
 
 **The factory.** ``callable(mode)`` returns a :class:`StoreFactory`: the class of the
 stores it builds, the features it lacks (``missing``: ``"ttl"`` deselects the TTL tests,
@@ -93,6 +95,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--store-mode", default="hot", choices=("hot", "cold"))
     group.addoption("--store-exclusions", default=None, help="file of excluded tests")
     group.addoption("--store-report", default=None, help="JSON file of the outcomes")
+    group.addoption("--store-part", default="all", choices=("all", "ttl", "rest"),
+                    help="run every test, only those whose node id names TTL, or the rest")
 
 
 def _load_factory(spec: str, mode: str) -> StoreFactory:
@@ -339,9 +343,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _STATE["unmatched"] = [
         e.pattern for e in _STATE["exclusions"] if e.suite == _STATE["suite"] and e not in used
     ]
+    part = config.getoption("--store-part")
+    if part != "all":  # the other part's tests: run by the other subprocess, not reported
+        drop += [item for item in keep if is_ttl_test(item.nodeid) != (part == "ttl")]
+        keep = [item for item in keep if is_ttl_test(item.nodeid) == (part == "ttl")]
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def is_ttl_test(nodeid: str) -> bool:
+    """True for a test of the ``ttl`` part: its node id names TTL (``test_ttl.py``,
+    ``test_store_ttl``, ``test_search_with_ttl``...), any case."""
+    return "ttl" in nodeid.lower()
 
 
 @pytest.fixture(autouse=True)

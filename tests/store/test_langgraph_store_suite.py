@@ -41,10 +41,12 @@ from langgraph_durable.testing.store_factories import (
 )
 from langgraph_durable.testing.store_suite import (
     SUITES,
+    TTL_BESIDE,
     SuiteResult,
     load_exclusions,
     run_suite,
 )
+from langgraph_durable.testing.store_suite_plugin import is_ttl_test
 
 INMEMORY = "langgraph_durable.testing.store_factories:inmemory"
 DURABLE = "langgraph_durable.testing.store_factories:durable"
@@ -53,6 +55,10 @@ VECTOR_TESTS = ("-k", "vector or search or embed")
 MIN_PASSED_VECTOR = {"checkpoint": 32, "sqlite": 30, "postgres": 71}
 """Tests of ``VECTOR_TESTS`` DurableStore passed on the Redis index with the suites of
 ``MIN_PASSED_INMEMORY``'s releases."""
+
+MIN_PASSED_TTL = {"sqlite": 10, "postgres": 2}
+"""TTL tests (``store_suite_plugin.is_ttl_test``) DurableStore passed in the suites of
+``TTL_BESIDE`` (run beside the rest of their suite)."""
 
 MIN_PASSED_INMEMORY = {"checkpoint": 117, "sqlite": 52, "postgres": 43}
 """Tests InMemoryStore passed with langgraph-checkpoint 4.3.2, -sqlite 3.1.2 and
@@ -155,6 +161,9 @@ def test_durable_store_passes_langgraph_store_tests(
     result = run_suite(suite, DURABLE, mode, env={"REDIS_URL": redis_url, "MONGODB_URL": mongo_url})
     _assert_clean(result)
     assert len(result.passed) >= MIN_PASSED_INMEMORY[suite]
+    if suite in TTL_BESIDE:  # its TTL tests ran in a subprocess of their own
+        ttl = [n for n in result.passed if is_ttl_test(n)]
+        assert len(ttl) >= MIN_PASSED_TTL[suite], (len(ttl), len(result.passed))
 
 
 @pytest.mark.parametrize(("suite", "mode"), [
@@ -242,3 +251,25 @@ async def test_the_async_shim_awaits_the_stores_a_methods() -> None:
     assert await _awaitable(Both, "sweep_ttl")(Both()) == 2
     assert await _awaitable(SyncOnly, "sweep_ttl")(SyncOnly()) == 3
     assert await _awaitable(SyncOnly, "setup")(SyncOnly()) is None
+
+
+def test_the_parts_of_a_split_suite_merge_into_one_result() -> None:
+    """A suite of ``TTL_BESIDE`` runs as two subprocesses (its TTL tests, the rest): one
+    result holds both parts' outcomes, the first failing exit code, and only the
+    exclusions both found stale."""
+    from langgraph_durable.testing.store_suite import _merged
+
+    ttl = SuiteResult(passed=["tests/test_ttl.py::test_ttl_basic"], exit_code=0,
+                      deselected={"tests/test_ttl.py::x": "why"},
+                      unmatched_exclusions=["a", "b"], output="ttl out")  # fmt: skip
+    rest = SuiteResult(passed=["tests/test_store.py::test_batch"], exit_code=1,
+                       failed={"tests/test_store.py::test_search": "boom"},
+                       unmatched_exclusions=["b"], output="rest out")  # fmt: skip
+    merged = _merged([ttl, rest])
+    assert merged.passed == ["tests/test_ttl.py::test_ttl_basic", "tests/test_store.py::test_batch"]
+    assert merged.failed == {"tests/test_store.py::test_search": "boom"}
+    assert merged.deselected == {"tests/test_ttl.py::x": "why"}
+    assert (merged.exit_code, merged.unmatched_exclusions) == (1, ["b"])
+    assert merged.output == "ttl out\nrest out"
+    assert [is_ttl_test(n) for n in ("tests/test_ttl.py::test_a", "t.py::test_store_TTL[x]",
+                                     "tests/test_store.py::test_batch")] == [True, True, False]
