@@ -7,7 +7,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # pytest-xdist workers for `make test` (each starts its own servers; tests/conftest.py
-# schedules the slowest first): 4; -n 5 measured slower here (627 s against 583-586 s)
+# schedules the slowest first): 4; -n 5 measured slower here (627 s against 583-586 s),
+# and no faster on a quiet machine (441.7 s against 445.2 s, 808 CPU-s against 780)
 TEST_WORKERS ?= 4
 
 .PHONY: setup test demo lint bench bench-deps bench-speed bench-pinned bench-store
