@@ -445,9 +445,13 @@ class Interleaving:
 
     def check(self, where: str) -> dict[str, int]:
         got = {"mismatch": 0, "resurrected": 0, "lost": 0}
+        differ: list[str] = []  # the first mismatches: thread, key, the model's, the saver's
         for t in self.threads:
             want, have = self.model.view(t), saver_view(self.saver, t)
-            got["mismatch"] += sum(want.get(k) != have.get(k) for k in set(want) | set(have))
+            keys = [k for k in set(want) | set(have) if want.get(k) != have.get(k)]
+            got["mismatch"] += len(keys)
+            differ += [f"{t} {k!r}: model {want.get(k)!r}, saver {have.get(k)!r}"[:400]
+                       for k in sorted(keys, key=repr)[:2]]
         prefix = self.ctx.config.key_prefix
         parts = self.ctx.partitions
         cps_r = redis_checkpoints(self.r, prefix, self.threads, parts)
@@ -462,7 +466,8 @@ class Interleaving:
         got["lost"] = len(cps - cps_r - cps_m) + len(ws - ws_r - ws_m)
         if any(got.values()) and "first_failure" not in self.figures:
             self.figures["first_failure"] = 1
-            self.trace.append(f"FAILED at {where}: {got}; extra {extra[:4]}")
+            self.trace.append(f"FAILED at {where}: {got}; extra {extra[:4]}; "
+                              f"differ {differ[:3]}")
         return got
 
     def drain(self) -> None:
