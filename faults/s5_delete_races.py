@@ -126,12 +126,16 @@ class Model:
         self._drop({k for k in self.cps if k[0] == t and k not in keep})
 
     def copy_thread(self, src: str, dst: str) -> None:
+        # a copied checkpoint's pending writes on dst become the source's, exactly
+        copied = {(ns, cid) for (t, ns, cid) in self.cps if t == src}
+        theirs = {k[1:]: v for k, v in self.writes.items() if k[0] == src}
+        for key in [k for k in self.writes if k[0] == dst and k[1:3] in copied]:
+            del self.writes[key]
         for (t, ns, cid), v in list(self.cps.items()):
             if t == src:
                 self.cps[(dst, ns, cid)] = v
-        for (t, ns, cid, task, idx), v in list(self.writes.items()):
-            if t == src:
-                self.writes[(dst, ns, cid, task, idx)] = v
+        for rest, v in theirs.items():
+            self.writes[(dst, *rest)] = v
 
     def view(self, t: str) -> dict[tuple[str, str], Any]:
         out = {}
@@ -375,7 +379,7 @@ class Interleaving:
             call = lambda: s.copy_thread(t, other)  # noqa: E731
 
             def apply() -> None:
-                m.copy_thread(t, other)  # the target now holds the source's writes too
+                m.copy_thread(t, other)  # the target's copied checkpoints: the source's writes
                 self.written |= {(other, *w[1:]) for w in self.written if w[0] == t}
 
             busy = {t, other}
@@ -414,7 +418,7 @@ class Interleaving:
         if removed and rng.random() < 0.6:
             self.late_write(rng.choice(removed))
         self.figures[kind] += 1
-        self.trace.append(f"{kind} {t}")
+        self.trace.append(f"{kind} {t}" + (f" -> {other}" if kind == "copy_thread" else ""))
         if self.stalled_rounds:
             self.wake_stalled_round()
         if self.redis_loss and rng.random() < 0.3:

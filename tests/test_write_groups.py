@@ -334,3 +334,28 @@ def test_the_rule_holds_whatever_order_mongodb_returns_the_documents_in(
         _cold(saver)
         assert sorted(saver.get_tuple(first).pending_writes) == [("t", "a", 1),
                                                                  ("u", ERROR, "e2")]
+
+
+def test_copy_thread_replaces_the_pending_writes_of_the_checkpoints_it_copies(
+        redis_url: str, mongo_url: str) -> None:
+    """A copied checkpoint's pending writes on the target are the source's, whatever
+    the target held of that checkpoint before (its own calls since an earlier copy,
+    newer or of other tasks, go): seqs of two threads are not compared."""
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as saver:
+        first, _second = _puts(saver)
+        saver.put_writes(first, [(ERROR, "source error")], "task-1")
+        saver.put_writes(first, [("a", 1)], "task-2")
+        saver.copy_thread(THREAD, "copy")
+        copied: Any = {"configurable": {**first["configurable"], "thread_id": "copy"}}
+        saver.put_writes(copied, [(ERROR, "target error")], "task-1")  # newer than the source's
+        saver.put_writes(copied, [("b", 2)], "task-3")  # a task the source never ran
+        saver.flush()
+        saver.copy_thread(THREAD, "copy")  # again: the target's first is the source's again
+        expected = [("task-1", ERROR, "source error"), ("task-2", "a", 1)]
+        assert sorted(saver.get_tuple(first).pending_writes) == expected
+        assert sorted(saver.get_tuple(copied).pending_writes) == expected
+        db, cols = saver.sync_clients.db, saver.context.collections
+        assert db[cols.writes].count_documents({"thread_id": "copy"}) == 2
+        saver.sync_clients.redis.delete(*saver.context.keys("copy").all)
+        saver.context.items.forget("copy")
+        assert sorted(saver.get_tuple(copied).pending_writes) == expected

@@ -392,16 +392,22 @@ def _collect_items_plan(ctx: Context, thread_id: str, start_ms: int) -> Plan[Non
 
 def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     """Copy every checkpoint, blob and write (the whole parent chain) to ``target``,
-    registered in its thread registry before MongoDB holds it."""
+    registered in its thread registry before MongoDB holds it. A copied checkpoint's
+    pending writes on ``target`` are then exactly the source's: the writes documents
+    ``target`` held of it before (its own calls since an earlier copy) are deleted after
+    the copies are stored, as their ``seq``s (each thread's own clock readings) cannot be
+    weighed against the source's. InMemorySaver has no ``copy_thread``; this mirrors
+    what a copy of the source's rows would leave."""
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     q = {"thread_id": source}
-    cps, blobs, writes, items, chunks = yield Parallel([
+    cps, blobs, writes, items, chunks, held = yield Parallel([
         Find(cols.checkpoints, q),
         Find(cols.blobs, q),
         Find(cols.writes, q),
         Find(cols.items, q),
         Find(cols.chunks, q),
+        Find(cols.writes, {"thread_id": target}, {"checkpoint_ns": 1, "checkpoint_id": 1}),
     ])
     if not cps:
         return
@@ -443,9 +449,25 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     if items:
         yield BulkWrite(cols.items, [D.upsert_item(d) for d in items])
     yield Parallel(ops)
+    yield from _drop_replaced_writes(ctx, target, cps, writes, held)
     yield from copy_effects_plan(ctx, source, target, now_ms)  # the effect journal too
     yield from release_plan(ctx, target)
     yield from summaries.refresh_quietly_plan(ctx, [target])  # the target's summary
+
+
+def _drop_replaced_writes(ctx: Context, target: str, cps: Sequence[Doc],
+                          copied: Sequence[Doc], held: Sequence[Doc]) -> Plan[None]:
+    """Delete the writes documents ``held`` (``target``'s, read before the copy) of the
+    checkpoints ``cps`` just copied that the copies ``copied`` did not overwrite, then
+    their chunks. A document stored meanwhile (a run writing to the target) was not
+    read, so it stays."""
+    ours = {(d["checkpoint_ns"], d["checkpoint_id"]) for d in cps}
+    kept = {d["_id"] for d in copied}
+    stale = [d["_id"] for d in held if d["_id"] not in kept
+             and (d.get("checkpoint_ns"), d.get("checkpoint_id")) in ours]
+    if stale:
+        yield _delete_ids(ctx.collections.writes, stale)
+        yield DeleteMany(ctx.collections.chunks, Q.chunks_of_owners(target, stale))
 
 
 def release_plan(ctx: Context, thread_id: str) -> Plan[None]:

@@ -54,7 +54,12 @@ class ThreadMethods:
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, blob and write (the whole parent chain) of one thread to
-        another; the source is unchanged."""
+        another; the source is unchanged. The target keeps its other checkpoints; a
+        checkpoint it already held (an earlier copy) becomes the source's, pending writes
+        included: the target's own writes to it are removed. Waits for the outbox first
+        (``FlushTimeoutError`` after ``delete_flush_timeout_s`` seconds); a damaged source
+        document raises ``CorruptRecordError`` naming it, and nothing is copied.
+        InMemorySaver does not implement ``copy_thread``."""
         self._runtime.run(history_edits.copy_thread_plan(
             self._ctx, check_id("thread_id", source_thread_id),
             check_id("thread_id", target_thread_id)))
