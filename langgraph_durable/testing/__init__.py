@@ -117,8 +117,9 @@ if pytest is not None:
 
     @pytest.fixture(scope="session")
     def mongo_server_proc() -> Iterator[MongoServer]:
-        """Session-wide :class:`MongoServer` (standalone). Do not stop it; make your own."""
-        with mongo_server() as server:
+        """Session-wide :class:`MongoServer` (standalone, in memory: its data does not
+        outlive it). Do not stop it; make your own."""
+        with mongo_server(in_memory=True) as server:
             yield server
 
     @pytest.fixture(scope="session")
