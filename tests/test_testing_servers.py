@@ -112,6 +112,21 @@ def test_mongo_survives_restart() -> None:
             assert client["restart_db"]["c"].find_one({"_id": 1}) == {"_id": 1, "v": "kept"}
 
 
+def test_mongo_in_memory_serves_data_writes_no_file_and_forgets_on_restart() -> None:
+    import os
+
+    with mongo_server(in_memory=True) as server:
+        _restartable(server)
+        with pymongo.MongoClient[dict[str, Any]](server.url) as client:
+            client["mem_db"]["c"].insert_one({"_id": 1, "v": "held"})
+            assert client["mem_db"]["c"].find_one({"_id": 1}) == {"_id": 1, "v": "held"}
+        assert os.listdir(server.data_dir) == []  # no journal, no data files
+        server.stop()
+        server.start()
+        with pymongo.MongoClient[dict[str, Any]](server.url) as client:
+            assert client["mem_db"]["c"].find_one({"_id": 1}) is None
+
+
 def test_s3_put_get_and_conditional_put(s3_server_proc: S3Server, s3_endpoint_url: str) -> None:
     from botocore.exceptions import ClientError
 
