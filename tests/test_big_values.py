@@ -226,6 +226,30 @@ def test_copy_thread_copies_chunks_under_the_target_ids(saver: DurableSaver,
     assert _values(saver, "dst") == expected
 
 
+def test_a_second_copy_over_the_targets_own_chunked_write_leaves_only_the_sources_chunks(
+        saver: DurableSaver, small_chunks: None) -> None:
+    # the target's own write of the same (task, idx) to a copied checkpoint, chunked
+    # (one document per write, the same _id as the source's): the copy overwrites the
+    # document, and its old chunks (another digest) must go with it
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    cp = empty_checkpoint()
+    src: Any = {"configurable": {"thread_id": "s", "checkpoint_ns": "",
+                                 "checkpoint_id": cp["id"]}}
+    dst: Any = {"configurable": {**src["configurable"], "thread_id": "d"}}
+    saver.put({"configurable": {"thread_id": "s", "checkpoint_ns": ""}}, cp, {"step": 0}, {})
+    saver.put_writes(src, [("__error__", text(3000, "e"))], "task")
+    saver.copy_thread("s", "d")
+    saver.put_writes(dst, [("__error__", text(3000, "f")), ("x", text(3000, "x"))], "task")
+    saver.flush()
+    assert len(chunk_docs(saver, "d")) == 3 + 3 + 3  # the copy's, then the target's two
+    saver.copy_thread("s", "d")
+    assert sorted(c["sha256"] for c in chunk_docs(saver, "d")) == sorted(
+        c["sha256"] for c in chunk_docs(saver, "s"))  # 3: the source's write alone
+    cold(saver, "d")
+    assert saver.get_tuple(dst).pending_writes == [("task", "__error__", text(3000, "e"))]
+
+
 def test_a_missing_or_altered_chunk_is_a_corrupt_record_naming_thread_document_chunk(
         saver: DurableSaver, small_chunks: None) -> None:
     _run(saver, "t", steps=1)

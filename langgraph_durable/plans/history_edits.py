@@ -407,7 +407,8 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
         Find(cols.writes, q),
         Find(cols.items, q),
         Find(cols.chunks, q),
-        Find(cols.writes, {"thread_id": target}, {"checkpoint_ns": 1, "checkpoint_id": 1}),
+        Find(cols.writes, {"thread_id": target},
+             {"checkpoint_ns": 1, "checkpoint_id": 1, "chunked": 1}),
     ])
     if not cps:
         return
@@ -445,29 +446,40 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
                 renamed[old_id] = d
         ops.append(BulkWrite(name, [D.upsert(d) for d in docs]))
     # the chunks first, under the target's ids; then the items the others name
-    yield from C.write_plan(cols.chunks, C.moved(chunks, renamed))
+    moved = C.moved(chunks, renamed)
+    yield from C.write_plan(cols.chunks, moved)
     if items:
         yield BulkWrite(cols.items, [D.upsert_item(d) for d in items])
     yield Parallel(ops)
-    yield from _drop_replaced_writes(ctx, target, cps, writes, held)
+    yield from _drop_replaced_writes(ctx, target, cps, writes, held,
+                                     {c["_id"] for c in moved})
     yield from copy_effects_plan(ctx, source, target, now_ms)  # the effect journal too
     yield from release_plan(ctx, target)
     yield from summaries.refresh_quietly_plan(ctx, [target])  # the target's summary
 
 
 def _drop_replaced_writes(ctx: Context, target: str, cps: Sequence[Doc],
-                          copied: Sequence[Doc], held: Sequence[Doc]) -> Plan[None]:
+                          copied: Sequence[Doc], held: Sequence[Doc],
+                          new_chunks: set[str]) -> Plan[None]:
     """Delete the writes documents ``held`` (``target``'s, read before the copy) of the
     checkpoints ``cps`` just copied that the copies ``copied`` did not overwrite, then
-    their chunks. A document stored meanwhile (a run writing to the target) was not
-    read, so it stays."""
+    the chunks of any held document of those checkpoints that the copies did not store
+    (``new_chunks``: their ``_id``s; a copy overwriting a chunked write of the same
+    ``_id`` with another value leaves its old chunks otherwise). A document stored
+    meanwhile (a run writing to the target) was not read, so it stays."""
+    cols = ctx.collections
     ours = {(d["checkpoint_ns"], d["checkpoint_id"]) for d in cps}
+    mine = [d for d in held if (d.get("checkpoint_ns"), d.get("checkpoint_id")) in ours]
     kept = {d["_id"] for d in copied}
-    stale = [d["_id"] for d in held if d["_id"] not in kept
-             and (d.get("checkpoint_ns"), d.get("checkpoint_id")) in ours]
+    stale = [d["_id"] for d in mine if d["_id"] not in kept]
     if stale:
-        yield _delete_ids(ctx.collections.writes, stale)
-        yield DeleteMany(ctx.collections.chunks, Q.chunks_of_owners(target, stale))
+        yield _delete_ids(cols.writes, stale)
+    chunked = [d["_id"] for d in mine if d.get("chunked")]
+    if chunked:
+        found = yield from ask(Find(cols.chunks, Q.chunks_of_owners(target, chunked), {"_id": 1}))
+        gone = [c["_id"] for c in found if c["_id"] not in new_chunks]
+        if gone:
+            yield _delete_ids(cols.chunks, gone)
 
 
 def release_plan(ctx: Context, thread_id: str) -> Plan[None]:
