@@ -401,17 +401,22 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     q = {"thread_id": source}
-    cps, blobs, writes, items, chunks, held = yield Parallel([
+    # read against the flusher's write order (chunks, items, blobs, writes, checkpoints):
+    # what a checkpoint read here refers to was stored before it, so the later reads
+    # find it, whatever puts to the source land meanwhile
+    cps, held = yield Parallel([
         Find(cols.checkpoints, q),
-        Find(cols.blobs, q),
-        Find(cols.writes, q),
-        Find(cols.items, q),
-        Find(cols.chunks, q),
         Find(cols.writes, {"thread_id": target},
              {"checkpoint_ns": 1, "checkpoint_id": 1, "chunked": 1}),
     ])
     if not cps:
         return
+    blobs, writes = yield Parallel([Find(cols.blobs, q), Find(cols.writes, q)])
+    ours = {(d.get("checkpoint_ns"), d.get("checkpoint_id")) for d in cps}
+    writes = [w for w in writes  # not those of a checkpoint stored after the read above
+              if (w.get("checkpoint_ns"), w.get("checkpoint_id")) in ours]
+    items = yield from ask(Find(cols.items, q))
+    chunks = yield from ask(Find(cols.chunks, q))
     (clock,) = yield Pipeline([["TIME"]])  # Redis time: these records are stored now
     now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
     for kind, docs in (("checkpoints", cps), ("blobs", blobs), ("writes", writes),

@@ -160,6 +160,48 @@ def test_a_put_landing_during_copy_thread_is_kept(redis_url, mongo_url) -> None:
         assert r.hget(s.context.keys("T").meta, "complete") is None
 
 
+def test_a_put_to_the_source_landing_during_copy_thread_is_never_half_copied(
+        redis_url, mongo_url) -> None:
+    # found by a helper: copy_thread read the source's blobs, writes and items beside its
+    # checkpoints; a put flushed between those reads left the target a checkpoint whose
+    # blobs and items were not copied. It now reads the checkpoints first, then what they
+    # refer to (stored before them by the flusher), and copies only their writes.
+    from langgraph_durable.core.ops import Find, Parallel
+    from langgraph_durable.plans import history_edits
+
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:
+        src = {"configurable": {"thread_id": "S", "checkpoint_ns": ""}}
+        head = put(s, "S", 2)
+        s.put_writes(head, [("v", "first")], "t0")
+        s.flush()
+        cols, landed = s.context.collections, {}
+
+        def put_before_blobs_are_read(op) -> None:
+            if landed or not isinstance(op, Parallel) or not any(
+                    isinstance(o, Find) and o.collection == cols.blobs for o in op.ops):
+                return
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"v": "x" * 3000, "m": ["a", "b"]}
+            versions = {"v": f"{9:032}.0", "m": f"{9:032}.0"}
+            cp["channel_versions"] = versions
+            landed.update(s.put(head, cp, {"step": 9}, versions))
+            s.put_writes(landed, [("v", "late")], "t1")
+            s.flush()
+
+        s.run(tap(history_edits.copy_thread_plan(s.context, "S", "T"),
+                  before=put_before_blobs_are_read))
+        assert landed
+        copied = list(s.list({"configurable": {"thread_id": "T"}}))
+        source = {t.config["configurable"]["checkpoint_id"]: t for t in s.list(src)}
+        assert len(copied) == 2 and len(source) == 3  # the landed one was not copied
+        for t in copied:
+            mine = source[t.config["configurable"]["checkpoint_id"]]
+            assert (t.checkpoint, t.metadata, t.pending_writes) == (
+                mine.checkpoint, mine.metadata, mine.pending_writes)
+        db = s.sync_clients.db
+        assert db[cols.writes].count_documents({"thread_id": "T"}) == 1  # t0's, not t1's
+
+
 def test_a_new_run_starting_as_a_copy_lands_does_not_hide_the_copy(redis_url, mongo_url) -> None:
     # a run read thread "U" (nothing there), then copy_thread("S", "U") ran, then the run
     # put its input checkpoint (no parent, step -1): Redis must not be taken as holding
