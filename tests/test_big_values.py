@@ -250,6 +250,43 @@ def test_a_second_copy_over_the_targets_own_chunked_write_leaves_only_the_source
     assert saver.get_tuple(dst).pending_writes == [("task", "__error__", text(3000, "e"))]
 
 
+def test_a_chunked_write_the_target_stores_during_a_copy_keeps_its_chunks(
+        saver: DurableSaver, small_chunks: None) -> None:
+    # found by a helper: the target's run overwrites its chunked write to a copied
+    # checkpoint after the copy stored its documents; the copy's clean-up deleted the
+    # new value's chunks (a writes document naming chunks gone: CorruptRecordError).
+    # Only chunks read before the copy are cleaned up now.
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from faults.common import tap
+    from langgraph_durable.core.ops import BulkWrite, Parallel
+    from langgraph_durable.plans import history_edits
+
+    cp = empty_checkpoint()
+    src: Any = {"configurable": {"thread_id": "s", "checkpoint_ns": "",
+                                 "checkpoint_id": cp["id"]}}
+    dst: Any = {"configurable": {**src["configurable"], "thread_id": "d"}}
+    saver.put({"configurable": {"thread_id": "s", "checkpoint_ns": ""}}, cp, {"step": 0}, {})
+    saver.put_writes(src, [("__error__", text(3000, "e"))], "task")
+    saver.copy_thread("s", "d")
+    saver.put_writes(dst, [("__error__", text(3000, "f"))], "task")
+    saver.flush()
+    cols, landed = saver.context.collections, []
+
+    def target_writes_after_the_copy_stored(op: Any, _result: Any, _error: Any) -> None:
+        inner = op.ops if isinstance(op, Parallel) else [op]
+        if not landed and any(isinstance(o, BulkWrite) and o.collection == cols.writes
+                              for o in inner):
+            landed.append(saver.put_writes(dst, [("__error__", text(3000, "g"))], "task"))
+            saver.flush()
+
+    saver.run(tap(history_edits.copy_thread_plan(saver.context, "s", "d"),
+                  after=target_writes_after_the_copy_stored))
+    assert landed
+    cold(saver, "d")  # the target's own newer value, whole (its chunks kept)
+    assert saver.get_tuple(dst).pending_writes == [("task", "__error__", text(3000, "g"))]
+
+
 def test_a_missing_or_altered_chunk_is_a_corrupt_record_naming_thread_document_chunk(
         saver: DurableSaver, small_chunks: None) -> None:
     _run(saver, "t", steps=1)

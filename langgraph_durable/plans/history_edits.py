@@ -411,8 +411,12 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     ])
     if not cps:
         return
-    blobs, writes = yield Parallel([Find(cols.blobs, q), Find(cols.writes, q)])
     ours = {(d.get("checkpoint_ns"), d.get("checkpoint_id")) for d in cps}
+    chunked = [d["_id"] for d in held if d.get("chunked")
+               and (d.get("checkpoint_ns"), d.get("checkpoint_id")) in ours]
+    blobs, writes, had = yield Parallel([  # had: the chunks of those, as they are now
+        Find(cols.blobs, q), Find(cols.writes, q),
+        Find(cols.chunks, Q.chunks_of_owners(target, chunked), {"_id": 1})])
     writes = [w for w in writes  # not those of a checkpoint stored after the read above
               if (w.get("checkpoint_ns"), w.get("checkpoint_id")) in ours]
     items = yield from ask(Find(cols.items, q))
@@ -456,35 +460,30 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     if items:
         yield BulkWrite(cols.items, [D.upsert_item(d) for d in items])
     yield Parallel(ops)
-    yield from _drop_replaced_writes(ctx, target, cps, writes, held,
-                                     {c["_id"] for c in moved})
+    yield from _drop_replaced_writes(ctx, ours, writes, held,
+                                     [c["_id"] for c in had if c["_id"] not in
+                                      {m["_id"] for m in moved}])
     yield from copy_effects_plan(ctx, source, target, now_ms)  # the effect journal too
     yield from release_plan(ctx, target)
     yield from summaries.refresh_quietly_plan(ctx, [target])  # the target's summary
 
 
-def _drop_replaced_writes(ctx: Context, target: str, cps: Sequence[Doc],
-                          copied: Sequence[Doc], held: Sequence[Doc],
-                          new_chunks: set[str]) -> Plan[None]:
-    """Delete the writes documents ``held`` (``target``'s, read before the copy) of the
-    checkpoints ``cps`` just copied that the copies ``copied`` did not overwrite, then
-    the chunks of any held document of those checkpoints that the copies did not store
-    (``new_chunks``: their ``_id``s; a copy overwriting a chunked write of the same
-    ``_id`` with another value leaves its old chunks otherwise). A document stored
-    meanwhile (a run writing to the target) was not read, so it stays."""
-    cols = ctx.collections
-    ours = {(d["checkpoint_ns"], d["checkpoint_id"]) for d in cps}
-    mine = [d for d in held if (d.get("checkpoint_ns"), d.get("checkpoint_id")) in ours]
+def _drop_replaced_writes(ctx: Context, ours: set[tuple[str, str]], copied: Sequence[Doc],
+                          held: Sequence[Doc], old_chunks: Sequence[str]) -> Plan[None]:
+    """Delete the writes documents ``held`` (the target's, read before the copy) of the
+    checkpoints ``ours`` (``(checkpoint_ns, checkpoint_id)``) just copied that the
+    copies ``copied`` did not overwrite, and the chunks ``old_chunks`` (``_id``s read
+    before the copy, of the held documents of those checkpoints, that the copy did not
+    store: a copy overwriting a chunked write of the same ``_id`` with another value
+    leaves them otherwise). What a run writing to the target stored meanwhile was not
+    read, so it stays."""
     kept = {d["_id"] for d in copied}
-    stale = [d["_id"] for d in mine if d["_id"] not in kept]
+    stale = [d["_id"] for d in held if d["_id"] not in kept
+             and (d.get("checkpoint_ns"), d.get("checkpoint_id")) in ours]
     if stale:
-        yield _delete_ids(cols.writes, stale)
-    chunked = [d["_id"] for d in mine if d.get("chunked")]
-    if chunked:
-        found = yield from ask(Find(cols.chunks, Q.chunks_of_owners(target, chunked), {"_id": 1}))
-        gone = [c["_id"] for c in found if c["_id"] not in new_chunks]
-        if gone:
-            yield _delete_ids(cols.chunks, gone)
+        yield _delete_ids(ctx.collections.writes, stale)
+    if old_chunks:
+        yield _delete_ids(ctx.collections.chunks, old_chunks)
 
 
 def release_plan(ctx: Context, thread_id: str) -> Plan[None]:
