@@ -226,11 +226,10 @@ def test_copy_thread_copies_chunks_under_the_target_ids(saver: DurableSaver,
     assert _values(saver, "dst") == expected
 
 
-def test_a_second_copy_over_the_targets_own_chunked_write_leaves_only_the_sources_chunks(
-        saver: DurableSaver, small_chunks: None) -> None:
-    # the target's own write of the same (task, idx) to a copied checkpoint, chunked
-    # (one document per write, the same _id as the source's): the copy overwrites the
-    # document, and its old chunks (another digest) must go with it
+def _copied_then_written(saver: DurableSaver, *own: tuple[str, Any]) -> tuple[Any, Any]:
+    """Thread "s": one checkpoint with a chunked ``__error__`` write of task "task",
+    copied to "d", where the same task then writes ``own``; flushed. Returns the
+    checkpoint's configs on "s" and "d"."""
     from langgraph.checkpoint.base import empty_checkpoint
 
     cp = empty_checkpoint()
@@ -240,8 +239,18 @@ def test_a_second_copy_over_the_targets_own_chunked_write_leaves_only_the_source
     saver.put({"configurable": {"thread_id": "s", "checkpoint_ns": ""}}, cp, {"step": 0}, {})
     saver.put_writes(src, [("__error__", text(3000, "e"))], "task")
     saver.copy_thread("s", "d")
-    saver.put_writes(dst, [("__error__", text(3000, "f")), ("x", text(3000, "x"))], "task")
+    saver.put_writes(dst, list(own), "task")
     saver.flush()
+    return src, dst
+
+
+def test_a_second_copy_over_the_targets_own_chunked_write_leaves_only_the_sources_chunks(
+        saver: DurableSaver, small_chunks: None) -> None:
+    # the target's own write of the same (task, idx) to a copied checkpoint, chunked
+    # (one document per write, the same _id as the source's): the copy overwrites the
+    # document, and its old chunks (another digest) must go with it
+    _src, dst = _copied_then_written(saver, ("__error__", text(3000, "f")),
+                                     ("x", text(3000, "x")))
     assert len(chunk_docs(saver, "d")) == 3 + 3 + 3  # the copy's, then the target's two
     saver.copy_thread("s", "d")
     assert sorted(c["sha256"] for c in chunk_docs(saver, "d")) == sorted(
@@ -256,21 +265,11 @@ def test_a_chunked_write_the_target_stores_during_a_copy_keeps_its_chunks(
     # checkpoint after the copy stored its documents; the copy's clean-up deleted the
     # new value's chunks (a writes document naming chunks gone: CorruptRecordError).
     # Only chunks read before the copy are cleaned up now.
-    from langgraph.checkpoint.base import empty_checkpoint
-
     from faults.common import tap
     from langgraph_durable.core.ops import BulkWrite, Parallel
     from langgraph_durable.plans import history_edits
 
-    cp = empty_checkpoint()
-    src: Any = {"configurable": {"thread_id": "s", "checkpoint_ns": "",
-                                 "checkpoint_id": cp["id"]}}
-    dst: Any = {"configurable": {**src["configurable"], "thread_id": "d"}}
-    saver.put({"configurable": {"thread_id": "s", "checkpoint_ns": ""}}, cp, {"step": 0}, {})
-    saver.put_writes(src, [("__error__", text(3000, "e"))], "task")
-    saver.copy_thread("s", "d")
-    saver.put_writes(dst, [("__error__", text(3000, "f"))], "task")
-    saver.flush()
+    _src, dst = _copied_then_written(saver, ("__error__", text(3000, "f")))
     cols, landed = saver.context.collections, []
 
     def target_writes_after_the_copy_stored(op: Any, _result: Any, _error: Any) -> None:
