@@ -267,7 +267,7 @@ def test_a_chunked_write_the_target_stores_during_a_copy_keeps_its_chunks(
     # Only chunks read before the copy are cleaned up now.
     from faults.common import tap
     from langgraph_durable.core.ops import BulkWrite, Parallel
-    from langgraph_durable.plans import history_edits
+    from langgraph_durable.plans import thread_copy
 
     _src, dst = _copied_then_written(saver, ("__error__", text(3000, "f")))
     cols, landed = saver.context.collections, []
@@ -279,7 +279,7 @@ def test_a_chunked_write_the_target_stores_during_a_copy_keeps_its_chunks(
             landed.append(saver.put_writes(dst, [("__error__", text(3000, "g"))], "task"))
             saver.flush()
 
-    saver.run(tap(history_edits.copy_thread_plan(saver.context, "s", "d"),
+    saver.run(tap(thread_copy.copy_thread_plan(saver.context, "s", "d"),
                   after=target_writes_after_the_copy_stored))
     assert landed
     cold(saver, "d")  # the target's own newer value, whole (its chunks kept)

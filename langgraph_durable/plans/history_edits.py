@@ -1,4 +1,5 @@
-"""Plans that change stored history: flush-wait, delete_thread, delete_for_runs, prune, copy.
+"""Plans that change stored history: flush-wait, delete_thread, delete_for_runs, prune
+(``copy_thread``: ``thread_copy.py``).
 
 No resurrection: each first waits until every outbox entry written before it has reached
 MongoDB (``flush_wait_plan``), so no late flush can write back what it removes. After that
@@ -29,20 +30,18 @@ from ..core.ops import (
 from ..core.outbox_entry import DeadLetter
 from ..core.records import member
 from ..durable import checkpoint_queries as Q
-from ..durable import chunks as C
 from ..durable import documents as D
 from ..durable import inline as I
-from ..durable import write_groups as G
 from ..errors import CorruptRecordError, DeadLetteredError, FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S, dead_letter_key
 from ..hot.registry_scripts import forget_op
 from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
 from . import summary_upkeep as summaries
 from .context import Context
-from .effect_journal import copy_effects_plan, delete_thread_effects_plan, remove_effects_plan
+from .effect_journal import delete_thread_effects_plan, remove_effects_plan
 from .fence import insert_else_upsert
 from .prune_choice import PruneChoice, choice_plan, unreferenced_items
-from .thread_registry import forget_plan, register_plan
+from .thread_registry import forget_plan
 from .tombstones import record_plan
 
 log = logging.getLogger("langgraph_durable.saver")
@@ -388,102 +387,6 @@ def _collect_items_plan(ctx: Context, thread_id: str, start_ms: int) -> Plan[Non
     inline = [{"refs": I.inline_refs(d)} for d in cdocs]  # manifests inside checkpoints
     gone = unreferenced_items([*bdocs, *wdocs, *inline], idocs, start_ms)
     yield from _remove(ctx, thread_id, {}, [], [], gone)
-
-
-def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
-    """Copy every checkpoint, blob and write (the whole parent chain) to ``target``,
-    registered in its thread registry before MongoDB holds it. A copied checkpoint's
-    pending writes on ``target`` are then exactly the source's: the writes documents
-    ``target`` held of it before (its own calls since an earlier copy) are deleted after
-    the copies are stored, as their ``seq``s (each thread's own clock readings) cannot be
-    weighed against the source's. InMemorySaver has no ``copy_thread``; this mirrors
-    what a copy of the source's rows would leave."""
-    yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
-    cols = ctx.collections
-    q = {"thread_id": source}
-    # read against the flusher's write order (chunks, items, blobs, writes, checkpoints):
-    # what a checkpoint read here refers to was stored before it, so the later reads
-    # find it, whatever puts to the source land meanwhile
-    cps, held = yield Parallel([
-        Find(cols.checkpoints, q),
-        Find(cols.writes, {"thread_id": target},
-             {"checkpoint_ns": 1, "checkpoint_id": 1, "chunked": 1}),
-    ])
-    if not cps:
-        return
-    ours = {(d.get("checkpoint_ns"), d.get("checkpoint_id")) for d in cps}
-    chunked = [d["_id"] for d in held if d.get("chunked")
-               and (d.get("checkpoint_ns"), d.get("checkpoint_id")) in ours]
-    blobs, writes, had = yield Parallel([  # had: the chunks of those, as they are now
-        Find(cols.blobs, q), Find(cols.writes, q),
-        Find(cols.chunks, Q.chunks_of_owners(target, chunked), {"_id": 1})])
-    writes = [w for w in writes  # not those of a checkpoint stored after the read above
-              if (w.get("checkpoint_ns"), w.get("checkpoint_id")) in ours]
-    items = yield from ask(Find(cols.items, q))
-    chunks = yield from ask(Find(cols.chunks, q))
-    (clock,) = yield Pipeline([["TIME"]])  # Redis time: these records are stored now
-    now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
-    for kind, docs in (("checkpoints", cps), ("blobs", blobs), ("writes", writes),
-                       ("items", items)):
-        for d in docs:  # a damaged document raises CorruptRecordError: nothing copied
-            if not C.has_chunks(d):
-                G.check_document(d, kind)  # (writes of either form)
-    yield from register_plan(ctx, target)  # before MongoDB holds it (plans/thread_registry.py)
-    for d in (*cps, *blobs, *writes, *items):
-        d["put_ms"] = now_ms
-    ops: list[Op[object]] = []
-    renamed: dict[str, Doc] = {}  # source _id -> target document, of those with chunks
-    for d in items:  # items first: the blobs and writes name them
-        old_id = d["_id"]
-        (digest,) = D.identity_of(d, "items", ["d"])
-        d["_id"] = D.doc_id(target, bytes(digest).hex())
-        d["thread_id"] = target
-        if C.has_chunks(d):
-            renamed[old_id] = d
-    for name, docs, kind, ident in (
-        (cols.checkpoints, cps, "checkpoints", ("checkpoint_ns", "checkpoint_id")),
-        (cols.blobs, blobs, "blobs", ("checkpoint_ns", "channel", "version")),
-        (cols.writes, writes, "writes", ("checkpoint_ns", "checkpoint_id", "task_id", "idx")),
-    ):
-        if not docs:
-            continue
-        for d in docs:
-            old_id = d["_id"]
-            d["_id"] = D.doc_id(target, *G.identity_of(d, kind, ident))  # damaged: raises
-            d["thread_id"] = target
-            if C.has_chunks(d):
-                renamed[old_id] = d
-        ops.append(BulkWrite(name, [D.upsert(d) for d in docs]))
-    # the chunks first, under the target's ids; then the items the others name
-    moved = C.moved(chunks, renamed)
-    yield from C.write_plan(cols.chunks, moved)
-    if items:
-        yield BulkWrite(cols.items, [D.upsert_item(d) for d in items])
-    yield Parallel(ops)
-    yield from _drop_replaced_writes(ctx, ours, writes, held,
-                                     [c["_id"] for c in had if c["_id"] not in
-                                      {m["_id"] for m in moved}])
-    yield from copy_effects_plan(ctx, source, target, now_ms)  # the effect journal too
-    yield from release_plan(ctx, target)
-    yield from summaries.refresh_quietly_plan(ctx, [target])  # the target's summary
-
-
-def _drop_replaced_writes(ctx: Context, ours: set[tuple[str, str]], copied: Sequence[Doc],
-                          held: Sequence[Doc], old_chunks: Sequence[str]) -> Plan[None]:
-    """Delete the writes documents ``held`` (the target's, read before the copy) of the
-    checkpoints ``ours`` (``(checkpoint_ns, checkpoint_id)``) just copied that the
-    copies ``copied`` did not overwrite, and the chunks ``old_chunks`` (``_id``s read
-    before the copy, of the held documents of those checkpoints, that the copy did not
-    store: a copy overwriting a chunked write of the same ``_id`` with another value
-    leaves them otherwise). What a run writing to the target stored meanwhile was not
-    read, so it stays."""
-    kept = {d["_id"] for d in copied}
-    stale = [d["_id"] for d in held if d["_id"] not in kept
-             and (d.get("checkpoint_ns"), d.get("checkpoint_id")) in ours]
-    if stale:
-        yield _delete_ids(ctx.collections.writes, stale)
-    if old_chunks:
-        yield _delete_ids(ctx.collections.chunks, old_chunks)
 
 
 def release_plan(ctx: Context, thread_id: str) -> Plan[None]:

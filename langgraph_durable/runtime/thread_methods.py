@@ -1,8 +1,8 @@
 """The thread-wide methods of a ``DurableSaver`` (LangGraph's ``delete_thread``,
 ``delete_for_runs``, ``copy_thread``, ``prune``, and ``list_threads``): each validates its
-identifiers and runs one plan of ``plans/history_edits.py`` or ``plans/threads.py`` on the saver's
-runtime; the saver inherits them (``saver.py`` keeps reading, writing and listing
-checkpoints)."""
+identifiers and runs one plan of ``plans/history_edits.py``, ``plans/thread_copy.py`` or
+``plans/threads.py`` on the saver's runtime; the saver inherits them (``saver.py`` keeps
+reading, writing and listing checkpoints)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ..core.ops import Plan
 from ..core.records import check_id, check_ids
-from ..plans import history_edits, threads
+from ..plans import history_edits, thread_copy, threads
 from ..plans.context import Context
 from ..plans.threads import ThreadPage
 from .base import SaverRuntime
@@ -60,13 +60,13 @@ class ThreadMethods:
         (``FlushTimeoutError`` after ``delete_flush_timeout_s`` seconds); a damaged source
         document raises ``CorruptRecordError`` naming it, and nothing is copied.
         InMemorySaver does not implement ``copy_thread``."""
-        self._runtime.run(history_edits.copy_thread_plan(
+        self._runtime.run(thread_copy.copy_thread_plan(
             self._ctx, check_id("thread_id", source_thread_id),
             check_id("thread_id", target_thread_id)))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Async ``copy_thread``."""
-        await self._runtime.arun(history_edits.copy_thread_plan(
+        await self._runtime.arun(thread_copy.copy_thread_plan(
             self._ctx, check_id("thread_id", source_thread_id),
             check_id("thread_id", target_thread_id)))
 

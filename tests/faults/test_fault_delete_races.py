@@ -136,7 +136,7 @@ def test_a_put_landing_during_copy_thread_is_kept(redis_url, mongo_url) -> None:
     # another process puts on the target after copy_thread's flush-wait, before it drops
     # the target's hot keys: the put must survive (it used to be deleted from Redis before
     # any flusher copied it), and the next new-thread put must not mark the target complete
-    from langgraph_durable.plans import history_edits
+    from langgraph_durable.plans import thread_copy
 
     with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:
         put(s, "S", 3)
@@ -150,7 +150,7 @@ def test_a_put_landing_during_copy_thread_is_kept(redis_url, mongo_url) -> None:
                 cp["channel_versions"] = {"v": f"{9:032}.0"}
                 landed.update(s.put(head, cp, {"step": 9}, {"v": f"{9:032}.0"}))
 
-        s.run(tap(history_edits.copy_thread_plan(s.context, "S", "T"), before=put_before_release))
+        s.run(tap(thread_copy.copy_thread_plan(s.context, "S", "T"), before=put_before_release))
         s.flush()
         cid = landed["configurable"]["checkpoint_id"]
         assert s.get_tuple(landed).checkpoint["channel_values"] == {"v": "landed"}
@@ -167,7 +167,7 @@ def test_a_put_to_the_source_landing_during_copy_thread_is_never_half_copied(
     # blobs and items were not copied. It now reads the checkpoints first, then what they
     # refer to (stored before them by the flusher), and copies only their writes.
     from langgraph_durable.core.ops import Find, Parallel
-    from langgraph_durable.plans import history_edits
+    from langgraph_durable.plans import thread_copy
 
     with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:
         src = {"configurable": {"thread_id": "S", "checkpoint_ns": ""}}
@@ -188,7 +188,7 @@ def test_a_put_to_the_source_landing_during_copy_thread_is_never_half_copied(
             s.put_writes(landed, [("v", "late")], "t1")
             s.flush()
 
-        s.run(tap(history_edits.copy_thread_plan(s.context, "S", "T"),
+        s.run(tap(thread_copy.copy_thread_plan(s.context, "S", "T"),
                   before=put_before_blobs_are_read))
         assert landed
         copied = list(s.list({"configurable": {"thread_id": "T"}}))

@@ -21,7 +21,7 @@ from langgraph_durable.durable import documents as D
 from langgraph_durable.errors import FlushTimeoutError
 from langgraph_durable.hot.keys import TOMBSTONE_TTL_S
 from langgraph_durable.hot.scripts import DeleteThreadReply
-from langgraph_durable.plans import history_edits
+from langgraph_durable.plans import history_edits, thread_copy
 
 from .stepping import Drive, FakeClock, context, drive
 from .test_read_plans import IDS, stored
@@ -173,7 +173,7 @@ def test_copy_thread_stamps_the_copies_with_redis_time_and_drops_stale_hot_keys(
             return 0  # released
         return None
 
-    done = drive(history_edits.copy_thread_plan(ctx, "src", "dst"), answer)
+    done = drive(thread_copy.copy_thread_plan(ctx, "src", "dst"), answer)
     (copy,) = [op for op in done.ops if isinstance(op, BulkWrite)]
     first = copy.requests[0]
     assert isinstance(first, UpdateDoc)
