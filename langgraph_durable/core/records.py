@@ -42,11 +42,19 @@ Decode = Callable[[list[tuple[bytes, Typed]]], list[object]]
 (``items.Items.decode`` bound to a thread)."""
 
 
+MAX_ID_BYTES = 65_536
+"""Longest identifier ``check_id`` takes, in UTF-8 bytes. An identifier is part of
+Redis keys and fields and of MongoDB ``_id``s (several in one document, under its
+16 MiB limit); a 9 MB ``thread_id`` was taken by ``put`` and then dead-lettered, every
+error message repeating it whole. InMemorySaver has no limit."""
+
+
 def check_id(kind: str, value: object, *, thread_id: str | None = None) -> str:
     """Return ``value`` as a storable identifier string or raise ``InvalidIdentifierError``.
 
     ``thread_id`` may be any ``str``, ``int`` or ``uuid.UUID`` (converted with ``str``);
-    every identifier must be non-NUL text (``"\\x00"`` separates key parts).
+    every identifier must be non-NUL text (``"\\x00"`` separates key parts) of at most
+    ``MAX_ID_BYTES`` bytes in UTF-8.
     """
     if isinstance(value, bool) or not isinstance(value, (str, int)) and not _is_uuid(value):
         where = f" (thread {thread_id!r})" if thread_id is not None else ""
@@ -55,7 +63,7 @@ def check_id(kind: str, value: object, *, thread_id: str | None = None) -> str:
         )
     text = str(value)
     try:
-        text.encode("utf-8")
+        size = len(text.encode("utf-8"))
     except UnicodeEncodeError:
         where = f" of thread {thread_id!r}" if thread_id is not None and kind != "thread_id" else ""
         raise InvalidIdentifierError(
@@ -64,6 +72,12 @@ def check_id(kind: str, value: object, *, thread_id: str | None = None) -> str:
     if SEP in text:
         where = f" of thread {thread_id!r}" if thread_id is not None and kind != "thread_id" else ""
         raise InvalidIdentifierError(f"{kind}{where} contains a NUL character: {text[:80]!r}")
+    if size > MAX_ID_BYTES:
+        where = f" of thread {thread_id[:80]!r}" if thread_id is not None \
+            and kind != "thread_id" else ""
+        raise InvalidIdentifierError(
+            f"{kind}{where} is {size:,} bytes in UTF-8, over the {MAX_ID_BYTES:,}-byte limit "
+            f"of an identifier: {text[:80]!r}...")
     return text
 
 

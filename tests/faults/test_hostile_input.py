@@ -321,6 +321,28 @@ def test_checkpoint_ns_with_nul_is_refused(g) -> None:
     g.assert_intact_and_resumable()
 
 
+def test_an_identifier_at_the_length_limit_round_trips_and_one_byte_more_is_refused(g) -> None:
+    # 65,536 bytes in UTF-8 (records.MAX_ID_BYTES); a 9 MB thread_id used to be taken by
+    # put, then dead-lettered, each error message repeating it whole
+    longest = "é" * 32_768  # 2 bytes each
+    cfg = put(g.saver, {"configurable": {"thread_id": longest}}, {"v": "long"})
+    cold(g.saver)
+    got = g.saver.get_tuple({"configurable": {"thread_id": longest}})
+    assert got.config == cfg and got.checkpoint["channel_values"] == {"v": "long"}
+    with pytest.raises(InvalidIdentifierError, match=(
+            r"^thread_id is 65,537 bytes in UTF-8, over the 65,536-byte limit of an "
+            r"identifier: 'éééé")):
+        put(g.saver, {"configurable": {"thread_id": longest + "x"}}, {"v": 1})
+    with pytest.raises(InvalidIdentifierError, match=(
+            r"^checkpoint_ns of thread 'h' is 9,437,184 bytes in UTF-8, over the")):
+        put(g.saver, {"configurable": {"thread_id": "h", "checkpoint_ns": "n" * (9 << 20)}},
+            {"v": 1})
+    with pytest.raises(InvalidIdentifierError, match=r"^thread_id is 65,537 bytes"):
+        g.saver.copy_thread(longest, longest + "x")
+    assert g.saver.get_tuple(H) is None
+    g.assert_intact_and_resumable()
+
+
 def test_channel_name_with_nul_is_refused_in_put(g) -> None:
     with pytest.raises(InvalidIdentifierError, match=(
             r"^channel of thread 'h' contains a NUL character: 'a\\x00b'$")):
