@@ -65,19 +65,15 @@ def check_id(kind: str, value: object, *, thread_id: str | None = None) -> str:
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:
-        where = f" of thread {thread_id!r}" if thread_id is not None and kind != "thread_id" else ""
-        raise InvalidIdentifierError(
-            f"{kind}{where} is not valid UTF-8 text (a lone surrogate?): {text[:80]!r}"
-        ) from None
+        raise InvalidIdentifierError(f"{kind}{_of(kind, thread_id)} is not valid UTF-8 "
+                                     f"text (a lone surrogate?): {text[:80]!r}") from None
     if SEP in text:
-        where = f" of thread {thread_id!r}" if thread_id is not None and kind != "thread_id" else ""
-        raise InvalidIdentifierError(f"{kind}{where} contains a NUL character: {text[:80]!r}")
-    if size > MAX_ID_BYTES:
-        where = f" of thread {thread_id[:80]!r}" if thread_id is not None \
-            and kind != "thread_id" else ""
         raise InvalidIdentifierError(
-            f"{kind}{where} is {size:,} bytes in UTF-8, over the {MAX_ID_BYTES:,}-byte limit "
-            f"of an identifier: {text[:80]!r}...")
+            f"{kind}{_of(kind, thread_id)} contains a NUL character: {text[:80]!r}")
+    if size > MAX_ID_BYTES:
+        raise InvalidIdentifierError(
+            f"{kind}{_of(kind, thread_id)} is {size:,} bytes in UTF-8, over the "
+            f"{MAX_ID_BYTES:,}-byte limit of an identifier: {text[:80]!r}...")
     return text
 
 
@@ -91,6 +87,12 @@ def check_ids(kind: str, values: Iterable[object]) -> list[str]:
             f"{kind}s must be a list of {kind}s, got the single string {values!r}: "
             f"pass [{values!r}]")
     return [check_id(kind, v) for v in values]
+
+
+def _of(kind: str, thread_id: str | None) -> str:
+    """`` of thread '...'`` for an error of ``check_id`` (only when it raises: the put
+    path calls it for every identifier)."""
+    return f" of thread {thread_id[:80]!r}" if thread_id is not None and kind != "thread_id" else ""
 
 
 def _is_uuid(value: object) -> bool:

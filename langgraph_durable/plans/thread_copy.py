@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..core.ops import BulkWrite, Doc, Find, Op, Parallel, Pipeline, Plan, ask
+from ..core.ops import BulkWrite, Doc, DocView, Find, Op, Parallel, Pipeline, Plan, ask
 from ..durable import checkpoint_queries as Q
 from ..durable import chunks as C
 from ..durable import documents as D
@@ -37,13 +37,13 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     ])
     if not cps:
         return
-    ours = {(d.get("checkpoint_ns"), d.get("checkpoint_id")) for d in cps}
-    chunked = [d["_id"] for d in held if d.get("chunked")
-               and (d.get("checkpoint_ns"), d.get("checkpoint_id")) in ours]
+    ours = {_checkpoint_of(d) for d in cps}
+    held = [d for d in held if _checkpoint_of(d) in ours]  # the target's, of those
+    chunked = [d["_id"] for d in held if d.get("chunked")]
     blobs, writes, had = yield Parallel([  # only the read checkpoints' writes are kept
         Find(cols.blobs, q), Find(cols.writes, q),
         Find(cols.chunks, Q.chunks_of_owners(target, chunked), {"_id": 1})])
-    writes = [w for w in writes if (w.get("checkpoint_ns"), w.get("checkpoint_id")) in ours]
+    writes = [w for w in writes if _checkpoint_of(w) in ours]
     items = yield from ask(Find(cols.items, q))
     chunks = yield from ask(Find(cols.chunks, q))
     (clock,) = yield Pipeline([["TIME"]])  # Redis time: these records are stored now
@@ -85,24 +85,28 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     if items:
         yield BulkWrite(cols.items, [D.upsert_item(d) for d in items])
     yield Parallel(ops)
-    yield from _drop_replaced_writes(ctx, ours, writes, held,
-                                     [c["_id"] for c in had if c["_id"] not in
-                                      {m["_id"] for m in moved}])
+    stored = {c["_id"] for c in moved}
+    yield from _drop_replaced_writes(ctx, writes, held,
+                                     [c["_id"] for c in had if c["_id"] not in stored])
     yield from copy_effects_plan(ctx, source, target, now_ms)  # the effect journal too
     yield from release_plan(ctx, target)
     yield from summaries.refresh_quietly_plan(ctx, [target])  # the target's summary
 
 
-def _drop_replaced_writes(ctx: Context, ours: set[tuple[str, str]], copied: Sequence[Doc],
-                          held: Sequence[Doc], old_chunks: Sequence[str]) -> Plan[None]:
-    """Delete the writes documents ``held`` (the target's, read before the copy) of the
-    checkpoints ``ours`` (``(checkpoint_ns, checkpoint_id)``) that the copies ``copied``
-    did not overwrite, and ``old_chunks`` (``_id``s of their chunks read before the copy
-    that it did not store, e.g. of a chunked write it overwrote). What a run on the
-    target stored meanwhile was not read: it stays."""
+def _checkpoint_of(doc: DocView) -> tuple[object, object]:
+    """``(checkpoint_ns, checkpoint_id)`` of a checkpoints or writes document."""
+    return doc.get("checkpoint_ns"), doc.get("checkpoint_id")
+
+
+def _drop_replaced_writes(ctx: Context, copied: Sequence[Doc], held: Sequence[Doc],
+                          old_chunks: Sequence[str]) -> Plan[None]:
+    """Delete the writes documents ``held`` (the target's of the copied checkpoints,
+    read before the copy) that the copies ``copied`` did not overwrite, and
+    ``old_chunks`` (``_id``s of their chunks read before the copy that it did not store,
+    e.g. of a chunked write it overwrote). What a run on the target stored meanwhile was
+    not read: it stays."""
     kept = {d["_id"] for d in copied}
-    stale = [d["_id"] for d in held if d["_id"] not in kept
-             and (d.get("checkpoint_ns"), d.get("checkpoint_id")) in ours]
+    stale = [d["_id"] for d in held if d["_id"] not in kept]
     if stale:
         yield _delete_ids(ctx.collections.writes, stale)
     if old_chunks:

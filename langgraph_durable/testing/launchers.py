@@ -303,7 +303,7 @@ class MongoServer(_Server):
         self.replica_set = replica_set
         self.in_memory = in_memory
         """SecantusDB keeps its data in memory only (``--storage-path :memory:``): no
-        journal written, about a quarter less of the server's CPU under the test suite,
+        journal written, about a fifth less of the server's CPU under tests that write,
         and nothing kept across ``stop()``/``start()``. Ignored for an external server
         or a container."""
         super().__init__(data_dir=data_dir)
