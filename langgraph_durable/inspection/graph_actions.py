@@ -18,8 +18,6 @@ import importlib
 from collections.abc import Mapping
 from typing import Any
 
-from langgraph.types import Command
-
 from ..errors import DurableSaverError
 from . import lookup, render, timeline
 from .strict import contains_placeholder
@@ -226,6 +224,10 @@ def _resume(thread: str, pending: list[dict[str, Any]],
                           f"(pending: {', '.join(ids)})")
     for interrupt_id, value in answers.items():
         check_schema(value, by_id[interrupt_id]["schema"], str(interrupt_id))
+    # imported here: langgraph.types (and the LangSmith run trees it loads) is about
+    # 0.35 s of CPU that every other CLI command would pay at start
+    from langgraph.types import Command
+
     return (Command(resume=dict(answers)),
             {"answers": {str(k): v for k, v in answers.items()}})
 

@@ -142,3 +142,14 @@ def test_a_bool_option_and_its_no_form_together_are_refused() -> None:
     r = run_cli("--list-items", "--no-list-items", "threads", env={"COLUMNS": "80"})
     assert r.returncode == 2
     assert "--list-items and --no-list-items contradict each other" in r.stderr
+
+
+def test_the_cli_starts_without_loading_langgraph_types() -> None:
+    """``langgraph.types`` (with the LangSmith run trees it loads: about 0.35 s of CPU,
+    a third of a command's) is imported only by the command that resumes an interrupt."""
+    probe = ("import sys; import langgraph_durable.cli.commands, langgraph_durable.dashboard.app; "
+             "print(sorted(m for m in ('langgraph.types', 'langsmith.run_trees') "
+             "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    assert done.stdout == "[]\n"
