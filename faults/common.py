@@ -21,6 +21,8 @@ import redis
 from langgraph_durable.config import DurableConfig
 from langgraph_durable.io.redis_urls import redis_client_from_url
 
+from . import forkserver
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -102,19 +104,17 @@ def cleanup(redis_url: str, mongo_url: str, prefix: str, database: str) -> None:
 
 class Child:
     """A ``python -m faults.child`` process (output in ``<work>/<name>.log``); ``module``
-    names another child module (``faults.many_child``)."""
+    names another child module (``faults.many_child``). Started from the fork server
+    (``faults/forkserver.py``: the same process, without importing LangGraph again)."""
 
     def __init__(self, spec: dict[str, Any], work: Path, name: str,
                  env: dict[str, str] | None = None, module: str = "faults.child") -> None:
         self.spec = spec
         self.log_path = work / f"{name}.log"
         spec.setdefault("out", str(work / f"{name}.json"))
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", module, json.dumps(spec)], cwd=str(ROOT),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-            )
+        self.proc = forkserver.start(
+            module, [json.dumps(spec)], cwd=str(ROOT), log=str(self.log_path), root=str(ROOT),
+            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
     @property
     def pid(self) -> int:
