@@ -174,7 +174,8 @@ class Flusher:
         took some entries but fewer than a quarter of ``flush_batch_size`` (light load:
         waiting lets the next bulk write carry more). A larger round already carried a
         good batch and goes on at once, so under load the linger adds no lag; an empty
-        round already blocked waiting for entries."""
+        round already waited for entries (``BLOCK`` with one stream; with several,
+        ``_steps`` waits ``flush_interval_s`` after it)."""
         if 0 < stats.entries < max(1, self.ctx.config.flush_batch_size // 4):
             return self.ctx.config.flush_linger_s
         return 0.0
@@ -242,6 +243,10 @@ class Flusher:
             linger = self._linger_s(stats)
             if linger:
                 yield _Wait(linger, linger=True)
+            elif not stats.entries and len(self.ctx.outboxes) > 1:
+                # several streams are read without BLOCK: wait out the interval here,
+                # where stop() and wake() end the wait (a plan's Sleep would not end)
+                yield _Wait(self.ctx.config.flush_interval_s, linger=True)
 
     def _leave_plan(self) -> Plan[None]:
         """Leave the consumer group and the registry (``heartbeat.stop_plan``) as the loop

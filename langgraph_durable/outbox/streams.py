@@ -4,8 +4,9 @@ each in the slot of its threads).
 
 With one partition each step is one command, as before partitions existed (a blocking
 ``XREADGROUP`` waits for new entries). With several, each step is one pipeline of one
-command per stream (a cluster pipeline sends each to its node), and a round that found
-nothing waits ``block_ms`` before the next. Acknowledging is one ``ACK_SETTLE`` script
+command per stream (a cluster pipeline sends each to its node), and after a round that
+found nothing the flusher waits ``flush_interval_s`` before the next (``Flusher._steps``:
+a wait ``stop()`` and ``wake()`` end at once). Acknowledging is one ``ACK_SETTLE`` script
 per partition, each atomic in its slot.
 """
 
@@ -15,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from ..core.ops import Op, Parallel, Pipeline, Plan, Sleep, StreamEntry
+from ..core.ops import Op, Parallel, Pipeline, Plan, StreamEntry
 from ..core.outbox_entry import COUNTED_FIELD, OutboxEntry
 from ..hot.keys import CONSUMER_GROUP
 from ..hot.scripts import ack_settle_op
@@ -35,7 +36,9 @@ def _share(ctx: Context, n: int) -> int:
 def read_plan(ctx: Context, consumer: str, n: int, start: str, *,
               block_ms: int = 0) -> Plan[list[Taken]]:
     """``XREADGROUP`` from every stream: ``start`` ``"0"`` = this consumer's pending
-    entries, ``">"`` = new ones (waiting up to ``block_ms`` when there are none)."""
+    entries, ``">"`` = new ones (with one stream, Redis waits up to ``block_ms`` when
+    there are none; with several, nothing waits here: the flusher waits between rounds,
+    a wait its ``stop()`` and ``wake()`` end)."""
     streams = ctx.outboxes
     head = ["XREADGROUP", "GROUP", CONSUMER_GROUP, consumer, "COUNT", _share(ctx, n)]
     if len(streams) == 1:
@@ -43,10 +46,7 @@ def read_plan(ctx: Context, consumer: str, n: int, start: str, *,
         (entries,) = yield Pipeline([head + block + ["STREAMS", streams[0], start]])
         return [(streams[0], e) for e in entries]
     replies = yield Pipeline([head + ["STREAMS", s, start] for s in streams])
-    taken = [(s, e) for s, entries in zip(streams, replies) for e in entries]
-    if not taken and block_ms > 0 and start == ">":
-        yield Sleep(block_ms / 1000)
-    return taken
+    return [(s, e) for s, entries in zip(streams, replies) for e in entries]
 
 
 def claim_plan(ctx: Context, consumer: str, n: int) -> Plan[list[Taken]]:
