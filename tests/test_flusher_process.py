@@ -138,3 +138,22 @@ def test_flusher_process_needs_a_saver_made_from_urls(redis_url: str, mongo_url:
     finally:
         r.close()
         m.close()
+
+
+def test_close_ends_the_process_flushers_wait_between_rounds(
+        redis_url: str, mongo_url: str) -> None:
+    """With several outbox streams the child waits ``flush_interval_s`` (here 30 s) after
+    an empty round; ``close()`` ends that wait (SIGTERM, then ``wake`` on its stdin): the
+    child leaves the consumer group itself, and is not SIGKILLed after
+    ``close_drain_timeout_s`` (10 s) still holding its place there."""
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(
+            flusher="process", outbox_partitions=4, flush_interval_s=30)) as saver:
+        _put(saver, "w", 2)
+        saver.flush(timeout_s=20)
+        pid = saver.stats()["flusher"]["pid"]
+        streams = saver.context.outboxes
+        r = redis.Redis.from_url(redis_url)
+    assert _gone(pid)
+    consumers = [g["consumers"] for s in streams for g in r.xinfo_groups(s)]
+    r.close()
+    assert consumers == [0, 0, 0, 0]

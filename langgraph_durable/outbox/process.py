@@ -203,7 +203,8 @@ class FlusherProcess:
             and not self._stopping.is_set()
 
     def wake(self) -> None:
-        """Tell the child to end a pause after failures now (``flush()`` calls it)."""
+        """Tell the child to end its wait now: a pause after failures, or the wait between
+        rounds (``flush()`` and ``request_stop()`` call it)."""
         if not self._mine():
             return
         with self._lock:
@@ -225,6 +226,9 @@ class FlusherProcess:
         proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
+            # then end the child's wait between rounds (up to flush_interval_s with
+            # several outbox streams), which its SIGTERM handler cannot end safely
+            self.wake()
 
     def stop(self, timeout_s: float | None = None) -> None:
         """Stop the child: SIGTERM (it finishes its round and leaves the consumer group),
