@@ -29,12 +29,12 @@ import subprocess
 import sys
 import threading
 from multiprocessing.context import ForkServerContext
-from typing import Any
 
-PRELOAD = ["langgraph.graph", "langgraph.store.base", "pymongo.monitoring", "redis",
-           "langgraph_durable", "langgraph_durable.io.drivers", "faults.graphs", "faults.tiers"]
-"""Modules the server imports once. The child modules themselves are not among them, so
-each runs as ``__main__`` from a fresh module object, as with ``python -m``."""
+PRELOAD = ["langgraph.graph", "langgraph.store.base", "langgraph_durable", "faults.graphs",
+           "faults.tiers"]
+"""Modules the server imports once (with them redis-py, PyMongo and LangChain Core). The
+child modules themselves are not among them, so each runs as ``__main__`` from a fresh
+module object, as with ``python -m``."""
 
 _context: ForkServerContext | None = None
 
@@ -42,10 +42,8 @@ _context: ForkServerContext | None = None
 def _ctx() -> ForkServerContext:
     global _context
     if _context is None:
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(PRELOAD)
-        _context = ctx  # type: ignore[assignment]
-    assert _context is not None
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(PRELOAD)
     return _context
 
 
@@ -69,8 +67,9 @@ def _main(module: str, args: list[str], cwd: str, env: dict[str, str], log: str,
     os.environ.update(env)
     if root not in sys.path:
         sys.path.insert(0, root)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
-        signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, signal.SIG_DFL)
     sys.argv = [module, *args]
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
@@ -117,7 +116,7 @@ class Forked:
 
 
 def start(module: str, args: list[str], *, cwd: str, env: dict[str, str], log: str,
-          root: str) -> Any:
+          root: str) -> Forked | subprocess.Popen[bytes]:
     """Start ``python -m module *args`` (from the fork server when ``forked()``, else as
     ``subprocess.Popen``); returns its handle."""
     if forked():

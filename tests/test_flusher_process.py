@@ -151,9 +151,7 @@ def test_close_ends_the_process_flushers_wait_between_rounds(
         _put(saver, "w", 2)
         saver.flush(timeout_s=20)
         pid = saver.stats()["flusher"]["pid"]
-        streams = saver.context.outboxes
-        r = redis.Redis.from_url(redis_url)
     assert _gone(pid)
-    consumers = [g["consumers"] for s in streams for g in r.xinfo_groups(s)]
-    r.close()
+    with redis.Redis.from_url(redis_url) as r:
+        consumers = [g["consumers"] for s in saver.context.outboxes for g in r.xinfo_groups(s)]
     assert consumers == [0, 0, 0, 0]

@@ -4,6 +4,8 @@ shared by its ``with_allowlist`` copies."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -82,27 +84,27 @@ def test_close_ends_the_flusher_of_a_partitioned_outbox_in_its_wait_between_roun
     ``flush_interval_s`` (here 60 s); ``close()`` ends that wait: the flusher has
     stopped and left its consumer group when ``close()`` returns (``stop`` waits up to
     5 s for it, so a wait that close did not end would leave it running)."""
-    import asyncio
-
     options = unique_options(outbox_partitions=4, flush_interval_s=60)
     saver = DurableSaver.from_urls(redis_url, mongo_url, **options)
     cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+
+    def two_rounds() -> bool:
+        # the first round took the put (then the next, empty, waits) or found nothing
+        # (then the second took it and its linger is a wait close ends as well)
+        f = saver.runtime.flusher
+        return f.rounds >= 2 and f.entries == 1
+
     if api == "sync":
         with saver:
             saver.put(cfg, empty_checkpoint(), {"step": 0}, {})
             saver.flush(timeout_s=30)
-            flusher = saver.runtime.flusher
-            # the first round took the put (then the next, empty, waits) or found nothing
-            # (then the second took it and its linger is a wait close ends as well)
-            wait_for(lambda: flusher.rounds >= 2 and flusher.entries == 1, 30, "two rounds")
+            wait_for(two_rounds, 30, "two rounds")
     else:
         async def run() -> None:
             async with saver:
                 await saver.aput(cfg, empty_checkpoint(), {"step": 0}, {})
                 await saver.aflush(timeout_s=30)
-                f = saver.runtime.flusher
-                while not (f.rounds >= 2 and f.entries == 1):
-                    await asyncio.sleep(0.01)
+                await asyncio.to_thread(wait_for, two_rounds, 30, "two rounds")
         asyncio.run(run())
-        flusher = saver.runtime.flusher
+    flusher = saver.runtime.flusher
     assert (flusher.running, flusher.left_group) == (False, True)

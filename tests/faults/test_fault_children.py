@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from faults import forkserver
+from langgraph_durable.testing import wait_for
 
 PROBE = textwrap.dedent('''
     import atexit, os, sys, threading, time
@@ -52,8 +53,6 @@ def test_a_forked_child_dies_of_a_signal_as_a_process_of_its_own(
     child, log = _start(tmp_path, "wait")
     with pytest.raises(subprocess.TimeoutExpired):
         child.wait(0.01)
-    from langgraph_durable.testing import wait_for
-
     wait_for(lambda: "waiting" in log.read_text(), 30, "the child's start")
     assert child.poll() is None
     child.send_signal(sig)
