@@ -5,7 +5,6 @@ finishes for everything else; ``flush()`` names what it waited for and was set a
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 from typing import Any
 
@@ -15,7 +14,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from langgraph_durable import DeadLetteredError, DurableSaver
 from langgraph_durable.core.outbox_entry import DeadLetter, OutboxEntry
-from langgraph_durable.io.drivers import run_sync
+from langgraph_durable.io.drivers import execute_sync, run_sync, run_with
 from langgraph_durable.outbox import dead
 from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
 from langgraph_durable.plans import history_edits
@@ -249,18 +248,17 @@ def test_flush_names_an_entry_written_before_the_saver_that_it_waited_for(
     r.set(ctx.keys("bad").cp, "damaged")
     (entry_id,) = [i for i, _ in r.xrange(ctx.outbox)]
     since = int(entry_id.split(b"-")[0]) + 10 * history_edits.CLOCK_SKEW_MS
-    outcome: list[BaseException] = []
+    drained: list[int] = []
 
-    def flush() -> None:
-        try:
-            run_sync(history_edits.flush_plan(ctx, 20, since), manual.sync_clients)
-        except BaseException as exc:
-            outcome.append(exc)
+    def step(op: Any) -> Any:
+        # the flush's first step reads each partition's newest id (what it waits for);
+        # the flusher sets the entry aside right after it, while the flush waits
+        reply = execute_sync(op, manual.sync_clients)
+        if not drained:
+            drained.append(drain(manual))
+        return reply
 
-    waiting = threading.Thread(target=flush)
-    waiting.start()
-    assert drain(manual) == 1
-    waiting.join(20)
-    (exc,) = outcome
-    assert isinstance(exc, DeadLetteredError)
-    assert [(t, e) for t, e, _err in exc.entries] == [("bad", entry_id.decode())]
+    with pytest.raises(DeadLetteredError) as raised:
+        run_with(history_edits.flush_plan(ctx, 20, since), step)
+    assert drained == [1]
+    assert [(t, e) for t, e, _err in raised.value.entries] == [("bad", entry_id.decode())]
