@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
@@ -116,3 +117,30 @@ def test_a_worker_sigtermed_mid_backlog_exits_0_holding_nothing_and_loses_nothin
     with DurableSaver.from_urls(redis_url, mongo_url, **{**opts, "flusher": "auto"}) as s:
         s.flush(timeout_s=60)
         assert s.sync_clients.db[ctx.collections.checkpoints].count_documents({}) == 300
+
+
+def test_sigterm_ends_the_workers_wait_between_rounds_at_once(
+    redis_url: str, mongo_url: str
+) -> None:
+    # with several outbox streams an idle worker waits flush_interval_s between rounds
+    # (60 s here); SIGTERM ends that wait: the worker exits 0 well before then
+    opts = unique_options(flusher="off", outbox_partitions=4)
+    with DurableSaver.from_urls(redis_url, mongo_url, **opts) as saver:
+        saver.put({"configurable": {"thread_id": "idle", "checkpoint_ns": ""}},
+                  empty_checkpoint(), {"step": 1}, {})
+        r, ctx = saver.sync_clients.redis, saver.context
+        worker = _start_worker(redis_url, mongo_url, opts, "--outbox-partitions", "4",
+                               "--flush-interval-s", "60")
+        try:
+            wait_for(lambda: sum(r.xlen(s) for s in ctx.outboxes) == 0, 30,
+                     "the worker's first round")
+            # the round ends a few ms after its last delete; then the worker waits 60 s.
+            # (A slower round only makes the signal land in it: the test cannot fail
+            # falsely, it then does not tell the wait from the round.)
+            time.sleep(1.0)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            out, err = worker.communicate(timeout=20)
+        assert worker.returncode == 0, err
+        assert "1 entries in 2 rounds" in out  # its round, one empty round, the wait
+        assert r.zcard(heartbeats_key(ctx.config.key_prefix)) == 0  # it left the registry

@@ -210,7 +210,10 @@ class Flusher:
         self._loop_sync(clients)
 
     def request_stop(self) -> None:
-        """Ask the loop to end after its current round (safe from a signal handler)."""
+        """Ask the loop to end after its current round; a wait between rounds that
+        ``wake()`` ends (an idle wait, a linger) still runs out unless woken. Safe from any
+        thread, not from a signal handler (it takes a lock the interrupted code may hold:
+        ``outbox/worker.py`` reaches it through a pipe)."""
         self._stop.set()
 
     def wait_stop(self, timeout_s: float) -> bool:

@@ -226,8 +226,8 @@ class FlusherProcess:
         proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-            # then end the child's wait between rounds (up to flush_interval_s with
-            # several outbox streams), which its SIGTERM handler cannot end safely
+            # and end the child's wait between rounds (up to flush_interval_s with
+            # several outbox streams) through its stdin too, as its signal pipe does
             self.wake()
 
     def stop(self, timeout_s: float | None = None) -> None:

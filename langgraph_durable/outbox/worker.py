@@ -135,13 +135,7 @@ def _serve(redis_url: str, mongo_url: str, config: DurableConfig,
         m.close()
         return _fail(report, str(exc), 2 if isinstance(exc, ConfigurationError) else 1)
     flusher = Flusher(ctx)
-
-    def stop(signum: int, _frame: Any) -> None:
-        log.info("signal %s: stopping after this round", signum)
-        flusher.request_stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    _stop_on_signals(flusher)
     log.info("flusher worker %s draining %s", flusher.consumer, ctx.outbox)
     if report is not None:
         report.start(flusher)
@@ -158,6 +152,36 @@ def _serve(redis_url: str, mongo_url: str, config: DurableConfig,
         print(f"flusher {flusher.consumer}: {flusher.entries} entries in {flusher.rounds} "
               f"rounds, {flusher.errors} errors")
     return 0
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _stop_on_signals(flusher: Flusher) -> None:
+    """SIGTERM and SIGINT stop ``flusher`` after its round, ending any wait between rounds
+    (an idle wait with several outbox streams, a backoff) at once.
+
+    A Python signal handler runs in the main thread, the flusher's, between two of its
+    bytecodes: it could not wake the flusher's wait (that takes the lock the interrupted
+    code may hold). So the handlers do nothing; the interpreter also writes each signal's
+    number to a pipe (``signal.set_wakeup_fd``), and a thread that reads it asks the
+    flusher to stop and wakes it. A single stream's blocking read (``XREADGROUP BLOCK``)
+    still ends by itself, within ``flush_interval_s``. Call from the main thread."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, lambda _signum, _frame: None)
+
+    def watch() -> None:
+        while data := os.read(read_fd, 64):
+            got = [n for n in data if n in STOP_SIGNALS]
+            if got:
+                log.info("signal %s: stopping after this round", got[0])
+                flusher.request_stop()
+                flusher.wake()
+
+    threading.Thread(target=watch, name="lgd-worker-signals", daemon=True).start()
 
 
 def _run_supervised() -> int:
