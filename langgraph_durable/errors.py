@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 class DurableSaverError(Exception):
     """Base class of every error raised by langgraph_durable."""
@@ -284,12 +286,22 @@ class DeadLetteredError(DurableSaverError):
     (docs/reliability.md, "Bad data")."""
 
     def __init__(self, entries: list[tuple[str, str, str]], stream: str) -> None:
-        shown = "; ".join(f"thread {t!r} entry {e} ({err})" for t, e, err in entries[:5])
+        # a thread id may be up to 64 KiB: the message shows the start of long ones
+        shown = "; ".join(f"thread {_clipped(t, 120, repr)} entry {e} ({_clipped(err, 300)})"
+                          for t, e, err in entries[:5])
         more = f"; and {len(entries) - 5} more" if len(entries) > 5 else ""
         super().__init__(f"{len(entries)} outbox entries were dead-lettered in {stream!r} "
                          f"instead of reaching MongoDB: {shown}{more}")
         self.entries = entries
         self.stream = stream
+
+
+def _clipped(text: str, limit: int, show: Callable[[str], str] = str) -> str:
+    """``show(text)``, or for a text over ``limit`` characters ``show`` of its start and
+    its length: a message stays readable whatever it names."""
+    if len(text) <= limit:
+        return show(text)
+    return f"{show(text[:limit])}... ({len(text):,} characters)"
 
 
 class MissingValueError(CorruptRecordError):

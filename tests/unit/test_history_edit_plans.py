@@ -18,7 +18,7 @@ from langgraph_durable.core.ops import (
 )
 from langgraph_durable.core.records import member
 from langgraph_durable.durable import documents as D
-from langgraph_durable.errors import FlushTimeoutError
+from langgraph_durable.errors import DeadLetteredError, FlushTimeoutError
 from langgraph_durable.hot.keys import TOMBSTONE_TTL_S
 from langgraph_durable.hot.scripts import DeleteThreadReply
 from langgraph_durable.plans import history_edits, thread_copy
@@ -195,3 +195,15 @@ def test_release_gives_up_at_the_deadline_keeping_the_hot_keys() -> None:
     with pytest.raises(FlushTimeoutError):
         drive(history_edits.release_plan(ctx, "t"), answer, clock)
     assert clock.now_s - 1000.0 >= 1.0
+
+
+def test_a_dead_letter_of_a_long_thread_id_is_named_by_its_start_and_length() -> None:
+    long_id, long_error = "t" * 60_000, "ResponseError: " + "x" * 5_000
+    exc = DeadLetteredError([(long_id, "1-0", long_error), ("short", "2-0", "boom")],
+                            "p:outbox:dead")
+    assert str(exc) == (
+        "2 outbox entries were dead-lettered in 'p:outbox:dead' instead of reaching "
+        f"MongoDB: thread {'t' * 120!r}... (60,000 characters) entry 1-0 "
+        f"(ResponseError: {'x' * 285}... (5,015 characters)); "
+        "thread 'short' entry 2-0 (boom)")
+    assert exc.entries[0] == (long_id, "1-0", long_error)  # whole in the attribute
