@@ -100,6 +100,8 @@ class Flusher:
         self.errors = 0
         self.last_error: str | None = None
         self.lags_s: list[float] = []
+        self._holding = False  # a round took entries and has not ended (settle)
+        self._held = threading.Condition()
         self._stop = threading.Event()
         self._nudge = threading.Event()  # ends a linger (wake, stop)
         self._anudge: asyncio.Event | None = None
@@ -121,7 +123,32 @@ class Flusher:
         claim, own = self.choice.next()
         block_ms = max(1, int(self.ctx.config.flush_interval_s * 1000))
         return flush_batch_plan(self.ctx, self.consumer, block_ms=block_ms, claim=claim,
-                                own=own, dead=self.heartbeat.take_dead())
+                                own=own, dead=self.heartbeat.take_dead(), taking=self._taking)
+
+    def _taking(self) -> None:
+        self._holding = True
+
+    def _round_over(self) -> None:
+        if self._holding:
+            with self._held:
+                self._holding = False
+                self._held.notify_all()
+
+    @property
+    def holding(self) -> bool:
+        """True while a round that took entries has not been counted yet."""
+        return self._holding
+
+    def settle(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` seconds until the round that holds entries now (if
+        any) has ended and been counted: ``flush()`` calls it once the outbox drained,
+        so ``stats()`` right after counts what the flush waited for. A round that took
+        nothing (an idle blocking read) is not waited for. True when none holds entries.
+        Safe from any thread but the loop's own."""
+        if not self._holding:
+            return True
+        with self._held:
+            return self._held.wait_for(lambda: not self._holding, timeout_s)
 
     def _account(self, stats: BatchStats) -> None:
         self.rounds += 1
@@ -240,9 +267,12 @@ class Flusher:
                 self._succeeded()
                 backoff = 0.05
             except Exception as exc:
+                self._round_over()
                 yield _Wait(backoff)
                 backoff = self._failed(exc, backoff)
                 continue
+            finally:
+                self._round_over()
             linger = self._linger_s(stats)
             if linger:
                 yield _Wait(linger, linger=True)

@@ -111,18 +111,20 @@ def _parse(ctx: Context, taken: list[Taken]) -> tuple[list[Parsed], list[Aside]]
 
 
 def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int, claim: bool,
-                     own: bool = True, dead: Sequence[str] = ()) -> Plan[BatchStats]:
+                     own: bool = True, dead: Sequence[str] = (),
+                     taking: Callable[[], None] | None = None) -> Plan[BatchStats]:
     """One flush round: take up to ``flush_batch_size`` entries (own pending first when
     ``own``; then those the ``dead`` consumers hold, flushers whose heartbeat lapsed
     (``heartbeat.reap_plan``); then, when ``claim``, the group's upkeep
     (``group.upkeep_plan``) and claimed idle ones; then new ones, blocking up to
     ``block_ms``), write them to MongoDB, acknowledge. Returns ``BatchStats``. ``own``
     False skips the read of this consumer's pending entries: right only when its last
-    round acknowledged all it took."""
+    round acknowledged all it took. ``taking()`` is called once the round has taken
+    entries, before any of them is written or acknowledged (``Flusher.settle``)."""
     n = ctx.config.flush_batch_size
     try:
         return (yield from _round(ctx, consumer, n, block_ms=block_ms, claim=claim, own=own,
-                                  dead=dead))
+                                  dead=dead, taking=taking))
     except redis.exceptions.ResponseError as exc:
         if "NOGROUP" not in str(exc) and "no longer exists" not in str(exc):
             raise
@@ -161,8 +163,8 @@ class RoundChoice:
         self.own = True
 
 
-def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
-           claim: bool, own: bool, dead: Sequence[str]) -> Plan[BatchStats]:
+def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool, own: bool,
+           dead: Sequence[str], taking: Callable[[], None] | None) -> Plan[BatchStats]:
     # stream replies come normalised: a list of (entry id, {field: value}) per stream
     taken = (yield from read_plan(ctx, consumer, n, "0")) if own else []
     reaped = 0
@@ -178,6 +180,8 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int,
     stats = BatchStats(entries=len(parsed) + len(aside), reaped=reaped)
     if not parsed and not aside:
         return stats
+    if taking is not None:
+        taking()
     raw = {(stream, eid): fields for stream, (eid, fields) in taken}
     failed: list[Failed] = []
     try:

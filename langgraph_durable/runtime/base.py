@@ -387,18 +387,28 @@ class SaverRuntime(RuntimeClosing):
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """``DurableSaver.flush``: wake the flusher, wait until the outbox drained
-        (``FlushTimeoutError`` after ``timeout_s`` seconds)."""
+        (``FlushTimeoutError`` after ``timeout_s`` seconds), then until the in-process
+        flusher counted the round that drained it (``Flusher.settle``: ``stats()`` right
+        after includes it)."""
+        deadline = self.context.clock.monotonic() + timeout_s
         if self.flusher is not None:
             self.flusher.wake()
         self.flushed_since_ms = self.run(history_edits.flush_plan(self.context, timeout_s,
                                                           self.flushed_since_ms))
+        if isinstance(self.flusher, Flusher):  # within what is left of timeout_s
+            self.flusher.settle(max(0.0, deadline - self.context.clock.monotonic()))
 
     async def aflush(self, timeout_s: float = 30.0) -> None:
         """Async ``flush``."""
+        deadline = self.context.clock.monotonic() + timeout_s
         if self.flusher is not None:
             self.flusher.wake()
         self.flushed_since_ms = await self.arun(history_edits.flush_plan(
             self.context, timeout_s, self.flushed_since_ms))
+        if isinstance(self.flusher, Flusher) and self.flusher.holding:
+            # waited for in a thread: the flusher may be a task of this event loop
+            await asyncio.to_thread(self.flusher.settle,
+                                    max(0.0, deadline - self.context.clock.monotonic()))
 
     def stats(self) -> dict[str, Any]:
         """``DurableSaver.stats``: ``metrics.stats_dict`` with ``outbox_length`` read now

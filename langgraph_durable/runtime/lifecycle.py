@@ -326,7 +326,8 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
         await self._runtime.aclose()
 
     def flush(self, timeout_s: float = 30.0) -> None:
-        """Wait until everything written so far (by any process) is in MongoDB.
+        """Wait until everything written so far (by any process) is in MongoDB, and this
+        saver's in-process flusher has counted the round that moved it (``stats()``).
         Raises ``FlushTimeoutError`` after ``timeout_s`` seconds."""
         self._runtime.flush(timeout_s)
 
@@ -352,7 +353,10 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
         and lags (seconds), per-operation round-trip times (seconds), and the in-process
         flusher's rounds, entries (``reaped``: of them, taken from flushers whose
         heartbeat lapsed), errors, lag (seconds) and the outbox length it saw after its
-        last round (``outbox_length_seen``).
+        last round (``outbox_length_seen``). Right after ``flush()`` returns they include
+        the round that drained what it waited for (``flush()`` waits for the in-process
+        flusher to count it); with ``flusher="process"`` they are the child's, at most a
+        second old.
 
         ``outbox_length`` is read from Redis now (one ``XLEN``, at most ``socket_timeout_s``
         seconds): the entries waiting for MongoDB at this moment, whoever flushes them.
