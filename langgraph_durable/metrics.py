@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from .core.ops import BulkWriteFailed, MongoOp, Pipeline, Script
+from .core.ops import BulkWriteFailed, GatedRead, MongoOp, Pipeline, Script
 
 try:  # optional dependency: the ``otel`` extra
     from opentelemetry import metrics as _otel
@@ -215,7 +215,7 @@ class Metrics:
             key, nbytes = "hot." + op.name, 0
             if ok and op.name in _WRITING_SCRIPTS:
                 nbytes = sum(len(a) for a in op.args if type(a) is bytes)
-        elif kind is Pipeline:
+        elif kind is Pipeline or kind is GatedRead:
             name = str(op.commands[0][0]).lower() if op.commands else "pipeline"
             key, nbytes = "hot." + name, 0
         elif isinstance(op, MongoOp):

@@ -16,6 +16,7 @@ pair. ``ask(op)`` gives a plan the reply with its type (``x = yield from ask(op)
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
@@ -285,6 +286,32 @@ class Pipeline(Op[list[RedisReply]]):
 
     commands: Sequence[Sequence[object]]
     raise_on_error: bool = True
+
+
+class ReadGate:
+    """Which connection a flusher's blocking read (``GatedRead``) waits on, so that
+    another thread can end the wait (``CLIENT UNBLOCK``, ``io/gated_read.py``).
+
+    The blocking driver sets ``client_id`` while the read waits and clears it before the
+    connection goes back to its pool, both under ``lock``; the unblocking thread sends
+    ``CLIENT UNBLOCK`` holding the same lock, so the id it names is still that read's
+    connection. ``refused`` is set once the server refused ``CLIENT ID`` or ``CLIENT
+    UNBLOCK`` (an ACL): reads then run as a plain ``Pipeline`` and end by themselves."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.client_id: int | None = None
+        self.refused = False
+
+
+@dataclass(frozen=True)
+class GatedRead(Pipeline):
+    """A ``Pipeline`` of one blocking command (``XREADGROUP ... BLOCK``) that ``gate`` can
+    end early: the blocking driver sends ``CLIENT ID`` before it on the same connection
+    and publishes the id in ``gate`` while it waits. The asyncio driver, or a ``gate``
+    the server refused, runs it as a plain ``Pipeline`` (it ends after its ``BLOCK``)."""
+
+    gate: ReadGate | None = None
 
 
 @dataclass(frozen=True)

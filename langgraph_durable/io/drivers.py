@@ -32,6 +32,7 @@ from typing import Any, NoReturn, TypeVar
 from ..core.drive import Steps, adrive, drive
 from ..core.ops import BulkWrite as BulkWrite  # tools import it from here
 from ..core.ops import (
+    GatedRead,
     LoadScripts,
     MongoOp,
     Op,
@@ -45,6 +46,7 @@ from ..core.ops import (
 )
 from .client_set import Clients as Clients
 from .coalesce import shareable
+from .gated_read import read_sync
 from .mongo_calls import bulk_write_failed as bulk_write_failed
 from .mongo_calls import is_cursor, mongo_call, mongo_reply
 from .mongo_calls import to_pymongo as to_pymongo
@@ -79,6 +81,8 @@ class _Api:
     sleep: Callable[[float], Any]
     on_node: Callable[[Clients, ToPrimary], Any]
     """A ``ToPrimary`` on a Redis Cluster (``replication.on_node_sync``/``_async``)."""
+    gated: Callable[[GatedRead, Clients], Any] | None
+    """A ``GatedRead``'s raw reply (``gated_read.read_sync``); None: run as a Pipeline."""
 
 
 # --------------------------------------------------------------------------- the handlers
@@ -119,6 +123,12 @@ def _pipeline(op: Pipeline, c: Clients, api: _Api) -> Generator[Any, Any, Any]:
     return pipeline_replies(op, (yield pipe.execute(raise_on_error=op.raise_on_error)))
 
 
+def _gated(op: GatedRead, c: Clients, api: _Api) -> Generator[Any, Any, Any]:
+    if api.gated is None or op.gate is None or op.gate.refused or c.cluster:
+        return (yield from _pipeline(op, c, api))
+    return pipeline_replies(op, [(yield api.gated(op, c))])
+
+
 def _mongo(op: MongoOp[Any], c: Clients, api: _Api) -> Generator[Any, Any, Any]:
     args, kwargs = mongo_call(op)
     result = getattr(c.db[op.collection], op.method)(*args, **kwargs)
@@ -153,7 +163,8 @@ def _reload_slots(op: ReloadSlots, c: Clients, api: _Api) -> Generator[Any, Any,
 
 
 _HANDLERS: dict[type, Handler] = {
-    Script: _script, LoadScripts: _load_scripts, Pipeline: _pipeline, MongoOp: _mongo,
+    Script: _script, LoadScripts: _load_scripts, Pipeline: _pipeline, GatedRead: _gated,
+    MongoOp: _mongo,
     Scan: _scan, Parallel: _parallel, Sleep: _sleep, ToPrimary: _to_primary,
     ReloadSlots: _reload_slots,
 }
@@ -218,12 +229,14 @@ async def _scan_list(keys: Any) -> list[Any]:
 
 
 _SYNC = _Api(batcher=lambda c: c.sync_batcher(), shared=lambda c, op: None, cursor=list,
-             scan=list, parallel=_parallel_sync, sleep=time.sleep, on_node=on_node_sync)
+             scan=list, parallel=_parallel_sync, sleep=time.sleep, on_node=on_node_sync,
+             gated=read_sync)
 _ASYNC = _Api(
     batcher=lambda c: c.batcher() if c.coalesce else None,
     shared=lambda c, op: (c.batcher() if c.coalesce and not c.cluster and shareable(op.commands)
                           else None),
     cursor=_cursor_list, scan=_scan_list, sleep=asyncio.sleep, on_node=on_node_async,
+    gated=None,
     parallel=lambda ops, c: asyncio.gather(*(execute_async(o, c) for o in ops)))
 
 
@@ -233,7 +246,7 @@ def _given(result: Any) -> Any:
     return result
 
 
-_TIMED = (Script, Pipeline, LoadScripts, MongoOp)
+_TIMED = (Script, Pipeline, LoadScripts, MongoOp)  # GatedRead: a Pipeline
 """The operations ``Clients.observer`` is told about."""
 
 

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.drive import Steps
-from ..core.ops import Plan
+from ..core.ops import Plan, ReadGate
 from ..io.drivers import Clients, run_async, run_sync
+from ..io.gated_read import unblock
 from ..io.tasks import cancellable
 from ..metrics import Metrics, safe_error
 from ..plans.context import Context
@@ -100,6 +101,8 @@ class Flusher:
         self.errors = 0
         self.last_error: str | None = None
         self.lags_s: list[float] = []
+        self._gate = ReadGate()  # the blocking read interrupt() ends (one stream)
+        self._sync_clients: Clients | None = None  # the loop's, when it runs in a thread
         self._holding = False  # a round took entries and has not ended (settle)
         self._held = threading.Condition()
         self._stop = threading.Event()
@@ -123,7 +126,8 @@ class Flusher:
         claim, own = self.choice.next()
         block_ms = max(1, int(self.ctx.config.flush_interval_s * 1000))
         return flush_batch_plan(self.ctx, self.consumer, block_ms=block_ms, claim=claim,
-                                own=own, dead=self.heartbeat.take_dead(), taking=self._taking)
+                                own=own, dead=self.heartbeat.take_dead(), taking=self._taking,
+                                gate=self._gate)
 
     def _taking(self) -> None:
         self._holding = True
@@ -236,6 +240,14 @@ class Flusher:
         self.heartbeat.beat(clients)  # a member of the registry before its first read
         self._loop_sync(clients)
 
+    def interrupt(self) -> None:
+        """End the loop's blocking read of new entries now, if it waits in one (one outbox
+        stream, a loop run with blocking clients: ``io/gated_read.py``); the round then
+        finds nothing and the loop goes on, or ends if a stop was requested. Safe from
+        any thread but the loop's own; a no-op otherwise."""
+        if self._sync_clients is not None:
+            unblock(self._gate, self._sync_clients)
+
     def request_stop(self) -> None:
         """Ask the loop to end after its current round; a wait between rounds that
         ``wake()`` ends (an idle wait, a linger) still runs out unless woken. Safe from any
@@ -291,6 +303,7 @@ class Flusher:
                      safe_error(exc))
 
     def _loop_sync(self, clients: Clients) -> None:
+        self._sync_clients = clients
         self.heartbeat.start_thread(clients)
         if self.sweeper is not None:
             self.sweeper.start_thread(clients)
@@ -366,9 +379,11 @@ class Flusher:
         return self._task is not None and not self._task.done()
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop the loop after its current round (waits up to ``timeout_s`` seconds)."""
+        """Stop the loop after its current round (waits up to ``timeout_s`` seconds); a
+        wait for new entries ends at once (``wake``, ``interrupt``)."""
         self._stop.set()
         self.wake()
+        self.interrupt()
         if self._thread is not None:
             self._thread.join(timeout_s)
         if self._task is not None and not self._task.done():
@@ -387,5 +402,5 @@ class Flusher:
                 await self._task
             except (asyncio.CancelledError, Exception):
                 pass
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 5.0)
+        if self._thread is not None:  # a thread's loop (this saver's sync clients)
+            await asyncio.to_thread(self.stop, timeout_s)

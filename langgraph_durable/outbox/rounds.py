@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import redis.exceptions
 
-from ..core.ops import Pipeline, Plan
+from ..core.ops import Pipeline, Plan, ReadGate
 from ..core.outbox_entry import COUNTED_FIELD, OutboxEntry
 from ..core.records import SEP, CheckpointRecord, Typed, WriteRecord, unpack_blob
 from ..core.store_records import STORE_KIND
@@ -112,7 +112,8 @@ def _parse(ctx: Context, taken: list[Taken]) -> tuple[list[Parsed], list[Aside]]
 
 def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int, claim: bool,
                      own: bool = True, dead: Sequence[str] = (),
-                     taking: Callable[[], None] | None = None) -> Plan[BatchStats]:
+                     taking: Callable[[], None] | None = None,
+                     gate: ReadGate | None = None) -> Plan[BatchStats]:
     """One flush round: take up to ``flush_batch_size`` entries (own pending first when
     ``own``; then those the ``dead`` consumers hold, flushers whose heartbeat lapsed
     (``heartbeat.reap_plan``); then, when ``claim``, the group's upkeep
@@ -120,11 +121,12 @@ def flush_batch_plan(ctx: Context, consumer: str, *, block_ms: int, claim: bool,
     ``block_ms``), write them to MongoDB, acknowledge. Returns ``BatchStats``. ``own``
     False skips the read of this consumer's pending entries: right only when its last
     round acknowledged all it took. ``taking()`` is called once the round has taken
-    entries, before any of them is written or acknowledged (``Flusher.settle``)."""
+    entries, before any of them is written or acknowledged (``Flusher.settle``); ``gate``
+    lets another thread end the read that blocks (``streams.read_plan``)."""
     n = ctx.config.flush_batch_size
     try:
         return (yield from _round(ctx, consumer, n, block_ms=block_ms, claim=claim, own=own,
-                                  dead=dead, taking=taking))
+                                  dead=dead, taking=taking, gate=gate))
     except redis.exceptions.ResponseError as exc:
         if "NOGROUP" not in str(exc) and "no longer exists" not in str(exc):
             raise
@@ -164,7 +166,8 @@ class RoundChoice:
 
 
 def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool, own: bool,
-           dead: Sequence[str], taking: Callable[[], None] | None) -> Plan[BatchStats]:
+           dead: Sequence[str], taking: Callable[[], None] | None,
+           gate: ReadGate | None) -> Plan[BatchStats]:
     # stream replies come normalised: a list of (entry id, {field: value}) per stream
     taken = (yield from read_plan(ctx, consumer, n, "0")) if own else []
     reaped = 0
@@ -175,7 +178,7 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool, o
         yield from upkeep_plan(ctx)
         taken = yield from claim_plan(ctx, consumer, n)
     if not taken:
-        taken = yield from read_plan(ctx, consumer, n, ">", block_ms=block_ms)
+        taken = yield from read_plan(ctx, consumer, n, ">", block_ms=block_ms, gate=gate)
     parsed, aside = _parse(ctx, taken)
     stats = BatchStats(entries=len(parsed) + len(aside), reaped=reaped)
     if not parsed and not aside:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from ..core.ops import Op, Parallel, Pipeline, Plan, StreamEntry
+from ..core.ops import GatedRead, Op, Parallel, Pipeline, Plan, ReadGate, StreamEntry
 from ..core.outbox_entry import COUNTED_FIELD, OutboxEntry
 from ..hot.keys import CONSUMER_GROUP
 from ..hot.scripts import ack_settle_op
@@ -34,16 +34,17 @@ def _share(ctx: Context, n: int) -> int:
 
 
 def read_plan(ctx: Context, consumer: str, n: int, start: str, *,
-              block_ms: int = 0) -> Plan[list[Taken]]:
+              block_ms: int = 0, gate: ReadGate | None = None) -> Plan[list[Taken]]:
     """``XREADGROUP`` from every stream: ``start`` ``"0"`` = this consumer's pending
     entries, ``">"`` = new ones (with one stream, Redis waits up to ``block_ms`` when
-    there are none; with several, nothing waits here: the flusher waits between rounds,
-    a wait its ``stop()`` and ``wake()`` end)."""
+    there are none, a wait ``gate`` can end: ``GatedRead``; with several, nothing waits
+    here: the flusher waits between rounds, a wait its ``stop()`` and ``wake()`` end)."""
     streams = ctx.outboxes
     head = ["XREADGROUP", "GROUP", CONSUMER_GROUP, consumer, "COUNT", _share(ctx, n)]
     if len(streams) == 1:
         block = ["BLOCK", block_ms] if block_ms > 0 and start == ">" else []
-        (entries,) = yield Pipeline([head + block + ["STREAMS", streams[0], start]])
+        command = head + block + ["STREAMS", streams[0], start]
+        (entries,) = yield GatedRead([command], gate=gate) if block else Pipeline([command])
         return [(streams[0], e) for e in entries]
     replies = yield Pipeline([head + ["STREAMS", s, start] for s in streams])
     return [(s, e) for s, entries in zip(streams, replies) for e in entries]

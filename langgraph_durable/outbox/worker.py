@@ -158,15 +158,15 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def _stop_on_signals(flusher: Flusher) -> None:
-    """SIGTERM and SIGINT stop ``flusher`` after its round, ending any wait between rounds
-    (an idle wait with several outbox streams, a backoff) at once.
+    """SIGTERM and SIGINT stop ``flusher`` after its round, ending any wait at once (an
+    idle wait with several outbox streams, a backoff, one stream's blocking read).
 
     A Python signal handler runs in the main thread, the flusher's, between two of its
     bytecodes: it could not wake the flusher's wait (that takes the lock the interrupted
     code may hold). So the handlers do nothing; the interpreter also writes each signal's
     number to a pipe (``signal.set_wakeup_fd``), and a thread that reads it asks the
-    flusher to stop and wakes it. A single stream's blocking read (``XREADGROUP BLOCK``)
-    still ends by itself, within ``flush_interval_s``. Call from the main thread."""
+    flusher to stop, wakes it and ends its blocking read of one stream (``Flusher.
+    interrupt``). Call from the main thread."""
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
@@ -180,6 +180,7 @@ def _stop_on_signals(flusher: Flusher) -> None:
                 log.info("signal %s: stopping after this round", got[0])
                 flusher.request_stop()
                 flusher.wake()
+                flusher.interrupt()
 
     threading.Thread(target=watch, name="lgd-worker-signals", daemon=True).start()
 

@@ -1,0 +1,82 @@
+"""A blocking read another thread can end: the blocking driver of ``GatedRead`` and
+``unblock``, with redis-py's blocking clients.
+
+A flusher with one outbox stream waits for new entries in ``XREADGROUP ... BLOCK``
+(``flush_interval_s``); Redis ends that wait on its own timer (every 100 ms at its default
+``hz`` of 10), so stopping the flusher waited up to that long. Here the read goes on a
+pooled connection of its own, after ``CLIENT ID``: while it waits, its ``ReadGate`` holds
+the connection's id, and ``unblock`` sends ``CLIENT UNBLOCK`` for it (the read returns
+as if its ``BLOCK`` ran out: no entries). The gate's lock keeps the connection from going
+back to the pool while an ``UNBLOCK`` naming it is on its way, so it never ends someone
+else's blocking command. A server that refuses either command (an ACL without
+``CLIENT``) turns the gate off: reads run as a plain ``Pipeline`` again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis.exceptions
+
+from ..core.ops import GatedRead, ReadGate
+from .client_set import Clients
+
+log = logging.getLogger("langgraph_durable.flusher")
+
+
+def read_sync(op: GatedRead, c: Clients) -> Any:
+    """Run ``op``'s one command after ``CLIENT ID`` on a connection taken from the pool
+    of ``c.redis`` (a ``redis.Redis``, not a cluster), its id in ``op.gate`` while the
+    command waits; returns the command's raw reply. Raises the client's errors (an error
+    reply as ``ResponseError``); the connection is closed after any error, then retried
+    as redis-py retries a command (``retry`` of the connection)."""
+    gate = op.gate
+    assert gate is not None
+    pool = c.redis.connection_pool
+    conn = pool.get_connection()
+    try:
+        return conn.retry.call_with_retry(lambda: _exchange(conn, op, gate),
+                                          lambda _error: conn.disconnect())
+    except BaseException:
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
+
+
+def _exchange(conn: Any, op: GatedRead, gate: ReadGate) -> Any:
+    (command,) = op.commands
+    conn.send_packed_command(conn.pack_commands([("CLIENT", "ID"), tuple(command)]))
+    try:
+        client_id = conn.read_response()
+    except redis.exceptions.ResponseError as exc:  # NOPERM: wait it out, and next time
+        gate.refused = True
+        log.info("CLIENT ID refused (%s): a stopping flusher waits for its blocking read "
+                 "to end by itself", exc)
+        return conn.read_response()
+    with gate.lock:
+        gate.client_id = client_id
+    try:
+        return conn.read_response()
+    finally:
+        with gate.lock:  # after any UNBLOCK naming this connection was answered
+            gate.client_id = None
+
+
+def unblock(gate: ReadGate, c: Clients) -> bool:
+    """End the blocking read ``gate`` waits on, if any, with ``CLIENT UNBLOCK`` sent with
+    ``c`` (blocking clients); True when one was ended. A refusal (an ACL) turns the gate
+    off; other errors are logged and ignored (the read then ends after its ``BLOCK``)."""
+    with gate.lock:
+        if gate.client_id is None:
+            return False
+        try:
+            return bool(c.redis.execute_command("CLIENT", "UNBLOCK", gate.client_id))
+        except redis.exceptions.ResponseError as exc:
+            gate.refused = True
+            log.info("CLIENT UNBLOCK refused (%s): a stopping flusher waits for its "
+                     "blocking read to end by itself", exc)
+        except redis.exceptions.RedisError as exc:
+            log.info("CLIENT UNBLOCK failed (%s): the flusher's read ends by itself", exc)
+        return False
