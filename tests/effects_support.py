@@ -210,12 +210,15 @@ CRASH_POINTS = ("started", "called", "journaled")
 the call (before its outcome is journaled), after the outcome is journaled."""
 
 
-def slowed_puts(saver: Any, seconds: float, fail: bool = False) -> Any:
+def slowed_puts(saver: Any, seconds: float, fail: bool = False,
+                after: threading.Event | None = None) -> Any:
     """``saver`` whose ``put``/``aput`` of a step's checkpoint (metadata source
     ``"loop"``) first waits ``seconds``: LangGraph's default durability ("async") runs the
     step's tasks meanwhile, so every task starts before its checkpoint is stored, the race
     a busy machine makes now and then. With ``fail`` the saver then refuses that put
-    (``InvalidIdentifierError``: a channel version with a NUL).
+    (``InvalidIdentifierError``: a channel version with a NUL). With ``after`` that put
+    first waits (at most 30 s) until the test sets the event: a put that must be sent
+    only after something the test does (a delete, a server stopped), whatever the load.
     Returns ``saver``."""
     import asyncio
 
@@ -226,12 +229,16 @@ def slowed_puts(saver: Any, seconds: float, fail: bool = False) -> Any:
 
     def put(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         if metadata.get("source") == "loop":
+            if after is not None:
+                after.wait(30)
             threading.Event().wait(seconds)
             new_versions = versions(metadata, new_versions)
         return real(config, checkpoint, metadata, new_versions)
 
     async def aput(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         if metadata.get("source") == "loop":
+            if after is not None:
+                await asyncio.to_thread(after.wait, 30)
             await asyncio.sleep(seconds)
             new_versions = versions(metadata, new_versions)
         return await areal(config, checkpoint, metadata, new_versions)

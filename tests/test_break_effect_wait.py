@@ -305,21 +305,37 @@ def test_a_thread_deleted_while_its_effect_waits_stops_the_effect_uncalled(
 
     config = _config()
     tid = config["configurable"]["thread_id"]
-    slow = slowed_puts(saver, 1.0)  # the step's put lands 1 s after its task started
+    started, deleted = threading.Event(), threading.Event()
+    # the step's put is sent once the delete returned (not after a fixed time, which a
+    # loaded machine's delete could outlast: the put stored, the effect called)
+    slow = slowed_puts(saver, 0, after=deleted)
+    pay = _pay_node(slow)
+    errors: list[BaseException] = []
+
+    def node(state: S) -> dict[str, Any]:
+        started.set()  # the effect's wait for the held-back put begins now
+        return pay(state)
 
     def deleter() -> None:
-        # the run's input checkpoint is stored (not held back): the run has begun
-        wait_for(lambda: saver.get_tuple(config), 10, "the run's first checkpoint")
-        saver.delete_thread(tid)
+        try:
+            # the run's input checkpoint is stored (not held back): the run has begun;
+            # its step's task runs, its effect waiting for the step's checkpoint
+            wait_for(lambda: saver.get_tuple(config), 10, "the run's first checkpoint")
+            assert started.wait(10), "the step's task did not start"
+            saver.delete_thread(tid)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            deleted.set()
 
     t = threading.Thread(target=deleter)
     t.start()
     try:
         with pytest.raises(EffectCheckpointError) as caught:
-            _linear(("pay", _pay_node(slow))).compile(checkpointer=slow).invoke(
-                {"url": svc.url}, config)
+            _linear(("pay", node)).compile(checkpointer=slow).invoke({"url": svc.url}, config)
     finally:
         t.join()
+    assert errors == []
     assert svc.calls == 0
     assert "failed" in caught.value.reason
 
@@ -446,11 +462,17 @@ def test_in_strict_durability_mongodb_down_while_an_effect_waits_stops_it_uncall
     with mongo_server() as server:
         options = unique_options(durability="strict", server_selection_timeout_s=0.5)
         with DurableSaver.from_urls(redis_url, server.url, **options) as saver:
-            slow = slowed_puts(saver, 0.3)
+            stopped = threading.Event()
+            # the step's put is sent 0.3 s after MongoDB stopped (not 0.3 s after the
+            # task started: a stop slower than that let the put store it, the effect run)
+            slow = slowed_puts(saver, 0.3, after=stopped)
             inner = _pay_node(slow)
 
             def node(state: S) -> dict[str, Any]:
-                server.stop()  # before the step's put, held back 0.3 s, is sent
+                try:
+                    server.stop()  # before the step's put is sent
+                finally:
+                    stopped.set()
                 return inner(state)
 
             graph = _linear(("pay", node)).compile(checkpointer=slow)
