@@ -8,6 +8,7 @@ stored."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
@@ -31,12 +32,19 @@ class S(TypedDict, total=False):
     receipt: Any
 
 
-def _pay_graph(saver: DurableSaver) -> Any:
+def _pay_graph(saver: DurableSaver, gave_up: threading.Event | None = None) -> Any:
+    """One node paying through ``once``; ``gave_up`` is set when ``once`` raised
+    ``EffectCheckpointError`` (it stopped waiting for the task's checkpoint)."""
     def pay(state: S) -> dict[str, Any]:
         def call() -> dict[str, Any]:
             return {"stored": task_checkpoint_stored(saver), **charge(state["url"], 5)}
 
-        receipt = effects.once("pay", call)
+        try:
+            receipt = effects.once("pay", call)
+        except EffectCheckpointError:
+            if gave_up is not None:
+                gave_up.set()
+            raise
         return {"stored": receipt.pop("stored"), "receipt": receipt}
 
     g = StateGraph(S)
@@ -122,10 +130,15 @@ def test_with_durability_exit_an_effect_does_not_wait_for_a_checkpoint(
 def test_a_checkpoint_not_stored_in_time_stops_the_effect_uncalled(
         redis_url: str, mongo_url: str, svc: Any) -> None:
     config = _config()
+    gave_up = threading.Event()
     with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(),
                                 effect_checkpoint_wait_s=0.1) as saver:
+        # the step's put is sent once the effect gave up waiting (not 1 s after the task
+        # started, which a loaded machine's task could start after: the effect called)
         with pytest.raises(EffectCheckpointError) as caught:
-            _pay_graph(slowed_puts(saver, 1.0)).invoke({"url": svc.url}, config)
+            _pay_graph(slowed_puts(saver, 0, after=gave_up), gave_up).invoke(
+                {"url": svc.url}, config)
+        assert gave_up.is_set()
         exc = caught.value
         assert svc.calls == 0
         assert (exc.thread_id, exc.checkpoint_ns, exc.effect) == (
