@@ -10,10 +10,12 @@ import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
 
+from faults.common import tap
 from langgraph_durable import DurableSaver, FlushTimeoutError
 from langgraph_durable.hot.keys import CONSUMER_GROUP
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox.flusher import consumer_name, flush_batch_plan
+from langgraph_durable.plans import history_edits
 from langgraph_durable.testing import drop_key_prefix, unique_options, wait_for
 
 
@@ -70,13 +72,22 @@ def test_replaying_every_outbox_entry_leaves_mongodb_unchanged(manual, redis_cli
 
 
 def test_delete_thread_waits_for_pending_entries_and_is_not_undone_by_a_late_flush(
-    manual, redis_client
+    manual, redis_client, monkeypatch
 ) -> None:
     write_history(manual, "victim", 4)
     old_entries = outbox_entries(manual, redis_client)
-    done = threading.Event()
+    done, marked = threading.Event(), threading.Event()
+    real_wait = history_edits.flush_wait_plan
+
+    def noted_wait(ctx: Any, timeout_s: float) -> Any:  # says when it read what it waits for
+        return (yield from tap(real_wait(ctx, timeout_s), after=lambda *_: marked.set()))
+
+    monkeypatch.setattr(history_edits, "flush_wait_plan", noted_wait)
     t = threading.Thread(target=lambda: (manual.delete_thread("victim"), done.set()))
     t.start()
+    # the delete read the outbox's newest ids before any flush (else, on a loaded
+    # machine, it could start after the flush below and have nothing to wait for)
+    assert marked.wait(10)
     assert not done.wait(0.2)  # the delete waits: 8 entries are not in MongoDB yet
     while flush_round(manual):
         pass
