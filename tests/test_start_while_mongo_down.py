@@ -45,7 +45,9 @@ def test_entering_succeeds_while_mongodb_is_down(redis_url, caplog) -> None:
             wait_for(lambda: saver.runtime.deferred.done, 30, "the deferred MongoDB set-up")
             assert _indexes(ms.url, opts["database"]) == INDEX_NAMES
             saver.flush(timeout_s=30)
-        assert "MongoDB answered: indexes created and schema version recorded" in caplog.text
+            # logged by the set-up's thread right after it set done
+            wait_for(lambda: "MongoDB answered: indexes created and schema version recorded"
+                     in caplog.text, 10, "the set-up's log line")
         with pymongo.MongoClient(ms.url) as client:
             assert client[opts["database"]]["checkpoints"].count_documents(
                 {"thread_id": "t"}) == 1
