@@ -555,3 +555,21 @@ def test_from_conn_string_reads_the_urls_it_is_not_given_from_the_environment(
     monkeypatch.delenv("MONGODB_URL")
     with pytest.raises(ConfigurationError, match="needs a Redis URL and a MongoDB URL"):
         DurableStore.from_conn_string(**opts)
+
+
+def test_puts_the_store_cannot_keep_are_refused_and_the_rest_of_the_store_stays_readable(
+        store: DurableStore) -> None:
+    # an item over MongoDB's 16 MiB was taken, then dead-lettered and lost with Redis's
+    # data; a TTL of sys.maxsize minutes made every search and listing reaching it fail
+    import sys
+
+    from langgraph_durable.errors import SerializationError
+
+    store.put(("b",), "kept", {"x": 1})
+    with pytest.raises(SerializationError, match="store item 'big' of namespace"):
+        store.put(("b",), "big", {"d": "x" * 17_000_000})
+    with pytest.raises(ValueError, match=r"ttl=9223372036854775807 is not a number"):
+        store.put(("b",), "forever", {"x": 1}, ttl=sys.maxsize)
+    assert [i.key for i in store.search(("b",))] == ["kept"]
+    assert store.list_namespaces() == [("b",)]
+    store.flush()  # raises DeadLetteredError for an entry set aside

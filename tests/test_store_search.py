@@ -233,3 +233,43 @@ def test_candidates_named_by_an_index_are_read_as_a_get_reads_them(redis_url,
         with redis.Redis.from_url(redis_url) as r:
             drop_key_prefix(r, str(opts["key_prefix"]))
         assert page(5, 1) == [(0.4, "k1", {"i": 1}), (0.2, "k0", {"i": 0})]
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_an_embedder_giving_wrong_vectors_is_refused_before_anything_is_written(
+        redis_url, mongo_url, api) -> None:
+    # stored, a 5-number vector under dims=4 made every search of its namespace fail with
+    # NumPy's reshape error; too few vectors left an item unindexed without a word
+    def bad_embed(texts: list[str]) -> list[list[float]]:
+        if texts == ["short"]:
+            return [[1.0] * 5]
+        if texts == ["a", "b"]:
+            return [[1.0] * DIMS]
+        return embed(texts)
+
+    index: Any = {"dims": DIMS, "embed": bad_embed, "fields": ["text"]}
+    with DurableStore.from_urls(redis_url, mongo_url, index=index,
+                                **unique_options()) as store:
+        def run(ops: list[Any]) -> Any:
+            if api == "sync":
+                return store.batch(ops)
+            import asyncio
+            return asyncio.run(store.abatch(ops))
+
+        from langgraph.store.base import PutOp
+        with pytest.raises(ValueError) as got:
+            run([PutOp(("v",), "k", {"text": "short"})])
+        assert str(got.value) == (
+            "DurableStore index: the embedder returned 5 numbers for the text at 'text' of "
+            "store item 'k' of namespace ('v',); the index has dims=4")
+        with pytest.raises(ValueError) as got:
+            run([PutOp(("v",), "a", {"text": "a"}), PutOp(("v",), "b", {"text": "b"})])
+        assert str(got.value) == (
+            "DurableStore index: the embedder returned 1 embeddings for 2 texts")
+        with pytest.raises(ValueError) as got:
+            run([SearchOp(("v",), None, 10, 0, "short")])
+        assert str(got.value) == (
+            "DurableStore index: the embedder returned 5 numbers for the search query "
+            "'short'; the index has dims=4")
+        run([PutOp(("v",), "ok", {"text": "3"})])
+        assert [i.key for i in store.search(("v",), query="3")] == ["ok"]  # none written

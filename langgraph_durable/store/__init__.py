@@ -50,7 +50,7 @@ from ..settings import (
     with_database,
 )
 from .admission import Admission
-from .batch import Answers, batch_plan, check_op, prepare_put
+from .batch import Answers, batch_plan, check_op, prepare_put, ttl_problem
 from .embedding import as_floats, index_config, prepared_puts, queries_of, texts_of
 from .single import get_one_plan, lone, put_one_plan
 from .ttl_sweeper import TtlSweeper
@@ -82,9 +82,15 @@ def checked_ttl(ttl: object) -> TTLConfig | None:
                                  f"(known: {sorted(_TTL_KEYS)})")
     for key, value in ttl.items():
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not (isinstance(value, bool) if key in _TTL_FLAGS else value is None or number):
-            want = "True or False" if key in _TTL_FLAGS else "minutes, a number"
-            raise ConfigurationError(f"DurableStore ttl: {key}={value!r} ({want})")
+        if key in _TTL_FLAGS:
+            problem = None if isinstance(value, bool) else "is not True or False"
+        elif key == "default_ttl":
+            problem = None if value is None else ttl_problem(value)
+        else:  # sweep_interval_minutes
+            problem = None if value is None or (number and 0 < value < float("inf")) else (
+                "is not a number of minutes over 0")
+        if problem:
+            raise ConfigurationError(f"DurableStore ttl: {key}={value!r} {problem}")
     return dict(ttl) if ttl else None  # type: ignore[return-value]
 
 if TYPE_CHECKING:
@@ -445,10 +451,10 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         embedded = texts_of(self.index_config, puts.values())
         texts = [t for _, _, ts in embedded for t in ts]
         vectors = self.embeddings.embed_documents(texts) if texts and self.embeddings else []
-        queries = {q: as_floats(self.embeddings.embed_query(q))
+        queries = {q: as_floats(self.embeddings.embed_query(q), self._dims(), q)
                    for q in queries_of(self.embeddings, listed)} if self.embeddings else {}
         prepared = prepared_puts(puts, embedded, vectors, now, self._answers.serde,
-                                 self.state_version)
+                                 self.state_version, self._dims())
         scorer = self._vectors.resolve() if queries else self._scorer
         return self._runtime.run(batch_plan(self._ctx, self._answers, listed, prepared,
                                             queries, scorer, self._dims(), now))
@@ -473,9 +479,9 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         queries: dict[str, np.ndarray] = {}
         if self.embeddings is not None:
             for q in queries_of(self.embeddings, listed):
-                queries[q] = as_floats(await self.embeddings.aembed_query(q))
+                queries[q] = as_floats(await self.embeddings.aembed_query(q), self._dims(), q)
         prepared = prepared_puts(puts, embedded, vectors, now, self._answers.serde,
-                                 self.state_version)
+                                 self.state_version, self._dims())
         scorer = await self._vectors.aresolve() if queries else self._scorer
         return await self._runtime.arun(batch_plan(self._ctx, self._answers, listed,
                                                    prepared, queries, scorer,

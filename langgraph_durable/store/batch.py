@@ -31,7 +31,7 @@ from ..core.item_versions import ItemVersions
 from ..core.ops import Op as IoOp
 from ..core.ops import Plan
 from ..core.store_records import SEP, StoreRecord
-from ..errors import InvalidIdentifierError
+from ..errors import InvalidIdentifierError, SerializationError
 from ..plans import store_items as P
 from ..plans import store_search as Q
 from ..plans.context import Context
@@ -87,6 +87,31 @@ def check_op(op: Op) -> None:
             f"store item key {op.key!r} of namespace {op.namespace!r} holds a NUL "
             "('\\x00'), which DurableStore cannot store (it separates namespace and key "
             "in its Redis fields and outbox entries)")
+    if isinstance(op, PutOp) and op.value is not None and op.ttl is not None:
+        problem = ttl_problem(op.ttl)
+        if problem:
+            raise ValueError(f"store item {op.key!r} of namespace {op.namespace!r}: "
+                             f"ttl={op.ttl!r} {problem}")
+
+
+MAX_TTL_MINUTES = 1_000_000_000
+"""Longest TTL of a store item, minutes (about 1,900 years): its expiry must fit the
+record's 16-digit millisecond field (``hot/lua/store_put.lua``) and a ``datetime``."""
+
+MAX_ITEM_BYTES = 16 * 1024 * 1024 - 64 * 1024
+"""Largest item a put takes (its serialized value, embeddings, namespace and key, bytes):
+the item is one MongoDB document (16 MiB at most, with room for its other fields)."""
+
+
+def ttl_problem(ttl: object) -> str | None:
+    """What is wrong with ``ttl`` as a TTL in minutes (a number over 0 and at most
+    ``MAX_TTL_MINUTES``; 0 means none, as before), or None when nothing is."""
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        return "is not a number of minutes (None: no expiry)"
+    if not 0 <= ttl <= MAX_TTL_MINUTES:  # NaN fails both comparisons
+        return (f"is not a number of minutes from 0 to {MAX_TTL_MINUTES:,} "
+                "(None: no expiry)")
+    return None
 
 
 def prepare_put(op: PutOp, serde: SerializerProtocol, now_ms: int,
@@ -103,6 +128,15 @@ def prepare_put(op: PutOp, serde: SerializerProtocol, now_ms: int,
         import numpy as np  # only with an index (semantic search)
 
         raw = np.asarray(vectors, dtype=np.float32).tobytes()
+    size = (len(typed[1]) + len(raw) + 2 * len(SEP.join(op.namespace).encode())
+            + len(op.key.encode()))
+    if size > MAX_ITEM_BYTES:
+        raise SerializationError(
+            f"store item {op.key!r} of namespace {op.namespace!r} is {size:,} bytes "
+            f"serialized (value, embeddings, namespace and key), over {MAX_ITEM_BYTES:,}: "
+            "an item is one MongoDB document (16 MiB at most). Store big data elsewhere "
+            "(an external-reference serializer, langgraph_durable.serde) and keep a "
+            "reference in the item")
     ttl = op.ttl if op.ttl else None
     expires = now_ms + round(ttl * 60_000) if ttl else 0
     return Prepared(op.namespace, op.key, P.put_body(typed, ttl, raw, paths, state_version),

@@ -77,14 +77,25 @@ def texts_of(config: dict[str, Any] | None, puts: Iterable[PutOp]) -> list[Embed
 
 def prepared_puts(puts: dict[tuple[tuple[str, ...], str], PutOp], embedded: list[Embedded],
                   vectors: list[list[float]], now_ms: int, serde: SerializerProtocol,
-                  state_version: int | None) -> list[Prepared]:
+                  state_version: int | None, dims: int) -> list[Prepared]:
     """Every put of ``puts`` prepared (``batch.prepare_put``), with its rows of
-    ``vectors`` (the embeddings of ``embedded``'s texts, in their order) as float32."""
+    ``vectors`` (the embeddings of ``embedded``'s texts, in their order) as float32.
+    Raises ``ConfigurationError`` (a ``ValueError``) before anything is written when the
+    embedder gave another number of vectors than texts, or a vector of another length
+    than ``dims``: stored, it would break every search reaching the item."""
     import numpy as np  # only with an index (semantic search)
 
+    wanted = sum(len(texts) for _, _, texts in embedded)
+    if len(vectors) != wanted:
+        raise ConfigurationError(
+            f"DurableStore index: the embedder returned {len(vectors)} embeddings for "
+            f"{wanted} texts")
     rows: dict[int, tuple[np.ndarray, list[str]]] = {}
     at = 0
     for op, paths, texts in embedded:
+        for path, vector in zip(paths, vectors[at:at + len(texts)]):
+            _check_dims(vector, dims, f"the text at {path!r} of store item {op.key!r} "
+                        f"of namespace {op.namespace!r}")
         rows[id(op)] = (np.asarray(vectors[at:at + len(texts)], dtype=np.float32), paths)
         at += len(texts)
     out = []
@@ -101,8 +112,22 @@ def queries_of(embeddings: Embeddings | None, ops: list[Op]) -> list[str]:
     return sorted({op.query for op in ops if isinstance(op, SearchOp) and op.query})
 
 
-def as_floats(vector: list[float]) -> np.ndarray:
-    """An embedding as a float32 array."""
+def as_floats(vector: list[float], dims: int, query: str) -> np.ndarray:
+    """The embedding of the search query ``query`` as a float32 array. Raises
+    ``ConfigurationError`` when it does not hold ``dims`` numbers."""
     import numpy as np
 
+    _check_dims(vector, dims, f"the search query {query!r}")
     return np.asarray(vector, dtype=np.float32)
+
+
+def _check_dims(vector: object, dims: int, what: str) -> None:
+    try:
+        n = len(vector)  # type: ignore[arg-type]
+    except TypeError:
+        n = -1
+    if n != dims:
+        shown = f"{n} numbers" if n >= 0 else f"a {type(vector).__name__}"
+        raise ConfigurationError(
+            f"DurableStore index: the embedder returned {shown} for {what}; the index "
+            f"has dims={dims}")
