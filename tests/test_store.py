@@ -573,3 +573,15 @@ def test_puts_the_store_cannot_keep_are_refused_and_the_rest_of_the_store_stays_
     assert [i.key for i in store.search(("b",))] == ["kept"]
     assert store.list_namespaces() == [("b",)]
     store.flush()  # raises DeadLetteredError for an entry set aside
+
+
+def test_a_closed_store_says_it_is_the_store_that_is_closed(redis_url: str,
+                                                            mongo_url: str) -> None:
+    from langgraph_durable import SaverClosedError
+
+    store = DurableStore.from_urls(redis_url, mongo_url, **unique_options())
+    with store:
+        store.put(("a",), "k", {"x": 1})
+    with pytest.raises(SaverClosedError) as got:
+        store.get(("a",), "k")
+    assert str(got.value) == "this DurableStore is closed; create a new one"

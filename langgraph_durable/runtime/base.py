@@ -81,6 +81,8 @@ class SaverRuntime(RuntimeClosing):
         is this one with its serializer's fields (``dataclasses.replace``)."""
         self.clients = clients
         """The ``clients.ClientSet`` plans run on."""
+        self.owner = "DurableSaver"
+        """What ``SaverClosedError`` calls the object whose runtime this is."""
         self.metrics = Metrics(self.context.outbox, config.collection_prefix,
                                meter_provider=meter_provider)
         """The ``metrics.Metrics`` of every call and round (``stats()``)."""
@@ -155,7 +157,7 @@ class SaverRuntime(RuntimeClosing):
 
     def _check_open(self) -> None:
         if self.closed:
-            raise SaverClosedError("this DurableSaver is closed; create a new one")
+            raise SaverClosedError(f"this {self.owner} is closed; create a new one")
 
     def run(self, plan: Generator[Any, Any, T]) -> T:
         """Run ``plan`` to completion on this runtime's clients and return its value

@@ -244,6 +244,7 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
                             f"MongoDB URL {hide_password(mongo_url)!r}")
         runtime = SaverRuntime.from_urls(redis_url, mongo_url, config=cfg,
                                          meter_provider=meter_provider)
+        runtime.owner = "DurableStore"
         return cls(runtime=runtime, index=index, ttl=ttl, serde=serde, clock=clock,
                    vector_algorithm=vector_algorithm, state_migrations=migrations)
 
