@@ -192,8 +192,9 @@ class DurableStore(BaseStore, AbstractContextManager, AbstractAsyncContextManage
         if (saver is None) == (runtime is None):
             raise ConfigurationError("DurableStore needs a saver (DurableStore(saver)) or a "
                                      "runtime, or use DurableStore.from_urls(...)")
-        held = saver.runtime if saver is not None else runtime
-        assert isinstance(held, SaverRuntime)
+        held = getattr(saver, "runtime", None) if saver is not None else runtime
+        if not isinstance(held, SaverRuntime):
+            raise ConfigurationError(f"DurableStore(saver): a DurableSaver, not {saver!r:.80}")
         versions = store_item_versions(held.config, saver, state_version, state_migrations,
                                        unversioned_state_version, newer_state,
                                        read_as_stored)

@@ -134,9 +134,8 @@ def prepare_put(op: PutOp, serde: SerializerProtocol, now_ms: int,
         raise SerializationError(
             f"store item {op.key!r} of namespace {op.namespace!r} is {size:,} bytes "
             f"serialized (value, embeddings, namespace and key), over {MAX_ITEM_BYTES:,}: "
-            "an item is one MongoDB document (16 MiB at most). Store big data elsewhere "
-            "(an external-reference serializer, langgraph_durable.serde) and keep a "
-            "reference in the item")
+            "an item is one MongoDB document (16 MiB at most). Keep big data elsewhere "
+            "(object storage, a checkpointed state) and a reference to it in the item")
     ttl = op.ttl if op.ttl else None
     expires = now_ms + round(ttl * 60_000) if ttl else 0
     return Prepared(op.namespace, op.key, P.put_body(typed, ttl, raw, paths, state_version),

@@ -5,7 +5,8 @@ data in, data out: the store calls its embedder (sync or async) between these st
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import operator
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.embeddings import Embeddings
@@ -36,8 +37,16 @@ def index_config(index: IndexConfig) -> tuple[dict[str, Any], Embeddings]:
     ``fields``, default ``"$"``, with its tokens) and its embedder. Raises
     ``ConfigurationError`` without ``dims`` or ``embed`` and without NumPy installed (the
     ``memory`` extra)."""
-    if not index.get("dims") or not index.get("embed"):
-        raise ConfigurationError("DurableStore index needs 'dims' and 'embed'")
+    if not isinstance(index, Mapping) or not index.get("dims") or not index.get("embed"):
+        raise ConfigurationError(f"DurableStore index={index!r:.80}: an IndexConfig "
+                                 "mapping with 'dims' and 'embed'")
+    dims = index["dims"]
+    try:
+        whole = not isinstance(dims, bool) and operator.index(dims) >= 1  # NumPy's too
+    except TypeError:
+        whole = False
+    if not whole:
+        raise ConfigurationError(f"DurableStore index: dims={dims!r} (a whole number over 0)")
     try:
         import numpy  # noqa: F401  (the vector step: plans/store_match.py)
     except ImportError:

@@ -14,6 +14,7 @@ from langgraph_durable import ConfigurationError, DurableStore
 from langgraph_durable.errors import SerializationError
 from langgraph_durable.store import checked_ttl
 from langgraph_durable.store.batch import MAX_ITEM_BYTES, MAX_TTL_MINUTES, check_op, prepare_put
+from langgraph_durable.store.embedding import index_config
 
 UNUSED_URLS = ("redis://127.0.0.1:1/0", "mongodb://127.0.0.1:1/brk_db")  # never contacted
 
@@ -83,3 +84,31 @@ def test_an_item_over_the_document_limit_is_refused_naming_it_and_its_size() -> 
         f"embeddings, namespace and key), over {MAX_ITEM_BYTES:,}: ")
     fits = PutOp(("v",), "fits", {"d": "x" * 16_000_000})
     assert prepare_put(fits, serde, 0).key == "fits"
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"saver": "str"}, "DurableStore(saver): a DurableSaver, not 'str'"),
+    ({"saver": "s", "index": 5}, "DurableStore(saver): a DurableSaver, not 's'"),
+])
+def test_a_store_of_something_else_than_a_saver_is_a_configuration_error(
+        kwargs: Any, message: str) -> None:
+    with pytest.raises(ConfigurationError) as got:
+        DurableStore(**kwargs)
+    assert str(got.value) == message
+
+
+@pytest.mark.parametrize(("index", "message"), [
+    (5, "DurableStore index=5: an IndexConfig mapping with 'dims' and 'embed'"),
+    ({"dims": 4}, "DurableStore index={'dims': 4}: an IndexConfig mapping with 'dims' and "
+     "'embed'"),
+    ({"dims": "x", "embed": len}, "DurableStore index: dims='x' (a whole number over 0)"),
+    ({"dims": 2.5, "embed": len}, "DurableStore index: dims=2.5 (a whole number over 0)"),
+    ({"dims": -3, "embed": len}, "DurableStore index: dims=-3 (a whole number over 0)"),
+])
+def test_a_bad_index_is_a_configuration_error_naming_it(index: Any, message: str) -> None:
+    with pytest.raises(ConfigurationError) as got:
+        index_config(index)
+    assert str(got.value) == message
+    import numpy as np
+
+    index_config({"dims": np.int64(4), "embed": lambda texts: [[0.0] * 4 for _ in texts]})
