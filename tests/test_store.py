@@ -146,6 +146,19 @@ def test_a_nul_in_a_label_or_a_key_is_refused_before_anything_is_written(
         store.batch([PutOp(("a",), "fine", {"v": 1}), PutOp(("a",), "\x00", {"v": 2})])
     with pytest.raises(InvalidIdentifierError):
         store.get(("a",), "k\x00x")
+    # a lone surrogate has no UTF-8 form (a bare TypeError of the encoder before); a key
+    # that is not a str (a raw PutOp) is named too
+    with pytest.raises(InvalidNamespaceError, match="lone surrogate"):
+        store.put(("a\ud800",), "k", {"v": 1})
+    with pytest.raises(InvalidIdentifierError, match="lone surrogate"):
+        store.put(("a",), "k\ud800", {"v": 1})
+    with pytest.raises(InvalidIdentifierError) as got:
+        store.batch([PutOp(("a",), 7, {"v": 1})])  # type: ignore[arg-type]
+    assert str(got.value) == "store item key 7 of namespace ('a',) is of type int, not str"
+    from langgraph_durable.errors import SerializationError
+    with pytest.raises(SerializationError, match="store item 'k' of namespace \\('a',\\): "
+                       "its value cannot be serialized"):
+        store.put(("a",), "k", {"v": object()})
     assert isinstance(InvalidIdentifierError("x"), ValueError)
     with redis.Redis.from_url(redis_url) as r:
         assert list(r.scan_iter(match="{" + f"{opts['key_prefix']}:store}}*")) == []

@@ -78,20 +78,35 @@ def check_op(op: Op) -> None:
     else:
         return
     for label in labels:
-        if isinstance(label, str) and SEP in label:
+        if isinstance(label, str) and (SEP in label or not _utf8(label)):
             raise InvalidNamespaceError(
                 f"Invalid namespace label {label!r} found in {labels}: namespace labels "
-                "cannot contain NUL ('\\x00')")
-    if not isinstance(op, SearchOp) and SEP in str(op.key):
+                "cannot contain NUL ('\\x00') or a lone surrogate (no UTF-8 form)")
+    if isinstance(op, SearchOp):
+        return
+    if not isinstance(op.key, str):
+        raise InvalidIdentifierError(
+            f"store item key {op.key!r} of namespace {op.namespace!r} is of type "
+            f"{type(op.key).__name__}, not str")
+    if SEP in op.key or not _utf8(op.key):
         raise InvalidIdentifierError(
             f"store item key {op.key!r} of namespace {op.namespace!r} holds a NUL "
-            "('\\x00'), which DurableStore cannot store (it separates namespace and key "
-            "in its Redis fields and outbox entries)")
+            "('\\x00'), which separates namespace and key in the store's Redis fields and "
+            "outbox entries, or a lone surrogate (no UTF-8 form): DurableStore cannot "
+            "store it")
     if isinstance(op, PutOp) and op.value is not None and op.ttl is not None:
         problem = ttl_problem(op.ttl)
         if problem:
             raise ValueError(f"store item {op.key!r} of namespace {op.namespace!r}: "
                              f"ttl={op.ttl!r} {problem}")
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 MAX_TTL_MINUTES = 1_000_000_000
@@ -122,7 +137,11 @@ def prepare_put(op: PutOp, serde: SerializerProtocol, now_ms: int,
     the store's ``state_version`` (None: none recorded, the four-element body)."""
     if op.value is None:
         return Prepared(op.namespace, op.key, b"", 0)
-    typed = serde.dumps_typed(dict(op.value))
+    try:
+        typed = serde.dumps_typed(dict(op.value))
+    except (TypeError, ValueError) as exc:
+        raise SerializationError(f"store item {op.key!r} of namespace {op.namespace!r}: "
+                                 f"its value cannot be serialized ({exc})") from exc
     raw = b""
     if vectors is not None:
         import numpy as np  # only with an index (semantic search)
