@@ -287,13 +287,22 @@ class DeadLetteredError(DurableSaverError):
 
     def __init__(self, entries: list[tuple[str, str, str]], stream: str) -> None:
         # a thread id may be up to 64 KiB: the message shows the start of long ones
-        shown = "; ".join(f"thread {_clipped(t, 120, repr)} entry {e} ({_clipped(err, 300)})"
+        shown = "; ".join(f"{_owner(t)} entry {e} ({_clipped(err, 300)})"
                           for t, e, err in entries[:5])
         more = f"; and {len(entries) - 5} more" if len(entries) > 5 else ""
         super().__init__(f"{len(entries)} outbox entries were dead-lettered in {stream!r} "
                          f"instead of reaching MongoDB: {shown}{more}")
         self.entries = entries
         self.stream = stream
+
+
+def _owner(thread_id: str) -> str:
+    """Whose outbox entry a dead letter holds: a thread, or a memory store namespace
+    (the entry's ``thread`` is ``"\\x00s"`` and the namespace's labels joined by ``.``:
+    ``core/store_records.store_tid``)."""
+    if thread_id.startswith("\x00s"):
+        return f"store namespace {_clipped(thread_id[2:], 120, repr)}"
+    return f"thread {_clipped(thread_id, 120, repr)}"
 
 
 def _clipped(text: str, limit: int, show: Callable[[str], str] = str) -> str:

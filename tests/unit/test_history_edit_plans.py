@@ -207,3 +207,9 @@ def test_a_dead_letter_of_a_long_thread_id_is_named_by_its_start_and_length() ->
         f"(ResponseError: {'x' * 285}... (5,015 characters)); "
         "thread 'short' entry 2-0 (boom)")
     assert exc.entries[0] == (long_id, "1-0", long_error)  # whole in the attribute
+
+
+def test_a_dead_letter_of_a_store_entry_names_its_namespace() -> None:
+    exc = DeadLetteredError([("\x00sv.big", "3-0", "BulkWriteFailed: codes [10334]")],
+                            "p:outbox:dead")
+    assert "store namespace 'v.big' entry 3-0 (BulkWriteFailed: codes [10334])" in str(exc)
