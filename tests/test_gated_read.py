@@ -134,3 +134,71 @@ def test_a_server_refusing_client_commands_leaves_the_read_to_end_by_itself(
         assert (flusher.running, flusher.left_group, flusher.entries) == (False, True, 1)
     finally:
         redis_client.acl_deluser(user)
+
+
+def test_unblock_names_an_id_only_on_the_server_of_the_read(
+        redis_url: str, redis_client: redis.Redis) -> None:
+    # connection ids are unique per server: after a failover the pool's connections go to
+    # another server, where the read's id may be anyone's (a BLPOP, a put's WAIT)
+    stream = f"gated-{uuid.uuid4().hex}"
+    clients = make_clients(redis_client, None)
+    other = redis.Redis.from_url(redis_url)
+    pool = ThreadPoolExecutor(1)
+    try:
+        other_id = other.client_id()
+        popped = pool.submit(lambda: other.blpop([stream], timeout=60))
+        wait_for(lambda: any(c["id"] == str(other_id) and "b" in c["flags"]
+                             for c in redis_client.client_list()), 30, "the BLPOP blocked")
+        gate = ReadGate()
+        gate.client_id, gate.address = other_id, ("10.255.255.1", 6379, None)
+        assert unblock(gate, clients) is False  # another server's id: nothing sent
+        assert str(other_id) in {c["id"] for c in redis_client.client_list()
+                                 if "b" in c["flags"]}
+        conn = redis_client.connection_pool.get_connection()
+        gate.address = (conn.host, conn.port, None)  # this server's: sent
+        redis_client.connection_pool.release(conn)
+        assert unblock(gate, clients) is True
+        assert popped.result(timeout=10) is None
+    finally:
+        pool.shutdown(wait=False)
+        other.close()
+
+
+def test_unblock_waits_for_a_connection_without_holding_up_a_read_that_holds_the_last(
+        redis_url: str, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+    # a pool of one connection, held by the read: unblock() waits for a connection before
+    # it takes the gate's lock, so the read ends after its BLOCK, gives the connection
+    # back and unblock() finds nothing to end (holding the lock while it waited, it held
+    # the read up until the pool's timeout, 5 s here, and then logged a failure)
+    stream = f"gated-{uuid.uuid4().hex}"
+    redis_client.xgroup_create(stream, "g", id="$", mkstream=True)
+    one = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(
+        redis_url, max_connections=1, timeout=5))
+    clients = make_clients(one, None)
+    gate = ReadGate()
+    pool = ThreadPoolExecutor(1)
+    try:
+        read = pool.submit(lambda: execute_sync(GatedRead(
+            [["XREADGROUP", "GROUP", "g", "mine", "BLOCK", 300, "STREAMS", stream, ">"]],
+            gate=gate), clients))
+        wait_for(lambda: gate.client_id is not None, 30, "the read blocked")
+        with caplog.at_level("INFO", logger="langgraph_durable.flusher"):
+            assert unblock(gate, clients) is False
+        assert read.result(timeout=10) == [[]]
+        assert "CLIENT UNBLOCK" not in caplog.text
+    finally:
+        pool.shutdown(wait=False)
+        one.close()
+        redis_client.delete(stream)
+
+
+@pytest.mark.parametrize(("reply", "refused"), [
+    (redis.exceptions.NoPermissionError("NOPERM this user has no permissions"), True),
+    (redis.exceptions.ResponseError("ERR unknown command 'CLIENT'"), True),
+    (redis.exceptions.ResponseError("BUSY Redis is busy running a script"), False),
+    (redis.exceptions.BusyLoadingError("LOADING Redis is loading the dataset"), False),
+])
+def test_only_a_refusal_turns_the_gate_off(reply: Exception, refused: bool) -> None:
+    from langgraph_durable.io.gated_read import _refusal
+
+    assert _refusal(reply) is refused

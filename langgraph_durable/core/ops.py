@@ -289,18 +289,15 @@ class Pipeline(Op[list[RedisReply]]):
 
 
 class ReadGate:
-    """Which connection a flusher's blocking read (``GatedRead``) waits on, so that
-    another thread can end the wait (``CLIENT UNBLOCK``, ``io/gated_read.py``).
-
-    The blocking driver sets ``client_id`` while the read waits and clears it before the
-    connection goes back to its pool, both under ``lock``; the unblocking thread sends
-    ``CLIENT UNBLOCK`` holding the same lock, so the id it names is still that read's
-    connection. ``refused`` is set once the server refused ``CLIENT ID`` or ``CLIENT
-    UNBLOCK`` (an ACL): reads then run as a plain ``Pipeline`` and end by themselves."""
+    """Which connection a flusher's blocking read (``GatedRead``) waits on, so another
+    thread can end the wait (``CLIENT UNBLOCK``): ``client_id`` and the server's
+    ``address``, set while the read waits, under ``lock`` (``io/gated_read.py``);
+    ``refused`` once the server refused ``CLIENT`` (the read then ends by itself)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.client_id: int | None = None
+        self.address: object = None
         self.refused = False
 
 

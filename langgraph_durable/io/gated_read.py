@@ -8,8 +8,10 @@ pooled connection of its own, after ``CLIENT ID``: while it waits, its ``ReadGat
 the connection's id, and ``unblock`` sends ``CLIENT UNBLOCK`` for it (the read returns
 as if its ``BLOCK`` ran out: no entries). The gate's lock keeps the connection from going
 back to the pool while an ``UNBLOCK`` naming it is on its way, so it never ends someone
-else's blocking command. A server that refuses either command (an ACL without
-``CLIENT``) turns the gate off: reads run as a plain ``Pipeline`` again.
+else's blocking command, and ``UNBLOCK`` goes only to the read's server (ids are unique
+per server: after a failover the pool's new connections go elsewhere). A server that
+refuses either command (an ACL without ``CLIENT``) turns the gate off: reads run as a
+plain ``Pipeline`` again.
 """
 
 from __future__ import annotations
@@ -50,33 +52,64 @@ def _exchange(conn: Any, op: GatedRead, gate: ReadGate) -> Any:
     conn.send_packed_command(conn.pack_commands([("CLIENT", "ID"), tuple(command)]))
     try:
         client_id = conn.read_response()
-    except redis.exceptions.ResponseError as exc:  # NOPERM: wait it out, and next time
-        gate.refused = True
-        log.info("CLIENT ID refused (%s): a stopping flusher waits for its blocking read "
-                 "to end by itself", exc)
+    except redis.exceptions.ResponseError as exc:  # its reply is next: wait for it
+        if _refusal(exc):
+            gate.refused = True
+            log.info("CLIENT ID refused (%s): a stopping flusher waits for its blocking "
+                     "read to end by itself", exc)
         return conn.read_response()
     with gate.lock:
-        gate.client_id = client_id
+        gate.client_id, gate.address = client_id, _address(conn)
     try:
         return conn.read_response()
     finally:
         with gate.lock:  # after any UNBLOCK naming this connection was answered
-            gate.client_id = None
+            gate.client_id = gate.address = None
+
+
+def _address(conn: Any) -> tuple[object, object, object]:
+    """The server a connection talks to (ids are unique per server): host and port, or
+    the socket path (a Sentinel-managed connection's host and port are its master's)."""
+    return (getattr(conn, "host", None), getattr(conn, "port", None),
+            getattr(conn, "path", None))
+
+
+def _refusal(exc: Exception) -> bool:
+    """Whether an error reply means the server will never take the command (an ACL, a
+    renamed or disabled ``CLIENT``), not that it is busy (``BUSY``, ``LOADING``)."""
+    return isinstance(exc, redis.exceptions.NoPermissionError) or "unknown" in str(exc).lower()
 
 
 def unblock(gate: ReadGate, c: Clients) -> bool:
-    """End the blocking read ``gate`` waits on, if any, with ``CLIENT UNBLOCK`` sent with
-    ``c`` (blocking clients); True when one was ended. A refusal (an ACL) turns the gate
-    off; other errors are logged and ignored (the read then ends after its ``BLOCK``)."""
-    with gate.lock:
-        if gate.client_id is None:
-            return False
-        try:
-            return bool(c.redis.execute_command("CLIENT", "UNBLOCK", gate.client_id))
-        except redis.exceptions.ResponseError as exc:
-            gate.refused = True
-            log.info("CLIENT UNBLOCK refused (%s): a stopping flusher waits for its "
-                     "blocking read to end by itself", exc)
-        except redis.exceptions.RedisError as exc:
-            log.info("CLIENT UNBLOCK failed (%s): the flusher's read ends by itself", exc)
+    """End the blocking read ``gate`` waits on, if any, with ``CLIENT UNBLOCK`` on a
+    connection of the pool of ``c`` (blocking clients) to the read's server; True when
+    one was ended. Nothing is sent when no read waits, or when the pool's connection
+    goes to another server than the read's (a failover moved the pool). The connection is
+    taken before the gate's lock, so a read holding the pool's last connection ends by
+    itself and releases it meanwhile. A refusal (an ACL) turns the gate off; other errors
+    are logged and ignored (the read then ends after its ``BLOCK``)."""
+    if gate.client_id is None:
         return False
+    pool = c.redis.connection_pool
+    try:
+        conn = pool.get_connection()
+    except redis.exceptions.RedisError as exc:
+        log.info("CLIENT UNBLOCK not sent (%s): the flusher's read ends by itself", exc)
+        return False
+    try:
+        with gate.lock:
+            if gate.client_id is None or gate.address != _address(conn):
+                return False
+            conn.send_command("CLIENT", "UNBLOCK", gate.client_id)
+            return bool(conn.read_response())
+    except redis.exceptions.ResponseError as exc:
+        if _refusal(exc):
+            gate.refused = True
+        log.info("CLIENT UNBLOCK refused (%s): a stopping flusher waits for its "
+                 "blocking read to end by itself", exc)
+    except redis.exceptions.RedisError as exc:
+        conn.disconnect()
+        log.info("CLIENT UNBLOCK failed (%s): the flusher's read ends by itself", exc)
+    finally:
+        pool.release(conn)
+    return False
