@@ -11,7 +11,7 @@ from typing import Any
 import redis.exceptions
 from pymongo.errors import BulkWriteError, OperationFailure, PyMongoError
 
-from ..core.ops import CommandFailed, MongoOp, Script
+from ..core.ops import CommandFailed, MongoOp, Pipeline, Script
 from ..errors import CorruptRecordError, ScriptRefused, TierUnavailableError
 from .mongo_calls import bulk_write_failed
 
@@ -22,8 +22,11 @@ _UNANSWERED_MONGO = frozenset({
 
 
 def what(op: Any) -> str:
-    """How an error names ``op``: a script's name, else the operation's class in lower case."""
-    return op.name if isinstance(op, Script) else type(op).__name__.lower()
+    """How an error names ``op``: a script's name, ``pipeline`` for any pipeline (a
+    ``GatedRead`` too), else the operation's class in lower case."""
+    if isinstance(op, Script):
+        return op.name
+    return "pipeline" if isinstance(op, Pipeline) else type(op).__name__.lower()
 
 
 def _refusal(exc: Exception, op: Any) -> ScriptRefused | None:
