@@ -150,7 +150,8 @@ def _acked(path: str) -> list[dict[str, Any]]:
 def kill_trial(env: Env, *, threads: int, apps: int, workers: int, concurrency: int,
                kill_at: float, partitions: int, timeout_s: float, step_s: float = 0.0
                ) -> dict[str, Any]:
-    tr = Trial(env, "s9", partitions)
+    # its own file names (acknowledgement logs, lags): 9 and 9p share the run's work folder
+    tr = Trial(env, "s9p" if step_s else "s9", partitions)
     names_ = [f"s9-{k}" for k in range(threads)]
     shares = split(names_, apps)
     puts_per_run = graphs.count_calls("async")["put"]
