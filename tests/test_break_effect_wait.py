@@ -381,19 +381,27 @@ def test_redis_down_while_an_effect_waits_stops_it_uncalled(
     config = _config()
     with redis_server(appendonly=True) as server:
         with DurableSaver.from_urls(server.url, mongo_url, **unique_options()) as saver:
-            slow = slowed_puts(saver, 0.5)
+            stopped = threading.Event()
+            # the step's put is sent once Redis is stopped (not after a fixed 0.5 s, which
+            # a loaded machine's stop could outlast: the put stored, the effect not waiting)
+            slow = slowed_puts(saver, 0, after=stopped)
             inner = _pay_node(slow)
-            stopped: list[bool] = []
 
             def node(state: S) -> dict[str, Any]:
-                if not stopped:
-                    stopped.append(True)
-                    server.stop()  # before the step's put, held back 0.5 s, is sent
+                if not stopped.is_set():
+                    try:
+                        server.stop()  # before the step's put is sent
+                    finally:
+                        stopped.set()
                 return inner(state)
 
             graph = _linear(("pay", node)).compile(checkpointer=slow)
-            with pytest.raises((TierUnavailableError, EffectCheckpointError)):
+            with pytest.raises((TierUnavailableError, EffectCheckpointError)) as caught:
                 graph.invoke({"url": svc.url}, config)
+            # stopped while waiting: by its put's failure, or by its own look at Redis
+            # (a pipeline), never at the journal's begin (which would mean it never waited)
+            if isinstance(caught.value, TierUnavailableError):
+                assert caught.value.operation == "pipeline", caught.value
             assert svc.calls == 0
             server.start()
             out = graph.invoke(None, config)
