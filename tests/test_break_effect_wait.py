@@ -571,28 +571,52 @@ async def test_aonce_waiting_does_not_hold_the_event_loop(
         asaver: DurableSaver, svc: Any) -> None:
     import asyncio
 
-    slow = slowed_puts(asaver, 0.5)
+    # the step's put is sent once the effect waits for it and the loop ran the ticker 10
+    # times meanwhile (not after a fixed 0.5 s, in which a loaded machine's loop may tick
+    # fewer than 10 times of 10 ms): the wait cannot end unless the loop runs
+    released = threading.Event()
+    slow = slowed_puts(asaver, 0, after=released)
+    started, called = asyncio.Event(), threading.Event()
     ticks: list[int] = []
+    events: list[str] = []  # "P": the effect's wait polled (ctx.heads), "T": a tick
+    heads = asaver.context.heads
+    real_refusal = heads.refusal
+
+    def polled(*args: Any) -> Any:  # asked once a poll, by the wait alone
+        events.append("P")
+        return real_refusal(*args)
 
     async def pay(state: S) -> dict[str, Any]:
         async def call() -> dict[str, Any]:
+            called.set()
             return {"amount": 3, "ticks": len(ticks)}
 
+        started.set()  # no await before aonce's: the loop ticks only while aonce awaits
         return {"receipts": [await effects.aonce("pay", call)]}
 
-    async def ticker() -> None:
-        while True:
+    async def ticker() -> None:  # ready at every turn of the loop until the effect ran
+        await started.wait()
+        while not called.is_set():
             ticks.append(1)
-            await asyncio.sleep(0.01)
+            events.append("T")
+            if len(ticks) >= 10 and "P" in events:
+                released.set()
+            await asyncio.sleep(0)
 
     graph = _linear(("pay", pay)).compile(checkpointer=slow)
+    heads.refusal = polled  # type: ignore[method-assign]
     t = asyncio.create_task(ticker())
     try:
         out = await graph.ainvoke({"url": svc.url}, _config())
     finally:
         t.cancel()
-    # the effect waited for a put held back 0.5 s: the loop ran the ticker meanwhile
+        heads.refusal = real_refusal  # type: ignore[method-assign]
+    # the effect waited for a put held back until the ticker ran 10 times: the loop ran
+    # the ticker meanwhile
     assert out["receipts"][0]["ticks"] >= 10
+    # and between any two of the wait's polls: it never held the loop from one to the next
+    assert "P" in events
+    assert "PP" not in "".join(events), "".join(events)
 
 
 def test_an_agent_with_the_model_journal_middleware_waits_and_pays_once(
