@@ -332,7 +332,12 @@ def test_collection_running_alongside_writers_never_breaks_a_checkpoint(
                 wait_for(lambda: all(  # every blob so far is past the grace period
                     time.time() - info.last_modified.timestamp() > 1.0
                     for info in store.list_keys()), 10, "blobs older than 1 s")
+                before = len(deleted)
                 saver.prune(["busy"])  # orphans the older frames
+                # the collector deletes them while the writes go on (a round that began
+                # before the prune may not: wait for the next, whatever the load)
+                wait_for(lambda: len(deleted) > before or errors,  # noqa: B023 (at once)
+                         30, "the collector to delete pruned frames")
     finally:
         stop.set()
         worker.join()
