@@ -15,6 +15,7 @@ import pytest
 
 from langgraph_durable.serde import BlobStoreError, S3BlobStore
 from langgraph_durable.serde.deadline import CallBound, DeadlinePassed
+from langgraph_durable.testing import wait_for
 
 
 class Trickle:
@@ -113,15 +114,14 @@ def test_when_every_worker_is_stuck_a_new_call_fails_at_once() -> None:
     t0 = time.monotonic()
     with pytest.raises(DeadlinePassed) as info:
         bound.run(lambda: ran.append(2), 5.0)
-    assert time.monotonic() - t0 < 1.0  # at once, not after the 5 s deadline
+    # at once, not after the 5 s deadline (stuck and the message say so too); the bound
+    # is far below 5 s, not 1 s, so that a loaded machine's stall cannot fail it
+    assert time.monotonic() - t0 < 3.0
     assert info.value.stuck
     assert str(info.value) == ("all 2 workers are held by calls past their deadline; "
                                "not run")
     release.set()  # the abandoned calls end on their own and free their workers
-    deadline = time.monotonic() + 5
-    while bound.abandoned and time.monotonic() < deadline:
-        release.wait(0.01)
-    assert bound.abandoned == 0
+    wait_for(lambda: bound.abandoned == 0, 30, "the abandoned calls to end")
     assert bound.run(lambda: 42, 1.0) == 42
     assert ran == [1, 1]
 
