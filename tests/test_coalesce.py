@@ -320,6 +320,17 @@ async def test_calls_in_the_backlog_behind_a_batch_redis_does_not_answer_fail_un
         assert await batcher.call(sha, source, [], ["before"]) == b"before"
         pid = rs._proc.pid if rs._proc else None
         assert pid is not None
+        in_backlog = asyncio.Event()
+        real_lone = batcher._lone
+
+        async def lone(call: Any) -> Any:
+            # the first call is sent (its 2 s socket timeout starts) only once the second
+            # is in the backlog behind it, however long a loaded machine takes to get there
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(in_backlog.wait(), 10)
+            return await real_lone(call)
+
+        batcher._lone = lone  # type: ignore[method-assign]
         os.kill(pid, signal.SIGSTOP)
         try:
             first = asyncio.ensure_future(batcher.call(sha, source, [], ["first"]))
@@ -328,6 +339,7 @@ async def test_calls_in_the_backlog_behind_a_batch_redis_does_not_answer_fail_un
             backlog = asyncio.ensure_future(batcher.call(sha, source, [], ["backlog"]))
             while not batcher._backlog:
                 await asyncio.sleep(0.001)
+            in_backlog.set()
             got = await asyncio.gather(first, backlog, return_exceptions=True)
         finally:
             os.kill(pid, signal.SIGCONT)
@@ -464,6 +476,16 @@ def test_sync_calls_queued_behind_a_batch_redis_does_not_answer_fail_unsent() ->
             except Exception as exc:
                 got[name] = exc
 
+        in_queue = threading.Event()
+        real_exchange = batcher._exchange
+
+        def exchange(commands: Any) -> Any:
+            # the first call is sent (its 2 s socket timeout starts) only once the second
+            # is queued behind it, however long a loaded machine takes to get there
+            in_queue.wait(10)
+            return real_exchange(commands)
+
+        batcher._exchange = exchange  # type: ignore[method-assign]
         os.kill(pid, signal.SIGSTOP)
         try:
             first = threading.Thread(target=one, args=("first",))
@@ -472,6 +494,7 @@ def test_sync_calls_queued_behind_a_batch_redis_does_not_answer_fail_unsent() ->
             queued = threading.Thread(target=one, args=("queued",))
             queued.start()
             _wait_until(lambda: len(batcher._queue) == 1, "the second call to queue")
+            in_queue.set()
             first.join(10)
             queued.join(10)
         finally:
