@@ -130,6 +130,11 @@ def test_a_flusher_that_keeps_failing_lets_a_healthy_one_take_its_entries(
         r: redis.Redis = bad.sync_clients.redis
         wait_for(lambda: r.xpending(bad.context.outbox, "flushers")["pending"] == 1, 10,
                  "the failing flusher to hold the entry")
+        # it failed twice (its retry too) before the healthy one starts: a stall of the
+        # failing one's thread longer than claim_idle_s after its first failure would
+        # otherwise let the healthy one take the entry before any retry
+        wait_for(lambda: bad.runtime.flusher is not None and bad.runtime.flusher.errors >= 2,
+                 30, "the failing flusher to fail twice")
         with DurableSaver.from_urls(redis_url, mongo_url, **opts) as good:
             good.flush(timeout_s=20)  # timed out before: the entry never went idle
             assert good.sync_clients.db["checkpoints"].count_documents({"thread_id": "held"}) == 1
