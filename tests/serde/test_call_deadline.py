@@ -93,7 +93,9 @@ def test_an_async_put_to_a_trickling_endpoint_ends_at_the_deadline(trickle) -> N
         return time.monotonic() - t0
 
     elapsed = asyncio.run(put())
-    assert 2.0 <= elapsed < 4.0
+    # at the 2 s deadline, not after the 120 s the endpoint trickles for; the upper bound
+    # is far above 2 s so that a loaded machine's stall cannot fail it
+    assert 2.0 <= elapsed < 10.0
 
 
 def test_when_every_worker_is_stuck_a_new_call_fails_at_once() -> None:
