@@ -67,8 +67,15 @@ def test_a_put_with_a_ttl_the_record_cannot_hold_is_refused_before_anything_is_w
 
 
 def test_the_longest_ttl_and_no_ttl_are_taken() -> None:
+    # taken, and the expiry each gives (ms after now_ms; 0 and None: none)
+    serde, now_ms = JsonPlusSerializer(), 1_000
+    expiries = []
     for ttl in (MAX_TTL_MINUTES, 0.5, 0, None):
-        check_op(PutOp(("b",), "k", {"x": 1}, ttl=ttl))
+        op = PutOp(("b",), "k", {"x": 1}, ttl=ttl)
+        check_op(op)
+        expiries.append(prepare_put(op, serde, now_ms).expires_ms)
+    assert expiries == [now_ms + MAX_TTL_MINUTES * 60_000, now_ms + 30_000, 0, 0]
+    assert expiries[0] < 10**16  # fits the record's 16-digit expiry
 
 
 def test_an_item_over_the_document_limit_is_refused_naming_it_and_its_size() -> None:
