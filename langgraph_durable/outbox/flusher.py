@@ -273,18 +273,20 @@ class Flusher:
             if quiet > 0:
                 yield _Wait(min(quiet, 0.5))
                 continue
+            failed: Exception | None = None
             try:
                 stats = yield self._round_plan()
                 self._account(stats)
                 self._succeeded()
-                backoff = 0.05
             except Exception as exc:
+                failed = exc
+            finally:  # counted (or failed): settle() returns, before any backoff
                 self._round_over()
+            if failed is not None:
                 yield _Wait(backoff)
-                backoff = self._failed(exc, backoff)
+                backoff = self._failed(failed, backoff)
                 continue
-            finally:
-                self._round_over()
+            backoff = 0.05
             linger = self._linger_s(stats)
             if linger:
                 yield _Wait(linger, linger=True)
