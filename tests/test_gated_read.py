@@ -199,6 +199,6 @@ def test_unblock_waits_for_a_connection_without_holding_up_a_read_that_holds_the
     (redis.exceptions.BusyLoadingError("LOADING Redis is loading the dataset"), False),
 ])
 def test_only_a_refusal_turns_the_gate_off(reply: Exception, refused: bool) -> None:
-    from langgraph_durable.io.gated_read import _refusal
+    from langgraph_durable.io.gated_read import _is_refusal
 
-    assert _refusal(reply) is refused
+    assert _is_refusal(reply) is refused

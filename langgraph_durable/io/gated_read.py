@@ -53,7 +53,7 @@ def _exchange(conn: Any, op: GatedRead, gate: ReadGate) -> Any:
     try:
         client_id = conn.read_response()
     except redis.exceptions.ResponseError as exc:  # its reply is next: wait for it
-        if _refusal(exc):
+        if _is_refusal(exc):
             gate.refused = True
             log.info("CLIENT ID refused (%s): a stopping flusher waits for its blocking "
                      "read to end by itself", exc)
@@ -74,7 +74,7 @@ def _address(conn: Any) -> tuple[object, object, object]:
             getattr(conn, "path", None))
 
 
-def _refusal(exc: Exception) -> bool:
+def _is_refusal(exc: Exception) -> bool:
     """Whether an error reply means the server will never take the command (an ACL, a
     renamed or disabled ``CLIENT``), not that it is busy (``BUSY``, ``LOADING``)."""
     return isinstance(exc, redis.exceptions.NoPermissionError) or "unknown" in str(exc).lower()
@@ -103,7 +103,7 @@ def unblock(gate: ReadGate, c: Clients) -> bool:
             conn.send_command("CLIENT", "UNBLOCK", gate.client_id)
             return bool(conn.read_response())
     except redis.exceptions.ResponseError as exc:
-        if _refusal(exc):
+        if _is_refusal(exc):
             gate.refused = True
         log.info("CLIENT UNBLOCK refused (%s): a stopping flusher waits for its "
                  "blocking read to end by itself", exc)

@@ -119,8 +119,8 @@ the item is one MongoDB document (16 MiB at most, with room for its other fields
 
 
 def ttl_problem(ttl: object) -> str | None:
-    """What is wrong with ``ttl`` as a TTL in minutes (a number over 0 and at most
-    ``MAX_TTL_MINUTES``; 0 means none, as before), or None when nothing is."""
+    """What is wrong with ``ttl`` as a TTL in minutes (a number from 0, which means none
+    as before, to ``MAX_TTL_MINUTES``), or None when nothing is."""
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
         return "is not a number of minutes (None: no expiry)"
     if not 0 <= ttl <= MAX_TTL_MINUTES:  # NaN fails both comparisons

@@ -102,10 +102,11 @@ def prepared_puts(puts: dict[tuple[tuple[str, ...], str], PutOp], embedded: list
     rows: dict[int, tuple[np.ndarray, list[str]]] = {}
     at = 0
     for op, paths, texts in embedded:
-        for path, vector in zip(paths, vectors[at:at + len(texts)]):
+        own = vectors[at:at + len(texts)]
+        for path, vector in zip(paths, own):
             _check_dims(vector, dims, f"the text at {path!r} of store item {op.key!r} "
                         f"of namespace {op.namespace!r}")
-        rows[id(op)] = (np.asarray(vectors[at:at + len(texts)], dtype=np.float32), paths)
+        rows[id(op)] = (np.asarray(own, dtype=np.float32), paths)
         at += len(texts)
     out = []
     for op in puts.values():
