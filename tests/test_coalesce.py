@@ -722,3 +722,53 @@ async def test_asyncio_calls_keep_a_client_override_and_its_error_reply_retries(
         await r.delete(key)
         await r.aclose()
         await traced.aclose()
+
+
+async def test_a_put_waiting_in_a_batch_holds_one_frame_per_layer(
+        redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While two puts of one loop turn wait for their batch's reply, each holds exactly
+    the saver's call, the runtime's ``arun``, the plan's driver, the plan and its send
+    step, the batched script and the batcher's queue: a layer that only awaited the next
+    one (``run_async``, ``execute_async``, ``ScriptBatcher.call``, ``ask``) is a frame more
+    alive per call for Python's garbage collector to walk (docs/speed.md, "The garbage
+    collector")."""
+    import gc
+    import types
+
+    r = redis.asyncio.Redis.from_url(redis_url)
+    m = pymongo.AsyncMongoClient(mongo_url)
+    saver = DurableSaver(r, m, **unique_options(flusher="off"))
+    await saver.asetup()
+    held: list[str] = []
+    direct = wire._write
+
+    def seen_at_write(conn: Any, writer: Any, packed: bytes) -> None:
+        if not held:
+            for obj in gc.get_objects():
+                if type(obj) is types.CoroutineType:
+                    code, frame = obj.cr_code, obj.cr_frame
+                elif type(obj) is types.GeneratorType:
+                    code, frame = obj.gi_code, obj.gi_frame
+                else:
+                    continue
+                if (frame is not None and "langgraph_durable" in code.co_filename
+                        and "/testing/" not in code.co_filename):  # the test servers
+                    held.append(f"{code.co_filename.rsplit('/', 1)[-1]}:{obj.__qualname__}")
+        direct(conn, writer, packed)
+
+    monkeypatch.setattr(wire, "_write", seen_at_write)
+    await asyncio.gather(*(saver.aput(_cfg(f"t{i}"), empty_checkpoint(), {"step": i}, {})
+                           for i in range(2)))
+    monkeypatch.undo()
+    callers = sorted(h for h in held if not h.startswith(("coalesce.py:ScriptBatcher._send",
+                                                         "coalesce.py:ScriptBatcher._p",
+                                                         "coalesce.py:ScriptBatcher._one",
+                                                         "coalesce.py:ScriptBatcher._ex",
+                                                         "wire.py:")))
+    assert callers == sorted(2 * [
+        "saver.py:DurableSaver.aput", "base.py:SaverRuntime.arun", "drive.py:adrive",
+        "write.py:put_plan", "write.py:_send", "drivers.py:_batched_script",
+        "coalesce.py:ScriptBatcher._submit"])
+    await saver.aclose()
+    await m.close()
+    await r.aclose()

@@ -96,7 +96,7 @@ class PutArgs:
             args += [f, v]
         for d, v in self.items.items():
             args += [d, v]
-        return Script("put", list(self.keys), args, decode=PutReply.of,
+        return Script("put", self.keys, args, decode=PutReply.of,
                       refusals=WRITE_REFUSALS)
 
     def checked_through(self, ms: int) -> PutArgs:
@@ -138,7 +138,7 @@ class PutWritesArgs:
             args += [f, v, "1" if overwrite else "0"]
         for d, v in self.items.items():
             args += [d, v]
-        return Script("put_writes", list(self.keys), args, decode=PutReply.of,
+        return Script("put_writes", self.keys, args, decode=PutReply.of,
                       refusals=WRITE_REFUSALS)
 
     def checked_through(self, ms: int) -> PutWritesArgs:

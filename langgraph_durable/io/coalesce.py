@@ -48,7 +48,7 @@ own, and a node that does not answer fails only the calls sent to it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import redis.asyncio.cluster
@@ -125,23 +125,20 @@ class ScriptBatcher:
         self._direct = not self.cluster and _packs_direct(redis_client)
         """True: commands are packed by hiredis and written to a pooled connection."""
 
-    async def call(self, sha: str, source: str, keys: Sequence[Any],
-                   args: Sequence[Any]) -> Any:
+    def call(self, sha: str, source: str, keys: Sequence[Any],
+             args: Sequence[Any]) -> Coroutine[Any, Any, Any]:
         """Run one script call (``EVALSHA sha``, ``EVAL source`` after ``NOSCRIPT``) in the
-        batch of this event-loop turn; returns the script's reply unchanged, or raises its
-        error (a ``ResponseError`` of the script, or the client's ``ConnectionError``/
-        ``TimeoutError`` when the batch's connection failed).
+        batch of this event-loop turn: a coroutine giving the script's reply unchanged, or
+        raising its error (a ``ResponseError`` of the script, or the client's
+        ``ConnectionError``/``TimeoutError`` when the batch's connection failed).
 
         The turn's first call yields to the loop once (``asyncio.sleep(0)``), then sends
         alone if no other call came (a plain ``EVALSHA`` from its own task), else hands
         the batch to a task of its own, so that cancelling one caller never cancels the
-        others' calls."""
-        call = _Call([("EVALSHA", sha, len(keys), *keys, *args)], source,
-                     keys[0] if keys else None)
-        reply = await self._submit(call)
-        if isinstance(reply, Exception):
-            raise reply
-        return reply
+        others' calls. A plain function returning ``_submit``'s coroutine: one coroutine
+        less alive per call while it waits (docs/speed.md, "The garbage collector")."""
+        return self._submit(_Call([("EVALSHA", sha, len(keys), *keys, *args)], source,
+                                  keys[0] if keys else None))
 
     async def commands(self, commands: Sequence[Sequence[Any]]) -> list[Any]:
         """Send ``commands`` (reads of ``SHARED_READS``, one caller's, kept together) in
@@ -156,7 +153,7 @@ class ScriptBatcher:
         return reply
 
     async def _submit(self, call: _Call) -> Any:
-        """``call``'s reply (a script's error reply is returned, not raised)."""
+        """``call``'s reply; a script's error reply is raised."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a new loop: what an old one queued is gone with it
             self._loop, self._queue, self._backlog, self.in_flight = loop, None, [], 0
@@ -182,12 +179,15 @@ class ScriptBatcher:
         self._enter()
         unanswered: redis.exceptions.TimeoutError | None = None
         try:
-            return await self._lone(call)
+            reply = await self._lone(call)
         except redis.exceptions.TimeoutError as exc:
             unanswered = exc
             raise
         finally:
             self._leave(cancelled=False, unanswered=unanswered)
+        if isinstance(reply, Exception):  # the script's own error (a batch's futures
+            raise reply                   # raise theirs: ``_send``)
+        return reply
 
     def _send_queued(self, first: _Call | None) -> asyncio.Future[Any] | None:
         """Send the queued calls (and ``first``, ahead of them) in a task, or put them in

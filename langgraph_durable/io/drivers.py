@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
@@ -302,11 +302,12 @@ def execute_sync(op: Op[T], clients: Clients) -> T:
     return drive(_execute(op, clients, _SYNC), _given)  # type: ignore[no-any-return]
 
 
-async def execute_async(op: Op[T], clients: Clients) -> T:
-    """``execute_sync`` with asyncio ``clients``."""
+def execute_async(op: Op[T], clients: Clients) -> Coroutine[Any, Any, T]:
+    """``execute_sync`` with asyncio ``clients``: the coroutine to await (made here, not
+    awaited here: one coroutine less alive per call while it waits)."""
     if type(op) is Script and not op.wait_replicas and clients.coalesce:
-        return await _batched_script(op, clients)
-    return await adrive(_execute(op, clients, _ASYNC), _given)
+        return _batched_script(op, clients)
+    return adrive(_execute(op, clients, _ASYNC), _given)
 
 
 def run_with(plan: Plan[R], execute: Callable[[Op[Any]], Any]) -> R:
@@ -328,8 +329,9 @@ async def run_with_async(plan: Plan[R], execute: Callable[[Op[Any]], Awaitable[A
     return await adrive(plan, execute)
 
 
-async def run_async(plan: Plan[R], clients: Clients) -> R:
-    """Drive ``plan`` to completion with asyncio clients; returns its return value.
+def run_async(plan: Plan[R], clients: Clients) -> Coroutine[Any, Any, R]:
+    """Drive ``plan`` to completion with asyncio clients: a coroutine giving its return
+    value (``adrive``'s, returned rather than awaited in one more coroutine).
 
     Plans never block (they do no I/O of their own: values are serialized before a plan
     is made and decoded after it returns), so every step runs on the event loop."""
@@ -340,4 +342,4 @@ async def run_async(plan: Plan[R], clients: Clients) -> R:
             return execute_async(op, clients)  # looked up at each call: tools hook it
 
         clients.async_step = step
-    return await adrive(plan, step)
+    return adrive(plan, step)

@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import (
 )
 
 from ..core.items import MANIFEST_TYPE, Stored, packed
-from ..core.ops import BulkWrite, Doc, Op, Parallel, Plan, Refusal, Script, Sleep, T, ask
+from ..core.ops import BulkWrite, Doc, Op, Parallel, Plan, Refusal, Script, Sleep, T
 from ..core.outbox_entry import OutboxEntry
 from ..core.records import (
     SEP,
@@ -46,7 +46,7 @@ from ..errors import (
     ScriptRefused,
     SerializationError,
 )
-from ..hot.scripts import PutArgs, PutWritesArgs
+from ..hot.scripts import PutArgs, PutReply, PutWritesArgs
 from ..serde.extref_errors import BlobStoreError
 from .context import Context
 from .fence import bulk_ignoring_newer, fence_plan, stream_ms
@@ -200,7 +200,9 @@ def _send(ctx: Context, args: PutArgs | PutWritesArgs,
     pause = 0.005
     while True:
         try:
-            reply = yield from ask(replicated(ctx, args.op()))
+            # the op yielded here, not through ``ask``: one generator less alive per call
+            op = replicated(ctx, args.op())
+            reply: PutReply = yield op
             break
         except ScriptRefused as refusal:
             if refusal.code == Refusal.MISSING_ITEMS:
