@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import bson
+from bson.raw_bson import RawBSONDocument
 from pymongo import DeleteOne, IndexModel, InsertOne, ReplaceOne, ReturnDocument, UpdateOne
 from pymongo.errors import BulkWriteError
 
@@ -15,6 +17,7 @@ from ..core.ops import (
     BulkWriteFailed,
     DeleteDoc,
     DeleteMany,
+    Doc,
     Index,
     InsertDoc,
     Mongo,
@@ -24,6 +27,7 @@ from ..core.ops import (
     WriteFailure,
     WriteModel,
 )
+from ..plans.context import DocCodec
 
 
 def is_cursor(op: MongoOp[Any]) -> bool:
@@ -109,3 +113,22 @@ def bulk_write_failed(collection: str, exc: BulkWriteError) -> BulkWriteFailed:
                         int(d.get("nUpserted", 0)))
     return BulkWriteFailed(collection, _failures(d.get("writeErrors")),
                            _failures(d.get("writeConcernErrors")), result)
+
+
+def _encoded(doc: Doc) -> Doc:
+    """``doc`` encoded to BSON now (``bson.encode`` with PyMongo's default codec options:
+    a flush round's documents hold text, numbers, bytes, lists and dicts only); PyMongo
+    sends a ``RawBSONDocument`` as it is."""
+    return RawBSONDocument(bson.encode(doc))  # type: ignore[return-value]
+
+
+def _decoded(doc: Doc) -> Doc:
+    """An ``_encoded`` document as a dict again (any other as it is)."""
+    if isinstance(doc, RawBSONDocument):
+        return bson.decode(doc.raw)
+    return doc
+
+
+BSON_DOCS = DocCodec(_encoded, _decoded)
+"""The flush rounds' documents encoded to BSON as they are built (``plans.context.DocCodec``):
+set on the contexts of every saver runtime and worker."""

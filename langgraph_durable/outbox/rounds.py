@@ -396,6 +396,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     writes: list[dict[str, Any]] = []
     chunks: list[dict[str, Any]] = []
     items: list[dict[str, Any]] = []
+    encode, decode = ctx.docs.encode, ctx.docs.decode
     big = C.THRESHOLD_BYTES  # a value's bytes never outgrow the record holding them: only
     nbytes = 0  # a record bigger than a chunk can make a document that needs chunks
 
@@ -403,7 +404,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
         if len(raw) > big:
             doc, more = C.split(kind, doc)
             chunks.extend(more)
-        out.append(doc)
+        out.append(encode(doc))  # held encoded until the bulk writes (``DocCodec``)
 
     summary: dict[str, tuple[CheckpointRecord | None, list[tuple[str, WriteRecord]]]] = {}
     for tid in want:
@@ -448,7 +449,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
         for (ns, cid), timed in by_cp.items():  # one document per put_writes call
             wdocs, more = C.split_all("writes", G.write_docs(
                 tid, ns, cid, [w for w, _ in timed], times=[t for _, t in timed]))
-            writes += wdocs
+            writes += [encode(d) for d in wdocs]
             chunks += more
         if newest is not None or root_writes:
             summary[tid] = (newest, root_writes)
@@ -458,10 +459,11 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     # chunks before the documents that refer to them; items before the blobs and writes
     # that name them; blobs and writes before the checkpoints that refer to them
     yield from C.write_plan(cols.chunks, chunks)
-    yield from insert_else_upsert(cols.items, items, D.upsert_item)
-    yield from insert_else_upsert(cols.blobs, blobs, D.upsert)
-    yield from insert_else_upsert(cols.writes, writes, G.upsert_any, ignore_newer=True)
-    yield from insert_else_upsert(cols.checkpoints, cps, I.upsert_checkpoint)
+    yield from insert_else_upsert(cols.items, items, D.upsert_item, decode=decode)
+    yield from insert_else_upsert(cols.blobs, blobs, D.upsert, decode=decode)
+    yield from insert_else_upsert(cols.writes, writes, G.upsert_any, ignore_newer=True,
+                                  decode=decode)
+    yield from insert_else_upsert(cols.checkpoints, cps, I.upsert_checkpoint, decode=decode)
     if facts:  # after the records: a summary never names a checkpoint MongoDB lacks
         yield from summaries.upkeep_plan(ctx, facts)
     return Copied(len(cps) + len(blobs) + len(writes) + len(items), nbytes)

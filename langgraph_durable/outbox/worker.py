@@ -32,6 +32,7 @@ from ..config import ConfigOption, DurableConfig, config_options
 from ..errors import ConfigurationError, TierUnavailableError
 from ..io.clients import database_of, is_cluster, make_clients, mongo_from_url, redis_from_url
 from ..io.drivers import run_sync
+from ..io.mongo_calls import BSON_DOCS
 from ..plans import binding
 from ..plans.context import NO_SERIALIZER, Context, partitions_for
 from ..settings import (
@@ -121,7 +122,7 @@ def _serve(redis_url: str, mongo_url: str, config: DurableConfig,
         return _fail(report, str(exc), 2)
     try:
         ctx = Context(config, serde=NO_SERIALIZER, queryable=True, cluster=is_cluster(r),
-                      partitions=partitions_for(config, is_cluster(r)))
+                      partitions=partitions_for(config, is_cluster(r)), docs=BSON_DOCS)
     except ConfigurationError as exc:
         return _fail(report, str(exc), 2)
     m = mongo_from_url(mongo_url, config, asyncio=False)

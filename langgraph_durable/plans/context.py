@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -13,6 +13,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..config import DurableConfig
 from ..core.items import Items
+from ..core.ops import Doc
 from ..durable.documents import Collections
 from ..errors import ConfigurationError
 from ..hot.keys import (
@@ -159,6 +160,24 @@ NO_SERIALIZER = NoSerializer()
 """The ``serde`` of a ``Context`` with no serializer."""
 
 
+def _same(doc: Doc) -> Doc:
+    return doc
+
+
+@dataclass(frozen=True)
+class DocCodec:
+    """How a flush round holds the documents it builds until its bulk writes are answered
+    (``encode``) and reads one back as a dict (``decode``: for the upsert of a document
+    already stored, ``fence.insert_else_upsert``). As built (the default, for plans run
+    without a server) or encoded at once by the I/O layer (``io/mongo_calls.BSON_DOCS``):
+    a document is then one object holding its BSON bytes instead of a dict and its lists
+    and entry dicts, which Python's garbage collector counts and walks while they live
+    (docs/speed.md, "The flusher's documents")."""
+
+    encode: Callable[[Doc], Doc] = _same
+    decode: Callable[[Doc], Doc] = _same
+
+
 @dataclass(frozen=True)
 class Context:
     """Facts shared by the saver, its plans and the flusher: configuration, serializer,
@@ -170,7 +189,8 @@ class Context:
     returned, plans read when prepared), excluded from equality and ``repr``; so is
     ``items``, the item store's digests, serialization cache and the items known to be in
     Redis (``items.Items``), and ``store_keys``, the memory store's keys of the last
-    ``PUT_KEYS_CACHE`` namespaces written or read (``plans/store_items.keys_of``)."""
+    ``PUT_KEYS_CACHE`` namespaces written or read (``plans/store_items.keys_of``); ``docs``
+    how a flush round holds its documents (``DocCodec``)."""
 
     config: DurableConfig
     serde: SerializerProtocol
@@ -184,6 +204,7 @@ class Context:
                                                   repr=False)
     store_keys: dict[tuple[str, ...], Any] = field(default_factory=dict, compare=False,
                                                    repr=False)
+    docs: DocCodec = field(default_factory=DocCodec, compare=False, repr=False)
 
     @property
     def outbox(self) -> str:

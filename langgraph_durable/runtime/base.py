@@ -24,6 +24,7 @@ from ..errors import (
 )
 from ..io import clients as C
 from ..io.drivers import Clients, run_async, run_sync
+from ..io.mongo_calls import BSON_DOCS
 from ..metrics import Metrics, stats_dict
 from ..outbox.flusher import Flusher
 from ..outbox.process import FlusherProcess
@@ -75,7 +76,7 @@ class SaverRuntime(RuntimeClosing):
         self.config = config
         """The validated configuration."""
         self.context = Context(config, serde=NO_SERIALIZER, queryable=True, cluster=cluster,
-                               partitions=partitions_for(config, cluster))
+                               partitions=partitions_for(config, cluster), docs=BSON_DOCS)
         """The context of the runtime's own plans (set-up, flush waits, the flusher's
         rounds): names, partitions, clock and ``heads``, no serializer; a saver's context
         is this one with its serializer's fields (``dataclasses.replace``)."""
