@@ -208,3 +208,63 @@ def test_a_stalled_flush_round_that_writes_after_a_delete_is_fenced(
         # ... and, finding the delete's tombstones, takes it back out
         assert [len(v) for v in mongo_docs(saver).values()] == [0, 0, 0]
         assert saver.get_tuple({"configurable": {"thread_id": "z"}}) is None
+
+
+def test_a_round_stores_its_documents_encoded_as_built_the_same_as_dicts(
+        manual, redis_client) -> None:
+    """A flush round holds its documents as BSON from the moment it builds them
+    (``Context.docs``, ``io/mongo_calls.BSON_DOCS``: one object each for the garbage
+    collector, not a dict and its lists) and stores exactly what the same round stores
+    from dicts, replays included (their upserts decode the document)."""
+    from dataclasses import replace
+
+    from bson.raw_bson import RawBSONDocument
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from langgraph_durable.core.ops import BulkWrite, InsertDoc
+    from langgraph_durable.plans.context import DocCodec
+
+    cfg: dict = {"configurable": {"thread_id": "enc", "checkpoint_ns": ""}}
+    msgs: list = [HumanMessage("hi", id="h0")]
+    for i in range(3):
+        msgs = [*msgs, AIMessage(f"answer {i} " * 40, id=f"a{i}")]
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"messages": msgs, "count": i, "big": b"x" * 5000}
+        cp["channel_versions"] = {c: f"{i + 1:032}.0" for c in ("messages", "count", "big")}
+        cfg = manual.put(cfg, cp, {"step": i, "run_id": "r"}, cp["channel_versions"])
+        manual.put_writes(cfg, [("messages", [AIMessage(f"w{i}", id=f"w{i}")]),
+                                ("__interrupt__", f"stop-{i}")], f"task-{i}")
+    entries = outbox_entries(manual, redis_client)
+    db, cols = manual.sync_clients.db, manual.context.collections
+    names = (cols.checkpoints, cols.blobs, cols.writes, cols.items)
+
+    def stored() -> dict[str, list[dict]]:
+        return {n: sorted(db[n].find({}, {"put_ms": 0}), key=lambda d: d["_id"])
+                for n in names}
+
+    def flush(ctx: Any) -> list[type]:
+        kinds: list[type] = []
+
+        def seen(op: Any) -> None:
+            if isinstance(op, BulkWrite):
+                kinds.extend(type(m.doc) for m in op.requests if isinstance(m, InsertDoc))
+
+        plan = flush_batch_plan(ctx, consumer_name(), block_ms=0, claim=False)
+        while run_sync(tap(plan, before=seen), manual.sync_clients).entries:
+            plan = flush_batch_plan(ctx, consumer_name(), block_ms=0, claim=False)
+        return kinds
+
+    assert set(flush(replace(manual.context, docs=DocCodec()))) == {dict}
+    as_dicts = stored()
+    # 3 checkpoints, their 5,000-byte values (over the inline bound), 3 calls, 7 messages
+    assert [len(as_dicts[n]) for n in names] == [3, 3, 3, 7]
+    for n in names:
+        db[n].delete_many({})
+    for _, fields in entries:
+        redis_client.xadd(manual.context.outbox, fields)
+    assert set(flush(manual.context)) == {RawBSONDocument}
+    assert stored() == as_dicts
+    for _, fields in entries:  # replayed: the upserts of documents already stored
+        redis_client.xadd(manual.context.outbox, fields)
+    flush(manual.context)
+    assert stored() == as_dicts
