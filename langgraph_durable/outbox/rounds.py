@@ -352,13 +352,15 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     thread that holds another type (``WRONGTYPE``) sets aside the thread's entries that
     need it; the others are written."""
     want: dict[str, dict[str, set[Any]]] = defaultdict(lambda: defaultdict(set))
-    put_ms: dict[tuple[str, Any], int] = {}  # (thread, member, field or digest) -> time
+    # thread -> member, field or digest -> time: a dict per thread, no tuple per name
+    put_ms: dict[str, dict[Any, int]] = defaultdict(dict)
     introduced: dict[tuple[str, str], set[str]] = {}  # (thread, member) -> its new values
     for eid, tid, entry in parsed:
         at = stream_ms(eid)
         kind, m, fields, digests = entry.kind, entry.member, entry.names, entry.digests
+        times = put_ms[tid]
         for name in (*((m, *fields) if kind == "cp" else fields), *digests):
-            put_ms[(tid, name)] = max(put_ms.get((tid, name), 0), at)
+            times[name] = max(times.get(name, 0), at)
         want[tid]["it"].update(digests)
         if kind == "cp":
             want[tid]["cp"].add(m)
@@ -396,7 +398,6 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     writes: list[dict[str, Any]] = []
     chunks: list[dict[str, Any]] = []
     items: list[dict[str, Any]] = []
-    encode, decode = ctx.docs.encode, ctx.docs.decode
     big = C.THRESHOLD_BYTES  # a value's bytes never outgrow the record holding them: only
     nbytes = 0  # a record bigger than a chunk can make a document that needs chunks
 
@@ -404,15 +405,16 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
         if len(raw) > big:
             doc, more = C.split(kind, doc)
             chunks.extend(more)
-        out.append(encode(doc))  # held encoded until the bulk writes (``DocCodec``)
+        out.append(ctx.docs.encode(doc))  # held encoded until the bulk writes
 
     summary: dict[str, tuple[CheckpointRecord | None, list[tuple[str, WriteRecord]]]] = {}
     for tid in want:
         newest: CheckpointRecord | None = None  # of the root namespace: its summary's
         root_writes: list[tuple[str, WriteRecord]] = []
+        times = put_ms[tid]
         for d, raw in got.get((tid, "it"), {}).items():
             if raw is not None and isinstance(d, bytes):  # None: deleted since
-                add("items", D.item_doc(tid, d, raw, put_ms=put_ms[(tid, d)]), raw, items)
+                add("items", D.item_doc(tid, d, raw, put_ms=times[d]), raw, items)
                 nbytes += len(raw)
         vals: dict[str, Typed | None] = {}
         for f, raw in got.get((tid, "bl"), {}).items():
@@ -429,27 +431,27 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
                 newest = rec
             # the values it introduced: the small ones inside its document (inline.py)
             own = [(f, vals.pop(f)) for f in sorted(introduced[(tid, m)]) if f in vals]
-            doc, big_ones = I.checkpoint_docs(tid, rec, own, put_ms=put_ms[(tid, m)])
+            doc, big_ones = I.checkpoint_docs(tid, rec, own, put_ms=times[m])
             add("checkpoints", doc, raw, cps)
             for b in big_ones:
                 add("blobs", b, b["data"], blobs)
             nbytes += len(rec.checkpoint[1]) + len(rec.metadata[1])
         for f, value in vals.items():  # its checkpoint was deleted since: as it was
-            add("blobs", D.blob_doc(tid, f, value, put_ms=put_ms[(tid, f)]),
+            add("blobs", D.blob_doc(tid, f, value, put_ms=times[f]),
                 value[1] if value else b"", blobs)
         by_cp: dict[tuple[str, str], list[tuple[WriteRecord, int]]] = defaultdict(list)
         for f, raw in got.get((tid, "w"), {}).items():
             if raw is not None:
                 ns, cid, _task, _idx = f.split(SEP)
                 w = WriteRecord.unpack(raw, f"redis write {f!r} of thread {tid!r}")
-                by_cp[(ns, cid)].append((w, put_ms[(tid, f)]))
+                by_cp[(ns, cid)].append((w, times[f]))
                 if not ns:
                     root_writes.append((cid, w))
                 nbytes += len(w.value[1])
         for (ns, cid), timed in by_cp.items():  # one document per put_writes call
             wdocs, more = C.split_all("writes", G.write_docs(
                 tid, ns, cid, [w for w, _ in timed], times=[t for _, t in timed]))
-            writes += [encode(d) for d in wdocs]
+            writes += [ctx.docs.encode(d) for d in wdocs]
             chunks += more
         if newest is not None or root_writes:
             summary[tid] = (newest, root_writes)
@@ -459,11 +461,11 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     # chunks before the documents that refer to them; items before the blobs and writes
     # that name them; blobs and writes before the checkpoints that refer to them
     yield from C.write_plan(cols.chunks, chunks)
-    yield from insert_else_upsert(cols.items, items, D.upsert_item, decode=decode)
-    yield from insert_else_upsert(cols.blobs, blobs, D.upsert, decode=decode)
-    yield from insert_else_upsert(cols.writes, writes, G.upsert_any, ignore_newer=True,
-                                  decode=decode)
-    yield from insert_else_upsert(cols.checkpoints, cps, I.upsert_checkpoint, decode=decode)
+    dec = ctx.docs.decode  # a document already stored is upserted as a dict
+    yield from insert_else_upsert(cols.items, items, D.upsert_item, decode=dec)
+    yield from insert_else_upsert(cols.blobs, blobs, D.upsert, decode=dec)
+    yield from insert_else_upsert(cols.writes, writes, G.upsert_any, ignore_newer=True, decode=dec)
+    yield from insert_else_upsert(cols.checkpoints, cps, I.upsert_checkpoint, decode=dec)
     if facts:  # after the records: a summary never names a checkpoint MongoDB lacks
         yield from summaries.upkeep_plan(ctx, facts)
     return Copied(len(cps) + len(blobs) + len(writes) + len(items), nbytes)
