@@ -36,7 +36,7 @@ from .dead import Aside, dead_letter_plan
 from .group import dead_letter_key, ensure_group_plan, upkeep_plan
 from .heartbeat import reap_plan
 from .round_summaries import summary_facts_plan
-from .streams import Parsed, Taken, ack_plan, claim_plan, counted, read_plan
+from .streams import Parsed, Taken, ack_plan, claim_plan, held, read_plan
 from .triage import check_journal, check_records, check_store, of_entry, step_of
 
 log = logging.getLogger("langgraph_durable.flusher")
@@ -185,7 +185,8 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool, o
         return stats
     if taking is not None:
         taking()
-    raw = {(stream, eid): fields for stream, (eid, fields) in taken}
+    raw, done = held(taken)
+    del taken  # two tuples an entry: not held through the round's writes
     failed: list[Failed] = []
     try:
         for group in (yield from _by_bytes(ctx, parsed)):
@@ -221,13 +222,12 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool, o
         failed += [(p, "fence", e) for p, e in unfenced]
         parsed = _without(parsed, failed)
     if parsed:
-        # the threads' activity for retention (plans/retention_policy.py): before the
-        # acknowledgement, so a crash in between writes it again ($max: unchanged)
+        # threads' activity (retention_policy.py) before the ack: a crash redoes it ($max)
         yield from activity_plan(ctx, parsed)
-    aside += [Aside(ctx.outbox_of(p[1]), p[0], raw[(ctx.outbox_of(p[1]), p[0])], step, e)
+    aside += [Aside(ctx.outbox_of(p[1]), p[0], raw[ctx.outbox_of(p[1])][p[0]], step, e)
               for p, step, e in failed]
     if parsed:
-        _, stats.outbox_length, unsettled = yield from ack_plan(ctx, parsed, counted(taken))
+        _, stats.outbox_length, unsettled = yield from ack_plan(ctx, parsed, done)
         # acknowledged (their records are in MongoDB), but their thread's Redis state
         # could not be settled: a damaged key the operator must see. The dead letter
         # says whether the counts were lowered (COUNTED_FIELD), so a replay never lowers
@@ -235,7 +235,7 @@ def _round(ctx: Context, consumer: str, n: int, *, block_ms: int, claim: bool, o
         for p in parsed:
             if p[1] in unsettled:
                 stream = ctx.outbox_of(p[1])
-                fields, (error, lowered) = raw[(stream, p[0])], unsettled[p[1]]
+                fields, (error, lowered) = raw[stream][p[0]], unsettled[p[1]]
                 was = fields.get(COUNTED_FIELD) == b"1"
                 aside.append(Aside(stream, p[0], {**fields, COUNTED_FIELD: b"1" if (
                     lowered or was) else b"0"}, "settle", error))
@@ -456,7 +456,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
         if newest is not None or root_writes:
             summary[tid] = (newest, root_writes)
     facts = yield from summary_facts_plan(ctx, summary, got)
-    del got, replies  # the values now live in the documents: hold them once
+    del got, replies, summary  # the values now live in the documents: hold them once
     cols = ctx.collections
     # chunks before the documents that refer to them; items before the blobs and writes
     # that name them; blobs and writes before the checkpoints that refer to them

@@ -65,6 +65,16 @@ def counted(taken: list[Taken]) -> set[tuple[str, bytes]]:
     return {(s, eid) for s, (eid, fields) in taken if fields.get(COUNTED_FIELD) == b"1"}
 
 
+def held(taken: list[Taken]) -> tuple[dict[str, dict[bytes, Any]], set[tuple[str, bytes]]]:
+    """What a round keeps of its read until it acknowledges: each entry's fields by stream
+    and entry id (dicts of text and bytes, which Python's garbage collector does not
+    track, where ``taken`` holds two tuples an entry) and ``counted(taken)``."""
+    raw: dict[str, dict[bytes, Any]] = {}
+    for stream, (eid, fields) in taken:
+        raw.setdefault(stream, {})[eid] = fields
+    return raw, counted(taken)
+
+
 def ack_plan(ctx: Context, parsed: list[Parsed], done: AbstractSet[tuple[str, bytes]] = frozenset()
              ) -> Plan[tuple[list[bool], int, dict[str, tuple[str, bool]]]]:
     """Acknowledge and delete the written entries, lower their threads' ``dirty`` counts
