@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import subprocess
 import sys
@@ -22,6 +21,8 @@ from langgraph_durable.io.clients import make_clients
 from langgraph_durable.io.drivers import execute_sync
 from langgraph_durable.io.gated_read import unblock
 from langgraph_durable.testing import unique_options, wait_for
+
+from .saver_life import put_flush_wait_close
 
 CFG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 
@@ -41,18 +42,7 @@ def test_close_ends_the_blocking_read_of_a_single_stream_flusher(
     def blocked() -> bool:
         return saver.runtime.flusher._gate.client_id is not None
 
-    if api == "sync":
-        with saver:
-            saver.put(CFG, empty_checkpoint(), {"step": 0}, {})
-            saver.flush(timeout_s=30)
-            wait_for(blocked, 30, "the flusher's blocking read")
-    else:
-        async def run() -> None:
-            async with saver:
-                await saver.aput(CFG, empty_checkpoint(), {"step": 0}, {})
-                await saver.aflush(timeout_s=30)
-                await asyncio.to_thread(wait_for, blocked, 30, "the blocking read")
-        asyncio.run(run())
+    put_flush_wait_close(saver, api, blocked, "the flusher's blocking read")
     flusher = saver.runtime.flusher
     assert (flusher.running, flusher.left_group, flusher.entries) == (False, True, 1)
     assert _consumers(redis_client, saver.context.outbox) == []

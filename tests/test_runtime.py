@@ -4,8 +4,6 @@ shared by its ``with_allowlist`` copies."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -14,7 +12,9 @@ from langgraph_durable import DurableConfig, DurableSaver, SaverClosedError
 from langgraph_durable.core.records import pack_blob
 from langgraph_durable.plans import history_edits, write
 from langgraph_durable.runtime.base import SaverRuntime
-from langgraph_durable.testing import unique_options, wait_for
+from langgraph_durable.testing import unique_options
+
+from .saver_life import put_flush_wait_close
 
 
 def test_a_runtime_without_a_saver_sets_up_flushes_a_savers_writes_and_closes(
@@ -83,7 +83,6 @@ def test_close_ends_the_flusher_of_a_partitioned_outbox_in_its_wait_between_roun
     5 s for it, so a wait that close did not end would leave it running)."""
     options = unique_options(outbox_partitions=4, flush_interval_s=60)
     saver = DurableSaver.from_urls(redis_url, mongo_url, **options)
-    cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 
     def two_rounds() -> bool:
         # the first round took the put (then the next, empty, waits) or found nothing
@@ -91,17 +90,6 @@ def test_close_ends_the_flusher_of_a_partitioned_outbox_in_its_wait_between_roun
         f = saver.runtime.flusher
         return f.rounds >= 2 and f.entries == 1
 
-    if api == "sync":
-        with saver:
-            saver.put(cfg, empty_checkpoint(), {"step": 0}, {})
-            saver.flush(timeout_s=30)
-            wait_for(two_rounds, 30, "two rounds")
-    else:
-        async def run() -> None:
-            async with saver:
-                await saver.aput(cfg, empty_checkpoint(), {"step": 0}, {})
-                await saver.aflush(timeout_s=30)
-                await asyncio.to_thread(wait_for, two_rounds, 30, "two rounds")
-        asyncio.run(run())
+    put_flush_wait_close(saver, api, two_rounds, "two rounds")
     flusher = saver.runtime.flusher
     assert (flusher.running, flusher.left_group) == (False, True)
