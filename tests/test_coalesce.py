@@ -382,6 +382,73 @@ async def test_a_burst_holds_at_most_max_in_flight_connections_and_never_waits_f
     await r.aclose()
 
 
+async def test_asyncio_calls_on_a_pool_of_eight_keep_one_connection_reopened_when_lost(
+        redis_url: str) -> None:
+    """The client's retry is off, so the call after the server closed the kept connection
+    succeeds only because the batcher checks it before sending, as the pool would."""
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    pool = redis.asyncio.BlockingConnectionPool.from_url(
+        redis_url, max_connections=8, retry=Retry(NoBackoff(), 0))
+    r = redis.asyncio.Redis(connection_pool=pool)
+    batcher = ScriptBatcher(r)
+    sha, source = _script("return ARGV[1]")
+    assert [await batcher.call(sha, source, [], [str(i)]) for i in range(20)] == [
+        str(i).encode() for i in range(20)]
+    got = await asyncio.gather(*(batcher.call(sha, source, [], [f"b{i}"]) for i in range(5)))
+    assert got == [f"b{i}".encode() for i in range(5)]  # a pipelined batch uses it too
+    held = batcher._held
+    assert held is not None and set(pool._in_use_connections) == {held}  # taken once, kept
+    assert not pool._available_connections
+    await held.send_command("CLIENT", "ID")
+    async with redis.asyncio.Redis.from_url(redis_url) as other:  # the server closes it
+        await other.client_kill_filter(_id=await held.read_response())
+    for _ in range(500):  # let the loop see the closed socket (a bounded wait)
+        if held._reader is None or held._reader.at_eof():
+            break
+        await asyncio.sleep(0.01)
+    assert await batcher.call(sha, source, [], ["again"]) == b"again"  # reopened first
+    assert batcher._held is held and set(pool._in_use_connections) == {held}
+    with pytest.raises(redis.exceptions.ResponseError, match="^refused$"):
+        await batcher.call(*_script("return redis.error_reply('refused')"), [], [])
+    assert batcher._held is held  # a script's error reply is an answer: still kept
+    await batcher.release()
+    assert batcher._held is None and not pool._in_use_connections
+    assert pool._available_connections == [held]
+    small = redis.asyncio.BlockingConnectionPool.from_url(redis_url, max_connections=4)
+    lone = ScriptBatcher(redis.asyncio.Redis(connection_pool=small))
+    assert await lone.call(sha, source, [], ["x"]) == b"x"
+    assert lone._held is None and len(small._available_connections) == 1  # given back
+    await r.aclose()
+    await small.disconnect()
+
+
+async def test_a_saver_on_given_clients_gives_its_kept_connections_back_when_closed(
+        redis_url: str, mongo_url: str) -> None:
+    """The caller's pools are whole again once the saver is closed: nothing the batchers
+    kept between calls stays taken from them."""
+    apool = redis.asyncio.BlockingConnectionPool.from_url(redis_url, max_connections=16)
+    spool = redis.BlockingConnectionPool.from_url(redis_url, max_connections=16)
+    ar, r = redis.asyncio.Redis(connection_pool=apool), redis.Redis(connection_pool=spool)
+    am, m = pymongo.AsyncMongoClient(mongo_url), pymongo.MongoClient(mongo_url)
+    saver = DurableSaver(r, m, async_redis=ar, async_mongo=am, **unique_options())
+    async with saver:
+        await saver.aput(_cfg("a"), empty_checkpoint(), {"step": 1}, {})
+        await asyncio.to_thread(saver.put, _cfg("s"), empty_checkpoint(), {"step": 2}, {})
+        assert _async_clients(saver).batcher()._held is not None
+        assert saver.runtime.clients.sync is not None
+        sync_batcher = saver.runtime.clients.sync.sync_batcher()
+        assert sync_batcher is not None and sync_batcher._held is not None
+    idle = [c for c in spool.pool.queue if c is not None]  # a blocking pool's idle ones
+    assert not apool._in_use_connections and len(idle) == len(spool._connections) >= 1
+    assert await ar.ping() and r.ping()  # the caller's clients still work
+    await ar.aclose()
+    r.close()
+    await am.close()
+    m.close()
+
+
 async def test_shared_reads_are_refused_on_a_cluster_client(redis_cluster_url: str) -> None:
     r = redis_from_url(redis_cluster_url, DurableConfig(), asyncio=True)
     with pytest.raises(ValueError, match="not on a Redis Cluster"):

@@ -55,6 +55,18 @@ class Clients:
             self._batcher = ScriptBatcher(self.redis)
         return self._batcher
 
+    def release_held(self) -> None:
+        """Give the connection the blocking batcher keeps between batches back to the
+        Redis client's pool (``coalesce.HOLD_MIN_POOL``)."""
+        if self._sync_batcher is not None:
+            self._sync_batcher.release()
+
+    async def arelease_held(self) -> None:
+        """Give the connection the asyncio batcher keeps between batches back to the Redis
+        client's pool; on the client's event loop."""
+        if self._batcher is not None:
+            await self._batcher.release()
+
     def sync_batcher(self) -> SyncScriptBatcher | None:
         """The blocking clients' ``SyncScriptBatcher`` (made on first use); None on a Redis
         Cluster or with ``coalesce`` False."""

@@ -240,7 +240,17 @@ class GivenClients(ClientSet):
         return loop
 
     def close(self) -> None:
-        """Nothing to close: the caller made these clients and closes them."""
+        """Nothing to close: the caller made these clients and closes them. The
+        connection the blocking batcher kept between calls goes back to its pool."""
+        if self.sync is not None:
+            self.sync.release_held()
+
+    async def aclose(self) -> None:
+        """``close``; on the event loop owning the asyncio clients, the connection their
+        batcher kept between calls goes back to its pool too."""
+        if self.async_ is not None and self.loop is not None and _running_loop() is self.loop:
+            await self.async_.arelease_held()
+        await super().aclose()
 
 
 class UrlClients(ClientSet):

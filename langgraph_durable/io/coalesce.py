@@ -30,7 +30,11 @@ no ``MULTI``), as ioredis' auto-pipelining does:
 Off a cluster the commands are packed by hiredis' C packer (``hiredis.pack_command``) and
 written to a connection taken from the client's pool (retried as redis-py retries a
 pipeline, the connection closed on any error so no reply is left unread; the private
-redis-py internals this reads are in ``wire.py``, each with its fallback): redis-py's
+redis-py internals this reads are in ``wire.py``, each with its fallback). On a pool of
+``HOLD_MIN_POOL`` connections or more, the connection of a batch answered without error is
+kept for the next batch (checked first as the pool checks what it hands out) instead of
+going back to the pool: the pool's lock, timeout and bookkeeping cost a lone call a third
+of its client CPU (docs/speed.md, "A connection kept between calls"). redis-py's
 asyncio command path packs every argument in Python and wraps each command in its own
 bookkeeping, which cost more CPU than the rest of a ``put``'s driver. A client redis-py
 would pack otherwise (a single-connection client, an encoding other than UTF-8, no
@@ -73,6 +77,13 @@ def shareable(commands: Sequence[Sequence[Any]]) -> bool:
 
 DEFAULT_IN_FLIGHT = 32
 """Most batches on the wire at once when the client's pool names no limit."""
+
+HOLD_MIN_POOL = 8
+"""A batcher (``ScriptBatcher``, ``coalesce_sync.SyncScriptBatcher``) on a pool of at least
+this many connections keeps one of them between batches: taking a connection from
+redis-py's pool and giving it back cost about as much client CPU as the round trip's
+system calls. On a smaller pool each batch takes one and gives it back, leaving the pool
+whole to the other commands."""
 
 
 class _Call:
@@ -124,6 +135,13 @@ class ScriptBatcher:
         self._tasks: set[asyncio.Task[None]] = set()
         self._direct = not self.cluster and _packs_direct(redis_client)
         """True: commands are packed by hiredis and written to a pooled connection."""
+        pool = getattr(redis_client, "connection_pool", None)
+        size = getattr(pool, "max_connections", 0)
+        self._hold = (self._direct and isinstance(size, int) and size >= HOLD_MIN_POOL
+                      and hasattr(pool, "ensure_connection"))
+        """Whether a connection is kept between batches (``HOLD_MIN_POOL``)."""
+        self._held: Any = None
+        """That connection while no batch uses it (the next batch takes it)."""
 
     def call(self, sha: str, source: str, keys: Sequence[Any],
              args: Sequence[Any]) -> Coroutine[Any, Any, Any]:
@@ -155,8 +173,10 @@ class ScriptBatcher:
     async def _submit(self, call: _Call) -> Any:
         """``call``'s reply; a script's error reply is raised."""
         loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # a new loop: what an old one queued is gone with it
+        if loop is not self._loop:  # a new loop: what an old one queued (and the
+            # connection kept, whose transport is the old loop's) is gone with it
             self._loop, self._queue, self._backlog, self.in_flight = loop, None, [], 0
+            self._held = None
         if self._queue is not None:  # behind the turn's first call
             call.future = loop.create_future()
             self._queue.append(call)
@@ -385,13 +405,52 @@ class ScriptBatcher:
         assert _pack is not None
         packed = b"".join([_pack(cmd) for cmd in commands])
         pool = self.redis.connection_pool
-        conn = await pool.get_connection()
+        conn = await self._take(pool)
+        kept = False
         try:
-            return await conn.retry.call_with_retry(
+            replies: list[Any] = await conn.retry.call_with_retry(
                 lambda: send_read(conn, packed, len(commands)),
-                lambda _error: conn.disconnect())  # type: ignore[no-any-return]
+                lambda _error: conn.disconnect())
+            if self._hold and self._held is None:  # for the next batch
+                self._held, kept = conn, True
+            return replies
         finally:
+            if not kept:
+                await pool.release(conn)
+
+    async def _take(self, pool: Any) -> Any:
+        """A connection for a batch: the one kept since an earlier batch, else one from
+        ``pool``. The kept one is checked as the pool checks what it hands out: connected
+        and holding no unread data (the server did not close it), else repaired by the
+        pool's own ``ensure_connection`` (reconnected)."""
+        conn, self._held = self._held, None
+        if conn is None:
+            return await pool.get_connection()
+        try:
+            if not conn.is_connected or await _readable(conn):
+                await pool.ensure_connection(conn)
+        except BaseException:
             await pool.release(conn)
+            raise
+        return conn
+
+    async def release(self) -> None:
+        """Give the connection kept between batches back to the client's pool (the saver
+        closes; the client's owner may go on using the pool). Call it on the client's
+        event loop."""
+        conn, self._held = self._held, None
+        if conn is not None:
+            await self.redis.connection_pool.release(conn)
+
+
+async def _readable(conn: Any) -> bool:
+    """Whether an idle connection has data to read or was closed by the server (what
+    the pool's ``ensure_connection`` looks for); an error counts as True."""
+    check = getattr(conn, "can_read", None) or conn.can_read_destructive
+    try:
+        return bool(await check())
+    except Exception:
+        return True
 
 
 def _in_flight_cap(client: Any) -> int:

@@ -18,14 +18,8 @@ import redis
 import redis.cluster
 import redis.exceptions
 
-from .coalesce import _own_command_path
+from .coalesce import HOLD_MIN_POOL, _own_command_path
 from .wire import pack as _pack
-
-HOLD_MIN_POOL = 8
-"""A ``SyncScriptBatcher`` on a pool of at least this many connections keeps one of them
-for its batches (one batch is on the wire at a time): taking a connection from redis-py's
-pool and giving it back cost about as much client CPU as the round trip's system calls.
-On a smaller pool it takes one per batch, leaving the pool whole to the other commands."""
 
 
 class _Pending:
@@ -73,6 +67,17 @@ class SyncScriptBatcher:
         self._held: Any = None
         """That connection, once taken from the pool."""
         _SYNC_BATCHERS.add(self)
+
+    def release(self) -> None:
+        """Give the connection kept between batches back to the client's pool (the saver
+        closes; the client's owner may go on using the pool); not while a batch is on the
+        wire."""
+        with self._lock:
+            if self._busy:
+                return
+            conn, self._held = self._held, None
+        if conn is not None:
+            self.redis.connection_pool.release(conn)
 
     def _after_fork(self) -> None:
         """In a forked child: no batch of the parent's threads is on the wire here, and
