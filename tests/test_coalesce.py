@@ -398,9 +398,26 @@ async def test_asyncio_calls_on_a_pool_of_eight_keep_one_connection_reopened_whe
         str(i).encode() for i in range(20)]
     got = await asyncio.gather(*(batcher.call(sha, source, [], [f"b{i}"]) for i in range(5)))
     assert got == [f"b{i}".encode() for i in range(5)]  # a pipelined batch uses it too
-    held = batcher._held
-    assert held is not None and set(pool._in_use_connections) == {held}  # taken once, kept
-    assert not pool._available_connections
+    (held,) = batcher._idle
+    assert set(pool._in_use_connections) == {held}  # taken once, kept
+    slow_sha, slow = _script("local t = 0 for i = 1, 3000000 do t = t + i end return ARGV[1]")
+
+    async def paced(i: int) -> Any:  # one call a loop turn: each while the others run
+        for _ in range(i):
+            await asyncio.sleep(0)
+        return await batcher.call(slow_sha, slow, [], [f"p{i}"])
+
+    assert await asyncio.gather(*(paced(i) for i in range(6))) == [
+        f"p{i}".encode() for i in range(6)]
+    assert batcher.max_in_flight == 4 and batcher.peak_in_flight == 4  # then a backlog
+    assert len(batcher._idle) == 4 and set(pool._in_use_connections) == set(batcher._idle)
+    await batcher.release()  # all four back, and none kept from now on
+    assert not pool._in_use_connections
+    assert await batcher.call(sha, source, [], ["x"]) == b"x" and batcher._idle == []
+    batcher = ScriptBatcher(r)
+    assert [await batcher.call(sha, source, [], [str(i)]) for i in range(3)] == [
+        b"0", b"1", b"2"]
+    (held,) = batcher._idle
     await held.send_command("CLIENT", "ID")
     async with redis.asyncio.Redis.from_url(redis_url) as other:  # the server closes it
         await other.client_kill_filter(_id=await held.read_response())
@@ -409,17 +426,17 @@ async def test_asyncio_calls_on_a_pool_of_eight_keep_one_connection_reopened_whe
             break
         await asyncio.sleep(0.01)
     assert await batcher.call(sha, source, [], ["again"]) == b"again"  # reopened first
-    assert batcher._held is held and set(pool._in_use_connections) == {held}
+    assert batcher._idle == [held] and set(pool._in_use_connections) == {held}
     with pytest.raises(redis.exceptions.ResponseError, match="^refused$"):
         await batcher.call(*_script("return redis.error_reply('refused')"), [], [])
-    assert batcher._held is held  # a script's error reply is an answer: still kept
+    assert batcher._idle == [held]  # a script's error reply is an answer: still kept
     await batcher.release()
-    assert batcher._held is None and not pool._in_use_connections
-    assert pool._available_connections == [held]
+    assert batcher._idle == [] and not pool._in_use_connections
+    assert held in pool._available_connections
     small = redis.asyncio.BlockingConnectionPool.from_url(redis_url, max_connections=4)
     lone = ScriptBatcher(redis.asyncio.Redis(connection_pool=small))
     assert await lone.call(sha, source, [], ["x"]) == b"x"
-    assert lone._held is None and len(small._available_connections) == 1  # given back
+    assert lone._idle == [] and len(small._available_connections) == 1  # given back
     await r.aclose()
     await small.disconnect()
 
@@ -436,13 +453,73 @@ async def test_a_saver_on_given_clients_gives_its_kept_connections_back_when_clo
     async with saver:
         await saver.aput(_cfg("a"), empty_checkpoint(), {"step": 1}, {})
         await asyncio.to_thread(saver.put, _cfg("s"), empty_checkpoint(), {"step": 2}, {})
-        assert _async_clients(saver).batcher()._held is not None
+        assert _async_clients(saver).batcher()._idle
         assert saver.runtime.clients.sync is not None
         sync_batcher = saver.runtime.clients.sync.sync_batcher()
         assert sync_batcher is not None and sync_batcher._held is not None
     idle = [c for c in spool.pool.queue if c is not None]  # a blocking pool's idle ones
     assert not apool._in_use_connections and len(idle) == len(spool._connections) >= 1
     assert await ar.ping() and r.ping()  # the caller's clients still work
+    await ar.aclose()
+    r.close()
+    await am.close()
+    m.close()
+
+
+async def _close_while_calls_are_on_the_wire(saver: DurableSaver) -> None:
+    """Close ``saver`` while 20 tasks and 4 threads keep calling it (until it refuses)."""
+    import threading
+    import time
+
+    from langgraph_durable.errors import SaverClosedError
+
+    await saver.asetup()
+    done = [0]
+
+    async def worker(k: int) -> None:
+        while True:
+            try:
+                await saver.aput(_cfg(f"a{k}"), empty_checkpoint(), {"step": k}, {})
+            except SaverClosedError:
+                return
+            done[0] += 1
+
+    def sync_worker(k: int) -> None:
+        while True:
+            try:
+                saver.put(_cfg(f"s{k}"), empty_checkpoint(), {"step": k}, {})
+            except SaverClosedError:
+                return
+            done[0] += 1
+
+    threads = [threading.Thread(target=sync_worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    tasks = [asyncio.ensure_future(worker(k)) for k in range(20)]
+    deadline = time.monotonic() + 30
+    while done[0] < 200:  # calls of both kinds on the wire (a bounded wait)
+        assert time.monotonic() < deadline, f"only {done[0]} calls in 30 s"
+        await asyncio.sleep(0.005)
+    await saver.aclose()
+    await asyncio.gather(*tasks)
+    await asyncio.to_thread(lambda: [t.join(30) for t in threads])
+
+
+async def test_a_saver_closed_while_calls_are_on_the_wire_leaves_the_callers_pools_whole(
+        redis_url: str, mongo_url: str) -> None:
+    """Calls of both APIs keep coming while the saver closes: a batch answered after the
+    close gives its connection back instead of keeping it (one saver per tenant on one
+    shared client would otherwise drain the caller's pool, a connection per saver)."""
+    apool = redis.asyncio.BlockingConnectionPool.from_url(redis_url, max_connections=8)
+    spool = redis.BlockingConnectionPool.from_url(redis_url, max_connections=8)
+    ar, r = redis.asyncio.Redis(connection_pool=apool), redis.Redis(connection_pool=spool)
+    am, m = pymongo.AsyncMongoClient(mongo_url), pymongo.MongoClient(mongo_url)
+    for _ in range(3):
+        await _close_while_calls_are_on_the_wire(DurableSaver(
+            r, m, async_redis=ar, async_mongo=am, **unique_options(flusher="off")))
+    idle = [c for c in spool.pool.queue if c is not None]
+    assert not apool._in_use_connections and len(idle) == len(spool._connections)
+    assert await ar.ping() and r.ping()
     await ar.aclose()
     r.close()
     await am.close()

@@ -32,9 +32,10 @@ written to a connection taken from the client's pool (retried as redis-py retrie
 pipeline, the connection closed on any error so no reply is left unread; the private
 redis-py internals this reads are in ``wire.py``, each with its fallback). On a pool of
 ``HOLD_MIN_POOL`` connections or more, the connection of a batch answered without error is
-kept for the next batch (checked first as the pool checks what it hands out) instead of
-going back to the pool: the pool's lock, timeout and bookkeeping cost a lone call a third
-of its client CPU (docs/speed.md, "A connection kept between calls"). redis-py's
+kept for the next batch (checked first as the pool checks what it hands out; up to
+``max_in_flight`` of them, half the pool at most) instead of going back to the pool: the
+pool's lock, timeout and bookkeeping cost a lone call a third of its client CPU
+(docs/speed.md, "A connection kept between calls"). redis-py's
 asyncio command path packs every argument in Python and wraps each command in its own
 bookkeeping, which cost more CPU than the rest of a ``put``'s driver. A client redis-py
 would pack otherwise (a single-connection client, an encoding other than UTF-8, no
@@ -80,10 +81,12 @@ DEFAULT_IN_FLIGHT = 32
 
 HOLD_MIN_POOL = 8
 """A batcher (``ScriptBatcher``, ``coalesce_sync.SyncScriptBatcher``) on a pool of at least
-this many connections keeps one of them between batches: taking a connection from
-redis-py's pool and giving it back cost about as much client CPU as the round trip's
-system calls. On a smaller pool each batch takes one and gives it back, leaving the pool
-whole to the other commands."""
+this many connections keeps the connections of its batches between batches (the
+blocking one: one, as it sends one batch at a time; the asyncio one: as many as it may
+have batches on the wire, half the pool at most): taking a connection from redis-py's
+pool and giving it back cost about as much client CPU as the round trip's system calls.
+On a smaller pool each batch takes one and gives it back, leaving the pool whole to the
+other commands."""
 
 
 class _Call:
@@ -139,9 +142,10 @@ class ScriptBatcher:
         size = getattr(pool, "max_connections", 0)
         self._hold = (self._direct and isinstance(size, int) and size >= HOLD_MIN_POOL
                       and hasattr(pool, "ensure_connection"))
-        """Whether a connection is kept between batches (``HOLD_MIN_POOL``)."""
-        self._held: Any = None
-        """That connection while no batch uses it (the next batch takes it)."""
+        """Whether connections are kept between batches (``HOLD_MIN_POOL``)."""
+        self._idle: list[Any] = []
+        """Those connections while no batch uses them (the next batches take them): at
+        most ``max_in_flight``, at most half the pool."""
 
     def call(self, sha: str, source: str, keys: Sequence[Any],
              args: Sequence[Any]) -> Coroutine[Any, Any, Any]:
@@ -176,7 +180,7 @@ class ScriptBatcher:
         if loop is not self._loop:  # a new loop: what an old one queued (and the
             # connection kept, whose transport is the old loop's) is gone with it
             self._loop, self._queue, self._backlog, self.in_flight = loop, None, [], 0
-            self._held = None
+            self._idle = []
         if self._queue is not None:  # behind the turn's first call
             call.future = loop.create_future()
             self._queue.append(call)
@@ -411,21 +415,22 @@ class ScriptBatcher:
             replies: list[Any] = await conn.retry.call_with_retry(
                 lambda: send_read(conn, packed, len(commands)),
                 lambda _error: conn.disconnect())
-            if self._hold and self._held is None:  # for the next batch
-                self._held, kept = conn, True
+            if self._hold and len(self._idle) < self.max_in_flight:  # for the next batch
+                self._idle.append(conn)
+                kept = True
             return replies
         finally:
             if not kept:
                 await pool.release(conn)
 
     async def _take(self, pool: Any) -> Any:
-        """A connection for a batch: the one kept since an earlier batch, else one from
-        ``pool``. The kept one is checked as the pool checks what it hands out: connected
+        """A connection for a batch: one kept since an earlier batch, else one from
+        ``pool``. A kept one is checked as the pool checks what it hands out: connected
         and holding no unread data (the server did not close it), else repaired by the
         pool's own ``ensure_connection`` (reconnected)."""
-        conn, self._held = self._held, None
-        if conn is None:
+        if not self._idle:
             return await pool.get_connection()
+        conn = self._idle.pop()
         try:
             if not conn.is_connected or await _readable(conn):
                 await pool.ensure_connection(conn)
@@ -435,11 +440,13 @@ class ScriptBatcher:
         return conn
 
     async def release(self) -> None:
-        """Give the connection kept between batches back to the client's pool (the saver
-        closes; the client's owner may go on using the pool). Call it on the client's
-        event loop."""
-        conn, self._held = self._held, None
-        if conn is not None:
+        """Give the connections kept between batches back to the client's pool and keep
+        none from now on (the saver closes; the client's owner may go on using the pool):
+        a batch still on the wire gives its connection back when answered. Call it on the
+        client's event loop."""
+        self._hold = False
+        idle, self._idle = self._idle, []
+        for conn in idle:
             await self.redis.connection_pool.release(conn)
 
 

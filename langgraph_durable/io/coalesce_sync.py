@@ -69,10 +69,11 @@ class SyncScriptBatcher:
         _SYNC_BATCHERS.add(self)
 
     def release(self) -> None:
-        """Give the connection kept between batches back to the client's pool (the saver
-        closes; the client's owner may go on using the pool); not while a batch is on the
-        wire."""
+        """Give the connection kept between batches back to the client's pool and keep
+        none from now on (the saver closes; the client's owner may go on using the pool):
+        while a batch is on the wire, its sender gives it back once no batch is left."""
         with self._lock:
+            self._hold = False
             if self._busy:
                 return
             conn, self._held = self._held, None
@@ -122,6 +123,7 @@ class SyncScriptBatcher:
         and sending them would make each wait a timeout more (a call is bounded by about
         one ``socket_timeout``, not by one per batch ahead of it)."""
         stranded: list[_Pending] = []
+        released: Any = None
         try:
             self._send(batch)
         finally:
@@ -137,6 +139,10 @@ class SyncScriptBatcher:
                     nxt.set()
                 else:
                     self._busy = False
+                if not self._busy and not self._hold:  # released while on the wire
+                    released, self._held = self._held, None
+            if released is not None:
+                self.redis.connection_pool.release(released)
             for p in stranded:
                 p.reply = unanswered
                 assert p.done is not None
