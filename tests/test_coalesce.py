@@ -398,8 +398,45 @@ async def test_asyncio_calls_on_a_pool_of_eight_keep_one_connection_reopened_whe
         str(i).encode() for i in range(20)]
     got = await asyncio.gather(*(batcher.call(sha, source, [], [f"b{i}"]) for i in range(5)))
     assert got == [f"b{i}".encode() for i in range(5)]  # a pipelined batch uses it too
-    (held,) = batcher._idle
+    (held,) = batcher.kept.idle
     assert set(pool._in_use_connections) == {held}  # taken once, kept
+    await held.send_command("CLIENT", "ID")
+    async with redis.asyncio.Redis.from_url(redis_url) as other:  # the server closes it
+        await other.client_kill_filter(_id=await held.read_response())
+    for _ in range(500):  # let the loop see the closed socket (a bounded wait)
+        if held._reader is None or held._reader.at_eof():
+            break
+        await asyncio.sleep(0.01)
+    assert await batcher.call(sha, source, [], ["again"]) == b"again"  # reopened first
+    assert batcher.kept.idle == [held] and set(pool._in_use_connections) == {held}
+    with pytest.raises(redis.exceptions.ResponseError, match="^refused$"):
+        await batcher.call(*_script("return redis.error_reply('refused')"), [], [])
+    assert batcher.kept.idle == [held]  # a script's error reply is an answer: still kept
+    await batcher.release()
+    assert batcher.kept.idle == [] and not pool._in_use_connections
+    assert held in pool._available_connections
+    assert await batcher.call(sha, source, [], ["x"]) == b"x"
+    assert batcher.kept.idle == [] and not pool._in_use_connections  # none kept any more
+    small = redis.asyncio.BlockingConnectionPool.from_url(redis_url, max_connections=4)
+    lone = ScriptBatcher(redis.asyncio.Redis(connection_pool=small))
+    assert await lone.call(sha, source, [], ["x"]) == b"x"
+    assert lone.kept.idle == [] and len(small._available_connections) == 1  # given back
+    await r.aclose()
+    await small.disconnect()
+
+
+async def test_asyncio_batches_on_the_wire_together_keep_one_connection_per_eight_pooled(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Six slow calls sent in six loop turns are six batches on the wire at once; a pool
+    of 32 lets the batcher keep four of their connections (one per eight), which go back
+    to the pool once no batch used them for ``IDLE_RELEASE_S``."""
+    from langgraph_durable.io import kept
+
+    monkeypatch.setattr(kept, "IDLE_RELEASE_S", 0.05)
+    pool = redis.asyncio.BlockingConnectionPool.from_url(redis_url, max_connections=32)
+    r = redis.asyncio.Redis(connection_pool=pool)
+    batcher = ScriptBatcher(r)
+    assert (batcher.max_in_flight, batcher.kept.limit) == (16, 4)
     slow_sha, slow = _script("local t = 0 for i = 1, 3000000 do t = t + i end return ARGV[1]")
 
     async def paced(i: int) -> Any:  # one call a loop turn: each while the others run
@@ -409,36 +446,21 @@ async def test_asyncio_calls_on_a_pool_of_eight_keep_one_connection_reopened_whe
 
     assert await asyncio.gather(*(paced(i) for i in range(6))) == [
         f"p{i}".encode() for i in range(6)]
-    assert batcher.max_in_flight == 4 and batcher.peak_in_flight == 4  # then a backlog
-    assert len(batcher._idle) == 4 and set(pool._in_use_connections) == set(batcher._idle)
-    await batcher.release()  # all four back, and none kept from now on
-    assert not pool._in_use_connections
-    assert await batcher.call(sha, source, [], ["x"]) == b"x" and batcher._idle == []
-    batcher = ScriptBatcher(r)
-    assert [await batcher.call(sha, source, [], [str(i)]) for i in range(3)] == [
-        b"0", b"1", b"2"]
-    (held,) = batcher._idle
-    await held.send_command("CLIENT", "ID")
-    async with redis.asyncio.Redis.from_url(redis_url) as other:  # the server closes it
-        await other.client_kill_filter(_id=await held.read_response())
-    for _ in range(500):  # let the loop see the closed socket (a bounded wait)
-        if held._reader is None or held._reader.at_eof():
+    assert batcher.peak_in_flight == 6 and len(batcher.kept.idle) == 4
+    assert set(pool._in_use_connections) == set(batcher.kept.idle)
+    sha, source = _script("return ARGV[1]")
+    for i in range(20):  # used every 10 ms: kept
+        assert await batcher.call(sha, source, [], [str(i)]) == str(i).encode()
+        await asyncio.sleep(0.01)
+    assert batcher.kept.idle and pool._in_use_connections
+    for _ in range(500):  # then idle: given back (a bounded wait)
+        if not pool._in_use_connections:
             break
         await asyncio.sleep(0.01)
-    assert await batcher.call(sha, source, [], ["again"]) == b"again"  # reopened first
-    assert batcher._idle == [held] and set(pool._in_use_connections) == {held}
-    with pytest.raises(redis.exceptions.ResponseError, match="^refused$"):
-        await batcher.call(*_script("return redis.error_reply('refused')"), [], [])
-    assert batcher._idle == [held]  # a script's error reply is an answer: still kept
-    await batcher.release()
-    assert batcher._idle == [] and not pool._in_use_connections
-    assert held in pool._available_connections
-    small = redis.asyncio.BlockingConnectionPool.from_url(redis_url, max_connections=4)
-    lone = ScriptBatcher(redis.asyncio.Redis(connection_pool=small))
-    assert await lone.call(sha, source, [], ["x"]) == b"x"
-    assert lone._idle == [] and len(small._available_connections) == 1  # given back
+    assert batcher.kept.idle == [] and not pool._in_use_connections
+    assert await batcher.call(sha, source, [], ["again"]) == b"again"  # and kept anew
+    assert len(batcher.kept.idle) == 1
     await r.aclose()
-    await small.disconnect()
 
 
 async def test_a_saver_on_given_clients_gives_its_kept_connections_back_when_closed(
@@ -453,13 +475,39 @@ async def test_a_saver_on_given_clients_gives_its_kept_connections_back_when_clo
     async with saver:
         await saver.aput(_cfg("a"), empty_checkpoint(), {"step": 1}, {})
         await asyncio.to_thread(saver.put, _cfg("s"), empty_checkpoint(), {"step": 2}, {})
-        assert _async_clients(saver).batcher()._idle
+        assert _async_clients(saver).batcher().kept.idle
         assert saver.runtime.clients.sync is not None
         sync_batcher = saver.runtime.clients.sync.sync_batcher()
         assert sync_batcher is not None and sync_batcher._held is not None
     idle = [c for c in spool.pool.queue if c is not None]  # a blocking pool's idle ones
     assert not apool._in_use_connections and len(idle) == len(spool._connections) >= 1
     assert await ar.ping() and r.ping()  # the caller's clients still work
+    await ar.aclose()
+    r.close()
+    await am.close()
+    m.close()
+
+
+async def test_a_saver_closed_by_its_sync_close_gives_back_its_asyncio_kept_connections(
+        redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``close()`` from a worker thread while the event loop owning the asyncio clients
+    runs: their batcher's kept connections go back in that loop (not by idling: that
+    would take a minute here)."""
+    from langgraph_durable.io import kept
+
+    monkeypatch.setattr(kept, "IDLE_RELEASE_S", 60.0)
+    apool = redis.asyncio.BlockingConnectionPool.from_url(redis_url, max_connections=16)
+    ar, r = redis.asyncio.Redis(connection_pool=apool), redis.Redis.from_url(redis_url)
+    am, m = pymongo.AsyncMongoClient(mongo_url), pymongo.MongoClient(mongo_url)
+    saver = DurableSaver(r, m, async_redis=ar, async_mongo=am, **unique_options())
+    await saver.aput(_cfg("a"), empty_checkpoint(), {"step": 1}, {})
+    assert _async_clients(saver).batcher().kept.idle and apool._in_use_connections
+    await asyncio.to_thread(saver.close)
+    for _ in range(500):  # given back by a callback of this loop (a bounded wait)
+        if not apool._in_use_connections:
+            break
+        await asyncio.sleep(0.01)
+    assert not apool._in_use_connections and await ar.ping()
     await ar.aclose()
     r.close()
     await am.close()

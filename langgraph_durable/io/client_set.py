@@ -57,15 +57,21 @@ class Clients:
 
     def release_held(self) -> None:
         """Give the connection the blocking batcher keeps between batches back to the
-        Redis client's pool (``coalesce.HOLD_MIN_POOL``)."""
+        Redis client's pool (``kept.HOLD_MIN_POOL``), and keep none from now on."""
         if self._sync_batcher is not None:
             self._sync_batcher.release()
 
     async def arelease_held(self) -> None:
-        """Give the connection the asyncio batcher keeps between batches back to the Redis
-        client's pool; on the client's event loop."""
+        """Give the connections the asyncio batcher keeps between batches back to the Redis
+        client's pool, and keep none from now on; on the client's event loop."""
         if self._batcher is not None:
             await self._batcher.release()
+
+    def stop_keeping(self, loop: Any) -> None:
+        """``arelease_held`` from another thread: the asyncio batcher keeps no connection
+        from now on, and gives back those it keeps in ``loop`` (its own) if that runs."""
+        if self._batcher is not None:
+            self._batcher.kept.stop(loop)
 
     def sync_batcher(self) -> SyncScriptBatcher | None:
         """The blocking clients' ``SyncScriptBatcher`` (made on first use); None on a Redis

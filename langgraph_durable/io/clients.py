@@ -241,13 +241,16 @@ class GivenClients(ClientSet):
 
     def close(self) -> None:
         """Nothing to close: the caller made these clients and closes them. The
-        connection the blocking batcher kept between calls goes back to its pool."""
+        connections the batchers kept between calls go back to their pools (the asyncio
+        ones in their event loop, if it still runs), and they keep none from now on."""
         if self.sync is not None:
             self.sync.release_held()
+        if self.async_ is not None and self.loop is not None:
+            self.async_.stop_keeping(self.loop)
 
     async def aclose(self) -> None:
-        """``close``; on the event loop owning the asyncio clients, the connection their
-        batcher kept between calls goes back to its pool too."""
+        """``close``; on the event loop owning the asyncio clients, their batcher's kept
+        connections are given back before it returns."""
         if self.async_ is not None and self.loop is not None and _running_loop() is self.loop:
             await self.async_.arelease_held()
         await super().aclose()

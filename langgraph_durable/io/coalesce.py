@@ -31,11 +31,8 @@ Off a cluster the commands are packed by hiredis' C packer (``hiredis.pack_comma
 written to a connection taken from the client's pool (retried as redis-py retries a
 pipeline, the connection closed on any error so no reply is left unread; the private
 redis-py internals this reads are in ``wire.py``, each with its fallback). On a pool of
-``HOLD_MIN_POOL`` connections or more, the connection of a batch answered without error is
-kept for the next batch (checked first as the pool checks what it hands out; up to
-``max_in_flight`` of them, half the pool at most) instead of going back to the pool: the
-pool's lock, timeout and bookkeeping cost a lone call a third of its client CPU
-(docs/speed.md, "A connection kept between calls"). redis-py's
+``kept.HOLD_MIN_POOL`` connections or more, the connection of a batch answered without
+error is kept for the next batch instead of going back to the pool (``kept.py``). redis-py's
 asyncio command path packs every argument in Python and wraps each command in its own
 bookkeeping, which cost more CPU than the rest of a ``put``'s driver. A client redis-py
 would pack otherwise (a single-connection client, an encoding other than UTF-8, no
@@ -59,6 +56,7 @@ from typing import Any
 import redis.asyncio.cluster
 import redis.exceptions
 
+from .kept import KeptConnections, keep_limit
 from .wire import pack as _pack
 from .wire import send_read
 
@@ -79,14 +77,6 @@ def shareable(commands: Sequence[Sequence[Any]]) -> bool:
 DEFAULT_IN_FLIGHT = 32
 """Most batches on the wire at once when the client's pool names no limit."""
 
-HOLD_MIN_POOL = 8
-"""A batcher (``ScriptBatcher``, ``coalesce_sync.SyncScriptBatcher``) on a pool of at least
-this many connections keeps the connections of its batches between batches (the
-blocking one: one, as it sends one batch at a time; the asyncio one: as many as it may
-have batches on the wire, half the pool at most): taking a connection from redis-py's
-pool and giving it back cost about as much client CPU as the round trip's system calls.
-On a smaller pool each batch takes one and gives it back, leaving the pool whole to the
-other commands."""
 
 
 class _Call:
@@ -139,13 +129,9 @@ class ScriptBatcher:
         self._direct = not self.cluster and _packs_direct(redis_client)
         """True: commands are packed by hiredis and written to a pooled connection."""
         pool = getattr(redis_client, "connection_pool", None)
-        size = getattr(pool, "max_connections", 0)
-        self._hold = (self._direct and isinstance(size, int) and size >= HOLD_MIN_POOL
-                      and hasattr(pool, "ensure_connection"))
-        """Whether connections are kept between batches (``HOLD_MIN_POOL``)."""
-        self._idle: list[Any] = []
-        """Those connections while no batch uses them (the next batches take them): at
-        most ``max_in_flight``, at most half the pool."""
+        self.kept = KeptConnections(pool, keep_limit(pool, self.max_in_flight)
+                                    if self._direct else 0)
+        """The connections kept between batches (``kept.py``)."""
 
     def call(self, sha: str, source: str, keys: Sequence[Any],
              args: Sequence[Any]) -> Coroutine[Any, Any, Any]:
@@ -180,7 +166,7 @@ class ScriptBatcher:
         if loop is not self._loop:  # a new loop: what an old one queued (and the
             # connection kept, whose transport is the old loop's) is gone with it
             self._loop, self._queue, self._backlog, self.in_flight = loop, None, [], 0
-            self._idle = []
+            await self.kept.moved()
         if self._queue is not None:  # behind the turn's first call
             call.future = loop.create_future()
             self._queue.append(call)
@@ -408,56 +394,23 @@ class ScriptBatcher:
         reply of another caller is ever left on it)."""
         assert _pack is not None
         packed = b"".join([_pack(cmd) for cmd in commands])
-        pool = self.redis.connection_pool
-        conn = await self._take(pool)
-        kept = False
+        conn = await self.kept.take()
+        answered = False
         try:
             replies: list[Any] = await conn.retry.call_with_retry(
                 lambda: send_read(conn, packed, len(commands)),
                 lambda _error: conn.disconnect())
-            if self._hold and len(self._idle) < self.max_in_flight:  # for the next batch
-                self._idle.append(conn)
-                kept = True
+            answered = True
             return replies
         finally:
-            if not kept:
-                await pool.release(conn)
-
-    async def _take(self, pool: Any) -> Any:
-        """A connection for a batch: one kept since an earlier batch, else one from
-        ``pool``. A kept one is checked as the pool checks what it hands out: connected
-        and holding no unread data (the server did not close it), else repaired by the
-        pool's own ``ensure_connection`` (reconnected)."""
-        if not self._idle:
-            return await pool.get_connection()
-        conn = self._idle.pop()
-        try:
-            if not conn.is_connected or await _readable(conn):
-                await pool.ensure_connection(conn)
-        except BaseException:
-            await pool.release(conn)
-            raise
-        return conn
+            await self.kept.give(conn, answered)
 
     async def release(self) -> None:
         """Give the connections kept between batches back to the client's pool and keep
         none from now on (the saver closes; the client's owner may go on using the pool):
         a batch still on the wire gives its connection back when answered. Call it on the
         client's event loop."""
-        self._hold = False
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            await self.redis.connection_pool.release(conn)
-
-
-async def _readable(conn: Any) -> bool:
-    """Whether an idle connection has data to read or was closed by the server (what
-    the pool's ``ensure_connection`` looks for); an error counts as True."""
-    check = getattr(conn, "can_read", None) or conn.can_read_destructive
-    try:
-        return bool(await check())
-    except Exception:
-        return True
+        await self.kept.release()
 
 
 def _in_flight_cap(client: Any) -> int:

@@ -18,7 +18,8 @@ import redis
 import redis.cluster
 import redis.exceptions
 
-from .coalesce import HOLD_MIN_POOL, _own_command_path
+from .coalesce import _own_command_path
+from .kept import HOLD_MIN_POOL
 from .wire import pack as _pack
 
 
