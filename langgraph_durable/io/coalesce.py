@@ -78,7 +78,6 @@ DEFAULT_IN_FLIGHT = 32
 """Most batches on the wire at once when the client's pool names no limit."""
 
 
-
 class _Call:
     """One caller's share of a batch: its ``commands`` (one ``EVALSHA`` for a script
     call, several for a pipeline's), the script's Lua ``source`` (sent again as ``EVAL``
