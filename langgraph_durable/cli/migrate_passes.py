@@ -1,7 +1,8 @@
 """The passes of ``langgraph-durable migrate`` after the rewrite of older document versions
 (``cli/operating.migrate``): whole-list values to manifests of items (``admin/item_migration.py``),
 then pending writes regrouped into one document per ``put_writes`` call
-(``admin/write_regroup.py``), each with a progress bar and a line of what it did."""
+(``admin/write_regroup.py``), each with a progress bar and a line of what it did, then
+the indexes no release uses any more dropped (``documents.RETIRED_INDEXES``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import typer
 
 from ..admin import item_migration, write_regroup
 from ..io.drivers import run_sync
+from ..plans.migrations import retired_indexes_plan
 from .session import progress
 
 
@@ -47,3 +49,12 @@ def convert_lists(sctx: Any, c: Any, batch_size: int, dry_run: bool,
     typer.echo(f"list values: {verb} {n} of {sum(got.examined.values())} values read to "
                f"manifests ({kinds}); {got.items} item documents stored"
                + ("" if got.finished else "; stopped early, run again to resume"))
+
+
+def drop_retired_indexes(sctx: Any, c: Any, dry_run: bool) -> None:
+    """``migrate``'s last pass: drop the indexes earlier releases made and nothing uses
+    (``documents.RETIRED_INDEXES``), once every process runs this release."""
+    found = run_sync(retired_indexes_plan(sctx, dry_run=dry_run), c)
+    verb = "would drop" if dry_run else "dropped"
+    typer.echo(f"retired indexes: {verb} {len(found)}" + (f" ({', '.join(found)})"
+                                                           if found else ""))

@@ -122,11 +122,9 @@ INDEXES: dict[str, list[Index]] = {
         Index((("purge_at", 1),), "purge_at_ttl", sparse=True, expire_after_s=0),
     ],
     "audit": [Index((("thread_id", 1), ("at", -1)), "thread_at")],  # inspection/audit.py
-    "threads": [  # durable/summary_docs.py: the shard key; what changed since a time (the
-        # readers' census: plans/thread_list.py)
-        Index((("thread_id", 1),), "thread_id"),
-        Index((("u", 1),), "u"),
-    ],
+    # durable/summary_docs.py: found by _id; u: what changed since a time (the readers'
+    # census: plans/thread_list.py). No thread_id index (RETIRED_INDEXES)
+    "threads": [Index((("u", 1),), "u")],
     # durable/retention_docs.py: _id is the thread_id; the sweep's due threads by expiry
     "retention": [Index((("exp", 1),), "exp", sparse=True)],
     "tombstones": [
@@ -136,6 +134,12 @@ INDEXES: dict[str, list[Index]] = {
 }
 """Indexes ``setup()`` creates (idempotently), by collection kind; the tombstones' TTL
 index with the configured ``tombstone_ttl_s`` (``indexes``)."""
+
+
+RETIRED_INDEXES: dict[str, tuple[str, ...]] = {"threads": ("thread_id",)}
+"""Indexes earlier releases made that nothing uses, by ``Collections`` field: ``migrate``
+drops them, ``setup()`` leaves them (for an earlier release's processes during a rolling
+upgrade). ``threads.thread_id`` cost a summary write a quarter of its server CPU."""
 
 
 def indexes(tombstone_ttl_s: int) -> dict[str, list[Index]]:

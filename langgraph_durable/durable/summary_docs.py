@@ -6,7 +6,8 @@ rebuilt by ``langgraph-durable threads --rebuild-summary``.
 The document of a thread (its root namespace's latest checkpoint; subgraph namespaces do
 not count):
 
-- ``_id`` ``doc_id(thread_id)``, ``thread_id`` (the shard key), ``v`` (schema version);
+- ``_id`` ``doc_id(thread_id)`` (what every writer and reader of one thread's summary
+  filters on), ``thread_id`` (the shard key), ``v`` (schema version);
 - ``cid``, ``ts``, ``at``: the latest root checkpoint's id, ``ts`` text and ``ts`` as a
   UTC datetime (None when unreadable);
 - ``step``, ``source``, ``graph`` (``lgd_graph``), ``sv`` (``lgd_state_version``),
@@ -83,16 +84,24 @@ def summaries_changed_since(u: int) -> dict[str, Any]:
     return {"u": {"$gte": u}}
 
 
+def summary_of(thread_id: str) -> dict[str, Any]:
+    """Filter of ``thread_id``'s summary: its ``_id`` (what finds it: the collection has
+    no index on ``thread_id``) and the shard key."""
+    return {"_id": summary_id(thread_id), "thread_id": thread_id}
+
+
 def summary_on(thread_id: str, checkpoint_id: str) -> dict[str, Any]:
     """Filter of the summary of ``thread_id`` while it stands on ``checkpoint_id``."""
-    return {"thread_id": thread_id, "cid": checkpoint_id}
+    return {**summary_of(thread_id), "cid": checkpoint_id}
 
 
-def summary_on_writes_of(thread_id: str, checkpoint_id: str) -> dict[str, Any]:
-    """Filter of the summary of ``thread_id`` standing on ``checkpoint_id``, or made of
-    pending writes on it alone (``cid`` None, ``pw_cid`` it)."""
-    return {"thread_id": thread_id, "$or": [
-        {"cid": checkpoint_id}, {"cid": None, "pw_cid": checkpoint_id}]}
+def summary_on_writes_of(thread_id: str, checkpoint_id: str) -> list[dict[str, Any]]:
+    """Filters of the summary of ``thread_id`` standing on ``checkpoint_id``, and of it
+    made of pending writes on it alone (``cid`` None, ``pw_cid`` it): two filters, not
+    one ``$or``, so that each is found by its ``_id`` (SecantusDB scans the collection
+    for a top-level ``$or``)."""
+    return [{**summary_of(thread_id), "cid": checkpoint_id},
+            {**summary_of(thread_id), "cid": None, "pw_cid": checkpoint_id}]
 
 
 @dataclass

@@ -138,7 +138,8 @@ def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
     elif m_gone:
         if not ns:  # the summary this entry's round may have made (its writes alone: no
             # checkpoint, cid None) or set back on the deleted checkpoint
-            mine.append(DeleteMany(ctx.collections.threads, S.summary_on_writes_of(tid, cid)))
+            mine += [DeleteMany(ctx.collections.threads, f)
+                     for f in S.summary_on_writes_of(tid, cid)]
         writes += [D.doc_id(tid, *split_field(f)) for f in fields]  # per-write documents
         # and the entry's call documents (durable/write_groups.py), whose _id holds the
         # call's seq: those of the deleted checkpoint's tasks stored before the delete

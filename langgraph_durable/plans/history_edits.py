@@ -32,6 +32,7 @@ from ..core.records import member
 from ..durable import checkpoint_queries as Q
 from ..durable import documents as D
 from ..durable import inline as I
+from ..durable.summary_docs import summary_of
 from ..errors import CorruptRecordError, DeadLetteredError, FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S, dead_letter_key
 from ..hot.registry_scripts import forget_op
@@ -177,7 +178,8 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
         DeleteMany(cols.blobs, before),
         DeleteMany(cols.writes, before),
         DeleteMany(cols.items, before),
-        DeleteMany(cols.threads, q),  # its summary (a put since: the next round's again)
+        DeleteMany(cols.threads, summary_of(thread_id)),  # its summary (a put since: the
+        # next round's again)
     ])
     # chunks after the documents that refer to them (never a document without its chunks)
     yield DeleteMany(cols.chunks, q)

@@ -33,7 +33,17 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypedDict
 
-from ..core.ops import BulkWrite, Doc, Find, FindOne, FindOneAndUpdate, Mongo, Plan, ReplaceDoc
+from ..core.ops import (
+    BulkWrite,
+    CommandFailed,
+    Doc,
+    Find,
+    FindOne,
+    FindOneAndUpdate,
+    Mongo,
+    Plan,
+    ReplaceDoc,
+)
 from ..core.schema import DOCUMENT_STEPS as DOCUMENT_STEPS  # re-exported for compatibility
 from ..core.schema import ENVELOPE_STEPS as ENVELOPE_STEPS
 from ..core.schema import NEWEST_DOCUMENT_VERSION, SCHEMA_VERSION, upgrade_document
@@ -216,3 +226,24 @@ def migrate_plan(ctx: Context, *, batch_size: int = 500,
             if on_batch is not None:
                 on_batch(kind, len(docs))
     return _done(done, damaged)
+
+
+def retired_indexes_plan(ctx: Context, *, dry_run: bool = False) -> Plan[list[str]]:
+    """Drop the indexes of ``documents.RETIRED_INDEXES`` that exist (``dry_run``: only
+    find them); the ``collection.index`` names found. Another process dropping one at the
+    same time is not an error."""
+    found: list[str] = []
+    for key, names in D.RETIRED_INDEXES.items():
+        coll = getattr(ctx.collections, key)
+        have = {ix["name"] for ix in (yield Mongo(coll, "list_indexes"))}
+        for name in names:
+            if name not in have:
+                continue
+            found.append(f"{coll}.{name}")
+            if not dry_run:
+                try:
+                    yield Mongo(coll, "drop_index", (name,))
+                except CommandFailed as exc:
+                    if exc.code != 27:  # IndexNotFound: dropped by another process now
+                        raise
+    return found

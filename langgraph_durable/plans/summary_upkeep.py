@@ -405,4 +405,4 @@ def delete_plan(ctx: Context, thread_ids: Sequence[str]) -> Plan[None]:
     """Delete the summaries of ``thread_ids`` (``delete_thread``)."""
     if thread_ids:
         yield BulkWrite(ctx.collections.threads, [
-            DeleteDoc({"_id": S.summary_id(t), "thread_id": t}) for t in thread_ids])
+            DeleteDoc(S.summary_of(t)) for t in thread_ids])

@@ -418,12 +418,13 @@ def test_migrate_converts_whole_lists_to_manifests(cli: Cli,
     docs = 7 + 5
     before = cli.json("show", "w")
     r = cli("migrate", "--dry-run")
-    assert r.stdout.splitlines()[-2].startswith(f"list values: would convert {docs} of ")
-    assert r.stdout.splitlines()[-1] == \
-        "writes: would regroup 0 per-write documents into 0 documents of one call"
+    assert r.stdout.splitlines()[-3].startswith(f"list values: would convert {docs} of ")
+    assert r.stdout.splitlines()[-2:] == [
+        "writes: would regroup 0 per-write documents into 0 documents of one call",
+        "retired indexes: would drop 0"]
     r = cli("migrate", "--batch-size", "4")
     assert r.stdout.splitlines()[0].startswith("schema version 1: 0 older documents")
-    assert r.stdout.splitlines()[-2].startswith(f"list values: converted {docs} of ")
+    assert r.stdout.splitlines()[-3].startswith(f"list values: converted {docs} of ")
     assert "converting lists" in r.stderr  # the progress bar
     with cli.saver() as s:
         db, cols = s.sync_clients.db, s.context.collections
@@ -434,7 +435,7 @@ def test_migrate_converts_whole_lists_to_manifests(cli: Cli,
         s.sync_clients.redis.delete(*s.context.keys("w").all)
     assert cli.json("show", "w") == before
     r = cli("migrate")
-    assert r.stdout.splitlines()[-2].startswith("list values: converted 0 of ")
+    assert r.stdout.splitlines()[-3].startswith("list values: converted 0 of ")
     with cli.saver(list_items=False) as s:
         assert s.get_tuple({"configurable": {"thread_id": "w"}}) is not None
 
@@ -450,3 +451,26 @@ def test_registry_shows_each_partitions_state_and_rebuild_makes_it_complete(
     assert "registered 1 threads of both tiers" in r.stderr
     assert "complete" in r.stdout
     assert cli.json("registry") == [{"key": reg, "state": "complete", "threads": 1}]
+
+
+def test_migrate_drops_the_summaries_thread_id_index_that_earlier_releases_made(
+        cli: Cli, t1: dict) -> None:
+    """The thread summaries are found by ``_id``: ``setup()`` no longer makes their
+    ``thread_id`` index, and ``migrate`` drops the one an earlier release made (after a
+    dry run that only names it); a second ``migrate`` finds none."""
+    with cli.saver(flusher="off") as s:
+        db_name, threads = s.sync_clients.db.name, s.context.collections.threads
+    name = f"{threads}.thread_id"
+    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(cli.mongo_url)
+    coll = client[db_name][threads]
+    assert sorted(ix["name"] for ix in coll.list_indexes()) == ["_id_", "u"]
+    coll.create_index([("thread_id", 1)], name="thread_id")  # as releases before made it
+    r = cli("migrate", "--dry-run")
+    assert r.stdout.splitlines()[-1] == f"retired indexes: would drop 1 ({name})"
+    assert "thread_id" in {ix["name"] for ix in coll.list_indexes()}
+    r = cli("migrate")
+    assert r.stdout.splitlines()[-1] == f"retired indexes: dropped 1 ({name})"
+    assert sorted(ix["name"] for ix in coll.list_indexes()) == ["_id_", "u"]
+    assert cli("migrate").stdout.splitlines()[-1] == "retired indexes: dropped 0"
+    assert [t["thread_id"] for t in cli.json("threads")["threads"]] == ["t1"]
+    client.close()

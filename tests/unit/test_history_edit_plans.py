@@ -113,7 +113,8 @@ def test_delete_thread_tombstones_in_redis_before_deleting_in_mongodb() -> None:
     assert [d.collection for d in deletes[:4]] == [cols.checkpoints, cols.blobs, cols.writes,
                                                    cols.items]
     assert [d.filter for d in deletes[:4]] == [D.stored_before("t", 1700000000123)] * 4
-    assert (deletes[4].collection, deletes[4].filter) == (cols.threads, {"thread_id": "t"})
+    assert (deletes[4].collection, deletes[4].filter) == (cols.threads,
+                                                             {"_id": "1:t", "thread_id": "t"})
     assert deletes[5].collection == cols.chunks  # chunks after their owners
 
 

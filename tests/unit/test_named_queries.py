@@ -104,8 +104,9 @@ def test_a_fenced_write_is_removed_only_as_stored_before_the_delete() -> None:
     assert Q.chunks_of_threads(["t"], ["x"]) == {"thread_id": {"$in": ["t"]},
                                                  "owner": {"$in": ["x"]}}
     assert D.tombstones_of_threads(["t"]) == {"thread_id": {"$in": ["t"]}}
-    assert Summary.summary_on_writes_of("t", "c1") == {
-        "thread_id": "t", "$or": [{"cid": "c1"}, {"cid": None, "pw_cid": "c1"}]}
+    assert Summary.summary_on_writes_of("t", "c1") == [  # each found by its _id
+        {"_id": "1:t", "thread_id": "t", "cid": "c1"},
+        {"_id": "1:t", "thread_id": "t", "cid": None, "pw_cid": "c1"}]
 
 
 def test_the_memory_store_pages_a_prefix_by_keyset() -> None:
