@@ -10,9 +10,10 @@ drained documents again, per collection, into fresh collections with every index
 ``setup()`` creates and with ``_id`` alone (and the checkpoints' without each of their
 secondary indexes), 100 per ``insert_many``, repetitions alternated; then times one
 thread summary write (a ``ReplaceOne`` guarded by ``rev``, as ``plans/summary_upkeep.py``
-writes them, 30 a bulk write) with the threads collection's indexes and with ``_id``
-alone. Prints the server's CPU per checkpoint of each insert variant and per summary
-write (medians; the first repetition warms up).
+writes them, 30 a bulk write) with the threads collection's indexes, with the
+``thread_id`` index of earlier releases besides, and with ``_id`` alone. Prints the
+server's CPU per checkpoint of each insert variant and per summary write (medians; the
+first repetition warms up).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pymongo
 from pymongo import ReplaceOne
 
 from langgraph_durable import DurableSaver
+from langgraph_durable.core.ops import Index
 from langgraph_durable.durable.documents import INDEXES
 from langgraph_durable.testing import drop_namespace, mongo_server, redis_server
 
@@ -108,8 +110,12 @@ def _summary_writes(client: pymongo.MongoClient[dict[str, Any]], pids: list[int]
                     summary: dict[str, Any], reps: int, n: int = 30, rounds: int = 40
                     ) -> None:
     """Server CPU of one summary write, guarded by ``rev`` as ``upkeep_plan`` writes it
-    (``n`` summaries a bulk write), with the threads collection's indexes and without."""
-    for name, specs in (("every index", INDEXES["threads"]), ("_id alone", [])):
+    (``n`` summaries a bulk write), with the threads collection's indexes, with them and
+    the ``thread_id`` index of earlier releases (``RETIRED_INDEXES``), and with ``_id``
+    alone."""
+    retired = [Index((("thread_id", 1),), "thread_id")]
+    for name, specs in (("every index", INDEXES["threads"]),
+                        ("+ thread_id", [*retired, *INDEXES["threads"]]), ("_id alone", [])):
         vals = []
         for _ in range(reps):
             db = client[f"mwc{uuid.uuid4().hex[:6]}"]
