@@ -49,6 +49,23 @@ def test_config_and_keyword_options_together_are_refused(redis_url, mongo_url) -
                                flush_batch_size=3)
 
 
+def test_one_redis_connection_is_refused_with_the_in_process_flusher(redis_url,
+                                                                      mongo_url) -> None:
+    """The in-process flusher's blocking read holds a connection of the pool: with one,
+    every put would wait for it (2.2 s a put, measured), so ``from_urls`` refuses it and
+    names the ways out; with the flusher elsewhere one connection serves the calls."""
+    with pytest.raises(ConfigurationError, match=r"redis_max_connections=1 with the "
+                       r"in-process flusher \(flusher='auto'\).* redis_max_connections=2 "
+                       r"or more, or flusher='process'.*or flusher='off'"):
+        DurableSaver.from_urls(redis_url, mongo_url, redis_max_connections=1,
+                               **unique_options())
+    with DurableSaver.from_urls(redis_url, mongo_url, redis_max_connections=1,
+                                **unique_options(flusher="off")) as saver:
+        _put(saver, "one-connection")
+        got = saver.get_tuple({"configurable": {"thread_id": "one-connection"}})
+        assert got is not None and got.metadata["step"] == -1
+
+
 def test_the_database_of_the_mongodb_url_is_used(redis_url, mongo_url) -> None:
     opts = unique_options()
     del opts["database"]
