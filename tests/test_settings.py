@@ -3,14 +3,19 @@ and LGD_<FIELD> from the environment (one rule for the library, the CLI and the 
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from typing import Any
+
 import pymongo
 import pytest
+import redis
 from langgraph.checkpoint.base import empty_checkpoint
 from typer.testing import CliRunner
 
 from langgraph_durable import ConfigurationError, DurableConfig, DurableSaver
 from langgraph_durable.settings import env_options
-from langgraph_durable.testing import unique_options
+from langgraph_durable.testing import unique_options, wait_for
 
 
 # a value different from the default for every DurableConfig field, as an environment
@@ -49,21 +54,49 @@ def test_config_and_keyword_options_together_are_refused(redis_url, mongo_url) -
                                flush_batch_size=3)
 
 
-def test_one_redis_connection_is_refused_with_the_in_process_flusher(redis_url,
-                                                                      mongo_url) -> None:
-    """The in-process flusher's blocking read holds a connection of the pool: with one,
-    every put would wait for it (2.2 s a put, measured), so ``from_urls`` refuses it and
-    names the ways out; with the flusher elsewhere one connection serves the calls."""
-    with pytest.raises(ConfigurationError, match=r"redis_max_connections=1 with the "
-                       r"in-process flusher \(flusher='auto'\).* redis_max_connections=2 "
-                       r"or more, or flusher='process'.*or flusher='off'"):
-        DurableSaver.from_urls(redis_url, mongo_url, redis_max_connections=1,
-                               **unique_options())
-    with DurableSaver.from_urls(redis_url, mongo_url, redis_max_connections=1,
-                                **unique_options(flusher="off")) as saver:
-        _put(saver, "one-connection")
-        got = saver.get_tuple({"configurable": {"thread_id": "one-connection"}})
-        assert got is not None and got.metadata["step"] == -1
+def _outbox_reads(redis_url: str, prefix: str, seen: list[str]) -> Any:
+    """A ``MONITOR`` thread adding to ``seen`` the ``XREADGROUP`` commands that name the
+    key prefix ``prefix``; returns the monitor (disconnect it to end the thread)."""
+    mon = redis.Redis.from_url(redis_url).monitor()
+    mon.__enter__()
+
+    def run() -> None:
+        with contextlib.suppress(Exception):  # ends when the test disconnects it
+            for got in mon.listen():
+                cmd = got.get("command", "")
+                if cmd.upper().startswith("XREADGROUP") and prefix in cmd:
+                    seen.append(cmd)
+
+    threading.Thread(target=run, daemon=True).start()
+    return mon
+
+
+@pytest.mark.parametrize("connections", [1, 2])
+def test_the_in_process_flusher_shares_a_pool_of_one_connection(redis_url, mongo_url,
+                                                               connections) -> None:
+    """With ``redis_max_connections=1`` the in-process flusher reads the outbox without
+    ``BLOCK`` and waits ``flush_interval_s`` between empty reads, so the application's
+    calls get the one connection between them (with a blocking read the flusher held it
+    and won it back first: a put after an idle moment took 2.2 s, ``flush()`` 2.5 s);
+    with 2 or more it reads with ``BLOCK`` as before."""
+    opts = unique_options()
+    seen: list[str] = []
+    mon = _outbox_reads(redis_url, opts["key_prefix"], seen)
+    try:
+        with DurableSaver.from_urls(redis_url, mongo_url, redis_max_connections=connections,
+                                    **opts) as saver:
+            _put(saver, "shared")
+            saver.flush()
+            wait_for(lambda: len(seen) >= 3, 10, "three reads of the outbox")
+            got = saver.get_tuple({"configurable": {"thread_id": "shared"}})
+            assert got is not None and got.metadata["step"] == -1
+    finally:
+        mon.connection.disconnect()
+    blocking = [c for c in seen if " BLOCK " in c.upper()]
+    if connections == 1:
+        assert blocking == [], blocking[:3]
+    else:
+        assert blocking, seen[:3]
 
 
 def test_the_database_of_the_mongodb_url_is_used(redis_url, mongo_url) -> None:

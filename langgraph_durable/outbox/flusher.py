@@ -102,6 +102,7 @@ class Flusher:
         self.last_error: str | None = None
         self.lags_s: list[float] = []
         self._gate = ReadGate()  # the blocking read interrupt() ends (one stream)
+        self._poll = False  # read without BLOCK: the pool has no connection to spare
         self._sync_clients: Clients | None = None  # the loop's, when it runs in a thread
         self._holding = False  # a round took entries and has not ended (settle)
         self._held = threading.Condition()
@@ -124,7 +125,7 @@ class Flusher:
     # one round, shared by both loops
     def _round_plan(self) -> Plan[BatchStats]:
         claim, own = self.choice.next()
-        block_ms = max(1, int(self.ctx.config.flush_interval_s * 1000))
+        block_ms = 0 if self._poll else max(1, int(self.ctx.config.flush_interval_s * 1000))
         return flush_batch_plan(self.ctx, self.consumer, block_ms=block_ms, claim=claim,
                                 own=own, dead=self.heartbeat.take_dead(), taking=self._taking,
                                 gate=self._gate)
@@ -205,8 +206,8 @@ class Flusher:
         took some entries but fewer than a quarter of ``flush_batch_size`` (light load:
         waiting lets the next bulk write carry more). A larger round already carried a
         good batch and goes on at once, so under load the linger adds no lag; an empty
-        round already waited for entries (``BLOCK`` with one stream; with several,
-        ``_steps`` waits ``flush_interval_s`` after it)."""
+        round already waited for entries (``BLOCK`` with one stream; with several, or a
+        pool of one connection, ``_steps`` waits ``flush_interval_s`` after it)."""
         if 0 < stats.entries < max(1, self.ctx.config.flush_batch_size // 4):
             return self.ctx.config.flush_linger_s
         return 0.0
@@ -223,8 +224,19 @@ class Flusher:
         if clients.observer is None:  # a standalone worker's clients: time them too
             clients.observer = self.metrics.observe_op
 
+    def _share(self, clients: Clients) -> None:
+        """Read the outbox without ``BLOCK`` (and wait out ``flush_interval_s`` after an
+        empty read, as with several streams) when ``clients``' Redis pool holds one
+        connection, shared with the application's calls: a blocking read would hold it,
+        and a flusher that reads again at once wins it back first (a put took 2.2 s)."""
+        pool = getattr(clients.redis, "connection_pool", None)
+        cap = getattr(pool, "max_connections", None)
+        self._poll = isinstance(cap, int) and cap < 2
+
     def start_thread(self, clients: Clients) -> None:
-        """Start the flush loop in a daemon thread using blocking ``clients``."""
+        """Start the flush loop in a daemon thread using blocking ``clients`` (the
+        saver's: ``_share``)."""
+        self._share(clients)
         self._observe(clients)
         run_sync(ensure_group_plan(self.ctx), clients)
         self.heartbeat.beat(clients)  # a member of the registry once started
@@ -290,9 +302,10 @@ class Flusher:
             linger = self._linger_s(stats)
             if linger:
                 yield _Wait(linger, linger=True)
-            elif not stats.entries and len(self.ctx.outboxes) > 1:
-                # several streams are read without BLOCK: wait out the interval here,
-                # where stop() and wake() end the wait (a plan's Sleep would not end)
+            elif not stats.entries and (len(self.ctx.outboxes) > 1 or self._poll):
+                # several streams (or a pool of one) are read without BLOCK: wait out
+                # the interval here, where stop() and wake() end the wait (a plan's
+                # Sleep would not end)
                 yield _Wait(self.ctx.config.flush_interval_s, linger=True)
 
     def _leave_plan(self) -> Plan[None]:
@@ -335,7 +348,9 @@ class Flusher:
                     steps.throw(exc)
 
     async def start_task(self, clients: Clients) -> None:
-        """Start the flush loop as an asyncio task on the running loop using async clients."""
+        """Start the flush loop as an asyncio task on the running loop using async clients
+        (the saver's: ``_share``)."""
+        self._share(clients)
         self._observe(clients)
         await run_async(ensure_group_plan(self.ctx), clients)
         await self.heartbeat.abeat(clients)  # a member of the registry once started

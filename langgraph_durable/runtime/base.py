@@ -141,18 +141,7 @@ class SaverRuntime(RuntimeClosing):
                   meter_provider: Any = None) -> SaverRuntime:
         """A runtime with its own clients (``clients.UrlClients``: sync ones now, asyncio
         ones per event loop), closed by ``close``/``aclose``; ``config.database`` must be
-        the one of ``mongo_url`` (``DurableSaver.from_urls`` checks it). Raises
-        ``ConfigurationError`` for ``redis_max_connections=1`` with the in-process flusher
-        (``flusher="auto"``): its blocking read of the outbox would hold the pool's one
-        connection, and every call would wait for it (seconds a put)."""
-        if config.flusher == "auto" and config.redis_max_connections < 2:
-            raise ConfigurationError(
-                f"redis_max_connections={config.redis_max_connections} with the in-process "
-                "flusher (flusher='auto'): its blocking read of the outbox holds one "
-                "connection of the pool, so every put and read would wait for it; use "
-                "redis_max_connections=2 or more, or flusher='process' (a worker process "
-                "with its own connections), or flusher='off' with `langgraph-durable "
-                "flusher` running elsewhere")
+        the one of ``mongo_url`` (``DurableSaver.from_urls`` checks it)."""
         clients = C.UrlClients(redis_url, mongo_url, config)
         return cls(config, clients, cluster=clients.cluster, meter_provider=meter_provider)
 
