@@ -53,8 +53,10 @@ def convert_lists(sctx: Any, c: Any, batch_size: int, dry_run: bool,
 
 def drop_retired_indexes(sctx: Any, c: Any, dry_run: bool) -> None:
     """``migrate``'s last pass: drop the indexes earlier releases made and nothing uses
-    (``documents.RETIRED_INDEXES``), once every process runs this release."""
-    found = run_sync(retired_indexes_plan(sctx, dry_run=dry_run), c)
+    (``documents.RETIRED_INDEXES``), once every process runs this release; one MongoDB
+    refuses to drop (a range shard key's) is kept and named."""
+    dropped, kept = run_sync(retired_indexes_plan(sctx, dry_run=dry_run), c)
     verb = "would drop" if dry_run else "dropped"
-    typer.echo(f"retired indexes: {verb} {len(found)}" + (f" ({', '.join(found)})"
-                                                           if found else ""))
+    typer.echo(f"retired indexes: {verb} {len(dropped)}" + (
+        f" ({', '.join(dropped)})" if dropped else "") + (
+        f"; kept {len(kept)} MongoDB refused to drop ({'; '.join(kept)})" if kept else ""))

@@ -31,6 +31,7 @@ from ..durable import documents as D
 from ..durable import summary_docs as S
 from ..durable import write_groups as G
 from .context import Context
+from .summary_upkeep import refresh_quietly_plan
 
 log = logging.getLogger("langgraph_durable.flusher")
 
@@ -89,10 +90,11 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
     blobs: list[str] = []
     writes: list[str] = []
     items: list[Op[object]] = []
+    summarize: set[str] = set()
     failed: list[tuple[tuple[bytes, str, OutboxEntry], Exception]] = []
     for e in entries:
         try:
-            _fence_one(ctx, e, stones, cps, blobs, writes, items)
+            _fence_one(ctx, e, stones, cps, blobs, writes, items, summarize)
         except Exception as exc:  # its own shape: set aside, the others fenced
             failed.append((e, exc))
     cols = ctx.collections
@@ -106,14 +108,19 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
         yield Parallel(ops)
         # their chunks after them (a document is never visible without its chunks)
         yield DeleteMany(cols.chunks, Q.chunks_of_threads(threads, cps + blobs + writes))
+    if summarize:  # the summaries taken back, set again from what the threads hold now:
+        # a delete_for_runs or prune leaves a latest checkpoint, a new run may follow a
+        # delete_thread (none left: the refresh deletes it again)
+        yield from refresh_quietly_plan(ctx, sorted(summarize))
     return failed
 
 
 def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
                stones: dict[str, dict[str, int]], cps: list[str], blobs: list[str],
-               writes: list[str], items: list[Op[object]]) -> None:
+               writes: list[str], items: list[Op[object]], summarize: set[str]) -> None:
     """Add to ``cps``, ``blobs``, ``writes`` (``_id``s) and ``items`` (deletes) what the
-    entry ``e`` wrote that a tombstone of ``stones`` (thread -> field -> time) names;
+    entry ``e`` wrote that a tombstone of ``stones`` (thread -> field -> time) names, and
+    to ``summarize`` its thread when the summary its round may have set is taken back;
     raises (adding nothing) for an entry whose member or fields do not split."""
     eid, tid, entry = e
     kind, m, fields, digests = entry.kind, entry.member, entry.names, entry.digests
@@ -131,6 +138,7 @@ def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
     if kind == "cp":
         if m_gone and not ns:  # the thread summary this entry's round may have set
             mine.append(DeleteMany(ctx.collections.threads, S.summary_on(tid, cid)))
+            summarize.add(tid)
         cp = [D.doc_id(tid, ns, cid)] if m_gone else []
         bl = D.blob_ids(tid, [f for f in fields if whole or gone.get(f, 0) > at])
         cps += cp
@@ -140,6 +148,7 @@ def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
             # checkpoint, cid None) or set back on the deleted checkpoint
             mine += [DeleteMany(ctx.collections.threads, f)
                      for f in S.summary_on_writes_of(tid, cid)]
+            summarize.add(tid)  # (also one whose pw_cid is the deleted checkpoint)
         writes += [D.doc_id(tid, *split_field(f)) for f in fields]  # per-write documents
         # and the entry's call documents (durable/write_groups.py), whose _id holds the
         # call's seq: those of the deleted checkpoint's tasks stored before the delete

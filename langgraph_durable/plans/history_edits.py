@@ -178,11 +178,14 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
         DeleteMany(cols.blobs, before),
         DeleteMany(cols.writes, before),
         DeleteMany(cols.items, before),
-        DeleteMany(cols.threads, summary_of(thread_id)),  # its summary (a put since: the
-        # next round's again)
+        DeleteMany(cols.threads, summary_of(thread_id)),  # its summary (set again below
+        # when a new run put and flushed since)
     ])
     # chunks after the documents that refer to them (never a document without its chunks)
     yield DeleteMany(cols.chunks, q)
+    # a new run put (and perhaps flushed, its summary deleted above) since the tombstones:
+    # its summary from its latest checkpoint; none left, the summary stays deleted
+    yield from summaries.refresh_quietly_plan(ctx, [thread_id])
     yield from delete_thread_effects_plan(ctx, thread_id, int(at_ms))  # its effect journal
     # both tiers hold nothing of it now: out of the thread registry (unless a put since)
     yield from forget_plan(ctx, thread_id)

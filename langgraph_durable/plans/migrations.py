@@ -228,22 +228,27 @@ def migrate_plan(ctx: Context, *, batch_size: int = 500,
     return _done(done, damaged)
 
 
-def retired_indexes_plan(ctx: Context, *, dry_run: bool = False) -> Plan[list[str]]:
+def retired_indexes_plan(ctx: Context, *, dry_run: bool = False
+                         ) -> Plan[tuple[list[str], list[str]]]:
     """Drop the indexes of ``documents.RETIRED_INDEXES`` that exist (``dry_run``: only
-    find them); the ``collection.index`` names found. Another process dropping one at the
-    same time is not an error."""
-    found: list[str] = []
+    find them). Returns ``(dropped, kept)``: ``collection.index`` names, and for each
+    index MongoDB refused to drop (e.g. the index of a range shard key) its name and the
+    server's reason; those stay, and the other drops go on. Another process dropping one
+    at the same time is not an error."""
+    dropped: list[str] = []
+    kept: list[str] = []
     for key, names in D.RETIRED_INDEXES.items():
         coll = getattr(ctx.collections, key)
         have = {ix["name"] for ix in (yield Mongo(coll, "list_indexes"))}
         for name in names:
             if name not in have:
                 continue
-            found.append(f"{coll}.{name}")
             if not dry_run:
                 try:
                     yield Mongo(coll, "drop_index", (name,))
                 except CommandFailed as exc:
-                    if exc.code != 27:  # IndexNotFound: dropped by another process now
-                        raise
-    return found
+                    if exc.code != 27:  # 27 IndexNotFound: dropped by another process now
+                        kept.append(f"{coll}.{name}: {exc}")
+                        continue
+            dropped.append(f"{coll}.{name}")
+    return dropped, kept

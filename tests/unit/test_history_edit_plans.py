@@ -24,7 +24,7 @@ from langgraph_durable.hot.scripts import DeleteThreadReply
 from langgraph_durable.plans import history_edits, thread_copy
 
 from .stepping import Drive, FakeClock, context, drive
-from .test_read_plans import IDS, stored
+from .test_read_plans import IDS, page_reply, stored
 
 MARK = b"1700000000000-5"
 
@@ -77,11 +77,16 @@ def test_delete_thread_tombstones_in_redis_before_deleting_in_mongodb() -> None:
     ctx = context()
     keys = ctx.keys("t")
 
+    finds: list[Find] = []
+
     def answer(op: Op[Any]) -> Any:
         if isinstance(op, Pipeline):
             return [[]]  # outbox empty
-        if isinstance(op, Find):  # checkpoints only MongoDB holds
-            return [{"checkpoint_ns": "", "checkpoint_id": IDS[0]}]
+        if isinstance(op, Find):  # checkpoints only MongoDB holds; none after the deletes
+            finds.append(op)
+            return [{"checkpoint_ns": "", "checkpoint_id": IDS[0]}] if len(finds) == 1 else []
+        if isinstance(op, Script) and op.name == "page":  # Redis holds none of it now
+            return page_reply([], [], complete=0)
         if isinstance(op, Script):  # deletion time (ms), the members Redis held
             return DeleteThreadReply(1700000000123, [member("", IDS[1])])
         return None
@@ -93,6 +98,9 @@ def test_delete_thread_tombstones_in_redis_before_deleting_in_mongodb() -> None:
                             "DeleteMany", "DeleteMany", "DeleteMany", "DeleteMany",
                             "DeleteMany",  # the thread summary (durable/summary_docs.py)
                             "DeleteMany",
+                            # the summary set again from what is left (a new run since):
+                            # the latest checkpoint read in both tiers: none, so deleted
+                            "page", "Find", "BulkWrite",
                             # the effect journal: Redis, then MongoDB (plans/effect_journal.py)
                             "Pipeline", "DeleteMany",
                             # then the thread registry: MongoDB holds none of it, so marked

@@ -230,3 +230,36 @@ def test_migrate_ignores_a_cursor_saved_for_another_target_version() -> None:
     assert done.result == {"checkpoints": 1, "blobs": 0, "writes": 0}
     assert [op.filter for op in done.ops if isinstance(op, Find)][0] == OLD
     assert batches == [("checkpoints", 1)]
+
+
+@pytest.mark.parametrize("drop_error, dropped, kept", [
+    (None, ["uthreads.thread_id"], []),
+    (27, ["uthreads.thread_id"], []),  # IndexNotFound: another process dropped it now
+    (20, [], ["uthreads.thread_id: MongoDB refused drop_index on collection 'uthreads' "
+              "(code 20): cannot drop the shard key's index"]),
+])
+def test_retired_indexes_are_dropped_and_a_refused_drop_is_kept_and_named(
+        drop_error: int | None, dropped: list[str], kept: list[str]) -> None:
+    """``migrate``'s last pass lists the collection's indexes, drops the retired one it
+    finds (nothing else), and keeps, naming MongoDB's reason, one whose drop MongoDB
+    refuses (the index of a range shard key) instead of stopping."""
+    from langgraph_durable.core.ops import CommandFailed
+
+    ctx = context(collection_prefix="u")
+
+    def answer(op: Op[Any]) -> Any:
+        assert isinstance(op, Mongo) and op.collection == "uthreads"
+        if op.method == "list_indexes":
+            return [{"name": "_id_"}, {"name": "u"}, {"name": "thread_id"}]
+        assert (op.method, op.args) == ("drop_index", ("thread_id",))
+        if drop_error is not None:
+            raise CommandFailed("uthreads", "drop_index", drop_error,
+                                "cannot drop the shard key's index")
+        return None
+
+    got = drive(M.retired_indexes_plan(ctx), answer)
+    assert got.result == (dropped, kept)
+    assert [getattr(op, "method", None) for op in got.ops] == ["list_indexes", "drop_index"]
+    dry = drive(M.retired_indexes_plan(ctx, dry_run=True), answer)
+    assert dry.result == (["uthreads.thread_id"], [])
+    assert [getattr(op, "method", None) for op in dry.ops] == ["list_indexes"]
