@@ -210,35 +210,6 @@ def test_delete_thread_prune_and_delete_for_runs_leave_no_chunk_behind(
     assert _values(saver, "keep") == kept
 
 
-def test_a_new_run_stored_while_delete_thread_runs_keeps_its_chunks(
-        saver: DurableSaver, small_chunks: None) -> None:
-    # a new run's chunked value flushed after delete_thread's MongoDB deletes and before
-    # its chunks go: the run's documents stay (stored after the delete began) and so must
-    # their chunks (each carries its owner's put_ms; all of the thread's went before)
-    from faults.common import tap
-    from langgraph_durable.core.ops import DeleteMany
-    from langgraph_durable.plans import history_edits
-
-    _run(saver, "a")
-    cols, new = saver.context.collections, []
-    cp = {"v": 1, "id": "1ef00000-0000-6000-9000-000000000001", "ts": "2024-01-02",
-          "channel_values": {"v": text(3000, "n")},
-          "channel_versions": {"v": f"{9:032}.0"}, "versions_seen": {}}
-
-    def new_run_before_the_chunks_go(op: Any) -> None:
-        if not new and isinstance(op, DeleteMany) and op.collection == cols.chunks:
-            new.append(saver.put({"configurable": {"thread_id": "a", "checkpoint_ns": ""}},
-                                 cp, {"step": 0}, {"v": f"{9:032}.0"}))  # type: ignore[arg-type]
-            saver.flush()
-
-    saver.run(tap(history_edits.delete_thread_plan(saver.context, "a"),
-                  before=new_run_before_the_chunks_go))
-    assert new
-    assert len(chunk_docs(saver, "a")) == 3  # the new run's value, nothing of the old
-    cold(saver, "a")
-    assert _values(saver, "a") == [({"v": text(3000, "n")}, [])]
-
-
 def test_copy_thread_copies_chunks_under_the_target_ids(saver: DurableSaver,
                                                         small_chunks: None) -> None:
     _run(saver, "src")

@@ -10,12 +10,10 @@ its higher ``INLINE_VERSION``), so a package that predates chunking refuses it w
 ``SchemaVersionError`` instead of misreading the descriptor.
 
 A chunk document is ``{_id, thread_id, checkpoint_ns, checkpoint_id, owner, field,
-sha256, n, data, put_ms}`` (``checkpoint_id`` is None for a blob's chunks; ``put_ms`` its
-owner's, so that ``delete_thread`` leaves the chunks of a run stored after it began:
-``documents.stored_before``; chunks of earlier releases have none and count as before).
-Its ``_id`` is ``doc_id(owner _id, field, sha256, n)``: deterministic, so every flusher
-write stays an idempotent upsert, and content-addressed, so two values of one document
-(an overwritten special-channel write) never share a chunk. Chunks are written before the documents
+sha256, n, data}`` (``checkpoint_id`` is None for a blob's chunks). Its ``_id`` is
+``doc_id(owner _id, field, sha256, n)``: deterministic, so every flusher write stays an
+idempotent upsert, and content-addressed, so two values of one document (an overwritten
+special-channel write) never share a chunk. Chunks are written before the documents
 that refer to them, and deleted after them, so a visible document always has its chunks.
 The chunks of a value that lost an overwrite (or an insert-once write's second value)
 stay until the checkpoint they belong to is deleted.
@@ -78,7 +76,6 @@ def split(kind: str, doc: Doc) -> tuple[Doc, list[Doc]]:
                 "checkpoint_id": doc.get("checkpoint_id"),
                 "owner": doc["_id"], "field": f, "sha256": sha, "n": i,
                 "data": bytes(view[i * size:(i + 1) * size]),
-                **({"put_ms": doc["put_ms"]} if "put_ms" in doc else {}),
             })
     out["chunked"] = big
     out["v"] = max(CHUNKED_VERSION, doc.get("v", SCHEMA_VERSION))  # inline values: theirs
