@@ -99,6 +99,22 @@ def test_the_in_process_flusher_shares_a_pool_of_one_connection(redis_url, mongo
         assert blocking, seen[:3]
 
 
+@pytest.mark.parametrize("url, kind", [
+    ("redis+cluster://127.0.0.1:7000,127.0.0.1:7001", "cluster"),
+    ("redis+sentinel://:secret@127.0.0.1:26379/mymaster", "sentinel")])
+def test_one_redis_connection_is_refused_for_a_cluster_or_sentinel(mongo_url, url,
+                                                                   kind) -> None:
+    """One connection per server serves a single server only: a cluster pipeline asks a
+    node for its keys on a second connection (the outbox never drained: a helper's run),
+    a Sentinel pool refuses a second caller ("Too many connections" on the first put).
+    Refused before any connection, naming the URL without its password."""
+    with pytest.raises(ConfigurationError, match=rf"redis_max_connections=1 with a Redis "
+                       rf"{kind}: one connection per server serves a single server only"
+                       ) as got:
+        DurableSaver.from_urls(url, mongo_url, redis_max_connections=1, **unique_options())
+    assert "secret" not in str(got.value)
+
+
 def test_the_database_of_the_mongodb_url_is_used(redis_url, mongo_url) -> None:
     opts = unique_options()
     del opts["database"]

@@ -132,8 +132,17 @@ def redis_client_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> 
     ``redis_max_connections`` connections per server. A single server's and a sync
     cluster's pool is blocking: past the limit a call waits up to ``socket_timeout_s``
     for a free connection; the asyncio cluster and Sentinel pools raise instead.
-    Raises ``ConfigurationError`` for a bad URL."""
+    Raises ``ConfigurationError`` for a bad URL, and for ``redis_max_connections=1`` with
+    a cluster or Sentinel (a cluster pipeline asks a node for its keys on a second
+    connection to it, and waits for it for good; a Sentinel pool refuses a second caller
+    instead of waiting): one connection serves a single server only."""
     parsed = parse_redis_url(url)
+    if parsed.kind != "single" and config.redis_max_connections < 2:
+        raise _bad(url, f"redis_max_connections={config.redis_max_connections} with a "
+                   f"Redis {parsed.kind}: one connection per server serves a single server "
+                   "only (a cluster pipeline needs a second connection to a node, a "
+                   "Sentinel pool refuses a second caller); use redis_max_connections=2 "
+                   "or more")
     # a flusher's XREADGROUP blocks up to flush_interval_s, a put's WAIT redis_wait_timeout_s
     waits = config.redis_wait_timeout_s if config.redis_min_replicas else 0.0
     read_timeout = config.socket_timeout_s + max(config.flush_interval_s, waits)
