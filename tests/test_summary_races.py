@@ -13,6 +13,7 @@ from unittest import mock
 
 import pytest
 
+from faults.common import tap
 from langgraph_durable import DurableSaver
 from langgraph_durable.core.ops import DeleteMany, Find, Op, Parallel
 from langgraph_durable.io.drivers import run_sync
@@ -26,26 +27,16 @@ from .test_break_summaries import listed, put, threads_col
 
 
 def _hooked(plan: Generator[Op[Any], Any, Any], at: Callable[[Op[Any]], bool],
-            hook: Callable[[], None] | None) -> Generator[Op[Any], Any, Any]:
+            hook: Callable[[], None] | None) -> Any:
     """``plan`` with ``hook()`` run once, just before its first operation that ``at``
-    picks; an operation's error is thrown into the plan, as the drivers do."""
+    picks (``faults.common.tap``)."""
     pending = [hook] if hook is not None else []
-    op = plan.send(None)
-    while True:
+
+    def before(op: Op[Any]) -> None:
         if pending and at(op):
             pending.pop()()
-        try:
-            reply = yield op
-        except Exception as exc:
-            try:
-                op = plan.throw(exc)
-            except StopIteration as done:
-                return done.value
-            continue
-        try:
-            op = plan.send(reply)
-        except StopIteration as done:
-            return done.value
+
+    return tap(plan, before=before)
 
 
 def _drained(ctx: Any, timeout_s: float) -> Any:  # another consumer flushed the outbox
