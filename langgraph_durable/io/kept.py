@@ -102,15 +102,19 @@ class KeptConnections:
             self._tasks.add(task)  # keep a reference until it is done
             task.add_done_callback(self._tasks.discard)
 
-    async def moved(self) -> None:
-        """The batcher's calls now come from another event loop: what was kept belongs
-        to the old one's transports; give it back to the pool (which repairs it before
-        handing it out again), as a batch of the old loop would have."""
+    def _take_idle(self) -> list[Any]:
+        """The idle connections, no longer kept, and no idle timer."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         idle, self.idle = self.idle, []
-        for conn in idle:
+        return idle
+
+    async def moved(self) -> None:
+        """The batcher's calls now come from another event loop: what was kept belongs
+        to the old one's transports; give it back to the pool (which repairs it before
+        handing it out again), as a batch of the old loop would have."""
+        for conn in self._take_idle():
             with contextlib.suppress(Exception):
                 await self.pool.release(conn)
 
@@ -118,11 +122,7 @@ class KeptConnections:
         """Give every kept connection back to the pool and keep none from now on. On the
         batcher's event loop."""
         self.limit = 0
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        idle, self.idle = self.idle, []
-        for conn in idle:
+        for conn in self._take_idle():
             await self.pool.release(conn)
 
     def stop(self, loop: asyncio.AbstractEventLoop) -> None:
