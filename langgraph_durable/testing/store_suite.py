@@ -217,10 +217,14 @@ def load_exclusions(path: Path | None = None) -> list[Exclusion]:
 class SuiteResult:
     """What one run gave: node ids by outcome (``failed`` maps a node id to the end of
     its report), the deselected tests with their reasons, the exclusion patterns that
-    matched nothing, pytest's exit code and the tail of its output."""
+    matched nothing, pytest's exit code and the tail of its output. ``retried`` maps the
+    node id of a test the suite marks ``@pytest.mark.flaky(retries=N)`` that failed and
+    was run again (pytest-retry, as the suite's own CI runs it) to the end of its last
+    failed attempt's report; its final outcome is in ``passed`` or ``failed``."""
 
     passed: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    retried: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     deselected: dict[str, str] = field(default_factory=dict)
     unmatched_exclusions: list[str] = field(default_factory=list)
@@ -259,7 +263,7 @@ def run_suite(
     full_env = {**os.environ, **(env or {})}
     paths = [str(REPO_ROOT), *full_env.get("PYTHONPATH", "").split(os.pathsep)]
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    # only the plugins the suites use (asyncio, mocker): the installed others (xdist,
+    # only the plugins the suites use (asyncio, mocker, retry): the installed others (xdist,
     # hypothesis, anyio, LangSmith's...) cost each subprocess about 1 s of CPU to load
     full_env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     if split_ttl is None:
@@ -272,6 +276,7 @@ def run_suite(
             argv = [
                 sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                 "-p", "pytest_asyncio.plugin", "-p", "pytest_mock",
+                "-p", "pytest_retry.retry_plugin",
                 "-p", "langgraph_durable.testing.store_suite_plugin",
                 f"--store-suite={name}", f"--store-factory={factory}", f"--store-mode={mode}",
                 f"--store-exclusions={exclusions or DEFAULT_EXCLUSIONS}",
@@ -287,6 +292,7 @@ def run_suite(
                 result.passed = data["passed"]
                 result.failed = data["failed"]
                 result.skipped = data["skipped"]
+                result.retried = data["retried"]
                 result.deselected = data["deselected"]
                 result.unmatched_exclusions = data["unmatched_exclusions"]
             return result
@@ -309,5 +315,6 @@ def _merged(results: list[SuiteResult]) -> SuiteResult:
         merged.passed += r.passed
         merged.failed.update(r.failed)
         merged.skipped.update(r.skipped)
+        merged.retried.update(r.retried)
         merged.deselected.update(r.deselected)
     return merged

@@ -5,7 +5,8 @@ Loaded by :func:`langgraph_durable.testing.store_suite.run_suite` in a pytest su
 extracted suite. Options: ``--store-suite`` (``checkpoint``, ``sqlite``, ``postgres``),
 ``--store-factory`` (``module:callable``), ``--store-mode`` (``hot`` or ``cold``),
 ``--store-exclusions`` (the file of excluded tests), ``--store-report`` (a JSON file
-this plugin writes with every test's outcome) and ``--store-part`` (``all``; ``ttl``: only
+this plugin writes with every test's outcome, and the failed attempts of the tests
+pytest-retry ran again) and ``--store-part`` (``all``; ``ttl``: only
 the tests whose node id names TTL; ``rest``: the others; exclusions are matched against
 every test either way, so each part reports the same stale ones).
 
@@ -121,7 +122,7 @@ def pytest_configure(config: pytest.Config) -> None:
             exclusions.append(Exclusion(s, pattern, reason))
     _STATE.update(
         suite=suite, factory=factory, cold=mode == "cold", exclusions=exclusions,
-        outcomes={"passed": [], "failed": {}, "skipped": {}}, deselected={},
+        outcomes={"passed": [], "failed": {}, "skipped": {}, "retried": {}}, deselected={},
         shims={},
     )  # fmt: skip
 
@@ -377,6 +378,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         outcomes["skipped"][report.nodeid] = str(report.longrepr)[-500:]
     elif report.when == "call" and report.passed:
         outcomes["passed"].append(report.nodeid)
+    elif report.outcome == "retried":  # pytest-retry: a failed attempt, run again
+        outcomes["retried"][report.nodeid] = str(report.longrepr)[-3000:]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -385,6 +388,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         passed = [n for n in _STATE["outcomes"]["passed"] if n not in _STATE["outcomes"]["failed"]]
         Path(path).write_text(json.dumps({
             "passed": passed, "failed": _STATE["outcomes"]["failed"],
-            "skipped": _STATE["outcomes"]["skipped"], "deselected": _STATE["deselected"],
+            "skipped": _STATE["outcomes"]["skipped"], "retried": _STATE["outcomes"]["retried"],
+            "deselected": _STATE["deselected"],
             "unmatched_exclusions": _STATE.get("unmatched", []),
         }))  # fmt: skip

@@ -5,7 +5,10 @@ The suites are the store tests in the sdists of the installed ``langgraph-checkp
 downloaded from PyPI on first use (``langgraph_durable.testing.store_suite``) and run in a
 pytest subprocess whose stores are all built by a factory
 (``langgraph_durable.testing.store_suite_plugin``). The tests left out are listed with
-their reasons in ``langgraph_suite_excluded.txt`` beside this file.
+their reasons in ``langgraph_suite_excluded.txt`` beside this file. The tests a suite
+marks ``@pytest.mark.flaky(retries=N)`` (the SQLite suite's TTL tests, which sleep and then
+assert what expired) are retried as the suite's own CI retries them (pytest-retry); each
+failed attempt is reported as a warning of the test that ran the suite.
 
 - InMemoryStore proves the harness: every test it can pass passes (it lacks TTL, and a few
   tests ask for what the SQL stores do and it does not; both lists are in
@@ -30,6 +33,7 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -76,6 +80,9 @@ def _explain(result: SuiteResult) -> str:
 def _assert_clean(result: SuiteResult) -> None:
     assert (result.failed, result.skipped, result.unmatched_exclusions, result.exit_code) == (
         {}, {}, [], 0), _explain(result)  # fmt: skip
+    for node, attempt in result.retried.items():  # shown in the run's warnings summary
+        warnings.warn(f"passed on a retry the suite allows: {node}\n{attempt[-1500:]}",
+                      stacklevel=2)
 
 
 def test_the_exclusion_file_gives_a_reason_for_every_test_it_leaves_out() -> None:
@@ -150,6 +157,45 @@ def test_a_store_that_forgets_deletes_fails_the_suite(tmp_path: Path) -> None:
                        env={"PYTHONPATH": str(tmp_path)})  # fmt: skip
     assert "tests/test_store.py::test_cannot_put_empty_namespace" in result.failed
     assert result.exit_code == 1
+
+
+def test_a_test_the_suite_marks_flaky_is_retried_and_reported(
+    tmp_path: Path, redis_url: str, mongo_url: str
+) -> None:
+    """The SQLite suite's TTL tests sleep, then assert what expired, and are marked
+    ``@pytest.mark.flaky(retries=3)``: its CI retries them with pytest-retry. A loaded run
+    here once stalled one past its one-second margin (stop 53's CI). The harness retries
+    them too, and reports each failed attempt: a store that misses the test's search once
+    passes on the second attempt, and the first is named in ``retried``."""
+    (tmp_path / "once_blind_store.py").write_text(textwrap.dedent('''
+        from langgraph.store.base import SearchOp
+        from langgraph_durable.testing.store_factories import (
+            DurableStoreFactory, durable, durable_store_class)
+
+        MISSED = []
+
+        class OnceBlindStore(durable_store_class()):
+            async def abatch(self, ops):
+                ops = list(ops)
+                results = await super().abatch(ops)
+                if not MISSED and any(isinstance(op, SearchOp) for op in ops):
+                    MISSED.append(True)
+                    return [[] if isinstance(op, SearchOp) else r for op, r in zip(ops, results)]
+                return results
+
+        def once_blind(mode):
+            factory = durable(mode)
+            factory.store_class = OnceBlindStore
+            return factory
+    '''))
+    test = "tests/test_ttl.py::test_async_asearch_refresh_ttl"
+    result = run_suite("sqlite", "once_blind_store:once_blind", "hot",
+                       extra_args=("-k", "test_async_asearch_refresh_ttl"),
+                       env={"REDIS_URL": redis_url, "MONGODB_URL": mongo_url,
+                            "PYTHONPATH": str(tmp_path)})  # fmt: skip
+    assert (result.passed, result.failed, list(result.retried), result.exit_code) == (
+        [test], {}, [test], 0), _explain(result)  # fmt: skip
+    assert "assert 0 == 1" in result.retried[test]
 
 
 @pytest.mark.parametrize("mode", ["hot", "cold"])
