@@ -179,6 +179,16 @@ def chunks_of_owners(thread_id: str, owners: Sequence[str]) -> dict[str, object]
     return {"thread_id": thread_id, "owner": {"$in": owners}}
 
 
+def chunks_stored_before(thread_id: str, at_ms: int, *, owners: Sequence[str] = (),
+                         checkpoint: tuple[str, str] | None = None) -> dict[str, object]:
+    """Filter of the chunks of ``thread_id`` that no write stored after ``at_ms``
+    (``put_ms``, ``durable/chunks.py``), either of the documents whose ``_id``s are
+    ``owners``, or of checkpoint ``(checkpoint_ns, checkpoint_id)`` and its writes."""
+    where: dict[str, object] = ({"checkpoint_ns": checkpoint[0], "checkpoint_id": checkpoint[1]}
+                                if checkpoint else {"owner": {"$in": list(owners)}})
+    return {"thread_id": thread_id, **where, "put_ms": {"$not": {"$gt": at_ms}}}
+
+
 def chunks_of_threads(thread_ids: Sequence[str], owners: Sequence[str]) -> dict[str, object]:
     """Filter of the chunks of ``thread_ids`` whose owning documents' ``_id``s are
     ``owners``."""

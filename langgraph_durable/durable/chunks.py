@@ -10,13 +10,20 @@ its higher ``INLINE_VERSION``), so a package that predates chunking refuses it w
 ``SchemaVersionError`` instead of misreading the descriptor.
 
 A chunk document is ``{_id, thread_id, checkpoint_ns, checkpoint_id, owner, field,
-sha256, n, data}`` (``checkpoint_id`` is None for a blob's chunks). Its ``_id`` is
+sha256, n, data, put_ms}`` (``checkpoint_id`` is None for a blob's chunks). Its ``_id`` is
 ``doc_id(owner _id, field, sha256, n)``: deterministic, so every flusher write stays an
 idempotent upsert, and content-addressed, so two values of one document (an overwritten
 special-channel write) never share a chunk. Chunks are written before the documents
 that refer to them, and deleted after them, so a visible document always has its chunks.
 The chunks of a value that lost an overwrite (or an insert-once write's second value)
 stay until the checkpoint they belong to is deleted.
+
+``put_ms`` is the latest ``put_ms`` of the owners written with the chunk (``$max``: an item
+and its chunks are shared by every run that stores the same content, and a stalled round
+may write them again with an older time). Every owner's ``put_ms`` is at most its chunks',
+so a delete that keeps the documents stored after it began (``documents.stored_before``)
+keeps their chunks with the same filter, whichever order the writes raced in. Chunks
+stored before chunks had a ``put_ms`` have none, and count as stored before.
 
 Reads call ``load_plan``: one extra query (by ``_id``) only when a document has chunked
 fields, verifying size and digest. Tests lower the threshold with
@@ -28,7 +35,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..core.ops import BulkWrite, Doc, DocView, Find, Plan, ReplaceDoc, ask
+from ..core.ops import BulkWrite, Doc, DocView, Find, Plan, ReplaceDoc, UpdateDoc, ask
 from ..core.records import CHUNKED_VERSION, SCHEMA_VERSION
 from ..errors import CorruptRecordError
 from .documents import doc_id, target
@@ -76,6 +83,7 @@ def split(kind: str, doc: Doc) -> tuple[Doc, list[Doc]]:
                 "checkpoint_id": doc.get("checkpoint_id"),
                 "owner": doc["_id"], "field": f, "sha256": sha, "n": i,
                 "data": bytes(view[i * size:(i + 1) * size]),
+                **({"put_ms": doc["put_ms"]} if "put_ms" in doc else {}),
             })
     out["chunked"] = big
     out["v"] = max(CHUNKED_VERSION, doc.get("v", SCHEMA_VERSION))  # inline values: theirs
@@ -93,10 +101,19 @@ def split_all(kind: str, docs: Iterable[Doc]
     return out, chunks
 
 
-def upserts(chunks: Sequence[Doc]) -> list[ReplaceDoc]:
+def upserts(chunks: Sequence[Doc]) -> list[ReplaceDoc | UpdateDoc]:
     """Idempotent upserts of chunk documents (content-addressed ``_id``; the filter holds
-    ``thread_id`` too, the shard key: ``documents.target``)."""
-    return [ReplaceDoc(target(c), c, upsert=True) for c in chunks]
+    ``thread_id`` too, the shard key: ``documents.target``); a chunk's ``put_ms`` only
+    grows (``$max``)."""
+    out: list[ReplaceDoc | UpdateDoc] = []
+    for c in chunks:
+        if "put_ms" not in c:
+            out.append(ReplaceDoc(target(c), c, upsert=True))
+            continue
+        fields = {k: v for k, v in c.items() if k not in ("_id", "put_ms")}
+        out.append(UpdateDoc(target(c), {"$set": fields, "$max": {"put_ms": c["put_ms"]}},
+                             upsert=True))
+    return out
 
 
 def write_plan(collection: str, chunks: Sequence[Doc]) -> Plan[None]:
@@ -109,16 +126,21 @@ def write_plan(collection: str, chunks: Sequence[Doc]) -> Plan[None]:
 def moved(chunks: Iterable[Doc], owners: Mapping[str, DocView]
           ) -> list[Doc]:
     """Copies of ``chunks`` for documents copied under new ``_id``s (``copy_thread``):
-    ``owners`` maps a source document's ``_id`` to its copy. A chunk whose value its
-    owner no longer refers to (an overwritten write's) is left out."""
+    ``owners`` maps a source document's ``_id`` to its copy, whose ``put_ms`` (the copy's
+    time) the chunk's copy takes. A chunk whose value its owner no longer refers to (an
+    overwritten write's) is left out."""
     out = []
     for c in chunks:
         doc = owners.get(c["owner"])
         desc = doc.get(c["field"]) if doc is not None else None
         if not isinstance(desc, Mapping) or desc.get("sha256") != c["sha256"]:
             continue
-        out.append({**c, "_id": chunk_id(doc["_id"], c["field"], c["sha256"], c["n"]),  # type: ignore[index]
-                    "thread_id": doc["thread_id"], "owner": doc["_id"]})  # type: ignore[index]
+        copy = {**c, "_id": chunk_id(doc["_id"], c["field"], c["sha256"], c["n"]),  # type: ignore[index]
+                "thread_id": doc["thread_id"], "owner": doc["_id"]}  # type: ignore[index]
+        copy.pop("put_ms", None)
+        if "put_ms" in doc:  # type: ignore[operator]
+            copy["put_ms"] = doc["put_ms"]  # type: ignore[index]
+        out.append(copy)
     return out
 
 

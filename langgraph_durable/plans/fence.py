@@ -90,11 +90,12 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
     blobs: list[str] = []
     writes: list[str] = []
     items: list[Op[object]] = []
+    item_chunks: list[Op[object]] = []
     summarize: set[str] = set()
     failed: list[tuple[tuple[bytes, str, OutboxEntry], Exception]] = []
     for e in entries:
         try:
-            _fence_one(ctx, e, stones, cps, blobs, writes, items, summarize)
+            _fence_one(ctx, e, stones, cps, blobs, writes, (items, item_chunks), summarize)
         except Exception as exc:  # its own shape: set aside, the others fenced
             failed.append((e, exc))
     cols = ctx.collections
@@ -107,7 +108,9 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
                     "removed again", len(cps) + len(blobs) + len(writes))
         yield Parallel(ops)
         # their chunks after them (a document is never visible without its chunks)
-        yield DeleteMany(cols.chunks, Q.chunks_of_threads(threads, cps + blobs + writes))
+        yield Parallel([DeleteMany(cols.chunks, Q.chunks_of_threads(threads,
+                                                                    cps + blobs + writes)),
+                        *item_chunks])
     if summarize:  # the summaries taken back, set again from what the threads hold now:
         # a delete_for_runs or prune leaves a latest checkpoint, a new run may follow a
         # delete_thread (none left: the refresh deletes it again)
@@ -117,11 +120,13 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
 
 def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
                stones: dict[str, dict[str, int]], cps: list[str], blobs: list[str],
-               writes: list[str], items: list[Op[object]], summarize: set[str]) -> None:
-    """Add to ``cps``, ``blobs``, ``writes`` (``_id``s) and ``items`` (deletes) what the
-    entry ``e`` wrote that a tombstone of ``stones`` (thread -> field -> time) names, and
-    to ``summarize`` its thread when the summary its round may have set is taken back;
-    raises (adding nothing) for an entry whose member or fields do not split."""
+               writes: list[str], deletes: tuple[list[Op[object]], list[Op[object]]],
+               summarize: set[str]) -> None:
+    """Add to ``cps``, ``blobs``, ``writes`` (``_id``s) and ``deletes`` (deletes of other
+    documents, and of their chunks, to run after them) what the entry ``e`` wrote that a
+    tombstone of ``stones`` (thread -> field -> time) names, and to ``summarize`` its
+    thread when the summary its round may have set is taken back; raises (adding nothing)
+    for an entry whose member or fields do not split."""
     eid, tid, entry = e
     kind, m, fields, digests = entry.kind, entry.member, entry.names, entry.digests
     gone = stones.get(tid) or {}
@@ -132,9 +137,13 @@ def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
     m_gone = whole or gone.get(m, 0) > at
     ns, cid = m.split(SEP)
     mine: list[Op[object]] = []
-    if whole and digests:  # items are shared: only those no write stored since
+    chunks: list[Op[object]] = []
+    if whole and digests:  # items are shared: only those no write stored since, and
+        # their chunks so (a chunk's put_ms is at least its item's: durable/chunks.py)
         mine.append(DeleteMany(ctx.collections.items,
                                Q.items_stored_before(tid, digests, gone["*"])))
+        chunks.append(DeleteMany(ctx.collections.chunks, Q.chunks_stored_before(
+            tid, gone["*"], owners=[D.doc_id(tid, d.hex()) for d in digests])))
     if kind == "cp":
         if m_gone and not ns:  # the thread summary this entry's round may have set
             mine.append(DeleteMany(ctx.collections.threads, S.summary_on(tid, cid)))
@@ -153,9 +162,15 @@ def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
         # and the entry's call documents (durable/write_groups.py), whose _id holds the
         # call's seq: those of the deleted checkpoint's tasks stored before the delete
         tasks = sorted({split_field(f)[2] for f in fields})
+        at_gone = max(gone.get("*", 0), gone.get(m, 0))
         mine.append(DeleteMany(ctx.collections.writes, G.calls_stored_before(
-            tid, ns, cid, tasks, max(gone.get("*", 0), gone.get(m, 0)))))
-    items += mine
+            tid, ns, cid, tasks, at_gone)))
+        # the chunks of call documents (their _id holds the seq), with any other
+        # chunks of the deleted checkpoint stored before its delete
+        chunks.append(DeleteMany(ctx.collections.chunks, Q.chunks_stored_before(
+            tid, at_gone, checkpoint=(ns, cid))))
+    deletes[0].extend(mine)
+    deletes[1].extend(chunks)
 
 
 def bulk_ignoring_newer(collection: str, requests: list[WriteModel]) -> Plan[None]:

@@ -181,8 +181,9 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
         DeleteMany(cols.threads, summary_of(thread_id)),  # its summary (set again below
         # when a new run put and flushed since)
     ])
-    # chunks after the documents that refer to them (never a document without its chunks)
-    yield DeleteMany(cols.chunks, q)
+    # chunks after the documents that refer to them (never a document without its
+    # chunks), but a new run's: a chunk's put_ms is at least its owners' (durable/chunks.py)
+    yield DeleteMany(cols.chunks, before)
     # a new run put (and perhaps flushed, its summary deleted above) since the tombstones:
     # its summary from its latest checkpoint; none left, the summary stays deleted
     yield from summaries.refresh_quietly_plan(ctx, [thread_id])

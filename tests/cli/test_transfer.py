@@ -148,7 +148,8 @@ def test_export_import_round_trip_of_a_thread_with_chunked_values(
     before = _stored(cli, "x")
     with cli.saver(flusher="off") as s:
         col = s.sync_clients.db[s.context.collections.chunks]
-        chunks_before = sorted(col.find({"thread_id": "x"}), key=lambda d: d["_id"])
+        chunks_before = sorted(col.find({"thread_id": "x"}, {"put_ms": 0}),
+                               key=lambda d: d["_id"])
     assert chunks_before and any(d.get("chunked") for ds in before.values() for d in ds)
     shown = cli.json("show", "x")
     path = tmp_path / "x.jsonl"
@@ -161,6 +162,12 @@ def test_export_import_round_trip_of_a_thread_with_chunked_values(
     cli("import", str(path))
     assert _stored(cli, "x") == before
     with cli.saver(flusher="off") as s:
-        col = s.sync_clients.db[s.context.collections.chunks]
-        assert sorted(col.find({"thread_id": "x"}), key=lambda d: d["_id"]) == chunks_before
+        db, cols = s.sync_clients.db, s.context.collections
+        assert sorted(db[cols.chunks].find({"thread_id": "x"}, {"put_ms": 0}),
+                      key=lambda d: d["_id"]) == chunks_before
+        # stored at the import's time, as their owners: a delete racing it keeps them
+        owners = {d["_id"]: d["put_ms"] for k in ("checkpoints", "blobs", "writes", "items")
+                  for d in db[getattr(cols, k)].find({"thread_id": "x"}, {"put_ms": 1})}
+        assert {c["put_ms"] for c in db[cols.chunks].find({"thread_id": "x"})} == \
+            set(owners.values())
     assert cli.json("show", "x") == shown
