@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..core.ops import BulkWrite, Doc, DocView, Find, Op, Parallel, Pipeline, Plan, ask
+from ..core.records import member
 from ..durable import checkpoint_queries as Q
 from ..durable import chunks as C
 from ..durable import documents as D
@@ -23,7 +24,9 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     registered in its thread registry before MongoDB holds it. A copied checkpoint's
     pending writes on ``target`` are exactly the source's: ``target``'s writes documents
     of it (its own, since an earlier copy) are deleted once the copies are stored (two
-    threads' ``seq``s, each its own clock readings, do not compare)."""
+    threads' ``seq``s, each its own clock readings, do not compare). A delete of the
+    source (``delete_thread``, ``delete_for_runs``, ``prune``) racing the reads: what its
+    tombstones cover is not copied, as if it ran before the copy."""
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     q = {"thread_id": source}
@@ -46,6 +49,14 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     writes = [w for w in writes if _checkpoint_of(w) in ours]
     items = yield from ask(Find(cols.items, q))
     chunks = yield from ask(Find(cols.chunks, q))
+    # a delete of the source that ran between these reads (its MongoDB tombstones are
+    # stored before it deletes anything): what it deletes is not copied, as if it ran first
+    stones = yield from ask(Find(cols.tombstones, D.tombstones_of_threads([source]),
+                                 {"_id": 0, "f": 1, "at_ms": 1}))
+    if stones:
+        cps, blobs, writes, items = _not_deleted(stones, cps, blobs, writes, items)
+        if not cps:
+            return
     (clock,) = yield Pipeline([["TIME"]])  # Redis time: these records are stored now
     now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
     for kind, docs in (("checkpoints", cps), ("blobs", blobs), ("writes", writes),
@@ -91,6 +102,29 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     yield from copy_effects_plan(ctx, source, target, now_ms)  # the effect journal too
     yield from release_plan(ctx, target)
     yield from summaries.refresh_quietly_plan(ctx, [target])  # the target's summary
+
+
+def _not_deleted(stones: Sequence[DocView], cps: list[Doc], blobs: list[Doc],
+                 writes: list[Doc], items: list[Doc]
+                 ) -> tuple[list[Doc], list[Doc], list[Doc], list[Doc]]:
+    """``cps``, ``blobs``, ``writes`` and ``items`` without the documents a delete whose
+    tombstones are ``stones`` removes: those stored at or before it (``put_ms``, none
+    counting as before), of the whole thread (``*``) or of a deleted checkpoint (its
+    member), as ``documents.stored_before`` and ``tombstones.check_deleted_plan`` judge."""
+    gone: dict[str, int] = {}
+    for d in stones:
+        gone[str(d["f"])] = max(gone.get(str(d["f"]), 0), int(d["at_ms"]))
+    whole = gone.get("*", 0)
+
+    def kept(doc: Doc, at: int) -> bool:
+        return int(doc.get("put_ms") or 0) > at if at else True
+
+    def of_checkpoint(doc: Doc) -> bool:
+        ns, cid = _checkpoint_of(doc)
+        return kept(doc, max(whole, gone.get(member(str(ns), str(cid)), 0)))
+
+    return ([d for d in cps if of_checkpoint(d)], [d for d in blobs if kept(d, whole)],
+            [d for d in writes if of_checkpoint(d)], [d for d in items if kept(d, whole)])
 
 
 def _checkpoint_of(doc: DocView) -> tuple[object, object]:

@@ -202,6 +202,47 @@ def test_a_put_to_the_source_landing_during_copy_thread_is_never_half_copied(
         assert db[cols.writes].count_documents({"thread_id": "T"}) == 1  # t0's, not t1's
 
 
+@pytest.mark.parametrize("edit", ["delete_thread", "delete_for_runs"])
+def test_a_delete_of_the_source_between_copy_threads_reads_is_not_half_copied(
+        redis_url, mongo_url, edit) -> None:
+    # found by a helper: delete_thread("S") ran after copy_thread("S", "T") read S's
+    # checkpoints and before it read their blobs: the copy returned and T's checkpoints
+    # named blobs that were never copied (MissingValueError on every read of T). The copy
+    # now leaves out what the delete's tombstones cover, as if the delete ran first.
+    from langgraph_durable.core.ops import Find, Parallel
+    from langgraph_durable.plans import thread_copy
+
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:
+        first = put(s, "S", 1)
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"v": "x" * 3000, "m": ["a", "b"]}
+        versions = {"v": f"{9:032}.0", "m": f"{9:032}.0"}
+        cp["channel_versions"] = versions
+        head = s.put(first, cp, {"step": 9, "run_id": "r2"}, versions)
+        s.put_writes(head, [("v", "w")], "t1")
+        s.flush()
+        cols, deleted = s.context.collections, []
+
+        def delete_before_blobs_are_read(op) -> None:
+            if deleted or not isinstance(op, Parallel) or not any(
+                    isinstance(o, Find) and o.collection == cols.blobs for o in op.ops):
+                return
+            if edit == "delete_thread":
+                s.delete_thread("S")
+            else:
+                s.delete_for_runs(["r2"])
+            deleted.append(edit)
+
+        s.run(tap(thread_copy.copy_thread_plan(s.context, "S", "T"),
+                  before=delete_before_blobs_are_read))
+        assert deleted
+        left = [(t.checkpoint["channel_values"], t.pending_writes)
+                for t in s.list({"configurable": {"thread_id": "S"}})]
+        copied = [(t.checkpoint["channel_values"], t.pending_writes)
+                  for t in s.list({"configurable": {"thread_id": "T"}})]
+        assert copied == left == ([] if edit == "delete_thread" else [({"v": 0}, [])])
+
+
 def test_a_new_run_starting_as_a_copy_lands_does_not_hide_the_copy(redis_url, mongo_url) -> None:
     # a run read thread "U" (nothing there), then copy_thread("S", "U") ran, then the run
     # put its input checkpoint (no parent, step -1): Redis must not be taken as holding
