@@ -115,6 +115,54 @@ def test_one_redis_connection_is_refused_for_a_cluster_or_sentinel(mongo_url, ur
     assert "secret" not in str(got.value)
 
 
+@pytest.mark.parametrize("is_async", [False, True])
+def test_a_given_pool_of_one_that_refuses_a_second_caller_is_refused_with_the_flusher(
+        redis_url, mongo_url, is_async) -> None:
+    """redis-py's default pool with ``max_connections=1`` refuses a caller while its
+    connection is in use, instead of waiting: with the in-process flusher sharing it, a
+    helper's run failed about 1 call in 100, saying Redis "did not answer". Refused when
+    the saver is made; a ``BlockingConnectionPool`` of one, or ``flusher="off"``, is
+    taken."""
+    import redis.asyncio
+
+    module = redis.asyncio if is_async else redis
+    client = module.Redis.from_url(redis_url, max_connections=1)
+    waiting = module.Redis(connection_pool=module.BlockingConnectionPool.from_url(
+        redis_url, max_connections=1))
+    mongo = pymongo.AsyncMongoClient(mongo_url) if is_async else pymongo.MongoClient(mongo_url)
+    try:
+        with pytest.raises(ConfigurationError, match=r"pool of one connection that refuses a "
+                           r"second caller .*BlockingConnectionPool .*flusher='off'"):
+            DurableSaver(client, mongo, **unique_options())
+        DurableSaver(waiting, mongo, **unique_options())
+        DurableSaver(client, mongo, **unique_options(flusher="off"))
+    finally:
+        mongo.close() if not is_async else None
+
+
+def test_a_call_finding_a_full_pool_says_so(redis_url, mongo_url) -> None:
+    """A call refused by the client's full non-blocking pool raises
+    ``TierUnavailableError`` naming the pool and what to change, not "did not answer"."""
+    from langgraph_durable import TierUnavailableError
+
+    client = redis.Redis.from_url(redis_url, max_connections=1)
+    with pymongo.MongoClient(mongo_url) as mongo, \
+            DurableSaver(client, mongo, **unique_options(flusher="off")) as saver:
+        _put(saver, "warm")
+        held = client.connection_pool.get_connection()
+        try:
+            with pytest.raises(TierUnavailableError, match=r"was not asked \(put\): the Redis "
+                               r"client's connection pool had no free connection .*"
+                               r"BlockingConnectionPool") as got:
+                _put(saver, "refused")
+            assert got.value.tier == "hot"
+        finally:
+            client.connection_pool.release(held)
+        _put(saver, "taken")  # the connection back: calls go on
+        assert saver.get_tuple({"configurable": {"thread_id": "taken"}}) is not None
+    client.close()
+
+
 def test_the_database_of_the_mongodb_url_is_used(redis_url, mongo_url) -> None:
     opts = unique_options()
     del opts["database"]

@@ -35,6 +35,17 @@ def is_cluster(client: Any) -> bool:
     return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
 
 
+def refuses_when_busy(client: Any) -> bool:
+    """True for a Redis client whose connection pool holds one connection and refuses a
+    second caller instead of waiting (redis-py's ``ConnectionPool``, sync or async, with
+    ``max_connections=1``; a ``BlockingConnectionPool`` waits)."""
+    pool = getattr(client, "connection_pool", None)
+    cap = getattr(pool, "max_connections", None)
+    return (isinstance(cap, int) and cap < 2
+            and not isinstance(pool, (redis.BlockingConnectionPool,
+                                      redis.asyncio.BlockingConnectionPool)))
+
+
 def is_async_mongo(client: Any) -> bool:
     """True for ``pymongo.AsyncMongoClient``/``AsyncDatabase`` and Motor clients/databases."""
     name = type(client).__name__

@@ -55,6 +55,14 @@ def _wrong_type(exc: Exception, op: Any) -> CorruptRecordError | None:
         f"{text}", tier="hot")
 
 
+def _no_free_connection(exc: Exception) -> bool:
+    """True for redis-py's refusal of a caller by a full non-blocking pool
+    (``MaxConnectionsError`` from 6.x, a plain ``ConnectionError`` before; "Too many
+    connections" either way): no server was asked."""
+    return isinstance(exc, redis.exceptions.ConnectionError) and (
+        type(exc).__name__ == "MaxConnectionsError" or str(exc) == "Too many connections")
+
+
 def wrap(exc: Exception, op: Any, redis_name: str, mongo_name: str) -> Exception:
     """The error a plan receives for ``exc``, raised by ``op`` on the servers named
     ``redis_name``/``mongo_name`` (``Clients``' names, quoted in the message); ``exc``
@@ -62,6 +70,14 @@ def wrap(exc: Exception, op: Any, redis_name: str, mongo_name: str) -> Exception
     refused = _refusal(exc, op) or _wrong_type(exc, op)
     if refused is not None:
         return refused
+    if _no_free_connection(exc):
+        return TierUnavailableError(
+            f"Redis {redis_name} was not asked ({what(op)}): the Redis client's connection "
+            "pool had no free connection (redis-py's ConnectionPool refuses a caller when "
+            "all of its max_connections are in use; the in-process flusher holds one of "
+            "them): give the client a larger max_connections, or a BlockingConnectionPool, "
+            f"which waits for one: {exc}", tier="hot", server=redis_name,
+            operation=what(op), reason=str(exc))
     if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
         return TierUnavailableError(
             f"Redis {redis_name} did not answer ({what(op)}): {exc}", tier="hot",

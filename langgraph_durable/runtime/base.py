@@ -115,7 +115,9 @@ class SaverRuntime(RuntimeClosing):
         """A runtime on given clients (see ``DurableSaver``): a sync and/or an asyncio pair
         (an asyncio client passed as ``redis``/``mongo`` counts as such). Raises
         ``ValueError`` for clients missing or of mixed kinds, ``ConfigurationError`` for a
-        MongoDB database of another name than ``config.database``."""
+        MongoDB database of another name than ``config.database``, and for a Redis client
+        whose pool of one connection refuses a second caller (``clients.refuses_when_busy``)
+        with the in-process flusher."""
         if redis is not None and C.is_async_redis(redis):
             redis, async_redis = None, redis
         if mongo is not None and C.is_async_mongo(mongo):
@@ -125,6 +127,17 @@ class SaverRuntime(RuntimeClosing):
                              "kind (both sync, both asyncio, or both pairs)")
         if redis is None and async_redis is None:
             raise ValueError("DurableSaver needs Redis and MongoDB clients (or use from_urls)")
+        if config.flusher == "auto":
+            for client in (redis, async_redis):
+                if client is not None and C.refuses_when_busy(client):
+                    raise ConfigurationError(
+                        "the Redis client given has a connection pool of one connection "
+                        "that refuses a second caller instead of waiting (redis-py's "
+                        "ConnectionPool with max_connections=1): the in-process flusher "
+                        "(flusher='auto') shares it with the application's calls, which "
+                        "would fail at random. Give the client max_connections >= 2 or a "
+                        "BlockingConnectionPool (it waits for the connection), or use "
+                        "flusher='off' with flushers run elsewhere")
         cfg = config
         for client in (mongo, async_mongo):
             if client is not None:
