@@ -314,6 +314,41 @@ def test_delete_for_runs_sets_the_summary_back_to_the_run_before(
         assert doc["title"] == "first question" and doc["messages"] == 3
 
 
+def _node_interrupt(state: State) -> dict[str, Any]:
+    import warnings
+
+    from langgraph.errors import NodeInterrupt
+
+    with warnings.catch_warnings():  # deprecated since LangGraph 1.0, still raised by nodes
+        warnings.simplefilter("ignore")
+        raise NodeInterrupt("approve?")
+
+
+def test_an_interrupt_written_as_a_list_is_summarized_and_deletes_keep_it_true(
+        redis_url: str, mongo_url: str) -> None:
+    """``NodeInterrupt`` and a ``RemoteGraph`` subgraph write their interrupts as a list
+    (``interrupt()`` as a tuple), which the saver stores as a manifest of items: the
+    summary read it with the serializer, which raised, so the thread stayed ``stale``,
+    and a ``delete_for_runs`` left it on the deleted checkpoint (found by a helper)."""
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as saver:
+        graph(saver, _node_interrupt).invoke(
+            {"messages": [HumanMessage("first question")]},
+            {"configurable": {"thread_id": "listed", "run_id": "run-1"}})
+        saver.flush()
+        asked = same(saver, "listed")
+        assert (asked["status"], asked["interrupts"], "stale" in asked) == (
+            "interrupted", 1, False)
+        cfg = saver.get_tuple(_cfg("listed")).config
+        cp = empty_checkpoint()
+        saver.put(cfg, cp, {"step": 9, "source": "update", "run_id": "run-2"}, {})
+        saver.flush()
+        assert same(saver, "listed")["cid"] == cp["id"]
+        saver.delete_for_runs(["run-2"])
+        doc = same(saver, "listed")
+        assert (doc["cid"], doc["status"], doc["interrupts"]) == (
+            asked["cid"], "interrupted", 1)
+
+
 def test_the_flusher_never_revives_a_type_a_stored_value_names(
         saver: DurableSaver, tmp_path: Any) -> None:
     marker = tmp_path / "ran"

@@ -74,6 +74,20 @@ def _error_text(value: Any) -> str:
     return str(value)
 
 
+def _write_values(serde: Any, typed: Typed, items: Mapping[bytes, Typed]) -> list[Any]:
+    """A pending write's values as ``values_of`` counts them. A list value stored as a
+    manifest of items (``core/items.py``) is decoded from ``items`` when they hold every
+    item of it, else counted by its digests, each value unknown (None); the serializer
+    never sees the manifest (it raised ``NotImplementedError``, which left the summary
+    stale, and a delete's refresh of it on a deleted checkpoint)."""
+    if typed[0] != MANIFEST_TYPE:
+        return values_of([("", "", serde.loads_typed(typed))], "")
+    order = L.listed(typed[1], items)
+    if order is None:
+        return [None] * max(1, len(typed[1]) // 16)
+    return [load_item(serde.loads_typed, items[d]) for d in order]
+
+
 def _message_facts(facts: S.Facts, messages: Sequence[Any], count: int,
                    first: bool) -> None:
     """Title (when ``messages`` start the list: ``first``), text and count of a messages
@@ -114,8 +128,9 @@ def round_facts(ctx: Context, thread_id: str, recs: Iterable[CheckpointRecord],
             vals: list[Any] = [None]
             text = None
             try:
-                vals = values_of([("", w.channel, serde.loads_typed(w.value))], w.channel)
-                text = _error_text(vals[-1]) if w.channel == ERROR_CHANNEL else None
+                vals = _write_values(serde, w.value, items)
+                text = (_error_text(vals[-1]) if w.channel == ERROR_CHANNEL
+                        and vals and vals[-1] is not None else None)
             except Exception as exc:  # by type only: no stored value in the logs
                 log.debug("summary of a thread: a write did not decode: %s",
                           type(exc).__name__)
