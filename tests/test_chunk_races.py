@@ -122,6 +122,25 @@ def test_copy_thread_into_a_thread_delete_thread_is_deleting_keeps_the_copied_ch
     assert chunk_owners(hand) == (12, [])  # S's blob and item, and their copies
 
 
+def test_a_second_copy_onto_a_thread_delete_thread_is_deleting_is_kept_whole(
+        hand: Any) -> None:
+    """T holds a copy of S; a second copy of S lands while ``delete_thread(T)`` runs. Its
+    documents have the first copy's ``_id``s: they took the copy's time only when first
+    inserted, so the delete removed them and left the chunks the copy wrote (a helper's
+    run: 9 orphans, and T empty)."""
+    put(hand, "S", 0, value=BIG, messages=[BIG + "m"])
+    hand.drain()
+    hand.copy_thread("S", "T")
+    cols = hand.context.collections
+    copy = lambda: hand.copy_thread("S", "T")  # noqa: E731
+    hand.run(before_first(  # after the tombstones, before the documents' deletes
+        history_edits.delete_thread_plan(hand.context, "T"),
+        lambda op: any(isinstance(o, DeleteMany) and o.collection == cols.checkpoints
+                       for o in getattr(op, "ops", ())), copy))
+    assert cold_values(hand, "T") == [{"v": BIG, "messages": [BIG + "m"]}]
+    assert chunk_owners(hand) == (12, [])
+
+
 def test_an_item_a_stalled_round_writes_again_keeps_the_new_runs_chunks(hand: Any) -> None:
     """The old run's entry holding chunked item X is read by a round that stalls; a
     delete_thread starts, a new run stores X again (flushed by another consumer); the
@@ -185,3 +204,42 @@ def test_the_fence_takes_back_the_chunks_of_the_items_it_takes_back(hand: Any) -
     db = hand.sync_clients.db
     assert [db[c].count_documents({"thread_id": "T"}) for c in (
         cols.checkpoints, cols.blobs, cols.writes, cols.items, cols.chunks)] == [0] * 5
+
+
+@pytest.mark.parametrize("when", ["before the item deletes", "before the chunk deletes"])
+def test_prune_keeps_an_item_and_its_chunks_a_new_run_stores_again(hand: Any, when: str) -> None:
+    """``prune`` collects item X (only a pruned checkpoint named it); a new run stores X
+    again, flushed before the prune's deletes of items or of their chunks: the item and its
+    chunks were stored after the prune began, so both stay (the item was deleted by
+    ``_id``, and every chunk of it by owner)."""
+    c0 = put(hand, "T", 0, messages=[BIG])
+    c1 = put(hand, "T", 1, c0, messages=["m"])
+    hand.drain()
+    cols = hand.context.collections
+
+    items_deleted: list[bool] = []
+
+    def at(op: Op[Any]) -> bool:  # the Parallel deleting the items, or the next one
+        inner = getattr(op, "ops", ())
+        if any(isinstance(o, BulkWrite) and o.collection == cols.items for o in inner):
+            items_deleted.append(True)
+            return when == "before the item deletes"
+        return bool(items_deleted) and any(
+            isinstance(o, DeleteMany) and o.collection == cols.chunks for o in inner)
+
+    new: list[Any] = []
+
+    def new_run() -> None:
+        new.append(put(hand, "T", 2, c1, messages=["m", BIG]))
+        hand.drain("other")
+
+    hand.run(before_first(history_edits.prune_plan(hand.context, ["T"], "keep_latest",
+                                                   keep_last=1), at, new_run))
+    assert new
+    hand.drain()
+    cfg = {"configurable": {"thread_id": "T", "checkpoint_ns": ""}}
+    hot = hand.get_tuple(cfg)
+    assert hot is not None and hot.checkpoint["channel_values"]["messages"] == ["m", BIG]
+    assert cold_values(hand, "T") == [{"v": "small", "messages": ["m", BIG]},
+                                      {"v": "small", "messages": ["m"]}]
+    assert chunk_owners(hand) == (3, [])

@@ -179,6 +179,14 @@ def chunks_of_owners(thread_id: str, owners: Sequence[str]) -> dict[str, object]
     return {"thread_id": thread_id, "owner": {"$in": owners}}
 
 
+def id_stored_before(doc_id: str, at_ms: int | None) -> dict[str, object]:
+    """Filter of the document ``doc_id``, only when no write stored it after ``at_ms``
+    (``put_ms``; None: whenever stored)."""
+    if at_ms is None:
+        return {"_id": doc_id}
+    return {"_id": doc_id, "put_ms": {"$not": {"$gt": at_ms}}}
+
+
 def chunks_stored_before(thread_id: str, at_ms: int, *, owners: Sequence[str] = (),
                          checkpoint: tuple[str, str] | None = None) -> dict[str, object]:
     """Filter of the chunks of ``thread_id`` that no write stored after ``at_ms``

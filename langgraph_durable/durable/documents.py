@@ -350,15 +350,15 @@ def stored_before(thread_id: str, at_ms: int) -> dict[str, object]:
     return {"thread_id": thread_id, "put_ms": {"$not": {"$gt": at_ms}}}
 
 
-def upsert(doc: Doc) -> ReplaceDoc | UpdateDoc:
-    """Idempotent upsert of an immutable document (checkpoint or blob). A checkpoint's
-    ``put_ms`` is set once, when the document is first inserted: replaying its outbox
-    entry (a later stream time) leaves the document unchanged."""
+def upsert(doc: Doc, *, copied: bool = False) -> ReplaceDoc | UpdateDoc:
+    """Idempotent upsert of an immutable document (checkpoint or blob). ``put_ms`` is set
+    on insert only: replaying its outbox entry (a later time) leaves the document as it
+    was; ``copied`` (``copy_thread``, stored now, over an earlier copy too): ``$max``."""
     if "put_ms" not in doc:
         return ReplaceDoc(target(doc), doc, upsert=True)
     fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
-    return UpdateDoc(target(doc),
-                     {"$set": fields, "$setOnInsert": {"put_ms": doc["put_ms"]}}, upsert=True)
+    at = {"$max" if copied else "$setOnInsert": {"put_ms": doc["put_ms"]}}
+    return UpdateDoc(target(doc), {"$set": fields, **at}, upsert=True)
 
 
 def upsert_write(doc: Doc) -> UpdateDoc | ReplaceDoc:

@@ -192,22 +192,27 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
     yield from forget_plan(ctx, thread_id)
 
 
-def _delete_ids(collection: str, ids: Sequence[str]) -> BulkWrite:
+def _delete_ids(collection: str, ids: Sequence[str], before_ms: int | None = None
+                ) -> BulkWrite:
     """One unordered bulk write of ``DeleteDoc`` by ``_id``: each a point lookup on the
     ``_id`` index, all in one round trip (a ``delete_many`` with ``$in`` of thousands of
-    ids took seconds on a MongoDB-wire server that scans per value)."""
-    return BulkWrite(collection, [DeleteDoc({"_id": i}) for i in ids])
+    ids took seconds on a MongoDB-wire server that scans per value); with ``before_ms``
+    only the documents no write stored after it (``put_ms``)."""
+    return BulkWrite(collection, [DeleteDoc(Q.id_stored_before(i, before_ms)) for i in ids])
 
 
 def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
             blob_fields: Sequence[str], write_ids: Sequence[str] | None = None,
-            items: Sequence[bytes] = (), spill: Sequence[Doc] = ()) -> Plan[None]:
+            items: Sequence[bytes] = (), spill: Sequence[Doc] = (),
+            items_before_ms: int = 0) -> Plan[None]:
     """Delete the listed checkpoints (with their writes), blobs and items of one thread,
     both tiers: one Redis script, then one bulk delete per collection (run in parallel).
     ``write_ids``: ``_id``s of the listed checkpoints' writes when the caller has them
-    (else they are read first, in one query); ``items``: digests no kept value names;
-    ``spill``: blobs documents of values inside the listed checkpoints' documents that
-    other checkpoints name (``inline.spill_docs``), written before anything is deleted."""
+    (else they are read first, in one query); ``items``: digests no kept value names,
+    deleted from MongoDB, with their chunks, unless a write stored them again after
+    ``items_before_ms`` (a new run's); ``spill``: blobs documents of values inside the
+    listed checkpoints' documents that other checkpoints name (``inline.spill_docs``),
+    written before anything is deleted."""
     cols = ctx.collections
     members = [member(ns, c) for ns, cids in by_ns.items() for c in cids]
     if not members and not blob_fields and not items:
@@ -228,8 +233,9 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
         ops.append(_delete_ids(cols.writes, write_ids))
     if blob_fields:
         ops.append(_delete_ids(cols.blobs, D.blob_ids(thread_id, blob_fields)))
+    item_ids = [D.doc_id(thread_id, d.hex()) for d in items]
     if items:
-        ops.append(_delete_ids(cols.items, [D.doc_id(thread_id, d.hex()) for d in items]))
+        ops.append(_delete_ids(cols.items, item_ids, items_before_ms))
     keys = ctx.keys(thread_id)
     at_ms = yield from ask(delete_parts_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, members,
                                            blob_fields))
@@ -243,9 +249,12 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
     chunk_ops: list[Op[object]] = [
         DeleteMany(cols.chunks, Q.chunks_of_checkpoints(thread_id, ns, cids))
         for ns, cids in by_ns.items() if cids]
-    owners = D.blob_ids(thread_id, blob_fields) + [D.doc_id(thread_id, d.hex()) for d in items]
-    if owners:
-        chunk_ops.append(DeleteMany(cols.chunks, Q.chunks_of_owners(thread_id, owners)))
+    if blob_fields:
+        chunk_ops.append(DeleteMany(cols.chunks, Q.chunks_of_owners(
+            thread_id, D.blob_ids(thread_id, blob_fields))))
+    if items:  # a chunk's put_ms is at least its item's (durable/chunks.py)
+        chunk_ops.append(DeleteMany(cols.chunks, Q.chunks_stored_before(
+            thread_id, items_before_ms, owners=item_ids)))
     yield Parallel(chunk_ops)
 
 
@@ -392,7 +401,7 @@ def _collect_items_plan(ctx: Context, thread_id: str, start_ms: int) -> Plan[Non
     ])
     inline = [{"refs": I.inline_refs(d)} for d in cdocs]  # manifests inside checkpoints
     gone = unreferenced_items([*bdocs, *wdocs, *inline], idocs, start_ms)
-    yield from _remove(ctx, thread_id, {}, [], [], gone)
+    yield from _remove(ctx, thread_id, {}, [], [], gone, items_before_ms=start_ms)
 
 
 def release_plan(ctx: Context, thread_id: str) -> Plan[None]:

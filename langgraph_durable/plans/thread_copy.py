@@ -89,7 +89,9 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
             d["thread_id"] = target
             if C.has_chunks(d):
                 renamed[old_id] = d
-        ops.append(BulkWrite(name, [D.upsert(d) for d in docs]))
+        # stored now, over an earlier copy's documents too: a delete of the target
+        # that began before keeps them, with the chunks they name (chunks.moved)
+        ops.append(BulkWrite(name, [D.upsert(d, copied=True) for d in docs]))
     # the chunks first, under the target's ids; then the items the others name
     moved = C.moved(chunks, renamed)
     yield from C.write_plan(cols.chunks, moved)
