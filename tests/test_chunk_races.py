@@ -19,12 +19,12 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from faults.common import tap
 from langgraph_durable import DurableSaver
-from langgraph_durable.core.ops import BulkWrite, DeleteMany, Op
+from langgraph_durable.core.ops import BulkWrite, DeleteMany, Find, Op
 from langgraph_durable.durable import chunks
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox.group import ensure_group_plan
 from langgraph_durable.outbox.rounds import flush_batch_plan
-from langgraph_durable.plans import history_edits
+from langgraph_durable.plans import history_edits, thread_copy
 from langgraph_durable.testing import unique_options
 
 BIG = "X" * 3000  # 3 chunks of 1 KiB once serialized (small_chunks)
@@ -54,7 +54,7 @@ def hand(redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> Any
 
 
 def put(s: DurableSaver, tid: str, step: int, parent: Any = None,
-        messages: list[str] | None = None, value: str = "small") -> Any:
+        messages: list[str] | None = None, value: str = "small", **metadata: Any) -> Any:
     """A checkpoint of ``tid`` holding ``value`` (a blob) and ``messages`` (a list: one
     item per message, content-addressed and shared by every checkpoint naming it)."""
     cfg: Any = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
@@ -64,7 +64,7 @@ def put(s: DurableSaver, tid: str, step: int, parent: Any = None,
     cp["channel_values"] = {"v": value, "messages": messages or []}
     versions = {"v": f"{step + 1:032}.{tid}", "messages": f"{step + 1:032}.{tid}"}
     cp["channel_versions"] = dict(versions)
-    return s.put(cfg, cp, {"step": step}, versions)
+    return s.put(cfg, cp, {"step": step, **metadata}, versions)
 
 
 def cold_values(s: DurableSaver, tid: str) -> list[Any]:
@@ -139,6 +139,34 @@ def test_a_second_copy_onto_a_thread_delete_thread_is_deleting_is_kept_whole(
                        for o in getattr(op, "ops", ())), copy))
     assert cold_values(hand, "T") == [{"v": BIG, "messages": [BIG + "m"]}]
     assert chunk_owners(hand) == (12, [])
+
+
+def test_a_copy_leaving_out_a_checkpoint_deleted_meanwhile_keeps_the_targets_writes_of_it(
+        hand: Any) -> None:
+    """T holds a copy of S's c0, with c0's chunked pending write. A second copy finds c0
+    pruned from S during its reads and leaves it out: T's own c0 and its write (with the
+    write's chunks) stay as the first copy stored them."""
+    c0 = put(hand, "S", 0)
+    hand.put_writes(c0, [("v", BIG + "w")], "task-1")
+    c1 = put(hand, "S", 1, c0)
+    hand.drain()
+    hand.copy_thread("S", "T")
+    cols, pruned = hand.context.collections, []
+
+    def prune() -> None:
+        hand.prune(["S"], strategy="keep_latest", keep_last=1)
+        pruned.append(True)
+
+    hand.run(before_first(thread_copy.copy_thread_plan(hand.context, "S", "T"),
+                          lambda op: any(isinstance(o, Find) and o.collection == cols.blobs
+                                         for o in getattr(op, "ops", ())), prune))
+    assert pruned
+    hand.sync_clients.redis.delete(*hand.context.keys("T").all)
+    got = [(t.config["configurable"]["checkpoint_id"], t.pending_writes)
+           for t in hand.list({"configurable": {"thread_id": "T"}})]
+    assert got == [(c1["configurable"]["checkpoint_id"], []),
+                   (c0["configurable"]["checkpoint_id"], [("task-1", "v", BIG + "w")])]
+    assert chunk_owners(hand)[1] == []
 
 
 def test_an_item_a_stalled_round_writes_again_keeps_the_new_runs_chunks(hand: Any) -> None:

@@ -45,7 +45,7 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     chunked = [d["_id"] for d in held if d.get("chunked")]
     blobs, writes, had = yield Parallel([  # only the read checkpoints' writes are kept
         Find(cols.blobs, q), Find(cols.writes, q),
-        Find(cols.chunks, Q.chunks_of_owners(target, chunked), {"_id": 1})])
+        Find(cols.chunks, Q.chunks_of_owners(target, chunked), {"_id": 1, "owner": 1})])
     writes = [w for w in writes if _checkpoint_of(w) in ours]
     items = yield from ask(Find(cols.items, q))
     chunks = yield from ask(Find(cols.chunks, q))
@@ -57,6 +57,9 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
         cps, blobs, writes, items = _not_deleted(stones, cps, blobs, writes, items)
         if not cps:
             return
+        ours = {_checkpoint_of(d) for d in cps}  # the target's writes of those not
+        held = [d for d in held if _checkpoint_of(d) in ours]  # copied stay, chunks too
+        had = [c for c in had if c.get("owner") in {d["_id"] for d in held}]
     (clock,) = yield Pipeline([["TIME"]])  # Redis time: these records are stored now
     now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
     for kind, docs in (("checkpoints", cps), ("blobs", blobs), ("writes", writes),
