@@ -58,8 +58,10 @@ class ThreadMethods:
         checkpoint it already held (an earlier copy) becomes the source's, pending writes
         included: the target's own writes to it are removed. Waits for the outbox first
         (``FlushTimeoutError`` after ``delete_flush_timeout_s`` seconds); a damaged source
-        document raises ``CorruptRecordError`` naming it, and nothing is copied.
-        InMemorySaver does not implement ``copy_thread``."""
+        document raises ``CorruptRecordError`` naming it, and nothing is copied. A delete
+        of the source (``delete_thread``, ``delete_for_runs``, ``prune``) running at the
+        same time is taken as if it ran first: what it removes is not copied. InMemorySaver
+        does not implement ``copy_thread``."""
         self._runtime.run(thread_copy.copy_thread_plan(
             self._ctx, check_id("thread_id", source_thread_id),
             check_id("thread_id", target_thread_id)))
