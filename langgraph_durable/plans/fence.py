@@ -1,6 +1,6 @@
 """MongoDB writes shared by the saver's plans and the flusher (sans-I/O plans): the
-*fence* against resurrection (what was written from an outbox entry older than a
-delete's tombstone is deleted from MongoDB again; docs/architecture.md's glossary), the
+*fence* against resurrection (what was written from an outbox entry stamped no later than
+a delete's tombstone is deleted from MongoDB again; docs/architecture.md's glossary), the
 insert-once bulk write of pending writes, and inserts that fall back to upserts for
 documents already stored."""
 
@@ -50,7 +50,9 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
     for the outbox
     entries ``entries`` (``(entry id, thread_id, payload)``) whose records were just written,
     look up the deletes' tombstones (``ThreadKeys.gone``, one pipeline); what was written
-    from an entry older than a tombstone is deleted from MongoDB again. Deletes write their
+    from an entry stamped no later than a tombstone is deleted from MongoDB again (a
+    delete's script ends after its tombstones' millisecond: ``past_ms``, so an entry of
+    that millisecond was added before it). Deletes write their
     tombstone in Redis before they delete in MongoDB, so either the delete comes after the
     write, or this lookup sees the tombstone. A thread whose Redis tombstones are not known
     complete (no ``!``: Redis lost its data or they expired, so a delete's tombstones may be
@@ -132,9 +134,9 @@ def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
     gone = stones.get(tid) or {}
     if not gone or kind not in ("cp", "w"):  # other kinds' copy plans fence their own
         return  # (the effect journal's: plans/effect_journal.py fences its own)
-    at = stream_ms(eid)
-    whole = gone.get("*", 0) > at
-    m_gone = whole or gone.get(m, 0) > at
+    at = stream_ms(eid)  # a delete's script ends after its ms: an entry of that ms is older
+    whole = gone.get("*", 0) >= at
+    m_gone = whole or gone.get(m, 0) >= at
     ns, cid = m.split(SEP)
     mine: list[Op[object]] = []
     chunks: list[Op[object]] = []
@@ -149,7 +151,7 @@ def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
             mine.append(DeleteMany(ctx.collections.threads, S.summary_on(tid, cid)))
             summarize.add(tid)
         cp = [D.doc_id(tid, ns, cid)] if m_gone else []
-        bl = D.blob_ids(tid, [f for f in fields if whole or gone.get(f, 0) > at])
+        bl = D.blob_ids(tid, [f for f in fields if whole or gone.get(f, 0) >= at])
         cps += cp
         blobs += bl
     elif m_gone:
