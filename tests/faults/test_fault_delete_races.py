@@ -286,34 +286,31 @@ def test_a_special_write_overwritten_before_its_entry_flushed_keeps_the_later_ca
     assert sorted(manual.get_tuple(cfg).pending_writes) == want  # MongoDB alone
 
 
-@pytest.mark.parametrize("script", ["delete_thread", "delete_parts"])
-def test_an_outbox_entry_added_right_after_a_delete_is_stamped_after_its_tombstones(
-        redis_url, script) -> None:
-    # found by a helper: a put landing in the same millisecond as a delete's script had its
-    # outbox entry stamped with the tombstones' time: the delete's MongoDB deletes
-    # (stored at or before that time) removed the new run's documents, and the fence
-    # (older than the tombstone) left a stalled round's entry of that millisecond in.
-    # The scripts now end once the Redis clock has passed their time, so an entry of
-    # that millisecond was added before the delete: an XADD sent right behind the
-    # script, in the same pipeline, is stamped later (each of 5 tries; the old scripts
-    # gave the same millisecond in most).
-    import uuid
+def test_a_put_right_after_delete_thread_is_stamped_after_its_tombstone(redis_url, mongo_url
+                                                                         ) -> None:
+    # found by a helper: a put landing in the same millisecond as delete_thread's script
+    # had its outbox entry stamped with the tombstone's time, so the delete's MongoDB
+    # deletes (stored at or before that time) removed the new run's documents (2 of 3
+    # tries), and a stalled round's entry of that millisecond escaped the fence (older
+    # entries only). The first write of the thread's new generation now stamps its
+    # entries past the tombstone: a put sent right after the script (the next round trip,
+    # the same millisecond in most of 5 tries before) is stamped later, every try.
+    from langgraph_durable.hot.keys import TOMBSTONE_TTL_S
+    from langgraph_durable.hot.scripts import delete_thread_op
 
-    from langgraph_durable.hot import lua
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(flusher="off")) as s:
+        keys, outbox = s.context.keys("T"), s.context.outbox_of("T")
+        r = s.sync_clients.redis
+        for i in range(5):
+            s.put({"configurable": {"thread_id": "T", "checkpoint_ns": ""}},
+                  empty_checkpoint(), {"step": i}, {})
+            at = s.run(_once(delete_thread_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, [])))
+            s.put({"configurable": {"thread_id": "T", "checkpoint_ns": ""}},
+                  empty_checkpoint(), {"step": i}, {})
+            (entry_id, _), = r.xrevrange(outbox, count=1)
+            assert int(entry_id.split(b"-")[0]) > at.deleted_at_ms
+            assert int(r.hget(keys.meta, "born")) > at.deleted_at_ms
 
-    text = lua.resolve(script)
-    tag = f"{{lgd-test-{uuid.uuid4().hex}}}"
-    keys = [f"{tag}:{i}" for i in range(10)]
-    stream = f"{tag}:outbox"
-    args = [60] if script == "delete_thread" else [60, 1, "\0c1", "\0v\0x"]
-    with redis.Redis.from_url(redis_url) as r:
-        try:
-            for _ in range(5):
-                pipe = r.pipeline(transaction=False)
-                pipe.eval(text, len(keys), *keys, *args)
-                pipe.xadd(stream, {"x": "1"})
-                reply, entry = pipe.execute()
-                at = int(reply[0] if isinstance(reply, list) else reply)
-                assert int(entry.split(b"-")[0]) > at
-        finally:
-            r.delete(*keys, stream)
+
+def _once(op):
+    return (yield op)

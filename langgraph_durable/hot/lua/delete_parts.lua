@@ -24,8 +24,7 @@
     ARGV[n+3..]               blob fields
 
   Output:
-    the deletion time (ms, Redis clock); the script ends once the Redis clock has passed
-    it (past_ms)
+    the deletion time (ms, Redis clock)
 
   Errors: none of its own.
 ]]
@@ -58,5 +57,4 @@ for i = n + 3, #ARGV do
   rcall('HSET', gone_key, ARGV[i], now)
 end
 rcall('EXPIRE', gone_key, tonumber(ARGV[1]))
-past_ms(now)  -- later entries are stamped after the tombstones
 return now

@@ -13,8 +13,7 @@
     ARGV[2..]                 members only MongoDB may hold
 
   Output:
-    {deletion time (ms, Redis clock), {the members Redis held}}; the script ends once the
-    Redis clock has passed it (past_ms)
+    {deletion time (ms, Redis clock), {the members Redis held}}
 
   Errors: none of its own. A thread key of another type is deleted like the others (the
   members then come from the record hash, or none when it is damaged too); a tombstones
@@ -46,5 +45,4 @@ for i = 2, #ARGV do rcall('HSET', gone_key, ARGV[i], now) end
 rcall('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9])
 rcall('HSET', gone_key, '*', now)
 rcall('EXPIRE', gone_key, tonumber(ARGV[1]))
-past_ms(now)  -- later entries are stamped after the tombstones
 return {now, held}

@@ -103,6 +103,6 @@ rcall('HSET', meta_key, 'h' .. ns, member)
 for i = last + 1, #ARGV, 2 do rcall('HSETNX', items_key, ARGV[i], ARGV[i + 1]) end
 for i = 13, last, 2 do rcall('HSET', blobs_key, ARGV[i], ARGV[i + 1]) end
 if registry_key then rcall('HSET', registry_key, thread_id, 1) end
-local entry = persist_and_outbox(meta_key, member, outbox_key, thread_id, ARGV[3])
+local entry = persist_and_outbox(meta_key, gone_key, member, outbox_key, thread_id, ARGV[3])
 if newer then return {entry, newer} end
 return entry

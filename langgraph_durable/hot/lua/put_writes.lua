@@ -60,4 +60,4 @@ for i = 7, last, 3 do
   end
   rcall('ZADD', write_index_key, 0, ARGV[i])
 end
-return persist_and_outbox(meta_key, member, outbox_key, thread_id, ARGV[3])
+return persist_and_outbox(meta_key, gone_key, member, outbox_key, thread_id, ARGV[3])

@@ -1,8 +1,10 @@
+--- @include "generation_entry"
+
 -- store(journal_key, meta_key, outbox_key, field, body, payload): write a journal entry
 -- (8 decimal digits of version, then body: state letter and msgpack) over field, one
 -- version above the field's current one and ARGV[5] (the version floor from MongoDB);
 -- keep the journal from expiring, mark this generation of the thread (meta 'born', as
--- PUT), raise its unflushed count (meta 'dirty'), mark that it has a journal (meta 'fx')
+-- PUT, without looking up the tombstones), raise its unflushed count (meta 'dirty'), mark that it has a journal (meta 'fx')
 -- and append the outbox entry {t = ARGV[6] (thread_id), p = payload}. Returns the entry.
 local function store(journal_key, meta_key, outbox_key, field, body, payload)
   local cur = rcall('HGET', journal_key, field)
@@ -11,13 +13,8 @@ local function store(journal_key, meta_key, outbox_key, field, body, payload)
   local val = string.format('%08d', v + 1) .. body
   rcall('HSET', journal_key, field, val)
   rcall('PERSIST', journal_key)
-  if rcall('HSETNX', meta_key, 'born', 0) == 1 then  -- as PUT: this generation
-    local clock = rcall('TIME')
-    rcall('HSET', meta_key, 'born', tonumber(clock[1]) * 1000
-          + math.floor(tonumber(clock[2]) / 1000))
-  end
   rcall('HINCRBY', meta_key, 'dirty', 1)
   rcall('HSET', meta_key, 'fx', 1)
-  rcall('XADD', outbox_key, '*', 't', ARGV[6], 'p', payload)
+  generation_entry(meta_key, nil, outbox_key, ARGV[6], payload)  -- as PUT: this generation
   return val
 end

@@ -1,21 +1,21 @@
--- persist_and_outbox(meta_key, member, outbox_key, thread_id, payload): the end of every
--- write of a checkpoint's entries (PUT, PUT_WRITES). Marks this generation of the thread
--- (meta 'born', ms of the Redis clock, once), raises its unflushed count (meta 'dirty')
--- and the checkpoint's (meta 'u' .. member), keeps the nine thread keys (KEYS[1..9]) from
+--- @include "generation_entry"
+
+-- persist_and_outbox(meta_key, gone_key, member, outbox_key, thread_id, payload): the end
+-- of every write of a checkpoint's entries (PUT, PUT_WRITES). Marks this generation of the
+-- thread (meta 'born', generation_entry), raises its unflushed count (meta 'dirty') and
+-- the checkpoint's (meta 'u' .. member), keeps the nine thread keys (KEYS[1..9]) from
 -- expiring, and appends the outbox entry {t = thread_id, p = payload} to outbox_key (nil =
--- none). Returns the entry id, or 'ok' without an outbox.
-local function persist_and_outbox(meta_key, member, outbox_key, thread_id, payload)
-  if rcall('HSETNX', meta_key, 'born', 0) == 1 then  -- this generation of the thread
-    local clock = rcall('TIME')
-    rcall('HSET', meta_key, 'born', tonumber(clock[1]) * 1000
-          + math.floor(tonumber(clock[2]) / 1000))
-  end
+-- none), stamped after the thread's last delete (gone_key). Returns the entry id, or 'ok'
+-- without an outbox.
+local function persist_and_outbox(meta_key, gone_key, member, outbox_key, thread_id, payload)
   rcall('HINCRBY', meta_key, 'dirty', 1)
   rcall('HINCRBY', meta_key, 'u' .. member, 1)  -- this checkpoint has unflushed entries
   for i = 1, 9 do rcall('PERSIST', KEYS[i]) end
-  local entry = 'ok'
-  if outbox_key then
-    entry = rcall('XADD', outbox_key, '*', 't', thread_id, 'p', payload)
+  if not outbox_key then
+    if not rcall('HGET', meta_key, 'born') then  -- this generation (no outbox: strict mode)
+      rcall('HSET', meta_key, 'born', now_ms())
+    end
+    return 'ok'
   end
-  return entry
+  return generation_entry(meta_key, gone_key, outbox_key, thread_id, payload)
 end
