@@ -136,6 +136,10 @@ def test_a_given_pool_of_one_that_refuses_a_second_caller_is_refused_with_the_fl
             DurableSaver(client, mongo, **unique_options())
         DurableSaver(waiting, mongo, **unique_options())
         DurableSaver(client, mongo, **unique_options(flusher="off"))
+        if not is_async:  # with a sync pair given the flusher uses it, not the asyncio one
+            DurableSaver(redis.Redis.from_url(redis_url, max_connections=4), mongo,
+                         async_redis=redis.asyncio.Redis.from_url(redis_url, max_connections=1),
+                         async_mongo=pymongo.AsyncMongoClient(mongo_url), **unique_options())
     finally:
         mongo.close() if not is_async else None
 

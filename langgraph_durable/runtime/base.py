@@ -127,17 +127,17 @@ class SaverRuntime(RuntimeClosing):
                              "kind (both sync, both asyncio, or both pairs)")
         if redis is None and async_redis is None:
             raise ValueError("DurableSaver needs Redis and MongoDB clients (or use from_urls)")
-        if config.flusher == "auto":
-            for client in (redis, async_redis):
-                if client is not None and C.refuses_when_busy(client):
-                    raise ConfigurationError(
-                        "the Redis client given has a connection pool of one connection "
-                        "that refuses a second caller instead of waiting (redis-py's "
-                        "ConnectionPool with max_connections=1): the in-process flusher "
-                        "(flusher='auto') shares it with the application's calls, which "
-                        "would fail at random. Give the client max_connections >= 2 or a "
-                        "BlockingConnectionPool (it waits for the connection), or use "
-                        "flusher='off' with flushers run elsewhere")
+        if config.flusher == "auto":  # the flusher's client: the sync one when given
+            shared = redis if redis is not None else async_redis
+            if C.refuses_when_busy(shared):
+                raise ConfigurationError(
+                    "the Redis client given has a connection pool of one connection "
+                    "that refuses a second caller instead of waiting (redis-py's "
+                    "ConnectionPool with max_connections=1): the in-process flusher "
+                    "(flusher='auto') shares it with the application's calls, which "
+                    "would fail at random. Give the client max_connections >= 2 or a "
+                    "BlockingConnectionPool (it waits for the connection), or use "
+                    "flusher='off' with flushers run elsewhere")
         cfg = config
         for client in (mongo, async_mongo):
             if client is not None:
