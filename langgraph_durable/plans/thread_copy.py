@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..core.ops import BulkWrite, Doc, DocView, Find, Op, Parallel, Pipeline, Plan, ask
-from ..core.records import member
+from ..core.records import blob_field, member
 from ..durable import checkpoint_queries as Q
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import inline as I
 from ..durable import write_groups as G
 from . import summary_upkeep as summaries
 from .context import Context
@@ -54,9 +55,12 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     stones = yield from ask(Find(cols.tombstones, D.tombstones_of_threads([source]),
                                  {"_id": 0, "f": 1, "at_ms": 1}))
     if stones:
+        read = cps
         cps, blobs, writes, items = _not_deleted(stones, cps, blobs, writes, items)
         if not cps:
             return
+        kept = {id(d) for d in cps}
+        blobs += _spilled(source, [d for d in read if id(d) not in kept], cps, blobs)
         ours = {_checkpoint_of(d) for d in cps}  # the target's writes of those not
         held = [d for d in held if _checkpoint_of(d) in ours]  # copied stay, chunks too
         had = [c for c in had if c.get("owner") in {d["_id"] for d in held}]
@@ -130,6 +134,19 @@ def _not_deleted(stones: Sequence[DocView], cps: list[Doc], blobs: list[Doc],
 
     return ([d for d in cps if of_checkpoint(d)], [d for d in blobs if kept(d, whole)],
             [d for d in writes if of_checkpoint(d)], [d for d in items if kept(d, whole)])
+
+
+def _spilled(source: str, left_out: Sequence[Doc], kept: Sequence[Doc],
+             blobs: Sequence[Doc]) -> list[Doc]:
+    """The values held inside the checkpoint documents ``left_out`` (deleted from the
+    source while the copy read it) that the ``kept`` checkpoints name, as blobs documents,
+    but those among ``blobs``: the delete stored them so (``inline.spill_docs``) before
+    removing anything, perhaps after the copy read the source's blobs."""
+    named = {blob_field(str(d.get("checkpoint_ns")), ch, v) for d in kept
+             for ch, v in d.get("blob_fields") or ()}
+    have = {b["_id"] for b in blobs}
+    return [b for d in left_out for b in I.spill_docs(source, d, named)
+            if b["_id"] not in have]
 
 
 def _checkpoint_of(doc: DocView) -> tuple[object, object]:

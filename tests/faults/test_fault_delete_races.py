@@ -286,6 +286,46 @@ def test_a_special_write_overwritten_before_its_entry_flushed_keeps_the_later_ca
     assert sorted(manual.get_tuple(cfg).pending_writes) == want  # MongoDB alone
 
 
+@pytest.mark.parametrize("edit", ["delete_for_runs", "prune"])
+def test_a_value_inside_a_checkpoint_a_delete_removes_during_a_copy_is_copied(
+        redis_url, mongo_url, edit) -> None:
+    # found by a helper: a0 holds the value of channel v inside its document (vals) and b1
+    # names the same version; a delete of a0 after the copy read the source's blobs
+    # stores that value as a blobs document first (it spills it), which the copy did not
+    # read: the copy left a0 out and T's b1 named a value T never got (MissingValueError).
+    from langgraph_durable.core.ops import Find
+    from langgraph_durable.plans import thread_copy
+
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:
+        def at(tid: str, step: int, parent, values, new, **md) -> dict:
+            cfg = parent or {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
+            cp = empty_checkpoint()
+            cp["channel_values"] = {k: v for k, (v, _) in values.items()}
+            cp["channel_versions"] = {k: ver for k, (_, ver) in values.items()}
+            return s.put(cfg, cp, {"step": step, **md}, {k: values[k][1] for k in new})
+
+        a0 = at("S", 0, None, {"v": ("keep", "1"), "m": ("m0", "1")}, ["v", "m"], run_id="r1")
+        at("S", 1, a0, {"v": ("keep", "1"), "m": ("m1", "2")}, ["m"], run_id="r2")
+        s.flush()
+        cols, done = s.context.collections, []
+
+        def delete_after_blobs_are_read(op) -> None:
+            if done or not isinstance(op, Find) or op.collection != cols.items:
+                return
+            if edit == "delete_for_runs":
+                s.delete_for_runs(["r1"])
+            else:
+                s.prune(["S"], strategy="keep_latest", keep_last=1)
+            done.append(edit)
+
+        s.run(tap(thread_copy.copy_thread_plan(s.context, "S", "T"),
+                  before=delete_after_blobs_are_read))
+        assert done
+        s.sync_clients.redis.delete(*s.context.keys("T").all)
+        assert [t.checkpoint["channel_values"] for t in s.list(
+            {"configurable": {"thread_id": "T"}})] == [{"v": "keep", "m": "m1"}]
+
+
 def test_a_put_right_after_delete_thread_is_stamped_after_its_tombstone(redis_url, mongo_url
                                                                          ) -> None:
     # found by a helper: a put landing in the same millisecond as delete_thread's script
