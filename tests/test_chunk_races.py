@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from faults.common import tap
 from langgraph_durable import DurableSaver
-from langgraph_durable.core.ops import BulkWrite, DeleteMany, Find, Op
+from langgraph_durable.core.ops import BulkWrite, DeleteMany, Find, Op, Script
 from langgraph_durable.durable import chunks
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox.group import ensure_group_plan
@@ -234,21 +234,25 @@ def test_the_fence_takes_back_the_chunks_of_the_items_it_takes_back(hand: Any) -
         cols.checkpoints, cols.blobs, cols.writes, cols.items, cols.chunks)] == [0] * 5
 
 
-@pytest.mark.parametrize("when", ["before the item deletes", "before the chunk deletes"])
+@pytest.mark.parametrize("when", ["before Redis removes them", "before the item deletes",
+                                  "before the chunk deletes"])
 def test_prune_keeps_an_item_and_its_chunks_a_new_run_stores_again(hand: Any, when: str) -> None:
-    """``prune`` collects item X (only a pruned checkpoint named it); a new run stores X
-    again, flushed before the prune's deletes of items or of their chunks: the item and its
-    chunks were stored after the prune began, so both stay (the item was deleted by
-    ``_id``, and every chunk of it by owner)."""
+    """``prune`` collects item X (only a pruned checkpoint named it); a new run names X
+    again, flushed before the prune removes X from Redis, or its document, or its chunks:
+    X was deleted by ``_id`` and every chunk of it by owner, and, when Redis still held X,
+    the new run's put did not send it again, so MongoDB's copy did not tell the prune, and
+    both tiers lost it. Now a write since the prune began keeps the items in Redis (and
+    the new run's stored X keeps its document and chunks in MongoDB)."""
     c0 = put(hand, "T", 0, messages=[BIG])
     c1 = put(hand, "T", 1, c0, messages=["m"])
     hand.drain()
     cols = hand.context.collections
-
     items_deleted: list[bool] = []
 
-    def at(op: Op[Any]) -> bool:  # the Parallel deleting the items, or the next one
-        inner = getattr(op, "ops", ())
+    def at(op: Op[Any]) -> bool:  # that step of the prune's collection of items
+        if when == "before Redis removes them":
+            return isinstance(op, Script) and op.name == "collect_items"
+        inner = [op, *getattr(op, "ops", ())]
         if any(isinstance(o, BulkWrite) and o.collection == cols.items for o in inner):
             items_deleted.append(True)
             return when == "before the item deletes"

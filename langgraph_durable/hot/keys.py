@@ -57,7 +57,9 @@ thread_id -> ``1``), plus the field ``EPOCH_FIELD`` saying whether the registry 
 *complete* (see ``plans/thread_registry.py``). It has no TTL and lives as long as the key prefix.
 
 ``meta`` fields: ``dirty`` = the thread's *unflushed count* (outbox entries not yet
-acknowledged as written to MongoDB); ``born`` = the keys' *generation* (creation time in
+acknowledged as written to MongoDB); ``writes`` = its writes count (PUT and PUT_WRITES
+raise it, nothing lowers it: a prune collecting items asks whether the thread was written
+since it read it, ``collect_items.lua``); ``born`` = the keys' *generation* (creation time in
 ms; outbox entries older than it belong to an earlier generation of a deleted thread);
 ``complete`` = *hot_complete*, 1 when the thread started in Redis, so Redis holds all of
 it and MongoDB is not asked about what Redis lacks; 2 once the hot window trimmed it:

@@ -39,7 +39,8 @@ WRITE_REFUSALS = frozenset({Refusal.OUTBOX_FULL, Refusal.DELETED, Refusal.UNKNOW
 deletion time in ms (DELETED), the count of missing items (MISSING_ITEMS) or empty."""
 
 SCRIPT_NAMES = ("put", "put_writes", "page", "parts", "ack_settle", "delete_parts",
-                "delete_thread", "release", "learn_tombstones", "chain", "dead_replay")
+                "delete_thread", "release", "learn_tombstones", "chain", "dead_replay",
+                "collect_items")
 """The scripts of this module, by name (their Lua is ``hot/lua/<name>.lua``)."""
 
 SCRIPTS = {
@@ -196,6 +197,14 @@ def learn_tombstones_op(gone: str, ttl_s: int,
     for f, at in stones:
         args += [f, at]
     return Script("learn_tombstones", [gone], args, decode=int)
+
+
+def collect_items_op(meta: str, items: str, seen: str,
+                     digests: Sequence[bytes]) -> Script[int]:
+    """COLLECT_ITEMS: remove ``digests`` from the thread's items hash ``items`` unless its
+    writes count (``meta`` field ``writes``) is no longer ``seen`` ('' = none). Replies
+    with the number removed, or -1 when the thread was written since (none removed)."""
+    return Script("collect_items", [meta, items], [seen, *digests], decode=int)
 
 
 def release_op(keys: Sequence[str], marker_ttl_s: int) -> Script[int]:

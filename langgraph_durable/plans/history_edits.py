@@ -36,7 +36,7 @@ from ..durable.summary_docs import summary_of
 from ..errors import CorruptRecordError, DeadLetteredError, FlushTimeoutError
 from ..hot.keys import TOMBSTONE_TTL_S, dead_letter_key
 from ..hot.registry_scripts import forget_op
-from ..hot.scripts import delete_parts_op, delete_thread_op, release_op
+from ..hot.scripts import collect_items_op, delete_parts_op, delete_thread_op, release_op
 from . import summary_upkeep as summaries
 from .context import Context
 from .effect_journal import delete_thread_effects_plan, remove_effects_plan
@@ -203,19 +203,16 @@ def _delete_ids(collection: str, ids: Sequence[str], before_ms: int | None = Non
 
 def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
             blob_fields: Sequence[str], write_ids: Sequence[str] | None = None,
-            items: Sequence[bytes] = (), spill: Sequence[Doc] = (),
-            items_before_ms: int = 0) -> Plan[None]:
-    """Delete the listed checkpoints (with their writes), blobs and items of one thread,
-    both tiers: one Redis script, then one bulk delete per collection (run in parallel).
+            spill: Sequence[Doc] = ()) -> Plan[None]:
+    """Delete the listed checkpoints (with their writes) and blobs of one thread, both
+    tiers: one Redis script, then one bulk delete per collection (run in parallel).
     ``write_ids``: ``_id``s of the listed checkpoints' writes when the caller has them
-    (else they are read first, in one query); ``items``: digests no kept value names,
-    deleted from MongoDB, with their chunks, unless a write stored them again after
-    ``items_before_ms`` (a new run's); ``spill``: blobs documents of values inside the
-    listed checkpoints' documents that other checkpoints name (``inline.spill_docs``),
+    (else they are read first, in one query); ``spill``: blobs documents of values inside
+    the listed checkpoints' documents that other checkpoints name (``inline.spill_docs``),
     written before anything is deleted."""
     cols = ctx.collections
     members = [member(ns, c) for ns, cids in by_ns.items() for c in cids]
-    if not members and not blob_fields and not items:
+    if not members and not blob_fields:
         return
     if spill:  # small values (never chunked): out of the documents about to go
         yield from insert_else_upsert(cols.blobs, list(spill), D.upsert)
@@ -233,17 +230,11 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
         ops.append(_delete_ids(cols.writes, write_ids))
     if blob_fields:
         ops.append(_delete_ids(cols.blobs, D.blob_ids(thread_id, blob_fields)))
-    item_ids = [D.doc_id(thread_id, d.hex()) for d in items]
-    if items:
-        ops.append(_delete_ids(cols.items, item_ids, items_before_ms))
     keys = ctx.keys(thread_id)
     at_ms = yield from ask(delete_parts_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, members,
                                            blob_fields))
     yield from record_plan(ctx, thread_id, members, at_ms)  # before MongoDB's deletes
     yield from remove_effects_plan(ctx, thread_id, members)  # of tasks run from them
-    if items:  # after the values naming them
-        yield Pipeline([["HDEL", keys.it, *items[i:i + 1000]]
-                        for i in range(0, len(items), 1000)])
     yield Parallel(ops)
     # their chunks after the documents that refer to them (rarely any: few queries)
     chunk_ops: list[Op[object]] = [
@@ -252,9 +243,6 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
     if blob_fields:
         chunk_ops.append(DeleteMany(cols.chunks, Q.chunks_of_owners(
             thread_id, D.blob_ids(thread_id, blob_fields))))
-    if items:  # a chunk's put_ms is at least its item's (durable/chunks.py)
-        chunk_ops.append(DeleteMany(cols.chunks, Q.chunks_stored_before(
-            thread_id, items_before_ms, owners=item_ids)))
     yield Parallel(chunk_ops)
 
 
@@ -390,7 +378,13 @@ def _collect_items_plan(ctx: Context, thread_id: str, start_ms: int) -> Plan[Non
     outbox drained again, reading what is stored *now*: a put that ran during the prune
     either built on a kept checkpoint (whose values name the items it shares) or was
     refused (its parent was removed); the items it brought were stored after ``start_ms``
-    and are never collected."""
+    and are never collected. A put may also name an item it did not send (Redis held it):
+    then MongoDB's copy does not say so, so Redis removes them only if the thread was not
+    written since its writes count was read, before the outbox drained
+    (``collect_items_op``; else they stay, for the next prune), and MongoDB only those no
+    write stored after ``start_ms``, with their chunks."""
+    keys = ctx.keys(thread_id)
+    (seen,) = yield Pipeline([["HGET", keys.meta, "writes"]])
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     bdocs, wdocs, idocs, cdocs = yield Parallel([
@@ -401,7 +395,17 @@ def _collect_items_plan(ctx: Context, thread_id: str, start_ms: int) -> Plan[Non
     ])
     inline = [{"refs": I.inline_refs(d)} for d in cdocs]  # manifests inside checkpoints
     gone = unreferenced_items([*bdocs, *wdocs, *inline], idocs, start_ms)
-    yield from _remove(ctx, thread_id, {}, [], [], gone, items_before_ms=start_ms)
+    if not gone:
+        return
+    seen_text = seen.decode() if isinstance(seen, bytes) else str(seen or "")
+    if (yield from ask(collect_items_op(keys.meta, keys.it, seen_text, gone))) < 0:
+        log.info("prune of thread %r: written while its items were collected; %d unnamed "
+                 "items kept for the next prune", thread_id, len(gone))
+        return
+    ids = [D.doc_id(thread_id, d.hex()) for d in gone]
+    yield _delete_ids(cols.items, ids, start_ms)
+    # their chunks after them; a chunk's put_ms is at least its item's (durable/chunks.py)
+    yield DeleteMany(cols.chunks, Q.chunks_stored_before(thread_id, start_ms, owners=ids))
 
 
 def release_plan(ctx: Context, thread_id: str) -> Plan[None]:
