@@ -60,7 +60,9 @@ thread_id -> ``1``), plus the field ``EPOCH_FIELD`` saying whether the registry 
 acknowledged as written to MongoDB); ``writes`` = its writes count (PUT and PUT_WRITES
 raise it, nothing lowers it: a prune collecting items asks whether the thread was written
 since it read it, ``collect_items.lua``); ``born`` = the keys' *generation* (creation time in
-ms; outbox entries older than it belong to an earlier generation of a deleted thread);
+ms, or one past the last ``delete_thread``'s tombstone when that is not earlier: every
+entry of a generation is stamped at or after it, ``include/generation_entry.lua``; outbox
+entries older than it belong to an earlier generation of a deleted thread);
 ``complete`` = *hot_complete*, 1 when the thread started in Redis, so Redis holds all of
 it and MongoDB is not asked about what Redis lacks; 2 once the hot window trimmed it:
 Redis still holds every namespace and its newest checkpoints (the latest of a namespace
