@@ -144,6 +144,24 @@ def test_a_given_pool_of_one_that_refuses_a_second_caller_is_refused_with_the_fl
         mongo.close() if not is_async else None
 
 
+def test_a_given_cluster_client_with_one_connection_per_node_is_refused(
+        redis_cluster_url, mongo_url) -> None:
+    """As ``redis_max_connections=1`` with a cluster URL: its pipelines ask a node for keys
+    on a second connection, so even with ``flusher="off"`` the first call failed ("Too
+    many connections" loading the scripts)."""
+    from redis.cluster import ClusterNode, RedisCluster
+
+    host, port = redis_cluster_url.split("//")[1].split(",")[0].split("/")[0].split(":")
+    node = [ClusterNode(host, int(port))]
+    with RedisCluster(startup_nodes=node, max_connections=1) as one, \
+            RedisCluster(startup_nodes=node, max_connections=2) as two, \
+            pymongo.MongoClient(mongo_url) as mongo:
+        for flusher in ("auto", "off"):
+            with pytest.raises(ConfigurationError, match="one connection per node"):
+                DurableSaver(one, mongo, **unique_options(flusher=flusher))
+        DurableSaver(two, mongo, **unique_options())
+
+
 def test_a_call_finding_a_full_pool_says_so(redis_url, mongo_url) -> None:
     """A call refused by the client's full non-blocking pool raises
     ``TierUnavailableError`` naming the pool and what to change, not "did not answer"."""

@@ -46,6 +46,18 @@ def refuses_when_busy(client: Any) -> bool:
                                       redis.asyncio.BlockingConnectionPool)))
 
 
+def one_connection_per_node(client: Any) -> bool:
+    """True for a Redis Cluster client (sync or async) made with ``max_connections=1``:
+    its pipelines ask a node for keys on a second connection, so the saver's first
+    pipeline fails ("Too many connections"), as ``redis_max_connections=1`` with a
+    cluster URL would (``io/redis_urls.py`` refuses that)."""
+    if not is_cluster(client):
+        return False
+    kwargs = getattr(getattr(client, "nodes_manager", None), "connection_kwargs", None)
+    cap = kwargs.get("max_connections") if isinstance(kwargs, dict) else None
+    return isinstance(cap, int) and cap < 2
+
+
 def is_async_mongo(client: Any) -> bool:
     """True for ``pymongo.AsyncMongoClient``/``AsyncDatabase`` and Motor clients/databases."""
     name = type(client).__name__

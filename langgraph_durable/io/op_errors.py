@@ -74,9 +74,9 @@ def wrap(exc: Exception, op: Any, redis_name: str, mongo_name: str) -> Exception
         return TierUnavailableError(
             f"Redis {redis_name} was not asked ({what(op)}): the Redis client's connection "
             "pool had no free connection (redis-py's ConnectionPool refuses a caller when "
-            "all of its max_connections are in use; the in-process flusher holds one of "
-            "them): give the client a larger max_connections, or a BlockingConnectionPool, "
-            f"which waits for one: {exc}", tier="hot", server=redis_name,
+            "all of its max_connections are in use, the in-process flusher's included): "
+            "give the client a larger max_connections, or a BlockingConnectionPool, which "
+            f"waits for one: {exc}", tier="hot", server=redis_name,
             operation=what(op), reason=str(exc))
     if isinstance(exc, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)):
         return TierUnavailableError(

@@ -115,9 +115,10 @@ class SaverRuntime(RuntimeClosing):
         """A runtime on given clients (see ``DurableSaver``): a sync and/or an asyncio pair
         (an asyncio client passed as ``redis``/``mongo`` counts as such). Raises
         ``ValueError`` for clients missing or of mixed kinds, ``ConfigurationError`` for a
-        MongoDB database of another name than ``config.database``, and for a Redis client
+        MongoDB database of another name than ``config.database``, for a Redis client
         whose pool of one connection refuses a second caller (``clients.refuses_when_busy``)
-        with the in-process flusher."""
+        with the in-process flusher, and for a Redis Cluster client with one connection
+        per node (``clients.one_connection_per_node``)."""
         if redis is not None and C.is_async_redis(redis):
             redis, async_redis = None, redis
         if mongo is not None and C.is_async_mongo(mongo):
@@ -127,6 +128,13 @@ class SaverRuntime(RuntimeClosing):
                              "kind (both sync, both asyncio, or both pairs)")
         if redis is None and async_redis is None:
             raise ValueError("DurableSaver needs Redis and MongoDB clients (or use from_urls)")
+        for client in (redis, async_redis):
+            if client is not None and C.one_connection_per_node(client):
+                raise ConfigurationError(
+                    "the Redis Cluster client given has one connection per node "
+                    "(max_connections=1): its pipelines ask a node for keys on a second "
+                    "connection, so the saver's calls fail (\"Too many connections\"); "
+                    "give it max_connections >= 2")
         if config.flusher == "auto":  # the flusher's client: the sync one when given
             shared = redis if redis is not None else async_redis
             if C.refuses_when_busy(shared):
