@@ -275,3 +275,30 @@ def test_prune_keeps_an_item_and_its_chunks_a_new_run_stores_again(hand: Any, wh
     assert cold_values(hand, "T") == [{"v": "small", "messages": ["m", BIG]},
                                       {"v": "small", "messages": ["m"]}]
     assert chunk_owners(hand) == (3, [])
+
+
+def test_prune_keeps_the_items_of_a_thread_deleted_and_run_again_meanwhile(hand: Any) -> None:
+    """A helper's case: ``delete_thread`` and a new run of as many writes as the prune saw
+    land before the prune removes the items it collected from Redis; the new run names
+    item X again (Redis had it, its put did not send it). The writes count alone matched
+    again (the delete dropped it with the thread's keys); with the generation beside it
+    the prune keeps the items, and the new run reads back, hot and cold."""
+    c0 = put(hand, "T", 0, messages=[BIG])
+    put(hand, "T", 1, c0, messages=["m"])
+    hand.drain()
+    new: list[Any] = []
+
+    def delete_and_run_again(op: Op[Any]) -> None:
+        if new or not (isinstance(op, Script) and op.name == "collect_items"):
+            return
+        hand.delete_thread("T")
+        n0 = put(hand, "T", 0, messages=[BIG])
+        new.append(put(hand, "T", 1, n0, messages=[BIG, "y"]))
+
+    hand.run(tap(history_edits.prune_plan(hand.context, ["T"], "keep_latest"),
+                 before=delete_and_run_again))
+    assert new
+    hand.drain()
+    assert hand.get_tuple(new[0]).checkpoint["channel_values"]["messages"] == [BIG, "y"]
+    assert cold_values(hand, "T") == [{"v": "small", "messages": [BIG, "y"]},
+                                      {"v": "small", "messages": [BIG]}]

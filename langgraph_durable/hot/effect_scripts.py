@@ -61,7 +61,8 @@ class BeginReply:
 def begin_op(keys: Sequence[str], thread_id: str, field: str, body: bytes, payload: bytes,
              max_outbox: int, *, floor: int = 0, checked: bool = False,
              known: bytes = b"", hot_ttl_s: int = 0) -> Script[BeginReply]:
-    """EFFECT_BEGIN on ``keys`` = (journal, meta, outbox stream) of ``thread_id``; refused
+    """EFFECT_BEGIN on ``keys`` = (journal, meta, outbox stream, tombstones) of
+    ``thread_id``; refused
     with ``OUTBOX_FULL`` (``errors.ScriptRefused``)."""
     return Script("effect_begin", list(keys), [
         field, body, payload, max_outbox, floor, thread_id, "1" if checked else "0", known,
@@ -70,7 +71,8 @@ def begin_op(keys: Sequence[str], thread_id: str, field: str, body: bytes, paylo
 
 def end_op(keys: Sequence[str], thread_id: str, field: str, body: bytes,
            payload: bytes) -> Script[bytes]:
-    """EFFECT_END on ``keys`` = (journal, meta, outbox stream) of ``thread_id``; replies
+    """EFFECT_END on ``keys`` = (journal, meta, outbox stream, tombstones) of
+    ``thread_id``; replies
     the entry stored (version and body)."""
     return Script("effect_end", list(keys), [field, body, payload, 0, 0, thread_id],
                   decode=bytes)

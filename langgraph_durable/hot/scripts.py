@@ -202,8 +202,9 @@ def learn_tombstones_op(gone: str, ttl_s: int,
 def collect_items_op(meta: str, items: str, seen: str,
                      digests: Sequence[bytes]) -> Script[int]:
     """COLLECT_ITEMS: remove ``digests`` from the thread's items hash ``items`` unless its
-    writes count (``meta`` field ``writes``) is no longer ``seen`` ('' = none). Replies
-    with the number removed, or -1 when the thread was written since (none removed)."""
+    generation and writes count (``meta`` fields ``born`` and ``writes``, joined by ``:``,
+    '' for one absent) are no longer ``seen``. Replies with the number removed, or -1 when
+    the thread was written since (none removed)."""
     return Script("collect_items", [meta, items], [seen, *digests], decode=int)
 
 

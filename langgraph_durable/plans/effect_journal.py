@@ -124,7 +124,8 @@ class Entry:
 
 
 def _keys(ctx: Context, thread_id: str) -> list[str]:
-    return [ctx.keys(thread_id).fx, ctx.keys(thread_id).meta, ctx.outbox_of(thread_id)]
+    keys = ctx.keys(thread_id)
+    return [keys.fx, keys.meta, ctx.outbox_of(thread_id), keys.gone]
 
 
 def _payload(thread_id: str, field: str, size: int) -> bytes:

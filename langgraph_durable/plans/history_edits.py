@@ -159,7 +159,8 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
     # copy after the MongoDB delete finds the tombstone and takes its copy out again, and a
     # late write naming a deleted checkpoint is refused
     durable = [member(d["checkpoint_ns"], d["checkpoint_id"]) for d in held]
-    deleted = yield from ask(delete_thread_op([*keys.all, keys.gone], TOMBSTONE_TTL_S,
+    deleted = yield from ask(delete_thread_op([*keys.all, keys.gone, ctx.outbox_of(thread_id)],
+                                              TOMBSTONE_TTL_S,
                                               durable))
     at_ms = deleted.deleted_at_ms
     # the tombstones in MongoDB too, before anything leaves it: asked when Redis cannot
@@ -231,7 +232,8 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
     if blob_fields:
         ops.append(_delete_ids(cols.blobs, D.blob_ids(thread_id, blob_fields)))
     keys = ctx.keys(thread_id)
-    at_ms = yield from ask(delete_parts_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, members,
+    at_ms = yield from ask(delete_parts_op([*keys.all, keys.gone, ctx.outbox_of(thread_id)],
+                                           TOMBSTONE_TTL_S, members,
                                            blob_fields))
     yield from record_plan(ctx, thread_id, members, at_ms)  # before MongoDB's deletes
     yield from remove_effects_plan(ctx, thread_id, members)  # of tasks run from them
@@ -384,7 +386,7 @@ def _collect_items_plan(ctx: Context, thread_id: str, start_ms: int) -> Plan[Non
     (``collect_items_op``; else they stay, for the next prune), and MongoDB only those no
     write stored after ``start_ms``, with their chunks."""
     keys = ctx.keys(thread_id)
-    (seen,) = yield Pipeline([["HGET", keys.meta, "writes"]])
+    (seen,) = yield Pipeline([["HMGET", keys.meta, "born", "writes"]])
     yield from flush_wait_plan(ctx, ctx.config.delete_flush_timeout_s)
     cols = ctx.collections
     bdocs, wdocs, idocs, cdocs = yield Parallel([
@@ -397,7 +399,7 @@ def _collect_items_plan(ctx: Context, thread_id: str, start_ms: int) -> Plan[Non
     gone = unreferenced_items([*bdocs, *wdocs, *inline], idocs, start_ms)
     if not gone:
         return
-    seen_text = seen.decode() if isinstance(seen, bytes) else str(seen or "")
+    seen_text = ":".join(v.decode() if isinstance(v, bytes) else str(v or "") for v in seen)
     if (yield from ask(collect_items_op(keys.meta, keys.it, seen_text, gone))) < 0:
         log.info("prune of thread %r: written while its items were collected; %d unnamed "
                  "items kept for the next prune", thread_id, len(gone))

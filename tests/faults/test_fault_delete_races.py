@@ -3,6 +3,8 @@ deterministic forms of what the randomized runs found."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import redis
 from langgraph.checkpoint.base import empty_checkpoint
@@ -15,6 +17,7 @@ from langgraph_durable import DurableSaver
 from langgraph_durable.core.ops import MongoOp, Script
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox.flusher import flush_batch_plan
+from langgraph_durable.outbox.group import ensure_group_plan
 from langgraph_durable.testing import unique_options
 
 from .faultkit import make_env
@@ -326,30 +329,89 @@ def test_a_value_inside_a_checkpoint_a_delete_removes_during_a_copy_is_copied(
             {"configurable": {"thread_id": "T"}})] == [{"v": "keep", "m": "m1"}]
 
 
-def test_a_put_right_after_delete_thread_is_stamped_after_its_tombstone(redis_url, mongo_url
-                                                                         ) -> None:
-    # found by a helper: a put landing in the same millisecond as delete_thread's script
+@pytest.mark.parametrize("first", ["put", "effect"])
+def test_a_put_right_after_delete_thread_is_stamped_after_its_tombstone(
+        redis_url, mongo_url, first) -> None:
+    # found by helpers: a put landing in the same millisecond as delete_thread's script
     # had its outbox entry stamped with the tombstone's time, so the delete's MongoDB
     # deletes (stored at or before that time) removed the new run's documents (2 of 3
     # tries), and a stalled round's entry of that millisecond escaped the fence (older
-    # entries only). The first write of the thread's new generation now stamps its
-    # entries past the tombstone: a put sent right after the script (the next round trip,
-    # the same millisecond in most of 5 tries before) is stamped later, every try.
+    # entries only). The first write of the thread's new generation, a put or an effect
+    # journal's write (the first with durability="exit"), now stamps its entries past the
+    # tombstone: a put sent right after the script (the next round trips, the same
+    # millisecond in most tries before) is stamped later, and kept, every try.
+    from langgraph_durable.hot.effect_scripts import end_op
+    from langgraph_durable.hot.keys import TOMBSTONE_TTL_S
+    from langgraph_durable.hot.scripts import delete_thread_op
+    from langgraph_durable.plans import effect_journal
+
+    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options()) as s:
+        r = s.sync_clients.redis
+        for i in range(5):
+            tid = f"T{i}"
+            keys, outbox = s.context.keys(tid), s.context.outbox_of(tid)
+            cfg = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
+            s.put(cfg, empty_checkpoint(), {"step": 0}, {})
+            s.flush()
+            at = s.run(_once(delete_thread_op([*keys.all, keys.gone, outbox],
+                                              TOMBSTONE_TTL_S, [])))
+            if first == "effect":
+                body = effect_journal.Entry(1, "s", None, None, "", "c", 0).body()
+                field = "\0task\0fx\0" + "0"  # task_ns NUL task_id NUL name NUL n
+                s.run(_once(end_op(effect_journal._keys(s.context, tid), tid, field, body,
+                                   effect_journal._payload(tid, field, len(body)))))
+            new = s.put(cfg, empty_checkpoint(), {"step": 1}, {})
+            (entry_id, _), = r.xrevrange(outbox, count=1)
+            assert int(entry_id.split(b"-")[0]) > at.deleted_at_ms
+            s.flush()
+            r.delete(*keys.all)  # read from MongoDB alone
+            assert s.get_tuple(new) is not None, i
+
+
+def test_an_entry_stamped_ahead_of_the_clock_is_fenced_by_a_later_delete(
+        redis_url, mongo_url) -> None:
+    # found by a helper: the new generation's entry is stamped one millisecond past the
+    # tombstone, ahead of the clock; a round read it, then a second delete_thread in the
+    # same millisecond stamped its tombstone with the clock, before that entry: the fence
+    # left the round's write in (46 of 150 tries resurrected the checkpoint). A delete
+    # stamps its tombstones with the outbox stream's last id's time when that is later.
+    from langgraph_durable.core.ops import BulkWrite
     from langgraph_durable.hot.keys import TOMBSTONE_TTL_S
     from langgraph_durable.hot.scripts import delete_thread_op
 
     with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(flusher="off")) as s:
-        keys, outbox = s.context.keys("T"), s.context.outbox_of("T")
-        r = s.sync_clients.redis
-        for i in range(5):
-            s.put({"configurable": {"thread_id": "T", "checkpoint_ns": ""}},
-                  empty_checkpoint(), {"step": i}, {})
-            at = s.run(_once(delete_thread_op([*keys.all, keys.gone], TOMBSTONE_TTL_S, [])))
-            s.put({"configurable": {"thread_id": "T", "checkpoint_ns": ""}},
-                  empty_checkpoint(), {"step": i}, {})
-            (entry_id, _), = r.xrevrange(outbox, count=1)
-            assert int(entry_id.split(b"-")[0]) > at.deleted_at_ms
-            assert int(r.hget(keys.meta, "born")) > at.deleted_at_ms
+        run_sync(ensure_group_plan(s.context), s.sync_clients)
+        db, cols = s.sync_clients.db, s.context.collections
+
+        def delete(tid: str) -> Any:
+            keys = s.context.keys(tid)
+            return s.run(_once(delete_thread_op([*keys.all, keys.gone, s.context.outbox_of(tid)],
+                                                TOMBSTONE_TTL_S, [])))
+
+        def drain() -> None:
+            while run_sync(flush_batch_plan(s.context, "f", block_ms=0, claim=False),
+                           s.sync_clients).entries:
+                pass
+
+        for i in range(20):
+            tid = f"T{i}"
+            cfg = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
+            s.put(cfg, empty_checkpoint(), {"step": 0}, {})
+            drain()
+            delete(tid)
+            new = s.put(cfg, empty_checkpoint(), {"step": 1}, {})
+            second: list[Any] = []
+
+            def second_delete(op: Any, tid: str = tid, second: list[Any] = second) -> None:
+                if isinstance(op, BulkWrite) and not second:  # the round read the entry
+                    second.append(delete(tid))
+
+            run_sync(tap(flush_batch_plan(s.context, "f", block_ms=0, claim=False),
+                         before=second_delete), s.sync_clients)
+            drain()
+            assert second
+            assert db[cols.checkpoints].count_documents(
+                {"thread_id": tid, "checkpoint_id": new["configurable"]["checkpoint_id"]}) == 0
 
 
 def _once(op):

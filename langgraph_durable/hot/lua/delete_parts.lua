@@ -17,6 +17,8 @@
     KEYS[8]  meta_key         meta (h<ns>)
     KEYS[9]                   it (unused)
     KEYS[10] gone_key         the thread's tombstones
+    KEYS[11] outbox_key       the thread's outbox stream (optional: its last id's time
+                              stamps the tombstones when later than the clock)
 
     ARGV[1]  ttl              tombstone ttl (s)
     ARGV[2]  n                the number of members that follow
@@ -34,7 +36,7 @@ local writes_key, write_index_key, meta_key, gone_key = KEYS[5], KEYS[6], KEYS[8
 
 --- @include "now_ms"
 
-local now = now_ms()
+local now = delete_ms(KEYS[11])
 local n = tonumber(ARGV[2])
 for i = 3, n + 2 do
   local m = ARGV[i]

@@ -8,6 +8,8 @@
     KEYS[1..9]                the nine thread keys (ThreadKeys.all); KEYS[3] members_key
                               (idx) lists the members Redis holds
     KEYS[10] gone_key         the thread's tombstones
+    KEYS[11] outbox_key       the thread's outbox stream (optional: its last id's time
+                              stamps the tombstones when later than the clock)
 
     ARGV[1]  ttl              tombstone ttl (s)
     ARGV[2..]                 members only MongoDB may hold
@@ -24,7 +26,7 @@ local members_key, gone_key = KEYS[3], KEYS[10]
 
 --- @include "now_ms"
 
-local now = now_ms()
+local now = delete_ms(KEYS[11])
 -- a damaged key (another type: a hand edit, a foreign tool) never keeps a thread from
 -- being deleted: the members come from the record hash when the index is damaged, and
 -- a tombstones key of another type is replaced

@@ -6,6 +6,8 @@
     KEYS[1]  journal_key      the thread's effect journal (ThreadKeys.fx)
     KEYS[2]  meta_key         the thread's meta (born, dirty, fx, complete)
     KEYS[3]  outbox_key       the thread's outbox stream
+    KEYS[4]  gone_key         the thread's tombstones (the first write after a delete
+                              stamps its generation after them)
 
     ARGV[1]  field            task_ns NUL task_id NUL name NUL n
     ARGV[2]  body             the started entry's body (state letter and msgpack)

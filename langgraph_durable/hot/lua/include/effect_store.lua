@@ -4,7 +4,7 @@
 -- (8 decimal digits of version, then body: state letter and msgpack) over field, one
 -- version above the field's current one and ARGV[5] (the version floor from MongoDB);
 -- keep the journal from expiring, mark this generation of the thread (meta 'born', as
--- PUT, without looking up the tombstones), raise its unflushed count (meta 'dirty'), mark that it has a journal (meta 'fx')
+-- PUT, KEYS[4] its tombstones), raise its unflushed count (meta 'dirty'), mark that it has a journal (meta 'fx')
 -- and append the outbox entry {t = ARGV[6] (thread_id), p = payload}. Returns the entry.
 local function store(journal_key, meta_key, outbox_key, field, body, payload)
   local cur = rcall('HGET', journal_key, field)
@@ -15,6 +15,6 @@ local function store(journal_key, meta_key, outbox_key, field, body, payload)
   rcall('PERSIST', journal_key)
   rcall('HINCRBY', meta_key, 'dirty', 1)
   rcall('HSET', meta_key, 'fx', 1)
-  generation_entry(meta_key, nil, outbox_key, ARGV[6], payload)  -- as PUT: this generation
+  generation_entry(meta_key, KEYS[4], outbox_key, ARGV[6], payload)  -- as PUT
   return val
 end
