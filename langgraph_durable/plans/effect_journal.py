@@ -345,7 +345,7 @@ def flush_effects_plan(ctx: Context, entries: Sequence[tuple[bytes, str, OutboxE
     gone = {t: {_text(k): int(v) for k, v in raw.items()} for t, raw in zip(threads, stones)}
     back = [d["_id"] for d in docs
             if max(gone[d["thread_id"]].get("*", 0), gone[d["thread_id"]].get(d["member"], 0))
-            > at[(d["thread_id"], _field_of(d))]]
+            >= at[(d["thread_id"], _field_of(d))]]  # as plans/fence.py
     if back:
         yield DeleteMany(collection(ctx), D.ids_in(back))
     return len(docs)
