@@ -21,7 +21,13 @@ local function generation_entry(meta_key, gone_key, outbox_key, thread_id, paylo
   if born > now then  -- this millisecond is the delete's: stamp the entry after it
     local id = redis.pcall('XADD', outbox_key, born .. '-*', 't', thread_id, 'p', payload)
     if type(id) ~= 'table' or not id.err then return id end
-    -- the stream's last entry is stamped later already (or a Redis before 7.0): '*'
+    if string.find(id.err, 'Invalid stream ID', 1, true) then
+      -- a Redis before 7.0 takes no '<ms>-*' id: wait for its clock to reach born (under a
+      -- millisecond: born is at most one past it there, as no entry is stamped ahead)
+      for _ = 1, 100000 do
+        if now_ms() >= born then break end
+      end
+    end  -- else the stream's last entry is stamped later already: '*' is later still
   end
   return rcall('XADD', outbox_key, '*', 't', thread_id, 'p', payload)
 end
