@@ -62,8 +62,7 @@ def begin_op(keys: Sequence[str], thread_id: str, field: str, body: bytes, paylo
              max_outbox: int, *, floor: int = 0, checked: bool = False,
              known: bytes = b"", hot_ttl_s: int = 0) -> Script[BeginReply]:
     """EFFECT_BEGIN on ``keys`` = (journal, meta, outbox stream, tombstones) of
-    ``thread_id``; refused
-    with ``OUTBOX_FULL`` (``errors.ScriptRefused``)."""
+    ``thread_id``; refused with ``OUTBOX_FULL`` (``errors.ScriptRefused``)."""
     return Script("effect_begin", list(keys), [
         field, body, payload, max_outbox, floor, thread_id, "1" if checked else "0", known,
         hot_ttl_s], decode=BeginReply.of, refusals=frozenset({Refusal.OUTBOX_FULL}))
@@ -72,7 +71,6 @@ def begin_op(keys: Sequence[str], thread_id: str, field: str, body: bytes, paylo
 def end_op(keys: Sequence[str], thread_id: str, field: str, body: bytes,
            payload: bytes) -> Script[bytes]:
     """EFFECT_END on ``keys`` = (journal, meta, outbox stream, tombstones) of
-    ``thread_id``; replies
-    the entry stored (version and body)."""
+    ``thread_id``; replies the entry stored (version and body)."""
     return Script("effect_end", list(keys), [field, body, payload, 0, 0, thread_id],
                   decode=bytes)

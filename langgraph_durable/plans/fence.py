@@ -50,9 +50,10 @@ def fence_plan(ctx: Context, entries: list[tuple[bytes, str, OutboxEntry]]
     for the outbox
     entries ``entries`` (``(entry id, thread_id, payload)``) whose records were just written,
     look up the deletes' tombstones (``ThreadKeys.gone``, one pipeline); what was written
-    from an entry stamped no later than a tombstone is deleted from MongoDB again (a
-    delete's script ends after its tombstones' millisecond: ``past_ms``, so an entry of
-    that millisecond was added before it). Deletes write their
+    from an entry stamped no later than a tombstone is deleted from MongoDB again (every
+    entry added before a delete is stamped at or before its tombstones, every later one
+    after them: ``hot/lua/include/generation_entry.lua``, ``now_ms.lua``'s ``delete_ms``).
+    Deletes write their
     tombstone in Redis before they delete in MongoDB, so either the delete comes after the
     write, or this lookup sees the tombstone. A thread whose Redis tombstones are not known
     complete (no ``!``: Redis lost its data or they expired, so a delete's tombstones may be
@@ -134,7 +135,7 @@ def _fence_one(ctx: Context, e: tuple[bytes, str, OutboxEntry],
     gone = stones.get(tid) or {}
     if not gone or kind not in ("cp", "w"):  # other kinds' copy plans fence their own
         return  # (the effect journal's: plans/effect_journal.py fences its own)
-    at = stream_ms(eid)  # a delete's script ends after its ms: an entry of that ms is older
+    at = stream_ms(eid)  # stamped at or before a tombstone: added before that delete
     whole = gone.get("*", 0) >= at
     m_gone = whole or gone.get(m, 0) >= at
     ns, cid = m.split(SEP)

@@ -159,9 +159,8 @@ def delete_thread_plan(ctx: Context, thread_id: str) -> Plan[None]:
     # copy after the MongoDB delete finds the tombstone and takes its copy out again, and a
     # late write naming a deleted checkpoint is refused
     durable = [member(d["checkpoint_ns"], d["checkpoint_id"]) for d in held]
-    deleted = yield from ask(delete_thread_op([*keys.all, keys.gone, ctx.outbox_of(thread_id)],
-                                              TOMBSTONE_TTL_S,
-                                              durable))
+    deleted = yield from ask(delete_thread_op(
+        [*keys.all, keys.gone, ctx.outbox_of(thread_id)], TOMBSTONE_TTL_S, durable))
     at_ms = deleted.deleted_at_ms
     # the tombstones in MongoDB too, before anything leaves it: asked when Redis cannot
     # answer (it lost its data, its tombstones expired); '*' (the whole thread, as in
@@ -232,9 +231,9 @@ def _remove(ctx: Context, thread_id: str, by_ns: dict[str, list[str]],
     if blob_fields:
         ops.append(_delete_ids(cols.blobs, D.blob_ids(thread_id, blob_fields)))
     keys = ctx.keys(thread_id)
-    at_ms = yield from ask(delete_parts_op([*keys.all, keys.gone, ctx.outbox_of(thread_id)],
-                                           TOMBSTONE_TTL_S, members,
-                                           blob_fields))
+    at_ms = yield from ask(delete_parts_op(
+        [*keys.all, keys.gone, ctx.outbox_of(thread_id)], TOMBSTONE_TTL_S, members,
+        blob_fields))
     yield from record_plan(ctx, thread_id, members, at_ms)  # before MongoDB's deletes
     yield from remove_effects_plan(ctx, thread_id, members)  # of tasks run from them
     yield Parallel(ops)

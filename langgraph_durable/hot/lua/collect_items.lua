@@ -24,8 +24,9 @@
 local rcall = redis.call
 local meta_key, items_key = KEYS[1], KEYS[2]
 
-local now = (rcall('HGET', meta_key, 'born') or '') .. ':' .. (rcall('HGET', meta_key, 'writes') or '')
-if now ~= ARGV[1] then return -1 end
+local now = (rcall('HGET', meta_key, 'born') or '') .. ':'
+  .. (rcall('HGET', meta_key, 'writes') or '')
+if now ~= ARGV[1] then return -1 end  -- written since: keep them all
 local removed = 0
 for i = 2, #ARGV, 1000 do
   removed = removed + rcall('HDEL', items_key, unpack(ARGV, i, math.min(i + 999, #ARGV)))

@@ -3,10 +3,10 @@
 -- persist_and_outbox(meta_key, gone_key, member, outbox_key, thread_id, payload): the end
 -- of every write of a checkpoint's entries (PUT, PUT_WRITES). Marks this generation of the
 -- thread (meta 'born', generation_entry), raises its unflushed count (meta 'dirty'), its
--- writes count (meta 'writes', never lowered) and the checkpoint's (meta 'u' .. member), keeps the nine thread keys (KEYS[1..9]) from
--- expiring, and appends the outbox entry {t = thread_id, p = payload} to outbox_key (nil =
--- none), stamped after the thread's last delete (gone_key). Returns the entry id, or 'ok'
--- without an outbox.
+-- writes count (meta 'writes', never lowered) and the checkpoint's (meta 'u' .. member),
+-- keeps the nine thread keys (KEYS[1..9]) from expiring, and appends the outbox entry
+-- {t = thread_id, p = payload} to outbox_key (nil = none), stamped after the thread's
+-- last delete (gone_key). Returns the entry id, or 'ok' without an outbox.
 local function persist_and_outbox(meta_key, gone_key, member, outbox_key, thread_id, payload)
   rcall('HINCRBY', meta_key, 'dirty', 1)
   rcall('HINCRBY', meta_key, 'writes', 1)  -- every write: COLLECT_ITEMS asks if any since
