@@ -14,7 +14,7 @@ from faults.common import tap
 from faults.s5_delete_races import AFTER_LOSS, _resume, _until_mongo
 from faults.tiers import mongo_checkpoints, mongo_writes, wait_for
 from langgraph_durable import DurableSaver
-from langgraph_durable.core.ops import MongoOp, Script
+from langgraph_durable.core.ops import MongoOp, Script, ask
 from langgraph_durable.io.drivers import run_sync
 from langgraph_durable.outbox.flusher import flush_batch_plan
 from langgraph_durable.outbox.group import ensure_group_plan
@@ -362,12 +362,12 @@ def test_a_put_right_after_delete_thread_is_stamped_after_its_tombstone(
             cfg = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
             s.put(cfg, empty_checkpoint(), {"step": 0}, {})
             s.flush()
-            at = s.run(_once(delete_thread_op([*keys.all, keys.gone, outbox],
+            at = s.run(ask(delete_thread_op([*keys.all, keys.gone, outbox],
                                               TOMBSTONE_TTL_S, [])))
             if first == "effect":
                 body = effect_journal.Entry(1, "s", None, None, "", "c", 0).body()
                 field = "\0task\0fx\0" + "0"  # task_ns NUL task_id NUL name NUL n
-                s.run(_once(end_op(effect_journal._keys(s.context, tid), tid, field, body,
+                s.run(ask(end_op(effect_journal._keys(s.context, tid), tid, field, body,
                                    effect_journal._payload(tid, field, len(body)))))
             new = s.put(cfg, empty_checkpoint(), {"step": 1}, {})
             (entry_id, _), = r.xrevrange(outbox, count=1)
@@ -394,19 +394,14 @@ def test_an_entry_stamped_ahead_of_the_clock_is_fenced_by_a_later_delete(
 
         def delete(tid: str) -> Any:
             keys = s.context.keys(tid)
-            return s.run(_once(delete_thread_op([*keys.all, keys.gone, s.context.outbox_of(tid)],
+            return s.run(ask(delete_thread_op([*keys.all, keys.gone, s.context.outbox_of(tid)],
                                                 TOMBSTONE_TTL_S, [])))
-
-        def drain() -> None:
-            while run_sync(flush_batch_plan(s.context, "f", block_ms=0, claim=False),
-                           s.sync_clients).entries:
-                pass
 
         for i in range(20):
             tid = f"T{i}"
             cfg = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
             s.put(cfg, empty_checkpoint(), {"step": 0}, {})
-            drain()
+            drain(s, s.sync_clients.redis)
             delete(tid)
             new = s.put(cfg, empty_checkpoint(), {"step": 1}, {})
             second: list[Any] = []
@@ -417,11 +412,7 @@ def test_an_entry_stamped_ahead_of_the_clock_is_fenced_by_a_later_delete(
 
             run_sync(tap(flush_batch_plan(s.context, "f", block_ms=0, claim=False),
                          before=second_delete), s.sync_clients)
-            drain()
+            drain(s, s.sync_clients.redis)
             assert second
             assert db[cols.checkpoints].count_documents(
                 {"thread_id": tid, "checkpoint_id": new["configurable"]["checkpoint_id"]}) == 0
-
-
-def _once(op):
-    return (yield op)
