@@ -59,7 +59,8 @@ def _cold(saver: DurableSaver, redis_client: Any) -> None:
 def test_each_message_is_stored_once_per_thread(saver: DurableSaver, redis_client: Any,
                                                 mongo_url: str) -> None:
     """40 turns = 80 messages in 80 versions of ``messages``: 80 items and 2 nodes in
-    each tier, and every checkpoint reads back as InMemorySaver's."""
+    each tier (in MongoDB each node inside the document of the item completing it,
+    ``durable/item_docs.py``), and every checkpoint reads back as InMemorySaver's."""
     ref = InMemorySaver()
     _turns(_graph(ref), "t", 40)
     _turns(_graph(saver), "t", 40)
@@ -71,8 +72,9 @@ def test_each_message_is_stored_once_per_thread(saver: DurableSaver, redis_clien
     saver.flush()
     db = _mongo(saver, mongo_url)
     items = saver.context.collections.items
-    assert db[items].count_documents({"thread_id": "t"}) == 80 + 80 // NODE_SIZE
-    assert db[items].count_documents({"thread_id": "t", "type": "lgd.node"}) == 2
+    assert db[items].count_documents({"thread_id": "t"}) == 80
+    assert db[items].count_documents({"thread_id": "t", "type": "lgd.node"}) == 0
+    assert db[items].count_documents({"thread_id": "t", "d.1": {"$exists": True}}) == 2
     # the manifest of 80 messages: 2 nodes + 16 items, not 80 digests
     # (small: inside the checkpoint document that introduced it, durable/inline.py)
     cps = db[saver.context.collections.checkpoints].find(

@@ -292,9 +292,9 @@ def test_a_writes_document_of_a_newer_version_is_refused(redis_url: str,
         first, _second = _write(saver, "new")
         db, cols = saver.sync_clients.db, saver.context.collections
         doc = db[cols.writes].find_one({"task_id": "task-4"})
-        db[cols.writes].update_one({"_id": doc["_id"]}, {"$set": {"v": 6}})
+        db[cols.writes].update_one({"_id": doc["_id"]}, {"$set": {"v": 7}})
         _cold(saver)
-        with pytest.raises(SchemaVersionError, match=r"schema version 6, newer than 5"):
+        with pytest.raises(SchemaVersionError, match=r"schema version 7, newer than 6"):
             saver.get_tuple(first)
 
 

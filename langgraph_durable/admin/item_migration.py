@@ -37,6 +37,7 @@ from ..core.ops import BulkWrite, BulkWriteFailed, Find, FindOne, Mongo, Plan, R
 from ..core.records import Typed, pack_blob
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import item_docs as IT
 from ..durable import meta_docs as Meta
 from ..durable import write_groups as G
 from ..errors import CorruptRecordError, TierUnavailableError
@@ -172,14 +173,14 @@ def _store_items(ctx: Context, found: dict[str, dict[bytes, tuple[bytes, int]]])
     """Upsert the items and nodes ``found`` (thread -> digest -> (stored, put_ms)), their
     chunks first. Insert-once: a duplicate key (a flusher storing the same item at the
     same moment) is the same content and is ignored. Returns the documents upserted."""
-    docs = [D.item_doc(tid, d, stored, put_ms=ms)
+    docs = [IT.item_doc(tid, d, stored, put_ms=ms)
             for tid, parts in found.items() for d, (stored, ms) in parts.items()]
     if not docs:
         return 0
     docs, chunks = C.split_all("items", docs)
     yield from C.write_plan(ctx.collections.chunks, chunks)
     try:
-        yield BulkWrite(ctx.collections.items, [D.upsert_item(d) for d in docs])
+        yield BulkWrite(ctx.collections.items, [IT.upsert_item(d) for d in docs])
     except BulkWriteFailed as exc:
         if not exc.only_duplicates():
             raise

@@ -54,16 +54,9 @@ from ..core.records import (
 )
 from ..core.schema import check_not_newer
 from ..durable.chunks import split_all, upserts
-from ..durable.documents import (
-    blob_value_of,
-    checkpoint_doc,
-    item_doc,
-    item_of,
-    record_of,
-    upsert,
-    upsert_item,
-)
+from ..durable.documents import blob_value_of, checkpoint_doc, record_of, upsert
 from ..durable.inline import inline_values, place_values
+from ..durable.item_docs import entries, item_doc, upsert_item
 from ..durable.write_groups import pending_of, write_docs
 from ..errors import CorruptRecordError, InvalidIdentifierError
 from ..inspection import storage
@@ -111,7 +104,7 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
         values.update(inline_values(d))
     blobs = sorted(values.items(), key=lambda kv: kv[0])
     wrecs = _pending_writes(docs["writes"])
-    items = sorted(item_of(d) for d in docs["items"])
+    items = sorted(e for d in docs["items"] for e in entries(d))  # a held node on its own
     effects = sorted(docs["effects"],
                      key=lambda d: (d["task_ns"], d["task_id"], d["name"], d["n"]))
     refs = sorted(collect_refs(refs_of_documents(docs)))

@@ -63,10 +63,17 @@ call (``durable/write_groups.py``: the writes as the array ``writes``, their man
 digests also in the document's ``refs``). Older packages refuse it with
 ``SchemaVersionError`` instead of reading a write without ``idx`` or ``channel``."""
 
-NEWEST_DOCUMENT_VERSION = WRITES_GROUP_VERSION
+HOSTED_NODE_VERSION = 6
+"""``v`` of a MongoDB items document that also holds the node its item completes
+(``durable/item_docs.py``: ``d`` the array ``[item digest, node digest]``, ``refs`` the
+node's item digests), so a node costs no document of its own. Older packages refuse it
+with ``SchemaVersionError`` instead of reading an array as a digest."""
+
+NEWEST_DOCUMENT_VERSION = HOSTED_NODE_VERSION
 """The newest ``v`` of a MongoDB document this package reads (``check_document_version``):
 ``SCHEMA_VERSION`` and the forms above it (``CHUNKED_VERSION``, ``ITEMS_VERSION``,
-``INLINE_VERSION``, ``WRITES_GROUP_VERSION``), each read as its own fields say. A document
+``INLINE_VERSION``, ``WRITES_GROUP_VERSION``, ``HOSTED_NODE_VERSION``), each read as its
+own fields say. A document
 with a higher ``v`` was written by a newer package and is refused. A new document form
 raises it."""
 

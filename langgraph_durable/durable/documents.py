@@ -3,7 +3,7 @@
 Three collections: checkpoints (no channel values), blobs (one per thread, ns, channel,
 version) and writes (one per ``put_writes`` call, ``write_groups.py``; ``write_doc`` is
 the one-per-write form of earlier releases and of calls over 8 MiB), plus items (the items and
-nodes of list values, one per thread and digest, ``items.py``), chunks holding the
+nodes of list values, ``core/items.py``; their documents are ``item_docs.py``'s), chunks holding the
 pieces of values too large for one document (``chunks.py``) and tombstones (one per
 deleted checkpoint, expiring after ``tombstone_ttl_s``: ``tombstone_upserts``). A blob or
 write whose value is a manifest has ``type`` ``items.MANIFEST_TYPE``, its digests as the
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from ..core.items import MANIFEST_TYPE, NODE_MAGIC, NODE_TYPE, split_digests
+from ..core.items import MANIFEST_TYPE, split_digests
 from ..core.ops import Doc, DocView, Index, ReplaceDoc, UpdateDoc
 from ..core.records import (
     CheckpointRecord,
@@ -44,7 +44,7 @@ TOMBSTONE_TTL_INDEX = "deleted_at_ttl"
 """Name of the tombstones' TTL index (``expireAfterSeconds`` = ``tombstone_ttl_s``)."""
 
 
-def _bin(data: bytes) -> bytes:
+def bin_data(data: bytes) -> bytes:
     """``data`` as BSON binary (subtype 0). PyMongo encodes ``bytes`` as exactly that and
     reads it back as ``bytes``, so plain bytes pass as they are; other buffers are copied
     (``bytes(data)``, as ``bson.Binary`` did). The flusher builds thousands of these a
@@ -237,9 +237,9 @@ def checkpoint_doc(thread_id: str, rec: CheckpointRecord, *, put_ms: int = 0) ->
         "parent_checkpoint_id": rec.parent_id,
         "run_id": rec.run_id,
         "type": rec.checkpoint[0],
-        "checkpoint": _bin(rec.checkpoint[1]),
+        "checkpoint": bin_data(rec.checkpoint[1]),
         "metadata_type": rec.metadata[0],
-        "metadata": _bin(rec.metadata[1]),
+        "metadata": bin_data(rec.metadata[1]),
         "md": [{"k": k, "v": v} for k, v in rec.md_query],
         "blob_fields": [split_field(f)[1:] for f in rec.blob_fields],
         "put_ms": put_ms,
@@ -251,7 +251,7 @@ def _value_fields(value: Typed) -> Doc:
     if value[0] == MANIFEST_TYPE:
         return {"v": ITEMS_VERSION, "type": MANIFEST_TYPE, "data": b"",
                 "refs": split_digests(value[1])}
-    return {"v": SCHEMA_VERSION, "type": value[0], "data": _bin(value[1])}
+    return {"v": SCHEMA_VERSION, "type": value[0], "data": bin_data(value[1])}
 
 
 def _value_of(doc: DocView) -> Typed:
@@ -278,49 +278,12 @@ def blob_doc(thread_id: str, field: str, value: Typed | None, *, put_ms: int = 0
     }
 
 
-def item_doc(thread_id: str, digest: bytes, stored: bytes, *,
-             put_ms: int = 0) -> Doc:
-    """The items-collection document of an item or node as Redis stores it (``stored``:
-    a blob envelope, or ``NODE_MAGIC`` + digests). ``put_ms``: the latest time it was
-    stored (``upsert_item``), so a delete removes it only when no write stored it since."""
-    from ..core.records import unpack_blob
-
-    doc: Doc = {"_id": doc_id(thread_id, digest.hex()), "v": SCHEMA_VERSION,
-                           "thread_id": thread_id, "d": _bin(digest)}
-    if stored[:2] == NODE_MAGIC:
-        doc.update(type=NODE_TYPE, data=b"", refs=split_digests(stored[2:]))
-    else:
-        typed = unpack_blob(stored, f"item {digest.hex()} of thread {thread_id!r}")
-        if typed is None:
-            raise CorruptRecordError(f"item {digest.hex()} of thread {thread_id!r} is empty")
-        doc.update(type=typed[0], data=_bin(typed[1]))
-    doc["put_ms"] = put_ms
-    return doc
-
-
 def target(doc: DocView) -> dict[str, object]:
     """The filter of an upsert of ``doc``: its ``_id`` and its ``thread_id``. The ``_id``
     alone names the document (it begins with the thread id); ``thread_id`` is there for a
     sharded MongoDB, where an upsert's filter must hold the whole shard key
     (``{thread_id: "hashed"}``, docs/operations.md "Sharding"), or mongos refuses it."""
     return {"_id": doc["_id"], "thread_id": doc["thread_id"]}
-
-
-def upsert_item(doc: Doc) -> UpdateDoc:
-    """Insert-once upsert of an item (its content is fixed by its digest); ``put_ms``
-    only grows (``$max``), recording the latest write that stored it."""
-    fields = {k: v for k, v in doc.items() if k not in ("_id", "put_ms")}
-    return UpdateDoc(target(doc),
-                     {"$setOnInsert": fields, "$max": {"put_ms": doc["put_ms"]}}, upsert=True)
-
-
-def item_of(doc: DocView) -> tuple[bytes, Typed]:
-    """``(digest, parsed item)`` of an items document (a node as ``(NODE_TYPE,
-    digests)``, see ``items.parse_stored``); ``CorruptRecordError`` as ``record_of``."""
-    doc = _check(doc, "items")
-    if doc["type"] == NODE_TYPE:
-        return bytes(doc["d"]), (NODE_TYPE, b"".join(bytes(c) for c in doc.get("refs", [])))
-    return bytes(doc["d"]), (doc["type"], bytes(doc["data"]))
 
 
 def write_doc(thread_id: str, ns: str, checkpoint_id: str, w: WriteRecord, *,

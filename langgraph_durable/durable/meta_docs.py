@@ -45,9 +45,10 @@ def old_query() -> dict[str, object]:
 def newer_query() -> dict[str, object]:
     """MongoDB filter of documents this package cannot read: a version above
     ``schema.NEWEST_DOCUMENT_VERSION`` (the forms up to it, ``CHUNKED_VERSION``,
-    ``ITEMS_VERSION``, ``INLINE_VERSION`` and ``WRITES_GROUP_VERSION``, are the current
-    format with chunked fields, a manifest, inline values or the writes of one call, which
-    reads take as they are)."""
+    ``ITEMS_VERSION``, ``INLINE_VERSION``, ``WRITES_GROUP_VERSION`` and
+    ``HOSTED_NODE_VERSION``, are the current format with chunked fields, a manifest, inline
+    values, the writes of one call or an item holding its node, which reads take as they
+    are)."""
     return {"v": {"$gt": NEWEST_DOCUMENT_VERSION}}
 
 

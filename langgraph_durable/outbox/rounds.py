@@ -25,6 +25,7 @@ from ..core.store_records import STORE_KIND
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..durable import inline as I
+from ..durable import item_docs as IT
 from ..durable import write_groups as G
 from ..plans import summary_upkeep as summaries
 from ..plans.context import Context
@@ -412,10 +413,9 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
         newest: CheckpointRecord | None = None  # of the root namespace: its summary's
         root_writes: list[tuple[str, WriteRecord]] = []
         times = put_ms[tid]
-        for d, raw in got.get((tid, "it"), {}).items():
-            if raw is not None and isinstance(d, bytes):  # None: deleted since
-                add("items", D.item_doc(tid, d, raw, put_ms=times[d]), raw, items)
-                nbytes += len(raw)
+        for doc, raw in IT.round_docs(tid, got.get((tid, "it"), {}), times):
+            add("items", doc, raw, items)
+            nbytes += len(raw)
         vals: dict[str, Typed | None] = {}
         for f, raw in got.get((tid, "bl"), {}).items():
             if raw is not None:
@@ -462,7 +462,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     # that name them; blobs and writes before the checkpoints that refer to them
     yield from C.write_plan(cols.chunks, chunks)
     dec = ctx.docs.decode  # a document already stored is upserted as a dict
-    yield from insert_else_upsert(cols.items, items, D.upsert_item, decode=dec)
+    yield from insert_else_upsert(cols.items, items, IT.upserts, decode=dec)
     yield from insert_else_upsert(cols.blobs, blobs, D.upsert, decode=dec)
     yield from insert_else_upsert(cols.writes, writes, G.upsert_any, ignore_newer=True, decode=dec)
     yield from insert_else_upsert(cols.checkpoints, cps, I.upsert_checkpoint, decode=dec)

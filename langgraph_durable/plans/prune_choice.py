@@ -16,6 +16,7 @@ from ..core.ops import Doc, Find, Parallel, Plan, ask
 from ..core.records import blob_field, checkpoint_time_s
 from ..durable import chunks as C
 from ..durable import inline as I
+from ..durable import item_docs as IT
 from .context import Context
 
 
@@ -116,7 +117,8 @@ def unreferenced_items(kept: Sequence[Doc], item_docs: Sequence[Doc],
     """Digests of the items (``item_docs``) that no kept blob or write document names
     (``refs``, through nodes too) and that no write stored after ``before_ms`` (a put
     running during a prune may name an item it sent then)."""
-    nodes = {bytes(d["d"]): [bytes(c) for c in d["refs"]] for d in item_docs if d.get("refs")}
+    found = [(IT.digests_of(d), d) for d in item_docs]  # an item holding a node: both
+    nodes = {ds[-1]: [bytes(c) for c in d["refs"]] for ds, d in found if d.get("refs")}
     todo = [bytes(r) for d in kept for r in d.get("refs") or ()]
     reached: set[bytes] = set()
     while todo:
@@ -124,8 +126,8 @@ def unreferenced_items(kept: Sequence[Doc], item_docs: Sequence[Doc],
         if d not in reached:
             reached.add(d)
             todo += nodes.get(d, ())
-    return sorted(bytes(d["d"]) for d in item_docs
-                  if bytes(d["d"]) not in reached and int(d.get("put_ms") or 0) <= before_ms)
+    return sorted(x for ds, d in found for x in ds
+                  if x not in reached and int(d.get("put_ms") or 0) <= before_ms)
 
 
 def _keep_chains(ctx: Context, ns: str, cps: dict[str, Doc], non_empty: set[str],

@@ -34,6 +34,7 @@ from ..durable import checkpoint_queries as Q
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..durable import inline as I
+from ..durable import item_docs as IT
 from ..durable import write_groups as G
 from ..errors import CorruptRecordError, MissingValueError
 from ..hot.keys import EPOCH_FIELD
@@ -183,8 +184,7 @@ def items_plan(ctx: Context, thread_id: str, digests: Sequence[bytes],
 def add_item_docs(ctx: Context, docs: list[Doc], into: dict[bytes, Typed]) -> Plan[None]:
     """Reassemble chunked item documents and parse them into ``into``."""
     for d in (yield from C.load_plan(ctx.collections.chunks, docs)):
-        digest, typed = D.item_of(d)
-        into[digest] = typed
+        into.update(IT.entries(d))  # an item, a node, or an item and the node it holds
     return None
 
 

@@ -12,6 +12,7 @@ from ..durable import checkpoint_queries as Q
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..durable import inline as I
+from ..durable import item_docs as IT
 from ..durable import write_groups as G
 from . import summary_upkeep as summaries
 from .context import Context
@@ -48,7 +49,7 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
         Find(cols.blobs, q), Find(cols.writes, q),
         Find(cols.chunks, Q.chunks_of_owners(target, chunked), {"_id": 1, "owner": 1})])
     writes = [w for w in writes if _checkpoint_of(w) in ours]
-    items = yield from ask(Find(cols.items, q))
+    items = [p for d in (yield from ask(Find(cols.items, q))) for p in IT.split_hosted(d)]
     chunks = yield from ask(Find(cols.chunks, q))
     # a delete of the source that ran between these reads (its MongoDB tombstones are
     # stored before it deletes anything): what it deletes is not copied, as if it ran first
@@ -103,7 +104,7 @@ def copy_thread_plan(ctx: Context, source: str, target: str) -> Plan[None]:
     moved = C.moved(chunks, renamed)
     yield from C.write_plan(cols.chunks, moved)
     if items:
-        yield BulkWrite(cols.items, [D.upsert_item(d) for d in items])
+        yield BulkWrite(cols.items, [IT.upsert_item(d) for d in items])
     yield Parallel(ops)
     stored = {c["_id"] for c in moved}
     yield from _drop_replaced_writes(ctx, writes, held,

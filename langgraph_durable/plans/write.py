@@ -35,6 +35,7 @@ from ..core.records import (
 from ..durable import chunks as C
 from ..durable import documents as D
 from ..durable import inline as I
+from ..durable import item_docs as IT
 from ..durable import write_groups as G
 from ..durable.retention_docs import ttl_of_config
 from ..errors import (
@@ -399,10 +400,10 @@ def _strict_items(ctx: Context, thread_id: str, parts: Mapping[bytes, bytes], at
     did not send, this process sent (and so stored in MongoDB) before."""
     cols = ctx.collections
     item_docs, item_chunks = C.split_all(
-        "items", (D.item_doc(thread_id, d, v, put_ms=at_ms) for d, v in parts.items()))
+        "items", (IT.item_doc(thread_id, d, v, put_ms=at_ms) for d, v in parts.items()))
     yield from C.write_plan(cols.chunks, chunks + item_chunks)
     if item_docs:
-        yield BulkWrite(cols.items, [D.upsert_item(d) for d in item_docs])
+        yield BulkWrite(cols.items, [IT.upsert_item(d) for d in item_docs])
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,34 @@ def test_export_import_round_trip_is_exact(cli: Cli, tmp_path: Path) -> None:
     assert out["notes"]["answer"] == "ok"
 
 
+def test_export_import_round_trip_of_a_list_whose_nodes_items_hold(
+        cli: Cli, tmp_path: Path) -> None:
+    """A list of 40 messages: its first node is inside the document of its item 31
+    (``durable/item_docs.py``). The export holds the node as a record of its own, as
+    before; the import stores it as a document of its own; the thread reads the same."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    messages = [HumanMessage(f"m{i}", id=str(i)) for i in range(40)]
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"messages": messages}
+    cp["channel_versions"] = {"messages": "1"}
+    with cli.saver() as s:
+        s.put({"configurable": {"thread_id": "n", "checkpoint_ns": ""}}, cp, {}, {"messages": "1"})
+    hosts = [d for d in _stored(cli, "n")["items"] if isinstance(d["d"], list)]
+    assert len(hosts) == 1 and len(_stored(cli, "n")["items"]) == 40
+    path = tmp_path / "n.jsonl"
+    cli("export", "n", "--output", str(path))
+    records = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert sum(r["type"] == "item" for r in records) == 41  # 40 items and the node
+    cli("delete", "n", "--yes")
+    cli("import", str(path))
+    assert len(_stored(cli, "n")["items"]) == 41
+    with cli.saver(flusher="off") as s:
+        got = s.get_tuple({"configurable": {"thread_id": "n"}})
+    assert got.checkpoint["channel_values"]["messages"] == messages
+
+
 def test_bad_files_are_refused_and_nothing_is_written(cli: Cli, tmp_path: Path) -> None:
     _thread(cli)
     lines = cli("export", "x").stdout.splitlines()

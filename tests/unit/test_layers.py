@@ -101,7 +101,6 @@ DEFERRED_IMPORTS: dict[tuple[str, str], str] = {
         "langchain's agent middleware is the agents extra: imported on first use "
         "(module __getattr__) and for the type checker",
     ("dashboard", "dashboard.app"): "starlette only when the app is built",
-    ("durable.documents", "core.records"): "redundant (unpack_blob)",
     ("inspection.tolerant", "serde.external"): "only when a value failed to decode",
     ("serde.codecs", "serde.pandas_codec"): "pandas and pyarrow are optional",
     ("serde.s3_store", "settings"): "settings only when an S3 client is built (with boto3)",

@@ -21,6 +21,7 @@ from langgraph_durable.core.ops import (
     ReplaceDoc,
 )
 from langgraph_durable.core.schema import (
+    HOSTED_NODE_VERSION,
     INLINE_VERSION,
     NEWEST_DOCUMENT_VERSION,
     SCHEMA_VERSION,
@@ -39,9 +40,10 @@ NEWER = {"v": {"$gt": NEWEST_DOCUMENT_VERSION}}
 def test_the_queries_name_the_versions_of_this_package() -> None:
     # SCHEMA_VERSION 1: a document without v is version 1 (current); chunked (2),
     # manifests (3), checkpoints with inline values (4) and writes documents of one
-    # put_writes call (5) are read, so not "newer"
+    # put_writes call (5) and items holding their node (6) are read, so not "newer"
     assert SCHEMA_VERSION == 1
-    assert NEWEST_DOCUMENT_VERSION == WRITES_GROUP_VERSION == 5 and INLINE_VERSION == 4
+    assert WRITES_GROUP_VERSION == 5 and INLINE_VERSION == 4
+    assert NEWEST_DOCUMENT_VERSION == HOSTED_NODE_VERSION == 6
     assert OLD == {"v": {"$lt": 1}}
     assert Meta.newer_query() == {"v": {"$gt": NEWEST_DOCUMENT_VERSION}}
 

@@ -16,6 +16,7 @@ from langgraph_durable.core.records import WriteRecord, member, pack_blob, unpac
 from langgraph_durable.core.schema import INLINE_VERSION
 from langgraph_durable.durable import documents as D
 from langgraph_durable.durable import inline as I
+from langgraph_durable.durable import item_docs as IT
 from langgraph_durable.errors import MissingValueError
 from langgraph_durable.hot.scripts import PageReply, PageRow, PartsReply
 from langgraph_durable.plans import read, write
@@ -221,7 +222,7 @@ def test_one_checkpoint_only_mongodb_holds_joins_its_items_in_the_same_round() -
             return [doc]
         if isinstance(op, Aggregate) and op.collection == cols.checkpoints:
             # its manifest, inside its own document, with the items it names joined
-            found = [D.item_doc("t", d, v) for d, v in cold.parts.items()]
+            found = [IT.item_doc("t", d, v) for d, v in cold.parts.items()]
             return [{"checkpoint_ns": "", "vals": e, "found": found} for e in doc["vals"]]
         if isinstance(op, Aggregate) and op.collection == cols.writes:
             return []

@@ -10,6 +10,7 @@ from pathlib import Path
 from langgraph_durable.durable import chunks as C
 from langgraph_durable.durable import documents as D
 from langgraph_durable.durable import effect_docs as E
+from langgraph_durable.durable import item_docs as IT
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
@@ -66,7 +67,7 @@ def test_every_upsert_filter_holds_the_shard_key() -> None:
         D.upsert_write({**base, "idx": 0, "seq": 1, "put_ms": 5}),
         D.upsert_write({**base, "idx": -1, "seq": 1, "put_ms": 5}),  # special channel
         *C.upserts([dict(base)]),
-        D.upsert_item({**base, "d": b"\x00" * 16, "put_ms": 5}),
+        IT.upsert_item({**base, "d": b"\x00" * 16, "put_ms": 5}),
         E.effect_upsert({**base, "v": 2, "put_ms": 5}),  # the effect journal
     ]
     for op in ops:

@@ -87,10 +87,10 @@ def test_a_damaged_or_newer_grouped_document_is_named() -> None:
         G.records_of(bad)
     with pytest.raises(CorruptRecordError, match="field 'seq' holds '1', not an integer"):
         G.records_of({**doc, "seq": "1"})
-    with pytest.raises(SchemaVersionError, match="schema version 6, newer than 5"):
-        G.records_of({**doc, "v": 6})
+    with pytest.raises(SchemaVersionError, match="schema version 7, newer than 6"):
+        G.records_of({**doc, "v": 7})
     # a per-write document of a newer format too (older releases refusing v 5 is
     # tests/test_previous_release.py's, against the release itself)
     (one,) = [D.write_doc("th", "", "cp", w) for w in G.records_of(doc)]
-    with pytest.raises(SchemaVersionError, match="schema version 6, newer than 5"):
-        D.check_document({**one, "v": 6}, "writes")
+    with pytest.raises(SchemaVersionError, match="schema version 7, newer than 6"):
+        D.check_document({**one, "v": 7}, "writes")
