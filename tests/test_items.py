@@ -172,6 +172,50 @@ def test_lost_items_are_sent_again(saver: DurableSaver, redis_client: Any) -> No
     assert redis_client.hlen(saver.context.keys("t").it) == 12
 
 
+def _listed(saver: DurableSaver, tid: str, step: int, parent: Any, messages: list[str]) -> Any:
+    """A checkpoint of ``tid`` whose ``messages`` is ``messages`` (plain strings: items)."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    cfg: Any = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
+    if parent is not None:
+        cfg["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"messages": messages}
+    cp["channel_versions"] = {"messages": f"{step + 1:032}"}
+    return saver.put(cfg, cp, {"step": step}, {"messages": f"{step + 1:032}"})
+
+
+@pytest.mark.parametrize("at", [31, 5])  # a node's last item; one of many a put adds
+@pytest.mark.parametrize("removed_by", ["delete_thread", "prune"])
+def test_an_item_removed_then_met_again_in_a_new_node_is_sent_again(
+        saver: DurableSaver, redis_client: Any, removed_by: str, at: int) -> None:
+    """"S" was stored, then removed from both tiers (by ``delete_thread``, or by ``prune``
+    once no kept checkpoint named it) while this process still took Redis as holding it.
+    A later list holds it in a new node (its last item, or one of the 32 the put adds),
+    which names it where no manifest does: the PUT script counts a sent node's items too,
+    refuses (``MISSING_ITEMS``), and the put is sent again with every item. Before,
+    neither tier ever had "S" again (``CorruptRecordError`` on every read; a helper's
+    fuzzer found it)."""
+    first = [f"a{i}" for i in range(33)] + ["S"]
+    again = [f"b{i}" for i in range(31)]
+    again.insert(at, "S")  # in node 0
+    cfg = _listed(saver, "t", 0, None, first)
+    if removed_by == "delete_thread":
+        saver.flush()
+        saver.delete_thread("t")
+        cfg = None
+    else:
+        cfg = _listed(saver, "t", 1, cfg, ["z"])
+        saver.prune(["t"], strategy="keep_latest")
+        assert redis_client.hlen(saver.context.keys("t").it) == 1  # "z" alone
+    _listed(saver, "t", 2, cfg, again)
+    assert redis_client.hlen(saver.context.keys("t").it) == 32 + 1 + (removed_by == "prune")
+    for _ in ("hot", "cold"):
+        got = saver.get_tuple({"configurable": {"thread_id": "t"}})
+        assert got.checkpoint["channel_values"]["messages"] == again
+        _cold(saver, redis_client)
+
+
 def test_encrypted_items_dedup_without_plaintext_or_plain_digests(
         redis_url: str, mongo_url: str, redis_client: Any) -> None:
     """With an EncryptedSerializer each item is encrypted on its own and its digest is

@@ -81,7 +81,7 @@ if rcall('HEXISTS', checkpoints_key, member) == 0 then
 end
 local last = 12 + 2 * tonumber(ARGV[12])
 local sent = {}
-for i = last + 1, #ARGV, 2 do sent[ARGV[i]] = true end
+for i = last + 1, #ARGV, 2 do sent[ARGV[i]] = ARGV[i + 1] end
 local missing = missing_items(items_key, 14, last, 2, sent)
 if missing > 0 then return redis.error_reply('MISSING_ITEMS ' .. missing) end
 if ARGV[9] == '1' and (rcall('EXISTS', meta_key) == 0

@@ -48,7 +48,7 @@ local refusal = deleted_refusal(checkpoints_key, gone_key, registry_key, member,
 if refusal then return refusal end
 local last = 6 + 3 * tonumber(ARGV[6])
 local sent = {}
-for i = last + 1, #ARGV, 2 do sent[ARGV[i]] = true end
+for i = last + 1, #ARGV, 2 do sent[ARGV[i]] = ARGV[i + 1] end
 local missing = missing_items(items_key, 8, last, 3, sent)
 if missing > 0 then return redis.error_reply('MISSING_ITEMS ' .. missing) end
 for i = last + 1, #ARGV, 2 do rcall('HSETNX', items_key, ARGV[i], ARGV[i + 1]) end

@@ -6,7 +6,10 @@
 --   those nodes), as {digests, stored values (false = missing)}, leaving out the digests
 --   in the set have (items the caller holds, e.g. PAGE's ARGV[4]; nil = none).
 -- missing_items(items_key, first, last, step, sent): how many digests the manifests among
---   ARGV[first..last by step] name that neither Redis holds nor the set sent brings.
+--   ARGV[first..last by step] name that neither Redis holds nor the call brings (sent:
+--   digest -> stored value), counting the items of the nodes the call brings: a process
+--   sends only the items it takes Redis to hold, and a delete or a prune may have removed
+--   one since (a node's last item, met again at a node's end, is named by nothing else).
 local function refs_into(v, acc, seen)
   if v and string.sub(v, 1, 2) == '\193I' then
     local n = struct.unpack('>I4', v, 3)
@@ -55,7 +58,18 @@ local function missing_items(items_key, first, last, step, sent)
   local refs, seen, missing = {}, {}, 0
   for i = first, last, step do refs_into(ARGV[i], refs, seen) end
   for _, d in ipairs(refs) do
-    if not sent[d] and rcall('HEXISTS', items_key, d) == 0 then missing = missing + 1 end
+    local v = sent[d]
+    if not v then
+      if rcall('HEXISTS', items_key, d) == 0 then missing = missing + 1 end
+    elseif string.sub(v, 1, 2) == '\193N' then  -- a new node: its items too
+      for p = 3, #v, 16 do
+        local c = string.sub(v, p, p + 15)
+        if not seen[c] then
+          seen[c] = true
+          if not sent[c] and rcall('HEXISTS', items_key, c) == 0 then missing = missing + 1 end
+        end
+      end
+    end
   end
   return missing
 end
