@@ -145,3 +145,29 @@ def test_a_damaged_hosting_document_is_named() -> None:
     assert (node["d"], node["type"], node["_id"]) == (b"n" * 16, NODE_TYPE,
                                                        IT.doc_id("T", (b"n" * 16).hex()))
     assert [u.filter["thread_id"] for u in IT.upserts(doc)] == ["T", "T"]  # shard key
+
+
+def test_a_node_held_by_its_item_and_stored_on_its_own_too_is_exported_once(
+        hand: Any) -> None:
+    """The prune keeps message 31 (named alone) and its document with the node inside;
+    Redis drops the node. The list put again sends the node, and MongoDB stores it on its
+    own as well (its item stored already). The export names it once (a helper's script:
+    34 item records, 33 distinct, before)."""
+    import json
+
+    from langgraph_durable.cli.transfer import export_lines
+
+    cfg = put(hand, "T", 0, messages=MESSAGES[:32])
+    hand.drain()
+    cfg = put(hand, "T", 1, cfg, messages=MESSAGES[31:32])
+    hand.drain()
+    hand.prune(["T"], keep_last=1)
+    assert kinds(items(hand, "T")) == (1, 1, 0)
+    put(hand, "T", 2, cfg, messages=MESSAGES[:32])
+    hand.drain()
+    assert kinds(items(hand, "T")) == (33, 1, 1)
+    lines = list(export_lines(hand.sync_clients.db, hand.context.collections, "T"))
+    digests = [json.loads(line)["d"] for line in lines[1:]
+               if json.loads(line)["type"] == "item"]
+    assert len(digests) == len(set(digests)) == 33  # 32 messages and the node
+    assert json.loads(lines[0])["counts"]["item"] == 33

@@ -104,7 +104,8 @@ def export_lines(db: Any, cols: Any, thread_id: str, store: Any = None,
         values.update(inline_values(d))
     blobs = sorted(values.items(), key=lambda kv: kv[0])
     wrecs = _pending_writes(docs["writes"])
-    items = sorted(e for d in docs["items"] for e in entries(d))  # a held node on its own
+    # a node held by its item on its own record; once though also stored on its own
+    items = sorted(dict(e for d in docs["items"] for e in entries(d)).items())
     effects = sorted(docs["effects"],
                      key=lambda d: (d["task_ns"], d["task_id"], d["name"], d["n"]))
     refs = sorted(collect_refs(refs_of_documents(docs)))
