@@ -1,8 +1,9 @@
 """The passes of ``langgraph-durable migrate`` after the rewrite of older document versions
 (``cli/operating.migrate``): whole-list values to manifests of items (``admin/item_migration.py``),
 then pending writes regrouped into one document per ``put_writes`` call
-(``admin/write_regroup.py``), each with a progress bar and a line of what it did, then
-the indexes no release uses any more dropped (``documents.RETIRED_INDEXES``)."""
+(``admin/write_regroup.py``), then nodes stored on their own put inside their items'
+documents (``admin/node_fold.py``), each with a progress bar and a line of what it did,
+then the indexes no release uses any more dropped (``documents.RETIRED_INDEXES``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import typer
 
-from ..admin import item_migration, write_regroup
+from ..admin import item_migration, node_fold, write_regroup
 from ..io.drivers import run_sync
 from ..plans.migrations import retired_indexes_plan
 from .session import progress
@@ -29,6 +30,21 @@ def regroup_writes(sctx: Any, c: Any, batch_size: int, dry_run: bool,
     typer.echo(f"writes: {verb} {got.removed} per-write documents into {got.stored} "
                "documents of one call" + ("" if got.finished else
                                           "; stopped early, run again to resume"))
+
+
+def fold_nodes(sctx: Any, c: Any, batch_size: int, dry_run: bool,
+               max_batches: int | None) -> None:
+    """``migrate``'s fourth pass: nodes stored as documents of their own put inside the
+    documents of the items completing them (``node_fold``)."""
+    todo = run_sync(node_fold.remaining_plan(sctx), c)
+    with progress("folding nodes", todo) as advance:
+        got = run_sync(node_fold.fold_nodes_plan(
+            sctx, batch_size=batch_size, on_batch=advance, max_batches=max_batches,
+            dry_run=dry_run), c)
+    verb = "would put" if dry_run else "put"
+    typer.echo(f"nodes: {verb} {got.folded} of {got.read} stored on their own inside their "
+               "items' documents" + ("" if got.finished else
+                                     "; stopped early, run again to resume"))
 
 
 def convert_lists(sctx: Any, c: Any, batch_size: int, dry_run: bool,
