@@ -20,16 +20,15 @@ on its own since.
 
 from __future__ import annotations
 
-import datetime
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..core.ops import BulkWrite, DeleteDoc, Find, FindOne, Mongo, Plan, ask
+from ..core.ops import BulkWrite, DeleteDoc, Doc, Find, FindOne, Mongo, Plan, ask
 from ..core.schema import HOSTED_NODE_VERSION
 from ..durable import item_docs as IT
-from ..durable import meta_docs as Meta
 from ..plans.context import Context
+from .cursor_rounds import cursor_rounds_plan
 
 log = logging.getLogger("langgraph_durable.admin.node_fold")
 
@@ -67,43 +66,31 @@ def fold_nodes_plan(ctx: Context, *, batch_size: int = 500,
     stored. Returns a ``Folded``."""
     cols = ctx.collections
     out = Folded()
-    saved = yield FindOne(cols.meta, {"_id": CURSOR_ID})
-    after = saved.get("after") if saved else None
-    rounds = 0
-    while True:
-        if max_batches is not None and rounds >= max_batches:
-            out.finished = False
-            return out
+
+    def read(after: object) -> Plan[list[Doc]]:
         docs = yield from ask(Find(cols.items, IT.nodes_after(after), sort=[("_id", 1)],
                                    limit=batch_size))
-        if not docs:
-            break
         for d in docs:
             IT.entries(d)  # a damaged node raises, naming it, before anything is written
+        return docs
+
+    def work(docs: list[Doc]) -> Plan[None]:
         out.read += len(docs)
         if dry_run:
             hosts = yield from ask(Find(cols.items, IT.lone_hosts(docs), {"_id": 1}))
             out.folded += len(hosts)
         else:
             out.folded += yield from _round_plan(ctx, docs)
-        after = max(d["_id"] for d in docs)
-        if not dry_run:
-            yield Mongo(cols.meta, "update_one", (
-                {"_id": CURSOR_ID},
-                Meta.cursor_saved(after, datetime.datetime.now(datetime.timezone.utc),
-                                  HOSTED_NODE_VERSION),
-            ), {"upsert": True})
-        rounds += 1
-        if on_batch is not None:
-            on_batch(len(docs))
-    if not dry_run:
-        yield Mongo(cols.meta, "delete_one", ({"_id": CURSOR_ID},))
+
+    out.finished = yield from cursor_rounds_plan(
+        ctx, CURSOR_ID, HOSTED_NODE_VERSION, read, work, max_batches=max_batches,
+        dry_run=dry_run, on_batch=on_batch)
     if out.folded:
         log.info("put %d nodes inside the documents of their items", out.folded)
     return out
 
 
-def _round_plan(ctx: Context, docs: list[dict]) -> Plan[int]:
+def _round_plan(ctx: Context, docs: list[Doc]) -> Plan[int]:
     """Fold one round's node documents, one update each (unordered: one that matches
     nothing is no error); then delete the own documents of those folded. Returns how
     many were folded."""

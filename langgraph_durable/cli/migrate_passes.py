@@ -17,34 +17,40 @@ from ..plans.migrations import retired_indexes_plan
 from .session import progress
 
 
+def _bulk_pass(sctx: Any, c: Any, label: str, module: Any, plan: Any, batch_size: int,
+               dry_run: bool, max_batches: int | None) -> Any:
+    """Run the resumable pass ``plan`` of ``module`` (its ``remaining_plan`` sizes the
+    progress bar ``label``); returns what the plan returned."""
+    todo = run_sync(module.remaining_plan(sctx), c)
+    with progress(label, todo) as advance:
+        return run_sync(plan(sctx, batch_size=batch_size, on_batch=advance,
+                             max_batches=max_batches, dry_run=dry_run), c)
+
+
+def _stopped(got: Any) -> str:
+    return "" if got.finished else "; stopped early, run again to resume"
+
+
 def regroup_writes(sctx: Any, c: Any, batch_size: int, dry_run: bool,
                    max_batches: int | None) -> None:
     """``migrate``'s third pass: pending writes stored one document per write (earlier
     releases) regrouped into one document per ``put_writes`` call (``write_regroup``)."""
-    todo = run_sync(write_regroup.remaining_plan(sctx), c)
-    with progress("regrouping writes", todo) as advance:
-        got = run_sync(write_regroup.regroup_writes_plan(
-            sctx, batch_size=batch_size, on_batch=advance, max_batches=max_batches,
-            dry_run=dry_run), c)
+    got = _bulk_pass(sctx, c, "regrouping writes", write_regroup,
+                     write_regroup.regroup_writes_plan, batch_size, dry_run, max_batches)
     verb = "would regroup" if dry_run else "regrouped"
     typer.echo(f"writes: {verb} {got.removed} per-write documents into {got.stored} "
-               "documents of one call" + ("" if got.finished else
-                                          "; stopped early, run again to resume"))
+               f"documents of one call{_stopped(got)}")
 
 
 def fold_nodes(sctx: Any, c: Any, batch_size: int, dry_run: bool,
                max_batches: int | None) -> None:
     """``migrate``'s fourth pass: nodes stored as documents of their own put inside the
     documents of the items completing them (``node_fold``)."""
-    todo = run_sync(node_fold.remaining_plan(sctx), c)
-    with progress("folding nodes", todo) as advance:
-        got = run_sync(node_fold.fold_nodes_plan(
-            sctx, batch_size=batch_size, on_batch=advance, max_batches=max_batches,
-            dry_run=dry_run), c)
+    got = _bulk_pass(sctx, c, "folding nodes", node_fold, node_fold.fold_nodes_plan,
+                     batch_size, dry_run, max_batches)
     verb = "would put" if dry_run else "put"
     typer.echo(f"nodes: {verb} {got.folded} of {got.read} stored on their own inside their "
-               "items' documents" + ("" if got.finished else
-                                     "; stopped early, run again to resume"))
+               f"items' documents{_stopped(got)}")
 
 
 def convert_lists(sctx: Any, c: Any, batch_size: int, dry_run: bool,
@@ -63,8 +69,7 @@ def convert_lists(sctx: Any, c: Any, batch_size: int, dry_run: bool,
     kinds = ", ".join(f"{k} {v}" for k, v in got.converted.items())
     verb = "would convert" if dry_run else "converted"
     typer.echo(f"list values: {verb} {n} of {sum(got.examined.values())} values read to "
-               f"manifests ({kinds}); {got.items} item documents stored"
-               + ("" if got.finished else "; stopped early, run again to resume"))
+               f"manifests ({kinds}); {got.items} item documents stored{_stopped(got)}")
 
 
 def drop_retired_indexes(sctx: Any, c: Any, dry_run: bool) -> None:
