@@ -157,6 +157,15 @@ def test_in_strict_durability_the_journal_is_in_mongodb_before_once_returns(
     assert done["out"] == "receipt-1"
 
 
+def _answers(saver: DurableSaver) -> bool:
+    """Whether the saver's sync MongoDB client reaches its server now."""
+    try:
+        saver.sync_clients.db.command("ping")
+        return True
+    except Exception:
+        return False
+
+
 def test_in_strict_durability_a_mongodb_down_before_the_call_leaves_the_effect_not_in_doubt(
         redis_url: str) -> None:
     from langgraph.config import get_config
@@ -191,6 +200,9 @@ def test_in_strict_durability_a_mongodb_down_before_the_call_leaves_the_effect_n
                 graph.invoke({}, config)
             assert calls == []  # never called, so not in doubt:
             ms.start()
+            # the saver's client sees the server again (its monitor may take longer than
+            # the 0.5 s server selection timeout on a loaded machine: a full run failed so)
+            wait_for(lambda: _answers(saver), 10, "the saver's MongoDB client to reconnect")
             assert _states(saver, config) == [("pay", "cleared")]
             done = graph.invoke(None, config)
     assert calls == [1]
