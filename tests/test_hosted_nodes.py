@@ -172,29 +172,3 @@ def test_a_node_held_by_its_item_and_stored_on_its_own_too_is_exported_once(
     assert len(digests) == len(set(digests)) == 33  # 32 messages and the node
     assert json.loads(lines[0])["counts"]["item"] == 33
 
-
-def test_migrate_puts_nodes_stored_on_their_own_inside_their_items(hand: Any) -> None:
-    """A copy stores its nodes on their own; ``migrate``'s fold puts each inside its
-    item's document (a dry run counts, writes nothing; a second run finds nothing to
-    do). A node whose item has no document stays as it is, and reads the same."""
-    from langgraph_durable.admin import node_fold
-
-    put(hand, "S", 0, messages=MESSAGES)
-    hand.drain()
-    hand.copy_thread("S", "T")
-    hand.copy_thread("S", "U")
-    assert kinds(items(hand, "T")) == (72, 0, 2)
-    db, cols = hand.sync_clients.db, hand.context.collections
-    lone = next(d for d in items(hand, "U") if d["type"] == NODE_TYPE)
-    db[cols.items].delete_one({"_id": IT.doc_id("U", bytes(lone["refs"][-1]).hex())})
-    dry = hand.run(node_fold.fold_nodes_plan(hand.context, dry_run=True))
-    assert (dry.read, dry.folded) == (4, 3) and kinds(items(hand, "T")) == (72, 0, 2)
-    done = hand.run(node_fold.fold_nodes_plan(hand.context, batch_size=3))
-    assert (done.read, done.folded, done.finished) == (4, 3, True)
-    assert kinds(items(hand, "T")) == (70, 2, 0)
-    assert kinds(items(hand, "U")) == (70, 1, 1)  # 69 items, the lone node, one host
-    assert [d["v"] for d in items(hand, "T") if isinstance(d["d"], list)] == [6, 6]
-    assert cold_values(hand, "T") == [{"v": "small", "messages": MESSAGES}]
-    again = hand.run(node_fold.fold_nodes_plan(hand.context))
-    assert (again.read, again.folded) == (1, 0)  # U's lone node, whose item is gone
-    assert db[cols.meta].count_documents({"_id": node_fold.CURSOR_ID}) == 0

@@ -22,6 +22,7 @@ second run regroups nothing; reads take both forms meanwhile.
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,9 +45,9 @@ from ..core.records import WriteRecord, member
 from ..core.schema import WRITES_GROUP_VERSION
 from ..durable import chunks as C
 from ..durable import documents as D
+from ..durable import meta_docs as Meta
 from ..durable import write_groups as G
 from ..plans.context import Context
-from .cursor_rounds import cursor_rounds_plan
 
 log = logging.getLogger("langgraph_durable.admin.write_regroup")
 
@@ -167,27 +168,39 @@ def regroup_writes_plan(ctx: Context, *, batch_size: int = 500,
     ``Regrouped``."""
     cols = ctx.collections
     out = Regrouped()
-
-    def read(after: object) -> Plan[list[Doc]]:
+    saved = yield FindOne(cols.meta, {"_id": CURSOR_ID})
+    after = saved.get("after") if saved else None
+    rounds = 0
+    while True:
+        if max_batches is not None and rounds >= max_batches:
+            out.finished = False
+            return out
         docs = yield from ask(Find(cols.writes, G.per_write_docs(after), sort=[("_id", 1)],
                                    limit=batch_size))
+        if not docs:
+            break
         if len(docs) == batch_size:  # the last task may go on: read it whole
             tid, ns, cid, task = _key(docs[-1])
             rest = yield from ask(Find(cols.writes, {
                 **G.per_write_docs(docs[-1]["_id"]), "thread_id": tid, "checkpoint_ns": ns,
                 "checkpoint_id": cid, "task_id": task}))
             docs += rest
-        return docs
-
-    def work(docs: list[Doc]) -> Plan[None]:
         stored, removed = yield from _round_plan(ctx, docs, dry_run)
         out.read += len(docs)
         out.stored += stored
         out.removed += removed
-
-    out.finished = yield from cursor_rounds_plan(
-        ctx, CURSOR_ID, WRITES_GROUP_VERSION, read, work, max_batches=max_batches,
-        dry_run=dry_run, on_batch=on_batch)
+        after = max(d["_id"] for d in docs)
+        if not dry_run:
+            yield Mongo(cols.meta, "update_one", (
+                {"_id": CURSOR_ID},
+                Meta.cursor_saved(after, datetime.datetime.now(datetime.timezone.utc),
+                                  WRITES_GROUP_VERSION),
+            ), {"upsert": True})
+        rounds += 1
+        if on_batch is not None:
+            on_batch(len(docs))
+    if not dry_run:
+        yield Mongo(cols.meta, "delete_one", ({"_id": CURSOR_ID},))
     if out.stored or out.removed:
         log.info("regrouped %d per-write documents into %d documents of one call",
                  out.removed, out.stored)

@@ -1,9 +1,8 @@
 """The passes of ``langgraph-durable migrate`` after the rewrite of older document versions
 (``cli/operating.migrate``): whole-list values to manifests of items (``admin/item_migration.py``),
 then pending writes regrouped into one document per ``put_writes`` call
-(``admin/write_regroup.py``), then nodes stored on their own put inside their items'
-documents (``admin/node_fold.py``), each with a progress bar and a line of what it did,
-then the indexes no release uses any more dropped (``documents.RETIRED_INDEXES``)."""
+(``admin/write_regroup.py``), each with a progress bar and a line of what it did, then
+the indexes no release uses any more dropped (``documents.RETIRED_INDEXES``)."""
 
 from __future__ import annotations
 
@@ -11,46 +10,25 @@ from typing import Any
 
 import typer
 
-from ..admin import item_migration, node_fold, write_regroup
+from ..admin import item_migration, write_regroup
 from ..io.drivers import run_sync
 from ..plans.migrations import retired_indexes_plan
 from .session import progress
-
-
-def _bulk_pass(sctx: Any, c: Any, label: str, module: Any, plan: Any, batch_size: int,
-               dry_run: bool, max_batches: int | None) -> Any:
-    """Run the resumable pass ``plan`` of ``module`` (its ``remaining_plan`` sizes the
-    progress bar ``label``); returns what the plan returned."""
-    todo = run_sync(module.remaining_plan(sctx), c)
-    with progress(label, todo) as advance:
-        return run_sync(plan(sctx, batch_size=batch_size, on_batch=advance,
-                             max_batches=max_batches, dry_run=dry_run), c)
-
-
-def _stopped(got: Any) -> str:
-    return "" if got.finished else "; stopped early, run again to resume"
 
 
 def regroup_writes(sctx: Any, c: Any, batch_size: int, dry_run: bool,
                    max_batches: int | None) -> None:
     """``migrate``'s third pass: pending writes stored one document per write (earlier
     releases) regrouped into one document per ``put_writes`` call (``write_regroup``)."""
-    got = _bulk_pass(sctx, c, "regrouping writes", write_regroup,
-                     write_regroup.regroup_writes_plan, batch_size, dry_run, max_batches)
+    todo = run_sync(write_regroup.remaining_plan(sctx), c)
+    with progress("regrouping writes", todo) as advance:
+        got = run_sync(write_regroup.regroup_writes_plan(
+            sctx, batch_size=batch_size, on_batch=advance, max_batches=max_batches,
+            dry_run=dry_run), c)
     verb = "would regroup" if dry_run else "regrouped"
     typer.echo(f"writes: {verb} {got.removed} per-write documents into {got.stored} "
-               f"documents of one call{_stopped(got)}")
-
-
-def fold_nodes(sctx: Any, c: Any, batch_size: int, dry_run: bool,
-               max_batches: int | None) -> None:
-    """``migrate``'s fourth pass: nodes stored as documents of their own put inside the
-    documents of the items completing them (``node_fold``)."""
-    got = _bulk_pass(sctx, c, "folding nodes", node_fold, node_fold.fold_nodes_plan,
-                     batch_size, dry_run, max_batches)
-    verb = "would put" if dry_run else "put"
-    typer.echo(f"nodes: {verb} {got.folded} of {got.read} stored on their own inside their "
-               f"items' documents{_stopped(got)}")
+               "documents of one call" + ("" if got.finished else
+                                          "; stopped early, run again to resume"))
 
 
 def convert_lists(sctx: Any, c: Any, batch_size: int, dry_run: bool,
@@ -69,7 +47,8 @@ def convert_lists(sctx: Any, c: Any, batch_size: int, dry_run: bool,
     kinds = ", ".join(f"{k} {v}" for k, v in got.converted.items())
     verb = "would convert" if dry_run else "converted"
     typer.echo(f"list values: {verb} {n} of {sum(got.examined.values())} values read to "
-               f"manifests ({kinds}); {got.items} item documents stored{_stopped(got)}")
+               f"manifests ({kinds}); {got.items} item documents stored"
+               + ("" if got.finished else "; stopped early, run again to resume"))
 
 
 def drop_retired_indexes(sctx: Any, c: Any, dry_run: bool) -> None:

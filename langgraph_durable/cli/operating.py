@@ -452,8 +452,7 @@ def migrate(ctx: typer.Context,
             max_batches: int = typer.Option(None, "--max-batches", hidden=True)) -> None:
     """Rewrite MongoDB documents of older schema versions in the current format, then
     store whole-list values as manifests of items (item_migration.py), then regroup
-    pending writes into one document per put_writes call (write_regroup.py), then put
-    nodes stored on their own inside their items' documents (node_fold.py), each with a
+    pending writes into one document per put_writes call (write_regroup.py), each with a
     progress bar, then drop the indexes no release uses (documents.RETIRED_INDEXES: run
     it once every process is upgraded); resumable (cursors in the meta collection) and
     idempotent."""
@@ -478,5 +477,4 @@ def migrate(ctx: typer.Context,
             return
     migrate_passes.convert_lists(sctx, c, batch_size, dry_run, max_batches)
     migrate_passes.regroup_writes(sctx, c, batch_size, dry_run, max_batches)
-    migrate_passes.fold_nodes(sctx, c, batch_size, dry_run, max_batches)
     migrate_passes.drop_retired_indexes(sctx, c, dry_run)

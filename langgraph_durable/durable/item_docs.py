@@ -18,7 +18,7 @@ no longer named while its item is stays inside it (516 bytes) until the item goe
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ..core.items import DIGEST_BYTES, NODE_MAGIC, NODE_TYPE, split_digests
@@ -157,39 +157,3 @@ def _pair(doc: DocView) -> tuple[bytes, bytes]:
                                     "node digest]")
     return d[0], d[1]
 
-
-# ------------------------------------------------------------------ migrate's fold
-
-
-def nodes_after(after: object = None) -> dict[str, object]:
-    """Filter of the nodes stored as documents of their own with ``_id`` above ``after``
-    (None: from the first): what ``admin/node_fold.py`` puts inside their items."""
-    q: dict[str, object] = {"type": NODE_TYPE}
-    if after is not None:
-        q["_id"] = {"$gt": after}
-    return q
-
-
-def host_update(node: DocView) -> UpdateDoc:
-    """Update putting the node document ``node`` inside the document of its last item:
-    only while that one holds its item alone (``d`` a digest, not an array), keeping the
-    later ``put_ms`` of the two (a delete that keeps the node keeps the item holding it)."""
-    refs = [bytes(c) for c in node["refs"]]
-    tid, last = node["thread_id"], refs[-1]
-    return UpdateDoc({"_id": doc_id(tid, last.hex()), "thread_id": tid, "d": last,
-                      "d.1": {"$exists": False}},  # (an array holding it would match)
-                     {"$set": {"d": [last, bytes(node["d"])], "refs": refs},
-                      "$max": {"v": HOSTED_NODE_VERSION, "put_ms": node.get("put_ms") or 0}})
-
-
-def node_unchanged(node: DocView) -> dict[str, object]:
-    """Filter of the node document ``node`` while it is as it was read (``put_ms``)."""
-    return {"_id": node["_id"], "thread_id": node["thread_id"], "type": NODE_TYPE,
-            "put_ms": node.get("put_ms")}
-
-
-def lone_hosts(nodes: Sequence[DocView]) -> dict[str, object]:
-    """Filter of the documents of the last items of ``nodes`` (node documents) that hold
-    their item alone: those ``host_update`` would put the node inside."""
-    return {"_id": {"$in": [host_update(n).filter["_id"] for n in nodes]},
-            "d.1": {"$exists": False}}
