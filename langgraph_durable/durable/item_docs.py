@@ -13,7 +13,7 @@ an import, a migration) a node has its own document: ``d`` its digest, ``type``
 
 A hosting document is deleted with its item: a node names its items, so whatever keeps
 the node keeps the item too (the collector, ``prune_choice.unreferenced_items``); a node
-no longer named while its item is stays inside it (516 bytes) until the item goes.
+no longer named while its item is stays inside it (about 0.5 KiB) until the item goes.
 """
 
 from __future__ import annotations
