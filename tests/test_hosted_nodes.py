@@ -75,16 +75,25 @@ def test_a_growing_list_stores_its_nodes_inside_the_items_completing_them(hand: 
     assert got.checkpoint["channel_values"]["messages"] == MESSAGES
 
 
-def test_a_node_whose_last_item_was_stored_before_has_its_own_document(hand: Any) -> None:
+def test_a_node_whose_last_item_was_stored_before_goes_inside_that_items_document(
+        hand: Any) -> None:
     """Item 31 repeats item 5, flushed a round earlier: Redis held it, so the put that
-    completes the node does not send it again, and the node has a document of its own."""
+    completes the node does not send it again (as an agent's message, written by
+    ``put_writes`` before the ``put`` that makes the node). The node goes inside the
+    item's stored document; one that holds a node already keeps it, and the other node
+    gets a document of its own."""
     listed = MESSAGES[:31] + [MESSAGES[5]]
     cfg = put(hand, "T", 0, messages=listed[:10])
     hand.drain()
-    put(hand, "T", 1, cfg, messages=listed)
+    cfg = put(hand, "T", 1, cfg, messages=listed)
     hand.drain()
-    assert kinds(items(hand, "T")) == (32, 0, 1)  # 31 distinct items and the node
+    assert kinds(items(hand, "T")) == (31, 1, 0)  # 31 distinct items, one holding the node
     assert cold_values(hand, "T")[0]["messages"] == listed
+    other = [f"other {i}" for i in range(31)] + [MESSAGES[5]]  # a node ending the same
+    put(hand, "T", 2, cfg, messages=other)
+    hand.drain()
+    assert kinds(items(hand, "T")) == (63, 1, 1)  # 31 more items and the second node
+    assert cold_values(hand, "T")[0]["messages"] == other
 
 
 def test_an_item_stored_already_keeps_the_node_its_round_would_have_put_inside(

@@ -1,15 +1,17 @@
 """Documents of the items collection (sans-I/O): the items and nodes of list values
 (``core/items.py``), one document per thread and item.
 
-An item's document holds its digest as ``d`` and its value as ``type``/``data``. A node
-(the digests of 32 consecutive items of a list) is stored, when the flusher writes it with
-the item that completes it (its last item, new in the same round: the usual case, as a
-conversation grows), inside that item's document (``schema.HOSTED_NODE_VERSION``): ``d``
-is then the array ``[item digest, node digest]`` and ``refs`` the node's item digests, so
-the ``thread_digest`` index (multikey) and ``$lookup`` on ``d`` find the document by either
-digest, and a node costs no document of its own. Otherwise (the item stored before, a copy,
-an import, a migration) a node has its own document: ``d`` its digest, ``type``
-``items.NODE_TYPE``, ``refs`` its item digests. Reads take both forms (``entries``).
+An item's document holds its digest as ``d`` and its value as ``type``/``data``. The
+flusher stores a node (the digests of 32 consecutive items of a list) inside the document
+of the item that completes it (``schema.HOSTED_NODE_VERSION``): ``d`` is then the array
+``[item digest, node digest]`` and ``refs`` the node's item digests, so the
+``thread_digest`` index (multikey) and ``$lookup`` on ``d`` find the document by either
+digest, and a node costs no document of its own. The item is new in the same round
+(``round_docs``), or stored before (an agent's message, written by ``put_writes`` before
+the ``put`` that makes the node: ``lone_nodes_plan`` updates its document). Otherwise (that
+document holds another node, or is not in MongoDB; a replayed round; a copy, an import, a
+migration) a node has its own document: ``d`` its digest, ``type`` ``items.NODE_TYPE``,
+``refs`` its item digests. Reads take both forms (``entries``).
 
 A hosting document is deleted with its item: a node names its items, so whatever keeps
 the node keeps the item too (the collector, ``prune_choice.unreferenced_items``); a node
@@ -22,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.items import DIGEST_BYTES, NODE_MAGIC, NODE_TYPE, split_digests
-from ..core.ops import Doc, DocView, UpdateDoc
+from ..core.ops import BulkWrite, Doc, DocView, Plan, UpdateDoc
 from ..core.records import CHUNKED_VERSION, Typed, unpack_blob
 from ..core.schema import HOSTED_NODE_VERSION, SCHEMA_VERSION
 from ..errors import CorruptRecordError
@@ -48,13 +50,15 @@ def item_doc(thread_id: str, digest: bytes, stored: bytes, *,
     return doc
 
 
-def round_docs(thread_id: str, read: Mapping[Any, bytes | None],
-               put_ms: Mapping[bytes, int]) -> list[tuple[Doc, bytes]]:
+def round_docs(thread_id: str, read: Mapping[Any, bytes | None], put_ms: Mapping[bytes, int],
+               lone: list[Doc]) -> list[tuple[Doc, bytes]]:
     """The documents of the items and nodes ``read`` from Redis (digest -> stored bytes,
     as ``item_doc`` takes them; None: deleted since, left out) for one flush round of
-    ``thread_id``, each with the stored bytes of its item: a node whose last item is among
-    them inside that item's document (``hosted``; one node an item), the others on their
-    own. ``put_ms``: per digest."""
+    ``thread_id``, each with the stored bytes of its item. A node whose last item is among
+    them is inside that item's document (``hosted``; one node an item); a node whose last
+    item is not (it was stored before: an agent's message is written by ``put_writes``,
+    the node by the next ``put``) is appended to ``lone``, for ``lone_nodes_plan``.
+    ``put_ms``: per digest."""
     stored = {d: raw for d, raw in read.items() if raw is not None and isinstance(d, bytes)}
     hosts: dict[bytes, bytes] = {}  # item digest -> node digest it holds
     for d, raw in stored.items():
@@ -72,8 +76,38 @@ def round_docs(thread_id: str, read: Mapping[Any, bytes | None],
         node = hosts.get(d)
         if node is not None:
             doc = hosted(doc, node, stored[node], max(put_ms[d], put_ms[node]))
-        out.append((doc, raw))
+        if doc["type"] == NODE_TYPE:
+            lone.append(doc)
+        else:
+            out.append((doc, raw))
     return out
+
+
+def lone_nodes_plan(collection: str, nodes: list[Doc]) -> Plan[None]:
+    """Store the lone nodes of a flush round (``round_docs``), after its items: each
+    inside the document of its last item, stored before, while that one holds its item
+    alone (one unordered bulk of ``host_update``s). When fewer matched than were sent (an
+    item not in MongoDB yet or any more, or holding another node), every one of them is
+    upserted as a document of its own too: a node is never lost, and one stored in both
+    forms reads alike."""
+    if not nodes:
+        return
+    done = yield BulkWrite(collection, [host_update(n) for n in nodes])
+    if done.matched < len(nodes):
+        yield BulkWrite(collection, [upsert_item(n) for n in nodes])
+
+
+def host_update(node: DocView) -> UpdateDoc:
+    """Update putting the node ``node`` (its own document's form, ``item_doc``) inside
+    the document of its last item, only while that one holds its item alone (``d`` that
+    digest, not an array, which a filter on ``d`` matches too), keeping the later
+    ``put_ms`` of the two (a delete that keeps the node keeps the item holding it)."""
+    refs = [bytes(c) for c in node["refs"]]
+    tid, last = node["thread_id"], refs[-1]
+    return UpdateDoc({"_id": doc_id(tid, last.hex()), "thread_id": tid, "d": last,
+                      "d.1": {"$exists": False}},
+                     {"$set": {"d": [last, bytes(node["d"])], "refs": refs},
+                      "$max": {"v": HOSTED_NODE_VERSION, "put_ms": node.get("put_ms") or 0}})
 
 
 def hosted(item: Doc, node: bytes, node_stored: bytes, put_ms: int) -> Doc:

@@ -38,7 +38,7 @@ from .group import dead_letter_key, ensure_group_plan, upkeep_plan
 from .heartbeat import reap_plan
 from .round_summaries import summary_facts_plan
 from .streams import Parsed, Taken, ack_plan, claim_plan, held, read_plan
-from .triage import check_journal, check_records, check_store, of_entry, step_of
+from .triage import check_journal, check_records, check_store, of_entry, raise_tier_errors, step_of
 
 log = logging.getLogger("langgraph_durable.flusher")
 
@@ -338,14 +338,6 @@ def _copy_store(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     return Copied((yield from flush_store_plan(ctx, parsed)), 0)
 
 
-def _raise_tier_errors(replies: list[Any]) -> None:
-    """Raise the first error of a pipeline's ``replies`` that is the tier's, not of one
-    key (a cluster pipeline returns a lost connection in place of its commands' replies)."""
-    for r in replies:
-        if isinstance(r, Exception) and not of_entry(r):
-            raise r
-
-
 def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     """Read the records ``cp`` and ``w`` entries name from Redis (one pipeline) and write
     them to MongoDB (inserts; the upserts for documents already there:
@@ -380,7 +372,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
                 cmds.append(["HMGET", key, *names])
                 plan.append((tid, kind, names))
     replies = yield Pipeline(cmds, raise_on_error=False)
-    _raise_tier_errors(replies)
+    raise_tier_errors(replies)
     got: dict[tuple[str, str], dict[str, Any]] = {}
     broken: dict[tuple[str, str], Exception] = {}  # (thread, key kind) -> its WRONGTYPE
     for (tid, kind, names), values in zip(plan, replies):
@@ -399,6 +391,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     writes: list[dict[str, Any]] = []
     chunks: list[dict[str, Any]] = []
     items: list[dict[str, Any]] = []
+    lone: list[dict[str, Any]] = []  # nodes whose last items were stored before
     big = C.THRESHOLD_BYTES  # a value's bytes never outgrow the record holding them: only
     nbytes = 0  # a record bigger than a chunk can make a document that needs chunks
 
@@ -413,7 +406,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
         newest: CheckpointRecord | None = None  # of the root namespace: its summary's
         root_writes: list[tuple[str, WriteRecord]] = []
         times = put_ms[tid]
-        for doc, raw in IT.round_docs(tid, got.get((tid, "it"), {}), times):
+        for doc, raw in IT.round_docs(tid, got.get((tid, "it"), {}), times, lone):
             add("items", doc, raw, items)
             nbytes += len(raw)
         vals: dict[str, Typed | None] = {}
@@ -463,6 +456,7 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     yield from C.write_plan(cols.chunks, chunks)
     dec = ctx.docs.decode  # a document already stored is upserted as a dict
     yield from insert_else_upsert(cols.items, items, IT.upserts, decode=dec)
+    yield from IT.lone_nodes_plan(cols.items, lone)  # inside items stored before
     yield from insert_else_upsert(cols.blobs, blobs, D.upsert, decode=dec)
     yield from insert_else_upsert(cols.writes, writes, G.upsert_any, ignore_newer=True, decode=dec)
     yield from insert_else_upsert(cols.checkpoints, cps, I.upsert_checkpoint, decode=dec)

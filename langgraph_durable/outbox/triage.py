@@ -53,6 +53,15 @@ def of_entry(exc: BaseException) -> bool:
     return isinstance(exc, POISON)
 
 
+def raise_tier_errors(replies: Sequence[object]) -> None:
+    """Raise the first error of a pipeline's ``replies`` that is the tier's, not of one
+    key (``of_entry``; a cluster pipeline returns a lost connection in place of its
+    commands' replies)."""
+    for r in replies:
+        if isinstance(r, Exception) and not of_entry(r):
+            raise r
+
+
 def step_of(exc: BaseException) -> str:
     """The step an entry's error belongs to: ``write`` (MongoDB or its driver refused a
     document) or ``copy`` (its records could not be read from Redis or decoded)."""
