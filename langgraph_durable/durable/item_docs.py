@@ -86,10 +86,10 @@ def round_docs(thread_id: str, read: Mapping[Any, bytes | None], put_ms: Mapping
 def lone_nodes_plan(collection: str, nodes: list[Doc]) -> Plan[None]:
     """Store the lone nodes of a flush round (``round_docs``), after its items: each
     inside the document of its last item, stored before, while that one holds its item
-    alone (one unordered bulk of ``host_update``s). When fewer matched than were sent (an
-    item not in MongoDB yet or any more, or holding another node), every one of them is
-    upserted as a document of its own too: a node is never lost, and one stored in both
-    forms reads alike."""
+    alone or this node (one unordered bulk of ``host_update``s). When fewer matched than
+    were sent (an item not in MongoDB yet or any more, or holding another node), every one
+    of them is upserted as a document of its own too: a node is never lost, and one stored
+    in both forms reads alike."""
     if not nodes:
         return
     done = yield BulkWrite(collection, [host_update(n) for n in nodes])
@@ -99,14 +99,15 @@ def lone_nodes_plan(collection: str, nodes: list[Doc]) -> Plan[None]:
 
 def host_update(node: DocView) -> UpdateDoc:
     """Update putting the node ``node`` (its own document's form, ``item_doc``) inside
-    the document of its last item, only while that one holds its item alone (``d`` that
-    digest, not an array, which a filter on ``d`` matches too), keeping the later
-    ``put_ms`` of the two (a delete that keeps the node keeps the item holding it)."""
+    the document of its last item, only while that one holds its item alone or this node
+    already (not another: a filter on ``d`` matches an array holding the item too),
+    keeping the later ``put_ms`` of the two (a delete that keeps the node keeps the item
+    holding it)."""
     refs = [bytes(c) for c in node["refs"]]
-    tid, last = node["thread_id"], refs[-1]
+    tid, last, digest = node["thread_id"], refs[-1], bytes(node["d"])
     return UpdateDoc({"_id": doc_id(tid, last.hex()), "thread_id": tid, "d": last,
-                      "d.1": {"$exists": False}},
-                     {"$set": {"d": [last, bytes(node["d"])], "refs": refs},
+                      "$or": [{"d.1": {"$exists": False}}, {"d.1": digest}]},
+                     {"$set": {"d": [last, digest], "refs": refs},
                       "$max": {"v": HOSTED_NODE_VERSION, "put_ms": node.get("put_ms") or 0}})
 
 
@@ -143,11 +144,13 @@ def upsert_item(doc: Doc) -> UpdateDoc:
                      {"$setOnInsert": fields, "$max": {"put_ms": doc["put_ms"]}}, upsert=True)
 
 
-def upserts(doc: Doc) -> list[UpdateDoc]:
-    """``upsert_item`` of an items document, a hosting one (``hosted``) upserted as its
-    two documents (``split_hosted``): when it is stored already (a replayed round, its
-    item stored before without the node), the node is not lost."""
-    return [upsert_item(part) for part in split_hosted(doc)]
+def upserts(doc: Doc, lone: list[Doc]) -> list[UpdateDoc]:
+    """``upsert_item`` of an items document stored already (a replayed round, an item
+    sent again); of a hosting one (``hosted``), its item's, its node appended to ``lone``
+    (for ``lone_nodes_plan``: inside the stored item's document, else on its own)."""
+    item, *node = split_hosted(doc)
+    lone += node
+    return [upsert_item(item)]
 
 
 def digests_of(doc: DocView) -> list[bytes]:
