@@ -8,9 +8,9 @@ of the item that completes it (``schema.HOSTED_NODE_VERSION``): ``d`` is then th
 ``thread_digest`` index (multikey) and ``$lookup`` on ``d`` find the document by either
 digest, and a node costs no document of its own. The item is new in the same round
 (``round_docs``), or stored before (an agent's message, written by ``put_writes`` before
-the ``put`` that makes the node: ``lone_nodes_plan`` updates its document). Otherwise (that
-document holds another node, or is not in MongoDB; a replayed round; a copy, an import, a
-migration) a node has its own document: ``d`` its digest, ``type`` ``items.NODE_TYPE``,
+the ``put`` that makes the node; a replayed round: ``lone_nodes_plan`` updates its
+document). Otherwise (that document holds another node, or is not in MongoDB; a copy, an
+import, a migration) a node has its own document: ``d`` its digest, ``type`` ``items.NODE_TYPE``,
 ``refs`` its item digests. Reads take both forms (``entries``).
 
 A hosting document is deleted with its item: a node names its items, so whatever keeps
