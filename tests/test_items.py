@@ -22,6 +22,7 @@ from langgraph_durable.core.items import DIGEST_BYTES, NODE_SIZE
 from langgraph_durable.testing import drop_key_prefix, unique_options
 
 from .graphs import build_answering
+from .test_chunk_races import put
 
 
 def _graph(saver: Any, mutate: Any = None) -> Any:
@@ -172,19 +173,6 @@ def test_lost_items_are_sent_again(saver: DurableSaver, redis_client: Any) -> No
     assert redis_client.hlen(saver.context.keys("t").it) == 12
 
 
-def _listed(saver: DurableSaver, tid: str, step: int, parent: Any, messages: list[str]) -> Any:
-    """A checkpoint of ``tid`` whose ``messages`` is ``messages`` (plain strings: items)."""
-    from langgraph.checkpoint.base import empty_checkpoint
-
-    cfg: Any = {"configurable": {"thread_id": tid, "checkpoint_ns": ""}}
-    if parent is not None:
-        cfg["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
-    cp = empty_checkpoint()
-    cp["channel_values"] = {"messages": messages}
-    cp["channel_versions"] = {"messages": f"{step + 1:032}"}
-    return saver.put(cfg, cp, {"step": step}, {"messages": f"{step + 1:032}"})
-
-
 @pytest.mark.parametrize("at", [31, 5])  # a node's last item; one of many a put adds
 @pytest.mark.parametrize("removed_by", ["delete_thread", "prune"])
 def test_an_item_removed_then_met_again_in_a_new_node_is_sent_again(
@@ -199,16 +187,16 @@ def test_an_item_removed_then_met_again_in_a_new_node_is_sent_again(
     first = [f"a{i}" for i in range(33)] + ["S"]
     again = [f"b{i}" for i in range(31)]
     again.insert(at, "S")  # in node 0
-    cfg = _listed(saver, "t", 0, None, first)
+    cfg = put(saver, "t", 0, None, first)
     if removed_by == "delete_thread":
         saver.flush()
         saver.delete_thread("t")
         cfg = None
     else:
-        cfg = _listed(saver, "t", 1, cfg, ["z"])
+        cfg = put(saver, "t", 1, cfg, ["z"])
         saver.prune(["t"], strategy="keep_latest")
         assert redis_client.hlen(saver.context.keys("t").it) == 1  # "z" alone
-    _listed(saver, "t", 2, cfg, again)
+    put(saver, "t", 2, cfg, again)
     assert redis_client.hlen(saver.context.keys("t").it) == 32 + 1 + (removed_by == "prune")
     for _ in ("hot", "cold"):
         got = saver.get_tuple({"configurable": {"thread_id": "t"}})
