@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import pytest
 import redis
@@ -103,6 +103,35 @@ def test_unblock_ends_only_the_gated_read(redis_url: str, redis_client: redis.Re
     finally:
         pool.shutdown(wait=False)
         other.close()
+        redis_client.delete(stream)
+
+
+def test_unblock_waits_for_a_read_sent_but_not_yet_waiting_with_its_id(
+        redis_url: str, redis_client: redis.Redis) -> None:
+    """A stop landing after the read was sent but before its id was published (the
+    gate's lock held here keeps it there) found no id and sent nothing: the read waited
+    its whole ``BLOCK`` (a CI run's worker took more than 20 s after SIGTERM). Now
+    ``unblock`` waits for the id, then ends the read."""
+    stream = f"gated-{uuid.uuid4().hex}"
+    redis_client.xgroup_create(stream, "g", id="$", mkstream=True)
+    clients = make_clients(redis.Redis.from_url(redis_url), None)
+    gate = ReadGate()
+    pool = ThreadPoolExecutor(2)
+    try:
+        with gate.lock:  # the read cannot publish its id yet
+            gated = pool.submit(lambda: execute_sync(
+                GatedRead([["XREADGROUP", "GROUP", "g", "mine", "BLOCK", 60_000, "STREAMS",
+                            stream, ">"]], gate=gate), clients))
+            wait_for(lambda: gate.starting and any(
+                "b" in c["flags"] and c["cmd"] == "xreadgroup"
+                for c in redis_client.client_list()), 30, "the read sent and blocked")
+            stopping = pool.submit(unblock, gate, clients)
+            done, _ = wait([stopping], timeout=0.2)  # (before: False at once)
+            assert not done  # waiting for the id, up to STARTING_WAIT_S
+        assert stopping.result(timeout=10) is True
+        assert gated.result(timeout=10) == [[]]  # as if its BLOCK ran out
+    finally:
+        pool.shutdown(wait=False)
         redis_client.delete(stream)
 
 

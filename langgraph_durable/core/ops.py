@@ -292,12 +292,14 @@ class ReadGate:
     """Which connection a flusher's blocking read (``GatedRead``) waits on, so another
     thread can end the wait (``CLIENT UNBLOCK``): ``client_id`` and the server's
     ``address``, set while the read waits, under ``lock`` (``io/gated_read.py``);
-    ``refused`` once the server refused ``CLIENT`` (the read then ends by itself)."""
+    ``starting`` while its command is sent and its id not yet set; ``refused`` once the
+    server refused ``CLIENT`` (the read then ends by itself)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.client_id: int | None = None
         self.address: object = None
+        self.starting = False
         self.refused = False
 
 

@@ -17,6 +17,7 @@ plain ``Pipeline`` again.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import redis.exceptions
@@ -25,6 +26,10 @@ from ..core.ops import GatedRead, ReadGate
 from .client_set import Clients
 
 log = logging.getLogger("langgraph_durable.flusher")
+
+STARTING_WAIT_S = 2.0
+"""How long ``unblock`` waits for a read it finds sent but not yet waiting with its id
+published (a few hundred microseconds on a healthy connection), in seconds."""
 
 
 def read_sync(op: GatedRead, c: Clients) -> Any:
@@ -49,22 +54,28 @@ def read_sync(op: GatedRead, c: Clients) -> Any:
 
 def _exchange(conn: Any, op: GatedRead, gate: ReadGate) -> Any:
     (command,) = op.commands
-    conn.send_packed_command(conn.pack_commands([("CLIENT", "ID"), tuple(command)]))
+    gate.starting = True  # sent, its id not yet published: unblock waits for it
     try:
-        client_id = conn.read_response()
-    except redis.exceptions.ResponseError as exc:  # its reply is next: wait for it
-        if _is_refusal(exc):
-            gate.refused = True
-            log.info("CLIENT ID refused (%s): a stopping flusher waits for its blocking "
-                     "read to end by itself", exc)
-        return conn.read_response()
-    with gate.lock:
-        gate.client_id, gate.address = client_id, _address(conn)
-    try:
-        return conn.read_response()
+        conn.send_packed_command(conn.pack_commands([("CLIENT", "ID"), tuple(command)]))
+        try:
+            client_id = conn.read_response()
+        except redis.exceptions.ResponseError as exc:  # its reply is next: wait for it
+            gate.starting = False
+            if _is_refusal(exc):
+                gate.refused = True
+                log.info("CLIENT ID refused (%s): a stopping flusher waits for its "
+                         "blocking read to end by itself", exc)
+            return conn.read_response()
+        with gate.lock:
+            gate.client_id, gate.address = client_id, _address(conn)
+        gate.starting = False
+        try:
+            return conn.read_response()
+        finally:
+            with gate.lock:  # after any UNBLOCK naming this connection was answered
+                gate.client_id = gate.address = None
     finally:
-        with gate.lock:  # after any UNBLOCK naming this connection was answered
-            gate.client_id = gate.address = None
+        gate.starting = False
 
 
 def _address(conn: Any) -> tuple[object, object, object]:
@@ -87,9 +98,15 @@ def unblock(gate: ReadGate, c: Clients) -> bool:
     goes to another server than the read's (a failover moved the pool). The connection is
     taken before the gate's lock, so a read holding the pool's last connection ends by
     itself and releases it meanwhile. A refusal (an ACL) turns the gate off; other errors
-    are logged and ignored (the read then ends after its ``BLOCK``)."""
-    if gate.client_id is None:
-        return False
+    are logged and ignored (the read then ends after its ``BLOCK``). A read whose command
+    is sent but whose id is not published yet is waited for, up to ``STARTING_WAIT_S``
+    (a stop landing then left the read waiting its whole ``BLOCK``: a worker's SIGTERM
+    took up to its ``flush_interval_s``)."""
+    deadline = time.monotonic() + STARTING_WAIT_S
+    while gate.client_id is None:
+        if not gate.starting or time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
     pool = c.redis.connection_pool
     try:
         conn = pool.get_connection()
