@@ -4,7 +4,8 @@ document of the item that completes it (``durable/item_docs.py``,
 
 Every test runs on the session's real servers, with the flush rounds driven by hand, and
 reads back from MongoDB alone (the thread's Redis keys dropped), where the node is needed
-to rebuild any list of 32 items or more."""
+to rebuild any list of 32 items or more. The saver and its hand-driven flush rounds are
+``test_chunk_races.hand``'s (values over 1 KiB chunked: none of these lists' items)."""
 
 from __future__ import annotations
 
@@ -18,31 +19,13 @@ from langgraph_durable.core.records import pack_blob
 from langgraph_durable.core.schema import HOSTED_NODE_VERSION
 from langgraph_durable.durable import item_docs as IT
 from langgraph_durable.errors import CorruptRecordError
-from langgraph_durable.io.drivers import run_sync
-from langgraph_durable.outbox.group import ensure_group_plan
-from langgraph_durable.outbox.rounds import flush_batch_plan
-from langgraph_durable.plans import history_edits
-from langgraph_durable.testing import unique_options
 
-from .test_chunk_races import _drained, cold_values, put
+from . import test_chunk_races
+from .test_chunk_races import cold_values, put
+
+hand = test_chunk_races.hand  # the fixture: a saver whose flush rounds the test runs
 
 MESSAGES = [f"message {i}" for i in range(70)]  # 2 full nodes and 6 items after them
-
-
-@pytest.fixture
-def hand(redis_url: str, mongo_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """A saver without a flusher whose flush rounds the test runs (``drain``)."""
-    monkeypatch.setattr(history_edits, "flush_wait_plan", _drained)
-    with DurableSaver.from_urls(redis_url, mongo_url, **unique_options(flusher="off")) as s:
-        run_sync(ensure_group_plan(s.context), s.sync_clients)
-
-        def drain() -> None:
-            while run_sync(flush_batch_plan(s.context, "f", block_ms=0, claim=False),
-                           s.sync_clients).entries:
-                pass
-
-        s.drain = drain  # type: ignore[attr-defined]
-        yield s
 
 
 def items(s: DurableSaver, tid: str) -> list[dict[str, Any]]:
