@@ -144,13 +144,13 @@ def upsert_item(doc: Doc) -> UpdateDoc:
                      {"$setOnInsert": fields, "$max": {"put_ms": doc["put_ms"]}}, upsert=True)
 
 
-def upserts(doc: Doc, lone: list[Doc]) -> list[UpdateDoc]:
+def upsert_stored(doc: Doc, lone: list[Doc]) -> UpdateDoc:
     """``upsert_item`` of an items document stored already (a replayed round, an item
     sent again); of a hosting one (``hosted``), its item's, its node appended to ``lone``
     (for ``lone_nodes_plan``: inside the stored item's document, else on its own)."""
     item, *node = split_hosted(doc)
     lone += node
-    return [upsert_item(item)]
+    return upsert_item(item)
 
 
 def digests_of(doc: DocView) -> list[bytes]:

@@ -455,7 +455,8 @@ def _copy_records(ctx: Context, parsed: list[Parsed]) -> Plan[Copied]:
     # that name them; blobs and writes before the checkpoints that refer to them
     yield from C.write_plan(cols.chunks, chunks)
     dec = ctx.docs.decode  # a document already stored is upserted as a dict
-    yield from insert_else_upsert(cols.items, items, lambda d: IT.upserts(d, lone), decode=dec)
+    yield from insert_else_upsert(cols.items, items, lambda d: IT.upsert_stored(d, lone),
+                                  decode=dec)
     yield from IT.lone_nodes_plan(cols.items, lone)  # inside items stored before
     yield from insert_else_upsert(cols.blobs, blobs, D.upsert, decode=dec)
     yield from insert_else_upsert(cols.writes, writes, G.upsert_any, ignore_newer=True, decode=dec)

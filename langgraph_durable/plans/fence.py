@@ -7,7 +7,7 @@ documents already stored."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from ..core.ops import (
     BulkWrite,
@@ -187,16 +187,14 @@ def bulk_ignoring_newer(collection: str, requests: list[WriteModel]) -> Plan[Non
 
 
 def insert_else_upsert(collection: str, docs: list[Doc],
-                       upsert: Callable[[Doc], WriteModel | Sequence[WriteModel]], *,
-                       ignore_newer: bool = False,
+                       upsert: Callable[[Doc], WriteModel], *, ignore_newer: bool = False,
                        decode: Callable[[Doc], Doc] | None = None) -> Plan[None]:
     """Write ``docs`` with the outcome of their upserts (``upsert(doc)``) at the cost of
     inserts: one unordered bulk of ``InsertDoc``; only the documents already stored
     (duplicate key: a replayed outbox entry, another flusher's copy, a re-sent item) get
-    their upsert (or upserts, when ``upsert`` returns a sequence), in a second bulk write. A
-    server answers an insert without first querying for the document: SecantusDB takes
-    0.06-0.43 ms per inserted document against 0.45-1.08 ms per upsert (0-3 secondary
-    indexes, measured).
+    their upsert, in a second bulk write. A server answers an insert without first
+    querying for the document: SecantusDB takes 0.06-0.43 ms per inserted document
+    against 0.45-1.08 ms per upsert (0-3 secondary indexes, measured).
     ``ignore_newer``: the upserts may fail with a duplicate key when a newer value is
     stored (``bulk_ignoring_newer``). ``decode``: reads a document of ``docs`` back as a
     dict for its upsert (``Context.docs.decode``, when they were encoded). Other write
@@ -209,10 +207,7 @@ def insert_else_upsert(collection: str, docs: list[Doc],
     except BulkWriteFailed as exc:
         if not exc.only_duplicates():
             raise
-        again: list[WriteModel] = []
-        for i in exc.duplicates():
-            got = upsert(decode(docs[i]) if decode else docs[i])
-            again += got if isinstance(got, Sequence) else [got]
+        again = [upsert(decode(docs[i]) if decode else docs[i]) for i in exc.duplicates()]
     if ignore_newer:
         yield from bulk_ignoring_newer(collection, again)
     else:
