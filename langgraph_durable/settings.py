@@ -148,9 +148,10 @@ def saver_config(config: DurableConfig | None, options: Mapping[str, Any], *,
 
     ``builds_clients=False`` (``DurableSaver(redis, mongo, ...)``, given clients): a
     keyword option of ``ClientOptions`` (``redis_max_connections``, ``socket_timeout_s``,
-    ``server_selection_timeout_s``) raises ``ConfigurationError`` too, since it would
-    configure nothing. Set in ``config=`` or ``LGD_*`` it is accepted (and unused), as
-    before: one environment serves every saver of a process."""
+    ``server_selection_timeout_s``, ``mongo_socket_timeout_s``) raises
+    ``ConfigurationError`` too, since it would configure nothing. Set in ``config=`` or
+    ``LGD_*`` it is accepted (and unused), as before: one environment serves every saver
+    of a process."""
     if not builds_clients:
         unused = sorted(CLIENT_OPTIONS & set(options))
         if unused:
@@ -159,7 +160,7 @@ def saver_config(config: DurableConfig | None, options: Mapping[str, Any], *,
                 "configure the clients DurableSaver.from_urls builds: DurableSaver(redis, "
                 "mongo, ...) uses the clients given, so set them there (redis.Redis("
                 "socket_timeout=..., max_connections=...), MongoClient("
-                "serverSelectionTimeoutMS=...)) or use DurableSaver.from_urls")
+                "serverSelectionTimeoutMS=..., socketTimeoutMS=...)) or use DurableSaver.from_urls")
     try:
         return resolve_config(config, options)
     except ValidationError as exc:

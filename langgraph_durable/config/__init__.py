@@ -53,7 +53,7 @@ class DurableConfig(BaseModel):
     - ``StoreOptions``: ``vector_search``;
     - ``ClientOptions``, for the clients built from URLs only (``from_urls``,
       ``from_conn_string``, the CLI, the worker): ``redis_max_connections``,
-      ``socket_timeout_s``, ``server_selection_timeout_s``.
+      ``socket_timeout_s``, ``server_selection_timeout_s``, ``mongo_socket_timeout_s``.
 
     Raises pydantic's ``ValidationError`` for an unknown field or a value out of its
     bounds (the constructors turn it into a ``ConfigurationError`` naming the option).
@@ -114,6 +114,7 @@ class DurableConfig(BaseModel):
     redis_max_connections: int = Field(default=256, ge=1)
     socket_timeout_s: float = Field(default=5.0, gt=0)
     server_selection_timeout_s: float = Field(default=5.0, gt=0)
+    mongo_socket_timeout_s: float = Field(default=60.0, gt=0, le=86400)
 
     @field_validator("write_concern_w", mode="before")
     @classmethod

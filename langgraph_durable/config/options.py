@@ -370,7 +370,18 @@ class ClientOptions(TypedDict, total=False):
     ``WAIT`` time is added to the read timeout). Default 5.0, more than 0."""
     server_selection_timeout_s: float
     """MongoDB server selection timeout, in seconds, of the clients built: how long a call
-    waits for a MongoDB that does not answer. Default 5.0, more than 0."""
+    waits for a MongoDB that cannot be reached (down, stopped, unreachable), and their
+    connect timeout. Default 5.0, more than 0."""
+    mongo_socket_timeout_s: float
+    """MongoDB socket timeout (PyMongo's ``socketTimeoutMS``), in seconds, of the clients
+    built: how long a call waits for the answer to one command sent on a connection (or
+    one batch of a cursor) from a MongoDB that accepted the command and is still
+    reachable but does not answer (a stuck disk, a lock, a stalled primary); then it
+    raises ``TierUnavailableError`` (the flusher retries its round; the command may have
+    run: every write of the package is idempotent). Keep it above your slowest command:
+    ``setup()``'s index builds on large collections, ``migrate``'s batches. Default 60.0,
+    more than 0, at most 86400. It wins over a ``socketTimeoutMS`` in the URL, as
+    ``server_selection_timeout_s`` over ``serverSelectionTimeoutMS``."""
 
 
 class SaverOptions(RedisOptions, MongoOptions, DurabilityOptions, FlusherOptions,

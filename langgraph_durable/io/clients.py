@@ -154,14 +154,18 @@ def redis_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> Any:
 
 
 def mongo_from_url(url: str, config: DurableConfig, *, asyncio: bool) -> Any:
-    """A PyMongo client (``AsyncMongoClient`` when ``asyncio``) for ``url``. Raises
+    """A PyMongo client (``AsyncMongoClient`` when ``asyncio``) for ``url``, with the
+    configured server selection and connect timeout (``server_selection_timeout_s``) and
+    socket timeout (``mongo_socket_timeout_s``), in seconds. Raises
     ``ConfigurationError`` for a URL PyMongo refuses (not ``mongodb://``/``mongodb+srv://``,
     a bad option or port), naming the URL with its password hidden."""
     check_mongo_url(url)
     cls = pymongo.AsyncMongoClient if asyncio else pymongo.MongoClient
     ms = int(config.server_selection_timeout_s * 1000)
+    socket_ms = int(config.mongo_socket_timeout_s * 1000)
     try:
-        return cls(url, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms, tz_aware=True)
+        return cls(url, serverSelectionTimeoutMS=ms, connectTimeoutMS=ms,
+                   socketTimeoutMS=socket_ms, tz_aware=True)
     except (pymongo.errors.ConfigurationError, ValueError) as exc:
         raise ConfigurationError(f"MongoDB URL {hide_password(url)!r}: {exc}") from None
 

@@ -46,7 +46,8 @@ class SaverLifecycle(BaseCheckpointSaver[str], AbstractContextManager,
 
     The keyword ``options`` are typed (``config/options.py``, where each is documented):
     ``SaverOptions`` for ``DurableSaver(redis, mongo, ...)``, whose ``ClientOptions``
-    (``redis_max_connections``, ``socket_timeout_s``, ``server_selection_timeout_s``)
+    (``redis_max_connections``, ``socket_timeout_s``, ``server_selection_timeout_s``,
+    ``mongo_socket_timeout_s``)
     would configure nothing and raise ``ConfigurationError``; ``FromUrlsOptions`` for
     ``from_urls`` and ``from_conn_string``."""
 

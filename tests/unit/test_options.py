@@ -69,6 +69,7 @@ ENV: dict[str, tuple[str, Any]] = {
     "redis_max_connections": ("9", 9),
     "socket_timeout_s": ("2.5", 2.5),
     "server_selection_timeout_s": ("1.5", 1.5),
+    "mongo_socket_timeout_s": ("90", 90.0),
 }
 
 
@@ -81,7 +82,7 @@ def test_the_options_are_the_settable_fields_of_durable_config() -> None:
     assert O.FromUrlsOptions.__required_keys__ == frozenset()  # every option may be left out
     assert _keys(O.SaverOptions) == set(DurableConfig.model_fields) - O.CLIENT_OPTIONS
     assert O.CLIENT_OPTIONS == {"redis_max_connections", "socket_timeout_s",
-                                "server_selection_timeout_s"}
+                                "server_selection_timeout_s", "mongo_socket_timeout_s"}
     assert _keys(O.StoreFromUrlsOptions) == set(DurableConfig.model_fields) - {"ttl"}
 
 
@@ -166,7 +167,8 @@ def test_an_unknown_option_is_still_a_configuration_error_naming_the_closest() -
 
 @pytest.mark.parametrize("name, value", [("socket_timeout_s", 1.0),
                                          ("redis_max_connections", 8),
-                                         ("server_selection_timeout_s", 0.3)])
+                                         ("server_selection_timeout_s", 0.3),
+                                         ("mongo_socket_timeout_s", 2.0)])
 def test_a_client_option_given_to_the_constructor_is_refused(name: str, value: Any) -> None:
     with pytest.raises(ConfigurationError) as err:
         DurableSaver(None, None, **{name: value})
