@@ -239,7 +239,8 @@ def database_of_url(url: str) -> str | None:
 def with_database(config: DurableConfig, found: str | None, where: str) -> DurableConfig:
     """``config`` with the database named by the MongoDB URL or client (``found``, from
     ``where``) when the configuration gives none; raises ``ConfigurationError`` when both
-    name one and they differ."""
+    name one and they differ, or when ``found`` is no name MongoDB takes (naming it and
+    ``where``)."""
     if not found:
         return config
     if "database" in config.model_fields_set:
@@ -248,5 +249,9 @@ def with_database(config: DurableConfig, found: str | None, where: str) -> Durab
                 f"two MongoDB databases given: database={config.database!r} and "
                 f"{found!r} in the {where}; give one, or make them equal")
         return config
-    return DurableConfig(**{**{k: getattr(config, k) for k in config.model_fields_set},
-                            "database": found})
+    try:
+        return DurableConfig(**{**{k: getattr(config, k) for k in config.model_fields_set},
+                                "database": found})
+    except ValidationError as exc:
+        why = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors())
+        raise ConfigurationError(f"the database {found!r} in the {where}: {why}") from None

@@ -122,3 +122,38 @@ def test_urls_given_to_the_constructor_name_from_urls(redis_url: str, mongo_url:
         "DurableSaver.from_conn_string()")
     with pytest.raises(ConfigurationError, match=r"DurableSaver\(mongo=\.\.\.\)"):
         DurableSaver(None, mongo_url)
+
+
+def test_a_database_in_the_mongodb_url_mongodb_refuses_is_a_configuration_error(
+        redis_url: str, mongo_url: str) -> None:
+    url = mongo_url.split("?")[0].rstrip("/").replace("mongodb://", "mongodb://u:secret@")
+    with pytest.raises(ConfigurationError) as err:
+        DurableSaver.from_urls(redis_url, url + "/bad.db")
+    message = str(err.value)
+    assert message.startswith("the database 'bad.db' in the MongoDB URL 'mongodb://***@")
+    assert message.endswith("/bad.db': not a MongoDB database name: it contains '.' (a "
+                            "database name has at most 63 bytes and none of / \\ . space \" "
+                            "$ or NUL)")
+    assert "secret" not in message
+
+
+def _first_put(saver: DurableSaver) -> None:
+    saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
+              {"v": 1, "id": "1f000000-0000-6000-8000-000000000001",
+               "ts": "2026-12-05T00:00:00+00:00", "channel_values": {}, "channel_versions": {},
+               "versions_seen": {}, "pending_sends": []}, {}, {})  # type: ignore[typeddict-item]
+
+
+async def test_a_redis_database_number_the_server_refuses_is_a_configuration_error(
+        redis_url: str, mongo_url: str) -> None:
+    url = redis_url.rsplit("/", 1)[0] + "/99"  # the server has 16 databases
+    saver = DurableSaver.from_urls(url, mongo_url, flusher="off")
+    try:
+        with pytest.raises(ConfigurationError, match=(
+                r"^Redis .* refused the database number of its URL \(.*\): DB index is out "
+                r"of range\. Use a number below the server's `databases` setting")):
+            _first_put(saver)
+        with pytest.raises(ConfigurationError, match="refused the database number"):
+            await saver.aget_tuple({"configurable": {"thread_id": "t"}})
+    finally:
+        saver.close(drain_timeout_s=0)

@@ -1,6 +1,7 @@
 """What a server's error becomes for the plan that ran the operation (the sync and the
 async driver alike): a script's declared refusal -> ``ScriptRefused``; its ``WRONGTYPE``
--> ``CorruptRecordError``; a server that does not answer -> ``TierUnavailableError``; a
+-> ``CorruptRecordError``; Redis refusing the URL's database number ->
+``ConfigurationError``; a server that does not answer -> ``TierUnavailableError``; a
 MongoDB command's failure -> ``CommandFailed``/``BulkWriteFailed``; anything else as the
 client raised it."""
 
@@ -12,7 +13,12 @@ import redis.exceptions
 from pymongo.errors import BulkWriteError, OperationFailure, PyMongoError
 
 from ..core.ops import CommandFailed, MongoOp, Pipeline, Script
-from ..errors import CorruptRecordError, ScriptRefused, TierUnavailableError
+from ..errors import (
+    ConfigurationError,
+    CorruptRecordError,
+    ScriptRefused,
+    TierUnavailableError,
+)
 from .mongo_calls import bulk_write_failed
 
 _UNANSWERED_MONGO = frozenset({
@@ -63,6 +69,21 @@ def _no_free_connection(exc: Exception) -> bool:
         type(exc).__name__ == "MaxConnectionsError" or str(exc) == "Too many connections")
 
 
+def _bad_database_number(exc: Exception, op: Any, redis_name: str) -> Exception | None:
+    """The ``ConfigurationError`` for Redis's refusal of the ``SELECT`` a connection sends
+    for the database number of its URL ("DB index is out of range": past the server's
+    ``databases``, 16 by default; "ERR SELECT is not allowed in cluster mode"); else None."""
+    if not isinstance(exc, redis.exceptions.ResponseError):
+        return None
+    text = str(exc)
+    if not (text.startswith("DB index is out of range") or "SELECT is not allowed" in text):
+        return None
+    return ConfigurationError(
+        f"Redis {redis_name} refused the database number of its URL ({what(op)}): {text}. "
+        "Use a number below the server's `databases` setting (16 by default; 0 on a Redis "
+        "Cluster, which has database 0 only)")
+
+
 def wrap(exc: Exception, op: Any, redis_name: str, mongo_name: str) -> Exception:
     """The error a plan receives for ``exc``, raised by ``op`` on the servers named
     ``redis_name``/``mongo_name`` (``Clients``' names, quoted in the message); ``exc``
@@ -70,6 +91,9 @@ def wrap(exc: Exception, op: Any, redis_name: str, mongo_name: str) -> Exception
     refused = _refusal(exc, op) or _wrong_type(exc, op)
     if refused is not None:
         return refused
+    bad_number = _bad_database_number(exc, op, redis_name)
+    if bad_number is not None:
+        return bad_number
     if _no_free_connection(exc):
         return TierUnavailableError(
             f"Redis {redis_name} was not asked ({what(op)}): the Redis client's connection "

@@ -15,6 +15,7 @@ from ..config import DurableConfig
 from ..core.drive import adrive, drive
 from ..core.ops import Pipeline, Plan
 from ..errors import (
+    ConfigurationError,
     CorruptRecordError,
     DeadLetteredError,
     FlushTimeoutError,
@@ -86,7 +87,8 @@ class RuntimeClosing:
                     log.info("closing with %d entries in the outbox %s for the flushers; %s",
                              n, self.context.outbox, self._drain_hint())
         except (FlushTimeoutError, TierUnavailableError, DeadLetteredError,
-                CorruptRecordError) as exc:
+                CorruptRecordError, ConfigurationError) as exc:  # (a server refusing the
+            # URL's database: the calls before raised it already)
             self._log_close_failure(exc)
         finally:
             self.closed = True
