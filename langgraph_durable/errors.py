@@ -74,7 +74,9 @@ class ConcurrentRunError(DurableSaverError):
     checkpoint: continuing would fork the thread silently and hide one run's messages from
     the latest state. Nothing was written; reload the thread (``get_state``) and retry.
 
-    Raised only with ``on_concurrent_run="raise"`` (the default). Forks you ask for (a
+    The two runs may be in two processes or in one (two threads or asyncio tasks: each run
+    keeps the heads it read and wrote in its own context). Raised only with
+    ``on_concurrent_run="raise"`` (the default). Forks you ask for (a
     ``checkpoint_id`` in the config, ``update_state`` on an old checkpoint) never raise.
     "Extended" means another put was stored in the namespace after the one this run read
     (Redis keeps the head each put writes), not that a larger ``checkpoint_id`` exists:

@@ -141,7 +141,8 @@ class DurabilityOptions(TypedDict, total=False):
     "not written"."""
     on_concurrent_run: Literal["raise", "fork"]
     """What a ``put`` does when its run read the thread's latest checkpoint and another run
-    has extended the thread since (two processes invoking one ``thread_id`` at once):
+    has extended the thread since (two processes, or two threads or asyncio tasks of one
+    process, invoking one ``thread_id`` at once; ``plans/context.Heads``):
     ``"raise"`` (default) refuses it with ``ConcurrentRunError`` and writes nothing;
     ``"fork"`` stores it as a sibling branch, as InMemorySaver does (the latest state then
     shows one run only)."""

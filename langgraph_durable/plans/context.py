@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextvars
+import itertools
 import threading
 import time
 from collections import OrderedDict
@@ -25,11 +27,27 @@ from ..hot.keys import (
     registry_keys,
 )
 
+_RUN_HEADS: contextvars.ContextVar[dict[tuple[int, str, str], str] | None] = (
+    contextvars.ContextVar("langgraph_durable_run_heads", default=None))
+"""The heads of the run in the current context (``Heads.read``): ``(the Heads' token,
+thread_id, ns) -> checkpoint_id`` ("" before its first put when its read found none or
+was of a given checkpoint)."""
+_TOKENS = itertools.count()
+
 
 class Heads:
     """The latest checkpoint id this saver saw per ``(thread, ns)``: read as "latest" by
-    ``get_tuple`` or written by its own ``put``. A put whose parent is that head expects it
-    still to be the newest (see ``ConcurrentRunError``). Bounded LRU of ``size`` entries.
+    ``get_tuple`` or written by its own ``put``, for the whole process and for the run in
+    the current context. A put whose parent is that head expects it still to be the newest
+    (see ``ConcurrentRunError``). Bounded LRU of ``size`` entries.
+
+    The run's own heads tell two runs of one process apart (two requests of one server on
+    one thread): each LangGraph run starts with a ``get_tuple`` in its thread or asyncio
+    task and makes its puts in tasks started from there (LangGraph's executors copy the
+    context), so ``read`` gives that context a record of its own, shared by the run's
+    puts, which update it in place. A put in a context with no record of its namespace
+    (the saver's API called without a read before it) expects the process's head, as
+    before.
 
     Mutable and thread-safe (one lock): the one piece of state a ``Context`` carries, shared
     by a saver, its ``with_allowlist`` copies and every thread and task using them."""
@@ -39,11 +57,27 @@ class Heads:
         self._refused: OrderedDict[tuple[str, str], tuple[str, str]] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
+        self._token = next(_TOKENS)
+
+    def expects(self, thread_id: str, ns: str, parent: str) -> bool:
+        """Whether a put of ``(thread_id, ns)`` on ``parent`` continues from the newest
+        checkpoint its run knows (the run's record of the namespace, else the process's
+        head), so ``parent`` must still be the namespace's newest when it is stored."""
+        run = _RUN_HEADS.get()
+        key = (self._token, thread_id, ns)
+        if run is not None and key in run:
+            return run[key] == parent
+        return self.get(thread_id, ns) == parent
 
     def seen(self, thread_id: str, ns: str, checkpoint_id: str) -> None:
         """Record ``checkpoint_id`` as the newest known checkpoint of ``(thread_id, ns)``
-        (a put stored it, or a read found it the latest): its refusal, if any, is
-        forgotten (``refused``)."""
+        (a put stored it, or a read found it the latest), for the process and for the run
+        of the current context when its record names the namespace (``read``): its
+        refusal, if any, is forgotten (``refused``)."""
+        run = _RUN_HEADS.get()
+        key = (self._token, thread_id, ns)
+        if run is not None and key in run:
+            run[key] = checkpoint_id  # in place: the run's tasks share the record
         with self._lock:
             self._heads[(thread_id, ns)] = checkpoint_id
             self._heads.move_to_end((thread_id, ns))
@@ -73,11 +107,20 @@ class Heads:
                 self._refused.popitem(last=False)
 
     def read(self, thread_id: str, ns: str) -> None:
-        """``get_tuple`` read ``(thread_id, ns)``: forget its refusal (``refused``). Every
-        LangGraph run starts by that read, so a put that failed in an earlier run never
-        stops an effect of a later one (whose puts LangGraph makes again); a read by
-        another caller while the failing run goes on leaves that run's effects to their
-        wait (``effect_checkpoint_wait_s``) instead."""
+        """``get_tuple`` of ``(thread_id, ns)`` begins: the current context gets a record of
+        the run's heads of its own (a copy of what the one it had holds of ``thread_id``:
+        one thread's namespaces, so it stays small) whose head of the namespace is none
+        yet (``seen`` sets the latest it finds; a read of a given checkpoint leaves it
+        none: a fork, expecting nothing until its own put), and the namespace's refusal
+        (``refused``) is forgotten. Every LangGraph run starts by that read, so a
+        put that failed in an earlier run never stops an effect of a later one (whose
+        puts LangGraph makes again); a read by another caller while the failing run goes
+        on leaves that run's effects to their wait (``effect_checkpoint_wait_s``)
+        instead."""
+        run = _RUN_HEADS.get() or {}  # the thread's other namespaces (a subgraph run inline)
+        fresh = {k: v for k, v in run.items() if k[0] == self._token and k[1] == thread_id}
+        fresh[(self._token, thread_id, ns)] = ""
+        _RUN_HEADS.set(fresh)
         with self._lock:
             if self._refused:
                 self._refused.pop((thread_id, ns), None)

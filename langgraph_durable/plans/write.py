@@ -345,7 +345,7 @@ def prepare_put(
     )
     m = member(ns, cid)
     expect = ""
-    if ctx.config.on_concurrent_run == "raise" and parent and ctx.heads.get(tid, ns) == parent:
+    if ctx.config.on_concurrent_run == "raise" and parent and ctx.heads.expects(tid, ns, parent):
         expect = member(ns, parent)
     # a thread's first input checkpoint (LangGraph's step -1, no parent, root namespace)
     # on a thread Redis holds nothing of starts a new thread: Redis then holds all of it
