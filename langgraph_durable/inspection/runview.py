@@ -33,6 +33,10 @@ from ..plans import read
 from . import render, timeline
 from .lookup import LookupFailedError
 
+NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
+"""The task id of writes no task made (what a ``Command`` given as input carries: its
+``resume`` value, ``update``, ``goto``): LangGraph's, private since LangGraph 1.0."""
+
 PAGE = 50
 """Checkpoints per page of the run view (the dashboard's timeline, ``history``)."""
 
@@ -213,6 +217,8 @@ def _task(task_id: str, path: str, cp: Mapping[str, Any], ns: str, step: int,
         if node is None and sends is not None and 0 <= index < len(sends):
             node = getattr(sends[index], "node", None)
         return Task(task_id, node or "Send", "push")
+    if task_id == NULL_TASK_ID:  # a Command given as input (resume, update, goto)
+        return Task(task_id, "(input)", "other")
     return Task(task_id, path or task_id[:8], "other")
 
 

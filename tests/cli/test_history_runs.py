@@ -9,6 +9,7 @@ import re
 
 import pytest
 from langchain_core.messages import HumanMessage
+from langgraph.types import Command
 
 from langgraph_durable.inspection import runview
 
@@ -95,3 +96,16 @@ def test_an_interrupted_node_is_named_with_the_interrupt_s_value(cli: Cli) -> No
     assert [i["node"] for i in latest["interrupted"]] == ["ask"]
     assert "publish?" in latest["interrupted"][0]["value"]
     assert latest["ran"] == ["c"]
+
+
+def test_history_names_a_resume_value_input_not_a_task_id(cli: Cli) -> None:
+    with cli.saver() as s:
+        graph = build_graph(s, ask=True)
+        cfg = {"configurable": {"thread_id": "asked"}}
+        graph.invoke(first_input(), cfg)
+        graph.invoke(Command(resume="yes"), cfg)
+    rows = cli.json("history", "asked")["checkpoints"]
+    # the last step ran "ask" on the resume value, which no task wrote (LangGraph's
+    # null task id): named "(input)", not the id's first 8 characters "00000000"
+    assert rows[0]["ran"] == ["(input)", "ask"]
+    assert not any("00000000" in name for r in rows for name in r["ran"])
