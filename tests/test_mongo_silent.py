@@ -8,6 +8,7 @@ such calls, and a saver's set-up, waited forever (found by a new user's break te
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import struct
@@ -71,7 +72,7 @@ class SilentProxy:
             threading.Thread(target=self._to_client, args=(up, client), daemon=True).start()
 
     def _to_server(self, client: socket.socket, up: socket.socket) -> None:
-        try:
+        with contextlib.suppress(OSError, EOFError):  # a side closed: this pump ends
             while True:
                 head = _exact(client, 16)
                 msg = head + _exact(client, struct.unpack("<i", head[:4])[0] - 16)
@@ -80,16 +81,12 @@ class SilentProxy:
                     self.swallowed.append(name)
                     continue
                 up.sendall(msg)
-        except (OSError, EOFError):
-            pass
 
     @staticmethod
     def _to_client(up: socket.socket, client: socket.socket) -> None:
-        try:
+        with contextlib.suppress(OSError):  # a side closed: this pump ends
             while data := up.recv(65536):
                 client.sendall(data)
-        except OSError:
-            pass
 
     def close(self) -> None:
         for s in self._socks:
